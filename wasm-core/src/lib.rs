@@ -1,0 +1,11 @@
+//! Ditto's engine: a plain Rust library with no I/O.
+//!
+//! It compiles natively (for the storage server and the benchmarks) and to
+//! `wasm32-unknown-unknown` with SIMD128 (for the browser's Web Workers, through the
+//! wasm-bindgen layer in [`bindings`]). Everything that browser and server must agree
+//! on — chunk boundaries, fingerprints, byte formats, search — lives here once.
+
+pub mod hash;
+
+#[cfg(target_arch = "wasm32")]
+pub mod bindings;
