@@ -5,6 +5,7 @@
 //! wasm-bindgen layer in [`bindings`]). Everything that browser and server must agree
 //! on — chunk boundaries, fingerprints, byte formats, search — lives here once.
 
+pub mod chunk;
 pub mod hash;
 
 #[cfg(target_arch = "wasm32")]

@@ -1,0 +1,70 @@
+//! Content-defined chunking.
+//!
+//! Every chunker here is a [`CutPoint`]: given the bytes of a stream from the start of the
+//! next chunk on, it says where that chunk ends. Because a cut only ever looks at most
+//! `max_size` bytes ahead (and at a fixed amount of history behind for windowed hashes),
+//! the same cut points come out however the input is split into blocks; [`ChunkStream`]
+//! does the buffering that guarantees it.
+//!
+//! Modules, one per technique:
+//! - [`fastcdc`]: FastCDC-2020, bit-compatible with the `fastcdc` crate's `v2020` module.
+//! - [`twostage`]: Ditto's default chunker (two-stage filter, SIMD stage 1), see docs/CHUNKING.md.
+//! - [`sscdc`]: SS-CDC (Ni thesis ch. 2): candidate bitmaps per segment, then sequential selection.
+//! - [`rapidcdc`]: RapidCDC (Ni thesis ch. 3): next-chunk-size hints from the previous version.
+//! - [`inck`]: INC-K Rabin chunking and the chunk-size model (PRUNE §4.1-4.2).
+//! - [`policy`]: context-aware choice of fixed-size vs CDC chunking (PRUNE §4.3).
+
+pub mod fastcdc;
+mod gear_table;
+pub mod stream;
+
+pub use stream::{ChunkStream, StreamChunk};
+
+/// A chunking algorithm: finds where the chunk starting at `start` ends.
+pub trait CutPoint {
+    /// No chunk is longer than this; a cut is decided once this many bytes are available
+    /// after the chunk start (or the stream has ended).
+    fn max_size(&self) -> usize;
+
+    /// Bytes before a chunk's start that the cut may read (window history). The stream
+    /// keeps at least this many bytes of already-emitted data.
+    fn history(&self) -> usize {
+        0
+    }
+
+    /// `buf[start..]` holds either at least `max_size()` bytes, or everything up to the end
+    /// of the stream; `buf[..start]` holds preceding stream bytes (at least `history()` of
+    /// them unless the stream began less than that far back). Returns the absolute index in
+    /// `buf` where the chunk ends: `start < end <= min(buf.len(), start + max_size())` when
+    /// `buf[start..]` is non-empty.
+    fn cut(&self, buf: &[u8], start: usize) -> usize;
+}
+
+/// Splits a whole in-memory buffer; returns `(offset, length)` of every chunk.
+pub fn chunk_all<C: CutPoint + ?Sized>(c: &C, data: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < data.len() {
+        let end = c.cut(data, start);
+        debug_assert!(end > start && end - start <= c.max_size());
+        out.push((start, end - start));
+        start = end;
+    }
+    out
+}
+
+/// Small deterministic PRNG (xorshift64*) for tests and benchmarks: no dependency, same
+/// bytes on every platform.
+#[doc(hidden)]
+pub fn test_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        out.extend_from_slice(&s.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
