@@ -75,6 +75,7 @@ async fn main() {
             eprintln!("cannot listen on {addr}: {e}");
             std::process::exit(1)
         });
+    let addr = listener.local_addr().expect("bound address");
     println!("Ditto is running. Open http://{addr}/#token={token}");
     axum::serve(listener, app).await.expect("server error");
 }
