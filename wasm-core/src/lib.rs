@@ -7,6 +7,7 @@
 
 pub mod chunk;
 pub mod hash;
+pub mod search;
 
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;

@@ -1,0 +1,438 @@
+//! A multi-keyword Aho-Corasick automaton compiled to a dense DFA over bytes.
+//!
+//! # What it computes
+//!
+//! Given keywords `k_0 .. k_{K-1}` (arbitrary non-empty byte strings, case-sensitive), the
+//! automaton reads a haystack one byte at a time and is, after every byte, in the state that
+//! stands for *the longest suffix of the input read so far that is a prefix of some keyword*.
+//! Three things follow from that single invariant, and the physical phase uses all three:
+//!
+//! 1. **Exact matches.** A keyword ends at the current position exactly when it is a suffix of
+//!    the current state's string. Those keywords are the state's own keywords plus the own
+//!    keywords of every state on its failure chain; [`Automaton::scan`] reports them.
+//! 2. **Prefixes at the end of a chunk.** After the last byte of a chunk, walking the failure
+//!    chain from the final state enumerates *every* suffix of the chunk that is a prefix of a
+//!    keyword, longest first. The first node on the chain that lies on keyword `k`'s trie path
+//!    gives the longest proper prefix of `k` that ends the chunk
+//!    ([`Automaton::end_partials`]).
+//! 3. **Suffixes at the start of a chunk.** The same automaton built over the *reversed*
+//!    keywords and fed the first `n - 1` bytes of a chunk back to front turns "prefix of the
+//!    chunk that is a suffix of `k`" into case 2.
+//!
+//! # Construction
+//!
+//! 1. A trie of all keywords. Each node is a distinct keyword prefix; its depth is the prefix
+//!    length. Duplicate keywords share their final node (both ids are reported).
+//! 2. Breadth-first, each node `v` (child of `u` by byte `b`) gets its *failure link*: the node
+//!    of the longest proper suffix of `v`'s string that is also in the trie. Because every
+//!    node of smaller depth already has a complete row of DFA transitions, the failure target
+//!    is simply `delta(fail(u), b)` (the root for depth-1 nodes), and `v`'s own row is a copy
+//!    of `fail(v)`'s row overwritten with `v`'s trie children. That makes the table a full DFA:
+//!    the scan never follows failure links, it does one table load per byte.
+//! 3. **Byte classes.** Bytes that occur in no keyword behave identically everywhere, so they
+//!    share class 0; every byte that does occur gets its own class. A row has one entry per
+//!    class (the *stride*), so a table for ASCII keywords is roughly 4-8x smaller than 256
+//!    entries per state, which matters for cache residency.
+//! 4. **Premultiplied ids, match states first.** States are renumbered so that every state
+//!    that reports a match comes first, and a state id is its row offset (`index * stride`).
+//!    The hot loop is then `s = table[s + class[byte]]` plus one compare `s < match_limit`
+//!    that is almost never true; only then do we divide to find the state's outputs.
+//!
+//! Outputs are stored compactly: each state lists only its *own* keywords (those that end at
+//! this node), and a *dictionary link* points to the nearest state on its failure chain that
+//! has own keywords. Reporting walks that chain, so memory stays linear in the total keyword
+//! length even for keyword sets like `a, aa, aaa, ...`.
+//!
+//! # Cost
+//!
+//! Scan: one class lookup and one transition load per byte. Memory: `states * stride * 4`
+//! bytes for the table, where `states <= 1 + total keyword length`. The builder refuses
+//! tables above [`MAX_TABLE_BYTES`].
+
+use super::SearchError;
+
+/// Upper bound on the transition table built for one automaton.
+pub const MAX_TABLE_BYTES: usize = 256 << 20;
+
+const NONE: u32 = u32::MAX;
+
+/// A state of an [`Automaton`]: an opaque, premultiplied table offset.
+pub type StateId = u32;
+
+/// An Aho-Corasick automaton over byte keywords, compiled to a dense DFA.
+#[derive(Clone, Debug)]
+pub struct Automaton {
+    /// Byte -> class.
+    classes: [u8; 256],
+    /// Number of classes; the length of one table row.
+    stride: u32,
+    /// `table[s + class]` is the premultiplied id of the next state.
+    table: Vec<u32>,
+    /// Premultiplied id of the start state (the trie root).
+    start: u32,
+    /// Every premultiplied id below this reports at least one keyword.
+    match_limit: u32,
+    /// Per state index: string length (trie depth).
+    depth: Vec<u32>,
+    /// Per state index: failure link as a state index (`NONE` for the root).
+    fail: Vec<u32>,
+    /// Per state index: nearest state on the failure chain with own keywords, or `NONE`.
+    dict: Vec<u32>,
+    /// CSR: keywords ending exactly at state `i` are `own_kw[own_at[i]..own_at[i + 1]]`.
+    own_at: Vec<u32>,
+    own_kw: Vec<u32>,
+    /// CSR: keywords whose trie path passes through state `i` (state `i` is a prefix of them).
+    thru_at: Vec<u32>,
+    thru_kw: Vec<u32>,
+    /// Keyword lengths by id.
+    lens: Vec<u32>,
+}
+
+struct TrieNode {
+    children: Vec<(u8, u32)>,
+    depth: u32,
+    own: Vec<u32>,
+    thru: Vec<u32>,
+}
+
+impl Automaton {
+    /// Builds the automaton for `keywords` (ids are positions in the slice).
+    pub fn new<K: AsRef<[u8]>>(keywords: &[K]) -> Result<Self, SearchError> {
+        if keywords.is_empty() {
+            return Err(SearchError::NoKeywords);
+        }
+        // 1. Trie.
+        let mut nodes = vec![TrieNode {
+            children: Vec::new(),
+            depth: 0,
+            own: Vec::new(),
+            thru: Vec::new(),
+        }];
+        let mut used = [false; 256];
+        for (id, kw) in keywords.iter().enumerate() {
+            let kw = kw.as_ref();
+            if kw.is_empty() {
+                return Err(SearchError::EmptyKeyword(id));
+            }
+            let mut v = 0usize;
+            for &b in kw {
+                used[b as usize] = true;
+                let next = match nodes[v].children.binary_search_by_key(&b, |c| c.0) {
+                    Ok(i) => nodes[v].children[i].1 as usize,
+                    Err(i) => {
+                        let n = nodes.len();
+                        let depth = nodes[v].depth + 1;
+                        nodes[v].children.insert(i, (b, n as u32));
+                        nodes.push(TrieNode {
+                            children: Vec::new(),
+                            depth,
+                            own: Vec::new(),
+                            thru: Vec::new(),
+                        });
+                        n
+                    }
+                };
+                v = next;
+                nodes[v].thru.push(id as u32);
+            }
+            nodes[v].own.push(id as u32);
+        }
+
+        // Byte classes: unused bytes share class 0 (if any byte is unused).
+        let mut classes = [0u8; 256];
+        let any_unused = used.iter().any(|u| !u);
+        let mut next_class = usize::from(any_unused);
+        for b in 0..256 {
+            if used[b] {
+                classes[b] = next_class as u8;
+                next_class += 1;
+            }
+        }
+        let stride = next_class;
+        let n_states = nodes.len();
+        let table_bytes = n_states
+            .checked_mul(stride)
+            .and_then(|x| x.checked_mul(4))
+            .unwrap_or(usize::MAX);
+        if table_bytes > MAX_TABLE_BYTES || n_states * stride >= u32::MAX as usize {
+            return Err(SearchError::TooLarge { table_bytes });
+        }
+
+        // 2. Breadth-first: failure links and full DFA rows (state indexes, not premultiplied).
+        let mut fail = vec![NONE; n_states];
+        let mut rows = vec![0u32; n_states * stride];
+        let mut order = Vec::with_capacity(n_states);
+        order.push(0u32);
+        let mut head = 0;
+        while head < order.len() {
+            let u = order[head] as usize;
+            head += 1;
+            if u != 0 {
+                let f = fail[u] as usize;
+                rows.copy_within(f * stride..(f + 1) * stride, u * stride);
+            }
+            // (The root's row stays all zeros: missing bytes loop back to the root.)
+            for &(b, v) in &nodes[u].children {
+                let c = classes[b as usize] as usize;
+                fail[v as usize] = if u == 0 {
+                    0
+                } else {
+                    rows[fail[u] as usize * stride + c]
+                };
+                order.push(v);
+            }
+            for &(b, v) in &nodes[u].children {
+                rows[u * stride + classes[b as usize] as usize] = v;
+            }
+        }
+
+        // Outputs: dictionary links and "has any output" (breadth-first order).
+        let mut dict = vec![NONE; n_states];
+        let mut reports = vec![false; n_states];
+        for &u in &order[1..] {
+            let u = u as usize;
+            let f = fail[u] as usize;
+            dict[u] = if !nodes[f].own.is_empty() {
+                f as u32
+            } else {
+                dict[f]
+            };
+            reports[u] = !nodes[u].own.is_empty() || reports[f];
+        }
+
+        // 3. Renumber: reporting states first, then the rest (breadth-first within each).
+        let mut new_index = vec![0u32; n_states];
+        let mut next = 0u32;
+        for pass in [true, false] {
+            for &u in &order {
+                if reports[u as usize] == pass {
+                    new_index[u as usize] = next;
+                    next += 1;
+                }
+            }
+        }
+        let n_match = reports.iter().filter(|&&r| r).count() as u32;
+        let stride32 = stride as u32;
+        let mut table = vec![0u32; n_states * stride];
+        let mut depth = vec![0u32; n_states];
+        let mut fail_new = vec![NONE; n_states];
+        let mut dict_new = vec![NONE; n_states];
+        for old in 0..n_states {
+            let new = new_index[old] as usize;
+            for c in 0..stride {
+                table[new * stride + c] = new_index[rows[old * stride + c] as usize] * stride32;
+            }
+            depth[new] = nodes[old].depth;
+            if fail[old] != NONE {
+                fail_new[new] = new_index[fail[old] as usize];
+            }
+            if dict[old] != NONE {
+                dict_new[new] = new_index[dict[old] as usize];
+            }
+        }
+        let mut by_new: Vec<usize> = vec![0; n_states];
+        for old in 0..n_states {
+            by_new[new_index[old] as usize] = old;
+        }
+        let (mut own_at, mut own_kw) = (Vec::with_capacity(n_states + 1), Vec::new());
+        let (mut thru_at, mut thru_kw) = (Vec::with_capacity(n_states + 1), Vec::new());
+        for &old in &by_new {
+            own_at.push(own_kw.len() as u32);
+            own_kw.extend_from_slice(&nodes[old].own);
+            thru_at.push(thru_kw.len() as u32);
+            thru_kw.extend_from_slice(&nodes[old].thru);
+        }
+        own_at.push(own_kw.len() as u32);
+        thru_at.push(thru_kw.len() as u32);
+
+        Ok(Automaton {
+            classes,
+            stride: stride32,
+            table,
+            start: new_index[0] * stride32,
+            match_limit: n_match * stride32,
+            depth,
+            fail: fail_new,
+            dict: dict_new,
+            own_at,
+            own_kw,
+            thru_at,
+            thru_kw,
+            lens: keywords.iter().map(|k| k.as_ref().len() as u32).collect(),
+        })
+    }
+
+    /// The start state (nothing read yet).
+    #[inline]
+    pub fn start(&self) -> StateId {
+        self.start
+    }
+
+    /// Number of keywords.
+    pub fn keyword_count(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Length of keyword `kw`.
+    #[inline]
+    pub fn keyword_len(&self, kw: u32) -> usize {
+        self.lens[kw as usize] as usize
+    }
+
+    /// Length of the longest keyword.
+    pub fn max_keyword_len(&self) -> usize {
+        self.lens.iter().copied().max().unwrap_or(0) as usize
+    }
+
+    /// Number of DFA states and bytes used by the transition table.
+    pub fn size(&self) -> (usize, usize) {
+        (self.depth.len(), self.table.len() * 4)
+    }
+
+    /// The state after reading `byte` in state `s`.
+    #[inline(always)]
+    pub fn next(&self, s: StateId, byte: u8) -> StateId {
+        self.table[(s + self.classes[byte as usize] as u32) as usize]
+    }
+
+    /// Calls `report(keyword, end)` for every keyword that ends in state `s` after reading
+    /// input up to (exclusive) position `end`.
+    #[inline(never)]
+    fn report_state(&self, s: StateId, end: usize, report: &mut impl FnMut(u32, usize)) {
+        let mut i = s / self.stride;
+        if self.own_at[i as usize] == self.own_at[i as usize + 1] {
+            i = self.dict[i as usize];
+        }
+        while i != NONE {
+            let (a, b) = (
+                self.own_at[i as usize] as usize,
+                self.own_at[i as usize + 1] as usize,
+            );
+            for &kw in &self.own_kw[a..b] {
+                report(kw, end);
+            }
+            i = self.dict[i as usize];
+        }
+    }
+
+    /// Reads `hay` from state `s` and returns the final state. For every occurrence of a
+    /// keyword that ends inside `hay`, calls `report(keyword, end)` where `end` is the
+    /// exclusive end position within `hay` (the match starts at `end - keyword_len`, which is
+    /// negative when the keyword began before `hay`, i.e. in bytes fed by an earlier call).
+    /// Reports come in order of `end`.
+    pub fn scan(&self, mut s: StateId, hay: &[u8], mut report: impl FnMut(u32, usize)) -> StateId {
+        let table = &self.table[..];
+        let classes = &self.classes;
+        let limit = self.match_limit;
+        for (i, &b) in hay.iter().enumerate() {
+            s = table[(s + classes[b as usize] as u32) as usize];
+            if s < limit {
+                self.report_state(s, i + 1, &mut report);
+            }
+        }
+        s
+    }
+
+    /// Reads `hay` from state `s` without reporting matches; returns the final state.
+    pub fn run(&self, mut s: StateId, hay: &[u8]) -> StateId {
+        for &b in hay {
+            s = self.next(s, b);
+        }
+        s
+    }
+
+    /// Reads `hay` *back to front* from state `s`; returns the final state. Used with the
+    /// automaton of the reversed keywords to find keyword suffixes at a chunk's start.
+    pub fn run_rev(&self, mut s: StateId, hay: &[u8]) -> StateId {
+        for &b in hay.iter().rev() {
+            s = self.next(s, b);
+        }
+        s
+    }
+
+    /// For state `s` (reached after reading some input `x`), pushes onto `out` one pair
+    /// `(keyword, len)` per keyword `k` that has a *proper* prefix of length `len >= 1` that
+    /// is a suffix of `x`, with `len` the longest such; pairs are sorted by keyword.
+    pub fn end_partials(&self, s: StateId, out: &mut Vec<(u32, u32)>) {
+        let base = out.len();
+        let mut i = s / self.stride;
+        // Walk the failure chain from the deepest node: the first time a keyword is seen
+        // is its longest prefix.
+        while i != NONE && self.depth[i as usize] > 0 {
+            let d = self.depth[i as usize];
+            let (a, b) = (
+                self.thru_at[i as usize] as usize,
+                self.thru_at[i as usize + 1] as usize,
+            );
+            for &kw in &self.thru_kw[a..b] {
+                if self.lens[kw as usize] > d {
+                    out.push((kw, d));
+                }
+            }
+            i = self.fail[i as usize];
+        }
+        // Stable sort keeps the longest (first pushed) entry first for each keyword.
+        out[base..].sort_by_key(|p| p.0);
+        let mut w = base;
+        for r in base..out.len() {
+            if w == base || out[w - 1].0 != out[r].0 {
+                out[w] = out[r];
+                w += 1;
+            }
+        }
+        out.truncate(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn find_all(ac: &Automaton, hay: &[u8]) -> Vec<(u32, usize)> {
+        let mut v = Vec::new();
+        ac.scan(ac.start(), hay, |k, end| {
+            v.push((k, end - ac.keyword_len(k)))
+        });
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn dedup_up_matches_and_partials() {
+        let ac = Automaton::new(&[b"DEDUP".as_ref(), b"UP"]).unwrap();
+        assert_eq!(find_all(&ac, b"xDEDUPxUP"), vec![(0, 1), (1, 4), (1, 7)]);
+        let mut p = Vec::new();
+        ac.end_partials(ac.run(ac.start(), b"xxDEDU"), &mut p);
+        assert_eq!(p, vec![(0, 4), (1, 1)]);
+        p.clear();
+        // "DEDED": longest prefix of DEDUP ending it is DED.
+        ac.end_partials(ac.run(ac.start(), b"DEDED"), &mut p);
+        assert_eq!(p, vec![(0, 3)]);
+        p.clear();
+        // A full keyword at the end is not a partial of itself.
+        ac.end_partials(ac.run(ac.start(), b"xUP"), &mut p);
+        assert_eq!(p, vec![]);
+    }
+
+    #[test]
+    fn all_bytes_used_and_duplicates() {
+        let kws: Vec<Vec<u8>> = vec![(0..=255u8).collect(), vec![7, 7], vec![7, 7]];
+        let ac = Automaton::new(&kws).unwrap();
+        let mut hay: Vec<u8> = vec![7, 7, 7];
+        hay.extend(0..=255u8);
+        let got = find_all(&ac, &hay);
+        assert_eq!(got, vec![(0, 3), (1, 0), (1, 1), (2, 0), (2, 1)]);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(matches!(
+            Automaton::new::<&[u8]>(&[]),
+            Err(SearchError::NoKeywords)
+        ));
+        assert!(matches!(
+            Automaton::new(&[b"a".as_ref(), b""]),
+            Err(SearchError::EmptyKeyword(1))
+        ));
+    }
+}

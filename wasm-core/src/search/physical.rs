@@ -1,0 +1,234 @@
+//! The physical phase (§3.1-3.2 of the paper): every stored chunk is scanned exactly once,
+//! in whatever order the containers arrive, and summarised into result records.
+//!
+//! For one chunk of length `L` and every keyword `k` of length `n`:
+//!
+//! 1. **Exact matches** — one forward pass of the [`Automaton`](super::automaton::Automaton) over the chunk, started from
+//!    the start state, reports every `(keyword, offset)` lying wholly inside the chunk.
+//! 2. **Longest prefix at the end** — the state after that same pass, its failure chain
+//!    walked by [`end_partials`](super::automaton::Automaton::end_partials): for each keyword, the longest proper prefix
+//!    (`1..n-1` bytes) that the chunk ends with. Shorter prefixes that also end the chunk are
+//!    exactly the *borders* of the longest one, so the logical phase can recover them from the
+//!    keyword alone; one number per keyword suffices.
+//! 3. **Longest suffix at the start** — the reverse automaton (built over reversed keywords)
+//!    run over the chunk's first `min(L, n_max - 1)` bytes, last byte first; its final state,
+//!    walked the same way, gives for each keyword the longest proper suffix the chunk starts
+//!    with.
+//! 4. **Infixes** (only when `L <= n_max - 2`, i.e. a short final chunk of a file): every
+//!    position strictly inside a keyword where the whole chunk occurs; found by direct
+//!    comparison, which costs at most `n * L` byte compares for such rare, small chunks.
+//!
+//! The findings become records (see [`super::records`]): a keyword whose only findings are a
+//! one-byte prefix and/or a one-byte suffix goes to the tiny record (for `n >= 3`), anything
+//! else to the chunk-result entry, plus a location-list entry when it matched two or more
+//! times. Chunks are independent, so callers may scan in parallel (one [`PhysicalScanner`]
+//! per worker) and [`ResultDb::merge`] the results.
+
+use super::records::{
+    ChunkResult, ChunkScan, InfixEntry, InfixList, KeywordResult, LocationEntry, LocationList,
+    ResultDb, TinyEntry, TinyRecord, TinyStore, MANY,
+};
+use super::Dictionary;
+use crate::hash::Fingerprint;
+
+/// Scans chunks against one [`Dictionary`]; owns reusable scratch buffers.
+pub struct PhysicalScanner<'d> {
+    dict: &'d Dictionary,
+    exact: Vec<(u32, u32)>,
+    pre: Vec<(u32, u32)>,
+    suf: Vec<(u32, u32)>,
+    inf: Vec<InfixEntry>,
+}
+
+/// Counters of the physical phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhysicalStats {
+    pub chunks: u64,
+    pub bytes: u64,
+    pub exact_matches: u64,
+    pub tiny_records: u64,
+}
+
+impl<'d> PhysicalScanner<'d> {
+    pub fn new(dict: &'d Dictionary) -> Self {
+        PhysicalScanner {
+            dict,
+            exact: Vec::new(),
+            pre: Vec::new(),
+            suf: Vec::new(),
+            inf: Vec::new(),
+        }
+    }
+
+    /// Scans one chunk and returns its records (all `None` when nothing was found).
+    pub fn scan_chunk(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
+        let d = self.dict;
+        let fwd = &d.forward;
+        self.exact.clear();
+        self.pre.clear();
+        self.suf.clear();
+        self.inf.clear();
+        if data.is_empty() {
+            return ChunkScan::default();
+        }
+
+        // 1 + 2: one forward pass.
+        let exact = &mut self.exact;
+        let end = fwd.scan(fwd.start(), data, |kw, e| {
+            exact.push((kw, (e - fwd.keyword_len(kw)) as u32))
+        });
+        self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword
+        fwd.end_partials(end, &mut self.pre);
+
+        // 3: reverse pass over the first n_max - 1 bytes.
+        let head = &data[..data.len().min(d.max_len - 1)];
+        let rev = &d.reverse;
+        rev.end_partials(rev.run_rev(rev.start(), head), &mut self.suf);
+
+        // 4: a chunk short enough to sit strictly inside a keyword.
+        let l = data.len();
+        if l + 2 <= d.max_len {
+            for (id, kw) in d.keywords.iter().enumerate() {
+                if kw.len() < l + 2 {
+                    continue;
+                }
+                let positions: Vec<u16> = (1..=kw.len() - 1 - l)
+                    .filter(|&t| kw[t..t + l] == *data)
+                    .map(|t| t as u16)
+                    .collect();
+                if !positions.is_empty() {
+                    self.inf.push(InfixEntry {
+                        keyword: id as u32,
+                        positions,
+                    });
+                }
+            }
+        }
+
+        self.assemble(fp)
+    }
+
+    /// Merges the per-keyword findings (each list sorted by keyword) into records.
+    fn assemble(&mut self, fp: &Fingerprint) -> ChunkScan {
+        let mut entries = Vec::new();
+        let mut locations = Vec::new();
+        let mut tiny = Vec::new();
+        let (mut ie, mut ip, mut is, mut ii) = (0, 0, 0, 0);
+        loop {
+            let heads = [
+                self.exact.get(ie).map(|x| x.0),
+                self.pre.get(ip).map(|x| x.0),
+                self.suf.get(is).map(|x| x.0),
+                self.inf.get(ii).map(|x| x.keyword),
+            ];
+            let Some(kw) = heads.iter().flatten().copied().min() else {
+                break;
+            };
+            let e0 = ie;
+            while ie < self.exact.len() && self.exact[ie].0 == kw {
+                ie += 1;
+            }
+            let count = ie - e0;
+            let mut prefix = 0;
+            if heads[1] == Some(kw) {
+                prefix = self.pre[ip].1;
+                ip += 1;
+            }
+            let mut suffix = 0;
+            if heads[2] == Some(kw) {
+                suffix = self.suf[is].1;
+                is += 1;
+            }
+            let infix = heads[3] == Some(kw);
+            if infix {
+                ii += 1;
+            }
+            let n = self.dict.keywords[kw as usize].len();
+            if n >= 3 && count == 0 && prefix <= 1 && suffix <= 1 && !infix {
+                tiny.push(TinyEntry {
+                    keyword: kw,
+                    prefix: prefix == 1,
+                    suffix: suffix == 1,
+                });
+                continue;
+            }
+            entries.push(KeywordResult {
+                keyword: kw,
+                longest_prefix: prefix as u16,
+                longest_suffix: suffix as u16,
+                exact_count: count.min(MANY as usize) as u8,
+                first_exact: if count > 0 { self.exact[e0].1 } else { 0 },
+                infix,
+            });
+            if count >= 2 {
+                locations.push(LocationEntry {
+                    keyword: kw,
+                    long_count: (count >= MANY as usize).then_some(count as u32),
+                    offsets: self.exact[e0..ie].iter().map(|m| m.1).collect(),
+                });
+            }
+        }
+        ChunkScan {
+            chunk: (!entries.is_empty()).then(|| ChunkResult { fp: *fp, entries }),
+            locations: (!locations.is_empty()).then(|| LocationList {
+                fp: *fp,
+                entries: locations,
+            }),
+            infixes: (!self.inf.is_empty()).then(|| InfixList {
+                fp: *fp,
+                entries: std::mem::take(&mut self.inf),
+            }),
+            tiny: (!tiny.is_empty()).then(|| TinyRecord {
+                fp: *fp,
+                entries: tiny,
+            }),
+        }
+    }
+}
+
+/// Convenience driver: scans chunks into a [`ResultDb`] and a [`TinyStore`].
+pub struct PhysicalPhase<'d> {
+    scanner: PhysicalScanner<'d>,
+    pub db: ResultDb,
+    pub stats: PhysicalStats,
+}
+
+impl<'d> PhysicalPhase<'d> {
+    pub fn new(dict: &'d Dictionary) -> Self {
+        PhysicalPhase {
+            scanner: PhysicalScanner::new(dict),
+            db: ResultDb::new(),
+            stats: PhysicalStats::default(),
+        }
+    }
+
+    /// Scans one stored chunk. Call once per unique chunk; repeating a chunk is harmless.
+    pub fn add_chunk(&mut self, fp: &Fingerprint, data: &[u8], tiny: &mut dyn TinyStore) {
+        let scan = self.scanner.scan_chunk(fp, data);
+        self.stats.chunks += 1;
+        self.stats.bytes += data.len() as u64;
+        if let Some(c) = &scan.chunk {
+            self.stats.exact_matches += c
+                .entries
+                .iter()
+                .map(|e| match &scan.locations {
+                    Some(l) if e.exact_count >= 2 => l
+                        .entries
+                        .iter()
+                        .find(|x| x.keyword == e.keyword)
+                        .map_or(0, |x| x.offsets.len() as u64),
+                    _ => e.exact_count as u64,
+                })
+                .sum::<u64>();
+        }
+        if let Some(t) = self.db.insert(scan) {
+            self.stats.tiny_records += 1;
+            tiny.put(t);
+        }
+    }
+
+    /// Finishes the phase, returning the in-memory database and the counters.
+    pub fn finish(self) -> (ResultDb, PhysicalStats) {
+        (self.db, self.stats)
+    }
+}
