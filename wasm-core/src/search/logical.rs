@@ -224,16 +224,29 @@ impl<'a> LogicalPhase<'a> {
                         longest: e.longest_prefix,
                         set: Vec::new(),
                     };
-                    if let (true, Some(a)) = (e.infix, act) {
+                    if e.infix {
                         let inf = db
                             .infixes(&c.fp, kw)
                             .expect("infix flag without infix list");
                         let mut ext = Vec::new();
-                        a.for_each(table, |k| {
-                            if inf.positions.binary_search(&(k as u16)).is_ok() {
-                                ext.push((k as u64 + c.len) as u16);
+                        if let Some(a) = act {
+                            a.for_each(table, |k| {
+                                if inf.positions.binary_search(&(k as u16)).is_ok() {
+                                    ext.push((k as u64 + c.len) as u16);
+                                }
+                            });
+                        } else if n >= 3 && inf.positions.first() == Some(&1) {
+                            // The previous chunk may end with the keyword's first byte, which
+                            // only a tiny record would tell.
+                            if let Some((p, prec)) = prev {
+                                if prec.and_then(|r| r.get(kw)).is_none() {
+                                    self.stats.tiny_lookups += 1;
+                                    if tiny.get(&p.fp, kw).is_some_and(|t| t.prefix) {
+                                        ext.push((1 + c.len) as u16);
+                                    }
+                                }
                             }
-                        });
+                        }
                         if !ext.is_empty() {
                             table
                                 .for_each_prefix(e.longest_prefix as usize, |k| ext.push(k as u16));

@@ -1,0 +1,513 @@
+//! Property tests: DedupSearch (physical + logical phase) and the naive search give exactly
+//! the matches of a brute-force scan of every reassembled file, on random deduplicated
+//! corpora. Runs natively (`cargo test`) and in Wasm (`cargo test --target
+//! wasm32-unknown-unknown`, Node).
+
+use std::collections::HashMap;
+
+use wasm_core::hash::{sha1, Fingerprint};
+use wasm_core::search::*;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test;
+
+/// Fewer rounds in Wasm (debug Wasm in Node is slower).
+const ROUNDS: u64 = if cfg!(target_arch = "wasm32") {
+    60
+} else {
+    3000
+};
+
+/// splitmix64: small, deterministic, good enough for test data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn range(&mut self, lo: usize, hi_incl: usize) -> usize {
+        lo + self.below(hi_incl - lo + 1)
+    }
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len())]
+    }
+}
+
+/// A deduplicated store: unique chunks plus files as lists of chunk indexes.
+struct Corpus {
+    chunks: Vec<Vec<u8>>,
+    index: HashMap<Vec<u8>, usize>,
+    files: Vec<Vec<usize>>,
+}
+
+impl Corpus {
+    fn new() -> Self {
+        Corpus {
+            chunks: Vec::new(),
+            index: HashMap::new(),
+            files: Vec::new(),
+        }
+    }
+    fn add(&mut self, c: Vec<u8>) -> usize {
+        if let Some(&i) = self.index.get(&c) {
+            return i;
+        }
+        self.chunks.push(c.clone());
+        self.index.insert(c, self.chunks.len() - 1);
+        self.chunks.len() - 1
+    }
+    fn file_bytes(&self, f: usize) -> Vec<u8> {
+        self.files[f]
+            .iter()
+            .flat_map(|&c| self.chunks[c].iter().copied())
+            .collect()
+    }
+}
+
+fn filler(rng: &mut Rng, alphabet: &[u8], len: usize) -> Vec<u8> {
+    (0..len).map(|_| *rng.pick(alphabet)).collect()
+}
+
+/// Random chunk of `len` bytes with keyword pieces planted: whole keywords inside, a
+/// keyword prefix at the end, a keyword suffix at the start.
+fn planted_chunk(rng: &mut Rng, alphabet: &[u8], kws: &[Vec<u8>], len: usize) -> Vec<u8> {
+    let mut c = filler(rng, alphabet, len);
+    for _ in 0..rng.below(3) {
+        let k = rng.pick(kws);
+        if k.len() <= len {
+            let at = rng.below(len - k.len() + 1);
+            c[at..at + k.len()].copy_from_slice(k);
+        }
+    }
+    if rng.chance(50) {
+        let k = rng.pick(kws);
+        let s = rng.range(1, k.len()).min(len);
+        c[len - s..].copy_from_slice(&k[..s]);
+    }
+    if rng.chance(50) {
+        let k = rng.pick(kws);
+        let s = rng.range(1, k.len()).min(len);
+        c[..s].copy_from_slice(&k[k.len() - s..]);
+    }
+    c
+}
+
+/// `min_chunk`: every chunk but a file's last is at least this long (the rule that bounds
+/// keywords); `min_chunk == 1` gives arbitrary chunking (short chunks anywhere).
+fn random_corpus(
+    rng: &mut Rng,
+    alphabet: &[u8],
+    kws: &[Vec<u8>],
+    max_len: usize,
+    min_chunk: usize,
+) -> Corpus {
+    let mut corpus = Corpus::new();
+    let mut pool = Vec::new();
+    let mut short = Vec::new();
+    for _ in 0..rng.range(4, 24) {
+        let len = rng.range(min_chunk.max(1), max_len * 3);
+        let c = if rng.chance(10) {
+            rng.pick(kws).clone() // a chunk that is exactly a keyword
+        } else {
+            planted_chunk(rng, alphabet, kws, len)
+        };
+        if c.len() >= min_chunk {
+            pool.push(corpus.add(c));
+        }
+    }
+    for _ in 0..rng.range(1, 6) {
+        // Short chunks: keyword pieces or noise, 1..max_len bytes.
+        let k = rng.pick(kws);
+        let c = if rng.chance(60) {
+            let a = rng.below(k.len());
+            let b = rng.range(a + 1, k.len());
+            k[a..b].to_vec()
+        } else {
+            let l = rng.range(1, max_len);
+            filler(rng, alphabet, l)
+        };
+        short.push(corpus.add(c));
+    }
+    // Every split of every keyword across a boundary, in a file of its own.
+    for k in kws {
+        for s in 1..k.len() {
+            if rng.chance(70) {
+                let pad_a = rng.range(min_chunk.saturating_sub(s), max_len);
+                let mut a = filler(rng, alphabet, pad_a);
+                a.extend_from_slice(&k[..s]);
+                let mut b = k[s..].to_vec();
+                let pad_b = rng.range(0, max_len);
+                b.extend(filler(rng, alphabet, pad_b));
+                let (ia, ib) = (corpus.add(a), corpus.add(b));
+                pool.push(ia);
+                pool.push(ib);
+                corpus.files.push(vec![ia, ib]);
+            }
+        }
+    }
+    let long_pool: Vec<usize> = pool
+        .iter()
+        .copied()
+        .filter(|&i| corpus.chunks[i].len() >= min_chunk)
+        .collect();
+    for _ in 0..rng.range(3, 30) {
+        let mut f = Vec::new();
+        for _ in 0..rng.range(0, 8) {
+            if min_chunk <= 1 && rng.chance(30) {
+                f.push(*rng.pick(&short));
+            } else if let Some(&last) = f.last().filter(|_| rng.chance(15)) {
+                f.push(last); // the same chunk twice in a row
+            } else {
+                f.push(*rng.pick(&long_pool));
+            }
+        }
+        if rng.chance(40) {
+            f.push(*rng.pick(&short));
+        }
+        corpus.files.push(f);
+    }
+    corpus
+}
+
+fn brute_force(corpus: &Corpus, kws: &[Vec<u8>], files_only: bool) -> Vec<Match> {
+    let mut out = Vec::new();
+    for f in 0..corpus.files.len() {
+        let data = corpus.file_bytes(f);
+        for (k, kw) in kws.iter().enumerate() {
+            for o in 0..data.len() {
+                if data[o..].starts_with(kw) {
+                    out.push(Match {
+                        file: f as u64,
+                        keyword: k as u32,
+                        offset: o as u64,
+                    });
+                    if files_only {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn recipes(corpus: &Corpus, fps: &[Fingerprint]) -> Vec<(u64, Vec<ChunkRef>)> {
+    corpus
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let r = f
+                .iter()
+                .map(|&c| ChunkRef::new(fps[c], corpus.chunks[c].len() as u64))
+                .collect();
+            (i as u64, r)
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Totals {
+    matches: u64,
+    tiny_records: u64,
+    infix_lists: u64,
+}
+
+/// Runs DedupSearch and the naive search in both modes and compares with brute force.
+fn check(corpus: &Corpus, kws: &[Vec<u8>], max_len: usize, what: &str, totals: &mut Totals) {
+    let dict = Dictionary::new(kws.to_vec(), max_len).unwrap();
+    let fps: Vec<Fingerprint> = corpus.chunks.iter().map(|c| sha1(c)).collect();
+    let files = recipes(corpus, &fps);
+    for mode in [Mode::AllMatches, Mode::FilesOnly] {
+        let want = brute_force(corpus, kws, mode == Mode::FilesOnly);
+        // Physical phase in shuffled-ish order: reverse storage order.
+        let chunks = fps
+            .iter()
+            .zip(&corpus.chunks)
+            .rev()
+            .map(|(f, c)| (*f, &c[..]));
+        let (got, db, tiny) = search(&dict, chunks, &files, mode);
+        if got != want {
+            let missing: Vec<_> = want.iter().filter(|m| !got.contains(m)).collect();
+            let extra: Vec<_> = got.iter().filter(|m| !want.contains(m)).collect();
+            panic!(
+                "{what} {mode:?}: DedupSearch differs.\nkeywords {:?}\nmissing {missing:?}\nextra {extra:?}\nfiles {:?}",
+                kws.iter().map(|k| String::from_utf8_lossy(k)).collect::<Vec<_>>(),
+                missing
+                    .iter()
+                    .chain(&extra)
+                    .map(|m| corpus.files[m.file as usize]
+                        .iter()
+                        .map(|&c| String::from_utf8_lossy(&corpus.chunks[c]).into_owned())
+                        .collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            );
+        }
+        let mut naive = NaiveSearch::new(&dict, mode);
+        let mut got_naive = Vec::new();
+        for (i, f) in corpus.files.iter().enumerate() {
+            naive.search_file(
+                i as u64,
+                f.iter().map(|&c| &corpus.chunks[c][..]),
+                &mut got_naive,
+            );
+        }
+        got_naive.sort();
+        assert_eq!(got_naive, want, "{what} {mode:?}: naive differs");
+        if mode == Mode::AllMatches {
+            totals.matches += want.len() as u64;
+            totals.tiny_records += tiny.len() as u64;
+            totals.infix_lists += db.stats().infix_lists;
+        }
+    }
+}
+
+fn random_keywords(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Vec<Vec<u8>> {
+    (0..rng.range(1, 6))
+        .map(|_| {
+            let n = if rng.chance(15) {
+                max_len
+            } else {
+                rng.range(1, max_len.min(12))
+            };
+            filler(rng, alphabet, n)
+        })
+        .collect()
+}
+
+fn run_rounds(seed: u64, min_chunk_is_max_len: bool) -> Totals {
+    let mut rng = Rng(seed);
+    let mut totals = Totals::default();
+    for round in 0..ROUNDS {
+        let max_len = rng.range(2, 24);
+        let (alphabet, kws): (Vec<u8>, Vec<Vec<u8>>) = match round % 4 {
+            0 => (
+                b"DEUPx".to_vec(),
+                vec![b"DEDUP".to_vec(), b"UP".to_vec(), b"DED".to_vec()]
+                    .into_iter()
+                    .filter(|k| k.len() <= max_len)
+                    .collect(),
+            ),
+            1 => {
+                let a = b"aab".to_vec();
+                let k = random_keywords(&mut rng, &a, max_len);
+                (a, k)
+            }
+            2 => {
+                let a = vec![0u8, 1, 0xff, 0x80, b'\n'];
+                let k = random_keywords(&mut rng, &a, max_len);
+                (a, k)
+            }
+            _ => {
+                let a = b"abcdex".to_vec();
+                let k = random_keywords(&mut rng, &a, max_len);
+                (a, k)
+            }
+        };
+        if kws.is_empty() {
+            continue;
+        }
+        let min_chunk = if min_chunk_is_max_len { max_len } else { 1 };
+        let corpus = random_corpus(&mut rng, &alphabet, &kws, max_len, min_chunk);
+        check(
+            &corpus,
+            &kws,
+            max_len,
+            &format!("seed {seed} round {round}"),
+            &mut totals,
+        );
+    }
+    totals
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn random_corpora_min_chunk_rule() {
+    let t = run_rounds(1, true);
+    // The generator must actually exercise every path.
+    assert!(t.matches > 1000, "{}", t.matches);
+    assert!(t.tiny_records > 50, "{}", t.tiny_records);
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn random_corpora_arbitrary_chunking() {
+    let t = run_rounds(2, false);
+    assert!(t.matches > 1000, "{}", t.matches);
+    assert!(t.infix_lists > 20, "{}", t.infix_lists);
+}
+
+/// Figure 1 / Table 1 of the paper: DEDUP and UP, overlapping, split every way.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn dedup_up_every_split() {
+    let kws = vec![b"DEDUP".to_vec(), b"UP".to_vec()];
+    let text = b"xxDEDEDUPxxDEDUPUPxDUPDEDUx";
+    let mut corpus = Corpus::new();
+    // Every way to cut the text into chunks of 5 or more bytes plus each 2-cut.
+    for a in 5..text.len() - 5 {
+        let (x, y) = text.split_at(a);
+        let (ix, iy) = (corpus.add(x.to_vec()), corpus.add(y.to_vec()));
+        corpus.files.push(vec![ix, iy]);
+        for b in a + 5..text.len() - 5 {
+            let (y1, y2) = text[a..].split_at(b - a);
+            let ids = vec![ix, corpus.add(y1.to_vec()), corpus.add(y2.to_vec())];
+            corpus.files.push(ids);
+        }
+    }
+    let mut t = Totals::default();
+    check(&corpus, &kws, 5, "DEDUP/UP", &mut t);
+    // DEDUP at 4 and 11 ("DEDU" at 22 is not a match), UP at 7, 14, 16, 20.
+    let per_file = brute_force(&corpus, &kws, false)
+        .iter()
+        .filter(|m| m.file == 0)
+        .count();
+    assert_eq!(per_file, 2 + 4);
+}
+
+/// A one-byte partial completed through the tiny store, from both sides.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn tiny_partials_complete_matches() {
+    let kws = vec![b"DEDUP".to_vec()];
+    let dict = Dictionary::new(kws.clone(), 8).unwrap();
+    let chunks: Vec<&[u8]> = vec![b"xxxxDEDU", b"Pxxxxxxx", b"xxxxxxxD", b"EDUPxxxx"];
+    let fps: Vec<Fingerprint> = chunks.iter().map(|c| sha1(c)).collect();
+    let files = vec![
+        (0, vec![ChunkRef::new(fps[0], 8), ChunkRef::new(fps[1], 8)]),
+        (1, vec![ChunkRef::new(fps[2], 8), ChunkRef::new(fps[3], 8)]),
+        (2, vec![ChunkRef::new(fps[1], 8), ChunkRef::new(fps[2], 8)]),
+    ];
+    let (got, db, mut tiny) = search(
+        &dict,
+        fps.iter().copied().zip(chunks.iter().copied()),
+        &files,
+        Mode::AllMatches,
+    );
+    assert_eq!(
+        got,
+        vec![
+            Match {
+                file: 0,
+                keyword: 0,
+                offset: 4
+            },
+            Match {
+                file: 1,
+                keyword: 0,
+                offset: 7
+            },
+        ]
+    );
+    // "Pxxxxxxx" and "xxxxxxxD" hold only one-byte partials: tiny records, not chunk-results.
+    assert_eq!(tiny.len(), 2);
+    assert!(db.chunk_results.get(&fps[1]).is_none());
+    assert_eq!(
+        tiny.get(&fps[1], 0),
+        Some(TinyEntry {
+            keyword: 0,
+            prefix: false,
+            suffix: true
+        })
+    );
+    assert_eq!(db.chunk_results[&fps[0]].entries[0].longest_prefix, 4);
+    assert_eq!(db.chunk_results[&fps[3]].entries[0].longest_suffix, 4);
+}
+
+/// More than 254 matches in one chunk: the long location-list form.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn long_location_list() {
+    let kws = vec![b"ab".to_vec(), b"ba".to_vec(), b"zz".to_vec()];
+    let dict = Dictionary::new(kws, 16).unwrap();
+    let big = b"ab".repeat(300); // 300 "ab", 299 "ba"
+    let small = b"xxabxxabxxzz".to_vec();
+    let mut corpus = Corpus::new();
+    let (i, j) = (corpus.add(big.clone()), corpus.add(small));
+    corpus.files = vec![vec![i, j, i], vec![j]];
+    let mut scanner = physical::PhysicalScanner::new(&dict);
+    let scan = scanner.scan_chunk(&sha1(&big), &big);
+    let c = scan.chunk.unwrap();
+    assert_eq!(c.entries.len(), 2);
+    assert_eq!(c.entries[0].exact_count, 255);
+    assert_eq!(c.entries[1].exact_count, 255);
+    let l = scan.locations.unwrap();
+    assert_eq!(l.entries[0].long_count, Some(300));
+    assert_eq!(l.entries[1].long_count, Some(299));
+    assert_eq!(l.entries[0].offsets.len(), 300);
+    let mut t = Totals::default();
+    check(&corpus, &dict.keywords().to_vec(), 16, "long list", &mut t);
+    assert_eq!(t.matches, 2 * 599 + 3 + 3);
+}
+
+/// Keywords longer than a file's short chunks: matches through 3 and more chunks.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn matches_across_many_short_chunks() {
+    let kw = b"0123456789abcdef".to_vec();
+    let mut corpus = Corpus::new();
+    let mut data = b"xx".to_vec();
+    data.extend_from_slice(&kw);
+    data.extend_from_slice(b"01234567890123456789abcdefyy");
+    let mut rng = Rng(9);
+    for _ in 0..200 {
+        let mut f = Vec::new();
+        let mut at = 0;
+        while at < data.len() {
+            let l = rng.range(1, 7).min(data.len() - at);
+            f.push(corpus.add(data[at..at + l].to_vec()));
+            at += l;
+        }
+        corpus.files.push(f);
+    }
+    let mut t = Totals::default();
+    check(
+        &corpus,
+        &[kw, b"1234".to_vec(), b"9012".to_vec()],
+        16,
+        "short",
+        &mut t,
+    );
+    assert_eq!(t.matches, 200 * (2 + 3 + 1));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn keyword_rules() {
+    assert!(matches!(
+        Dictionary::new(vec![b"abc".to_vec()], 2),
+        Err(SearchError::KeywordTooLong { index: 0, .. })
+    ));
+    assert!(Dictionary::new(vec![], 2).is_err());
+    assert!(Dictionary::new(vec![vec![]], 2).is_err());
+    let d = Dictionary::new(vec![parse_keyword("00 ff", true).unwrap()], 2048).unwrap();
+    let mut corpus = Corpus::new();
+    let c = corpus.add(vec![1, 0, 0xff, 0]);
+    corpus.files = vec![vec![c]];
+    let fps = vec![sha1(&corpus.chunks[0])];
+    let (got, _, _) = search(
+        &d,
+        [(fps[0], &corpus.chunks[0][..])],
+        &recipes(&corpus, &fps),
+        Mode::AllMatches,
+    );
+    assert_eq!(
+        got,
+        vec![Match {
+            file: 0,
+            keyword: 0,
+            offset: 1
+        }]
+    );
+}
