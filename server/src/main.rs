@@ -1,81 +1,191 @@
 //! `ditto-server`: the storage server and the host of the web app.
 //!
-//! `ditto-server serve` listens on 127.0.0.1:$PORT (default 8080), keeps its data in
-//! $DATA_DIR (default ./data) and serves the built web app from $WEB_DIR (default web/dist).
+//! Commands: `serve` (default), `repo create NAME`, `token create REPO`, `check REPO`,
+//! `stats REPO`. `serve` listens on 127.0.0.1:$PORT (default 8080, 0 = any free port),
+//! keeps its data in $DATA_DIR (default ./data) and serves the built web app from
+//! $WEB_DIR (default web/dist). See docs/API.md.
 
-use std::{net::SocketAddr, path::PathBuf};
+mod api;
+mod check;
+mod db;
+mod error;
+mod store;
 
-use axum::{routing::get, Json, Router};
-use tower_http::services::{ServeDir, ServeFile};
+use std::{
+    io::Write,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use axum::{http::StatusCode, response::IntoResponse};
+use tower_http::{
+    catch_panic::CatchPanicLayer,
+    services::{ServeDir, ServeFile},
+};
+
+const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO | check REPO | stats REPO]
+environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist)";
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
 
-/// The access token of the default repository, created on first start and kept in the
-/// data directory (mode 0600) so that `npm start` can print the same link every time.
-fn default_token(data_dir: &std::path::Path) -> std::io::Result<String> {
+fn die(msg: impl std::fmt::Display) -> ! {
+    eprintln!("ditto-server: {msg}");
+    std::process::exit(1)
+}
+
+/// The access token of the default repository, kept in the data directory (mode 0600)
+/// so that the same link is printed on every start. Only its hash is in the database.
+fn default_token(data_dir: &Path) -> std::io::Result<String> {
     let path = data_dir.join("default-repo.token");
     if let Ok(t) = std::fs::read_to_string(&path) {
-        return Ok(t.trim().to_string());
+        let t = t.trim().to_string();
+        if !t.is_empty() {
+            return Ok(t);
+        }
     }
-    let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(&path, &token)?;
-    #[cfg(unix)]
+    let token = store::new_token()?;
+    let tmp = data_dir.join("default-repo.token.tmp");
     {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(token.as_bytes())?;
+        f.sync_all()?;
     }
+    std::fs::rename(&tmp, &path)?;
+    std::fs::File::open(data_dir)?.sync_all()?;
     Ok(token)
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+fn data_dir() -> PathBuf {
+    let d = PathBuf::from(env_or("DATA_DIR", "data"));
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        die(format!("cannot create data directory {}: {e}", d.display()));
+    }
+    d
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        None | Some("serve") => {}
-        Some(other) => {
-            eprintln!("unknown command {other:?}; usage: ditto-server serve");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        [] | ["serve"] => serve(),
+        ["repo", "create", name] => {
+            if !store::valid_repo_name(name) {
+                die("repository names are [a-z0-9][a-z0-9_-]{0,63}");
+            }
+            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
+            if store::repo_id(&conn, name)
+                .unwrap_or_else(|e| die(e))
+                .is_some()
+            {
+                die(format!("repository {name:?} already exists"));
+            }
+            let token = store::new_token().unwrap_or_else(|e| die(e));
+            let tx = conn.unchecked_transaction().unwrap_or_else(|e| die(e));
+            let id = store::create_repo(&tx, name).unwrap_or_else(|e| die(e));
+            store::add_token(&tx, id, &token).unwrap_or_else(|e| die(e));
+            tx.commit().unwrap_or_else(|e| die(e));
+            println!("{token}");
+        }
+        ["token", "create", repo] => {
+            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
+            let id = store::repo_id(&conn, repo)
+                .unwrap_or_else(|e| die(e))
+                .unwrap_or_else(|| die(format!("no repository named {repo:?}")));
+            let token = store::new_token().unwrap_or_else(|e| die(e));
+            store::add_token(&conn, id, &token).unwrap_or_else(|e| die(e));
+            println!("{token}");
+        }
+        ["check", repo] => {
+            let rep = check::check(&data_dir(), repo).unwrap_or_else(|e| die(e));
+            for w in &rep.warnings {
+                println!("warning: {w}");
+            }
+            for e in &rep.errors {
+                println!("ERROR: {e}");
+            }
+            println!(
+                "{}: {} containers, {} chunks ({} bytes) verified, {} versions, {} errors, {} warnings",
+                if rep.errors.is_empty() { "OK" } else { "FAILED" },
+                rep.containers,
+                rep.chunks,
+                rep.bytes,
+                rep.versions,
+                rep.errors.len(),
+                rep.warnings.len()
+            );
+            std::process::exit(if rep.errors.is_empty() { 0 } else { 1 });
+        }
+        ["stats", repo] => {
+            let conn = db::open_ro(&data_dir()).unwrap_or_else(|e| die(e));
+            let id = store::repo_id(&conn, repo)
+                .unwrap_or_else(|e| die(e))
+                .unwrap_or_else(|| die(format!("no repository named {repo:?}")));
+            let s = store::repo_stats(&conn, id, repo).unwrap_or_else(|e| die(e));
+            println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        }
+        ["help" | "--help" | "-h"] => println!("{USAGE}"),
+        _ => {
+            eprintln!("{USAGE}");
             std::process::exit(2);
         }
     }
-    let port: u16 = env_or("PORT", "8080").parse().unwrap_or_else(|_| {
-        eprintln!("PORT must be a number");
-        std::process::exit(2)
-    });
-    let data_dir = PathBuf::from(env_or("DATA_DIR", "data"));
+}
+
+fn serve() {
+    let port: u16 = env_or("PORT", "8080")
+        .parse()
+        .unwrap_or_else(|_| die("PORT must be a number from 0 to 65535"));
+    let data_dir = data_dir();
     let web_dir = PathBuf::from(env_or("WEB_DIR", "web/dist"));
-    if let Err(e) = std::fs::create_dir_all(&data_dir) {
-        eprintln!("cannot create data directory {}: {e}", data_dir.display());
-        std::process::exit(1);
-    }
-    let token = default_token(&data_dir).unwrap_or_else(|e| {
-        eprintln!(
-            "cannot create the default token in {}: {e}",
-            data_dir.display()
-        );
-        std::process::exit(1)
+    let store = Arc::new(store::Store::open(&data_dir).unwrap_or_else(|e| die(e)));
+    let token = default_token(&data_dir)
+        .unwrap_or_else(|e| die(format!("cannot create the default token: {e}")));
+    store
+        .with_writer(|c| {
+            let id = match store::repo_id(c, "default")? {
+                Some(id) => id,
+                None => store::create_repo(c, "default")?,
+            };
+            store::add_token(c, id, &token)
+        })
+        .unwrap_or_else(|e| die(format!("cannot create the default repository: {e}")));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| die(e));
+    rt.block_on(async move {
+        let spa = ServeDir::new(&web_dir).fallback(ServeFile::new(web_dir.join("index.html")));
+        let app = api::router(store)
+            .fallback_service(spa)
+            .layer(CatchPanicLayer::custom(|_| {
+                error::ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal server error",
+                )
+                .into_response()
+            }));
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .unwrap_or_else(|e| die(format!("cannot listen on {addr}: {e}")));
+        let addr = listener.local_addr().unwrap_or(addr);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "Ditto is running. Open http://{addr}/#token={token}");
+        let _ = out.flush();
+        drop(out);
+        if let Err(e) = axum::serve(listener, app).await {
+            die(format!("server error: {e}"));
+        }
     });
-
-    let spa = ServeDir::new(&web_dir).fallback(ServeFile::new(web_dir.join("index.html")));
-    let app = Router::new()
-        .route("/api/v1/health", get(health))
-        .fallback_service(spa);
-
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .unwrap_or_else(|e| {
-            eprintln!("cannot listen on {addr}: {e}");
-            std::process::exit(1)
-        });
-    let addr = listener.local_addr().expect("bound address");
-    println!("Ditto is running. Open http://{addr}/#token={token}");
-    axum::serve(listener, app).await.expect("server error");
 }

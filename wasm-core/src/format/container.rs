@@ -201,7 +201,10 @@ mod tests {
         assert_eq!(ContainerHeader::decode(&enc), Ok(h));
         let mut bad = enc;
         bad[10] = 5;
-        assert_eq!(ContainerHeader::decode(&bad), Err(ContainerError::BadKind(5)));
+        assert_eq!(
+            ContainerHeader::decode(&bad),
+            Err(ContainerError::BadKind(5))
+        );
         let e = TableEntry {
             fp: [9; 20],
             codec: 1,

@@ -1,0 +1,740 @@
+//! HTTP API v1 (docs/API.md).
+
+use std::{collections::HashMap, collections::HashSet, fs::File, sync::Arc};
+
+use axum::{
+    body::Body,
+    extract::{rejection::PathRejection, Path, Query, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Json, Router,
+};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use rusqlite::{params, OptionalExtension};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use wasm_core::{
+    format::{
+        bundle::{
+            decode_bundle, encode_entry_header, encode_header, Codec, EntryHeader,
+            MAX_BUNDLE_BYTES, MAX_BUNDLE_CHUNKS,
+        },
+        manifest::{validate_path, EntryKind, Manifest, MAX_ENTRIES, MAX_SOURCE_BYTES},
+        parse_fp_hex,
+    },
+    hash::{to_hex, Fingerprint, FINGERPRINT_LEN},
+};
+
+use crate::{
+    error::{ApiError, ApiResult},
+    store::{self, chunk_loc, decode_stored, ChunkLoc, Store},
+};
+
+pub const MAX_MISSING_BODY: usize = 16 << 20;
+pub const MAX_MISSING_FPS: usize = 200_000;
+pub const MAX_GET_BODY: usize = 4 << 20;
+pub const MAX_GET_FPS: usize = 65_536;
+pub const MAX_MANIFEST_BODY: usize = 256 << 20;
+/// Beyond the limit, bodies are read and discarded up to this size so that the client
+/// still receives its 413; larger ones are cut off.
+const DRAIN_CAP: usize = 64 << 20;
+
+type St = State<Arc<Store>>;
+type RepoPath = Result<Path<String>, PathRejection>;
+type RepoItemPath = Result<Path<(String, String)>, PathRejection>;
+
+pub fn router(store: Arc<Store>) -> Router {
+    let repo = Router::new()
+        .route("/chunks/missing", post(missing))
+        .route("/chunks/get", post(chunks_get))
+        .route("/chunks/{fp}", get(chunk_get))
+        .route("/bundles", post(bundles))
+        .route("/versions", get(versions_list).post(versions_post))
+        .route("/versions/{id}", get(version_get).delete(version_delete))
+        .route("/containers", get(containers_list))
+        .route("/containers/{id}", get(container_get))
+        .route("/stats", get(stats));
+    Router::new()
+        .route("/api/v1/health", get(health))
+        .route("/api/v1/openapi.json", get(openapi))
+        .nest("/api/v1/repos/{repo}", repo)
+        .route("/api/{*rest}", axum::routing::any(api_not_found))
+        .route("/api", axum::routing::any(api_not_found))
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(store)
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+        .into_response()
+}
+
+async fn api_not_found() -> ApiError {
+    ApiError::not_found("no such API endpoint")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this endpoint",
+    )
+}
+
+// ---------------------------------------------------------------- helpers
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("worker failed: {e}")))?
+}
+
+fn path_param<T>(p: Result<Path<T>, PathRejection>) -> ApiResult<T> {
+    p.map(|Path(v)| v)
+        .map_err(|e| ApiError::bad_request(format!("bad path: {e}")))
+}
+
+/// Authenticates the bearer token for `repo`; returns the repository id.
+async fn authorize(store: &Arc<Store>, headers: &HeaderMap, repo: &str) -> ApiResult<i64> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or_else(|| {
+            ApiError::unauthorized("missing or malformed Authorization: Bearer <token> header")
+        })?
+        .to_string();
+    let store = store.clone();
+    let repo = repo.to_string();
+    blocking(move || {
+        let conn = store.readers.get()?;
+        let owner = store::token_repo(&conn, &token)?
+            .ok_or_else(|| ApiError::unauthorized("unknown token"))?;
+        let id = store::repo_id(&conn, &repo)?
+            .ok_or_else(|| ApiError::not_found(format!("no repository named {repo:?}")))?;
+        if owner != id {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("this token does not give access to repository {repo:?}"),
+            ));
+        }
+        Ok(id)
+    })
+    .await
+}
+
+/// Reads a request body of at most `limit` bytes (413 otherwise).
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        ApiError::too_large(
+            format!("request body larger than {limit} bytes"),
+            limit as u64,
+        )
+    };
+    if declared.is_some_and(|n| n > DRAIN_CAP as u64) {
+        return Err(too_large());
+    }
+    let mut stream = body.into_data_stream();
+    let mut buf =
+        BytesMut::with_capacity(declared.map_or(64 << 10, |n| n.min(limit as u64) as usize));
+    let mut total = 0usize;
+    while let Some(frame) = stream.next().await {
+        let chunk = frame.map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?;
+        total += chunk.len();
+        if total > limit {
+            if total > DRAIN_CAP {
+                break;
+            }
+            continue;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    if total > limit {
+        return Err(too_large());
+    }
+    Ok(buf.freeze())
+}
+
+fn parse_fp(s: &str) -> ApiResult<Fingerprint> {
+    parse_fp_hex(s)
+        .ok_or_else(|| ApiError::bad_request(format!("not a 40-hex-digit fingerprint: {s:?}")))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))
+}
+
+#[derive(Deserialize)]
+struct FpList {
+    fingerprints: Vec<String>,
+    #[serde(default)]
+    decode: bool,
+}
+
+// ---------------------------------------------------------------- chunks
+
+async fn missing(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let binary = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/octet-stream"));
+    let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
+    blocking(move || {
+        let fps: Vec<Fingerprint> = if binary {
+            if body.len() % FINGERPRINT_LEN != 0 {
+                return Err(ApiError::bad_request(
+                    "binary body length is not a multiple of 20",
+                ));
+            }
+            body.chunks_exact(FINGERPRINT_LEN)
+                .map(|c| c.try_into().unwrap())
+                .collect()
+        } else {
+            let list: FpList = parse_json(&body)?;
+            if list.fingerprints.len() > MAX_MISSING_FPS {
+                return Err(ApiError::too_large(
+                    format!("more than {MAX_MISSING_FPS} fingerprints"),
+                    MAX_MISSING_FPS as u64,
+                ));
+            }
+            list.fingerprints
+                .iter()
+                .map(|s| parse_fp(s))
+                .collect::<ApiResult<_>>()?
+        };
+        if fps.len() > MAX_MISSING_FPS {
+            return Err(ApiError::too_large(
+                format!("more than {MAX_MISSING_FPS} fingerprints"),
+                MAX_MISSING_FPS as u64,
+            ));
+        }
+        let conn = store.readers.get()?;
+        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let mut seen = HashSet::with_capacity(fps.len());
+        let mut out = Vec::new();
+        for fp in fps {
+            if seen.insert(fp) && !st.exists(params![repo_id, &fp[..]])? {
+                out.push(fp);
+            }
+        }
+        Ok(if binary {
+            (
+                [(header::CONTENT_TYPE, "application/octet-stream")],
+                out.concat(),
+            )
+                .into_response()
+        } else {
+            let hex: Vec<String> = out.iter().map(to_hex).collect();
+            Json(json!({ "missing": hex })).into_response()
+        })
+    })
+    .await
+}
+
+async fn bundles(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let body = read_body(&headers, body, MAX_BUNDLE_BYTES).await?;
+    blocking(move || {
+        let entries = decode_bundle(&body).map_err(|e| {
+            if e.is_too_large() {
+                ApiError::too_large(
+                    format!("bundle: {e}"),
+                    if matches!(e, wasm_core::format::bundle::BundleError::TooManyChunks(_)) {
+                        MAX_BUNDLE_CHUNKS as u64
+                    } else {
+                        wasm_core::format::bundle::MAX_CHUNK_RAW as u64
+                    },
+                )
+            } else {
+                ApiError::bad_request(format!("malformed bundle: {e}"))
+            }
+        })?;
+        store::verify_entries(&entries)?;
+        let r = store.ingest(repo_id, &entries)?;
+        Ok(Json(serde_json::to_value(r).map_err(ApiError::internal)?))
+    })
+    .await
+}
+
+async fn chunk_get(State(store): St, p: RepoItemPath, headers: HeaderMap) -> ApiResult<Response> {
+    let (repo, fp) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let fp = parse_fp(&fp)?;
+    blocking(move || {
+        let loc = {
+            let conn = store.readers.get()?;
+            chunk_loc(&conn, repo_id, &fp)?
+        }
+        .ok_or_else(|| ApiError::not_found(format!("chunk {} is not stored", to_hex(&fp))))?;
+        let stored = store.read_stored(repo_id, &loc, None)?;
+        let raw = decode_stored(loc.codec, loc.raw_len, stored).map_err(ApiError::internal)?;
+        let mut resp = raw.into_response();
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        h.insert("x-ditto-raw-length", HeaderValue::from(loc.raw_len));
+        if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", to_hex(&fp))) {
+            h.insert(header::ETAG, v);
+        }
+        Ok(resp)
+    })
+    .await
+}
+
+async fn chunks_get(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let body = read_body(&headers, body, MAX_GET_BODY).await?;
+    let (locs, decode) = {
+        let store = store.clone();
+        blocking(move || {
+            let list: FpList = parse_json(&body)?;
+            if list.fingerprints.len() > MAX_GET_FPS {
+                return Err(ApiError::too_large(
+                    format!("more than {MAX_GET_FPS} fingerprints"),
+                    MAX_GET_FPS as u64,
+                ));
+            }
+            let conn = store.readers.get()?;
+            let mut locs: Vec<(Fingerprint, ChunkLoc)> =
+                Vec::with_capacity(list.fingerprints.len());
+            let mut missing = Vec::new();
+            for s in &list.fingerprints {
+                let fp = parse_fp(s)?;
+                match chunk_loc(&conn, repo_id, &fp)? {
+                    Some(l) => locs.push((fp, l)),
+                    None => missing.push(to_hex(&fp)),
+                }
+            }
+            if !missing.is_empty() {
+                return Err(ApiError::not_found(format!(
+                    "{} requested chunk(s) are not stored",
+                    missing.len()
+                ))
+                .with("missing", missing));
+            }
+            Ok((locs, list.decode))
+        })
+        .await?
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut files: HashMap<u64, File> = HashMap::new();
+        let mut buf = BytesMut::with_capacity(512 << 10);
+        buf.extend_from_slice(&encode_header(locs.len() as u32));
+        for (fp, loc) in locs {
+            let res = (|| -> std::io::Result<(u8, Vec<u8>)> {
+                if !files.contains_key(&loc.container_id) {
+                    if files.len() > 64 {
+                        files.clear();
+                    }
+                    let f = File::open(store::container_path(
+                        &store.data_dir,
+                        repo_id,
+                        loc.container_id,
+                    ))?;
+                    files.insert(loc.container_id, f);
+                }
+                let stored = store.read_stored(repo_id, &loc, files.get(&loc.container_id))?;
+                if decode || loc.codec > 1 {
+                    let raw = decode_stored(loc.codec, loc.raw_len, stored)
+                        .map_err(std::io::Error::other)?;
+                    Ok((0, raw))
+                } else {
+                    Ok((loc.codec, stored))
+                }
+            })();
+            let (codec, payload) = match res {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("chunks/get: {e}");
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            let h = EntryHeader {
+                fp,
+                codec: Codec::from_u8(codec).unwrap_or(Codec::Raw),
+                raw_len: loc.raw_len,
+                stored_len: payload.len() as u32,
+            };
+            buf.extend_from_slice(&encode_entry_header(&h));
+            buf.extend_from_slice(&payload);
+            if buf.len() >= 256 << 10 && tx.blocking_send(Ok(buf.split().freeze())).is_err() {
+                return; // client went away
+            }
+        }
+        if !buf.is_empty() {
+            let _ = tx.blocking_send(Ok(buf.freeze()));
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ditto-bundle")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+// ---------------------------------------------------------------- versions
+
+fn validate_manifest(m: &mut Manifest) -> ApiResult<Vec<Vec<Fingerprint>>> {
+    if m.source.is_empty() || m.source.len() > MAX_SOURCE_BYTES {
+        return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
+    }
+    if m.entries.len() > MAX_ENTRIES {
+        return Err(ApiError::too_large(
+            format!("more than {MAX_ENTRIES} entries"),
+            MAX_ENTRIES as u64,
+        ));
+    }
+    let mut paths = HashSet::with_capacity(m.entries.len());
+    let mut recipes = Vec::with_capacity(m.entries.len());
+    for e in &mut m.entries {
+        validate_path(&e.path).map_err(|why| {
+            ApiError::bad_request(format!("{:?}: {why}", e.path)).with("path", e.path.clone())
+        })?;
+        if !paths.insert(e.path.as_str()) {
+            return Err(
+                ApiError::bad_request(format!("duplicate path {:?}", e.path))
+                    .with("path", e.path.clone()),
+            );
+        }
+        if e.kind != EntryKind::File && (e.size != 0 || !e.recipe.is_empty()) {
+            return Err(ApiError::bad_request(format!(
+                "{:?}: dirs and symlinks have size 0 and an empty recipe",
+                e.path
+            ))
+            .with("path", e.path.clone()));
+        }
+        let mut fps = Vec::with_capacity(e.recipe.len());
+        for s in &mut e.recipe {
+            let fp = parse_fp(s)?;
+            s.make_ascii_lowercase();
+            fps.push(fp);
+        }
+        recipes.push(fps);
+    }
+    Ok(recipes)
+}
+
+async fn versions_post(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let body = read_body(&headers, body, MAX_MANIFEST_BODY).await?;
+    let v = blocking(move || {
+        let mut m: Manifest = parse_json(&body)?;
+        drop(body);
+        let recipes = validate_manifest(&mut m)?;
+        store.commit_version(repo_id, &m, &recipes)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+fn version_summary(id: i64, source: String, time: i64, committed: i64, stats: &str) -> Value {
+    let stats: Value = serde_json::from_str(stats).unwrap_or(Value::Null);
+    json!({ "id": id, "source": source, "time": time, "committed_at": committed, "stats": stats })
+}
+
+async fn versions_list(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    blocking(move || {
+        let conn = store.readers.get()?;
+        let mut st = conn.prepare_cached(
+            "SELECT id, source, time, committed_ms, stats FROM versions WHERE repo_id = ?1 ORDER BY id",
+        )?;
+        let rows = st.query_map([repo_id], |r| {
+            Ok(version_summary(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, &r.get::<_, String>(4)?))
+        })?;
+        let list: Vec<Value> = rows.collect::<Result<_, _>>()?;
+        Ok(Json(json!({ "versions": list })))
+    })
+    .await
+}
+
+fn parse_id(s: &str, what: &str) -> ApiResult<i64> {
+    s.parse::<i64>()
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| ApiError::bad_request(format!("{what} id must be a positive integer")))
+}
+
+async fn version_get(State(store): St, p: RepoItemPath, headers: HeaderMap) -> ApiResult<Response> {
+    let (repo, id) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let id = parse_id(&id, "version")?;
+    blocking(move || {
+        let conn = store.readers.get()?;
+        let row = conn
+            .prepare_cached(
+                "SELECT source, time, committed_ms, stats, manifest FROM versions WHERE id = ?1 AND repo_id = ?2",
+            )?
+            .query_row(params![id, repo_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?))
+            })
+            .optional()?
+            .ok_or_else(|| ApiError::not_found(format!("no version {id} in this repository")))?;
+        let (source, time, committed, stats, blob) = row;
+        let manifest = zstd::decode_all(&blob[..]).map_err(ApiError::internal)?;
+        let head = serde_json::to_vec(&version_summary(id, source, time, committed, &stats))
+            .map_err(ApiError::internal)?;
+        let mut out = Vec::with_capacity(head.len() + manifest.len() + 16);
+        out.extend_from_slice(&head[..head.len() - 1]);
+        out.extend_from_slice(b",\"manifest\":");
+        out.extend_from_slice(&manifest);
+        out.push(b'}');
+        Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    })
+    .await
+}
+
+async fn version_delete(
+    State(store): St,
+    p: RepoItemPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let (repo, id) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let id = parse_id(&id, "version")?;
+    blocking(move || {
+        if store.delete_version(repo_id, id)? {
+            Ok(Json(json!({ "deleted": id })))
+        } else {
+            Err(ApiError::not_found(format!(
+                "no version {id} in this repository"
+            )))
+        }
+    })
+    .await
+}
+
+// ---------------------------------------------------------------- containers and stats
+
+#[derive(Deserialize)]
+struct ContainersQuery {
+    chunks: Option<bool>,
+}
+
+async fn containers_list(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    q: Result<Query<ContainersQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let with_chunks = q
+        .map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?
+        .chunks
+        .unwrap_or(true);
+    blocking(move || {
+        let conn = store.readers.get()?;
+        let tx = conn.unchecked_transaction()?; // one snapshot for both queries
+        let mut tables: HashMap<i64, Vec<Value>> = HashMap::new();
+        if with_chunks {
+            let mut st = tx.prepare_cached(
+                "SELECT container_id, fp, codec, offset, stored_len, raw_len FROM chunks WHERE repo_id = ?1 ORDER BY container_id, slot",
+            )?;
+            let mut rows = st.query([repo_id])?;
+            while let Some(r) = rows.next()? {
+                let fp: Vec<u8> = r.get(1)?;
+                let fp: Fingerprint = fp.try_into().unwrap_or([0; 20]);
+                tables.entry(r.get(0)?).or_default().push(json!({
+                    "fp": to_hex(&fp), "codec": r.get::<_, u8>(2)?, "offset": r.get::<_, i64>(3)?,
+                    "stored_len": r.get::<_, u32>(4)?, "raw_len": r.get::<_, u32>(5)?,
+                }));
+            }
+        }
+        let mut st = tx.prepare_cached(
+            "SELECT id, kind, newest_version, data_offset, data_end FROM containers WHERE repo_id = ?1 ORDER BY id",
+        )?;
+        let mut rows = st.query([repo_id])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            let kind: u8 = r.get(1)?;
+            let mut c = json!({
+                "id": id, "kind": if kind == 1 { "archival" } else { "active" },
+                "newest_version": r.get::<_, i64>(2)?, "data_offset": r.get::<_, i64>(3)?,
+                "size": r.get::<_, i64>(4)?,
+            });
+            if with_chunks {
+                c["chunks"] = Value::Array(tables.remove(&id).unwrap_or_default());
+            }
+            out.push(c);
+        }
+        Ok(Json(json!({ "containers": out })))
+    })
+    .await
+}
+
+/// Parses a single-range `Range` header against a body of `len` bytes: inclusive bounds,
+/// `Ok(None)` to serve the whole body, `Err` for an unsatisfiable range.
+fn parse_range(h: &str, len: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(spec) = h.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let (a, b) = spec.split_once('-').ok_or(())?;
+    let (a, b) = (a.trim(), b.trim());
+    if len == 0 {
+        return Err(());
+    }
+    if a.is_empty() {
+        let n: u64 = b.parse().map_err(|_| ())?;
+        if n == 0 {
+            return Err(());
+        }
+        return Ok(Some((len.saturating_sub(n), len - 1)));
+    }
+    let start: u64 = a.parse().map_err(|_| ())?;
+    let end: u64 = if b.is_empty() {
+        len - 1
+    } else {
+        b.parse::<u64>().map_err(|_| ())?.min(len - 1)
+    };
+    if start >= len || end < start {
+        return Err(());
+    }
+    Ok(Some((start, end)))
+}
+
+async fn container_get(
+    State(store): St,
+    p: RepoItemPath,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let (repo, id) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let id = parse_id(&id, "container")?;
+    let range = headers
+        .get(header::RANGE)
+        .map(|v| v.to_str().unwrap_or("").to_string());
+    blocking(move || {
+        let size: i64 = {
+            let conn = store.readers.get()?;
+            let row: Option<i64> = conn
+                .prepare_cached("SELECT data_end FROM containers WHERE id = ?1 AND repo_id = ?2")?
+                .query_row(params![id, repo_id], |r| r.get(0))
+                .optional()?;
+            row.ok_or_else(|| ApiError::not_found(format!("no container {id} in this repository")))?
+        };
+        let len = size as u64;
+        let r = match &range {
+            None => None,
+            Some(h) => parse_range(h, len).map_err(|_| {
+                ApiError::new(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    "range_not_satisfiable",
+                    format!("range {h:?} not satisfiable for {len} bytes"),
+                )
+                .with("size", len)
+            })?,
+        };
+        let (start, end) = r.unwrap_or((0, len.saturating_sub(1)));
+        let n = if len == 0 { 0 } else { end - start + 1 };
+        let mut buf = vec![0u8; n as usize];
+        use std::os::unix::fs::FileExt;
+        File::open(store::container_path(&store.data_dir, repo_id, id as u64))?
+            .read_exact_at(&mut buf, start)?;
+        let mut resp = buf.into_response();
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if r.is_some() {
+            *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")) {
+                resp.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+        }
+        Ok(resp)
+    })
+    .await
+}
+
+async fn stats(State(store): St, repo: RepoPath, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    blocking(move || {
+        let conn = store.readers.get()?;
+        Ok(Json(store::repo_stats(&conn, repo_id, &repo)?))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_range;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-9", 100), Ok(Some((0, 9))));
+        assert_eq!(parse_range("bytes=90-", 100), Ok(Some((90, 99))));
+        assert_eq!(parse_range("bytes=-10", 100), Ok(Some((90, 99))));
+        assert_eq!(parse_range("bytes=50-500", 100), Ok(Some((50, 99))));
+        assert_eq!(parse_range("bytes=100-", 100), Err(()));
+        assert_eq!(parse_range("bytes=5-2", 100), Err(()));
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), Ok(None));
+        assert_eq!(parse_range("items=0-1", 100), Ok(None));
+        assert_eq!(parse_range("bytes=x-1", 100), Err(()));
+    }
+}

@@ -1,0 +1,131 @@
+//! SQLite metadata: schema, connections, a small pool of readers.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Mutex,
+    time::Duration,
+};
+
+use rusqlite::{Connection, OpenFlags};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS repos(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens(
+  hash BLOB PRIMARY KEY,
+  repo_id INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS containers(
+  id INTEGER PRIMARY KEY,
+  repo_id INTEGER NOT NULL,
+  kind INTEGER NOT NULL,
+  data_offset INTEGER NOT NULL,
+  data_end INTEGER NOT NULL,
+  chunk_count INTEGER NOT NULL,
+  newest_version INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS containers_by_repo ON containers(repo_id, id);
+CREATE TABLE IF NOT EXISTS chunks(
+  repo_id INTEGER NOT NULL,
+  fp BLOB NOT NULL,
+  container_id INTEGER NOT NULL,
+  slot INTEGER NOT NULL,
+  offset INTEGER NOT NULL,
+  stored_len INTEGER NOT NULL,
+  raw_len INTEGER NOT NULL,
+  codec INTEGER NOT NULL,
+  first_version INTEGER,
+  PRIMARY KEY(repo_id, fp)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunks_by_container ON chunks(container_id, slot);
+CREATE TABLE IF NOT EXISTS versions(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  repo_id INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  time INTEGER NOT NULL,
+  committed_ms INTEGER NOT NULL,
+  stats TEXT NOT NULL,
+  manifest BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS versions_by_repo ON versions(repo_id, id);
+";
+
+pub fn db_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("ditto.sqlite3")
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// Opens (and creates if needed) the database in WAL mode with the schema.
+pub fn open_rw(data_dir: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(db_path(data_dir))?;
+    configure(&conn)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+pub fn open_ro(data_dir: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        db_path(data_dir),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+/// Read-only connections, reused across requests.
+pub struct ReadPool {
+    data_dir: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+pub struct PooledConn<'a> {
+    pool: &'a ReadPool,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for PooledConn<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().unwrap()
+    }
+}
+
+impl Drop for PooledConn<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < 16 {
+                idle.push(c);
+            }
+        }
+    }
+}
+
+impl ReadPool {
+    pub fn new(data_dir: &Path) -> Self {
+        ReadPool {
+            data_dir: data_dir.to_path_buf(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn get(&self) -> rusqlite::Result<PooledConn<'_>> {
+        let popped = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match popped {
+            Some(c) => c,
+            None => open_ro(&self.data_dir)?,
+        };
+        Ok(PooledConn {
+            pool: self,
+            conn: Some(conn),
+        })
+    }
+}

@@ -1,0 +1,889 @@
+//! The repository store: containers on disk, index in SQLite, recovery.
+//!
+//! Write rule: chunk bytes are appended to container files and fsynced, then the index
+//! rows are committed in one SQLite transaction, then the client is answered. The index
+//! is the authority on what is committed; startup recovery makes the files agree with it.
+
+use std::{
+    collections::{HashMap, HashSet},
+    fs::{self, File, OpenOptions},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use axum::http::StatusCode;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use wasm_core::{
+    format::{
+        bundle::{BundleEntry, Codec},
+        container::{
+            slot_offset, ContainerHeader, ContainerKind, TableEntry, HEADER_LEN,
+            NEWEST_VERSION_OFFSET, TABLE_ENTRY_LEN, TARGET_DATA_BYTES,
+        },
+        manifest::{Manifest, VersionStats},
+    },
+    hash::{sha1, to_hex, Fingerprint},
+};
+
+use crate::{
+    db::{self, ReadPool},
+    error::{ApiError, ApiResult},
+};
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------- tokens and repos
+
+/// A new token: 192 random bits as 48 lower-case hex characters.
+pub fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+pub fn hash_token(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+pub fn valid_repo_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
+}
+
+pub fn repo_id(conn: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT id FROM repos WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()
+}
+
+pub fn create_repo(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
+    conn.execute(
+        "INSERT INTO repos(name, created_ms) VALUES (?1, ?2)",
+        params![name, now_ms() as i64],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub fn add_token(conn: &Connection, repo_id: i64, token: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO tokens(hash, repo_id, created_ms) VALUES (?1, ?2, ?3)",
+        params![hash_token(token), repo_id, now_ms() as i64],
+    )?;
+    Ok(())
+}
+
+pub fn token_repo(conn: &Connection, token: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT repo_id FROM tokens WHERE hash = ?1")?
+        .query_row([hash_token(token)], |r| r.get(0))
+        .optional()
+}
+
+// ---------------------------------------------------------------- paths and fsync
+
+pub fn containers_dir(data_dir: &Path, repo_id: i64) -> PathBuf {
+    data_dir
+        .join("repos")
+        .join(repo_id.to_string())
+        .join("containers")
+}
+
+pub fn container_path(data_dir: &Path, repo_id: i64, id: u64) -> PathBuf {
+    containers_dir(data_dir, repo_id).join(format!("{id:010}.dct"))
+}
+
+fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Where a stored chunk lives.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkLoc {
+    pub container_id: u64,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub codec: u8,
+}
+
+pub fn chunk_loc(
+    conn: &Connection,
+    repo_id: i64,
+    fp: &Fingerprint,
+) -> rusqlite::Result<Option<ChunkLoc>> {
+    conn.prepare_cached(
+        "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+    )?
+    .query_row(params![repo_id, &fp[..]], |r| {
+        Ok(ChunkLoc {
+            container_id: r.get::<_, i64>(0)? as u64,
+            offset: r.get::<_, i64>(1)? as u64,
+            stored_len: r.get(2)?,
+            raw_len: r.get(3)?,
+            codec: r.get(4)?,
+        })
+    })
+    .optional()
+}
+
+/// Decodes stored bytes to raw bytes (codec 0 or 1).
+pub fn decode_stored(codec: u8, raw_len: u32, stored: Vec<u8>) -> Result<Vec<u8>, String> {
+    match codec {
+        0 => Ok(stored),
+        1 => {
+            let raw = zstd::bulk::decompress(&stored, raw_len as usize)
+                .map_err(|e| format!("zstd: {e}"))?;
+            if raw.len() != raw_len as usize {
+                return Err(format!("decoded {} bytes, expected {raw_len}", raw.len()));
+            }
+            Ok(raw)
+        }
+        c => Err(format!("codec {c} cannot be decoded by this server")),
+    }
+}
+
+/// Decodes and verifies every chunk of a parsed bundle; the first failure refuses it all.
+pub fn verify_entries(entries: &[BundleEntry<'_>]) -> ApiResult<()> {
+    let mut dec = zstd::bulk::Decompressor::new().map_err(ApiError::internal)?;
+    for e in entries {
+        let fp_hex = to_hex(&e.fp);
+        let digest = match e.codec {
+            Codec::Raw => sha1(e.payload),
+            Codec::Zstd => {
+                let raw = dec
+                    .decompress(e.payload, e.raw_len as usize)
+                    .map_err(|err| {
+                        ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "decode_failed",
+                            format!("chunk {fp_hex}: zstd frame does not decode: {err}"),
+                        )
+                        .with("fingerprint", fp_hex.clone())
+                    })?;
+                if raw.len() != e.raw_len as usize {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "decode_failed",
+                        format!(
+                            "chunk {fp_hex}: decoded to {} bytes, declared {}",
+                            raw.len(),
+                            e.raw_len
+                        ),
+                    )
+                    .with("fingerprint", fp_hex));
+                }
+                sha1(&raw)
+            }
+            Codec::Delta => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "unsupported_codec",
+                    "codec 2 (delta) is reserved and not accepted yet",
+                )
+                .with("fingerprint", fp_hex))
+            }
+        };
+        if digest != e.fp {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "fingerprint_mismatch",
+                format!(
+                    "chunk {fp_hex}: SHA-1 of its bytes is {}; bundle refused, nothing stored",
+                    to_hex(&digest)
+                ),
+            )
+            .with("fingerprint", fp_hex));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- the store
+
+struct OpenContainer {
+    id: u64,
+    file: File,
+    kind: ContainerKind,
+    capacity: u32,
+    data_offset: u64,
+    /// Committed end of data and committed slot count.
+    data_end: u64,
+    slots: u32,
+    created_ms: u64,
+    /// Not yet in the `containers` table.
+    created: bool,
+}
+
+impl OpenContainer {
+    fn has_room(&self, stored_len: u64) -> bool {
+        self.slots < self.capacity
+            && (self.slots == 0
+                || self.data_end - self.data_offset + stored_len <= TARGET_DATA_BYTES)
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    next_container_id: u64,
+    open: HashMap<i64, OpenContainer>,
+}
+
+pub struct Store {
+    pub data_dir: PathBuf,
+    pub readers: ReadPool,
+    writer: Mutex<Writer>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct IngestResult {
+    pub chunks: u64,
+    pub stored: u64,
+    pub duplicates: u64,
+    pub stored_bytes: u64,
+    pub raw_bytes: u64,
+}
+
+struct Touched {
+    oc: OpenContainer,
+    start_end: u64,
+    start_slots: u32,
+    data: Vec<u8>,
+    table: Vec<u8>,
+    rows: Vec<(Fingerprint, u32, u64, u32, u32, u8)>, // fp, slot, offset, stored, raw, codec
+}
+
+impl Store {
+    /// Opens the store and runs crash recovery.
+    pub fn open(data_dir: &Path) -> Result<Store, String> {
+        fs::create_dir_all(data_dir.join("repos"))
+            .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+        let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
+        let report = recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
+        if !report.is_empty() {
+            eprintln!("recovery: {}", report.join("; "));
+        }
+        let max_id: i64 = conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM containers", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| format!("database: {e}"))?;
+        Ok(Store {
+            data_dir: data_dir.to_path_buf(),
+            readers: ReadPool::new(data_dir),
+            writer: Mutex::new(Writer {
+                conn,
+                next_container_id: max_id as u64 + 1,
+                open: HashMap::new(),
+            }),
+        })
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` with the writer connection (repo and token management).
+    pub fn with_writer<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        f(&self.writer().conn)
+    }
+
+    /// Stores the chunks not yet stored; `entries` must already be verified.
+    pub fn ingest(&self, repo_id: i64, entries: &[BundleEntry<'_>]) -> ApiResult<IngestResult> {
+        let mut w = self.writer();
+        let mut seen = HashSet::with_capacity(entries.len());
+        let mut new: Vec<&BundleEntry<'_>> = Vec::new();
+        {
+            let mut st = w
+                .conn
+                .prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+            for e in entries {
+                if seen.insert(e.fp) && !st.exists(params![repo_id, &e.fp[..]])? {
+                    new.push(e);
+                }
+            }
+        }
+        let result = IngestResult {
+            chunks: entries.len() as u64,
+            stored: new.len() as u64,
+            duplicates: (entries.len() - new.len()) as u64,
+            stored_bytes: new.iter().map(|e| e.payload.len() as u64).sum(),
+            raw_bytes: new.iter().map(|e| e.raw_len as u64).sum(),
+        };
+        if new.is_empty() {
+            return Ok(result);
+        }
+        let w = &mut *w;
+        let outcome = self.append(w, repo_id, &new);
+        match outcome {
+            Ok(last) => {
+                if let Some(oc) = last {
+                    w.open.insert(repo_id, oc);
+                }
+                Ok(result)
+            }
+            Err((err, created)) => {
+                // Nothing was committed: forget the open container (it is reloaded from the
+                // index next time) and remove the files created for this bundle.
+                w.open.remove(&repo_id);
+                for id in created {
+                    let _ = fs::remove_file(container_path(&self.data_dir, repo_id, id));
+                }
+                Err(err)
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn append(
+        &self,
+        w: &mut Writer,
+        repo_id: i64,
+        new: &[&BundleEntry<'_>],
+    ) -> Result<Option<OpenContainer>, (ApiError, Vec<u64>)> {
+        let mut created_ids = Vec::new();
+        let mut touched: Vec<Touched> = Vec::new();
+        let mut cur: Option<Touched> = match w.open.remove(&repo_id) {
+            Some(oc) => Some(oc),
+            None => self
+                .reopen_last(&w.conn, repo_id)
+                .map_err(|e| (e, vec![]))?,
+        }
+        .map(|oc| Touched {
+            start_end: oc.data_end,
+            start_slots: oc.slots,
+            oc,
+            data: Vec::new(),
+            table: Vec::new(),
+            rows: Vec::new(),
+        });
+        for e in new {
+            let len = e.payload.len() as u64;
+            let room = cur.as_ref().is_some_and(|t| t.oc.has_room(len));
+            if !room {
+                if let Some(t) = cur.take() {
+                    touched.push(t);
+                }
+                let id = w.next_container_id;
+                w.next_container_id += 1;
+                created_ids.push(id);
+                let oc = self
+                    .create_container(repo_id, id)
+                    .map_err(|e| (ApiError::from(e), created_ids.clone()))?;
+                cur = Some(Touched {
+                    start_end: oc.data_end,
+                    start_slots: oc.slots,
+                    oc,
+                    data: Vec::new(),
+                    table: Vec::new(),
+                    rows: Vec::new(),
+                });
+            }
+            let t = cur.as_mut().unwrap();
+            let slot = t.oc.slots;
+            let offset = t.oc.data_end;
+            let entry = TableEntry {
+                fp: e.fp,
+                codec: e.codec as u8,
+                offset,
+                stored_len: e.payload.len() as u32,
+                raw_len: e.raw_len,
+            };
+            t.table.extend_from_slice(&entry.encode());
+            t.data.extend_from_slice(e.payload);
+            t.rows
+                .push((e.fp, slot, offset, entry.stored_len, e.raw_len, entry.codec));
+            t.oc.slots += 1;
+            t.oc.data_end += len;
+        }
+        if let Some(t) = cur.take() {
+            touched.push(t);
+        }
+        let fail = |e: ApiError| (e, created_ids.clone());
+        // 1. data and table slots, then fsync every touched file.
+        for t in &touched {
+            t.oc.file
+                .write_all_at(&t.data, t.start_end)
+                .and_then(|_| t.oc.file.write_all_at(&t.table, slot_offset(t.start_slots)))
+                .and_then(|_| t.oc.file.sync_data())
+                .map_err(|e| fail(e.into()))?;
+        }
+        // 2. index rows in one transaction.
+        let commit = || -> rusqlite::Result<()> {
+            let tx = w.conn.unchecked_transaction()?;
+            for t in &touched {
+                if t.oc.created {
+                    tx.prepare_cached(
+                        "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
+                    )?
+                    .execute(params![
+                        t.oc.id as i64,
+                        repo_id,
+                        t.oc.kind as u8,
+                        t.oc.data_offset as i64,
+                        t.oc.data_end as i64,
+                        t.oc.slots,
+                        t.oc.created_ms as i64
+                    ])?;
+                } else {
+                    tx.prepare_cached(
+                        "UPDATE containers SET data_end = ?1, chunk_count = ?2 WHERE id = ?3",
+                    )?
+                    .execute(params![
+                        t.oc.data_end as i64,
+                        t.oc.slots,
+                        t.oc.id as i64
+                    ])?;
+                }
+                let mut ins = tx.prepare_cached(
+                    "INSERT INTO chunks(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                for (fp, slot, offset, stored, raw, codec) in &t.rows {
+                    ins.execute(params![
+                        repo_id,
+                        &fp[..],
+                        t.oc.id as i64,
+                        slot,
+                        *offset as i64,
+                        stored,
+                        raw,
+                        codec
+                    ])?;
+                }
+            }
+            tx.commit()
+        };
+        commit().map_err(|e| fail(e.into()))?;
+        // 3. committed: the last container stays open for the next bundle.
+        Ok(touched.pop().map(|t| {
+            let mut oc = t.oc;
+            oc.created = false;
+            oc
+        }))
+    }
+
+    fn reopen_last(&self, conn: &Connection, repo_id: i64) -> ApiResult<Option<OpenContainer>> {
+        let row: Option<(i64, i64, i64, u32, i64)> = conn
+            .prepare_cached(
+                "SELECT id, data_offset, data_end, chunk_count, created_ms FROM containers WHERE repo_id = ?1 AND kind = 0 ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row([repo_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .optional()?;
+        let Some((id, data_offset, data_end, slots, created_ms)) = row else {
+            return Ok(None);
+        };
+        let path = container_path(&self.data_dir, repo_id, id as u64);
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let mut hb = [0u8; HEADER_LEN];
+        file.read_exact_at(&mut hb, 0)?;
+        let h = ContainerHeader::decode(&hb).map_err(ApiError::internal)?;
+        let oc = OpenContainer {
+            id: id as u64,
+            file,
+            kind: h.kind,
+            capacity: h.table_capacity,
+            data_offset: data_offset as u64,
+            data_end: data_end as u64,
+            slots,
+            created_ms: created_ms as u64,
+            created: false,
+        };
+        Ok(
+            if oc.slots < oc.capacity && oc.data_end - oc.data_offset < TARGET_DATA_BYTES {
+                Some(oc)
+            } else {
+                None
+            },
+        )
+    }
+
+    fn create_container(&self, repo_id: i64, id: u64) -> std::io::Result<OpenContainer> {
+        let dir = containers_dir(&self.data_dir, repo_id);
+        if !dir.exists() {
+            fs::create_dir_all(&dir)?;
+            fsync_dir(dir.parent().unwrap())?;
+            fsync_dir(dir.parent().unwrap().parent().unwrap())?;
+        }
+        let created_ms = now_ms();
+        let header = ContainerHeader::new(id, ContainerKind::Active, created_ms);
+        let path = container_path(&self.data_dir, repo_id, id);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        file.write_all_at(&header.encode(), 0)?;
+        file.set_len(header.data_offset)?;
+        file.sync_all()?;
+        fsync_dir(&dir)?;
+        Ok(OpenContainer {
+            id,
+            file,
+            kind: header.kind,
+            capacity: header.table_capacity,
+            data_offset: header.data_offset,
+            data_end: header.data_offset,
+            slots: 0,
+            created_ms,
+            created: true,
+        })
+    }
+
+    /// Commits a version whose manifest was parsed and validated; recipes as binary fps.
+    pub fn commit_version(
+        &self,
+        repo_id: i64,
+        manifest: &Manifest,
+        recipes: &[Vec<Fingerprint>],
+    ) -> ApiResult<Value> {
+        let mut stats = VersionStats::default();
+        for e in &manifest.entries {
+            match e.kind {
+                wasm_core::format::manifest::EntryKind::File => {
+                    stats.files += 1;
+                    stats.logical_bytes += e.size;
+                }
+                wasm_core::format::manifest::EntryKind::Dir => stats.dirs += 1,
+                wasm_core::format::manifest::EntryKind::Symlink => stats.symlinks += 1,
+            }
+        }
+        let json = serde_json::to_vec(manifest).map_err(ApiError::internal)?;
+        let blob = zstd::bulk::compress(&json, 3).map_err(ApiError::internal)?;
+
+        let w = self.writer();
+        let tx = w.conn.unchecked_transaction()?;
+        // Distinct fps in first-reference order, with what the index knows of them.
+        let mut info: HashMap<Fingerprint, Option<(u32, u32, i64, bool)>> = HashMap::new();
+        let mut order: Vec<Fingerprint> = Vec::new();
+        {
+            let mut st = tx.prepare_cached(
+                "SELECT stored_len, raw_len, container_id, first_version IS NULL FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+            )?;
+            for fp in recipes.iter().flatten() {
+                stats.chunk_refs += 1;
+                if info.contains_key(fp) {
+                    continue;
+                }
+                let row = st
+                    .query_row(params![repo_id, &fp[..]], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()?;
+                info.insert(*fp, row);
+                order.push(*fp);
+            }
+        }
+        let missing: Vec<String> = order
+            .iter()
+            .filter(|fp| info[*fp].is_none())
+            .map(to_hex)
+            .collect();
+        if !missing.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "missing_chunks",
+                format!(
+                    "{} referenced chunk(s) are not stored; upload them first",
+                    missing.len()
+                ),
+            )
+            .with("missing", missing));
+        }
+        for (e, recipe) in manifest.entries.iter().zip(recipes) {
+            let sum: u64 = recipe.iter().map(|fp| info[fp].unwrap().1 as u64).sum();
+            if sum != e.size {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "size_mismatch",
+                    format!(
+                        "{}: size {} but its chunks add up to {sum} bytes",
+                        e.path, e.size
+                    ),
+                )
+                .with("path", e.path.clone()));
+            }
+        }
+        stats.unique_chunks = order.len() as u64;
+        let mut containers: HashSet<i64> = HashSet::new();
+        for fp in &order {
+            let (stored, raw, cid, first) = info[fp].unwrap();
+            containers.insert(cid);
+            if first {
+                stats.new_chunks += 1;
+                stats.new_raw_bytes += raw as u64;
+                stats.new_stored_bytes += stored as u64;
+            }
+        }
+        stats.dedup_ratio = ratio(stats.logical_bytes, stats.new_stored_bytes);
+        let committed = now_ms();
+        let stats_json = serde_json::to_string(&stats).map_err(ApiError::internal)?;
+        tx.execute(
+            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![repo_id, manifest.source, manifest.time, committed as i64, stats_json, blob],
+        )?;
+        let vid = tx.last_insert_rowid();
+        {
+            let mut st = tx.prepare_cached(
+                "UPDATE chunks SET first_version = ?1 WHERE repo_id = ?2 AND fp = ?3 AND first_version IS NULL",
+            )?;
+            for fp in &order {
+                if info[fp].unwrap().3 {
+                    st.execute(params![vid, repo_id, &fp[..]])?;
+                }
+            }
+            let mut st =
+                tx.prepare_cached("UPDATE containers SET newest_version = ?1 WHERE id = ?2")?;
+            for cid in &containers {
+                st.execute(params![vid, cid])?;
+            }
+        }
+        tx.commit()?;
+        drop(w);
+        // The header copy of "newest version" is a hint; the index is authoritative.
+        for cid in containers {
+            let path = container_path(&self.data_dir, repo_id, cid as u64);
+            if let Ok(f) = OpenOptions::new().write(true).open(path) {
+                let _ = f.write_all_at(&vid.to_le_bytes(), NEWEST_VERSION_OFFSET as u64);
+            }
+        }
+        Ok(json!({
+            "id": vid,
+            "source": manifest.source,
+            "time": manifest.time,
+            "committed_at": committed,
+            "stats": stats,
+        }))
+    }
+
+    pub fn delete_version(&self, repo_id: i64, id: i64) -> ApiResult<bool> {
+        let w = self.writer();
+        let n = w.conn.execute(
+            "DELETE FROM versions WHERE id = ?1 AND repo_id = ?2",
+            params![id, repo_id],
+        )?;
+        Ok(n > 0)
+    }
+
+    /// Reads a chunk's stored bytes.
+    pub fn read_stored(
+        &self,
+        repo_id: i64,
+        loc: &ChunkLoc,
+        file: Option<&File>,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; loc.stored_len as usize];
+        match file {
+            Some(f) => f.read_exact_at(&mut buf, loc.offset)?,
+            None => File::open(container_path(&self.data_dir, repo_id, loc.container_id))?
+                .read_exact_at(&mut buf, loc.offset)?,
+        }
+        Ok(buf)
+    }
+}
+
+pub fn ratio(logical: u64, stored: u64) -> Option<f64> {
+    if stored == 0 {
+        None
+    } else {
+        Some(((logical as f64 / stored as f64) * 1000.0).round() / 1000.0)
+    }
+}
+
+/// Repository totals and the per-version series (`GET .../stats`, `ditto-server stats`).
+pub fn repo_stats(conn: &Connection, repo_id: i64, name: &str) -> rusqlite::Result<Value> {
+    let (chunks, raw, stored): (i64, i64, i64) = conn.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(raw_len), 0), COALESCE(SUM(stored_len), 0) FROM chunks WHERE repo_id = ?1",
+        [repo_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let (containers, cbytes): (i64, i64) = conn.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(data_end), 0) FROM containers WHERE repo_id = ?1",
+        [repo_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut series = Vec::new();
+    let mut logical_total: u64 = 0;
+    let mut st = conn.prepare(
+        "SELECT id, source, time, committed_ms, stats FROM versions WHERE repo_id = ?1 ORDER BY id",
+    )?;
+    let rows = st.query_map([repo_id], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, String>(4)?,
+        ))
+    })?;
+    for row in rows {
+        let (id, source, time, committed, stats) = row?;
+        let s: VersionStats = serde_json::from_str(&stats).unwrap_or_default();
+        logical_total += s.logical_bytes;
+        series.push(json!({
+            "id": id, "source": source, "time": time, "committed_at": committed,
+            "logical_bytes": s.logical_bytes, "files": s.files,
+            "new_stored_bytes": s.new_stored_bytes, "dedup_ratio": s.dedup_ratio,
+        }));
+    }
+    Ok(json!({
+        "repo": name,
+        "chunks": chunks,
+        "raw_bytes": raw,
+        "stored_bytes": stored,
+        "containers": containers,
+        "container_bytes": cbytes,
+        "versions": series.len(),
+        "logical_bytes": logical_total,
+        "dedup_ratio": ratio(logical_total, stored as u64),
+        "series": series,
+    }))
+}
+
+// ---------------------------------------------------------------- recovery
+
+/// Makes container files agree with the committed index. Returns what it changed.
+pub fn recover(conn: &Connection, data_dir: &Path) -> Result<Vec<String>, String> {
+    let mut report = Vec::new();
+    let rows: Vec<(i64, i64, i64, i64, u32, i64)> = {
+        let mut st = conn
+            .prepare("SELECT id, repo_id, data_offset, data_end, chunk_count, newest_version FROM containers ORDER BY id")
+            .map_err(|e| e.to_string())?;
+        let it = st
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .map_err(|e| e.to_string())?;
+        it.collect::<Result<_, _>>().map_err(|e| e.to_string())?
+    };
+    let mut known: HashSet<PathBuf> = HashSet::new();
+    for (id, repo_id, data_offset, data_end, count, newest) in rows {
+        let path = container_path(data_dir, repo_id, id as u64);
+        known.insert(path.clone());
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let n = conn
+                    .execute("DELETE FROM chunks WHERE container_id = ?1", [id])
+                    .map_err(|e| e.to_string())?;
+                conn.execute("DELETE FROM containers WHERE id = ?1", [id])
+                    .map_err(|e| e.to_string())?;
+                report.push(format!(
+                    "container {id} is missing: dropped its {n} index rows"
+                ));
+                continue;
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        let mut changed = false;
+        if len > data_end as u64 {
+            file.set_len(data_end as u64).map_err(|e| e.to_string())?;
+            report.push(format!(
+                "container {id}: cut {} uncommitted bytes",
+                len - data_end as u64
+            ));
+            changed = true;
+        } else if len < data_end as u64 {
+            // Committed rows whose bytes are gone (the disk lied about fsync): drop them.
+            let n = conn
+                .execute(
+                    "DELETE FROM chunks WHERE container_id = ?1 AND offset + stored_len > ?2",
+                    params![id, len as i64],
+                )
+                .map_err(|e| e.to_string())?;
+            let (end, cnt): (i64, u32) = conn
+                .query_row(
+                    "SELECT COALESCE(MAX(offset + stored_len), ?2), COUNT(*) FROM chunks WHERE container_id = ?1",
+                    params![id, data_offset],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(|e| e.to_string())?;
+            conn.execute(
+                "UPDATE containers SET data_end = ?1, chunk_count = ?2 WHERE id = ?3",
+                params![end, cnt, id],
+            )
+            .map_err(|e| e.to_string())?;
+            report.push(format!(
+                "container {id}: {} bytes short, dropped {n} index rows without data",
+                data_end as u64 - len
+            ));
+        }
+        // Zero table slots past the committed count.
+        let mut hb = [0u8; HEADER_LEN];
+        if file.read_exact_at(&mut hb, 0).is_ok() {
+            if let Ok(h) = ContainerHeader::decode(&hb) {
+                let from = slot_offset(count);
+                let to = slot_offset(h.table_capacity);
+                let mut table = vec![0u8; (to - from) as usize];
+                if file.read_exact_at(&mut table, from).is_ok() {
+                    if let Some(last) = table.iter().rposition(|&b| b != 0) {
+                        let n = last / TABLE_ENTRY_LEN + 1;
+                        file.write_all_at(&vec![0u8; n * TABLE_ENTRY_LEN], from)
+                            .map_err(|e| e.to_string())?;
+                        report.push(format!(
+                            "container {id}: cleared {n} uncommitted table slots"
+                        ));
+                        changed = true;
+                    }
+                }
+                if h.newest_version != newest {
+                    file.write_all_at(&newest.to_le_bytes(), NEWEST_VERSION_OFFSET as u64)
+                        .map_err(|e| e.to_string())?;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            file.sync_all().map_err(|e| e.to_string())?;
+        }
+    }
+    // Container files that no committed row refers to were never acknowledged.
+    if let Ok(repos) = fs::read_dir(data_dir.join("repos")) {
+        for repo in repos.flatten() {
+            let dir = repo.path().join("containers");
+            let Ok(files) = fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut removed = false;
+            for f in files.flatten() {
+                let p = f.path();
+                if p.extension().is_some_and(|x| x == "dct") && !known.contains(&p) {
+                    fs::remove_file(&p).map_err(|e| e.to_string())?;
+                    report.push(format!(
+                        "removed uncommitted container file {}",
+                        p.display()
+                    ));
+                    removed = true;
+                }
+            }
+            if removed {
+                fsync_dir(&dir).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(report)
+}
