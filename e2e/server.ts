@@ -1,0 +1,68 @@
+/**
+ * Starts the real `ditto-server` process for a spec: fresh data directory, a free port,
+ * the access token parsed from the line it prints.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface RunningServer {
+  url: string;
+  token: string;
+  dataDir: string;
+  process: ChildProcess;
+  /** The page URL with the token in the fragment, as `npm start` prints it. */
+  appUrl: string;
+  stop(opts?: { keepData?: boolean; signal?: NodeJS.Signals }): Promise<void>;
+}
+
+export function serverBinary(): string {
+  return process.env.DITTO_SERVER_BIN ?? path.join(ROOT, 'target', 'debug', 'ditto-server');
+}
+
+export async function startServer(opts: { dataDir?: string } = {}): Promise<RunningServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'ditto-e2e-'));
+  const child = spawn(serverBinary(), ['serve'], {
+    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const appUrl = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`server did not start in 30 s:\n${out}\n${stderr}`)), 30_000);
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /Open (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${out}\n${stderr}`));
+    });
+  });
+  const u = new URL(appUrl);
+  const token = new URLSearchParams(u.hash.slice(1)).get('token') ?? '';
+  return {
+    url: u.origin,
+    token,
+    dataDir,
+    process: child,
+    appUrl,
+    async stop({ keepData = false, signal = 'SIGTERM' } = {}) {
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill(signal);
+        await exited;
+      }
+      if (!keepData && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One-command, idempotent setup of everything a fresh Debian machine lacks.
+# Nothing here downloads a prebuilt binary or a browser: only Debian packages, crates
+# built from source, and npm packages.
+source "$(dirname "$0")/lib.sh"
+
+SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+apt_pkgs=()
+command -v chromium >/dev/null || apt_pkgs+=(chromium)
+command -v chromedriver >/dev/null || apt_pkgs+=(chromium-driver)
+command -v clang >/dev/null || apt_pkgs+=(clang)          # zstd-sys for wasm32
+command -v llvm-ar >/dev/null || apt_pkgs+=(llvm)
+command -v restic >/dev/null || apt_pkgs+=(restic)        # benchmark anchors
+command -v borg >/dev/null || apt_pkgs+=(borgbackup)
+command -v rg >/dev/null || apt_pkgs+=(ripgrep)
+command -v bc >/dev/null || apt_pkgs+=(bc)
+if ((${#apt_pkgs[@]})); then
+  log "apt: ${apt_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null ||
+    { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null; }
+fi
+
+log "rust: wasm32 target"
+rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown
+
+want=$(wasm_bindgen_version)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [[ $have != "$want" ]]; then
+  log "wasm-bindgen-cli $want (building from source, ~2 min)"
+  # No --locked: one of its pinned dependencies is missing from the registry.
+  cargo install -q wasm-bindgen-cli --version "$want"
+fi
+if ! command -v wasm-pack >/dev/null; then
+  log "wasm-pack (building from source)"
+  cargo install -q wasm-pack
+fi
+
+log "npm dependencies"
+npm ci --no-audit --no-fund --loglevel=error
+
+log "cargo dependencies"
+cargo fetch -q
+
+log "setup complete"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every test suite, in order; each runner prints its own summary, then a table of all.
+# Runs every suite even when one fails, and fails at the end if any did.
+source "$(dirname "$0")/lib.sh"
+
+declare -a names=() results=()
+suite() { # name, command...
+  local name=$1; shift
+  log "$name"
+  local t0=$SECONDS status=PASS
+  "$@" || status=FAIL
+  names+=("$name"); results+=("$status $((SECONDS - t0))s")
+}
+
+suite "build: wasm-core (wasm32+simd128) and web bundle" bash scripts/build.sh wasm web
+suite "cargo test (workspace, native)" cargo test --workspace
+suite "wasm tests (wasm-bindgen-test in Node)" cargo test -p wasm-core --target wasm32-unknown-unknown --tests
+suite "web unit tests (vitest)" npm run --silent test -w web
+suite "web typecheck (tsc strict)" npm run --silent typecheck -w web
+suite "e2e (Playwright, real server, Chromium)" bash -c 'cargo build -q -p ditto-server && npx playwright test -c e2e'
+
+echo
+echo "Summary"
+failed=0
+for i in "${!names[@]}"; do
+  printf '  %-50s %s\n' "${names[$i]}" "${results[$i]}"
+  [[ ${results[$i]} == PASS* ]] || failed=1
+done
+exit $failed

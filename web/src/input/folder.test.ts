@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { fromEntries, fromFileList, type EntryLike } from './folder';
+
+/** A fake directory tree in the shape of the Entries API, with Chromium's 100-per-call batching. */
+function fakeDir(fullPath: string, children: EntryLike[]): EntryLike {
+  return {
+    name: fullPath.split('/').pop()!,
+    fullPath,
+    isFile: false,
+    isDirectory: true,
+    createReader() {
+      let pos = 0;
+      return {
+        readEntries(ok: (e: EntryLike[]) => void) {
+          const batch = children.slice(pos, pos + 100);
+          pos += batch.length;
+          setTimeout(() => ok(batch), 0);
+        },
+      };
+    },
+  } as EntryLike;
+}
+
+function fakeFile(fullPath: string, content = 'x', fail = false): EntryLike {
+  return {
+    name: fullPath.split('/').pop()!,
+    fullPath,
+    isFile: true,
+    isDirectory: false,
+    file(ok: (f: File) => void, err: (e: unknown) => void) {
+      if (fail) err(new DOMException('gone', 'NotFoundError'));
+      else ok(new File([content], fullPath.split('/').pop()!));
+    },
+  } as EntryLike;
+}
+
+describe('fromEntries', () => {
+  it('reads every batch of a large directory, keeps empty folders and reports failures', async () => {
+    const many = Array.from({ length: 250 }, (_, i) => fakeFile(`/Root/big/f${i}.txt`));
+    const root = fakeDir('/Root', [
+      fakeDir('/Root/big', many),
+      fakeDir('/Root/empty', []),
+      fakeFile('/Root/a.txt', 'hello'),
+      fakeFile('/Root/gone.txt', '', true),
+    ]);
+    const picked = await fromEntries([root, null]);
+    expect(picked.root).toBe('Root');
+    expect(picked.files.length).toBe(251);
+    expect(picked.files.some((f) => f.path === 'Root/big/f249.txt')).toBe(true);
+    expect(picked.dirs).toContain('Root/empty');
+    expect(picked.skipped.map((s) => s.path)).toEqual(['(dropped item)', 'Root/gone.txt']);
+    expect(picked.skipped[1].reason).toContain('NotFoundError');
+  });
+});
+
+describe('fromFileList', () => {
+  it('uses webkitRelativePath and derives the directories', () => {
+    const mk = (rel: string) => {
+      const f = new File(['1'], rel.split('/').pop()!);
+      Object.defineProperty(f, 'webkitRelativePath', { value: rel });
+      return f;
+    };
+    const picked = fromFileList([mk('Top/x/y/z.bin'), mk('Top/a.txt')]);
+    expect(picked.root).toBe('Top');
+    expect(picked.files.map((f) => f.path)).toEqual(['Top/x/y/z.bin', 'Top/a.txt']);
+    expect(picked.dirs).toEqual(['Top', 'Top/x', 'Top/x/y']);
+  });
+});
