@@ -15,7 +15,9 @@
 //! - [`policy`]: context-aware choice of fixed-size vs CDC chunking (PRUNE §4.3).
 
 pub mod fastcdc;
+pub mod fixed;
 mod gear_table;
+pub mod pipeline;
 pub mod stream;
 
 pub use stream::{ChunkStream, StreamChunk};
@@ -38,6 +40,63 @@ pub trait CutPoint {
     /// `buf` where the chunk ends: `start < end <= min(buf.len(), start + max_size())` when
     /// `buf[start..]` is non-empty.
     fn cut(&self, buf: &[u8], start: usize) -> usize;
+}
+
+impl<T: CutPoint + ?Sized> CutPoint for Box<T> {
+    fn max_size(&self) -> usize {
+        (**self).max_size()
+    }
+    fn history(&self) -> usize {
+        (**self).history()
+    }
+    fn cut(&self, buf: &[u8], start: usize) -> usize {
+        (**self).cut(buf, start)
+    }
+}
+
+/// A chunker chosen at run time (by the bindings, the benchmarks, the policy).
+pub type DynChunker = Box<dyn CutPoint + Send + Sync>;
+
+/// Builds a chunker by name: `"fastcdc"` (FastCDC-2020, `level` = normalization 0-3) or
+/// `"fixed"` (chunks of `avg` bytes); other kinds are added by their modules.
+pub fn make_chunker(
+    kind: &str,
+    min: usize,
+    avg: usize,
+    max: usize,
+    level: u32,
+) -> Result<DynChunker, String> {
+    Ok(match kind {
+        "fastcdc" => Box::new(fastcdc::FastCdc::new(min, avg, max, level)?),
+        "fixed" => Box::new(fixed::Fixed::new(avg)?),
+        other => return Err(format!("unknown chunker {other:?}")),
+    })
+}
+
+/// The chunker `"default"` resolves to, with its default sizes: kind, min, avg, max, level.
+pub const DEFAULT_CHUNKER: (&str, usize, usize, usize, u32) = ("fastcdc", 2048, 8192, 65536, 1);
+
+/// [`make_chunker`] with omitted parameters filled in: `"default"` is
+/// [`DEFAULT_CHUNKER`]; for a named kind, missing sizes are 2048/8192/65536 and level 1.
+pub fn make_chunker_or_default(
+    kind: &str,
+    min: Option<usize>,
+    avg: Option<usize>,
+    max: Option<usize>,
+    level: Option<u32>,
+) -> Result<DynChunker, String> {
+    let (k, dmin, davg, dmax, dlevel) = if kind == "default" {
+        DEFAULT_CHUNKER
+    } else {
+        (kind, 2048, 8192, 65536, 1)
+    };
+    make_chunker(
+        k,
+        min.unwrap_or(dmin),
+        avg.unwrap_or(davg),
+        max.unwrap_or(dmax),
+        level.unwrap_or(dlevel),
+    )
 }
 
 /// Splits a whole in-memory buffer; returns `(offset, length)` of every chunk.

@@ -2,6 +2,15 @@
 //!
 //! The RustCrypto `sha1` crate is the reference implementation; every faster path in this
 //! module must produce identical digests to it.
+//!
+//! [`multi::sha1_many`] hashes a batch of chunks four at a time in SIMD lanes (simd128 in
+//! Wasm, portable 4-lane arrays natively): one contiguous buffer, an `(offset, length)` per
+//! chunk, 20 bytes out per chunk.
+
+mod lanes;
+pub mod multi;
+
+pub use multi::{sha1_many, sha1_many_flat};
 
 use sha1::{Digest, Sha1};
 

@@ -1,0 +1,130 @@
+//! Chunk + fingerprint pipeline for one file: block stream in, `(offset, length, SHA-1)`
+//! per chunk out, in flat arrays (what the Wasm bindings hand to JavaScript as typed
+//! arrays). Chunks completed by one `push` are fingerprinted together with the
+//! multi-buffer SHA-1, straight from the stream's buffer (no copy per chunk).
+
+use super::stream::{ChunkStream, StreamChunk};
+use super::DynChunker;
+use crate::hash::{sha1_many_flat, FINGERPRINT_LEN};
+
+pub struct ChunkPipeline {
+    stream: ChunkStream<DynChunker>,
+    /// Chunks of the last batch (completed by the last push/finish).
+    batch: Vec<StreamChunk>,
+    ranges: Vec<(usize, usize)>,
+    offsets: Vec<u64>,
+    lengths: Vec<u32>,
+    fingerprints: Vec<u8>,
+}
+
+impl ChunkPipeline {
+    pub fn new(chunker: DynChunker) -> Self {
+        ChunkPipeline {
+            stream: ChunkStream::new(chunker),
+            batch: Vec::new(),
+            ranges: Vec::new(),
+            offsets: Vec::new(),
+            lengths: Vec::new(),
+            fingerprints: Vec::new(),
+        }
+    }
+
+    /// Feeds the next block; returns how many chunks it completed (the new batch).
+    pub fn push(&mut self, block: &[u8]) -> usize {
+        self.stream.push(block);
+        self.collect()
+    }
+
+    /// Ends the file; returns the number of chunks in the final batch.
+    pub fn finish(&mut self) -> usize {
+        self.stream.finish();
+        self.collect()
+    }
+
+    fn collect(&mut self) -> usize {
+        self.batch.clear();
+        self.batch.extend(self.stream.drain());
+        let (buf, base) = self.stream.buffer();
+        self.ranges.clear();
+        self.offsets.clear();
+        self.lengths.clear();
+        for c in &self.batch {
+            self.ranges.push(((c.offset - base) as usize, c.len));
+            self.offsets.push(c.offset);
+            self.lengths.push(c.len as u32);
+        }
+        self.fingerprints
+            .resize(self.batch.len() * FINGERPRINT_LEN, 0);
+        sha1_many_flat(buf, &self.ranges, &mut self.fingerprints);
+        self.batch.len()
+    }
+
+    /// Stream offsets of the chunks of the last batch.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    pub fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    /// 20 bytes per chunk of the last batch.
+    pub fn fingerprints(&self) -> &[u8] {
+        &self.fingerprints
+    }
+
+    /// The bytes of all chunks of the last batch, contiguous (chunk `i` starts at
+    /// `offsets[i] - offsets[0]`), valid until the next push.
+    pub fn batch_bytes(&self) -> &[u8] {
+        match (self.batch.first(), self.batch.last()) {
+            (Some(first), Some(last)) => {
+                let (buf, base) = self.stream.buffer();
+                let from = (first.offset - base) as usize;
+                let to = (last.offset - base) as usize + last.len;
+                &buf[from..to]
+            }
+            _ => &[],
+        }
+    }
+
+    /// Total bytes fed so far.
+    pub fn position(&self) -> u64 {
+        self.stream.position()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{chunk_all, make_chunker, test_bytes};
+    use super::*;
+
+    #[test]
+    fn pipeline_matches_chunk_all_and_sha1() {
+        let data = test_bytes(11, 1_000_000);
+        let want = chunk_all(
+            &make_chunker("fastcdc", 2048, 8192, 65536, 1).unwrap(),
+            &data,
+        );
+        let mut p = ChunkPipeline::new(make_chunker("fastcdc", 2048, 8192, 65536, 1).unwrap());
+        let mut got = Vec::new();
+        let mut check_batch = |p: &ChunkPipeline| {
+            let bytes = p.batch_bytes();
+            for i in 0..p.offsets().len() {
+                let (o, l) = (p.offsets()[i] as usize, p.lengths()[i] as usize);
+                let rel = o - p.offsets()[0] as usize;
+                assert_eq!(&bytes[rel..rel + l], &data[o..o + l]);
+                let fp = &p.fingerprints()[20 * i..20 * i + 20];
+                assert_eq!(fp, crate::hash::sha1(&data[o..o + l]));
+                got.push((o, l));
+            }
+        };
+        for block in data.chunks(100_003) {
+            p.push(block);
+            check_batch(&p);
+        }
+        p.finish();
+        check_batch(&p);
+        assert_eq!(got, want);
+        assert_eq!(p.position(), data.len() as u64);
+    }
+}

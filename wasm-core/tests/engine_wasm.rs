@@ -1,0 +1,73 @@
+//! The worker-facing bindings, exercised inside Wasm (Node): ChunkEngine's batches cover
+//! the input in order, match the chunker run on the whole buffer, and carry the right
+//! SHA-1s and bytes; sha1Many's simd128 lanes agree with the portable lanes.
+#![cfg(target_arch = "wasm32")]
+
+use wasm_bindgen_test::*;
+use wasm_core::bindings::{sha1_many, ChunkEngine};
+use wasm_core::chunk::{chunk_all, make_chunker_or_default, test_bytes};
+
+fn run_engine(kind: &str, data: &[u8], block: usize) -> Vec<(usize, usize)> {
+    let mut e = ChunkEngine::new(kind, None, None, None, None).unwrap();
+    let mut got = Vec::new();
+    let mut take = |e: &ChunkEngine, n: u32| {
+        let (off, len, fps, bytes) = (e.offsets(), e.lengths(), e.fingerprints(), e.batch_bytes());
+        assert_eq!(off.len(), n as usize);
+        for i in 0..off.len() {
+            let (o, l) = (off[i] as usize, len[i] as usize);
+            let rel = o - off[0] as usize;
+            assert_eq!(&bytes[rel..rel + l], &data[o..o + l]);
+            assert_eq!(
+                &fps[20 * i..20 * i + 20],
+                &wasm_core::hash::sha1(&data[o..o + l])
+            );
+            got.push((o, l));
+        }
+    };
+    for b in data.chunks(block) {
+        let n = e.push(b).unwrap();
+        take(&e, n);
+    }
+    let n = e.finish().unwrap();
+    take(&e, n);
+    got
+}
+
+#[wasm_bindgen_test]
+fn engine_batches_match_whole_buffer_chunking() {
+    let data = test_bytes(21, 700_000);
+    for kind in ["default", "fastcdc", "fixed"] {
+        let want = chunk_all(
+            &make_chunker_or_default(kind, None, None, None, None).unwrap(),
+            &data,
+        );
+        for block in [1000, 65_536, 1 << 20] {
+            assert_eq!(run_engine(kind, &data, block), want, "{kind} block {block}");
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn simd_lanes_match_portable_lanes() {
+    let buf = test_bytes(22, 300_000);
+    let mut offsets = Vec::new();
+    let mut lengths = Vec::new();
+    let mut at = 0u32;
+    for l in (0..1100u32).chain([4096, 8191, 65_536, 70_001]) {
+        if at + l > buf.len() as u32 {
+            at = 0;
+        }
+        offsets.push(at);
+        lengths.push(l);
+        at += l;
+    }
+    let simd = sha1_many(&buf, &offsets, &lengths).unwrap();
+    let ranges: Vec<(usize, usize)> = offsets
+        .iter()
+        .zip(&lengths)
+        .map(|(&o, &l)| (o as usize, l as usize))
+        .collect();
+    let mut portable = vec![[0u8; 20]; ranges.len()];
+    wasm_core::hash::multi::sha1_many_portable(&buf, &ranges, &mut portable);
+    assert_eq!(simd, portable.as_flattened());
+}
