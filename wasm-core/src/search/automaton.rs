@@ -72,6 +72,8 @@ pub struct Automaton {
     start: u32,
     /// Every premultiplied id below this reports at least one keyword.
     match_limit: u32,
+    /// Ids in `match_limit..shallow_limit` are non-reporting states of depth 0 or 1.
+    shallow_limit: u32,
     /// Per state index: string length (trie depth).
     depth: Vec<u32>,
     /// Per state index: failure link as a state index (`NONE` for the root).
@@ -86,6 +88,73 @@ pub struct Automaton {
     thru_kw: Vec<u32>,
     /// Keyword lengths by id.
     lens: Vec<u32>,
+    max_len: usize,
+    /// How to skip ahead while in the start state.
+    skip: Skip,
+    /// Substring finder when there is exactly one keyword.
+    single: Option<memchr::memmem::Finder<'static>>,
+}
+
+/// Use the two-byte filter for at most this many distinct keyword starts.
+pub const PAIR_FILTER_MAX: usize = 64;
+
+/// A scan stops using its skip filter when the jumps average fewer bytes than this.
+const MIN_AVG_SKIP: usize = 16;
+
+/// How the scan skips ahead while in the start state: `memchr` over the bytes that leave the
+/// start state when there are at most three, else a bitmap of the keywords' first two bytes.
+#[derive(Clone, Debug)]
+enum Skip {
+    None,
+    One(u8),
+    Two(u8, u8),
+    Three(u8, u8, u8),
+    Pairs(Box<Pairs>),
+}
+
+#[derive(Clone, Debug)]
+struct Pairs {
+    /// Bit `a | b << 8`: some keyword starts with bytes `a, b`.
+    bits: [u64; 1024],
+    /// Some keyword starts with this byte.
+    first: [bool; 256],
+}
+
+impl Pairs {
+    /// First position `p` of `hay` where a keyword may start.
+    #[inline]
+    fn find(&self, hay: &[u8]) -> Option<usize> {
+        let bits = &self.bits;
+        let test = |a: u8, b: u8| {
+            let key = a as usize | (b as usize) << 8;
+            bits[key >> 6] >> (key & 63) & 1 != 0
+        };
+        let mut p = 0;
+        let mut w = hay.windows(2);
+        for pair in w.by_ref() {
+            if test(pair[0], pair[1]) {
+                return Some(p);
+            }
+            p += 1;
+        }
+        match hay.last() {
+            Some(&b) if self.first[b as usize] => Some(hay.len() - 1),
+            _ => None,
+        }
+    }
+}
+
+impl Skip {
+    #[inline]
+    fn find(&self, hay: &[u8]) -> Option<usize> {
+        match self {
+            Skip::None => Some(0),
+            Skip::One(a) => memchr::memchr(*a, hay),
+            Skip::Two(a, b) => memchr::memchr2(*a, *b, hay),
+            Skip::Three(a, b, c) => memchr::memchr3(*a, *b, *c, hay),
+            Skip::Pairs(p) => p.find(hay),
+        }
+    }
 }
 
 struct TrieNode {
@@ -203,11 +272,24 @@ impl Automaton {
         // 3. Renumber: reporting states first, then the rest (breadth-first within each).
         let mut new_index = vec![0u32; n_states];
         let mut next = 0u32;
-        for pass in [true, false] {
+        // Class 0: reporting states; 1: other states of depth <= 1 (the start state and
+        // single bytes); 2: the rest.
+        let rank = |u: usize| -> u8 {
+            if reports[u] {
+                0
+            } else if nodes[u].depth <= 1 {
+                1
+            } else {
+                2
+            }
+        };
+        let mut n_shallow = 0u32;
+        for pass in 0..3u8 {
             for &u in &order {
-                if reports[u as usize] == pass {
+                if rank(u as usize) == pass {
                     new_index[u as usize] = next;
                     next += 1;
+                    n_shallow += u32::from(pass <= 1);
                 }
             }
         }
@@ -245,12 +327,51 @@ impl Automaton {
         own_at.push(own_kw.len() as u32);
         thru_at.push(thru_kw.len() as u32);
 
+        let start = new_index[0] * stride32;
+        let leaving: Vec<u8> = (0..=255u8)
+            .filter(|&b| table[(start + classes[b as usize] as u32) as usize] != start)
+            .collect();
+        let skip = match leaving[..] {
+            [a] => Skip::One(a),
+            [a, b] => Skip::Two(a, b),
+            [a, b, c] => Skip::Three(a, b, c),
+            _ => {
+                // Two-byte filter: the first two bytes of every keyword (any second byte for
+                // one-byte keywords), and at the last position of the input any first byte.
+                let mut pairs = Box::new(Pairs {
+                    bits: [0; 1024],
+                    first: [false; 256],
+                });
+                for kw in keywords {
+                    let kw = kw.as_ref();
+                    pairs.first[kw[0] as usize] = true;
+                    let seconds: Vec<u8> = match kw.get(1) {
+                        Some(&b) => vec![b],
+                        None => (0..=255).collect(),
+                    };
+                    for b in seconds {
+                        let key = kw[0] as usize | (b as usize) << 8;
+                        pairs.bits[key >> 6] |= 1 << (key & 63);
+                    }
+                }
+                let distinct: u32 = pairs.bits.iter().map(|w| w.count_ones()).sum();
+                if distinct as usize <= PAIR_FILTER_MAX {
+                    Skip::Pairs(pairs)
+                } else {
+                    Skip::None
+                }
+            }
+        };
+        let single = (keywords.len() == 1)
+            .then(|| memchr::memmem::Finder::new(keywords[0].as_ref()).into_owned());
+
         Ok(Automaton {
             classes,
             stride: stride32,
             table,
-            start: new_index[0] * stride32,
+            start,
             match_limit: n_match * stride32,
+            shallow_limit: n_shallow * stride32,
             depth,
             fail: fail_new,
             dict: dict_new,
@@ -259,6 +380,9 @@ impl Automaton {
             thru_at,
             thru_kw,
             lens: keywords.iter().map(|k| k.as_ref().len() as u32).collect(),
+            skip,
+            single,
+            max_len: keywords.iter().map(|k| k.as_ref().len()).max().unwrap_or(0),
         })
     }
 
@@ -281,7 +405,7 @@ impl Automaton {
 
     /// Length of the longest keyword.
     pub fn max_keyword_len(&self) -> usize {
-        self.lens.iter().copied().max().unwrap_or(0) as usize
+        self.max_len
     }
 
     /// Number of DFA states and bytes used by the transition table.
@@ -320,17 +444,100 @@ impl Automaton {
     /// exclusive end position within `hay` (the match starts at `end - keyword_len`, which is
     /// negative when the keyword began before `hay`, i.e. in bytes fed by an earlier call).
     /// Reports come in order of `end`.
+    ///
+    /// When at most three distinct bytes lead out of the start state (the keywords' first
+    /// bytes), the scan jumps from start state to the next such byte with SIMD `memchr`.
     pub fn scan(&self, mut s: StateId, hay: &[u8], mut report: impl FnMut(u32, usize)) -> StateId {
         let table = &self.table[..];
         let classes = &self.classes;
         let limit = self.match_limit;
-        for (i, &b) in hay.iter().enumerate() {
-            s = table[(s + classes[b as usize] as u32) as usize];
-            if s < limit {
-                self.report_state(s, i + 1, &mut report);
+        if let Skip::None = self.skip {
+            for (i, &b) in hay.iter().enumerate() {
+                s = table[(s + classes[b as usize] as u32) as usize];
+                if s < limit {
+                    self.report_state(s, i + 1, &mut report);
+                }
+            }
+            return s;
+        }
+        // Skip mode: the state is `start` at position `i`; jump to the next position where a
+        // keyword may start. DFA mode: run until the state is again equivalent to a fresh
+        // start — the start state itself, or a non-reporting single-byte state (then the DFA
+        // restarts at that byte, which gives the same state), but not on the first byte
+        // after a jump, so that every round makes progress.
+        //
+        // The filter is abandoned for the rest of `hay` when its jumps average under
+        // `MIN_AVG_SKIP` bytes: then it costs more than the DFA it saves.
+        let start = self.start;
+        let shallow = self.shallow_limit;
+        let (mut jumps, mut skipped) = (0usize, 0usize);
+        let mut i = 0;
+        loop {
+            if s == start {
+                if jumps >= 32 && skipped < jumps * MIN_AVG_SKIP {
+                    for (k, &b) in hay[i..].iter().enumerate() {
+                        s = table[(s + classes[b as usize] as u32) as usize];
+                        if s < limit {
+                            self.report_state(s, i + k + 1, &mut report);
+                        }
+                    }
+                    return s;
+                }
+                match self.skip.find(&hay[i..]) {
+                    Some(j) => {
+                        i += j;
+                        jumps += 1;
+                        skipped += j;
+                    }
+                    None => return start,
+                }
+            }
+            let entered = i;
+            loop {
+                if i == hay.len() {
+                    return s;
+                }
+                s = table[(s + classes[hay[i] as usize] as u32) as usize];
+                i += 1;
+                if s < shallow {
+                    if s < limit {
+                        self.report_state(s, i, &mut report);
+                    } else if s == start {
+                        break;
+                    } else if i - entered >= 2 {
+                        i -= 1;
+                        s = start;
+                        break;
+                    }
+                }
             }
         }
-        s
+    }
+
+    /// Every keyword occurrence inside `hay` (context before `hay` is ignored), reported as
+    /// `report(keyword, start)` in order of the match's end; returns the state after `hay`
+    /// (as [`Automaton::tail_state`]). With a single keyword this uses SIMD substring search
+    /// (`memchr::memmem`) instead of the DFA.
+    pub fn find_all(&self, hay: &[u8], mut report: impl FnMut(u32, usize)) -> StateId {
+        if let Some(f) = &self.single {
+            let mut at = 0;
+            while let Some(j) = f.find(&hay[at..]) {
+                report(0, at + j);
+                at += j + 1;
+            }
+            return self.tail_state(hay);
+        }
+        self.scan(self.start, hay, |kw, end| {
+            report(kw, end - self.lens[kw as usize] as usize)
+        })
+    }
+
+    /// The state after reading `hay` from the start state, computed from its last
+    /// `max_keyword_len - 1` bytes only: equal to scanning all of `hay` as far as
+    /// [`Automaton::end_partials`] is concerned (proper prefixes are shorter than that).
+    pub fn tail_state(&self, hay: &[u8]) -> StateId {
+        let keep = self.max_len.saturating_sub(1);
+        self.run(self.start, &hay[hay.len().saturating_sub(keep)..])
     }
 
     /// Reads `hay` from state `s` without reporting matches; returns the final state.
@@ -422,6 +629,52 @@ mod tests {
         hay.extend(0..=255u8);
         let got = find_all(&ac, &hay);
         assert_eq!(got, vec![(0, 3), (1, 0), (1, 1), (2, 0), (2, 1)]);
+    }
+
+    /// The skipping scan (every `Skip` kind) against brute force, and its final state
+    /// against a plain run.
+    #[test]
+    fn skip_modes_agree_with_brute_force() {
+        let mut x = 7u64;
+        let mut rnd = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for round in 0..3000 {
+            let alpha: &[u8] = if round % 2 == 0 { b"abcdefgh" } else { b"ab" };
+            let nk = 1 + rnd(12) as usize;
+            let kws: Vec<Vec<u8>> = (0..nk)
+                .map(|_| {
+                    (0..1 + rnd(5))
+                        .map(|_| alpha[rnd(alpha.len() as u64) as usize])
+                        .collect()
+                })
+                .collect();
+            let hay: Vec<u8> = (0..rnd(200))
+                .map(|_| alpha[rnd(alpha.len() as u64) as usize])
+                .collect();
+            let ac = Automaton::new(&kws).unwrap();
+            let mut want = Vec::new();
+            for (k, kw) in kws.iter().enumerate() {
+                for o in 0..hay.len() {
+                    if hay[o..].starts_with(kw) {
+                        want.push((k as u32, o));
+                    }
+                }
+            }
+            want.sort();
+            assert_eq!(find_all(&ac, &hay), want, "{kws:?} {hay:?}");
+            let mut got2 = Vec::new();
+            let end = ac.find_all(&hay, |k, o| got2.push((k, o)));
+            got2.sort();
+            assert_eq!(got2, want);
+            let (mut p1, mut p2) = (Vec::new(), Vec::new());
+            ac.end_partials(end, &mut p1);
+            ac.end_partials(ac.run(ac.start(), &hay), &mut p2);
+            assert_eq!(p1, p2, "{kws:?} {hay:?}");
+        }
     }
 
     #[test]

@@ -4,12 +4,12 @@
 //! same [`Automaton`](super::automaton::Automaton), so a chunk that is referenced by many
 //! files is read and scanned many times — the cost DedupSearch avoids.
 //!
-//! Keywords that straddle chunk borders are caught by carrying context across the border.
-//! The paper's implementation prepends the previous chunk's last `n - 1` bytes to the next
-//! chunk; we carry the automaton *state* instead, which is the same information (the state
-//! is a function of at most the last `n_max - 1` bytes read, unless a full keyword just ended)
-//! without copying bytes or rescanning them. Results are identical to scanning the whole
-//! concatenated file.
+//! Keywords that straddle chunk borders are caught as in the paper's implementation, by
+//! carrying the last `n_max - 1` bytes of the file so far: the window `carry + first n_max - 1
+//! bytes of the chunk` is scanned for matches that start in the carry, and the chunk itself
+//! is searched on its own ([`Automaton::find_all`](super::automaton::Automaton::find_all):
+//! SIMD substring search for one keyword, the DFA otherwise). Results are identical to
+//! scanning the whole concatenated file.
 
 use super::{Dictionary, Match, Mode};
 
@@ -18,6 +18,8 @@ pub struct NaiveSearch<'d> {
     dict: &'d Dictionary,
     mode: Mode,
     done: Vec<bool>,
+    carry: Vec<u8>,
+    window: Vec<u8>,
     /// Bytes scanned so far (logical bytes).
     pub bytes: u64,
 }
@@ -28,6 +30,8 @@ impl<'d> NaiveSearch<'d> {
             dict,
             mode,
             done: vec![false; dict.keywords.len()],
+            carry: Vec::new(),
+            window: Vec::new(),
             bytes: 0,
         }
     }
@@ -42,14 +46,15 @@ impl<'d> NaiveSearch<'d> {
         out: &mut Vec<Match>,
     ) {
         let ac = &self.dict.forward;
+        let keep = self.dict.max_len - 1;
         let files_only = self.mode == Mode::FilesOnly;
         self.done.iter_mut().for_each(|d| *d = false);
         let mut remaining = self.done.len();
-        let mut state = ac.start();
         let mut pos: u64 = 0;
+        self.carry.clear();
         for chunk in chunks {
             let done = &mut self.done;
-            state = ac.scan(state, chunk, |kw, end| {
+            let mut emit = |kw: u32, offset: u64| {
                 if files_only {
                     if done[kw as usize] {
                         return;
@@ -60,13 +65,39 @@ impl<'d> NaiveSearch<'d> {
                 out.push(Match {
                     file,
                     keyword: kw,
-                    offset: pos + end as u64 - ac.keyword_len(kw) as u64,
+                    offset,
                 });
-            });
+            };
+            // Matches that start in the carried bytes and end in this chunk.
+            let c = self.carry.len();
+            if c > 0 {
+                self.window.clear();
+                self.window.extend_from_slice(&self.carry);
+                self.window
+                    .extend_from_slice(&chunk[..chunk.len().min(keep)]);
+                let base = pos - c as u64;
+                ac.scan(ac.start(), &self.window, |kw, end| {
+                    let start = end - ac.keyword_len(kw);
+                    if start < c && end > c {
+                        emit(kw, base + start as u64);
+                    }
+                });
+            }
+            // Matches inside the chunk.
+            ac.find_all(chunk, |kw, at| emit(kw, pos + at as u64));
             pos += chunk.len() as u64;
             self.bytes += chunk.len() as u64;
             if files_only && remaining == 0 {
                 break;
+            }
+            // Keep the last n_max - 1 bytes of the file so far.
+            if chunk.len() >= keep {
+                self.carry.clear();
+                self.carry.extend_from_slice(&chunk[chunk.len() - keep..]);
+            } else {
+                self.carry.extend_from_slice(chunk);
+                let excess = self.carry.len().saturating_sub(keep);
+                self.carry.drain(..excess);
             }
         }
     }

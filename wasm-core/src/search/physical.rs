@@ -74,9 +74,7 @@ impl<'d> PhysicalScanner<'d> {
 
         // 1 + 2: one forward pass.
         let exact = &mut self.exact;
-        let end = fwd.scan(fwd.start(), data, |kw, e| {
-            exact.push((kw, (e - fwd.keyword_len(kw)) as u32))
-        });
+        let end = fwd.find_all(data, |kw, at| exact.push((kw, at as u32)));
         self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword
         fwd.end_partials(end, &mut self.pre);
 
