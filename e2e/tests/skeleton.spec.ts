@@ -50,6 +50,7 @@ test('every file of a picked folder gets the SHA-1 that Node computes', async ({
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(server.appUrl);
+  await page.getByTestId('tab-fingerprints').click();
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await page.getByTestId('folder-input').setInputFiles(folder);
   await expect(page.getByTestId('hash-status')).toHaveText(`Done: ${expected.size} of ${expected.size} files`);

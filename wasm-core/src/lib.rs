@@ -6,6 +6,7 @@
 //! on — chunk boundaries, fingerprints, byte formats, search — lives here once.
 
 pub mod chunk;
+pub mod compress;
 pub mod format;
 pub mod hash;
 pub mod search;

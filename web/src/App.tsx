@@ -1,26 +1,41 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useMemo, useState } from 'react';
+import { Api } from './api/client';
 import { takeTokenFromUrl } from './api/token';
+import { JobStore } from './backup/jobstore';
+import { BackupPanel } from './components/BackupPanel';
 import { FileHashes } from './components/FileHashes';
+import { openClientIndex, type ClientIndex } from './dedupindex/index';
 import { compileCore } from './wasm/loader';
 import { CorePool } from './worker/pool';
 
-type Engine = { state: 'loading' } | { state: 'ready'; pool: CorePool } | { state: 'failed'; message: string };
+type Engine =
+  | { state: 'loading' }
+  | { state: 'ready'; pool: CorePool; jobs: JobStore; index: ClientIndex | null; indexError?: string }
+  | { state: 'failed'; message: string };
+
+type Tab = 'backup' | 'fingerprints';
 
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
   const [token] = useState(() => takeTokenFromUrl());
+  const [tab, setTab] = useState<Tab>('backup');
+  const api = useMemo(() => (token ? new Api(token) : null), [token]);
 
   useEffect(() => {
     let pool: CorePool | undefined;
-    compileCore()
-      .then((module) => CorePool.create(module))
-      .then(
-        (p) => {
-          pool = p;
-          setEngine({ state: 'ready', pool: p });
-        },
-        (e: unknown) => setEngine({ state: 'failed', message: e instanceof Error ? e.message : String(e) }),
-      );
+    (async () => {
+      pool = await CorePool.create(await compileCore());
+      const jobs = await JobStore.open();
+      let index: ClientIndex | null = null;
+      let indexError: string | undefined;
+      try {
+        index = await openClientIndex(`${location.origin}|default`);
+      } catch (e) {
+        // The index only saves work; without it every lookup goes to the server.
+        indexError = e instanceof Error ? e.message : String(e);
+      }
+      setEngine({ state: 'ready', pool, jobs, index, indexError });
+    })().catch((e: unknown) => setEngine({ state: 'failed', message: e instanceof Error ? e.message : String(e) }));
     return () => pool?.terminate();
   }, []);
 
@@ -29,8 +44,25 @@ export function App() {
       <header>
         <h1>Ditto</h1>
         <span className="tagline">Deduplicating backup, in your browser</span>
-        {!token && <span className="warn">No access token: open the link that `npm start` printed.</span>}
+        <nav>
+          <button type="button" className={tab === 'backup' ? 'active' : ''} onClick={() => setTab('backup')}>
+            Back up
+          </button>
+          <button
+            type="button"
+            data-testid="tab-fingerprints"
+            className={tab === 'fingerprints' ? 'active' : ''}
+            onClick={() => setTab('fingerprints')}
+          >
+            Fingerprints
+          </button>
+        </nav>
       </header>
+      {!token && (
+        <p className="warn" data-testid="no-token">
+          No access token: open the link that `npm start` printed.
+        </p>
+      )}
       {engine.state === 'loading' && <p>Loading the engine…</p>}
       {engine.state === 'failed' && (
         <p className="error" data-testid="engine-error">
@@ -41,8 +73,12 @@ export function App() {
         <>
           <p className="muted" data-testid="engine-ready">
             Engine ready: {engine.pool.size} workers, WebAssembly SIMD.
+            {engine.indexError && ` Client index unavailable (${engine.indexError}); the server answers every lookup.`}
           </p>
-          <FileHashes pool={engine.pool} />
+          {tab === 'backup' && api && (
+            <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />
+          )}
+          {tab === 'fingerprints' && <FileHashes pool={engine.pool} />}
         </>
       )}
     </main>

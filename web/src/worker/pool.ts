@@ -1,13 +1,20 @@
 /**
  * A pool of core workers sized to the machine, each with its own wasm-core instance.
- * Jobs go to the first idle worker; each job is one file.
+ * Jobs (one file each) go to the first idle worker.
  */
-import type { WorkerRequest, WorkerResponse } from './protocol';
+import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
+
+export interface ChunkedFile {
+  fps: Uint8Array;
+  lengths: Uint32Array;
+}
 
 interface Job {
-  file: File;
+  request: (id: number) => WorkerRequest;
   onProgress?: (bytes: number) => void;
-  resolve: (sha1: string) => void;
+  /** New chunks of a chunk job; the worker reads on once the returned promise settles. */
+  onNewChunks?: (chunks: NewChunks) => Promise<void>;
+  resolve: (result: WorkerResponse) => void;
   reject: (err: Error) => void;
 }
 
@@ -47,18 +54,42 @@ export class CorePool {
     return this.slots.length;
   }
 
-  hashFile(file: File, onProgress?: (bytes: number) => void): Promise<string> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ file, onProgress, resolve, reject });
-      this.pump();
-    });
+  /** Tells every worker which fingerprints a backup job can skip (n*20 bytes). */
+  setKnown(fps: Uint8Array, zstdLevel: number) {
+    for (const s of this.slots) s.worker.postMessage({ type: 'setKnown', fps, zstdLevel } satisfies WorkerRequest);
+  }
+
+  async hashFile(file: File, onProgress?: (bytes: number) => void): Promise<string> {
+    const r = await this.run({ request: (id) => ({ type: 'hashFile', id, file }), onProgress });
+    if (r.type !== 'hashed') throw new Error('unexpected worker reply');
+    return r.sha1;
+  }
+
+  async chunkFile(
+    file: File,
+    onNewChunks: (chunks: NewChunks) => Promise<void>,
+    onProgress?: (bytes: number) => void,
+  ): Promise<ChunkedFile> {
+    const r = await this.run({ request: (id) => ({ type: 'chunkFile', id, file }), onNewChunks, onProgress });
+    if (r.type !== 'chunked') throw new Error('unexpected worker reply');
+    return { fps: r.fps, lengths: r.lengths };
   }
 
   terminate() {
-    for (const s of this.slots) s.worker.terminate();
+    for (const s of this.slots) {
+      s.worker.terminate();
+      s.job?.reject(new Error('cancelled'));
+    }
     for (const j of this.queue) j.reject(new Error('cancelled'));
     this.slots = [];
     this.queue = [];
+  }
+
+  private run(job: Omit<Job, 'resolve' | 'reject'>): Promise<WorkerResponse> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ ...job, resolve, reject });
+      this.pump();
+    });
   }
 
   private pump() {
@@ -67,21 +98,35 @@ export class CorePool {
       const job = this.queue.shift();
       if (!job) return;
       slot.job = { ...job, id: this.nextId++ };
-      const req: WorkerRequest = { type: 'hashFile', id: slot.job.id, file: job.file };
-      slot.worker.postMessage(req);
+      slot.worker.postMessage(job.request(slot.job.id));
     }
   }
 
   private onMessage(slot: Slot, msg: WorkerResponse) {
     const job = slot.job;
     if (!job || !('id' in msg) || msg.id !== job.id) return;
-    if (msg.type === 'progress') {
-      job.onProgress?.(msg.bytes);
-      return;
+    switch (msg.type) {
+      case 'progress':
+        job.onProgress?.(msg.bytes);
+        return;
+      case 'newChunks': {
+        const credit = () => slot.worker.postMessage({ type: 'credit', id: job.id } satisfies WorkerRequest);
+        (job.onNewChunks?.(msg) ?? Promise.resolve()).then(credit, (e: unknown) => {
+          slot.job = undefined;
+          job.reject(e instanceof Error ? e : new Error(String(e)));
+          // The worker is blocked waiting for credit: replace nothing, just let it go on and be ignored.
+          credit();
+        });
+        return;
+      }
+      case 'failed':
+        slot.job = undefined;
+        job.reject(new Error(msg.message));
+        break;
+      default:
+        slot.job = undefined;
+        job.resolve(msg);
     }
-    slot.job = undefined;
-    if (msg.type === 'hashed') job.resolve(msg.sha1);
-    else if (msg.type === 'failed') job.reject(new Error(msg.message));
     this.pump();
   }
 

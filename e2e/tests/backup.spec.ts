@@ -1,0 +1,65 @@
+import { expect, test, type Page } from '@playwright/test';
+import path from 'node:path';
+import { npmVersions } from '../datasets';
+import { startServer, type RunningServer } from '../server';
+
+const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
+
+let server: RunningServer;
+let versions: string[];
+
+test.beforeAll(async () => {
+  versions = npmVersions(PKG, 3);
+  server = await startServer();
+});
+test.afterAll(async () => {
+  await server?.stop();
+});
+
+async function backUp(page: Page, folder: string, source: string) {
+  await page.getByTestId('folder-input').setInputFiles(folder);
+  await page.getByTestId('source-label').fill(source);
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
+  const sent = Number(await page.getByTestId('backup-sent').getAttribute('data-bytes'));
+  const id = Number(await page.getByTestId('backup-done').getAttribute('data-version'));
+  return { sent, id };
+}
+
+async function stats(s: RunningServer) {
+  const res = await fetch(`${s.url}/api/v1/repos/default/stats`, { headers: { Authorization: `Bearer ${s.token}` } });
+  expect(res.status).toBe(200);
+  return res.json();
+}
+
+test('three versions of a real package: later versions send only what the server lacks', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+
+  const results = [];
+  for (const v of versions) results.push(await backUp(page, v, PKG));
+  const st = await stats(server);
+  expect(st.series.length).toBe(3);
+  for (let i = 0; i < 3; i++) {
+    const s = st.series.find((x: { id: number }) => x.id === results[i].id);
+    expect(s, `version ${path.basename(versions[i])} in stats`).toBeTruthy();
+    // The wire carried the version's new chunks and their framing, nothing more.
+    const stored = s.new_stored_bytes;
+    expect(results[i].sent).toBeGreaterThanOrEqual(stored);
+    expect(results[i].sent, `bytes sent for ${path.basename(versions[i])}`).toBeLessThanOrEqual(stored * 1.05 + 2048);
+  }
+  // Later versions are mostly duplicates of earlier ones.
+  expect(results[1].sent).toBeLessThan(results[0].sent / 2);
+  expect(errors).toEqual([]);
+});
+
+test('a refused token shows an error instead of hanging', async ({ page }) => {
+  await page.goto(`${server.url}/#token=${'0'.repeat(48)}`);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('folder-input').setInputFiles(versions[0]);
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-message')).toContainText('refused the access token', { timeout: 30_000 });
+  await expect(page.getByTestId('backup-phase')).toHaveText('failed');
+});

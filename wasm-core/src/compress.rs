@@ -1,0 +1,216 @@
+//! Chunk compression: what the browser applies to new chunks before upload, and what
+//! restore and search undo.
+//!
+//! Codecs match docs/FORMAT.md: 0 = raw, 1 = zstd (one frame per chunk). A chunk is stored
+//! compressed only when that pays: compressing already-compressed data (jpeg, zip, ...)
+//! costs time and can even grow it, so the caller keeps the raw bytes unless the frame
+//! saves at least [`MIN_SAVING`] of them. `lz4` is here only as a measured candidate (see
+//! docs/BENCHMARKS.md, "Compression"): zstd-3 stores far fewer bytes at a speed the
+//! upload path can afford, so it is the codec on the wire.
+
+/// Codec byte of an uncompressed chunk.
+pub const CODEC_RAW: u8 = 0;
+/// Codec byte of a zstd-compressed chunk.
+pub const CODEC_ZSTD: u8 = 1;
+
+/// Default zstd level for uploads.
+pub const DEFAULT_LEVEL: i32 = 3;
+
+/// A compressed chunk must be at least this fraction smaller than the raw one to be kept.
+pub const MIN_SAVING: f64 = 0.03;
+
+/// Reusable zstd compressor (keeps its context across chunks: allocating one per chunk
+/// costs more than compressing a small chunk).
+pub struct Compressor {
+    ctx: zstd::bulk::Compressor<'static>,
+    out: Vec<u8>,
+}
+
+impl Compressor {
+    pub fn new(level: i32) -> std::io::Result<Self> {
+        Ok(Compressor {
+            ctx: zstd::bulk::Compressor::new(level)?,
+            out: Vec::new(),
+        })
+    }
+
+    /// Compresses `raw`; returns `(codec, stored bytes)`, where the stored bytes are the
+    /// frame if it pays and `raw` itself otherwise.
+    pub fn compress<'a>(&'a mut self, raw: &'a [u8]) -> (u8, &'a [u8]) {
+        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        self.out.resize(bound, 0);
+        match self.ctx.compress_to_buffer(raw, &mut self.out[..]) {
+            Ok(n) if (n as f64) <= raw.len() as f64 * (1.0 - MIN_SAVING) => {
+                (CODEC_ZSTD, &self.out[..n])
+            }
+            _ => (CODEC_RAW, raw),
+        }
+    }
+}
+
+/// Decodes a stored chunk of `codec` into exactly `raw_len` bytes.
+pub fn decompress(codec: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
+    match codec {
+        CODEC_RAW if stored.len() == raw_len => Ok(stored.to_vec()),
+        CODEC_RAW => Err(format!(
+            "raw chunk of {} bytes, expected {raw_len}",
+            stored.len()
+        )),
+        CODEC_ZSTD => {
+            let out = zstd::bulk::decompress(stored, raw_len).map_err(|e| e.to_string())?;
+            if out.len() != raw_len {
+                return Err(format!(
+                    "zstd frame decoded to {} bytes, expected {raw_len}",
+                    out.len()
+                ));
+            }
+            Ok(out)
+        }
+        other => Err(format!("unsupported codec {other}")),
+    }
+}
+
+/// lz4 block compression, a measured candidate only (not a wire codec).
+pub fn lz4_compress(raw: &[u8]) -> Vec<u8> {
+    lz4_flex::block::compress(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(n: usize) -> Vec<u8> {
+        let words = [
+            "function ",
+            "return ",
+            "const ",
+            "{ ",
+            "} ",
+            "x",
+            "=",
+            ";\n",
+        ];
+        (0..n)
+            .flat_map(|i| words[(i * 7 + i / 3) % words.len()].bytes())
+            .take(n)
+            .collect()
+    }
+
+    #[test]
+    fn text_compresses_and_round_trips() {
+        let raw = text(8192);
+        let mut c = Compressor::new(DEFAULT_LEVEL).unwrap();
+        let (codec, stored) = c.compress(&raw);
+        assert_eq!(codec, CODEC_ZSTD);
+        assert!(stored.len() < raw.len() / 2);
+        let stored = stored.to_vec();
+        assert_eq!(decompress(codec, &stored, raw.len()).unwrap(), raw);
+    }
+
+    #[test]
+    fn incompressible_data_stays_raw() {
+        let mut x: u64 = 0x9E3779B97F4A7C15;
+        let raw: Vec<u8> = (0..8192)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let mut c = Compressor::new(DEFAULT_LEVEL).unwrap();
+        let (codec, stored) = c.compress(&raw);
+        assert_eq!(codec, CODEC_RAW);
+        assert_eq!(stored, &raw[..]);
+        assert_eq!(decompress(CODEC_RAW, &raw, raw.len()).unwrap(), raw);
+    }
+
+    #[test]
+    fn empty_and_corrupt_inputs() {
+        let mut c = Compressor::new(DEFAULT_LEVEL).unwrap();
+        let (codec, stored) = c.compress(&[]);
+        assert_eq!((codec, stored.len()), (CODEC_RAW, 0));
+        assert!(decompress(CODEC_ZSTD, b"not a frame", 10).is_err());
+        assert!(decompress(CODEC_RAW, b"abc", 4).is_err());
+        assert!(decompress(7, b"abc", 3).is_err());
+        let raw = text(1000);
+        let frame = zstd::bulk::compress(&raw, 3).unwrap();
+        assert!(decompress(CODEC_ZSTD, &frame, raw.len() - 1).is_err());
+    }
+}
+
+/// The wasm-bindgen surface of this module, for the upload and restore workers.
+#[cfg(target_arch = "wasm32")]
+pub mod wasm {
+    use wasm_bindgen::prelude::*;
+
+    /// Compresses the new chunks of a batch in one call (one copy in, one copy out):
+    /// chunk i is `bytes[starts[i] .. starts[i] + lengths[i]]`.
+    #[wasm_bindgen]
+    pub struct ChunkPacker {
+        comp: super::Compressor,
+        codecs: Vec<u8>,
+        stored_lengths: Vec<u32>,
+        out: Vec<u8>,
+    }
+
+    #[wasm_bindgen]
+    impl ChunkPacker {
+        #[wasm_bindgen(constructor)]
+        pub fn new(level: i32) -> Result<ChunkPacker, JsError> {
+            Ok(ChunkPacker {
+                comp: super::Compressor::new(level).map_err(|e| JsError::new(&e.to_string()))?,
+                codecs: Vec::new(),
+                stored_lengths: Vec::new(),
+                out: Vec::new(),
+            })
+        }
+
+        /// Packs the chunks; returns how many. Read the results with the accessors.
+        pub fn pack(
+            &mut self,
+            bytes: &[u8],
+            starts: &[u32],
+            lengths: &[u32],
+        ) -> Result<usize, JsError> {
+            if starts.len() != lengths.len() {
+                return Err(JsError::new("starts and lengths differ in length"));
+            }
+            self.codecs.clear();
+            self.stored_lengths.clear();
+            self.out.clear();
+            for (&s, &l) in starts.iter().zip(lengths) {
+                let (s, l) = (s as usize, l as usize);
+                let raw = bytes
+                    .get(s..s + l)
+                    .ok_or_else(|| JsError::new("chunk range outside the batch"))?;
+                let (codec, stored) = self.comp.compress(raw);
+                self.codecs.push(codec);
+                self.stored_lengths.push(stored.len() as u32);
+                self.out.extend_from_slice(stored);
+            }
+            Ok(self.codecs.len())
+        }
+
+        pub fn codecs(&self) -> Vec<u8> {
+            self.codecs.clone()
+        }
+
+        #[wasm_bindgen(js_name = storedLengths)]
+        pub fn stored_lengths(&self) -> Vec<u32> {
+            self.stored_lengths.clone()
+        }
+
+        /// The stored bytes of all packed chunks, back to back.
+        #[wasm_bindgen(js_name = storedBytes)]
+        pub fn stored_bytes(&self) -> Vec<u8> {
+            self.out.clone()
+        }
+    }
+
+    /// Decodes one stored chunk (restore, search); throws on a bad frame or length.
+    #[wasm_bindgen(js_name = decompressChunk)]
+    pub fn decompress_chunk(codec: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, JsError> {
+        super::decompress(codec, stored, raw_len).map_err(|e| JsError::new(&e))
+    }
+}

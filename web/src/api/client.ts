@@ -1,0 +1,174 @@
+/**
+ * A typed client of the storage server's API v1 (docs/API.md). Every failure becomes an
+ * ApiError carrying the HTTP status, the server's error code and its message, so the UI can
+ * say what went wrong ("token refused", "server unreachable") instead of hanging.
+ */
+
+export interface VersionStats {
+  files: number;
+  dirs: number;
+  symlinks: number;
+  logical_bytes: number;
+  chunk_refs: number;
+  unique_chunks: number;
+  new_chunks: number;
+  new_raw_bytes: number;
+  new_stored_bytes: number;
+  dedup_ratio: number | null;
+}
+
+export interface ManifestEntry {
+  path: string;
+  kind: 'file' | 'dir' | 'symlink';
+  size: number;
+  mtime: number;
+  mode: number | null;
+  recipe: string[];
+  target?: string;
+}
+
+export interface Manifest {
+  source: string;
+  time: number;
+  entries: ManifestEntry[];
+}
+
+export interface VersionInfo {
+  id: number;
+  source: string;
+  time: number;
+  committed_at: number;
+  stats: VersionStats;
+}
+
+export interface RepoStats {
+  repo: string;
+  chunks: number;
+  raw_bytes: number;
+  stored_bytes: number;
+  containers: number;
+  container_bytes: number;
+  versions: number;
+  logical_bytes: number;
+  dedup_ratio: number | null;
+  series: {
+    id: number;
+    source: string;
+    time: number;
+    committed_at: number;
+    logical_bytes: number;
+    files: number;
+    new_stored_bytes: number;
+    dedup_ratio: number | null;
+  }[];
+}
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly body: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+  /** Worth retrying: the network, or the server being briefly unable. */
+  get transient(): boolean {
+    return this.status === 0 || this.status === 408 || this.status === 429 || this.status >= 500;
+  }
+}
+
+export class Api {
+  constructor(
+    readonly token: string,
+    readonly repo = 'default',
+    readonly base = '',
+  ) {}
+
+  private async call(path: string, init: RequestInit = {}, signal?: AbortSignal): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}/api/v1${path}`, {
+        ...init,
+        signal,
+        headers: { Authorization: `Bearer ${this.token}`, ...(init.headers ?? {}) },
+      });
+    } catch (e) {
+      if (e instanceof DOMException && e.name === 'AbortError') throw e;
+      throw new ApiError('The server is unreachable. Is `npm start` still running?', 0, 'unreachable');
+    }
+    if (res.ok) return res;
+    let body: Record<string, unknown> = {};
+    try {
+      body = await res.json();
+    } catch {
+      /* not JSON: keep the status text */
+    }
+    const code = typeof body.code === 'string' ? body.code : 'http_' + res.status;
+    let message = typeof body.error === 'string' ? body.error : `${res.status} ${res.statusText}`;
+    if (res.status === 401)
+      message = `The server refused the access token (${message}). Open the link that \`npm start\` printed.`;
+    if (res.status === 403) message = `This token may not access repository "${this.repo}" (${message}).`;
+    throw new ApiError(message, res.status, code, body);
+  }
+
+  private repoPath(p: string) {
+    return `/repos/${encodeURIComponent(this.repo)}${p}`;
+  }
+
+  async json<T>(path: string, init: RequestInit = {}, signal?: AbortSignal): Promise<T> {
+    return (await this.call(path, init, signal)).json() as Promise<T>;
+  }
+
+  /** The fingerprints (n*20 bytes) the server does not hold, in request order. */
+  async missing(fps: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.call(
+      this.repoPath('/chunks/missing'),
+      { method: 'POST', headers: { 'Content-Type': 'application/octet-stream' }, body: fps as BodyInit },
+      signal,
+    );
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  async uploadBundle(bundle: Uint8Array, signal?: AbortSignal) {
+    return this.json<{ chunks: number; stored: number; duplicates: number; stored_bytes: number; raw_bytes: number }>(
+      this.repoPath('/bundles'),
+      { method: 'POST', headers: { 'Content-Type': 'application/x-ditto-bundle' }, body: bundle as BodyInit },
+      signal,
+    );
+  }
+
+  commitVersion(manifest: Manifest) {
+    return this.json<VersionInfo>(this.repoPath('/versions'), {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(manifest),
+    });
+  }
+
+  async versions(): Promise<VersionInfo[]> {
+    return (await this.json<{ versions: VersionInfo[] }>(this.repoPath('/versions'))).versions;
+  }
+
+  version(id: number) {
+    return this.json<VersionInfo & { manifest: Manifest }>(this.repoPath(`/versions/${id}`));
+  }
+
+  deleteVersion(id: number) {
+    return this.json<{ deleted: number }>(this.repoPath(`/versions/${id}`), { method: 'DELETE' });
+  }
+
+  stats() {
+    return this.json<RepoStats>(this.repoPath('/stats'));
+  }
+
+  /** Many chunks as one bundle, in request order (restore). */
+  async getChunks(fps: string[], signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.call(
+      this.repoPath('/chunks/get'),
+      { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ fingerprints: fps }) },
+      signal,
+    );
+    return new Uint8Array(await res.arrayBuffer());
+  }
+}

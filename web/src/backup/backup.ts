@@ -1,0 +1,402 @@
+/**
+ * One backup of a picked folder, as named stages:
+ *
+ * 1. **plan** — find the previous version of this source. Files whose path, size and mtime
+ *    equal it reuse their recipe unread; so do files an interrupted run of this job already
+ *    finished (job state in IndexedDB). The previous version's fingerprints become the
+ *    workers' hot cache (HiDeStore §4.1: the last version predicts the next).
+ * 2. **chunk** — the worker pool chunks and fingerprints the other files as streams and
+ *    passes on only chunks outside the hot cache, compressed when it pays.
+ * 3. **upload** — the uploader asks the client index (PRUNE §3) and then the server which of
+ *    those are stored and sends the rest in bundles; the index learns a chunk only after
+ *    the server acknowledged it.
+ * 4. **commit** — the manifest (every entry with its recipe) becomes the new version.
+ *
+ * Nothing is skipped silently: unreadable files are listed in the progress and the result.
+ */
+import { ApiError, type Api, type Manifest, type ManifestEntry, type VersionInfo } from '../api/client';
+import type { ClientIndex } from '../dedupindex/index';
+import type { PickedFolder } from '../input/folder';
+import type { NewChunks } from '../worker/protocol';
+import type { CorePool } from '../worker/pool';
+import { FP_LEN, fpHex, packHex } from './hex';
+import { JobStore, type JobRecord } from './jobstore';
+import { Uploader, type Candidate } from './uploader';
+
+export const ZSTD_LEVEL = 3;
+
+export type Phase = 'planning' | 'backing up' | 'committing' | 'done' | 'failed' | 'cancelled';
+
+export interface BackupProgress {
+  phase: Phase;
+  paused: boolean;
+  source: string;
+  filesTotal: number;
+  filesDone: number;
+  filesUnchanged: number;
+  filesResumed: number;
+  bytesTotal: number;
+  /** Bytes accounted for: read and chunked, or reused unread. */
+  bytesDone: number;
+  bytesRead: number;
+  /** Bundle bytes sent, this job (all sessions). */
+  wireBytes: number;
+  chunksSent: number;
+  dedupRatio: number | null;
+  mbPerSecond: number;
+  etaSeconds: number | null;
+  errors: { path: string; message: string }[];
+  message?: string;
+  version?: VersionInfo;
+  uploader?: Uploader['stats'];
+}
+
+export interface BackupDeps {
+  api: Api;
+  pool: CorePool;
+  jobs: JobStore;
+  index: ClientIndex | null;
+}
+
+function recipeHex(fps: Uint8Array): string[] {
+  return Array.from({ length: fps.length / FP_LEN }, (_, i) => fpHex(fps, i));
+}
+
+function candidates(msg: NewChunks): Candidate[] {
+  const out: Candidate[] = [];
+  let at = 0;
+  for (let i = 0; i < msg.codecs.length; i++) {
+    const len = msg.storedLengths[i];
+    out.push({
+      fp: msg.fps.subarray(i * FP_LEN, (i + 1) * FP_LEN),
+      codec: msg.codecs[i],
+      rawLen: msg.rawLengths[i],
+      stored: msg.stored.subarray(at, at + len),
+    });
+    at += len;
+  }
+  return out;
+}
+
+/**
+ * Manifest paths are relative to the picked folder, so that versions of a source line up
+ * however the folder itself is named (e.g. one folder per release).
+ */
+export function relativeToRoot(picked: PickedFolder): PickedFolder {
+  const prefix = picked.root + '/';
+  const strip = (p: string) => (p.startsWith(prefix) ? p.slice(prefix.length) : p);
+  if (!picked.files.every((f) => f.path.startsWith(prefix))) return picked;
+  return {
+    ...picked,
+    files: picked.files.map((f) => ({ path: strip(f.path), file: f.file })),
+    dirs: picked.dirs.filter((d) => d !== picked.root).map(strip),
+  };
+}
+
+/**
+ * Modification times that cannot tell versions apart: a value shared by many files is a
+ * normalised timestamp (npm tarballs say 1985-10-26 for every file, some tools say 0),
+ * and a file with an unknown date reports "now". Files with such an mtime are read again
+ * instead of trusting "same size and mtime = unchanged"; the hot cache keeps that cheap.
+ */
+export function untrustedMtimes(files: readonly { file: File }[]): Set<number> {
+  const counts = new Map<number, number>();
+  for (const f of files) counts.set(f.file.lastModified, (counts.get(f.file.lastModified) ?? 0) + 1);
+  const limit = Math.max(10, files.length * 0.2);
+  const out = new Set<number>([0]);
+  for (const [mtime, n] of counts) if (n > limit) out.add(mtime);
+  return out;
+}
+
+export class BackupJob {
+  readonly progress: BackupProgress;
+  private uploader: Uploader | null = null;
+  private cancelled = false;
+  private pauseGate: Promise<void> | null = null;
+  private openGate: (() => void) | null = null;
+  private started = performance.now();
+  private readBase = 0;
+  private key: string;
+
+  private picked: PickedFolder;
+
+  constructor(
+    private deps: BackupDeps,
+    picked: PickedFolder,
+    source: string,
+    private onProgress: (p: BackupProgress) => void,
+  ) {
+    this.picked = relativeToRoot(picked);
+    this.key = JobStore.key(deps.api.repo, source);
+    this.progress = {
+      phase: 'planning',
+      paused: false,
+      source,
+      filesTotal: picked.files.length,
+      filesDone: 0,
+      filesUnchanged: 0,
+      filesResumed: 0,
+      bytesTotal: picked.files.reduce((n, f) => n + f.file.size, 0),
+      bytesDone: 0,
+      bytesRead: 0,
+      wireBytes: 0,
+      chunksSent: 0,
+      dedupRatio: null,
+      mbPerSecond: 0,
+      etaSeconds: null,
+      errors: picked.skipped.map((s) => ({ path: s.path, message: s.reason })),
+    };
+  }
+
+  pause() {
+    if (this.pauseGate) return;
+    this.pauseGate = new Promise((r) => (this.openGate = r));
+    this.uploader?.pause();
+    this.progress.paused = true;
+    this.emit();
+  }
+
+  resume() {
+    this.openGate?.();
+    this.pauseGate = this.openGate = null;
+    this.uploader?.resume();
+    this.progress.paused = false;
+    this.emit();
+  }
+
+  cancel() {
+    this.cancelled = true;
+    this.resume();
+    this.uploader?.cancel();
+  }
+
+  private emit() {
+    const p = this.progress;
+    const secs = (performance.now() - this.started) / 1000;
+    p.mbPerSecond = secs > 0 ? (p.bytesRead - this.readBase) / 1e6 / secs : 0;
+    p.dedupRatio = p.wireBytes > 0 ? p.bytesDone / p.wireBytes : null;
+    const left = p.bytesTotal - p.bytesDone;
+    p.etaSeconds = p.mbPerSecond > 0 && p.phase === 'backing up' ? left / 1e6 / p.mbPerSecond : null;
+    p.uploader = this.uploader ? { ...this.uploader.stats } : undefined;
+    this.onProgress({ ...p });
+  }
+
+  async run(): Promise<BackupProgress> {
+    const timer = setInterval(() => this.emit(), 250);
+    try {
+      const version = await this.backup();
+      this.progress.version = version;
+      this.progress.phase = 'done';
+      await this.deps.jobs.update(this.key, (j) => (j.status = 'done'));
+      await this.deps.jobs.clearFiles(this.key);
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e);
+      this.progress.phase = this.cancelled ? 'cancelled' : 'failed';
+      this.progress.message = this.cancelled ? 'Backup cancelled. Chunks already uploaded are kept.' : message;
+      await this.deps.jobs
+        .update(this.key, (j) => {
+          j.status = this.cancelled ? 'cancelled' : 'failed';
+          j.message = message;
+        })
+        .catch(() => {});
+    } finally {
+      clearInterval(timer);
+      this.emit();
+    }
+    return this.progress;
+  }
+
+  private async previousManifest(): Promise<Manifest | null> {
+    const versions = (await this.deps.api.versions()).filter((v) => v.source === this.progress.source);
+    if (!versions.length) return null;
+    const latest = versions.reduce((a, b) => (b.id > a.id ? b : a));
+    return (await this.deps.api.version(latest.id)).manifest;
+  }
+
+  /** The client index is a cache of the server: if it names chunks the server lacks, drop it. */
+  private async validateIndex() {
+    const index = this.deps.index;
+    if (!index || index.stats().fingerprints === 0) return;
+    const sample = await index.sample(64);
+    if (sample.length && (await this.deps.api.missing(sample)).length) await index.clear();
+  }
+
+  private async backup(): Promise<VersionInfo> {
+    const { api, jobs, index } = this.deps;
+    const p = this.progress;
+    const [prev] = await Promise.all([this.previousManifest(), this.validateIndex()]);
+    const prevFiles = new Map<string, ManifestEntry>();
+    const hot = new Set<string>();
+    for (const e of prev?.entries ?? []) {
+      if (e.kind !== 'file') continue;
+      prevFiles.set(e.path, e);
+      for (const fp of e.recipe) hot.add(fp);
+    }
+
+    const old = await jobs.get(this.key);
+    const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map();
+    const job: JobRecord = {
+      key: this.key,
+      source: p.source,
+      startedAt: old && old.status !== 'done' ? old.startedAt : Date.now(),
+      status: 'running',
+      filesTotal: p.filesTotal,
+      bytesTotal: p.bytesTotal,
+      bundlesAcked: old && old.status !== 'done' ? old.bundlesAcked : 0,
+      wireBytes: old && old.status !== 'done' ? old.wireBytes : 0,
+    };
+    await jobs.put(job);
+    p.wireBytes = job.wireBytes;
+
+    const recipes = new Map<string, string[]>();
+    const toRead: PickedFolder['files'] = [];
+    const untrusted = untrustedMtimes(this.picked.files);
+    for (const f of this.picked.files) {
+      const before = prevFiles.get(f.path);
+      const again = resumable.get(f.path);
+      const trusted = !untrusted.has(f.file.lastModified);
+      if (trusted && before && before.size === f.file.size && before.mtime === f.file.lastModified) {
+        recipes.set(f.path, before.recipe);
+        p.filesUnchanged++;
+      } else if (trusted && again && again.size === f.file.size && again.mtime === f.file.lastModified) {
+        recipes.set(f.path, recipeHex(again.fps));
+        p.filesResumed++;
+      } else {
+        toRead.push(f);
+        continue;
+      }
+      p.filesDone++;
+      p.bytesDone += f.file.size;
+    }
+    p.phase = 'backing up';
+    this.emit();
+
+    await this.chunkAndUpload(toRead, hot, recipes, index);
+    if (this.cancelled) throw new Error('cancelled');
+
+    p.phase = 'committing';
+    this.emit();
+    const manifest = (): Manifest => ({
+      source: p.source,
+      time: job.startedAt,
+      entries: [
+        ...this.picked.dirs.map((d): ManifestEntry => ({
+          path: d,
+          kind: 'dir',
+          size: 0,
+          mtime: 0,
+          mode: null,
+          recipe: [],
+        })),
+        ...this.picked.files
+          .filter((f) => recipes.has(f.path))
+          .map((f): ManifestEntry => ({
+            path: f.path,
+            kind: 'file',
+            size: f.file.size,
+            mtime: f.file.lastModified,
+            mode: null,
+            recipe: recipes.get(f.path)!,
+          })),
+      ],
+    });
+    try {
+      return await api.commitVersion(manifest());
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 409)) throw e;
+      // The hot cache or the client index promised chunks the server does not hold (its
+      // data was replaced?). Forget both for those chunks and read the affected files again.
+      const missing = new Set((e.body.missing as string[]) ?? []);
+      await index?.clear();
+      const affected = this.picked.files.filter((f) => recipes.get(f.path)?.some((fp) => missing.has(fp)));
+      for (const fp of missing) hot.delete(fp);
+      await this.chunkAndUpload(affected, hot, recipes, null);
+      return await api.commitVersion(manifest());
+    }
+  }
+
+  /** Stages 2 and 3 for `files`; fills `recipes`. */
+  private async chunkAndUpload(
+    files: PickedFolder['files'],
+    hot: Set<string>,
+    recipes: Map<string, string[]>,
+    index: ClientIndex | null,
+  ): Promise<void> {
+    const { api, pool, jobs } = this.deps;
+    const p = this.progress;
+    const uploader = new Uploader({
+      missing: (fps, signal) => api.missing(fps, signal),
+      upload: (bundle, signal) => api.uploadBundle(bundle, signal),
+      known: index ? (fps) => index.lookup(fps) : undefined,
+      acked: async (fps, wire) => {
+        p.wireBytes += wire;
+        await index?.add(fps);
+        await jobs.update(this.key, (j) => {
+          j.bundlesAcked++;
+          j.wireBytes += wire;
+        });
+      },
+    });
+    this.uploader = uploader;
+    if (this.pauseGate) uploader.pause();
+    pool.setKnown(packHex([...hot]), ZSTD_LEVEL);
+
+    let next = 0;
+    /** Per file: its recipe recorded in the job state once its chunks are all durable. */
+    const recorded: Promise<void>[] = [];
+    const inFlight = Math.max(2, pool.size * 2);
+    const one = async (f: PickedFolder['files'][number]) => {
+      let seen = 0;
+      const durable: Promise<void>[] = [];
+      try {
+        const result = await pool.chunkFile(
+          f.file,
+          async (msg) => {
+            durable.push((await uploader.add(candidates(msg))).durable);
+          },
+          (bytes) => {
+            p.bytesRead += bytes - seen;
+            seen = bytes;
+          },
+        );
+        p.bytesRead += f.file.size - seen;
+        recipes.set(f.path, recipeHex(result.fps));
+        // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
+        // that waited for its own file's chunks to be stored could wait forever.
+        recorded.push(
+          Promise.all(durable).then(() =>
+            jobs.putFile({
+              job: this.key,
+              path: f.path,
+              size: f.file.size,
+              mtime: f.file.lastModified,
+              fps: result.fps,
+              lengths: result.lengths,
+            }),
+          ),
+        );
+      } catch (e) {
+        if (uploader.error || this.cancelled) throw uploader.error ?? e;
+        // The file itself could not be read (changed or removed since it was picked).
+        p.errors.push({ path: f.path, message: `not backed up: ${e instanceof Error ? e.message : String(e)}` });
+      }
+      p.filesDone++;
+      p.bytesDone += f.file.size;
+    };
+    const lanes = Array.from({ length: inFlight }, async () => {
+      while (next < files.length) {
+        if (this.pauseGate) await this.pauseGate;
+        if (this.cancelled) throw new Error('cancelled');
+        await one(files[next++]);
+      }
+    });
+    try {
+      await Promise.all(lanes);
+      await uploader.drain();
+      await Promise.all(recorded);
+    } finally {
+      recorded.forEach((r) => r.catch(() => {}));
+    }
+    p.chunksSent += uploader.stats.chunksSent;
+  }
+}

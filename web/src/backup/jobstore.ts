@@ -1,0 +1,91 @@
+/**
+ * Backup job state in IndexedDB, so that a reload or a closed tab resumes a backup without
+ * re-reading finished files or re-sending acknowledged bundles. A file's recipe is recorded
+ * only once all of its new chunks are durable on the server.
+ */
+import { openDB, type IDBPDatabase } from 'idb';
+
+export interface JobRecord {
+  key: string;
+  source: string;
+  startedAt: number;
+  status: 'running' | 'done' | 'failed' | 'cancelled';
+  filesTotal: number;
+  bytesTotal: number;
+  bundlesAcked: number;
+  /** Bundle bytes sent over all sessions of this job. */
+  wireBytes: number;
+  message?: string;
+}
+
+export interface FileRecord {
+  job: string;
+  path: string;
+  size: number;
+  mtime: number;
+  fps: Uint8Array;
+  lengths: Uint32Array;
+}
+
+export class JobStore {
+  private constructor(private db: IDBPDatabase) {}
+
+  static async open(name = 'ditto-jobs'): Promise<JobStore> {
+    const db = await openDB(name, 1, {
+      upgrade(db) {
+        db.createObjectStore('jobs', { keyPath: 'key' });
+        db.createObjectStore('files', { keyPath: ['job', 'path'] });
+      },
+      blocking() {
+        db.close();
+      },
+    });
+    return new JobStore(db);
+  }
+
+  static key(repo: string, source: string) {
+    return `${repo}\u0000${source}`;
+  }
+
+  get(key: string): Promise<JobRecord | undefined> {
+    return this.db.get('jobs', key);
+  }
+
+  async unfinished(): Promise<JobRecord[]> {
+    const all: JobRecord[] = await this.db.getAll('jobs');
+    return all.filter((j) => j.status !== 'done');
+  }
+
+  async put(job: JobRecord) {
+    await this.db.put('jobs', job);
+  }
+
+  async update(key: string, change: (j: JobRecord) => void) {
+    const tx = this.db.transaction('jobs', 'readwrite');
+    const job: JobRecord | undefined = await tx.store.get(key);
+    if (job) {
+      change(job);
+      await tx.store.put(job);
+    }
+    await tx.done;
+  }
+
+  async putFile(rec: FileRecord) {
+    await this.db.put('files', rec);
+  }
+
+  async files(key: string): Promise<Map<string, FileRecord>> {
+    const range = IDBKeyRange.bound([key, ''], [key, '\uffff']);
+    const recs: FileRecord[] = await this.db.getAll('files', range);
+    return new Map(recs.map((r) => [r.path, r]));
+  }
+
+  /** Forgets a job's per-file state (after its version is committed, or to restart it). */
+  async clearFiles(key: string) {
+    await this.db.delete('files', IDBKeyRange.bound([key, ''], [key, '\uffff']));
+  }
+
+  close() {
+    this.db.close();
+  }
+}

@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../api/client';
+import { decodeBundle } from './bundle';
+import { FP_LEN, fpHex } from './hex';
+import { Uploader, type Candidate, type UploaderDeps } from './uploader';
+
+function chunk(n: number, size = 1000): Candidate {
+  const fp = new Uint8Array(FP_LEN);
+  new DataView(fp.buffer).setUint32(0, n);
+  return { fp, codec: 0, rawLen: size, stored: new Uint8Array(size).fill(n & 255) };
+}
+
+/** A fake server that really keeps what it is sent, so what it reports missing is honest. */
+function fakeServer(opts: { failFirst?: number; status?: number } = {}) {
+  const stored = new Set<string>();
+  const bundles: string[][] = [];
+  let failures = opts.failFirst ?? 0;
+  const deps: UploaderDeps = {
+    async missing(fps) {
+      const out: number[] = [];
+      for (let i = 0; i < fps.length / FP_LEN; i++) if (!stored.has(fpHex(fps, i))) out.push(i);
+      const res = new Uint8Array(out.length * FP_LEN);
+      out.forEach((i, j) => res.set(fps.subarray(i * FP_LEN, (i + 1) * FP_LEN), j * FP_LEN));
+      return res;
+    },
+    async upload(bundle) {
+      if (failures > 0) {
+        failures--;
+        throw new ApiError('boom', opts.status ?? 503, 'internal');
+      }
+      const fps = decodeBundle(bundle).map((c) => fpHex(c.fp));
+      bundles.push(fps);
+      fps.forEach((f) => stored.add(f));
+    },
+    sleep: async () => {},
+  };
+  return { deps, stored, bundles };
+}
+
+describe('Uploader', () => {
+  it('uploads each new chunk once, in bundles of the configured size', async () => {
+    const s = fakeServer();
+    const up = new Uploader(s.deps, { bundleBytes: 10_000 });
+    const all = Array.from({ length: 50 }, (_, i) => chunk(i));
+    const { durable: d1 } = await up.add(all.slice(0, 30));
+    const { durable: d2 } = await up.add([...all.slice(20, 50), chunk(3)]);
+    await up.drain();
+    await Promise.all([d1, d2]);
+    expect(s.stored.size).toBe(50);
+    expect(s.bundles.flat().length).toBe(50);
+    expect(Math.max(...s.bundles.map((b) => b.length))).toBeLessThanOrEqual(10);
+    expect(up.stats.duplicatesInJob).toBe(11);
+    expect(up.stats.chunksSent).toBe(50);
+  });
+
+  it('sends nothing the server or the client index already has', async () => {
+    const s = fakeServer();
+    [1, 2, 3].forEach((i) => s.stored.add(fpHex(chunk(i).fp)));
+    const acked: string[] = [];
+    const up = new Uploader(
+      {
+        ...s.deps,
+        known: async (fps) =>
+          Uint8Array.from({ length: fps.length / FP_LEN }, (_, i) => (fps[i * FP_LEN + 3] === 4 ? 1 : 0)),
+        acked: async (fps) => {
+          for (let i = 0; i < fps.length / FP_LEN; i++) acked.push(fpHex(fps, i));
+        },
+      },
+      { bundleBytes: 1 << 20 },
+    );
+    await up.add([1, 2, 3, 4, 5, 6].map((i) => chunk(i)));
+    await up.drain();
+    expect(s.bundles).toEqual([[fpHex(chunk(5).fp), fpHex(chunk(6).fp)]]);
+    expect(up.stats.knownByIndex).toBe(1);
+    expect(up.stats.presentOnServer).toBe(3);
+    // Server-present and uploaded chunks are reported durable; the index-known one needs no ack.
+    expect(acked.sort()).toEqual([1, 2, 3, 5, 6].map((i) => fpHex(chunk(i).fp)).sort());
+  });
+
+  it('retries transient failures and then succeeds', async () => {
+    const s = fakeServer({ failFirst: 2 });
+    const up = new Uploader(s.deps);
+    const { durable } = await up.add([chunk(1), chunk(2)]);
+    await up.drain();
+    await durable;
+    expect(up.stats.retries).toBe(2);
+    expect(s.stored.size).toBe(2);
+  });
+
+  it('fails clearly on a refused request instead of retrying forever', async () => {
+    const s = fakeServer({ failFirst: 1, status: 401 });
+    const up = new Uploader(s.deps);
+    const { durable } = await up.add([chunk(1)]);
+    await expect(up.drain()).rejects.toThrow('boom');
+    await expect(durable).rejects.toThrow('boom');
+    await expect(up.add([chunk(2)])).rejects.toThrow('boom');
+    expect(up.stats.retries).toBe(0);
+  });
+
+  it('gives up after maxAttempts transient failures', async () => {
+    const s = fakeServer({ failFirst: 100 });
+    const up = new Uploader(s.deps, { maxAttempts: 3 });
+    await up.add([chunk(1)]);
+    await expect(up.drain()).rejects.toBeInstanceOf(ApiError);
+    expect(up.stats.retries).toBe(2);
+  });
+
+  it('holds uploads while paused and bounds queued bytes', async () => {
+    const s = fakeServer();
+    const up = new Uploader(s.deps, { bundleBytes: 1000, maxQueuedBytes: 3000, concurrency: 1 });
+    up.pause();
+    await up.add([chunk(1), chunk(2), chunk(3), chunk(4)]);
+    let accepted = false;
+    const more = up.add([chunk(5)]).then(() => (accepted = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(s.stored.size).toBe(0);
+    expect(accepted).toBe(false); // over maxQueuedBytes: add() waits
+    up.resume();
+    await more;
+    await up.drain();
+    expect(s.stored.size).toBe(5);
+    expect(up.stats.queuedBytes).toBe(0);
+  });
+
+  it('cancel rejects everything pending', async () => {
+    const s = fakeServer();
+    const up = new Uploader(s.deps);
+    up.pause();
+    const { durable } = await up.add([chunk(1)]);
+    up.cancel();
+    await expect(durable).rejects.toThrow('cancelled');
+    await expect(up.drain()).rejects.toThrow('cancelled');
+  });
+});

@@ -1,0 +1,277 @@
+/**
+ * The upload queue: new chunks in, durable chunks out.
+ *
+ * Candidate chunks (not in the hot cache) are grouped into ~4 MiB bundles. For each bundle
+ * the client index and then the server's `chunks/missing` answer drop chunks already
+ * stored, so the wire carries only chunks the server lacks. A few bundles are in flight at
+ * once; transient failures (network, 5xx, 429) are retried with exponential backoff and
+ * jitter, anything else fails the backup with the server's message. Only after the server's
+ * 200 (= durable) is a chunk reported `acked`, which is when the client index learns it.
+ * The same fingerprint offered twice is uploaded once.
+ */
+import { ApiError } from '../api/client';
+import { encodeBundle, type BundleChunk } from './bundle';
+import { FP_LEN, fpHex } from './hex';
+
+export type Candidate = BundleChunk;
+
+export interface UploaderDeps {
+  /** The server's missing query: which of these n*20 bytes of fingerprints it lacks. */
+  missing(fps: Uint8Array, signal: AbortSignal): Promise<Uint8Array>;
+  /** Uploads an encoded bundle; resolves on the server's acknowledgement. */
+  upload(bundle: Uint8Array, signal: AbortSignal): Promise<unknown>;
+  /** Client index lookup: 1 per fingerprint known to be stored. */
+  known?(fps: Uint8Array): Promise<Uint8Array>;
+  /** Called with fingerprints now known durable on the server (uploaded or found there). */
+  acked?(fps: Uint8Array, wireBytes: number): Promise<void>;
+  sleep?(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+export interface UploaderOptions {
+  bundleBytes: number;
+  concurrency: number;
+  /** add() waits while more than this many stored bytes are queued (memory bound). */
+  maxQueuedBytes: number;
+  maxAttempts: number;
+  baseDelayMs: number;
+}
+
+export interface UploaderStats {
+  chunksOffered: number;
+  duplicatesInJob: number;
+  knownByIndex: number;
+  presentOnServer: number;
+  chunksSent: number;
+  rawBytesSent: number;
+  /** Bundle bytes put on the wire (successful attempts). */
+  wireBytes: number;
+  bundlesAcked: number;
+  retries: number;
+  queuedBytes: number;
+}
+
+interface Pending {
+  chunk: Candidate;
+  hex: string;
+  done: () => void;
+}
+
+const DEFAULTS: UploaderOptions = {
+  bundleBytes: 4 << 20,
+  concurrency: 3,
+  maxQueuedBytes: 48 << 20,
+  maxAttempts: 6,
+  baseDelayMs: 400,
+};
+
+function defaultSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    });
+  });
+}
+
+function pack(items: readonly Pending[]): Uint8Array {
+  const out = new Uint8Array(items.length * FP_LEN);
+  items.forEach((p, i) => out.set(p.chunk.fp.subarray(0, FP_LEN), i * FP_LEN));
+  return out;
+}
+
+export class Uploader {
+  readonly opts: UploaderOptions;
+  readonly stats: UploaderStats = {
+    chunksOffered: 0,
+    duplicatesInJob: 0,
+    knownByIndex: 0,
+    presentOnServer: 0,
+    chunksSent: 0,
+    rawBytesSent: 0,
+    wireBytes: 0,
+    bundlesAcked: 0,
+    retries: 0,
+    queuedBytes: 0,
+  };
+  /** Every fingerprint offered in this job -> resolves when durable. */
+  private durable = new Map<string, Promise<void>>();
+  private current: Pending[] = [];
+  private currentBytes = 0;
+  private ready: Pending[][] = [];
+  private inFlight = 0;
+  private idleWaiters: (() => void)[] = [];
+  private roomWaiters: (() => void)[] = [];
+  private pauseGate: Promise<void> | null = null;
+  private openGate: (() => void) | null = null;
+  private abort = new AbortController();
+  private failure: Error | null = null;
+  private failWaiters: ((e: Error) => void)[] = [];
+
+  constructor(
+    private deps: UploaderDeps,
+    opts: Partial<UploaderOptions> = {},
+  ) {
+    this.opts = { ...DEFAULTS, ...opts };
+  }
+
+  get error(): Error | null {
+    return this.failure;
+  }
+
+  /**
+   * Offers chunks. Resolves once they are queued (waiting while the queue is full) with a
+   * `durable` promise that resolves when every one of them is stored on the server. (An
+   * object, because an async function returning a bare promise would wait for it.)
+   */
+  async add(chunks: readonly Candidate[]): Promise<{ durable: Promise<void> }> {
+    this.throwIfFailed();
+    while (this.stats.queuedBytes > this.opts.maxQueuedBytes) {
+      await new Promise<void>((r) => this.roomWaiters.push(r));
+      this.throwIfFailed();
+    }
+    const waits: Promise<void>[] = [];
+    for (const chunk of chunks) {
+      this.stats.chunksOffered++;
+      const hex = fpHex(chunk.fp);
+      const existing = this.durable.get(hex);
+      if (existing) {
+        this.stats.duplicatesInJob++;
+        waits.push(existing);
+        continue;
+      }
+      let done!: () => void;
+      const p = new Promise<void>((resolve, reject) => {
+        done = resolve;
+        this.failWaiters.push(reject);
+      });
+      p.catch(() => {}); // failures surface through add()/drain(), not as unhandled rejections
+      this.durable.set(hex, p);
+      waits.push(p);
+      this.current.push({ chunk, hex, done });
+      this.currentBytes += chunk.stored.byteLength;
+      this.stats.queuedBytes += chunk.stored.byteLength;
+      if (this.currentBytes >= this.opts.bundleBytes) this.seal();
+    }
+    const durable = Promise.all(waits).then(() => undefined);
+    durable.catch(() => {});
+    return { durable };
+  }
+
+  /** Sends what is queued and resolves when everything offered is durable. */
+  async drain(): Promise<void> {
+    this.seal();
+    while (this.inFlight > 0 || this.ready.length > 0) {
+      this.throwIfFailed();
+      await new Promise<void>((r) => this.idleWaiters.push(r));
+    }
+    this.throwIfFailed();
+  }
+
+  pause() {
+    if (!this.pauseGate) this.pauseGate = new Promise((r) => (this.openGate = r));
+  }
+
+  resume() {
+    this.openGate?.();
+    this.pauseGate = null;
+    this.openGate = null;
+  }
+
+  get paused() {
+    return this.pauseGate !== null;
+  }
+
+  cancel(reason = 'Backup cancelled') {
+    this.fail(new Error(reason));
+    this.abort.abort(new DOMException(reason, 'AbortError'));
+  }
+
+  private throwIfFailed() {
+    if (this.failure) throw this.failure;
+  }
+
+  private fail(e: Error) {
+    if (this.failure) return;
+    this.failure = e;
+    for (const reject of this.failWaiters) reject(e);
+    this.failWaiters = [];
+    this.resume();
+    this.wake();
+  }
+
+  private wake() {
+    for (const w of this.idleWaiters.splice(0)) w();
+    for (const w of this.roomWaiters.splice(0)) w();
+  }
+
+  private seal() {
+    if (this.current.length) this.ready.push(this.current);
+    this.current = [];
+    this.currentBytes = 0;
+    this.pump();
+  }
+
+  private pump() {
+    while (!this.failure && this.inFlight < this.opts.concurrency && this.ready.length) {
+      const bundle = this.ready.shift()!;
+      this.inFlight++;
+      this.fly(bundle)
+        .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
+        .finally(() => {
+          this.inFlight--;
+          for (const p of bundle) this.stats.queuedBytes -= p.chunk.stored.byteLength;
+          this.pump();
+          this.wake();
+        });
+    }
+  }
+
+  private async fly(items: Pending[]) {
+    const signal = this.abort.signal;
+    if (this.deps.known) {
+      const known = await this.deps.known(pack(items));
+      const keep = items.filter((_, i) => !known[i]);
+      const knownItems = items.filter((_, i) => known[i]);
+      this.stats.knownByIndex += knownItems.length;
+      knownItems.forEach((p) => p.done());
+      items = keep;
+    }
+    if (!items.length) return;
+    for (let attempt = 1; ; attempt++) {
+      if (this.pauseGate) await this.pauseGate;
+      this.throwIfFailed();
+      try {
+        await this.send(items, signal);
+        return;
+      } catch (e) {
+        const transient = e instanceof ApiError ? e.transient : !(e instanceof DOMException && e.name === 'AbortError');
+        if (!transient || attempt >= this.opts.maxAttempts || signal.aborted) throw e;
+        this.stats.retries++;
+        const delay = this.opts.baseDelayMs * 2 ** (attempt - 1) * (0.5 + Math.random());
+        await (this.deps.sleep ?? defaultSleep)(delay, signal);
+      }
+    }
+  }
+
+  private async send(items: Pending[], signal: AbortSignal) {
+    const fps = pack(items);
+    const missing = await this.deps.missing(fps, signal);
+    const missingSet = new Set<string>();
+    for (let i = 0; i < missing.byteLength / FP_LEN; i++) missingSet.add(fpHex(missing, i));
+    const toSend = items.filter((p) => missingSet.has(p.hex));
+    let wire = 0;
+    if (toSend.length) {
+      const bundle = encodeBundle(toSend.map((p) => p.chunk));
+      await this.deps.upload(bundle, signal);
+      wire = bundle.byteLength;
+      this.stats.wireBytes += wire;
+      this.stats.chunksSent += toSend.length;
+      this.stats.rawBytesSent += toSend.reduce((n, p) => n + p.chunk.rawLen, 0);
+    }
+    this.stats.bundlesAcked++;
+    this.stats.presentOnServer += items.length - toSend.length;
+    await this.deps.acked?.(fps, wire);
+    for (const p of items) p.done();
+  }
+}

@@ -1,0 +1,22 @@
+/** Human-readable numbers for the UI. */
+export function bytes(n: number): string {
+  if (n < 1000) return `${n} B`;
+  const units = ['kB', 'MB', 'GB', 'TB'];
+  let v = n;
+  let u = -1;
+  do {
+    v /= 1000;
+    u++;
+  } while (v >= 1000 && u < units.length - 1);
+  return `${v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)} ${units[u]}`;
+}
+
+export function ratio(r: number | null | undefined): string {
+  return r == null ? '—' : `${r.toFixed(2)}×`;
+}
+
+export function duration(s: number | null): string {
+  if (s == null || !isFinite(s)) return '—';
+  if (s < 60) return `${Math.ceil(s)} s`;
+  return `${Math.floor(s / 60)} min ${Math.ceil(s % 60)} s`;
+}
