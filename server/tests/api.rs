@@ -1,0 +1,904 @@
+//! The storage server over HTTP: the real binary, a temporary data directory.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use wasm_core::{
+    format::{
+        bundle::{encode_entry_header, encode_header, Codec, EntryHeader, MAX_CHUNK_RAW},
+        container::{ContainerHeader, TableEntry, HEADER_LEN, TABLE_ENTRY_LEN},
+    },
+    hash::{sha1, to_hex},
+};
+
+fn sample_chunks(seed: u64, n: usize) -> Vec<TestChunk> {
+    (0..n)
+        .map(|i| {
+            let s = seed * 1000 + i as u64;
+            let len = 1 + (s as usize * 7919) % 60_000;
+            if i % 2 == 0 {
+                TestChunk::new(text_bytes(s, len), true)
+            } else {
+                TestChunk::new(rand_bytes(s, len), false)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn round_trip() {
+    let dir = TempDir::new("roundtrip");
+    let mut s = Server::start(&dir.0);
+    let t = s.token.clone();
+    assert!(s
+        .line
+        .starts_with("Ditto is running. Open http://127.0.0.1:"));
+    assert_eq!(t.len(), 48);
+    let a = agent();
+
+    let chunks = sample_chunks(1, 40);
+    let hexes: Vec<String> = chunks.iter().map(TestChunk::hex).collect();
+    // 1. everything is missing (duplicates in the request are reported once)
+    let mut ask = hexes.clone();
+    ask.push(hexes[0].to_uppercase());
+    let r = post_json(
+        &s.repo_url("default", "/chunks/missing"),
+        &t,
+        &json!({ "fingerprints": ask }),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["missing"], json!(hexes));
+
+    // 2. upload in two bundles, the second overlapping the first
+    let r = upload(&a, &s, &t, &chunks[..25]).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    assert_eq!(
+        (
+            j["chunks"].as_u64(),
+            j["stored"].as_u64(),
+            j["duplicates"].as_u64()
+        ),
+        (Some(25), Some(25), Some(0))
+    );
+    let raw_total: usize = chunks[..25].iter().map(|c| c.raw.len()).sum();
+    assert_eq!(j["raw_bytes"].as_u64(), Some(raw_total as u64));
+    let r = upload(&a, &s, &t, &chunks[20..]).unwrap();
+    let j = r.json();
+    assert_eq!(
+        (j["stored"].as_u64(), j["duplicates"].as_u64()),
+        (Some(15), Some(5))
+    );
+    // retry: idempotent
+    let j = upload(&a, &s, &t, &chunks).unwrap().json();
+    assert_eq!(
+        (j["stored"].as_u64(), j["duplicates"].as_u64()),
+        (Some(0), Some(40))
+    );
+
+    // binary missing query
+    let mut body: Vec<u8> = chunks[..3].iter().flat_map(|c| c.fp).collect();
+    let absent = sha1(b"never uploaded");
+    body.extend_from_slice(&absent);
+    let r = request(
+        "POST",
+        &s.repo_url("default", "/chunks/missing"),
+        Some(&t),
+        &[("Content-Type", "application/octet-stream")],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, absent.to_vec());
+    let r = post_json(
+        &s.repo_url("default", "/chunks/missing"),
+        &t,
+        &json!({ "fingerprints": hexes }),
+    );
+    assert_eq!(r.json()["missing"], json!([]));
+
+    // 3. a version: two files (one repeats a chunk), a dir, an empty file
+    let f1: Vec<&TestChunk> = vec![&chunks[0], &chunks[1], &chunks[0], &chunks[2]];
+    let f2: Vec<&TestChunk> = chunks[3..40].iter().collect();
+    let size = |v: &Vec<&TestChunk>| v.iter().map(|c| c.raw.len()).sum::<usize>();
+    let manifest = json!({
+        "source": "My Folder",
+        "time": 1763778600000i64,
+        "entries": [
+            { "path": "My Folder", "kind": "dir", "size": 0, "mtime": 1, "mode": 493, "recipe": [] },
+            { "path": "My Folder/a.txt", "kind": "file", "size": size(&f1), "mtime": 2, "mode": null,
+              "recipe": f1.iter().map(|c| c.hex()).collect::<Vec<_>>() },
+            { "path": "My Folder/b.bin", "kind": "file", "size": size(&f2), "mtime": -3,
+              "recipe": f2.iter().map(|c| c.hex()).collect::<Vec<_>>() },
+            { "path": "My Folder/empty", "kind": "file", "size": 0, "mtime": 4, "recipe": [] },
+        ]
+    });
+    let r = post_json(&s.repo_url("default", "/versions"), &t, &manifest);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    let vid = v["id"].as_i64().unwrap();
+    let st = &v["stats"];
+    assert_eq!(st["files"], 3);
+    assert_eq!(st["dirs"], 1);
+    assert_eq!(
+        st["logical_bytes"].as_u64().unwrap() as usize,
+        size(&f1) + size(&f2)
+    );
+    assert_eq!(st["chunk_refs"], 41);
+    assert_eq!(st["unique_chunks"], 40);
+    assert_eq!(st["new_chunks"], 40);
+    assert!(st["dedup_ratio"].as_f64().unwrap() > 0.0);
+
+    // a second version of the same content adds nothing new
+    let r = post_json(&s.repo_url("default", "/versions"), &t, &manifest);
+    assert_eq!(r.status, 201);
+    let v2 = r.json();
+    assert_eq!(v2["stats"]["new_chunks"], 0);
+    assert_eq!(v2["stats"]["dedup_ratio"], serde_json::Value::Null);
+
+    let list = request(
+        "GET",
+        &s.repo_url("default", "/versions"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    let ids: Vec<i64> = list["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![vid, v2["id"].as_i64().unwrap()]);
+    let got = request(
+        "GET",
+        &s.repo_url("default", &format!("/versions/{vid}")),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(
+        got["manifest"]["entries"],
+        manifest["entries"]
+            .as_array()
+            .map(|es| {
+                // the server fills in the defaults it stores
+                es.iter()
+                    .map(|e| {
+                        let mut e = e.clone();
+                        if e.get("mode").is_none() {
+                            e["mode"] = serde_json::Value::Null;
+                        }
+                        e
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .map(serde_json::Value::from)
+            .unwrap()
+    );
+    assert_eq!(got["stats"], v["stats"]);
+
+    // 4. restore: chunks/get (stored form and decoded) and single chunks, bytes identical
+    let want: Vec<String> = got["manifest"]["entries"][2]["recipe"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
+    for decode in [false, true] {
+        let raws = get_chunks(&s, "default", &t, &want, decode);
+        let file: Vec<u8> = raws.concat();
+        assert_eq!(
+            file,
+            f2.iter().flat_map(|c| c.raw.clone()).collect::<Vec<u8>>()
+        );
+    }
+    let rep = vec![hexes[0].clone(), hexes[1].clone(), hexes[0].clone()];
+    let raws = get_chunks(&s, "default", &t, &rep, false);
+    assert_eq!(raws[2], chunks[0].raw);
+    for c in &chunks[..6] {
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{}", c.hex())),
+            Some(&t),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, c.raw);
+        assert_eq!(
+            r.header("x-ditto-raw-length"),
+            Some(c.raw.len().to_string().as_str())
+        );
+    }
+    let r = post_json(
+        &s.repo_url("default", "/chunks/get"),
+        &t,
+        &json!({ "fingerprints": [hexes[0], to_hex(&absent)] }),
+    );
+    assert_eq!(
+        r.expect_error(404, "not_found")["missing"],
+        json!([to_hex(&absent)])
+    );
+
+    // 5. containers: the JSON table matches the raw bytes, which parse as FORMAT.md says
+    let cs = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    let cs = cs["containers"].as_array().unwrap().clone();
+    assert!(!cs.is_empty());
+    let mut seen = 0;
+    for c in &cs {
+        let id = c["id"].as_u64().unwrap();
+        assert_eq!(c["newest_version"].as_i64(), v2["id"].as_i64());
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/containers/{id}")),
+            Some(&t),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len() as u64, c["size"].as_u64().unwrap());
+        let h = ContainerHeader::decode(&r.body).unwrap();
+        assert_eq!(h.id, id);
+        assert_eq!(h.data_offset, c["data_offset"].as_u64().unwrap());
+        for (slot, e) in c["chunks"].as_array().unwrap().iter().enumerate() {
+            let off = e["offset"].as_u64().unwrap() as usize;
+            let len = e["stored_len"].as_u64().unwrap() as usize;
+            let at = HEADER_LEN + slot * TABLE_ENTRY_LEN;
+            let te = TableEntry::decode(&r.body[at..at + TABLE_ENTRY_LEN])
+                .unwrap()
+                .unwrap();
+            assert_eq!(to_hex(&te.fp), e["fp"].as_str().unwrap());
+            assert_eq!((te.offset as usize, te.stored_len as usize), (off, len));
+            let stored = &r.body[off..off + len];
+            let raw = if e["codec"] == 1 {
+                zstd::bulk::decompress(stored, 1 << 20).unwrap()
+            } else {
+                stored.to_vec()
+            };
+            assert_eq!(to_hex(&sha1(&raw)), e["fp"].as_str().unwrap());
+            // Range requests return the same bytes
+            let r2 = request(
+                "GET",
+                &s.repo_url("default", &format!("/containers/{id}")),
+                Some(&t),
+                &[("Range", &format!("bytes={}-{}", off, off + len - 1))],
+                None,
+            );
+            assert_eq!(r2.status, 206);
+            assert_eq!(r2.body, stored);
+            assert_eq!(
+                r2.header("content-range").unwrap(),
+                format!("bytes {}-{}/{}", off, off + len - 1, r.body.len())
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 40);
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/containers/{}", cs[0]["id"])),
+        Some(&t),
+        &[("Range", "bytes=99999999-")],
+        None,
+    );
+    r.expect_error(416, "range_not_satisfiable");
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers?chunks=false"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    assert!(r["containers"][0].get("chunks").is_none());
+
+    // 6. stats
+    let st = request("GET", &s.repo_url("default", "/stats"), Some(&t), &[], None).json();
+    assert_eq!(st["chunks"], 40);
+    assert_eq!(st["versions"], 2);
+    assert_eq!(st["series"].as_array().unwrap().len(), 2);
+    let (code, out) = cli(&dir.0, &["stats", "default"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["chunks"],
+        40
+    );
+
+    // 7. delete a version
+    let r = request(
+        "DELETE",
+        &s.repo_url("default", &format!("/versions/{vid}")),
+        Some(&t),
+        &[],
+        None,
+    );
+    assert_eq!(r.json()["deleted"], vid);
+    request(
+        "GET",
+        &s.repo_url("default", &format!("/versions/{vid}")),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+    request(
+        "DELETE",
+        &s.repo_url("default", &format!("/versions/{vid}")),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+
+    // 8. restart: same link, same data, check passes
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("OK: ") && out.contains("40 chunks"), "{out}");
+    s.kill9();
+    let s2 = Server::start(&dir.0);
+    assert_eq!(s2.token, t);
+    let raws = get_chunks(&s2, "default", &t, &hexes, true);
+    for (r, c) in raws.iter().zip(&chunks) {
+        assert_eq!(r, &c.raw);
+    }
+    // appends continue in the reopened container
+    let more = sample_chunks(2, 5);
+    assert_eq!(upload(&a, &s2, &t, &more).unwrap().json()["stored"], 5);
+    drop(s2);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn mismatch_and_bad_content_refused() {
+    let dir = TempDir::new("mismatch");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let a = agent();
+    let good = sample_chunks(3, 4);
+    // a chunk whose bytes do not match its fingerprint
+    let mut bad = TestChunk::new(rand_bytes(99, 5000), false);
+    bad.raw[10] ^= 1;
+    let mut list = good.clone();
+    list.push(bad.clone());
+    let r = upload(&a, &s, &t, &list).unwrap();
+    let j = r.expect_error(422, "fingerprint_mismatch");
+    assert_eq!(j["fingerprint"], bad.hex());
+    // the same for a compressed chunk
+    let mut badz = TestChunk::new(text_bytes(98, 5000), true);
+    badz.raw[0] ^= 1;
+    upload(&a, &s, &t, &[good[0].clone(), badz])
+        .unwrap()
+        .expect_error(422, "fingerprint_mismatch");
+    // nothing of those bundles was stored
+    let all: Vec<String> = good.iter().map(TestChunk::hex).collect();
+    let r = post_json(
+        &s.repo_url("default", "/chunks/missing"),
+        &t,
+        &json!({ "fingerprints": all }),
+    );
+    assert_eq!(r.json()["missing"], json!(all));
+    let st = request("GET", &s.repo_url("default", "/stats"), Some(&t), &[], None).json();
+    assert_eq!(st["chunks"], 0);
+
+    // zstd garbage, and a frame that decodes to the wrong length
+    let raw = text_bytes(7, 3000);
+    let fp = sha1(&raw);
+    let mut body = encode_header(1).to_vec();
+    body.extend_from_slice(&encode_entry_header(&EntryHeader {
+        fp,
+        codec: Codec::Zstd,
+        raw_len: 3000,
+        stored_len: 5,
+    }));
+    body.extend_from_slice(b"junk!");
+    let r = request(
+        "POST",
+        &s.repo_url("default", "/bundles"),
+        Some(&t),
+        &[],
+        Some(&body),
+    );
+    r.expect_error(422, "decode_failed");
+    let z = zstd::bulk::compress(&raw, 1).unwrap();
+    let mut body = encode_header(1).to_vec();
+    body.extend_from_slice(&encode_entry_header(&EntryHeader {
+        fp,
+        codec: Codec::Zstd,
+        raw_len: 2999,
+        stored_len: z.len() as u32,
+    }));
+    body.extend_from_slice(&z);
+    let r = request(
+        "POST",
+        &s.repo_url("default", "/bundles"),
+        Some(&t),
+        &[],
+        Some(&body),
+    );
+    r.expect_error(422, "decode_failed");
+
+    // a version referencing chunks that are not stored: 409 with the list
+    assert_eq!(upload(&a, &s, &t, &good[..2]).unwrap().status, 200);
+    let m = json!({ "source": "s", "time": 0, "entries": [
+        { "path": "f", "kind": "file", "size": good[0].raw.len() + good[2].raw.len() + good[3].raw.len(), "mtime": 0,
+          "recipe": [good[0].hex(), good[2].hex(), good[3].hex(), good[2].hex()] } ] });
+    let j =
+        post_json(&s.repo_url("default", "/versions"), &t, &m).expect_error(409, "missing_chunks");
+    assert_eq!(j["missing"], json!([good[2].hex(), good[3].hex()]));
+    // size that does not add up
+    let m = json!({ "source": "s", "time": 0, "entries": [
+        { "path": "f", "kind": "file", "size": 1, "mtime": 0, "recipe": [good[0].hex()] } ] });
+    post_json(&s.repo_url("default", "/versions"), &t, &m).expect_error(422, "size_mismatch");
+    let list = request(
+        "GET",
+        &s.repo_url("default", "/versions"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(list["versions"], json!([]));
+}
+
+#[test]
+fn auth_matrix() {
+    let dir = TempDir::new("auth");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    // a second repository and a second token for default, created by the CLI while serving
+    let (code, out) = cli(&dir.0, &["repo", "create", "other"]);
+    assert_eq!(code, 0, "{out}");
+    let t_other = out.trim().to_string();
+    assert_eq!(t_other.len(), 48);
+    let (code, out) = cli(&dir.0, &["token", "create", "default"]);
+    assert_eq!(code, 0, "{out}");
+    let t2 = out.trim().to_string();
+    assert_eq!(cli(&dir.0, &["repo", "create", "other"]).0, 1);
+    assert_eq!(cli(&dir.0, &["repo", "create", "Bad Name"]).0, 1);
+    assert_eq!(cli(&dir.0, &["token", "create", "nope"]).0, 1);
+
+    let chunk = TestChunk::new(rand_bytes(5, 100), false);
+    let bundle_body = bundle(std::slice::from_ref(&chunk));
+    let missing_body = serde_json::to_vec(&json!({ "fingerprints": [chunk.hex()] })).unwrap();
+    let endpoints: Vec<(&str, String, Option<Vec<u8>>)> = vec![
+        ("POST", "/chunks/missing".into(), Some(missing_body.clone())),
+        ("POST", "/bundles".into(), Some(bundle_body.clone())),
+        ("GET", "/versions".into(), None),
+        ("GET", "/versions/1".into(), None),
+        ("DELETE", "/versions/1".into(), None),
+        ("POST", "/versions".into(), Some(b"{}".to_vec())),
+        ("GET", format!("/chunks/{}", chunk.hex()), None),
+        ("POST", "/chunks/get".into(), Some(missing_body.clone())),
+        ("GET", "/containers".into(), None),
+        ("GET", "/containers/1".into(), None),
+        ("GET", "/stats".into(), None),
+    ];
+    let bad_headers: [(&str, Option<&str>); 4] = [
+        ("no header", None),
+        (
+            "bad token",
+            Some("Bearer 000000000000000000000000000000000000000000000000"),
+        ),
+        ("not bearer", Some(&format!("Basic {t}"))),
+        ("empty", Some("Bearer ")),
+    ];
+    for (method, path, body) in &endpoints {
+        for (what, h) in &bad_headers {
+            let hs: Vec<(&str, &str)> = h.map(|v| vec![("Authorization", v)]).unwrap_or_default();
+            let r = request(
+                method,
+                &s.repo_url("default", path),
+                None,
+                &hs,
+                body.as_deref(),
+            );
+            assert_eq!(r.status, 401, "{method} {path} {what}");
+            r.expect_error(401, "unauthorized");
+        }
+        // another repository's token
+        request(
+            method,
+            &s.repo_url("default", path),
+            Some(&t_other),
+            &[],
+            body.as_deref(),
+        )
+        .expect_error(403, "forbidden");
+        request(
+            method,
+            &s.repo_url("other", path),
+            Some(&t),
+            &[],
+            body.as_deref(),
+        )
+        .expect_error(403, "forbidden");
+        // unknown repository
+        request(
+            method,
+            &s.repo_url("nope", path),
+            Some(&t),
+            &[],
+            body.as_deref(),
+        )
+        .expect_error(404, "not_found");
+    }
+    // the right tokens work, and repositories do not see each other's chunks
+    let a = agent();
+    assert_eq!(upload(&a, &s, &t2, std::slice::from_ref(&chunk)).unwrap().status, 200);
+    let r = request(
+        "POST",
+        &s.repo_url("other", "/chunks/missing"),
+        Some(&t_other),
+        &[],
+        Some(&missing_body),
+    );
+    assert_eq!(r.json()["missing"], json!([chunk.hex()]));
+    request(
+        "GET",
+        &s.repo_url("other", &format!("/chunks/{}", chunk.hex())),
+        Some(&t_other),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+    let r = request(
+        "POST",
+        &s.repo_url("other", "/bundles"),
+        Some(&t_other),
+        &[],
+        Some(&bundle_body),
+    );
+    assert_eq!(r.json()["stored"], 1, "each repository stores its own copy");
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{}", chunk.hex())),
+        Some(&t),
+        &[],
+        None,
+    );
+    assert_eq!(r.body, chunk.raw);
+    // containers of one repository are invisible to the other
+    let cs = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    let id = cs["containers"][0]["id"].as_u64().unwrap();
+    request(
+        "GET",
+        &s.repo_url("other", &format!("/containers/{id}")),
+        Some(&t_other),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+    // health and openapi are public
+    assert_eq!(
+        request("GET", &s.url("/api/v1/health"), None, &[], None).json()["status"],
+        "ok"
+    );
+    let o = request("GET", &s.url("/api/v1/openapi.json"), None, &[], None).json();
+    assert_eq!(o["openapi"], "3.1.0");
+    assert!(o["paths"]["/api/v1/repos/{repo}/bundles"].is_object());
+}
+
+#[test]
+fn malformed_and_oversized() {
+    let dir = TempDir::new("malformed");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let url = s.repo_url("default", "/bundles");
+    let post = |body: &[u8]| request("POST", &url, Some(&t), &[], Some(body));
+    let c = TestChunk::new(rand_bytes(1, 1000), false);
+    let good = bundle(std::slice::from_ref(&c));
+
+    post(b"").expect_error(400, "bad_request");
+    post(b"not a bundle at all").expect_error(400, "bad_request");
+    let mut b = good.clone();
+    b[0] = b'X';
+    post(&b).expect_error(400, "bad_request");
+    post(&good[..good.len() - 1]).expect_error(400, "bad_request");
+    let mut b = good.clone();
+    b.push(0);
+    post(&b).expect_error(400, "bad_request");
+    let mut b = good.clone();
+    b[16 + 20] = 9; // codec
+    post(&b).expect_error(400, "bad_request");
+    let mut b = good.clone();
+    b[16 + 20] = 2; // delta: reserved
+    post(&b).expect_error(400, "unsupported_codec");
+    let mut b = good.clone();
+    b[8..12].copy_from_slice(&1_000_000u32.to_le_bytes()); // chunk count over the limit
+    post(&b).expect_error(413, "too_large");
+    // a chunk above 1 MiB raw
+    let big = TestChunk::new(rand_bytes(2, MAX_CHUNK_RAW as usize + 1), false);
+    post(&bundle(&[big])).expect_error(413, "too_large");
+    // exactly 1 MiB is fine
+    let max = TestChunk::new(rand_bytes(3, MAX_CHUNK_RAW as usize), false);
+    assert_eq!(post(&bundle(&[max])).status, 200);
+    // a bundle body above 16 MiB
+    let chunks: Vec<TestChunk> = (0..17)
+        .map(|i| TestChunk::new(rand_bytes(100 + i, 1 << 20), false))
+        .collect();
+    post(&bundle(&chunks)).expect_error(413, "too_large");
+    assert_eq!(post(&bundle(&chunks[..15])).status, 200);
+
+    // JSON endpoints
+    let m = s.repo_url("default", "/chunks/missing");
+    request("POST", &m, Some(&t), &[], Some(b"{")).expect_error(400, "bad_request");
+    request("POST", &m, Some(&t), &[], Some(b"{\"fingerprints\": 5}"))
+        .expect_error(400, "bad_request");
+    post_json(&m, &t, &json!({ "fingerprints": ["xyz"] })).expect_error(400, "bad_request");
+    post_json(&m, &t, &json!({ "fingerprints": vec!["00"; 200_001] }))
+        .expect_error(413, "too_large");
+    request(
+        "POST",
+        &m,
+        Some(&t),
+        &[("Content-Type", "application/octet-stream")],
+        Some(&[0u8; 21]),
+    )
+    .expect_error(400, "bad_request");
+    let v = s.repo_url("default", "/versions");
+    for bad in [
+        json!({}),
+        json!({ "source": "", "time": 0, "entries": [] }),
+        json!({ "source": "s", "time": 0, "entries": [{ "path": "../x", "kind": "file", "size": 0, "mtime": 0 }] }),
+        json!({ "source": "s", "time": 0, "entries": [{ "path": "/abs", "kind": "file", "size": 0, "mtime": 0 }] }),
+        json!({ "source": "s", "time": 0, "entries": [{ "path": "a", "kind": "pipe", "size": 0, "mtime": 0 }] }),
+        json!({ "source": "s", "time": 0, "entries": [{ "path": "a", "kind": "file", "size": -1, "mtime": 0 }] }),
+        json!({ "source": "s", "time": 0, "entries": [{ "path": "a", "kind": "dir", "size": 0, "mtime": 0, "recipe": [c.hex()] }] }),
+        json!({ "source": "s", "time": 0, "entries": [{ "path": "a", "kind": "file", "size": 0, "mtime": 0, "recipe": ["nothex"] }] }),
+        json!({ "source": "s", "time": 0, "entries": [
+            { "path": "a", "kind": "file", "size": 0, "mtime": 0 }, { "path": "a", "kind": "file", "size": 0, "mtime": 0 }] }),
+    ] {
+        post_json(&v, &t, &bad).expect_error(400, "bad_request");
+    }
+    request(
+        "GET",
+        &s.repo_url("default", "/versions/abc"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(400, "bad_request");
+    request(
+        "GET",
+        &s.repo_url("default", "/versions/-1"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(400, "bad_request");
+    request(
+        "GET",
+        &s.repo_url("default", "/versions/99"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+    request(
+        "GET",
+        &s.repo_url("default", "/chunks/zz"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(400, "bad_request");
+    request(
+        "GET",
+        &s.repo_url("default", "/containers/x"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(400, "bad_request");
+    request(
+        "GET",
+        &s.repo_url("default", "/containers/12345"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+    request(
+        "GET",
+        &s.repo_url("default", "/containers?chunks=maybe"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(400, "bad_request");
+    request("GET", &s.url("/api/v2/anything"), Some(&t), &[], None).expect_error(404, "not_found");
+    request(
+        "PUT",
+        &s.repo_url("default", "/bundles"),
+        Some(&t),
+        &[],
+        Some(b"x"),
+    )
+    .expect_error(405, "method_not_allowed");
+    // the server is still fine, and stored exactly what was acknowledged
+    assert_eq!(
+        request("GET", &s.url("/api/v1/health"), None, &[], None).status,
+        200
+    );
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("16 chunks"), "{out}");
+}
+
+#[test]
+fn concurrent_overlapping_uploads() {
+    let dir = TempDir::new("concurrent");
+    let s = Server::start(&dir.0);
+    let shared = sample_chunks(10, 60);
+    let mut handles = Vec::new();
+    let mut expected = std::collections::HashSet::new();
+    for c in &shared {
+        expected.insert(c.fp);
+    }
+    let mut per_client = Vec::new();
+    for k in 0..4u64 {
+        let own = sample_chunks(20 + k, 30);
+        for c in &own {
+            expected.insert(c.fp);
+        }
+        let mut mine: Vec<TestChunk> = shared.iter().cloned().chain(own).collect();
+        // each client sends the shared chunks in a different order and bundle split
+        mine.rotate_left((k * 17) as usize);
+        per_client.push(mine);
+    }
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+    for mine in per_client {
+        let base = s.base.clone();
+        let t = s.token.clone();
+        let barrier = barrier.clone();
+        handles.push(std::thread::spawn(move || {
+            let a = agent();
+            barrier.wait();
+            let mut stored = 0;
+            for part in mine.chunks(13) {
+                let r = try_request(
+                    &a,
+                    "POST",
+                    &format!("{base}/api/v1/repos/default/bundles"),
+                    Some(&t),
+                    &[],
+                    Some(&bundle(part)),
+                )
+                .unwrap();
+                assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                stored += r.json()["stored"].as_u64().unwrap();
+            }
+            stored
+        }));
+    }
+    let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(
+        total,
+        expected.len() as u64,
+        "each chunk stored exactly once"
+    );
+    let st = request(
+        "GET",
+        &s.repo_url("default", "/stats"),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(st["chunks"].as_u64(), Some(expected.len() as u64));
+    // concurrent version commits and reads
+    let hexes: Vec<String> = shared.iter().map(TestChunk::hex).collect();
+    let size: usize = shared.iter().map(|c| c.raw.len()).sum();
+    let mut hs = Vec::new();
+    for k in 0..4 {
+        let base = s.base.clone();
+        let t = s.token.clone();
+        let hexes = hexes.clone();
+        hs.push(std::thread::spawn(move || {
+            let m = json!({ "source": format!("client {k}"), "time": k, "entries": [
+                { "path": "f", "kind": "file", "size": size, "mtime": 0, "recipe": hexes } ] });
+            let r = try_request(
+                &agent(),
+                "POST",
+                &format!("{base}/api/v1/repos/default/versions"),
+                Some(&t),
+                &[],
+                Some(&serde_json::to_vec(&m).unwrap()),
+            )
+            .unwrap();
+            assert_eq!(r.status, 201);
+            r.json()["stats"]["new_chunks"].as_u64().unwrap()
+        }));
+    }
+    let new_total: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(
+        new_total, 60,
+        "the first committed version owns the new chunks"
+    );
+    let raws = get_chunks(&s, "default", &s.token, &hexes, false);
+    assert_eq!(raws.iter().map(Vec::len).sum::<usize>(), size);
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn containers_roll_over_at_4mib() {
+    let dir = TempDir::new("rollover");
+    let s = Server::start(&dir.0);
+    let a = agent();
+    // 10 MiB of incompressible 512 KiB chunks -> at least 3 containers
+    let chunks: Vec<TestChunk> = (0..20)
+        .map(|i| TestChunk::new(rand_bytes(500 + i, 512 << 10), false))
+        .collect();
+    for part in chunks.chunks(7) {
+        assert_eq!(upload(&a, &s, &s.token, part).unwrap().status, 200);
+    }
+    let cs = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .json();
+    let cs = cs["containers"].as_array().unwrap();
+    assert!(cs.len() >= 3, "{}", cs.len());
+    for c in cs {
+        let data = c["size"].as_u64().unwrap() - c["data_offset"].as_u64().unwrap();
+        assert!(data <= 4 << 20, "container data {data} over 4 MiB");
+    }
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn check_detects_corruption() {
+    let dir = TempDir::new("corrupt");
+    let s = Server::start(&dir.0);
+    let chunks = sample_chunks(30, 10);
+    assert_eq!(upload(&agent(), &s, &s.token, &chunks).unwrap().status, 200);
+    let cs = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .json();
+    let c = &cs["containers"][0];
+    let off = c["chunks"][3]["offset"].as_u64().unwrap();
+    drop(s);
+    assert_eq!(cli(&dir.0, &["check", "default"]).0, 0);
+    let path = dir
+        .0
+        .join("repos/1/containers")
+        .join(format!("{:010}.dct", c["id"].as_u64().unwrap()));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[off as usize + 1] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("ERROR"), "{out}");
+    assert_eq!(cli(&dir.0, &["check", "nope"]).0, 1);
+}

@@ -1,0 +1,352 @@
+//! Test harness: runs the real `ditto-server` binary over HTTP.
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use wasm_core::{
+    format::bundle::{decode_bundle, BundleWriter, Codec},
+    hash::{sha1, to_hex, Fingerprint},
+};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ditto-server");
+
+/// A temporary data directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "ditto-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub token: String,
+    pub line: String,
+}
+
+impl Server {
+    pub fn start(data_dir: &Path) -> Server {
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .env("PORT", "0")
+            .env("DATA_DIR", data_dir)
+            .env("WEB_DIR", data_dir.join("no-web"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ditto-server");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read the startup line");
+        let line = line.trim_end().to_string();
+        let rest = line
+            .strip_prefix("Ditto is running. Open ")
+            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"));
+        let (base, token) = rest.split_once("/#token=").expect("link with token");
+        // Keep draining stdout so the server never blocks on it.
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = out.read_to_end(&mut sink);
+        });
+        Server {
+            base: base.to_string(),
+            token: token.to_string(),
+            line: line.clone(),
+            child,
+        }
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn repo_url(&self, repo: &str, path: &str) -> String {
+        format!("{}/api/v1/repos/{repo}{path}", self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build()
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "status {} body is not JSON ({e}): {:?}",
+                self.status,
+                String::from_utf8_lossy(&self.body[..self.body.len().min(300)])
+            )
+        })
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts an error status with a JSON `{"error", "code"}` body; returns the JSON.
+    pub fn expect_error(&self, status: u16, code: &str) -> Value {
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        let j = self.json();
+        assert!(j["error"].is_string(), "no error message in {j}");
+        assert_eq!(j["code"], code, "{j}");
+        j
+    }
+}
+
+fn finish(r: Result<ureq::Response, ureq::Error>) -> Result<Resp, String> {
+    let resp = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(e.to_string()),
+    };
+    let status = resp.status();
+    let headers = resp
+        .headers_names()
+        .into_iter()
+        .map(|n| {
+            let v = resp.header(&n).unwrap_or("").to_string();
+            (n, v)
+        })
+        .collect();
+    let mut body = Vec::new();
+    resp.into_reader()
+        .read_to_end(&mut body)
+        .map_err(|e| e.to_string())?;
+    Ok(Resp {
+        status,
+        body,
+        headers,
+    })
+}
+
+/// One HTTP request; `Err` only for transport failures.
+pub fn try_request(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Resp, String> {
+    let mut req = agent.request(method, url);
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    finish(match body {
+        Some(b) => req.send_bytes(b),
+        None => req.call(),
+    })
+}
+
+pub fn request(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Resp {
+    try_request(&agent(), method, url, token, headers, body)
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+}
+
+pub fn post_json(url: &str, token: &str, v: &Value) -> Resp {
+    request(
+        "POST",
+        url,
+        Some(token),
+        &[("Content-Type", "application/json")],
+        Some(&serde_json::to_vec(v).unwrap()),
+    )
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn rand_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Compressible bytes (text-like), so zstd has work to do.
+pub fn text_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let words = [
+        "ditto ", "backup ", "chunk ", "browser ", "zstd ", "sha1 ", "\n",
+    ];
+    let r = rand_bytes(seed, len);
+    let mut out = Vec::with_capacity(len + 8);
+    let mut i = 0;
+    while out.len() < len {
+        out.extend_from_slice(words[r[i % len] as usize % words.len()].as_bytes());
+        i += 1;
+    }
+    out.truncate(len);
+    out
+}
+
+#[derive(Clone)]
+pub struct TestChunk {
+    pub fp: Fingerprint,
+    pub raw: Vec<u8>,
+    pub zstd: bool,
+}
+
+impl TestChunk {
+    pub fn new(raw: Vec<u8>, zstd: bool) -> TestChunk {
+        TestChunk {
+            fp: sha1(&raw),
+            raw,
+            zstd,
+        }
+    }
+
+    pub fn hex(&self) -> String {
+        to_hex(&self.fp)
+    }
+}
+
+pub fn bundle(chunks: &[TestChunk]) -> Vec<u8> {
+    let mut w = BundleWriter::new();
+    for c in chunks {
+        if c.zstd {
+            let z = zstd::bulk::compress(&c.raw, 3).unwrap();
+            w.push(&c.fp, Codec::Zstd, c.raw.len() as u32, &z);
+        } else {
+            w.push(&c.fp, Codec::Raw, c.raw.len() as u32, &c.raw);
+        }
+    }
+    w.finish()
+}
+
+pub fn upload(
+    agent: &ureq::Agent,
+    s: &Server,
+    token: &str,
+    chunks: &[TestChunk],
+) -> Result<Resp, String> {
+    try_request(
+        agent,
+        "POST",
+        &s.repo_url("default", "/bundles"),
+        Some(token),
+        &[("Content-Type", "application/x-ditto-bundle")],
+        Some(&bundle(chunks)),
+    )
+}
+
+/// Fetches chunks with `chunks/get` and returns their raw bytes (decoding zstd, checking SHA-1).
+pub fn get_chunks(
+    s: &Server,
+    repo: &str,
+    token: &str,
+    fps: &[String],
+    decode: bool,
+) -> Vec<Vec<u8>> {
+    let r = post_json(
+        &s.repo_url(repo, "/chunks/get"),
+        token,
+        &serde_json::json!({ "fingerprints": fps, "decode": decode }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("content-type"), Some("application/x-ditto-bundle"));
+    let entries = decode_bundle(&r.body).expect("well-formed bundle");
+    assert_eq!(entries.len(), fps.len());
+    entries
+        .iter()
+        .zip(fps)
+        .map(|(e, want)| {
+            assert_eq!(&to_hex(&e.fp), want, "request order");
+            let raw = match e.codec {
+                Codec::Raw => e.payload.to_vec(),
+                Codec::Zstd => {
+                    assert!(!decode, "decode=true must return raw chunks");
+                    zstd::bulk::decompress(e.payload, e.raw_len as usize).unwrap()
+                }
+                Codec::Delta => panic!("delta chunk"),
+            };
+            assert_eq!(raw.len(), e.raw_len as usize);
+            assert_eq!(sha1(&raw), e.fp);
+            raw
+        })
+        .collect()
+}
+
+/// Runs `ditto-server ARGS` against `data_dir`; returns (exit code, stdout).
+pub fn cli(data_dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("DATA_DIR", data_dir)
+        .output()
+        .expect("run ditto-server");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
