@@ -189,9 +189,9 @@ fn kill9_during_uploads() {
         for h in handles {
             let a = h.join().expect("uploader panicked");
             for c in a.chunks {
-                if !all.contains_key(&c.fp) {
+                if let std::collections::hash_map::Entry::Vacant(e) = all.entry(c.fp) {
                     fresh.push(c.fp);
-                    all.insert(c.fp, c);
+                    e.insert(c);
                 }
             }
             fresh_versions.extend(a.versions.iter().cloned());
