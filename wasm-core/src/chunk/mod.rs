@@ -19,6 +19,7 @@ pub mod fixed;
 mod gear_table;
 pub mod pipeline;
 pub mod stream;
+pub mod twostage;
 
 pub use stream::{ChunkStream, StreamChunk};
 
@@ -69,12 +70,13 @@ pub fn make_chunker(
     Ok(match kind {
         "fastcdc" => Box::new(fastcdc::FastCdc::new(min, avg, max, level)?),
         "fixed" => Box::new(fixed::Fixed::new(avg)?),
+        "twostage" => Box::new(twostage::TwoStage::new(min, avg, max, level)?),
         other => return Err(format!("unknown chunker {other:?}")),
     })
 }
 
 /// The chunker `"default"` resolves to, with its default sizes: kind, min, avg, max, level.
-pub const DEFAULT_CHUNKER: (&str, usize, usize, usize, u32) = ("fastcdc", 2048, 8192, 65536, 1);
+pub const DEFAULT_CHUNKER: (&str, usize, usize, usize, u32) = ("twostage", 2048, 7680, 65536, 2);
 
 /// [`make_chunker`] with omitted parameters filled in: `"default"` is
 /// [`DEFAULT_CHUNKER`]; for a named kind, missing sizes are 2048/8192/65536 and level 1.

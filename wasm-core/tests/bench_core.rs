@@ -1,0 +1,227 @@
+//! Native half of `npm run bench:core` (scripts/bench-core.sh). Ignored by `cargo test`;
+//! run with `cargo test --release -p wasm-core --test bench_core -- --ignored --nocapture`
+//! and the environment variables below. Prints one JSON object per line ("BENCH {...}").
+//!
+//! - DITTO_BENCH_DATASET: directory with one folder per version (typescript-10)
+//! - DITTO_BENCH_RANDOM_MB: size of the seeded random buffer (default 256)
+//! - DITTO_BENCH_REPS: timed repetitions, best taken (default 3)
+//! - DITTO_BENCH_CHUNKERS: comma list of kind:min:avg:max:level (default: the set below)
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use wasm_core::chunk::{make_chunker, pipeline::ChunkPipeline, test_bytes, CutPoint};
+use wasm_core::hash::{sha1, sha1_many_flat};
+
+fn files_in(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            files_in(&p, out);
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+}
+
+/// The versions of the dataset, oldest first (folder names sorted as versions).
+fn versions(root: &Path) -> Vec<Vec<Vec<u8>>> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    let key = |p: &PathBuf| -> Vec<u64> {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .split('.')
+            .map(|s| s.parse().unwrap_or(0))
+            .collect()
+    };
+    dirs.sort_by_key(key);
+    dirs.iter()
+        .map(|d| {
+            let mut fs = Vec::new();
+            files_in(d, &mut fs);
+            fs.iter().map(|f| std::fs::read(f).unwrap()).collect()
+        })
+        .collect()
+}
+
+fn best<F: FnMut()>(reps: usize, bytes: usize, mut f: F) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    bytes as f64 / best / 1e6
+}
+
+fn emit(kv: &[(&str, String)]) {
+    let body: Vec<String> = kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    println!("BENCH {{{}}}", body.join(","));
+}
+
+fn q(s: &str) -> String {
+    format!("\"{s}\"")
+}
+
+fn chunk_count(c: &dyn CutPoint, data: &[u8]) -> usize {
+    let (mut s, mut n) = (0, 0);
+    while s < data.len() {
+        s = c.cut(data, s);
+        n += 1;
+    }
+    n
+}
+
+#[test]
+#[ignore]
+fn bench_core_native() {
+    let reps: usize = std::env::var("DITTO_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let rand_mb: usize = std::env::var("DITTO_BENCH_RANDOM_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let specs = std::env::var("DITTO_BENCH_CHUNKERS")
+        .unwrap_or_else(|_| "fastcdc:2048:8192:65536:1,twostage:2048:8192:65536:1".to_string());
+    let ds = std::env::var("DITTO_BENCH_DATASET")
+        .ok()
+        .map(|d| versions(Path::new(&d)));
+    let random = test_bytes(0xD1770, rand_mb << 20);
+    // Every file of every version laid end to end: the "same bytes" for speed runs.
+    let ts_concat: Vec<u8> = ds.iter().flatten().flatten().flatten().copied().collect();
+
+    for spec in specs.split(',') {
+        let f: Vec<&str> = spec.split(':').collect();
+        let n = |i: usize| f[i].parse::<usize>().unwrap();
+        let c = make_chunker(f[0], n(1), n(2), n(3), n(4) as u32).unwrap();
+        for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
+            if data.is_empty() {
+                continue;
+            }
+            let mut chunks = 0;
+            let mbps = best(reps, data.len(), || chunks = chunk_count(&*c, data));
+            emit(&[
+                ("what", q("chunk")),
+                ("where", q("native")),
+                ("chunker", q(spec)),
+                ("data", q(name)),
+                ("mbps", format!("{mbps:.0}")),
+                ("chunks", chunks.to_string()),
+            ]);
+        }
+        if let Some(vs) = &ds {
+            // Dedup over the versions: each file chunked on its own, unique by SHA-1.
+            let (mut total, mut unique, mut nchunks) = (0u64, 0u64, 0u64);
+            let mut seen = HashSet::new();
+            for v in vs {
+                for file in v {
+                    let mut s = 0;
+                    while s < file.len() {
+                        let e = c.cut(file, s);
+                        total += (e - s) as u64;
+                        nchunks += 1;
+                        if seen.insert(sha1(&file[s..e])) {
+                            unique += (e - s) as u64;
+                        }
+                        s = e;
+                    }
+                }
+            }
+            emit(&[
+                ("what", q("dedup")),
+                ("chunker", q(spec)),
+                ("data", q("typescript-10")),
+                ("ratio", format!("{:.4}", total as f64 / unique as f64)),
+                (
+                    "mean_chunk",
+                    format!("{:.0}", total as f64 / nchunks as f64),
+                ),
+                ("chunks", nchunks.to_string()),
+            ]);
+        }
+    }
+
+    // The fastcdc crate itself, the baseline.
+    for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
+        if data.is_empty() {
+            continue;
+        }
+        let mut chunks = 0;
+        let mbps = best(reps, data.len(), || {
+            chunks = fastcdc::v2020::FastCDC::new(data, 2048, 8192, 65536).count()
+        });
+        emit(&[
+            ("what", q("chunk")),
+            ("where", q("native")),
+            ("chunker", q("fastcdc-crate:2048:8192:65536:1")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+            ("chunks", chunks.to_string()),
+        ]);
+    }
+
+    // SHA-1 natively: the sha1 crate (SHA-NI when the CPU has it) and our portable lanes,
+    // over the chunks of the default 8K FastCDC.
+    let fc = make_chunker("fastcdc", 2048, 8192, 65536, 1).unwrap();
+    for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
+        if data.is_empty() {
+            continue;
+        }
+        let mut ranges = Vec::new();
+        let mut s = 0;
+        while s < data.len() {
+            let e = fc.cut(data, s);
+            ranges.push((s, e - s));
+            s = e;
+        }
+        let mbps = best(reps, data.len(), || {
+            let mut x = 0u8;
+            for &(o, l) in &ranges {
+                x ^= sha1(&data[o..o + l])[0];
+            }
+            std::hint::black_box(x);
+        });
+        emit(&[
+            ("what", q("sha1")),
+            ("where", q("native")),
+            ("impl", q("sha1-crate")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+        ]);
+        let mut out = vec![0u8; ranges.len() * 20];
+        let mbps = best(reps, data.len(), || sha1_many_flat(data, &ranges, &mut out));
+        emit(&[
+            ("what", q("sha1")),
+            ("where", q("native")),
+            ("impl", q("multi-buffer-portable")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+        ]);
+        let mbps = best(reps, data.len(), || {
+            let mut p = ChunkPipeline::new(make_chunker("fastcdc", 2048, 8192, 65536, 1).unwrap());
+            for b in data.chunks(1 << 20) {
+                p.push(b);
+            }
+            p.finish();
+        });
+        emit(&[
+            ("what", q("pipeline")),
+            ("where", q("native")),
+            ("chunker", q("fastcdc:2048:8192:65536:1")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+        ]);
+    }
+}
