@@ -157,6 +157,20 @@ impl Skip {
     }
 }
 
+/// One DFA transition without a bounds check.
+///
+/// Sound because of two construction invariants, checked once per scan by
+/// `Automaton::check_state` for the incoming state: every table entry is a premultiplied
+/// state id (`index * stride` with `index < states`), and every class is `< stride`; so
+/// `s + class < states * stride == table.len()` for every state reached from a valid one.
+#[inline(always)]
+fn step(table: &[u32], s: StateId, class: u8) -> StateId {
+    let i = (s + class as u32) as usize;
+    debug_assert!(i < table.len());
+    // SAFETY: see above; `i < table.len()`.
+    unsafe { *table.get_unchecked(i) }
+}
+
 struct TrieNode {
     children: Vec<(u8, u32)>,
     depth: u32,
@@ -413,6 +427,15 @@ impl Automaton {
         (self.depth.len(), self.table.len() * 4)
     }
 
+    /// Panics unless `s` is a state of this automaton; [`step`] relies on it.
+    #[inline]
+    fn check_state(&self, s: StateId) {
+        assert!(
+            s % self.stride == 0 && (s as usize) < self.table.len(),
+            "not a state of this automaton"
+        );
+    }
+
     /// The state after reading `byte` in state `s`.
     #[inline(always)]
     pub fn next(&self, s: StateId, byte: u8) -> StateId {
@@ -451,9 +474,10 @@ impl Automaton {
         let table = &self.table[..];
         let classes = &self.classes;
         let limit = self.match_limit;
+        self.check_state(s);
         if let Skip::None = self.skip {
             for (i, &b) in hay.iter().enumerate() {
-                s = table[(s + classes[b as usize] as u32) as usize];
+                s = step(table, s, classes[b as usize]);
                 if s < limit {
                     self.report_state(s, i + 1, &mut report);
                 }
@@ -476,7 +500,7 @@ impl Automaton {
             if s == start {
                 if jumps >= 32 && skipped < jumps * MIN_AVG_SKIP {
                     for (k, &b) in hay[i..].iter().enumerate() {
-                        s = table[(s + classes[b as usize] as u32) as usize];
+                        s = step(table, s, classes[b as usize]);
                         if s < limit {
                             self.report_state(s, i + k + 1, &mut report);
                         }
@@ -497,7 +521,7 @@ impl Automaton {
                 if i == hay.len() {
                     return s;
                 }
-                s = table[(s + classes[hay[i] as usize] as u32) as usize];
+                s = step(table, s, classes[hay[i] as usize]);
                 i += 1;
                 if s < shallow {
                     if s < limit {
