@@ -57,3 +57,19 @@ fn twostage_pinned_vectors_in_wasm() {
         [10114, 21052, 29348, 37480, 45260, 54983, 64095, 72070, 85213, 94386, 102720, 109466]
     );
 }
+
+#[wasm_bindgen_test]
+fn sscdc_segments_equal_sequential_in_wasm() {
+    use wasm_core::chunk::sscdc::chunk_segmented;
+    let mut data = test_text(12, 200_000);
+    data[60_000..100_000].copy_from_slice(&test_bytes(13, 40_000));
+    for c in [
+        TwoStage::default_config(),
+        TwoStage::new(64, 512, 2048, 1).unwrap(),
+    ] {
+        let want = chunk_all(&c, &data);
+        for seg in [1usize, 33, 4096, 50_000, 300_000] {
+            assert_eq!(chunk_segmented(&c, &data, seg), want, "segment {seg}");
+        }
+    }
+}

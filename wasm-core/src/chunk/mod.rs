@@ -18,6 +18,7 @@ pub mod fastcdc;
 pub mod fixed;
 mod gear_table;
 pub mod pipeline;
+pub mod sscdc;
 pub mod stream;
 pub mod twostage;
 

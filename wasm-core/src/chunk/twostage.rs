@@ -189,6 +189,11 @@ impl TwoStage {
         Self::new(2048, 7680, 65536, 2).expect("valid parameters")
     }
 
+    /// `(min, avg, max)`.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.min, self.avg, self.max)
+    }
+
     /// Stage-2 thresholds (before, after the average size).
     pub fn thresholds(&self) -> (u64, u64) {
         (self.strict, self.loose)
