@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { planRestore, PlanError, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
+
+const fp = (n: number) => n.toString(16).padStart(40, '0');
+
+/** Chunks 0..count-1, `perContainer` per container, each raw 1000 / stored 500 bytes. */
+function layout(count: number, perContainer: number, raw = 1000, stored = 500) {
+  const m = new Map<string, ChunkLoc>();
+  for (let i = 0; i < count; i++)
+    m.set(fp(i), {
+      container: Math.floor(i / perContainer) + 1,
+      offset: 4096 + (i % perContainer) * stored,
+      storedLen: stored,
+      rawLen: raw,
+    });
+  return m;
+}
+
+const opts = (o: Partial<PlanOptions>): PlanOptions => ({
+  windowBytes: 10_000,
+  requestBytes: 2_000,
+  cacheBytes: 5_000,
+  maxFpsPerRequest: 1000,
+  ...o,
+});
+
+/** Replays a plan the way the executor does; returns the fetch count per fingerprint. */
+function replay(plan: RestorePlan, locs: Map<string, ChunkLoc>, o: PlanOptions) {
+  const fetched = new Map<string, number>();
+  let cache = new Set<string>();
+  let peak = 0;
+  let at = 0;
+  for (const w of plan.windows) {
+    expect(w.refStart).toBe(at);
+    const have = new Set(cache);
+    let windowRaw = 0;
+    for (const r of w.requests) {
+      expect(r.storedBytes <= o.requestBytes || r.fps.length === 1).toBe(true);
+      expect(r.fps.length).toBeLessThanOrEqual(o.maxFpsPerRequest);
+      for (const f of r.fps) {
+        expect(have.has(f), `fetched twice in one window: ${f}`).toBe(false);
+        have.add(f);
+        fetched.set(f, (fetched.get(f) ?? 0) + 1);
+        windowRaw += locs.get(f)!.rawLen;
+      }
+      // Requests read containers in order.
+      const cs = r.fps.map((f) => locs.get(f)!.container);
+      expect([...cs].sort((a, b) => a - b)).toEqual(cs);
+    }
+    expect(windowRaw).toBeLessThanOrEqual(Math.max(o.windowBytes, 1 << 20));
+    for (let i = w.refStart; i < w.refEnd; i++) expect(have.has(plan.refs[i]), `ref ${i}`).toBe(true);
+    const cacheRaw = w.keep.reduce((s, f) => s + locs.get(f)!.rawLen, 0);
+    expect(cacheRaw).toBeLessThanOrEqual(o.cacheBytes);
+    for (const f of w.keep) expect(have.has(f)).toBe(true);
+    peak = Math.max(peak, windowRaw + cacheRaw);
+    cache = new Set(w.keep);
+    at = w.refEnd;
+  }
+  expect(at).toBe(plan.refs.length);
+  return { fetched, peak };
+}
+
+describe('planRestore', () => {
+  it('covers every reference in order and fetches each distinct chunk once when it fits', () => {
+    const locs = layout(40, 10);
+    const files = [
+      { name: 'a', size: 10_000, recipe: Array.from({ length: 10 }, (_, i) => fp(i)) },
+      { name: 'empty', size: 0, recipe: [] },
+      { name: 'b', size: 20_000, recipe: Array.from({ length: 20 }, (_, i) => fp(10 + i)) },
+    ];
+    const o = opts({ windowBytes: 100_000 });
+    const plan = planRestore(files, (f) => locs.get(f), o);
+    expect(plan.refs.length).toBe(30);
+    expect(plan.files.map((f) => [f.refStart, f.refEnd])).toEqual([
+      [0, 10],
+      [10, 10],
+      [10, 30],
+    ]);
+    const { fetched } = replay(plan, locs, o);
+    expect([...fetched.values()].every((c) => c === 1)).toBe(true);
+    expect(fetched.size).toBe(30);
+    expect(plan.stats.containersMin).toBe(3);
+    // 2000-byte requests = 4 chunks each: 30 chunks -> 8 requests.
+    expect(plan.stats.requests).toBe(8);
+    expect(plan.stats.fetchedStoredBytes).toBe(15_000);
+  });
+
+  it('dedupes repeats within a window and across windows through the cache', () => {
+    const locs = layout(6, 3);
+    // A small hot set repeated many times, far beyond one window.
+    const recipe = Array.from({ length: 200 }, (_, i) => fp(i % 3));
+    const o = opts({ windowBytes: 2_000, cacheBytes: 3_000 });
+    const plan = planRestore([{ name: 'rep', size: 200_000, recipe }], (f) => locs.get(f), o);
+    const { fetched } = replay(plan, locs, o);
+    expect([...fetched.values()]).toEqual([1, 1, 1]);
+  });
+
+  it('refetches when the cache is too small, but never holds more than the budgets', () => {
+    const locs = layout(100, 25);
+    const recipe = [...Array.from({ length: 100 }, (_, i) => fp(i)), ...Array.from({ length: 100 }, (_, i) => fp(i))];
+    const o = opts({ windowBytes: 10_000, cacheBytes: 4_000 });
+    const plan = planRestore([{ name: 'twice', size: 200_000, recipe }], (f) => locs.get(f), o);
+    const { fetched, peak } = replay(plan, locs, o);
+    expect(peak).toBeLessThanOrEqual(14_000);
+    const total = [...fetched.values()].reduce((a, b) => a + b, 0);
+    expect(total).toBeGreaterThan(100);
+    expect(total).toBeLessThan(200); // the cache saved some refetches
+    expect(plan.stats.fetchedChunks).toBe(total);
+  });
+
+  it('sorts a window by container so each request reads few containers', () => {
+    const locs = layout(40, 10);
+    // Interleave containers 1..4 in the recipe.
+    const recipe = Array.from({ length: 40 }, (_, i) => fp((i % 4) * 10 + Math.floor(i / 4)));
+    const o = opts({ windowBytes: 1 << 20, requestBytes: 5_000 });
+    const plan = planRestore([{ name: 'x', size: 40_000, recipe }], (f) => locs.get(f), o);
+    replay(plan, locs, o);
+    expect(plan.stats.requests).toBe(4);
+    expect(plan.stats.containersRead).toBe(4);
+    expect(plan.stats.containersMin).toBe(4);
+  });
+
+  it('splits by fingerprint count and names the file of an unknown chunk', () => {
+    const locs = layout(50, 50, 10, 10);
+    const o = opts({ maxFpsPerRequest: 7, requestBytes: 1 << 20 });
+    const plan = planRestore([{ name: 'x', size: 500, recipe: [...locs.keys()] }], (f) => locs.get(f), o);
+    replay(plan, locs, o);
+    expect(plan.stats.requests).toBe(8);
+    expect(() => planRestore([{ name: 'lib/bad.js', size: 1, recipe: [fp(999)] }], (f) => locs.get(f), o)).toThrow(
+      PlanError,
+    );
+    expect(() => planRestore([{ name: 'lib/bad.js', size: 1, recipe: [fp(999)] }], (f) => locs.get(f), o)).toThrow(
+      /lib\/bad\.js/,
+    );
+  });
+});
