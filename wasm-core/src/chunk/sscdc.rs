@@ -253,6 +253,7 @@ mod tests {
                     "{cfg:?} segment {seg}"
                 );
             }
+            #[cfg(not(target_arch = "wasm32"))]
             assert_eq!(chunk_parallel(cfg, &data, 10_007, 3), want);
         }
     }
