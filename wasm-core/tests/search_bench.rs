@@ -299,9 +299,9 @@ mod real {
             let (db, _) = phys.finish();
             let t1 = clock::ms();
             let mut hits = Vec::new();
-            let mut lp = LogicalPhase::new(&dict, &db, Mode::AllMatches);
+            let mut lp = LogicalPhase::new(&dict, Mode::AllMatches);
             for (id, r) in &recipes {
-                lp.search_file(*id, r, &mut tiny, &mut hits);
+                lp.search_file(&db, *id, r, &mut tiny, &mut hits);
             }
             let t2 = clock::ms();
             let st = db.stats();

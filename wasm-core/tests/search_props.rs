@@ -412,7 +412,7 @@ fn tiny_partials_complete_matches() {
     );
     // "Pxxxxxxx" and "xxxxxxxD" hold only one-byte partials: tiny records, not chunk-results.
     assert_eq!(tiny.len(), 2);
-    assert!(db.chunk_results.get(&fps[1]).is_none());
+    assert!(!db.chunk_results.contains_key(&fps[1]));
     assert_eq!(
         tiny.get(&fps[1], 0),
         Some(TinyEntry {
@@ -447,7 +447,7 @@ fn long_location_list() {
     assert_eq!(l.entries[1].long_count, Some(299));
     assert_eq!(l.entries[0].offsets.len(), 300);
     let mut t = Totals::default();
-    check(&corpus, &dict.keywords().to_vec(), 16, "long list", &mut t);
+    check(&corpus, dict.keywords(), 16, "long list", &mut t);
     assert_eq!(t.matches, 2 * 599 + 3 + 3);
 }
 

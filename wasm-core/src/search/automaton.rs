@@ -129,13 +129,10 @@ impl Pairs {
             let key = a as usize | (b as usize) << 8;
             bits[key >> 6] >> (key & 63) & 1 != 0
         };
-        let mut p = 0;
-        let mut w = hay.windows(2);
-        for pair in w.by_ref() {
+        for (p, pair) in hay.windows(2).enumerate() {
             if test(pair[0], pair[1]) {
                 return Some(p);
             }
-            p += 1;
         }
         match hay.last() {
             Some(&b) if self.first[b as usize] => Some(hay.len() - 1),
@@ -431,7 +428,7 @@ impl Automaton {
     #[inline]
     fn check_state(&self, s: StateId) {
         assert!(
-            s % self.stride == 0 && (s as usize) < self.table.len(),
+            s.is_multiple_of(self.stride) && (s as usize) < self.table.len(),
             "not a state of this automaton"
         );
     }

@@ -79,9 +79,8 @@ pub struct LogicalStats {
 }
 
 /// Walks file recipes against the records of a finished physical phase.
-pub struct LogicalPhase<'a> {
-    dict: &'a Dictionary,
-    db: &'a ResultDb,
+pub struct LogicalPhase {
+    dict: Dictionary,
     mode: Mode,
     tables: Vec<PartialMatchTable>,
     active: Vec<Active>,
@@ -90,27 +89,29 @@ pub struct LogicalPhase<'a> {
     pub stats: LogicalStats,
 }
 
-impl<'a> LogicalPhase<'a> {
-    pub fn new(dict: &'a Dictionary, db: &'a ResultDb, mode: Mode) -> Self {
+impl LogicalPhase {
+    pub fn new(dict: &Dictionary, mode: Mode) -> Self {
         LogicalPhase {
-            dict,
-            db,
+            dict: dict.clone(),
             mode,
             tables: dict
+                .inner
                 .keywords
                 .iter()
                 .map(|k| PartialMatchTable::new(k))
                 .collect(),
             active: Vec::new(),
             next: Vec::new(),
-            done: vec![false; dict.keywords.len()],
+            done: vec![false; dict.inner.keywords.len()],
             stats: LogicalStats::default(),
         }
     }
 
-    /// Appends the matches of one file to `out`. `recipe` lists the file's chunks in order.
+    /// Appends the matches of one file to `out`. `recipe` lists the file's chunks in order;
+    /// `db` and `tiny` hold the records of the finished physical phase.
     pub fn search_file(
         &mut self,
+        db: &ResultDb,
         file: u64,
         recipe: &[ChunkRef],
         tiny: &mut dyn TinyStore,
@@ -118,13 +119,12 @@ impl<'a> LogicalPhase<'a> {
     ) {
         self.stats.files += 1;
         let files_only = self.mode == Mode::FilesOnly;
-        let mut remaining = self.dict.keywords.len();
+        let mut remaining = self.dict.inner.keywords.len();
         self.done.iter_mut().for_each(|d| *d = false);
         self.active.clear();
         let out_start = out.len();
         let mut pos: u64 = 0;
         let mut prev: Option<(&ChunkRef, Option<&ChunkResult>)> = None;
-        let db = self.db;
 
         for c in recipe {
             if c.len == 0 {

@@ -39,9 +39,9 @@
 //!
 //! // Logical phase: each file's recipe (fingerprint + length of each chunk, in order).
 //! let recipe: Vec<ChunkRef> = chunks.iter().map(|c| ChunkRef::new(sha1(c), c.len() as u64)).collect();
-//! let mut logical = LogicalPhase::new(&dict, &db, Mode::AllMatches);
+//! let mut logical = LogicalPhase::new(&dict, Mode::AllMatches);
 //! let mut hits = Vec::new();
-//! logical.search_file(7, &recipe, &mut tiny, &mut hits);
+//! logical.search_file(&db, 7, &recipe, &mut tiny, &mut hits);
 //! hits.sort();
 //! assert_eq!(hits, vec![
 //!     Match { file: 7, keyword: 0, offset: 2 },  // DED|UP across the chunk border
@@ -79,6 +79,8 @@ pub use records::{
     ResultDb, TinyEntry, TinyRecord, TinyStore,
 };
 pub use table::PartialMatchTable;
+
+use std::sync::Arc;
 
 use crate::hash::Fingerprint;
 
@@ -154,9 +156,15 @@ impl ChunkRef {
     }
 }
 
-/// The keywords of one search and the two automata built from them.
+/// The keywords of one search and the two automata built from them. Cloning is cheap
+/// (shared), so every phase object keeps its own handle and none borrows.
 #[derive(Clone, Debug)]
 pub struct Dictionary {
+    inner: Arc<DictInner>,
+}
+
+#[derive(Debug)]
+struct DictInner {
     keywords: Vec<Vec<u8>>,
     max_len: usize,
     forward: Automaton,
@@ -169,6 +177,9 @@ impl Dictionary {
     /// two chunks except around a file's short last chunk; see [`logical`]). Duplicates are
     /// allowed and reported under each id.
     pub fn new(keywords: Vec<Vec<u8>>, max_keyword_len: usize) -> Result<Self, SearchError> {
+        if keywords.is_empty() {
+            return Err(SearchError::NoKeywords);
+        }
         let max = max_keyword_len.min(u16::MAX as usize);
         for (index, k) in keywords.iter().enumerate() {
             if k.is_empty() {
@@ -189,20 +200,22 @@ impl Dictionary {
             .collect();
         let reverse = Automaton::new(&reversed)?;
         Ok(Dictionary {
-            max_len: forward.max_keyword_len(),
-            keywords,
-            forward,
-            reverse,
+            inner: Arc::new(DictInner {
+                max_len: forward.max_keyword_len(),
+                keywords,
+                forward,
+                reverse,
+            }),
         })
     }
 
     pub fn keywords(&self) -> &[Vec<u8>] {
-        &self.keywords
+        &self.inner.keywords
     }
 
     /// The forward automaton (exact matches, prefixes at chunk ends).
     pub fn automaton(&self) -> &Automaton {
-        &self.forward
+        &self.inner.forward
     }
 }
 
@@ -222,11 +235,9 @@ pub fn search<'c>(
     }
     let (db, _) = phys.finish();
     let mut out = Vec::new();
-    {
-        let mut logical = LogicalPhase::new(dict, &db, mode);
-        for (file, recipe) in files {
-            logical.search_file(*file, recipe, &mut tiny, &mut out);
-        }
+    let mut logical = LogicalPhase::new(dict, mode);
+    for (file, recipe) in files {
+        logical.search_file(&db, *file, recipe, &mut tiny, &mut out);
     }
     out.sort_unstable();
     (out, db, tiny)

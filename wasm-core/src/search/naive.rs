@@ -14,8 +14,8 @@
 use super::{Dictionary, Match, Mode};
 
 /// Scans whole files chunk by chunk.
-pub struct NaiveSearch<'d> {
-    dict: &'d Dictionary,
+pub struct NaiveSearch {
+    dict: Dictionary,
     mode: Mode,
     done: Vec<bool>,
     carry: Vec<u8>,
@@ -24,12 +24,12 @@ pub struct NaiveSearch<'d> {
     pub bytes: u64,
 }
 
-impl<'d> NaiveSearch<'d> {
-    pub fn new(dict: &'d Dictionary, mode: Mode) -> Self {
+impl NaiveSearch {
+    pub fn new(dict: &Dictionary, mode: Mode) -> Self {
         NaiveSearch {
-            dict,
+            dict: dict.clone(),
             mode,
-            done: vec![false; dict.keywords.len()],
+            done: vec![false; dict.inner.keywords.len()],
             carry: Vec::new(),
             window: Vec::new(),
             bytes: 0,
@@ -45,8 +45,8 @@ impl<'d> NaiveSearch<'d> {
         chunks: impl IntoIterator<Item = &'c [u8]>,
         out: &mut Vec<Match>,
     ) {
-        let ac = &self.dict.forward;
-        let keep = self.dict.max_len - 1;
+        let ac = &self.dict.inner.forward;
+        let keep = self.dict.inner.max_len - 1;
         let files_only = self.mode == Mode::FilesOnly;
         self.done.iter_mut().for_each(|d| *d = false);
         let mut remaining = self.done.len();

@@ -32,8 +32,8 @@ use super::Dictionary;
 use crate::hash::Fingerprint;
 
 /// Scans chunks against one [`Dictionary`]; owns reusable scratch buffers.
-pub struct PhysicalScanner<'d> {
-    dict: &'d Dictionary,
+pub struct PhysicalScanner {
+    dict: Dictionary,
     exact: Vec<(u32, u32)>,
     pre: Vec<(u32, u32)>,
     suf: Vec<(u32, u32)>,
@@ -49,10 +49,10 @@ pub struct PhysicalStats {
     pub tiny_records: u64,
 }
 
-impl<'d> PhysicalScanner<'d> {
-    pub fn new(dict: &'d Dictionary) -> Self {
+impl PhysicalScanner {
+    pub fn new(dict: &Dictionary) -> Self {
         PhysicalScanner {
-            dict,
+            dict: dict.clone(),
             exact: Vec::new(),
             pre: Vec::new(),
             suf: Vec::new(),
@@ -62,7 +62,7 @@ impl<'d> PhysicalScanner<'d> {
 
     /// Scans one chunk and returns its records (all `None` when nothing was found).
     pub fn scan_chunk(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
-        let d = self.dict;
+        let d = &*self.dict.inner;
         let fwd = &d.forward;
         self.exact.clear();
         self.pre.clear();
@@ -141,7 +141,7 @@ impl<'d> PhysicalScanner<'d> {
             if infix {
                 ii += 1;
             }
-            let n = self.dict.keywords[kw as usize].len();
+            let n = self.dict.inner.keywords[kw as usize].len();
             if n >= 3 && count == 0 && prefix <= 1 && suffix <= 1 && !infix {
                 tiny.push(TinyEntry {
                     keyword: kw,
@@ -167,8 +167,8 @@ impl<'d> PhysicalScanner<'d> {
             }
         }
         ChunkScan {
-            chunk: (!entries.is_empty()).then(|| ChunkResult { fp: *fp, entries }),
-            locations: (!locations.is_empty()).then(|| LocationList {
+            chunk: (!entries.is_empty()).then_some(ChunkResult { fp: *fp, entries }),
+            locations: (!locations.is_empty()).then_some(LocationList {
                 fp: *fp,
                 entries: locations,
             }),
@@ -176,7 +176,7 @@ impl<'d> PhysicalScanner<'d> {
                 fp: *fp,
                 entries: std::mem::take(&mut self.inf),
             }),
-            tiny: (!tiny.is_empty()).then(|| TinyRecord {
+            tiny: (!tiny.is_empty()).then_some(TinyRecord {
                 fp: *fp,
                 entries: tiny,
             }),
@@ -185,14 +185,14 @@ impl<'d> PhysicalScanner<'d> {
 }
 
 /// Convenience driver: scans chunks into a [`ResultDb`] and a [`TinyStore`].
-pub struct PhysicalPhase<'d> {
-    scanner: PhysicalScanner<'d>,
+pub struct PhysicalPhase {
+    scanner: PhysicalScanner,
     pub db: ResultDb,
     pub stats: PhysicalStats,
 }
 
-impl<'d> PhysicalPhase<'d> {
-    pub fn new(dict: &'d Dictionary) -> Self {
+impl PhysicalPhase {
+    pub fn new(dict: &Dictionary) -> Self {
         PhysicalPhase {
             scanner: PhysicalScanner::new(dict),
             db: ResultDb::new(),
