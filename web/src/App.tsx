@@ -4,6 +4,7 @@ import { takeTokenFromUrl } from './api/token';
 import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
 import { FileHashes } from './components/FileHashes';
+import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
 import { compileCore } from './wasm/loader';
 import { CorePool } from './worker/pool';
@@ -13,7 +14,7 @@ type Engine =
   | { state: 'ready'; pool: CorePool; jobs: JobStore; index: ClientIndex | null; indexError?: string }
   | { state: 'failed'; message: string };
 
-type Tab = 'backup' | 'fingerprints';
+type Tab = 'backup' | 'fingerprints' | 'versions';
 
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
@@ -50,6 +51,14 @@ export function App() {
           </button>
           <button
             type="button"
+            data-testid="tab-versions"
+            className={tab === 'versions' ? 'active' : ''}
+            onClick={() => setTab('versions')}
+          >
+            Versions
+          </button>
+          <button
+            type="button"
             data-testid="tab-fingerprints"
             className={tab === 'fingerprints' ? 'active' : ''}
             onClick={() => setTab('fingerprints')}
@@ -79,6 +88,7 @@ export function App() {
             <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />
           )}
           {tab === 'fingerprints' && <FileHashes pool={engine.pool} />}
+          {tab === 'versions' && api && <VersionsPanel api={api} />}
         </>
       )}
     </main>
