@@ -1,0 +1,176 @@
+import { useEffect, useMemo, useState } from 'react';
+import type { Api, Manifest, VersionInfo } from '../api/client';
+import { selectItems } from '../restore/restore';
+import { sanitizeEntryName } from '../restore/sanitize';
+import { bytes } from './format';
+import type { RestoreRequest } from './VersionsRestore';
+
+interface Node {
+  name: string;
+  path: string;
+  kind: 'file' | 'dir' | 'symlink';
+  size: number;
+  files: number;
+  children: Map<string, Node>;
+}
+
+/** The folder tree of a manifest; parents missing from the manifest are made up. */
+export function buildTree(manifest: Manifest): Node {
+  const root: Node = { name: '', path: '', kind: 'dir', size: 0, files: 0, children: new Map() };
+  for (const e of manifest.entries) {
+    const segs = e.path.split('/');
+    let node = root;
+    const chain: Node[] = [root];
+    segs.forEach((seg, i) => {
+      const path = segs.slice(0, i + 1).join('/');
+      let child = node.children.get(seg);
+      if (!child) {
+        child = { name: seg, path, kind: 'dir', size: 0, files: 0, children: new Map() };
+        node.children.set(seg, child);
+      }
+      if (i === segs.length - 1) child.kind = e.kind;
+      node = child;
+      chain.push(child);
+    });
+    if (e.kind === 'file') for (const n of chain) ((n.size += e.size), n.files++);
+  }
+  return root;
+}
+
+function sorted(n: Node): Node[] {
+  return [...n.children.values()].sort((a, b) =>
+    a.kind === 'dir' && b.kind !== 'dir' ? -1 : b.kind === 'dir' && a.kind !== 'dir' ? 1 : a.name.localeCompare(b.name),
+  );
+}
+
+function baseName(path: string) {
+  return sanitizeEntryName(path.split('/').pop() ?? '') ?? 'file';
+}
+
+interface Props {
+  api: Api;
+  version: VersionInfo;
+  busy: boolean;
+  onRestore: (r: RestoreRequest) => void;
+  onClose: () => void;
+}
+
+export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Props) {
+  const [manifest, setManifest] = useState<Manifest | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [open, setOpen] = useState<Set<string>>(new Set(['']));
+
+  useEffect(() => {
+    setManifest(null);
+    api.version(version.id).then(
+      (v) => setManifest(v.manifest),
+      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+    );
+  }, [api, version.id]);
+
+  const tree = useMemo(() => (manifest ? buildTree(manifest) : null), [manifest]);
+  const stamp = new Date(version.time).toISOString().slice(0, 19).replace(/[:T]/g, '-');
+  const zipName = (folder: string) =>
+    `${sanitizeEntryName(version.source)?.replace(/\//g, '_') ?? 'ditto'}-v${version.id}-${stamp}${folder ? '-' + baseName(folder) : ''}.zip`;
+
+  const restoreFolder = (folder: string) => {
+    if (!manifest) return;
+    const { items } = selectItems(manifest, folder);
+    onRestore({
+      label: `${folder || 'Version ' + version.id} as zip`,
+      filename: zipName(folder),
+      items,
+      expectedBytes: items.reduce((n, i) => n + (i.kind === 'file' ? i.size : 0), 0),
+      format: 'zip',
+    });
+  };
+  const restoreFile = (path: string) => {
+    if (!manifest) return;
+    const e = manifest.entries.find((x) => x.path === path && x.kind === 'file');
+    if (!e) return;
+    onRestore({
+      label: path,
+      filename: baseName(path),
+      items: [{ name: baseName(path), path, kind: 'file', size: e.size, mtime: e.mtime, recipe: e.recipe }],
+      expectedBytes: e.size,
+      format: 'file',
+    });
+  };
+
+  const render = (n: Node, depth: number): React.ReactNode =>
+    sorted(n).map((c) => (
+      <li key={c.path} data-testid="tree-node" data-path={c.path} data-kind={c.kind}>
+        <span className="tree-row" style={{ paddingLeft: `${depth}rem` }}>
+          {c.kind === 'dir' ? (
+            <button
+              type="button"
+              className="link"
+              data-testid="tree-toggle"
+              onClick={() =>
+                setOpen((o) => {
+                  const s = new Set(o);
+                  if (s.has(c.path)) s.delete(c.path);
+                  else s.add(c.path);
+                  return s;
+                })
+              }
+            >
+              {open.has(c.path) ? '▾' : '▸'} {c.name}/
+            </button>
+          ) : (
+            <span>{c.kind === 'symlink' ? `${c.name} → (link)` : c.name}</span>
+          )}
+          <span className="num" data-testid="tree-size" data-bytes={c.size}>
+            {c.kind === 'dir' ? `${c.files} files, ${bytes(c.size)}` : c.kind === 'file' ? bytes(c.size) : ''}
+          </span>
+          {c.kind === 'dir' && (
+            <button
+              type="button"
+              data-testid="download-folder"
+              data-path={c.path}
+              disabled={busy}
+              onClick={() => restoreFolder(c.path)}
+            >
+              Zip
+            </button>
+          )}
+          {c.kind === 'file' && (
+            <button
+              type="button"
+              data-testid="download-file"
+              data-path={c.path}
+              disabled={busy}
+              onClick={() => restoreFile(c.path)}
+            >
+              Download
+            </button>
+          )}
+        </span>
+        {c.kind === 'dir' && open.has(c.path) && <ul className="tree">{render(c, depth + 1)}</ul>}
+      </li>
+    ));
+
+  return (
+    <section className="browser" data-testid="version-browser" data-version={version.id}>
+      <h3>
+        {version.source} · version {version.id} · {new Date(version.time).toLocaleString()}{' '}
+        <button type="button" onClick={onClose}>
+          Close
+        </button>
+      </h3>
+      {error && <p className="error">{error}</p>}
+      {!manifest && !error && <p>Loading the version…</p>}
+      {tree && (
+        <>
+          <p>
+            {tree.files} files, {bytes(tree.size)}{' '}
+            <button type="button" data-testid="download-version" disabled={busy} onClick={() => restoreFolder('')}>
+              Download as zip
+            </button>
+          </p>
+          <ul className="tree">{render(tree, 0)}</ul>
+        </>
+      )}
+    </section>
+  );
+}

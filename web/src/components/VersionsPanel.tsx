@@ -1,0 +1,142 @@
+import { useCallback, useEffect, useState } from 'react';
+import '../restore/restore.css';
+import type { Api, VersionInfo } from '../api/client';
+import { selectItems } from '../restore/restore';
+import { sanitizeEntryName } from '../restore/sanitize';
+import { bytes, ratio } from './format';
+import { VersionsBrowser } from './VersionsBrowser';
+import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
+
+/** Every version, grouped by source: look inside, download, delete. */
+export function VersionsPanel({ api }: { api: Api }) {
+  const [versions, setVersions] = useState<VersionInfo[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [browsing, setBrowsing] = useState<VersionInfo | null>(null);
+  const [confirming, setConfirming] = useState<number | null>(null);
+  const restore = useRestore(api);
+
+  const load = useCallback(() => {
+    api.versions().then(
+      (v) => {
+        setVersions(v);
+        setError(null);
+      },
+      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+    );
+  }, [api]);
+  useEffect(load, [load]);
+
+  const remove = async (id: number) => {
+    setConfirming(null);
+    try {
+      await api.deleteVersion(id);
+      if (browsing?.id === id) setBrowsing(null);
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+    load();
+  };
+
+  const zipWhole = (v: VersionInfo) => {
+    // The manifest is fetched after the save dialog, which needs the click's gesture.
+    const items = async () => selectItems((await api.version(v.id)).manifest).items;
+    const stamp = new Date(v.time).toISOString().slice(0, 19).replace(/[:T]/g, '-');
+    const src = sanitizeEntryName(v.source)?.replace(/\//g, '_') ?? 'ditto';
+    restore.run({
+      label: `Version ${v.id} as zip`,
+      filename: `${src}-v${v.id}-${stamp}.zip`,
+      items,
+      expectedBytes: v.stats.logical_bytes,
+      format: 'zip',
+    });
+  };
+
+  const bySource = new Map<string, VersionInfo[]>();
+  for (const v of versions ?? []) bySource.set(v.source, [...(bySource.get(v.source) ?? []), v]);
+
+  return (
+    <section className="versions" data-testid="versions-panel">
+      {error && (
+        <p className="error" data-testid="versions-error">
+          {error}
+        </p>
+      )}
+      {versions && versions.length === 0 && <p data-testid="versions-empty">No versions yet: back something up.</p>}
+      {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
+      {[...bySource].map(([source, list]) => (
+        <div key={source} className="source" data-testid="versions-source" data-source={source}>
+          <h3>{source}</h3>
+          <table className="files">
+            <thead>
+              <tr>
+                <th>Version</th>
+                <th>Time</th>
+                <th>Files</th>
+                <th>Logical size</th>
+                <th>New bytes stored</th>
+                <th>Dedup ratio</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {[...list].reverse().map((v) => (
+                <tr key={v.id} data-testid="version-row" data-version={v.id}>
+                  <td>{v.id}</td>
+                  <td>{new Date(v.time).toLocaleString()}</td>
+                  <td className="num" data-testid="v-files" data-value={v.stats.files}>
+                    {v.stats.files}
+                  </td>
+                  <td className="num" data-testid="v-logical" data-value={v.stats.logical_bytes}>
+                    {bytes(v.stats.logical_bytes)}
+                  </td>
+                  <td className="num" data-testid="v-new-stored" data-value={v.stats.new_stored_bytes}>
+                    {bytes(v.stats.new_stored_bytes)}
+                  </td>
+                  <td className="num" data-testid="v-ratio" data-value={v.stats.dedup_ratio ?? ''}>
+                    {ratio(v.stats.dedup_ratio)}
+                  </td>
+                  <td className="actions">
+                    <button type="button" data-testid="version-browse" onClick={() => setBrowsing(v)}>
+                      Browse
+                    </button>
+                    <button type="button" data-testid="version-zip" disabled={restore.busy} onClick={() => zipWhole(v)}>
+                      Download zip
+                    </button>
+                    {confirming === v.id ? (
+                      <>
+                        <button
+                          type="button"
+                          className="danger"
+                          data-testid="version-delete-confirm"
+                          onClick={() => remove(v.id)}
+                        >
+                          Delete version {v.id}?
+                        </button>
+                        <button type="button" data-testid="version-delete-cancel" onClick={() => setConfirming(null)}>
+                          Keep
+                        </button>
+                      </>
+                    ) : (
+                      <button type="button" data-testid="version-delete" onClick={() => setConfirming(v.id)}>
+                        Delete
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ))}
+      {browsing && (
+        <VersionsBrowser
+          api={api}
+          version={browsing}
+          busy={restore.busy}
+          onRestore={restore.run}
+          onClose={() => setBrowsing(null)}
+        />
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,112 @@
+import { useCallback, useRef, useState } from 'react';
+import type { Api } from '../api/client';
+import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress } from '../restore/restore';
+import { chooseSink, writeToSink } from '../restore/sink';
+import { bytes, duration } from './format';
+
+export interface RestoreRequest {
+  label: string;
+  /** Download name: "x.zip" for archives, the file's own name otherwise. */
+  filename: string;
+  /** The items, or how to get them (after the save dialog: it needs the click's gesture). */
+  items: RestoreItem[] | (() => Promise<RestoreItem[]>);
+  /** Bytes of file content, known before the items (the in-memory fallback is gated on it). */
+  expectedBytes: number;
+  format: 'zip' | 'file';
+}
+
+export interface RestoreState {
+  request: RestoreRequest;
+  progress: RestoreProgress | null;
+  error?: string;
+  done?: boolean;
+}
+
+/** Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write. */
+export function useRestore(api: Api) {
+  const [state, setState] = useState<RestoreState | null>(null);
+  const job = useRef<RestoreJob | null>(null);
+
+  const run = useCallback(
+    async (request: RestoreRequest) => {
+      if (job.current) return;
+      setState({ request, progress: null });
+      try {
+        // The save picker must come before any other await (it needs the click's gesture).
+        const sink = await chooseSink(request.filename, request.expectedBytes, request.format === 'zip');
+        if (!sink) {
+          setState(null);
+          return;
+        }
+        const j = await startRestore({
+          api,
+          items: typeof request.items === 'function' ? await request.items() : request.items,
+          format: request.format,
+          onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
+        });
+        job.current = j;
+        await writeToSink(sink, j.stream, request.format === 'zip' ? 'application/zip' : 'application/octet-stream');
+        await j.done;
+        setState((s) => (s ? { ...s, done: true } : s));
+      } catch (e) {
+        // The restore's own message (naming the damaged file) beats the stream's generic one.
+        let message = e instanceof Error ? e.message : String(e);
+        if (job.current)
+          await job.current.done.catch((x: unknown) => (message = x instanceof Error ? x.message : message));
+        setState((s) => (s ? { ...s, error: message } : s));
+      } finally {
+        job.current = null;
+      }
+    },
+    [api],
+  );
+
+  const cancel = useCallback(() => job.current?.cancel(), []);
+  return { state, run, cancel, busy: state !== null && !state.done && !state.error };
+}
+
+export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState; onCancel: () => void }) {
+  const p = state.progress;
+  const pct = p && p.bytesTotal ? Math.min(100, (100 * p.bytesDone) / p.bytesTotal) : 0;
+  return (
+    <div className="restore-status" data-testid="restore-status">
+      <strong>{state.request.label}</strong>
+      {p && (
+        <>
+          <progress max={100} value={pct} />
+          <span data-testid="restore-progress">
+            {bytes(p.bytesDone)} of {bytes(p.bytesTotal)} · {p.filesDone}/{p.filesTotal} files · {p.mbps.toFixed(1)}{' '}
+            MB/s · {p.requestsDone}/{p.requestsTotal} requests · {p.containersRead} container reads (fewest possible{' '}
+            {p.containersMin})
+            {p.mbps > 0 && !state.done && ` · ${duration((p.bytesTotal - p.bytesDone) / 1e6 / p.mbps)} left`}
+          </span>
+        </>
+      )}
+      {!p && !state.error && <span>Preparing…</span>}
+      {state.done && p && (
+        <span
+          className="ok"
+          data-testid="restore-done"
+          data-bytes={p.bytesTotal}
+          data-ms={Math.round(p.elapsedMs)}
+          data-mbps={p.mbps.toFixed(2)}
+          data-containers-read={p.containersRead}
+          data-containers-min={p.containersMin}
+          data-requests={p.requestsDone}
+        >
+          Restored {p.filesTotal} files, {bytes(p.bytesTotal)}, every chunk verified.
+        </span>
+      )}
+      {state.error && (
+        <span className="error" data-testid="restore-error">
+          {state.error}
+        </span>
+      )}
+      {!state.done && !state.error && p && (
+        <button type="button" data-testid="restore-cancel" onClick={onCancel}>
+          Cancel
+        </button>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,389 @@
+/**
+ * Restore: a version (or a folder of it, or one file) back out of the repository, verified
+ * chunk by chunk and streamed into a zip (or a plain file) as it is assembled.
+ *
+ * Memory: at most two plan windows (the one being written and the one being fetched) plus the
+ * restore cache are held, i.e. 2 x windowBytes + cacheBytes of raw chunks (~64 MiB by
+ * default), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
+ * to disk with backpressure; the fallback builds a Blob (see sink.ts for its size gate).
+ */
+import { makeZip } from 'client-zip';
+import type { Api, Manifest, ManifestEntry } from '../api/client';
+import { ApiError } from '../api/client';
+import { fpHex } from '../backup/hex';
+import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
+import { sanitizeEntryName, UniqueNames } from './sanitize';
+import { DamagedChunkError, RestoreWorkers } from './workers';
+
+export interface RestoreItem {
+  /** The name in the archive (sanitised, unique). */
+  name: string;
+  /** The path in the manifest (for messages). */
+  path: string;
+  kind: 'file' | 'dir';
+  size: number;
+  mtime: number;
+  recipe: readonly string[];
+}
+
+export interface RestoreProgress {
+  phase: 'planning' | 'restoring' | 'done' | 'failed' | 'cancelled';
+  bytesDone: number;
+  bytesTotal: number;
+  filesDone: number;
+  filesTotal: number;
+  requestsDone: number;
+  requestsTotal: number;
+  containersRead: number;
+  containersMin: number;
+  elapsedMs: number;
+  /** Raw bytes restored per second (MB/s, decimal). */
+  mbps: number;
+  message?: string;
+}
+
+export class RestoreError extends Error {}
+
+/**
+ * The items of a version under `folder` ('' = all), with safe unique names, in manifest order.
+ * Symlinks are left out (a zip written here has no portable way to carry them).
+ */
+export function selectItems(manifest: Manifest, folder = ''): { items: RestoreItem[]; skipped: number } {
+  const names = new UniqueNames();
+  const items: RestoreItem[] = [];
+  let skipped = 0;
+  for (const e of manifest.entries as ManifestEntry[]) {
+    if (folder && !e.path.startsWith(folder + '/')) continue;
+    if (e.kind === 'symlink') {
+      skipped++;
+      continue;
+    }
+    const safe = sanitizeEntryName(e.path, folder);
+    if (!safe) {
+      if (e.kind === 'file') skipped++;
+      continue;
+    }
+    const name = names.claim(safe);
+    items.push({ name, path: e.path, kind: e.kind, size: e.size, mtime: e.mtime, recipe: e.recipe ?? [] });
+  }
+  return { items, skipped };
+}
+
+/** Where every chunk of the repository lives (GET containers with chunk tables). */
+export async function chunkLocations(api: Api): Promise<Map<string, ChunkLoc>> {
+  const res = await api.json<{
+    containers: {
+      id: number;
+      chunks: { fp: string; offset: number; stored_len: number; raw_len: number }[];
+    }[];
+  }>(`/repos/${encodeURIComponent(api.repo)}/containers`);
+  const locs = new Map<string, ChunkLoc>();
+  for (const c of res.containers)
+    for (const ch of c.chunks)
+      if (!locs.has(ch.fp))
+        locs.set(ch.fp, { container: c.id, offset: ch.offset, storedLen: ch.stored_len, rawLen: ch.raw_len });
+  return locs;
+}
+
+/** DOS dates in zips start at 1980; a hostile or unknown mtime must not break the archive. */
+function zipDate(mtime: number): Date {
+  const min = Date.UTC(1980, 0, 2);
+  const max = Date.UTC(2107, 11, 31);
+  return new Date(Number.isFinite(mtime) ? Math.min(max, Math.max(min, mtime)) : min);
+}
+
+interface Fetched {
+  chunks: Map<string, Uint8Array>;
+}
+
+/**
+ * Serves the chunks of a plan in reference order: fetches window w+1 while window w is
+ * being written, and keeps the plan's restore cache between windows.
+ */
+class ChunkSource {
+  private have = new Map<string, Uint8Array>();
+  private cached = new Set<string>();
+  private window = -1;
+  private loads = new Map<number, Promise<Fetched>>();
+
+  constructor(
+    private api: Api,
+    private plan: RestorePlan,
+    private workers: RestoreWorkers,
+    private items: RestoreItem[],
+    private signal: AbortSignal,
+    private onRequest: (containers: number) => void,
+  ) {}
+
+  /** The manifest path of the first restored file that references `fp`. */
+  private fileOf(fp: string): string {
+    const files = this.items.filter((i) => i.kind === 'file');
+    for (let k = 0; k < this.plan.files.length; k++) {
+      const f = this.plan.files[k];
+      for (let i = f.refStart; i < f.refEnd; i++) if (this.plan.refs[i] === fp) return files[k].path;
+    }
+    return '(unknown file)';
+  }
+
+  private filesOf(fps: string[]): string {
+    const names = [...new Set(fps.slice(0, 50).map((f) => this.fileOf(f)))];
+    return (
+      names
+        .slice(0, 3)
+        .map((n) => `"${n}"`)
+        .join(', ') + (names.length > 3 ? ' and others' : '')
+    );
+  }
+
+  private async fetchRequest(fps: string[], into: Map<string, Uint8Array>) {
+    let bundle: Uint8Array;
+    try {
+      bundle = await this.api.getChunks(fps, this.signal);
+    } catch (e) {
+      if (e instanceof ApiError && Array.isArray(e.body.missing) && e.body.missing.length)
+        throw new RestoreError(
+          `${this.filesOf(e.body.missing as string[])} cannot be restored: the server lacks ${e.body.missing.length} of its chunks.`,
+        );
+      if (e instanceof ApiError) throw new RestoreError(`Reading chunks of ${this.filesOf(fps)} failed: ${e.message}`);
+      throw e;
+    }
+    let v;
+    try {
+      v = await this.workers.verify(bundle);
+    } catch (e) {
+      if (e instanceof DamagedChunkError)
+        throw new RestoreError(
+          `"${this.fileOf(e.fp)}" is damaged in the repository: chunk ${e.fp} failed verification (${e.reason}). The restore stopped.`,
+        );
+      throw new RestoreError(`Reading chunks of ${this.filesOf(fps)} failed: ${e instanceof Error ? e.message : e}`);
+    }
+    if (v.offsets.length !== fps.length)
+      throw new RestoreError(`The server answered ${v.offsets.length} chunks for ${fps.length} requested.`);
+    for (let k = 0; k < fps.length; k++) {
+      const got = fpHex(v.fps, k);
+      if (got !== fps[k])
+        throw new RestoreError(
+          `The server answered chunk ${got} where ${fps[k]} (of "${this.fileOf(fps[k])}") was asked for.`,
+        );
+      into.set(got, v.raw.subarray(v.offsets[k], v.offsets[k] + v.lengths[k]));
+    }
+  }
+
+  private load(w: number): Promise<Fetched> {
+    let p = this.loads.get(w);
+    if (!p) {
+      const reqs = this.plan.windows[w].requests;
+      p = (async () => {
+        const chunks = new Map<string, Uint8Array>();
+        // Two requests in flight: one on the wire while the other is being verified.
+        let next = 0;
+        const lane = async () => {
+          while (next < reqs.length) {
+            const r = reqs[next++];
+            await this.fetchRequest(r.fps, chunks);
+            this.onRequest(r.containers.length);
+          }
+        };
+        await Promise.all([lane(), lane()]);
+        return { chunks };
+      })();
+      p.catch(() => {}); // surfaced when awaited
+      this.loads.set(w, p);
+    }
+    return p;
+  }
+
+  private async advance() {
+    if (this.window >= 0) {
+      // Keep only what the plan keeps; copy kept chunks out of their request buffers so
+      // those buffers can be freed.
+      const keep = this.plan.windows[this.window].keep;
+      const have = new Map<string, Uint8Array>();
+      const cached = new Set<string>();
+      for (const fp of keep) {
+        const c = this.have.get(fp)!;
+        have.set(fp, this.cached.has(fp) ? c : c.slice());
+        cached.add(fp);
+      }
+      this.have = have;
+      this.cached = cached;
+      this.loads.delete(this.window);
+    }
+    this.window++;
+    const fetched = await this.load(this.window);
+    if (this.window + 1 < this.plan.windows.length) this.load(this.window + 1);
+    for (const [fp, c] of fetched.chunks) this.have.set(fp, c);
+  }
+
+  async chunk(ref: number): Promise<Uint8Array> {
+    while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) await this.advance();
+    if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
+    const c = this.have.get(this.plan.refs[ref]);
+    if (!c) throw new RestoreError(`internal: chunk ${this.plan.refs[ref]} is not in the restore window`);
+    return c;
+  }
+}
+
+export interface RestoreJob {
+  /** The archive (zip) or file bytes; pull it to run the restore. */
+  stream: ReadableStream<Uint8Array>;
+  plan: RestorePlan;
+  /** Resolves when the last byte has been produced; rejects with the reason it stopped. */
+  done: Promise<void>;
+  cancel(): void;
+}
+
+export interface RestoreOptions {
+  api: Api;
+  items: RestoreItem[];
+  /** 'zip' = an archive of all items; 'file' = the bytes of the single file item. */
+  format: 'zip' | 'file';
+  locations?: Map<string, ChunkLoc>;
+  planOptions?: PlanOptions;
+  onProgress?: (p: RestoreProgress) => void;
+}
+
+/** Plans a restore and returns its output stream; nothing is fetched until the stream is read. */
+export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
+  const { api, items, format } = opts;
+  const files = items.filter((i) => i.kind === 'file');
+  if (format === 'file' && files.length !== 1) throw new RestoreError('a single-file restore needs exactly one file');
+  const locations = opts.locations ?? (await chunkLocations(api));
+  const plan = planRestore(
+    files.map((f) => ({ name: f.path, size: f.size, recipe: f.recipe })),
+    (fp) => locations.get(fp),
+    opts.planOptions ?? DEFAULT_PLAN,
+  );
+  const controller = new AbortController();
+  const started = performance.now();
+  const progress: RestoreProgress = {
+    phase: 'restoring',
+    bytesDone: 0,
+    bytesTotal: plan.stats.totalBytes,
+    filesDone: 0,
+    filesTotal: files.length,
+    requestsDone: 0,
+    requestsTotal: plan.stats.requests,
+    containersRead: 0,
+    containersMin: plan.stats.containersMin,
+    elapsedMs: 0,
+    mbps: 0,
+  };
+  let lastReport = 0;
+  const report = (force = false) => {
+    const now = performance.now();
+    if (!force && now - lastReport < 100) return;
+    lastReport = now;
+    progress.elapsedMs = now - started;
+    progress.mbps = progress.elapsedMs > 0 ? progress.bytesDone / 1e3 / progress.elapsedMs : 0;
+    opts.onProgress?.({ ...progress });
+  };
+  report(true);
+
+  let workers: RestoreWorkers | null = null;
+  let source: ChunkSource | null = null;
+  const getSource = async () => {
+    workers ??= await RestoreWorkers.create();
+    source ??= new ChunkSource(api, plan, workers, items, controller.signal, (containers) => {
+      progress.requestsDone++;
+      progress.containersRead += containers;
+      report();
+    });
+    return source;
+  };
+
+  let settle!: { resolve: () => void; reject: (e: unknown) => void };
+  const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+  done.catch(() => {});
+  let finished = false;
+  const finish = (error?: unknown) => {
+    if (finished) return;
+    finished = true;
+    workers?.terminate();
+    if (error === undefined) {
+      progress.phase = 'done';
+      report(true);
+      settle.resolve();
+    } else {
+      const cancelled = controller.signal.aborted;
+      progress.phase = cancelled ? 'cancelled' : 'failed';
+      progress.message = cancelled ? 'Cancelled.' : error instanceof Error ? error.message : String(error);
+      report(true);
+      settle.reject(error instanceof Error ? error : new RestoreError(String(error)));
+    }
+  };
+
+  async function* fileBytes(k: number): AsyncGenerator<Uint8Array> {
+    const f = plan.files[k];
+    const src = await getSource();
+    let n = 0;
+    for (let i = f.refStart; i < f.refEnd; i++) {
+      const c = await src.chunk(i);
+      n += c.byteLength;
+      progress.bytesDone += c.byteLength;
+      report();
+      yield c;
+    }
+    if (n !== f.size) throw new RestoreError(`"${f.name}" came out as ${n} bytes, its manifest says ${f.size}.`);
+    progress.filesDone++;
+    report();
+  }
+
+  let stream: ReadableStream<Uint8Array>;
+  if (format === 'zip') {
+    async function* entries() {
+      let k = 0;
+      for (const item of items) {
+        if (item.kind === 'dir') yield { name: item.name + '/', lastModified: zipDate(item.mtime) };
+        else yield { name: item.name, lastModified: zipDate(item.mtime), size: item.size, input: fileBytes(k++) };
+      }
+    }
+    stream = makeZip(entries(), { buffersAreUTF8: true });
+  } else {
+    const it = fileBytes(0);
+    stream = new ReadableStream<Uint8Array>({
+      async pull(ctl) {
+        const r = await it.next();
+        if (r.done) ctl.close();
+        else ctl.enqueue(r.value);
+      },
+      async cancel() {
+        await it.return(undefined);
+      },
+    });
+  }
+  // Observe the end of the stream whoever reads it, and stop on the first error.
+  const observed = stream.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      flush: () => finish(),
+    }),
+  );
+  const reader = observed.getReader();
+  const out = new ReadableStream<Uint8Array>({
+    async pull(ctl) {
+      try {
+        const r = await reader.read();
+        if (r.done) ctl.close();
+        else ctl.enqueue(r.value);
+      } catch (e) {
+        finish(e);
+        ctl.error(e);
+      }
+    },
+    cancel(reason) {
+      controller.abort(reason);
+      finish(new DOMException('cancelled', 'AbortError'));
+      return reader.cancel(reason);
+    },
+  });
+  return {
+    stream: out,
+    plan,
+    done,
+    cancel: () => {
+      controller.abort();
+      finish(new DOMException('cancelled', 'AbortError'));
+      reader.cancel().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,78 @@
+/// <reference lib="webworker" />
+/**
+ * A restore worker: turns a `chunks/get` bundle into verified raw chunks. zstd chunks are
+ * decompressed with wasm-core (capped at their raw length), then every chunk's SHA-1 is taken
+ * in one multi-buffer call and compared with its fingerprint. Nothing unverified leaves here.
+ */
+import init, { decompressChunk, sha1Many } from '../wasm-pkg/wasm_core.js';
+import { decodeBundle } from '../backup/bundle';
+import { FP_LEN, fpHex } from '../backup/hex';
+import type { RestoreRequest, RestoreResponse } from './protocol';
+
+const scope = self as unknown as DedicatedWorkerGlobalScope;
+const post = (msg: RestoreResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
+
+function verify(id: number, bundle: Uint8Array) {
+  const chunks = decodeBundle(bundle);
+  const n = chunks.length;
+  const offsets = new Uint32Array(n);
+  const lengths = new Uint32Array(n);
+  let total = 0;
+  chunks.forEach((c, k) => {
+    offsets[k] = total;
+    lengths[k] = c.rawLen;
+    total += c.rawLen;
+  });
+  const raw = new Uint8Array(total);
+  const fps = new Uint8Array(n * FP_LEN);
+  for (let k = 0; k < n; k++) {
+    const c = chunks[k];
+    fps.set(c.fp, k * FP_LEN);
+    const bad = (reason: string) => post({ type: 'bad', id, index: k, fp: fpHex(c.fp), reason });
+    if (c.codec === 0) {
+      if (c.stored.byteLength !== c.rawLen)
+        return bad(`stored length ${c.stored.byteLength} != raw length ${c.rawLen}`);
+      raw.set(c.stored, offsets[k]);
+    } else if (c.codec === 1) {
+      let out: Uint8Array;
+      try {
+        out = decompressChunk(1, c.stored, c.rawLen);
+      } catch (e) {
+        return bad(`its zstd data does not decode (${e instanceof Error ? e.message : String(e)})`);
+      }
+      if (out.byteLength !== c.rawLen) return bad(`it decodes to ${out.byteLength} bytes, not ${c.rawLen}`);
+      raw.set(out, offsets[k]);
+    } else {
+      return bad(`codec ${c.codec} is not supported by this restore`);
+    }
+  }
+  const digests = sha1Many(raw, offsets, lengths);
+  for (let k = 0; k < n; k++) {
+    for (let j = 0; j < FP_LEN; j++) {
+      if (digests[k * FP_LEN + j] !== fps[k * FP_LEN + j]) {
+        return post({
+          type: 'bad',
+          id,
+          index: k,
+          fp: fpHex(fps, k),
+          reason: `its SHA-1 is ${fpHex(digests, k)}, not its fingerprint`,
+        });
+      }
+    }
+  }
+  post({ type: 'verified', id, fps, offsets, lengths, raw }, [fps.buffer, offsets.buffer, lengths.buffer, raw.buffer]);
+}
+
+scope.onmessage = async (event: MessageEvent<RestoreRequest>) => {
+  const msg = event.data;
+  if (msg.type === 'init') {
+    await init({ module_or_path: msg.module });
+    post({ type: 'ready' });
+    return;
+  }
+  try {
+    verify(msg.id, msg.bundle);
+  } catch (e) {
+    post({ type: 'failed', id: msg.id, message: e instanceof Error ? e.message : String(e) });
+  }
+};
