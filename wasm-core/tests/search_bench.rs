@@ -323,7 +323,7 @@ mod real {
             say!(
                 "  {k} kw: physical {:.1} ms + logical {:.1} ms = {:.1} ms; naive {:.1} ms; \
                  {} matches; records: {} chunk-result ({} B), {} location-list ({} long), \
-                 {} tiny, {} tiny lookups, {} cells",
+                 {} tiny, {} tiny lookups",
                 t1 - t0,
                 t2 - t1,
                 t2 - t0,
@@ -335,7 +335,6 @@ mod real {
                 st.long_location_lists,
                 tiny.len(),
                 lp.stats.tiny_lookups,
-                0
             );
         }
     }
