@@ -290,6 +290,15 @@ mod real {
             compare_matchers("real unique chunks", &uchunks, &kws);
             let dict = Dictionary::new(kws.clone(), 2048).unwrap();
 
+            let mut scanner = wasm_core::search::PhysicalScanner::new(&dict);
+            let (t_scan, n_scan) = best(3, || {
+                let mut n = 0u64;
+                for fp in &order {
+                    n += scanner.scan_chunk(fp, chunk_bytes(fp)).chunk.is_some() as u64;
+                }
+                n
+            });
+            say!("  scan_chunk only: {t_scan:.1} ms ({n_scan} chunk-results)");
             let mut tiny = MemTinyStore::new();
             let t0 = clock::ms();
             let mut phys = PhysicalPhase::new(&dict);
