@@ -75,8 +75,8 @@ pub use logical::{LogicalPhase, LogicalStats};
 pub use naive::NaiveSearch;
 pub use physical::{PhysicalPhase, PhysicalScanner, PhysicalStats};
 pub use records::{
-    ChunkResult, ChunkScan, DbStats, KeywordResult, LocationEntry, LocationList, MemTinyStore,
-    ResultDb, TinyEntry, TinyRecord, TinyStore,
+    ChunkResult, ChunkScan, DbStats, DecodeError, KeywordResult, LocationEntry, LocationList,
+    MemTinyStore, RecordingTinyStore, ResultDb, TinyEntry, TinyRecord, TinyStore,
 };
 pub use table::PartialMatchTable;
 

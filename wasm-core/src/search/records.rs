@@ -144,6 +144,14 @@ impl MemTinyStore {
         self.map.is_empty()
     }
 
+    /// The whole tiny record of chunk `fp`, if it has one.
+    pub fn record(&self, fp: &Fingerprint) -> Option<TinyRecord> {
+        self.map.get(fp).map(|e| TinyRecord {
+            fp: *fp,
+            entries: e.clone(),
+        })
+    }
+
     /// Sum of [`TinyRecord::encoded_len`] over all records.
     pub fn encoded_bytes(&self) -> u64 {
         self.map
@@ -168,16 +176,15 @@ impl TinyStore for MemTinyStore {
     }
 }
 
-// Encoded sizes in the §3.2 layout, multi-keyword form: a 20-byte fingerprint, a 2-byte
-// keyword id per entry, 2-byte partial lengths (keywords up to 65535 bytes), a 1-byte count
-// and 4-byte offsets (chunks up to 4 GiB; the paper's 2 bytes assume chunks below 64 KiB).
+// Encoded sizes: those of the byte encoding below (the §3.2 fields in multi-keyword form,
+// with 4-byte keyword ids and offsets, 2-byte partial lengths, a 2-byte entry count).
 fn tiny_encoded_len(entries: usize) -> usize {
-    20 + entries * 3
+    22 + entries * 5
 }
 
 impl ChunkResult {
     pub fn encoded_len(&self) -> usize {
-        20 + self.entries.len() * 11
+        22 + self.entries.len() * 14
     }
 
     /// The entry for `keyword`, if any.
@@ -191,10 +198,10 @@ impl ChunkResult {
 
 impl LocationList {
     pub fn encoded_len(&self) -> usize {
-        20 + self
+        22 + self
             .entries
             .iter()
-            .map(|e| 2 + if e.long_count.is_some() { 4 } else { 0 } + 4 * e.offsets.len())
+            .map(|e| 9 + 4 * e.offsets.len())
             .sum::<usize>()
     }
 }
@@ -291,5 +298,333 @@ impl ResultDb {
             .binary_search_by_key(&keyword, |e| e.keyword)
             .ok()
             .map(|i| &l.entries[i])
+    }
+}
+
+/// A [`TinyStore`] for asynchronous backends (IndexedDB): answers from the records fetched so
+/// far and notes every chunk it could not answer for.
+///
+/// Drive the logical phase per file: run `search_file`; if [`RecordingTinyStore::missing`] is
+/// non-empty, drop that file's output, fetch those fingerprints' tiny records (absent ones
+/// too, via [`RecordingTinyStore::add_fetched`] with `None`) and run the file again. Each round
+/// fetches new chunks, so this ends; usually no file needs a second round.
+#[derive(Clone, Debug, Default)]
+pub struct RecordingTinyStore {
+    known: HashMap<Fingerprint, Vec<TinyEntry>>,
+    missing: Vec<Fingerprint>,
+    /// Number of [`TinyStore::get`] calls so far.
+    pub lookups: u64,
+}
+
+impl RecordingTinyStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fingerprints asked for but not fetched yet, without repeats; cleared by `take_missing`.
+    pub fn missing(&self) -> &[Fingerprint] {
+        &self.missing
+    }
+
+    pub fn take_missing(&mut self) -> Vec<Fingerprint> {
+        std::mem::take(&mut self.missing)
+    }
+
+    /// Records the fetch result for `fp` (`None`: the chunk has no tiny record).
+    pub fn add_fetched(&mut self, fp: Fingerprint, record: Option<TinyRecord>) {
+        self.known
+            .insert(fp, record.map(|r| r.entries).unwrap_or_default());
+    }
+}
+
+impl TinyStore for RecordingTinyStore {
+    fn put(&mut self, record: TinyRecord) {
+        self.known.insert(record.fp, record.entries);
+    }
+
+    fn get(&mut self, fp: &Fingerprint, keyword: u32) -> Option<TinyEntry> {
+        self.lookups += 1;
+        match self.known.get(fp) {
+            Some(entries) => entries
+                .binary_search_by_key(&keyword, |e| e.keyword)
+                .ok()
+                .map(|i| entries[i]),
+            None => {
+                if !self.missing.contains(fp) {
+                    self.missing.push(*fp);
+                }
+                None
+            }
+        }
+    }
+}
+
+// ---- Byte encoding, for moving records between workers and into IndexedDB ----
+//
+// Little-endian. Result database: "DSR1", then three sections (chunk-results, location
+// lists, infix lists), each a u32 record count followed by records of a 20-byte fingerprint,
+// a u16 entry count and the entries:
+//   chunk-result entry: u32 keyword, u16 prefix, u16 suffix, u8 count, u32 first, u8 infix
+//   location entry:     u32 keyword, u8 long form, u32 n, n × u32 offset
+//   infix entry:        u32 keyword, u16 n, n × u16 position
+// Tiny record: 20-byte fingerprint, u16 entry count, entries of u32 keyword + u8 flags
+// (bit 0 prefix, bit 1 suffix).
+
+/// A byte string that is not a valid encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeError;
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid search record encoding")
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError);
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn fp(&mut self) -> Result<Fingerprint, DecodeError> {
+        Ok(self.take(20)?.try_into().unwrap())
+    }
+}
+
+fn entry_count(n: usize) -> u16 {
+    u16::try_from(n).expect("more than 65535 keywords in one record")
+}
+
+impl TinyRecord {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.fp);
+        out.extend_from_slice(&entry_count(self.entries.len()).to_le_bytes());
+        for e in &self.entries {
+            out.extend_from_slice(&e.keyword.to_le_bytes());
+            out.push(u8::from(e.prefix) | u8::from(e.suffix) << 1);
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<TinyRecord, DecodeError> {
+        let mut r = Reader(bytes);
+        let fp = r.fp()?;
+        let n = r.u16()?;
+        let mut entries = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let keyword = r.u32()?;
+            let flags = r.u8()?;
+            entries.push(TinyEntry {
+                keyword,
+                prefix: flags & 1 != 0,
+                suffix: flags & 2 != 0,
+            });
+        }
+        if !r.0.is_empty() {
+            return Err(DecodeError);
+        }
+        Ok(TinyRecord { fp, entries })
+    }
+}
+
+const DB_MAGIC: &[u8; 4] = b"DSR1";
+
+impl ResultDb {
+    /// The whole database as bytes (see the layout above); [`ResultDb::decode`] inverts it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(DB_MAGIC);
+        out.extend_from_slice(&(self.chunk_results.len() as u32).to_le_bytes());
+        for c in self.chunk_results.values() {
+            out.extend_from_slice(&c.fp);
+            out.extend_from_slice(&entry_count(c.entries.len()).to_le_bytes());
+            for e in &c.entries {
+                out.extend_from_slice(&e.keyword.to_le_bytes());
+                out.extend_from_slice(&e.longest_prefix.to_le_bytes());
+                out.extend_from_slice(&e.longest_suffix.to_le_bytes());
+                out.push(e.exact_count);
+                out.extend_from_slice(&e.first_exact.to_le_bytes());
+                out.push(u8::from(e.infix));
+            }
+        }
+        out.extend_from_slice(&(self.location_lists.len() as u32).to_le_bytes());
+        for l in self.location_lists.values() {
+            out.extend_from_slice(&l.fp);
+            out.extend_from_slice(&entry_count(l.entries.len()).to_le_bytes());
+            for e in &l.entries {
+                out.extend_from_slice(&e.keyword.to_le_bytes());
+                out.push(u8::from(e.long_count.is_some()));
+                out.extend_from_slice(&(e.offsets.len() as u32).to_le_bytes());
+                for o in &e.offsets {
+                    out.extend_from_slice(&o.to_le_bytes());
+                }
+            }
+        }
+        out.extend_from_slice(&(self.infix_lists.len() as u32).to_le_bytes());
+        for l in self.infix_lists.values() {
+            out.extend_from_slice(&l.fp);
+            out.extend_from_slice(&entry_count(l.entries.len()).to_le_bytes());
+            for e in &l.entries {
+                out.extend_from_slice(&e.keyword.to_le_bytes());
+                out.extend_from_slice(&entry_count(e.positions.len()).to_le_bytes());
+                for p in &e.positions {
+                    out.extend_from_slice(&p.to_le_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ResultDb, DecodeError> {
+        let mut r = Reader(bytes);
+        if r.take(4)? != DB_MAGIC {
+            return Err(DecodeError);
+        }
+        let mut db = ResultDb::new();
+        for _ in 0..r.u32()? {
+            let fp = r.fp()?;
+            let mut entries = Vec::new();
+            for _ in 0..r.u16()? {
+                entries.push(KeywordResult {
+                    keyword: r.u32()?,
+                    longest_prefix: r.u16()?,
+                    longest_suffix: r.u16()?,
+                    exact_count: r.u8()?,
+                    first_exact: r.u32()?,
+                    infix: r.u8()? != 0,
+                });
+            }
+            db.chunk_results.insert(fp, ChunkResult { fp, entries });
+        }
+        for _ in 0..r.u32()? {
+            let fp = r.fp()?;
+            let mut entries = Vec::new();
+            for _ in 0..r.u16()? {
+                let keyword = r.u32()?;
+                let long = r.u8()? != 0;
+                let n = r.u32()?;
+                let offsets = (0..n).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
+                entries.push(LocationEntry {
+                    keyword,
+                    long_count: long.then_some(n),
+                    offsets,
+                });
+            }
+            db.location_lists.insert(fp, LocationList { fp, entries });
+        }
+        for _ in 0..r.u32()? {
+            let fp = r.fp()?;
+            let mut entries = Vec::new();
+            for _ in 0..r.u16()? {
+                let keyword = r.u32()?;
+                let n = r.u16()?;
+                let positions = (0..n).map(|_| r.u16()).collect::<Result<Vec<_>, _>>()?;
+                entries.push(InfixEntry { keyword, positions });
+            }
+            db.infix_lists.insert(fp, InfixList { fp, entries });
+        }
+        if !r.0.is_empty() {
+            return Err(DecodeError);
+        }
+        Ok(db)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_round_trip_and_rejects_garbage() {
+        let fp = [7u8; 20];
+        let mut db = ResultDb::new();
+        db.chunk_results.insert(
+            fp,
+            ChunkResult {
+                fp,
+                entries: vec![KeywordResult {
+                    keyword: 3,
+                    longest_prefix: 2,
+                    longest_suffix: 1,
+                    exact_count: MANY,
+                    first_exact: 70_000,
+                    infix: true,
+                }],
+            },
+        );
+        db.location_lists.insert(
+            fp,
+            LocationList {
+                fp,
+                entries: vec![LocationEntry {
+                    keyword: 3,
+                    long_count: Some(2),
+                    offsets: vec![70_000, 80_000],
+                }],
+            },
+        );
+        db.infix_lists.insert(
+            fp,
+            InfixList {
+                fp,
+                entries: vec![InfixEntry {
+                    keyword: 3,
+                    positions: vec![1, 5],
+                }],
+            },
+        );
+        let bytes = db.encode();
+        let back = ResultDb::decode(&bytes).unwrap();
+        assert_eq!(back.chunk_results, db.chunk_results);
+        assert_eq!(back.location_lists, db.location_lists);
+        assert_eq!(back.infix_lists, db.infix_lists);
+        for cut in 0..bytes.len() {
+            assert_eq!(ResultDb::decode(&bytes[..cut]).unwrap_err(), DecodeError);
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(ResultDb::decode(&longer).is_err());
+
+        let t = TinyRecord {
+            fp,
+            entries: vec![
+                TinyEntry {
+                    keyword: 0,
+                    prefix: true,
+                    suffix: false,
+                },
+                TinyEntry {
+                    keyword: 9,
+                    prefix: true,
+                    suffix: true,
+                },
+            ],
+        };
+        let mut tb = Vec::new();
+        t.encode(&mut tb);
+        assert_eq!(tb.len(), t.encoded_len());
+        let c = &db.chunk_results[&fp];
+        let l = &db.location_lists[&fp];
+        assert_eq!(
+            bytes.len(),
+            4 + 12 + c.encoded_len() + l.encoded_len() + 22 + 6 + 4
+        );
+        assert_eq!(TinyRecord::decode(&tb).unwrap(), t);
+        assert!(TinyRecord::decode(&tb[..tb.len() - 1]).is_err());
     }
 }
