@@ -48,6 +48,9 @@ struct Active {
 impl Active {
     fn contains(&self, table: &PartialMatchTable, k: usize) -> bool {
         if self.set.is_empty() {
+            if k > self.longest as usize {
+                return false;
+            }
             let mut found = false;
             table.for_each_prefix(self.longest as usize, |x| found |= x == k);
             found
