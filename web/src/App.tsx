@@ -3,6 +3,7 @@ import { Api } from './api/client';
 import { takeTokenFromUrl } from './api/token';
 import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
+import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
@@ -14,7 +15,7 @@ type Engine =
   | { state: 'ready'; pool: CorePool; jobs: JobStore; index: ClientIndex | null; indexError?: string }
   | { state: 'failed'; message: string };
 
-type Tab = 'backup' | 'fingerprints' | 'versions';
+type Tab = 'backup' | 'fingerprints' | 'versions' | 'dashboard';
 
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
@@ -59,6 +60,14 @@ export function App() {
           </button>
           <button
             type="button"
+            data-testid="tab-dashboard"
+            className={tab === 'dashboard' ? 'active' : ''}
+            onClick={() => setTab('dashboard')}
+          >
+            Dashboard
+          </button>
+          <button
+            type="button"
             data-testid="tab-fingerprints"
             className={tab === 'fingerprints' ? 'active' : ''}
             onClick={() => setTab('fingerprints')}
@@ -89,6 +98,7 @@ export function App() {
           )}
           {tab === 'fingerprints' && <FileHashes pool={engine.pool} />}
           {tab === 'versions' && api && <VersionsPanel api={api} />}
+          {tab === 'dashboard' && api && <Dashboard api={api} />}
         </>
       )}
     </main>

@@ -1,0 +1,315 @@
+/**
+ * What dedup saved, per repository and per source: the server's own numbers (GET stats,
+ * versions, containers), shown as figures (each in a data-testid'ed element carrying the exact
+ * value) and as uPlot charts.
+ */
+import { useCallback, useEffect, useMemo, useState } from 'react';
+import type { Api, RepoStats, VersionInfo } from '../api/client';
+import { UPlotChart, type ChartSeries } from './charts/UPlotChart';
+import { bytes, ratio } from './format';
+import '../restore/restore.css';
+
+interface ContainerRow {
+  id: number;
+  size: number;
+  chunks: { fp: string; raw_len: number; stored_len: number }[];
+}
+
+interface Data {
+  stats: RepoStats;
+  versions: VersionInfo[];
+  containers: ContainerRow[];
+}
+
+/** Histogram bins of chunk raw sizes: [2^k, 2^(k+1)) for k = 9..19, plus <512 B and 1 MiB. */
+export function chunkHistogram(sizes: Iterable<number>): { labels: string[]; counts: number[] } {
+  const lo = 9;
+  const hi = 20;
+  const counts = new Array(hi - lo + 2).fill(0) as number[];
+  for (const s of sizes) {
+    const k = s <= 0 ? 0 : Math.floor(Math.log2(s));
+    counts[Math.min(hi - lo + 1, Math.max(0, k - lo + 1))]++;
+  }
+  const kib = (b: number) => (b >= 1 << 20 ? `${b >> 20}M` : b >= 1024 ? `${b >> 10}K` : `${b}`);
+  const labels = ['<512'];
+  for (let k = lo; k < hi; k++) labels.push(`${kib(2 ** k)}–${kib(2 ** (k + 1))}`);
+  labels.push('1M');
+  return { labels, counts };
+}
+
+const MB = (v: number) => bytes(Math.round(v));
+const X = (v: number) => `${v.toFixed(1)}×`;
+
+function Figure({ id, label, value, text }: { id: string; label: string; value: number | null; text: string }) {
+  return (
+    <div className="figure">
+      <span className="muted">{label}</span>
+      <strong data-testid={id} data-value={value ?? ''}>
+        {text}
+      </strong>
+    </div>
+  );
+}
+
+export function Dashboard({ api }: { api: Api }) {
+  const [data, setData] = useState<Data | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [scope, setScope] = useState<string>(''); // '' = the whole repository
+  const [sourceChunks, setSourceChunks] = useState<Map<string, number[]>>(new Map());
+
+  const load = useCallback(async () => {
+    try {
+      const [stats, versions, c] = await Promise.all([
+        api.stats(),
+        api.versions(),
+        api.json<{ containers: ContainerRow[] }>(`/repos/${encodeURIComponent(api.repo)}/containers`),
+      ]);
+      setData({ stats, versions, containers: c.containers });
+      setError(null);
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+  }, [api]);
+  useEffect(() => {
+    load();
+  }, [load]);
+
+  const sources = useMemo(() => [...new Set(data?.versions.map((v) => v.source) ?? [])], [data]);
+  const rawLenOf = useMemo(() => {
+    const m = new Map<string, number>();
+    for (const c of data?.containers ?? []) for (const ch of c.chunks) m.set(ch.fp, ch.raw_len);
+    return m;
+  }, [data]);
+
+  // A source's chunk sizes need its manifests: the distinct chunks its versions reference.
+  useEffect(() => {
+    if (!data || !scope || sourceChunks.has(scope)) return;
+    const ids = data.versions.filter((v) => v.source === scope).map((v) => v.id);
+    Promise.all(ids.map((id) => api.version(id))).then(
+      (vs) => {
+        const fps = new Set<string>();
+        for (const v of vs) for (const e of v.manifest.entries) for (const fp of e.recipe ?? []) fps.add(fp);
+        setSourceChunks((m) =>
+          new Map(m).set(
+            scope,
+            [...fps].map((fp) => rawLenOf.get(fp) ?? 0),
+          ),
+        );
+      },
+      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+    );
+  }, [api, data, scope, sourceChunks, rawLenOf]);
+
+  const view = useMemo(() => {
+    if (!data) return null;
+    const vs = scope ? data.versions.filter((v) => v.source === scope) : data.versions;
+    let cumLogical = 0;
+    let cumStored = 0;
+    const rows = vs.map((v) => {
+      cumLogical += v.stats.logical_bytes;
+      cumStored += v.stats.new_stored_bytes;
+      return { v, cumLogical, cumStored };
+    });
+    const labels = vs.map((v) => (scope || sources.length === 1 ? `v${v.id}` : `${v.source} v${v.id}`));
+    const series = (label: string, color: string, f: (r: (typeof rows)[number]) => number | null): ChartSeries => ({
+      label,
+      color,
+      values: rows.map(f),
+    });
+    const s = data.stats;
+    const sumOf = (f: (v: VersionInfo) => number) => vs.reduce((n, v) => n + f(v), 0);
+    const totals = scope
+      ? {
+          logical: sumOf((v) => v.stats.logical_bytes),
+          raw: sumOf((v) => v.stats.new_raw_bytes),
+          stored: sumOf((v) => v.stats.new_stored_bytes),
+        }
+      : { logical: s.logical_bytes, raw: s.raw_bytes, stored: s.stored_bytes };
+    const sizes = scope ? sourceChunks.get(scope) : data.containers.flatMap((c) => c.chunks.map((ch) => ch.raw_len));
+    return {
+      rows,
+      totals,
+      ratio: scope ? (totals.stored ? totals.logical / totals.stored : null) : s.dedup_ratio,
+      hist: sizes ? chunkHistogram(sizes) : null,
+      histTotal: sizes?.length ?? null,
+      charts: {
+        perVersion: {
+          labels,
+          series: [
+            series('Logical', '#4a6fa5', (r) => r.v.stats.logical_bytes),
+            series('Stored (new)', '#d9822b', (r) => r.v.stats.new_stored_bytes),
+          ],
+        },
+        cumulative: {
+          labels,
+          series: [series('Logical', '#4a6fa5', (r) => r.cumLogical), series('Stored', '#d9822b', (r) => r.cumStored)],
+        },
+        ratio: { labels, series: [series('Dedup ratio', '#2e8540', (r) => r.v.stats.dedup_ratio)] },
+        savings: {
+          labels,
+          series: [
+            series('Saved by dedup', '#2e8540', (r) => r.v.stats.logical_bytes - r.v.stats.new_raw_bytes),
+            series('Saved by compression', '#8e44ad', (r) => r.v.stats.new_raw_bytes - r.v.stats.new_stored_bytes),
+            series('Saved by delta', '#999999', () => 0),
+          ],
+        },
+        sent: { labels, series: [series('Bytes sent', '#d9822b', (r) => r.v.stats.new_stored_bytes)] },
+      },
+    };
+  }, [data, scope, sources, sourceChunks]);
+
+  if (error)
+    return (
+      <p className="error" data-testid="dash-error">
+        {error}
+      </p>
+    );
+  if (!data || !view) return <p>Loading the repository's numbers…</p>;
+  const s = data.stats;
+  const t = view.totals;
+  return (
+    <section className="dashboard" data-testid="dashboard" data-scope={scope}>
+      <div className="dash-head">
+        <label>
+          Show{' '}
+          <select data-testid="dash-scope" value={scope} onChange={(e) => setScope(e.target.value)}>
+            <option value="">Repository “{s.repo}”</option>
+            {sources.map((src) => (
+              <option key={src} value={src}>
+                Source “{src}”
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="button" data-testid="dash-refresh" onClick={load}>
+          Refresh
+        </button>
+      </div>
+      <div className="figures">
+        <Figure id="dash-versions" label="Versions" value={view.rows.length} text={String(view.rows.length)} />
+        <Figure id="dash-logical" label="Logical bytes" value={t.logical} text={bytes(t.logical)} />
+        <Figure id="dash-raw" label="Unique chunk bytes" value={t.raw} text={bytes(t.raw)} />
+        <Figure id="dash-stored" label="Stored bytes" value={t.stored} text={bytes(t.stored)} />
+        <Figure id="dash-ratio" label="Dedup ratio" value={view.ratio} text={ratio(view.ratio)} />
+        <Figure
+          id="dash-saved-dedup"
+          label="Saved by dedup"
+          value={t.logical - t.raw}
+          text={bytes(t.logical - t.raw)}
+        />
+        <Figure
+          id="dash-saved-compression"
+          label="Saved by compression"
+          value={t.raw - t.stored}
+          text={bytes(t.raw - t.stored)}
+        />
+        <Figure id="dash-saved-delta" label="Saved by delta" value={0} text={bytes(0)} />
+        {!scope && (
+          <>
+            <Figure id="dash-chunks" label="Chunks" value={s.chunks} text={s.chunks.toLocaleString('en')} />
+            <Figure id="dash-containers" label="Containers" value={s.containers} text={String(s.containers)} />
+            <Figure
+              id="dash-container-bytes"
+              label="Container files"
+              value={s.container_bytes}
+              text={bytes(s.container_bytes)}
+            />
+          </>
+        )}
+      </div>
+      <div className="charts">
+        <UPlotChart
+          testId="chart-per-version"
+          title="Logical vs stored bytes per version"
+          kind="bars"
+          xLabels={view.charts.perVersion.labels}
+          series={view.charts.perVersion.series}
+          yFormat={MB}
+        />
+        <UPlotChart
+          testId="chart-cumulative"
+          title="Cumulative logical vs stored bytes"
+          kind="lines"
+          xLabels={view.charts.cumulative.labels}
+          series={view.charts.cumulative.series}
+          yFormat={MB}
+        />
+        <UPlotChart
+          testId="chart-ratio"
+          title="Dedup ratio per version"
+          kind="lines"
+          xLabels={view.charts.ratio.labels}
+          series={view.charts.ratio.series}
+          yFormat={X}
+        />
+        <UPlotChart
+          testId="chart-savings"
+          title="Savings by technique per version"
+          kind="lines"
+          xLabels={view.charts.savings.labels}
+          series={view.charts.savings.series}
+          yFormat={MB}
+        />
+        <UPlotChart
+          testId="chart-sent"
+          title="Bytes sent per backup"
+          kind="bars"
+          xLabels={view.charts.sent.labels}
+          series={view.charts.sent.series}
+          yFormat={MB}
+        />
+        {view.hist && (
+          <UPlotChart
+            testId="chart-chunk-sizes"
+            title={`Chunk sizes (${scope ? 'chunks this source references' : 'all chunks'})`}
+            kind="bars"
+            xLabels={view.hist.labels}
+            series={[{ label: 'Chunks', color: '#4a6fa5', values: view.hist.counts }]}
+            yFormat={(v) => String(Math.round(v))}
+          />
+        )}
+      </div>
+      <span hidden data-testid="dash-hist-total" data-value={view.histTotal ?? ''} />
+      <table className="files" data-testid="dash-table">
+        <thead>
+          <tr>
+            <th>Version</th>
+            <th>Source</th>
+            <th>Logical</th>
+            <th>New raw</th>
+            <th>Stored (sent)</th>
+            <th>Dedup ratio</th>
+            <th>Cumulative logical</th>
+            <th>Cumulative stored</th>
+          </tr>
+        </thead>
+        <tbody>
+          {view.rows.map(({ v, cumLogical, cumStored }) => (
+            <tr key={v.id} data-testid="dash-row" data-version={v.id}>
+              <td>{v.id}</td>
+              <td>{v.source}</td>
+              <td className="num" data-testid="d-logical" data-value={v.stats.logical_bytes}>
+                {bytes(v.stats.logical_bytes)}
+              </td>
+              <td className="num" data-testid="d-new-raw" data-value={v.stats.new_raw_bytes}>
+                {bytes(v.stats.new_raw_bytes)}
+              </td>
+              <td className="num" data-testid="d-new-stored" data-value={v.stats.new_stored_bytes}>
+                {bytes(v.stats.new_stored_bytes)}
+              </td>
+              <td className="num" data-testid="d-ratio" data-value={v.stats.dedup_ratio ?? ''}>
+                {ratio(v.stats.dedup_ratio)}
+              </td>
+              <td className="num" data-testid="d-cum-logical" data-value={cumLogical}>
+                {bytes(cumLogical)}
+              </td>
+              <td className="num" data-testid="d-cum-stored" data-value={cumStored}>
+                {bytes(cumStored)}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
