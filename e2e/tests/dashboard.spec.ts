@@ -1,0 +1,149 @@
+import { expect, test, type Page } from '@playwright/test';
+import { npmVersions } from '../datasets';
+import { startServer, type RunningServer } from '../server';
+
+const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
+
+let server: RunningServer;
+let folders: string[];
+
+test.beforeAll(async () => {
+  folders = npmVersions(PKG, 3);
+  server = await startServer();
+});
+test.afterAll(async () => {
+  await server?.stop();
+});
+
+async function api<T>(p: string): Promise<T> {
+  const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  expect(res.status, p).toBe(200);
+  return (await res.json()) as T;
+}
+
+async function backUp(page: Page, folder: string, source: string) {
+  await page.getByTestId('folder-input').setInputFiles(folder);
+  await page.getByTestId('source-label').fill(source);
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
+}
+
+async function value(page: Page, id: string) {
+  return page.getByTestId(id).getAttribute('data-value');
+}
+
+interface Stats {
+  logical_bytes: number;
+  raw_bytes: number;
+  stored_bytes: number;
+  dedup_ratio: number | null;
+  chunks: number;
+  containers: number;
+  container_bytes: number;
+  versions: number;
+}
+interface Version {
+  id: number;
+  source: string;
+  stats: { logical_bytes: number; new_raw_bytes: number; new_stored_bytes: number; dedup_ratio: number | null };
+}
+
+test('the dashboard shows the server’s numbers, per repository and per source', async ({ page }, testInfo) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.setViewportSize({ width: 1280, height: 1400 });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  // Two sources: three releases of the package, and the newest again under another name.
+  for (const f of folders) await backUp(page, f, PKG);
+  await backUp(page, folders[2], `${PKG}-copy`);
+
+  const stats = await api<Stats>('/stats');
+  const { versions } = await api<{ versions: Version[] }>('/versions');
+  const { containers } = await api<{ containers: { chunks: unknown[] }[] }>('/containers');
+  expect(versions.length).toBe(4);
+
+  await page.getByTestId('tab-dashboard').click();
+  await expect(page.getByTestId('dashboard')).toBeVisible();
+  expect(await value(page, 'dash-versions')).toBe(String(stats.versions));
+  expect(await value(page, 'dash-logical')).toBe(String(stats.logical_bytes));
+  expect(await value(page, 'dash-raw')).toBe(String(stats.raw_bytes));
+  expect(await value(page, 'dash-stored')).toBe(String(stats.stored_bytes));
+  expect(await value(page, 'dash-ratio')).toBe(String(stats.dedup_ratio));
+  expect(await value(page, 'dash-chunks')).toBe(String(stats.chunks));
+  expect(await value(page, 'dash-containers')).toBe(String(stats.containers));
+  expect(await value(page, 'dash-container-bytes')).toBe(String(stats.container_bytes));
+  expect(await value(page, 'dash-saved-dedup')).toBe(String(stats.logical_bytes - stats.raw_bytes));
+  expect(await value(page, 'dash-saved-compression')).toBe(String(stats.raw_bytes - stats.stored_bytes));
+  expect(await value(page, 'dash-hist-total')).toBe(String(containers.reduce((n, c) => n + c.chunks.length, 0)));
+  // The copy of an already stored release adds (almost) nothing: dedup is visible.
+  expect(Number(await value(page, 'dash-saved-dedup'))).toBeGreaterThan(stats.logical_bytes / 3);
+
+  let cumL = 0;
+  let cumS = 0;
+  for (const v of versions) {
+    const row = page.locator(`[data-testid=dash-row][data-version="${v.id}"]`);
+    cumL += v.stats.logical_bytes;
+    cumS += v.stats.new_stored_bytes;
+    await expect(row.getByTestId('d-logical')).toHaveAttribute('data-value', String(v.stats.logical_bytes));
+    await expect(row.getByTestId('d-new-raw')).toHaveAttribute('data-value', String(v.stats.new_raw_bytes));
+    await expect(row.getByTestId('d-new-stored')).toHaveAttribute('data-value', String(v.stats.new_stored_bytes));
+    await expect(row.getByTestId('d-ratio')).toHaveAttribute('data-value', String(v.stats.dedup_ratio ?? ''));
+    await expect(row.getByTestId('d-cum-logical')).toHaveAttribute('data-value', String(cumL));
+    await expect(row.getByTestId('d-cum-stored')).toHaveAttribute('data-value', String(cumS));
+  }
+  for (const id of [
+    'chart-per-version',
+    'chart-cumulative',
+    'chart-ratio',
+    'chart-savings',
+    'chart-sent',
+    'chart-chunk-sizes',
+  ])
+    await expect(page.getByTestId(id).locator('canvas')).toHaveCount(1);
+
+  const shot = testInfo.outputPath('dashboard-repository.png');
+  await page.getByTestId('dashboard').screenshot({ path: shot });
+  await testInfo.attach('dashboard (repository)', { path: shot, contentType: 'image/png' });
+
+  // One source: its own sums.
+  await page.getByTestId('dash-scope').selectOption(PKG);
+  const mine = versions.filter((v) => v.source === PKG);
+  const sum = (f: (v: Version) => number) => mine.reduce((n, v) => n + f(v), 0);
+  await expect(page.getByTestId('dashboard')).toHaveAttribute('data-scope', PKG);
+  await expect(page.getByTestId('dash-row')).toHaveCount(3);
+  expect(await value(page, 'dash-logical')).toBe(String(sum((v) => v.stats.logical_bytes)));
+  expect(await value(page, 'dash-stored')).toBe(String(sum((v) => v.stats.new_stored_bytes)));
+  expect(await value(page, 'dash-raw')).toBe(String(sum((v) => v.stats.new_raw_bytes)));
+  await expect(page.getByTestId('chart-chunk-sizes').locator('canvas')).toHaveCount(1);
+  const distinct = Number(await value(page, 'dash-hist-total'));
+  expect(distinct).toBeGreaterThan(0);
+  expect(distinct).toBeLessThanOrEqual(stats.chunks);
+  const shot2 = testInfo.outputPath('dashboard-source.png');
+  await page.getByTestId('dashboard').screenshot({ path: shot2 });
+  await testInfo.attach('dashboard (source)', { path: shot2, contentType: 'image/png' });
+  expect(errors).toEqual([]);
+});
+
+test('deleting a version (after confirming) updates the list and the dashboard', async ({ page }) => {
+  await page.goto(server.appUrl);
+  await page.getByTestId('tab-versions').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(4);
+  const { versions } = await api<{ versions: Version[] }>('/versions');
+  const victim = versions[versions.length - 1];
+  const row = page.locator(`[data-testid=version-row][data-version="${victim.id}"]`);
+  await row.getByTestId('version-delete').click();
+  await row.getByTestId('version-delete-cancel').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(4);
+  await row.getByTestId('version-delete').click();
+  await row.getByTestId('version-delete-confirm').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(3);
+  await expect(page.locator(`[data-testid=versions-source][data-source="${victim.source}"]`)).toHaveCount(0);
+  const stats = await api<Stats>('/stats');
+  expect(stats.versions).toBe(3);
+  await page.getByTestId('tab-dashboard').click();
+  await expect(page.getByTestId('dash-versions')).toHaveAttribute('data-value', '3');
+  expect(await value(page, 'dash-logical')).toBe(String(stats.logical_bytes));
+});
