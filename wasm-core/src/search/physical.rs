@@ -15,8 +15,9 @@
 //!    walked the same way, gives for each keyword the longest proper suffix the chunk starts
 //!    with.
 //! 4. **Infixes** (only when `L <= n_max - 2`, i.e. a short final chunk of a file): every
-//!    position strictly inside a keyword where the whole chunk occurs; found by direct
-//!    comparison, which costs at most `n * L` byte compares for such rare, small chunks.
+//!    position strictly inside a keyword where the whole chunk occurs, by SIMD substring
+//!    search of the chunk in each keyword (`O(n)` per keyword). Such chunks are a file's
+//!    short last chunk (often a whole small file), so with long keywords this runs often.
 //!
 //! The findings become records (see [`super::records`]): a keyword whose only findings are a
 //! one-byte prefix and/or a one-byte suffix goes to the tiny record (for `n >= 3`), anything
@@ -83,17 +84,22 @@ impl PhysicalScanner {
         let rev = &d.reverse;
         rev.end_partials(rev.run_rev(rev.start(), head), &mut self.suf);
 
-        // 4: a chunk short enough to sit strictly inside a keyword.
+        // 4: a chunk short enough to sit strictly inside a keyword: find the chunk in each
+        // keyword's interior `kw[1..n-1]` (SIMD substring search, O(n) per keyword).
         let l = data.len();
         if l + 2 <= d.max_len {
+            let finder = memchr::memmem::Finder::new(data);
             for (id, kw) in d.keywords.iter().enumerate() {
                 if kw.len() < l + 2 {
                     continue;
                 }
-                let positions: Vec<u16> = (1..=kw.len() - 1 - l)
-                    .filter(|&t| kw[t..t + l] == *data)
-                    .map(|t| t as u16)
-                    .collect();
+                let interior = &kw[1..kw.len() - 1];
+                let mut positions = Vec::new();
+                let mut at = 0;
+                while let Some(h) = finder.find(&interior[at..]) {
+                    positions.push((at + h + 1) as u16);
+                    at += h + 1;
+                }
                 if !positions.is_empty() {
                     self.inf.push(InfixEntry {
                         keyword: id as u32,
