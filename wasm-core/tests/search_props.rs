@@ -546,3 +546,21 @@ fn keyword_rules() {
         }]
     );
 }
+
+/// Keywords as long as the minimum chunk size (2048 bytes), periodic and random, split at
+/// every position, plus chunks that are exactly a keyword.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn keywords_of_min_chunk_size() {
+    let max_len = 2048;
+    let mut rng = Rng(77);
+    let alphabet = b"ab".to_vec();
+    let periodic: Vec<u8> = b"ab".iter().copied().cycle().take(max_len).collect();
+    let mut random = filler(&mut rng, &alphabet, max_len);
+    random[..3].copy_from_slice(b"bba");
+    let kws = vec![periodic, random, b"abba".to_vec()];
+    let corpus = random_corpus(&mut rng, &alphabet, &kws, max_len, max_len);
+    let mut t = Totals::default();
+    check(&corpus, &kws, max_len, "2048-byte keywords", &mut t);
+    assert!(t.matches > 1000, "{}", t.matches);
+}
