@@ -5,7 +5,6 @@
 
 export const CHUNKERS = [
   ['fastcdc', 2048, 8192, 65536, 1],
-  ['twostage', 2048, 7424, 65536, 2],
   ['default'],
 ];
 

@@ -2,8 +2,11 @@
 //! run with `cargo test --release -p wasm-core --test bench_core -- --ignored --nocapture`
 //! and the environment variables below. Prints one JSON object per line ("BENCH {...}").
 //!
-//! - DITTO_BENCH_DATASET: directory with one folder per version (typescript-10)
-//! - DITTO_BENCH_RANDOM_MB: size of the seeded random buffer (default 256)
+//! - DITTO_BENCH_DATASET: directory with one folder per version (typescript-10), for dedup
+//! - DITTO_BENCH_CONCAT: the dataset's files laid end to end (bench/prepare.mjs), for speed
+//! - DITTO_BENCH_RANDOM_FILE: seeded random bytes (bench/prepare.mjs); else generated
+//! - DITTO_BENCH_RANDOM_MB: size of the generated random buffer (default 256)
+//! - DITTO_BENCH_TS_LIMIT_MB: only time the first N MB of the concatenation (quick mode)
 //! - DITTO_BENCH_REPS: timed repetitions, best taken (default 3)
 //! - DITTO_BENCH_CHUNKERS: comma list of kind:min:avg:max:level (default: the set below)
 #![cfg(not(target_arch = "wasm32"))]
@@ -89,23 +92,42 @@ fn bench_core_native() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
-    let rand_mb: usize = std::env::var("DITTO_BENCH_RANDOM_MB")
-        .ok()
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let rand_mb: usize = env("DITTO_BENCH_RANDOM_MB")
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
-    let specs = std::env::var("DITTO_BENCH_CHUNKERS")
-        .unwrap_or_else(|_| "fastcdc:2048:8192:65536:1,twostage:2048:8192:65536:1".to_string());
-    let ds = std::env::var("DITTO_BENCH_DATASET")
-        .ok()
-        .map(|d| versions(Path::new(&d)));
-    let random = test_bytes(0xD1770, rand_mb << 20);
+    let specs = env("DITTO_BENCH_CHUNKERS")
+        .unwrap_or_else(|| "default,fastcdc:2048:8192:65536:1".to_string());
+    let ds = env("DITTO_BENCH_DATASET").map(|d| versions(Path::new(&d)));
+    let random = match env("DITTO_BENCH_RANDOM_FILE") {
+        Some(f) => std::fs::read(f).unwrap(),
+        None => test_bytes(0xD1770, rand_mb << 20),
+    };
     // Every file of every version laid end to end: the "same bytes" for speed runs.
-    let ts_concat: Vec<u8> = ds.iter().flatten().flatten().flatten().copied().collect();
+    let mut ts_concat: Vec<u8> = match env("DITTO_BENCH_CONCAT") {
+        Some(f) => std::fs::read(f).unwrap(),
+        None => ds.iter().flatten().flatten().flatten().copied().collect(),
+    };
+    if let Some(mb) = env("DITTO_BENCH_TS_LIMIT_MB").and_then(|v| v.parse::<usize>().ok()) {
+        ts_concat.truncate(mb << 20);
+    }
 
     for spec in specs.split(',') {
         let f: Vec<&str> = spec.split(':').collect();
         let n = |i: usize| f[i].parse::<usize>().unwrap();
-        let c = make_chunker(f[0], n(1), n(2), n(3), n(4) as u32).unwrap();
+        let is_default = f[0] == "default";
+        let spec = if is_default {
+            let d = wasm_core::chunk::DEFAULT_CHUNKER;
+            format!("{}:{}:{}:{}:{}", d.0, d.1, d.2, d.3, d.4)
+        } else {
+            spec.to_string()
+        };
+        let spec = spec.as_str();
+        let c = if is_default {
+            wasm_core::chunk::make_chunker_or_default("default", None, None, None, None).unwrap()
+        } else {
+            make_chunker(f[0], n(1), n(2), n(3), n(4) as u32).unwrap()
+        };
         for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
             if data.is_empty() {
                 continue;
@@ -149,6 +171,28 @@ fn bench_core_native() {
                     format!("{:.0}", total as f64 / nchunks as f64),
                 ),
                 ("chunks", nchunks.to_string()),
+            ]);
+        }
+    }
+
+    // SS-CDC: stage 1 over 1 MiB segments on 2 threads, then sequential selection.
+    let ts2 = wasm_core::chunk::twostage::TwoStage::default_config();
+    for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
+        if data.is_empty() {
+            continue;
+        }
+        for threads in [1usize, 2] {
+            let mut chunks = 0;
+            let mbps = best(reps, data.len(), || {
+                chunks = wasm_core::chunk::sscdc::chunk_parallel(&ts2, data, 1 << 20, threads).len()
+            });
+            emit(&[
+                ("what", q("chunk")),
+                ("where", q("native")),
+                ("chunker", q(&format!("sscdc-twostage-{threads}thr"))),
+                ("data", q(name)),
+                ("mbps", format!("{mbps:.0}")),
+                ("chunks", chunks.to_string()),
             ]);
         }
     }

@@ -102,8 +102,30 @@ pub fn scan(buf: &[u8], from: usize, to: usize, t: u64) -> Option<usize> {
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        scan_scalar(buf, from, to, t)
+        scan_ring(buf, from, to, t)
     }
+}
+
+/// Scalar scan that multiplies each word once: the product `le32(x) * K` is `hi` of
+/// position `x + 4` and `lo` of position `x + 8`, so a 4-entry ring carries it over.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+fn scan_ring(buf: &[u8], from: usize, to: usize, t: u64) -> Option<usize> {
+    if from >= to {
+        return None;
+    }
+    let mut ring = [0u32; 4];
+    for j in 0..4 {
+        ring[(from + j) & 3] = le32(buf, from + j - 8).wrapping_mul(K);
+    }
+    for c in from..to {
+        let lo = ring[c & 3];
+        let hi = le32(buf, c - 4).wrapping_mul(K);
+        ring[c & 3] = hi;
+        if (((lo ^ hi) as i32) < S1_BOUND) && stage2(buf, c) < t {
+            return Some(c);
+        }
+    }
+    None
 }
 
 #[cfg(target_arch = "wasm32")]
