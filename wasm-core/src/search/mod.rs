@@ -52,11 +52,17 @@
 //! # Ok::<(), SearchError>(())
 //! ```
 //!
-//! In the browser the tiny store is IndexedDB: [`ResultDb::insert`] hands back each chunk's
-//! [`TinyRecord`] for the caller to write (batched), and the logical phase calls
-//! [`TinyStore::get`] only for chunks next to an `n - 1` partial — a few per search — so a
-//! caller with an asynchronous store can run the logical phase once with a store that
-//! records the requested fingerprints, fetch those, and run it again (it is cheap).
+//! In the browser the tiny store is IndexedDB: [`ResultDb::insert`] (or
+//! [`PhysicalScanner::scan_chunk`]) hands back each chunk's [`TinyRecord`] for the caller to
+//! write, batched ([`TinyRecord::encode`]). The logical phase calls [`TinyStore::get`] only
+//! for chunks next to an `n - 1` partial — a few per search — so with an asynchronous store
+//! the caller passes a [`RecordingTinyStore`] and, per file: runs `search_file`; if
+//! `take_missing()` returns fingerprints, truncates that file's output, fetches those records
+//! (`add_fetched`, also for absent ones) and runs the file again.
+//!
+//! Workers: each scans its containers with its own [`PhysicalPhase`]/[`PhysicalScanner`];
+//! [`ResultDb::encode`]/[`ResultDb::decode`] move the records to the logical worker and
+//! [`ResultDb::merge`] combines them. [`Dictionary`] is cheap to clone (shared).
 //!
 //! [`search`] runs both phases in memory (the server, tests, benchmarks);
 //! [`naive::NaiveSearch`] is the oracle/baseline.
