@@ -47,7 +47,7 @@ fn twostage_simd_equals_scalar() {
 
 #[wasm_bindgen_test]
 fn twostage_pinned_vectors_in_wasm() {
-    let img = include_bytes!("../../../shared/testdata/SekienAkashita.jpg");
+    let img = include_bytes!("../testdata/SekienAkashita.jpg");
     let ends: Vec<usize> = chunk_all(&TwoStage::default_config(), img)
         .iter()
         .map(|(o, l)| o + l)

@@ -151,12 +151,12 @@ mod tests {
     fn sekien_vectors() {
         let img = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/SekienAkashita.jpg"
+            "/testdata/SekienAkashita.jpg"
         ))
-        .expect("conformance image in ../shared/testdata");
+        .expect("conformance image in wasm-core/testdata");
         let spec = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/fastcdc-v2020-sekien.txt"
+            "/testdata/fastcdc-v2020-sekien.txt"
         ))
         .unwrap();
         let mut cases = 0;

@@ -431,9 +431,9 @@ mod tests {
     fn pinned_sekien_cut_points_v1() {
         let img = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/SekienAkashita.jpg"
+            "/testdata/SekienAkashita.jpg"
         ))
-        .expect("conformance image in ../shared/testdata");
+        .expect("conformance image in wasm-core/testdata");
         let ends: Vec<usize> = chunk_all(&TwoStage::default_config(), &img)
             .iter()
             .map(|(o, l)| o + l)
