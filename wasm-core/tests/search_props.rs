@@ -564,3 +564,51 @@ fn keywords_of_min_chunk_size() {
     check(&corpus, &kws, max_len, "2048-byte keywords", &mut t);
     assert!(t.matches > 1000, "{}", t.matches);
 }
+
+/// The automaton alone on longer haystacks (every skip mode, including the SIMD block
+/// pre-check of the two-byte filter in Wasm) against brute force.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn automaton_vs_brute_force() {
+    let mut rng = Rng(5);
+    for round in 0..ROUNDS {
+        let alphabet: &[u8] = match round % 3 {
+            0 => b"abcdefghijklmnopqrstuvwxyz .",
+            1 => b"abcdefgh",
+            _ => &[0, 1, 2, 3, 0xfe, 0xff],
+        };
+        let kws: Vec<Vec<u8>> = (0..rng.range(1, 20))
+            .map(|_| {
+                let n = rng.range(2, 8);
+                filler(&mut rng, alphabet, n)
+            })
+            .collect();
+        let len = rng.range(0, 3000);
+        let mut hay = filler(&mut rng, alphabet, len);
+        for _ in 0..rng.below(20) {
+            let k = rng.pick(&kws).clone();
+            if k.len() <= hay.len() {
+                let at = rng.below(hay.len() - k.len() + 1);
+                hay[at..at + k.len()].copy_from_slice(&k);
+            }
+        }
+        let ac = Automaton::new(&kws).unwrap();
+        let mut got = Vec::new();
+        let end = ac.find_all(&hay, |k, at| got.push((k, at)));
+        got.sort();
+        let mut want = Vec::new();
+        for (k, kw) in kws.iter().enumerate() {
+            for o in 0..hay.len() {
+                if hay[o..].starts_with(kw) {
+                    want.push((k as u32, o));
+                }
+            }
+        }
+        want.sort();
+        assert_eq!(got, want, "round {round}");
+        let (mut p1, mut p2) = (Vec::new(), Vec::new());
+        ac.end_partials(end, &mut p1);
+        ac.end_partials(ac.run(ac.start(), &hay), &mut p2);
+        assert_eq!(p1, p2, "round {round}");
+    }
+}

@@ -118,6 +118,11 @@ struct Pairs {
     bits: [u64; 1024],
     /// Some keyword starts with this byte.
     first: [bool; 256],
+    /// Nibble tables of a SIMD pre-check (Teddy-style, 8 buckets): pair `(a, b)` in bucket
+    /// `k` sets bit `k` of `nib[0][a & 15]`, `nib[1][a >> 4]`, `nib[2][b & 15]`,
+    /// `nib[3][b >> 4]`; a position can start a keyword only if the AND of its four lookups
+    /// is non-zero. Used 16 positions at a time on wasm32 with simd128.
+    nib: [[u8; 16]; 4],
 }
 
 impl Pairs {
@@ -129,15 +134,99 @@ impl Pairs {
             let key = a as usize | (b as usize) << 8;
             bits[key >> 6] >> (key & 63) & 1 != 0
         };
-        for (p, pair) in hay.windows(2).enumerate() {
+        let mut from = 0;
+        // Blocks of 16 positions that pass the SIMD pre-check are checked exactly.
+        while let Some(p) = self.simd_next_block(hay, from) {
+            for q in p..p + 16 {
+                if test(hay[q], hay[q + 1]) {
+                    return Some(q);
+                }
+            }
+            from = p + 16;
+        }
+        // The rest (all of `hay` without SIMD): fewer than 17 bytes with it.
+        let from = self.simd_tail(hay, from);
+        for (p, pair) in hay[from..].windows(2).enumerate() {
             if test(pair[0], pair[1]) {
-                return Some(p);
+                return Some(from + p);
             }
         }
         match hay.last() {
             Some(&b) if self.first[b as usize] => Some(hay.len() - 1),
             _ => None,
         }
+    }
+}
+
+impl Pairs {
+    /// From `from` on (a multiple of 16 apart from 0), the first 16-position block `p..p+16`
+    /// (with `p + 17 <= len`) in which some position passes the nibble pre-check.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline]
+    fn simd_next_block(&self, hay: &[u8], from: usize) -> Option<usize> {
+        use core::arch::wasm32::*;
+        let load = |t: &[u8; 16]| {
+            u8x16(
+                t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12],
+                t[13], t[14], t[15],
+            )
+        };
+        let (alo, ahi, blo, bhi) = (
+            load(&self.nib[0]),
+            load(&self.nib[1]),
+            load(&self.nib[2]),
+            load(&self.nib[3]),
+        );
+        let low = u8x16_splat(0x0f);
+        let mut p = from;
+        while p + 17 <= hay.len() {
+            // SAFETY: `p + 17 <= hay.len()`, so both 16-byte loads (at `p` and `p + 1`) are in
+            // bounds; `v128_load` has no alignment requirement.
+            let (x, y) = unsafe {
+                (
+                    v128_load(hay.as_ptr().add(p) as *const v128),
+                    v128_load(hay.as_ptr().add(p + 1) as *const v128),
+                )
+            };
+            let m = v128_and(
+                v128_and(
+                    i8x16_swizzle(alo, v128_and(x, low)),
+                    i8x16_swizzle(ahi, u8x16_shr(x, 4)),
+                ),
+                v128_and(
+                    i8x16_swizzle(blo, v128_and(y, low)),
+                    i8x16_swizzle(bhi, u8x16_shr(y, 4)),
+                ),
+            );
+            if v128_any_true(m) {
+                return Some(p);
+            }
+            p += 16;
+        }
+        None
+    }
+
+    /// Where the scalar tail starts after [`Pairs::simd_next_block`] gave up at `from`.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline]
+    fn simd_tail(&self, hay: &[u8], from: usize) -> usize {
+        if from + 17 > hay.len() {
+            from
+        } else {
+            from + ((hay.len() - 17 - from) / 16 + 1) * 16
+        }
+    }
+
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[inline]
+    fn simd_next_block(&self, _hay: &[u8], _from: usize) -> Option<usize> {
+        None
+    }
+
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[inline]
+    fn simd_tail(&self, _hay: &[u8], from: usize) -> usize {
+        from
     }
 }
 
@@ -352,6 +441,7 @@ impl Automaton {
                 let mut pairs = Box::new(Pairs {
                     bits: [0; 1024],
                     first: [false; 256],
+                    nib: [[0; 16]; 4],
                 });
                 for kw in keywords {
                     let kw = kw.as_ref();
@@ -365,7 +455,18 @@ impl Automaton {
                         pairs.bits[key >> 6] |= 1 << (key & 63);
                     }
                 }
-                let distinct: u32 = pairs.bits.iter().map(|w| w.count_ones()).sum();
+                let mut distinct = 0u32;
+                for key in 0..65536usize {
+                    if pairs.bits[key >> 6] >> (key & 63) & 1 != 0 {
+                        let bit = 1u8 << (distinct % 8);
+                        let (a, b) = (key & 0xff, key >> 8);
+                        pairs.nib[0][a & 15] |= bit;
+                        pairs.nib[1][a >> 4] |= bit;
+                        pairs.nib[2][b & 15] |= bit;
+                        pairs.nib[3][b >> 4] |= bit;
+                        distinct += 1;
+                    }
+                }
                 if distinct as usize <= PAIR_FILTER_MAX {
                     Skip::Pairs(pairs)
                 } else {
