@@ -236,15 +236,7 @@ async fn missing(
                 MAX_MISSING_FPS as u64,
             ));
         }
-        let conn = store.readers.get()?;
-        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
-        let mut seen = HashSet::with_capacity(fps.len());
-        let mut out = Vec::new();
-        for fp in fps {
-            if seen.insert(fp) && !st.exists(params![repo_id, &fp[..]])? {
-                out.push(fp);
-            }
-        }
+        let out = store.missing(repo_id, fps)?;
         Ok(if binary {
             (
                 [(header::CONTENT_TYPE, "application/octet-stream")],

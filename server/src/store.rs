@@ -7,9 +7,10 @@
 use std::{
     collections::{HashMap, HashSet},
     fs::{self, File, OpenOptions},
+    hash::{BuildHasherDefault, Hasher},
     os::unix::fs::FileExt,
     path::{Path, PathBuf},
-    sync::{Mutex, MutexGuard},
+    sync::{Mutex, MutexGuard, RwLock},
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -240,10 +241,36 @@ struct Writer {
     open: HashMap<i64, OpenContainer>,
 }
 
+/// Fingerprints are uniformly distributed already: hash by their first 8 bytes.
+#[derive(Default)]
+pub struct FpHasher(u64);
+
+impl Hasher for FpHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut b = [0u8; 8];
+        let n = bytes.len().min(8);
+        b[..n].copy_from_slice(&bytes[..n]);
+        self.0 ^= u64::from_le_bytes(b);
+    }
+    fn write_usize(&mut self, _: usize) {}
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
+
+/// Repositories with more chunks than this are not cached in memory (about 40 bytes per
+/// chunk); `chunks/missing` then asks SQLite for each fingerprint.
+const MAX_CACHED_CHUNKS: i64 = 16_000_000;
+
 pub struct Store {
     pub data_dir: PathBuf,
     pub readers: ReadPool,
     writer: Mutex<Writer>,
+    /// Exact in-memory copy of each repository's committed fingerprints (loaded on first
+    /// use, extended after each commit), for fast `chunks/missing` answers.
+    fp_cache: RwLock<HashMap<i64, FpSet>>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -282,6 +309,7 @@ impl Store {
         Ok(Store {
             data_dir: data_dir.to_path_buf(),
             readers: ReadPool::new(data_dir),
+            fp_cache: RwLock::new(HashMap::new()),
             writer: Mutex::new(Writer {
                 conn,
                 next_container_id: max_id as u64 + 1,
@@ -333,6 +361,10 @@ impl Store {
             Ok(last) => {
                 if let Some(oc) = last {
                     w.open.insert(repo_id, oc);
+                }
+                let mut cache = self.fp_cache.write().unwrap_or_else(|p| p.into_inner());
+                if let Some(set) = cache.get_mut(&repo_id) {
+                    set.extend(new.iter().map(|e| e.fp));
                 }
                 Ok(result)
             }
@@ -474,6 +506,66 @@ impl Store {
             oc.created = false;
             oc
         }))
+    }
+
+    /// The distinct fingerprints of `fps` (request order) that are not committed.
+    pub fn missing(&self, repo_id: i64, fps: Vec<Fingerprint>) -> ApiResult<Vec<Fingerprint>> {
+        let mut seen: FpSet = FpSet::with_capacity_and_hasher(fps.len(), Default::default());
+        let unique: Vec<Fingerprint> = fps.into_iter().filter(|fp| seen.insert(*fp)).collect();
+        {
+            let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(set) = cache.get(&repo_id) {
+                return Ok(unique.into_iter().filter(|fp| !set.contains(fp)).collect());
+            }
+        }
+        if self.load_fp_cache(repo_id)? {
+            return self.missing(repo_id, unique);
+        }
+        let conn = self.readers.get()?;
+        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let mut out = Vec::new();
+        for fp in unique {
+            if !st.exists(params![repo_id, &fp[..]])? {
+                out.push(fp);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Loads a repository's fingerprints into memory unless it is too large. Holds the
+    /// writer lock so that no commit slips between the scan and the cache insertion.
+    fn load_fp_cache(&self, repo_id: i64) -> ApiResult<bool> {
+        let w = self.writer();
+        if self
+            .fp_cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&repo_id)
+        {
+            return Ok(true);
+        }
+        let n: i64 = w.conn.query_row(
+            "SELECT COUNT(*) FROM chunks WHERE repo_id = ?1",
+            [repo_id],
+            |r| r.get(0),
+        )?;
+        if n > MAX_CACHED_CHUNKS {
+            return Ok(false);
+        }
+        let mut set = FpSet::with_capacity_and_hasher(n as usize, Default::default());
+        let mut st = w.conn.prepare("SELECT fp FROM chunks WHERE repo_id = ?1")?;
+        let mut rows = st.query([repo_id])?;
+        while let Some(r) = rows.next()? {
+            let fp: Vec<u8> = r.get(0)?;
+            if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
+                set.insert(fp);
+            }
+        }
+        self.fp_cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo_id, set);
+        Ok(true)
     }
 
     fn reopen_last(&self, conn: &Connection, repo_id: i64) -> ApiResult<Option<OpenContainer>> {

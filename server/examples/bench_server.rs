@@ -1,0 +1,182 @@
+//! Storage server benchmark (`npm run bench:server`, via scripts/bench-server.sh).
+//!
+//! Starts the release server on a temporary data directory and measures, over loopback:
+//! - ingest throughput of new chunks: pre-built ~4 MiB bundles of incompressible chunks
+//!   (4-16 KiB, codec raw) uploaded by 2 concurrent clients; the server verifies every SHA-1,
+//!   appends to containers, fsyncs, commits the index, then answers;
+//! - latency of one `chunks/missing` query with 100 000 fingerprints (JSON), median of 5.
+//!
+//! The last line printed is `{"ingest_mbps": .., "missing_100k_ms": ..}` (MB = 10^6 bytes).
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use wasm_core::{
+    format::bundle::{BundleWriter, Codec},
+    hash::{sha1, to_hex, Fingerprint},
+};
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let v = self.next().to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+}
+
+fn post(agent: &ureq::Agent, url: &str, token: &str, ct: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let r = agent
+        .post(url)
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("Content-Type", ct)
+        .send_bytes(body);
+    let r = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{url}: {e}"),
+    };
+    let status = r.status();
+    let mut out = Vec::new();
+    r.into_reader().read_to_end(&mut out).unwrap();
+    (status, out)
+}
+
+fn main() {
+    let bin = std::env::var("DITTO_SERVER_BIN").expect("DITTO_SERVER_BIN");
+    let total_mb = env_num("BENCH_INGEST_MB", 256);
+    let data_dir = std::env::temp_dir().join(format!("ditto-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data_dir);
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let mut child = Command::new(&bin)
+        .arg("serve")
+        .env("PORT", "0")
+        .env("DATA_DIR", &data_dir)
+        .env("WEB_DIR", data_dir.join("none"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let rest = line
+        .trim()
+        .strip_prefix("Ditto is running. Open ")
+        .expect("startup line");
+    let (base, token) = rest.split_once("/#token=").unwrap();
+    let (base, token) = (base.to_string(), token.to_string());
+
+    // Pre-build the bundles (not timed).
+    let mut rng = Rng(0x5EED_1234_5678_9ABC);
+    let mut bundles: Vec<Vec<u8>> = Vec::new();
+    let mut fps: Vec<Fingerprint> = Vec::new();
+    let mut raw_total = 0usize;
+    let mut w = BundleWriter::new();
+    let mut buf = vec![0u8; 16 << 10];
+    while raw_total < total_mb << 20 {
+        let len = 4096 + (rng.next() % (12 << 10)) as usize;
+        rng.fill(&mut buf[..len]);
+        let fp = sha1(&buf[..len]);
+        w.push(&fp, Codec::Raw, len as u32, &buf[..len]);
+        fps.push(fp);
+        raw_total += len;
+        if w.len() >= 4 << 20 {
+            bundles.push(std::mem::take(&mut w).finish());
+        }
+    }
+    if !w.is_empty() {
+        bundles.push(w.finish());
+    }
+    println!(
+        "ingest: {} bundles, {} chunks, {:.1} MB of new incompressible chunks, 2 clients",
+        bundles.len(),
+        fps.len(),
+        raw_total as f64 / 1e6
+    );
+
+    let url = format!("{base}/api/v1/repos/default/bundles");
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for k in 0..2 {
+            let (bundles, url, token) = (&bundles, &url, &token);
+            s.spawn(move || {
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_secs(120))
+                    .build();
+                for b in bundles.iter().skip(k).step_by(2) {
+                    let (st, body) = post(&agent, url, token, "application/x-ditto-bundle", b);
+                    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+                }
+            });
+        }
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let ingest_mbps = raw_total as f64 / 1e6 / secs;
+    println!("ingest: {secs:.2} s -> {ingest_mbps:.1} MB/s");
+
+    // 100 000 fingerprints: all stored ones (up to 50 000) plus absent ones.
+    let mut query: Vec<String> = fps.iter().take(50_000).map(to_hex).collect();
+    let mut i = 0u64;
+    while query.len() < 100_000 {
+        query.push(to_hex(&sha1(&i.to_le_bytes())));
+        i += 1;
+    }
+    let body = serde_json::to_vec(&serde_json::json!({ "fingerprints": query })).unwrap();
+    let bin_body: Vec<u8> = query
+        .iter()
+        .flat_map(|h| wasm_core::format::parse_fp_hex(h).unwrap())
+        .collect();
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(120))
+        .build();
+    let murl = format!("{base}/api/v1/repos/default/chunks/missing");
+    let mut times = Vec::new();
+    let mut bin_times = Vec::new();
+    let expect_missing = 100_000 - fps.len().min(50_000);
+    for _ in 0..5 {
+        let t = Instant::now();
+        let (st, out) = post(&agent, &murl, &token, "application/json", &body);
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(st, 200);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["missing"].as_array().unwrap().len(), expect_missing);
+        let t = Instant::now();
+        let (st, out) = post(&agent, &murl, &token, "application/octet-stream", &bin_body);
+        bin_times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(st, 200);
+        assert_eq!(out.len(), expect_missing * 20);
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    bin_times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let missing_ms = times[2];
+    println!(
+        "missing: 100 000 fingerprints ({} stored) -> median {missing_ms:.1} ms JSON, {:.1} ms binary",
+        fps.len().min(50_000),
+        bin_times[2]
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&data_dir);
+    println!(
+        "{{\"ingest_mbps\":{:.1},\"missing_100k_ms\":{:.1}}}",
+        ingest_mbps, missing_ms
+    );
+}
