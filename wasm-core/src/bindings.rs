@@ -6,6 +6,7 @@
 //! ```js
 //! const eng = new ChunkEngine("default");            // or ("fastcdc", 2048, 8192, 65536, 1)
 //! eng.setHints(prevFps, prevLengths);                // optional: RapidCDC, previous recipe
+//!                                                    // (Uint8Array 20*n, Uint32Array n)
 //! for await (const block of file.stream()) {         // blocks of any size
 //!   if (eng.push(block) > 0) take(eng);
 //! }
@@ -115,6 +116,9 @@ fn build_chunker(
 pub struct ChunkEngine {
     p: ChunkPipeline,
     finished: bool,
+    started: bool,
+    kind: String,
+    params: (Option<u32>, Option<u32>, Option<u32>, Option<u32>),
 }
 
 #[wasm_bindgen]
@@ -132,7 +136,52 @@ impl ChunkEngine {
         Ok(ChunkEngine {
             p: ChunkPipeline::new(build_chunker(kind, min, avg, max, level)?),
             finished: false,
+            started: false,
+            kind: kind.to_string(),
+            params: (min, avg, max, level),
         })
+    }
+
+    /// RapidCDC hints from the previous version of this file (or of the whole source):
+    /// its chunks in order, `fps` 20 bytes each and `lengths`. With `markers` (the last
+    /// byte of each chunk) suggestions are accepted by the marker test, else by the
+    /// rolling-window test. Call before the first `push`; only for "default", "twostage"
+    /// and "fastcdc". Chunks may then differ slightly from plain chunking (RapidCDC's
+    /// trade-off), still independent of the block split.
+    #[wasm_bindgen(js_name = setHints)]
+    pub fn set_hints(
+        &mut self,
+        fps: &[u8],
+        lengths: &[u32],
+        markers: Option<Vec<u8>>,
+    ) -> Result<(), JsError> {
+        if self.started || self.finished {
+            return Err(JsError::new("ChunkEngine.setHints after push"));
+        }
+        if fps.len() != lengths.len() * hash::FINGERPRINT_LEN {
+            return Err(JsError::new(
+                "setHints: need 20 fingerprint bytes per length",
+            ));
+        }
+        let fps: Vec<hash::Fingerprint> = fps
+            .chunks_exact(hash::FINGERPRINT_LEN)
+            .map(|c| c.try_into().expect("20 bytes"))
+            .collect();
+        let markers = markers.unwrap_or_default();
+        let (min, avg, max, level) = self.params;
+        let c = chunk::make_rapid_chunker(
+            &self.kind,
+            min.map(|v| v as usize),
+            avg.map(|v| v as usize),
+            max.map(|v| v as usize),
+            level,
+            &fps,
+            lengths,
+            &markers,
+        )
+        .map_err(js_err)?;
+        self.p = ChunkPipeline::new(c);
+        Ok(())
     }
 
     /// Feeds the next block of the file; returns the number of chunks completed.
@@ -140,6 +189,7 @@ impl ChunkEngine {
         if self.finished {
             return Err(JsError::new("ChunkEngine.push after finish"));
         }
+        self.started = true;
         Ok(self.p.push(block) as u32)
     }
 

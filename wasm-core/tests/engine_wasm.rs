@@ -71,3 +71,42 @@ fn simd_lanes_match_portable_lanes() {
     wasm_core::hash::multi::sha1_many_portable(&buf, &ranges, &mut portable);
     assert_eq!(simd, portable.as_flattened());
 }
+
+#[wasm_bindgen_test]
+fn engine_with_rapidcdc_hints() {
+    let v1 = wasm_core::chunk::twostage::test_text(41, 500_000);
+    let mut v2 = v1.clone();
+    v2.splice(250_000..250_000, b"edit".iter().copied());
+    let plain = run_engine("default", &v1, 1 << 16);
+    let mut fps = Vec::new();
+    let mut lens = Vec::new();
+    for &(o, l) in &plain {
+        fps.extend_from_slice(&wasm_core::hash::sha1(&v1[o..o + l]));
+        lens.push(l as u32);
+    }
+    let mut e = ChunkEngine::new("default", None, None, None, None).unwrap();
+    e.set_hints(&fps, &lens, None).unwrap();
+    let mut covered = 0usize;
+    let mut n = 0;
+    for b in v2.chunks(100_000) {
+        n += e.push(b).unwrap();
+        for (i, (&o, &l)) in e.offsets().iter().zip(e.lengths().iter()).enumerate() {
+            assert_eq!(o as usize, covered);
+            let want = wasm_core::hash::sha1(&v2[covered..covered + l as usize]);
+            assert_eq!(&e.fingerprints()[20 * i..20 * i + 20], &want);
+            covered += l as usize;
+        }
+    }
+    n += e.finish().unwrap();
+    for (i, &l) in e.lengths().iter().enumerate() {
+        let want = wasm_core::hash::sha1(&v2[covered..covered + l as usize]);
+        assert_eq!(&e.fingerprints()[20 * i..20 * i + 20], &want);
+        covered += l as usize;
+    }
+    assert_eq!(covered, v2.len());
+    assert!(n > 0);
+    assert!(
+        e.set_hints(&fps, &lens, None).is_err(),
+        "hints after push are refused"
+    );
+}

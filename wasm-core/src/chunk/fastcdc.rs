@@ -83,8 +83,41 @@ impl FastCdc {
     }
 
     /// The 2K/8K/64K level-1 configuration used as Ditto's FastCDC baseline.
+    /// `(min, avg, max)`.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.min, self.avg, self.max)
+    }
+
     pub fn default_8k() -> Self {
         Self::new(2048, 8192, 65536, 1).expect("valid parameters")
+    }
+}
+
+impl FastCdc {
+    /// Would the chunk starting at `start` be allowed to end at `c` by the hash test
+    /// alone (RapidCDC's rolling-window test)? The gear hash is recomputed over the up to
+    /// 64 bytes that still influence it at byte `c` (older bytes are shifted out of the
+    /// 64-bit state), starting no earlier than where FastCDC starts hashing. At the end
+    /// of the data (`c == buf.len()`) every end is allowed.
+    pub fn is_boundary(&self, buf: &[u8], start: usize, c: usize) -> bool {
+        if c >= buf.len() {
+            return c == buf.len();
+        }
+        let len = c - start;
+        if len < (self.min & !1) || len > self.max {
+            return false;
+        }
+        let from = (start + (self.min & !1)).max(c.saturating_sub(63));
+        let mut h: u64 = 0;
+        for &b in &buf[from..=c] {
+            h = (h << 1).wrapping_add(GEAR[b as usize]);
+        }
+        let mask = if len < self.avg {
+            self.mask_s
+        } else {
+            self.mask_l
+        };
+        h & mask == 0
     }
 }
 

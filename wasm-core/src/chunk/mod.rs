@@ -18,6 +18,7 @@ pub mod fastcdc;
 pub mod fixed;
 mod gear_table;
 pub mod pipeline;
+pub mod rapidcdc;
 pub mod sscdc;
 pub mod stream;
 pub mod twostage;
@@ -42,6 +43,12 @@ pub trait CutPoint {
     /// `buf` where the chunk ends: `start < end <= min(buf.len(), start + max_size())` when
     /// `buf[start..]` is non-empty.
     fn cut(&self, buf: &[u8], start: usize) -> usize;
+
+    /// Chunkers that fingerprint as they cut (RapidCDC) move the SHA-1s of the chunks cut
+    /// so far into `out` and return true; the others return false.
+    fn take_fingerprints(&self, _out: &mut Vec<crate::hash::Fingerprint>) -> bool {
+        false
+    }
 }
 
 impl<T: CutPoint + ?Sized> CutPoint for Box<T> {
@@ -53,6 +60,9 @@ impl<T: CutPoint + ?Sized> CutPoint for Box<T> {
     }
     fn cut(&self, buf: &[u8], start: usize) -> usize {
         (**self).cut(buf, start)
+    }
+    fn take_fingerprints(&self, out: &mut Vec<crate::hash::Fingerprint>) -> bool {
+        (**self).take_fingerprints(out)
     }
 }
 
@@ -100,6 +110,59 @@ pub fn make_chunker_or_default(
         max.unwrap_or(dmax),
         level.unwrap_or(dlevel),
     )
+}
+
+/// RapidCDC ([`rapidcdc`]) over a `"default"`, `"twostage"` or `"fastcdc"` base chunker
+/// (parameters as in [`make_chunker_or_default`]), with size lists learnt from a previous
+/// version's recipe: `fps[i]`, `sizes[i]` of consecutive chunks, `markers[i]` the last
+/// byte of chunk `i` (empty if unknown: then the rolling-window test is used).
+#[allow(clippy::too_many_arguments)]
+pub fn make_rapid_chunker(
+    kind: &str,
+    min: Option<usize>,
+    avg: Option<usize>,
+    max: Option<usize>,
+    level: Option<u32>,
+    fps: &[crate::hash::Fingerprint],
+    sizes: &[u32],
+    markers: &[u8],
+) -> Result<DynChunker, String> {
+    use rapidcdc::{Accept, Hints, RapidCdc};
+    let (k, dmin, davg, dmax, dlevel) = if kind == "default" {
+        DEFAULT_CHUNKER
+    } else {
+        (kind, 2048, 8192, 65536, 1)
+    };
+    let (mn, av, mx, lv) = (
+        min.unwrap_or(dmin),
+        avg.unwrap_or(davg),
+        max.unwrap_or(dmax),
+        level.unwrap_or(dlevel),
+    );
+    let mut hints = Hints::new();
+    hints.learn_recipe(fps, sizes, markers);
+    let accept = if markers.len() == fps.len() && !markers.is_empty() {
+        Accept::Marker
+    } else {
+        Accept::RollingWindow
+    };
+    Ok(match k {
+        "twostage" => Box::new(RapidCdc::new(
+            twostage::TwoStage::new(mn, av, mx, lv)?,
+            hints,
+            accept,
+        )),
+        "fastcdc" => Box::new(RapidCdc::new(
+            fastcdc::FastCdc::new(mn, av, mx, lv)?,
+            hints,
+            accept,
+        )),
+        other => {
+            return Err(format!(
+                "RapidCDC hints need twostage or fastcdc, not {other:?}"
+            ))
+        }
+    })
 }
 
 /// Splits a whole in-memory buffer; returns `(offset, length)` of every chunk.

@@ -15,6 +15,7 @@ pub struct ChunkPipeline {
     offsets: Vec<u64>,
     lengths: Vec<u32>,
     fingerprints: Vec<u8>,
+    taken: Vec<crate::hash::Fingerprint>,
 }
 
 impl ChunkPipeline {
@@ -26,6 +27,7 @@ impl ChunkPipeline {
             offsets: Vec::new(),
             lengths: Vec::new(),
             fingerprints: Vec::new(),
+            taken: Vec::new(),
         }
     }
 
@@ -55,7 +57,18 @@ impl ChunkPipeline {
         }
         self.fingerprints
             .resize(self.batch.len() * FINGERPRINT_LEN, 0);
-        sha1_many_flat(buf, &self.ranges, &mut self.fingerprints);
+        // RapidCDC already fingerprinted its chunks (it needs them to jump); reuse those.
+        self.taken.clear();
+        if self.stream.cutter().take_fingerprints(&mut self.taken) {
+            assert_eq!(
+                self.taken.len(),
+                self.batch.len(),
+                "one fingerprint per chunk"
+            );
+            self.fingerprints.copy_from_slice(self.taken.as_flattened());
+        } else {
+            sha1_many_flat(buf, &self.ranges, &mut self.fingerprints);
+        }
         self.batch.len()
     }
 
@@ -126,5 +139,43 @@ mod tests {
         check_batch(&p);
         assert_eq!(got, want);
         assert_eq!(p.position(), data.len() as u64);
+    }
+
+    #[test]
+    fn rapid_pipeline_reuses_its_fingerprints_correctly() {
+        use super::super::make_rapid_chunker;
+        let v1 = super::super::twostage::test_text(40, 600_000);
+        let mut v2 = v1.clone();
+        v2.splice(300_000..300_000, b"an edit".iter().copied());
+        let plain = chunk_all(
+            &make_chunker("twostage", 2048, 7680, 65536, 2).unwrap(),
+            &v1,
+        );
+        let fps: Vec<_> = plain
+            .iter()
+            .map(|&(o, l)| crate::hash::sha1(&v1[o..o + l]))
+            .collect();
+        let sizes: Vec<u32> = plain.iter().map(|c| c.1 as u32).collect();
+        let c = make_rapid_chunker("default", None, None, None, None, &fps, &sizes, &[]).unwrap();
+        let mut p = ChunkPipeline::new(c);
+        let mut covered = 0;
+        let mut check = |p: &ChunkPipeline| {
+            for i in 0..p.offsets().len() {
+                let (o, l) = (p.offsets()[i] as usize, p.lengths()[i] as usize);
+                assert_eq!(o, covered);
+                assert_eq!(
+                    &p.fingerprints()[20 * i..20 * i + 20],
+                    crate::hash::sha1(&v2[o..o + l])
+                );
+                covered += l;
+            }
+        };
+        for b in v2.chunks(77_777) {
+            p.push(b);
+            check(&p);
+        }
+        p.finish();
+        check(&p);
+        assert_eq!(covered, v2.len());
     }
 }

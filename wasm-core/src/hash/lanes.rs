@@ -19,8 +19,8 @@ pub(crate) trait Lanes: Copy {
     fn with_lane(self, i: usize, v: u32) -> Self;
 }
 
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) type Vec4 = Portable;
+/// The lanes the multi-buffer path uses in Wasm (natively the `sha1` crate is used per
+/// chunk, and the portable lanes only through `sha1_many_portable`).
 #[cfg(target_arch = "wasm32")]
 pub(crate) type Vec4 = Simd;
 

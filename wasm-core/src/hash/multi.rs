@@ -11,7 +11,9 @@
 //! The rounds are written with renamed variables (macros), not loops over arrays, so the
 //! state stays in registers / Wasm locals.
 
-use super::lanes::{Lanes, Vec4};
+use super::lanes::Lanes;
+#[cfg(target_arch = "wasm32")]
+use super::lanes::Vec4;
 use super::{Fingerprint, FINGERPRINT_LEN};
 
 const IV: [u32; 5] = [
@@ -149,12 +151,31 @@ impl Lane {
 /// goes to `out[i]`. Panics if a range lies outside `buf` or `out` is shorter than
 /// `ranges`.
 pub fn sha1_many(buf: &[u8], ranges: &[(usize, usize)], out: &mut [Fingerprint]) {
-    sha1_many_with::<Vec4>(buf, ranges, out.as_flattened_mut())
+    sha1_many_flat(buf, ranges, out.as_flattened_mut())
 }
 
 /// Same as [`sha1_many`], writing 20 bytes per digest into a flat byte slice.
+///
+/// In Wasm this is the simd128 multi-buffer path. Natively it hashes one chunk at a time
+/// with the `sha1` crate, which uses the CPU's SHA extensions where present and is then
+/// faster than 4 portable lanes (measured: docs/BENCHMARKS.md); the portable lanes stay
+/// available, and tested, as [`sha1_many_portable`].
 pub fn sha1_many_flat(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u8]) {
-    sha1_many_with::<Vec4>(buf, ranges, out)
+    #[cfg(target_arch = "wasm32")]
+    {
+        sha1_many_with::<Vec4>(buf, ranges, out)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        assert!(
+            out.len() >= ranges.len() * FINGERPRINT_LEN,
+            "output shorter than the batch"
+        );
+        for (i, &(off, len)) in ranges.iter().enumerate() {
+            out[i * FINGERPRINT_LEN..][..FINGERPRINT_LEN]
+                .copy_from_slice(&super::sha1(&buf[off..off + len]));
+        }
+    }
 }
 
 fn sha1_many_with<L: Lanes>(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u8]) {
