@@ -5,6 +5,8 @@
 //!
 //! ```js
 //! const eng = new ChunkEngine("default");            // or ("fastcdc", 2048, 8192, 65536, 1)
+//!                                // or ChunkEngine.forFile(name, first16Bytes): fixed-size
+//!                                // chunks for zip/gz/jpeg/png/mp4/... (PRUNE §4.3)
 //! eng.setHints(prevFps, prevLengths);                // optional: RapidCDC, previous recipe
 //!                                                    // (Uint8Array 20*n, Uint32Array n)
 //! for await (const block of file.stream()) {         // blocks of any size
@@ -182,6 +184,21 @@ impl ChunkEngine {
         .map_err(js_err)?;
         self.p = ChunkPipeline::new(c);
         Ok(())
+    }
+
+    /// Context-aware choice (PRUNE §4.3): fixed-size chunks for compressed / media files
+    /// (by extension or by the first bytes, `head`: pass at least 16 when available),
+    /// the default chunker otherwise.
+    #[wasm_bindgen(js_name = forFile)]
+    pub fn for_file(name: &str, head: &[u8]) -> Result<ChunkEngine, JsError> {
+        let policy = chunk::policy::Policy::default();
+        let fixed = policy.classify(name, head) == chunk::policy::FileClass::Immutable;
+        let (kind, avg) = if fixed {
+            ("fixed", Some(policy.fixed_size as u32))
+        } else {
+            ("default", None)
+        };
+        ChunkEngine::new(kind, None, avg, None, None)
     }
 
     /// Feeds the next block of the file; returns the number of chunks completed.

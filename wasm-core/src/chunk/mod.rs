@@ -17,7 +17,9 @@
 pub mod fastcdc;
 pub mod fixed;
 mod gear_table;
+pub mod inck;
 pub mod pipeline;
+pub mod policy;
 pub mod rapidcdc;
 pub mod sscdc;
 pub mod stream;
@@ -69,8 +71,9 @@ impl<T: CutPoint + ?Sized> CutPoint for Box<T> {
 /// A chunker chosen at run time (by the bindings, the benchmarks, the policy).
 pub type DynChunker = Box<dyn CutPoint + Send + Sync>;
 
-/// Builds a chunker by name: `"fastcdc"` (FastCDC-2020, `level` = normalization 0-3) or
-/// `"fixed"` (chunks of `avg` bytes); other kinds are added by their modules.
+/// Builds a chunker by name: `"fastcdc"` (FastCDC-2020, `level` = normalization 0-3),
+/// `"twostage"` (Ditto's default algorithm), `"inck"` (INC-K Rabin, `2^round(log2(avg))`
+/// match rate) or `"fixed"` (chunks of `avg` bytes).
 pub fn make_chunker(
     kind: &str,
     min: usize,
@@ -82,6 +85,12 @@ pub fn make_chunker(
         "fastcdc" => Box::new(fastcdc::FastCdc::new(min, avg, max, level)?),
         "fixed" => Box::new(fixed::Fixed::new(avg)?),
         "twostage" => Box::new(twostage::TwoStage::new(min, avg, max, level)?),
+        // Target pattern bits from the average; `level` is unused (no normalisation).
+        "inck" => Box::new(inck::IncK::new(
+            min,
+            max,
+            (avg.max(16) as f64).log2().round() as u32,
+        )?),
         other => return Err(format!("unknown chunker {other:?}")),
     })
 }
