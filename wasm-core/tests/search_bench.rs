@@ -222,6 +222,48 @@ fn bench_matchers_synthetic() {
     }
 }
 
+/// Unique chunks of the real dataset, written by the native benchmark for the Wasm one.
+const DUMP_BIN: &str = "/tmp/search-bench-unique.bin";
+const DUMP_LEN: &str = "/tmp/search-bench-unique.len";
+
+#[cfg(target_arch = "wasm32")]
+mod node_fs {
+    use wasm_bindgen::prelude::*;
+    #[wasm_bindgen(module = "fs")]
+    extern "C" {
+        #[wasm_bindgen(js_name = existsSync)]
+        pub fn exists_sync(path: &str) -> bool;
+        #[wasm_bindgen(js_name = readFileSync)]
+        pub fn read_file_sync(path: &str) -> Vec<u8>;
+    }
+}
+
+/// The real unique chunks in Wasm (run the native benchmark first to write them).
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen_test]
+#[ignore]
+fn bench_matchers_real_in_wasm() {
+    if !node_fs::exists_sync(DUMP_BIN) {
+        say!("{DUMP_BIN} missing: run the native benchmark first");
+        return;
+    }
+    let blob = node_fs::read_file_sync(DUMP_BIN);
+    let lens = node_fs::read_file_sync(DUMP_LEN);
+    let mut chunks = Vec::new();
+    let mut at = 0;
+    for l in lens.chunks(4) {
+        let l = u32::from_le_bytes(l.try_into().unwrap()) as usize;
+        chunks.push(&blob[at..at + l]);
+        at += l;
+    }
+    let n = chunks.len();
+    let sample: Vec<u8> = chunks[n / 10 * 9..].concat();
+    for k in [1, 8, 128] {
+        let kws = pick_keywords(&sample, k);
+        compare_matchers("wasm real unique chunks", &chunks, &kws);
+    }
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 mod real {
     use super::*;
@@ -282,6 +324,15 @@ mod real {
             order.len(),
             physical as f64 / 1e6
         );
+        // The unique chunks for the Wasm benchmark (which cannot chunk a folder itself).
+        let mut blob = Vec::new();
+        let mut lens = Vec::new();
+        for fp in &order {
+            blob.extend_from_slice(chunk_bytes(fp));
+            lens.extend_from_slice(&(chunk_bytes(fp).len() as u32).to_le_bytes());
+        }
+        std::fs::write(DUMP_BIN, &blob).unwrap();
+        std::fs::write(DUMP_LEN, &lens).unwrap();
         // All the text, for keyword choice: the newest version's files are enough.
         let sample: Vec<u8> = files[files.len() / 10 * 9..].concat();
         let uchunks: Vec<&[u8]> = order.iter().map(chunk_bytes).collect();
