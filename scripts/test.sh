@@ -17,7 +17,10 @@ suite "cargo test (workspace, native)" cargo test --workspace --no-fail-fast
 suite "wasm tests (wasm-bindgen-test in Node)" cargo test -p wasm-core --target wasm32-unknown-unknown --tests --no-fail-fast
 suite "web unit tests (vitest)" npm run --silent test -w web
 suite "web typecheck (tsc strict)" npm run --silent typecheck -w web
-suite "e2e (Playwright, real server, Chromium)" bash -c 'cargo build -q -p ditto-server && npx playwright test -c e2e'
+# `cargo test` above built target/debug/ditto-server (with the test build's feature set; a
+# plain `cargo build` would resolve features differently and rebuild every dependency).
+suite "e2e (Playwright, real server, Chromium)" bash -c \
+  '[[ -x target/debug/ditto-server ]] || cargo build -q -p ditto-server; npx playwright test -c e2e'
 
 echo
 echo "Summary"
