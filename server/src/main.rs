@@ -145,6 +145,19 @@ fn serve() {
         .parse()
         .unwrap_or_else(|_| die("PORT must be a number from 0 to 65535"));
     let data_dir = data_dir();
+    // One server per data directory: containers are appended by a single writer.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(data_dir.join("server.lock"))
+        .unwrap_or_else(|e| die(format!("cannot create the lock file: {e}")));
+    if lock.try_lock().is_err() {
+        die(format!(
+            "another ditto-server is already serving {}",
+            data_dir.display()
+        ));
+    }
     let web_dir = PathBuf::from(env_or("WEB_DIR", "web/dist"));
     let store = Arc::new(store::Store::open(&data_dir).unwrap_or_else(|e| die(e)));
     let token = default_token(&data_dir)
@@ -188,4 +201,5 @@ fn serve() {
             die(format!("server error: {e}"));
         }
     });
+    drop(lock);
 }

@@ -535,7 +535,12 @@ fn auth_matrix() {
     }
     // the right tokens work, and repositories do not see each other's chunks
     let a = agent();
-    assert_eq!(upload(&a, &s, &t2, std::slice::from_ref(&chunk)).unwrap().status, 200);
+    assert_eq!(
+        upload(&a, &s, &t2, std::slice::from_ref(&chunk))
+            .unwrap()
+            .status,
+        200
+    );
     let r = request(
         "POST",
         &s.repo_url("other", "/chunks/missing"),
@@ -901,4 +906,23 @@ fn check_detects_corruption() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("ERROR"), "{out}");
     assert_eq!(cli(&dir.0, &["check", "nope"]).0, 1);
+}
+
+#[test]
+fn one_server_per_data_dir() {
+    let dir = TempDir::new("lock");
+    let s = Server::start(&dir.0);
+    let out = std::process::Command::new(BIN)
+        .arg("serve")
+        .env("PORT", "0")
+        .env("DATA_DIR", &dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already serving"));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        request("GET", &s.url("/api/v1/health"), None, &[], None).status,
+        200
+    );
 }
