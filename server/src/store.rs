@@ -650,7 +650,7 @@ impl Store {
             match e.kind {
                 wasm_core::format::manifest::EntryKind::File => {
                     stats.files += 1;
-                    stats.logical_bytes += e.size;
+                    stats.logical_bytes = stats.logical_bytes.saturating_add(e.size);
                 }
                 wasm_core::format::manifest::EntryKind::Dir => stats.dirs += 1,
                 wasm_core::format::manifest::EntryKind::Symlink => stats.symlinks += 1,

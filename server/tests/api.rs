@@ -440,6 +440,12 @@ fn mismatch_and_bad_content_refused() {
     let m = json!({ "source": "s", "time": 0, "entries": [
         { "path": "f", "kind": "file", "size": 1, "mtime": 0, "recipe": [good[0].hex()] } ] });
     post_json(&s.repo_url("default", "/versions"), &t, &m).expect_error(422, "size_mismatch");
+    // sizes that would overflow a sum are refused, not a server error
+    let huge = 1u64 << 63;
+    let m = json!({ "source": "s", "time": 0, "entries": [
+        { "path": "f", "kind": "file", "size": huge, "mtime": 0, "recipe": [] },
+        { "path": "g", "kind": "file", "size": huge, "mtime": 0, "recipe": [] } ] });
+    post_json(&s.repo_url("default", "/versions"), &t, &m).expect_error(422, "size_mismatch");
     let list = request(
         "GET",
         &s.repo_url("default", "/versions"),
