@@ -5,6 +5,7 @@
 
 export const CHUNKERS = [
   ['fastcdc', 2048, 8192, 65536, 1],
+  ['inck', 2048, 8192, 65536, 0],
   ['default'],
 ];
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use wasm_core::chunk::{make_chunker, pipeline::ChunkPipeline, test_bytes, CutPoint};
-use wasm_core::hash::{sha1, sha1_many_flat};
+use wasm_core::hash::sha1;
 
 fn files_in(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
@@ -96,8 +96,15 @@ fn bench_core_native() {
     let rand_mb: usize = env("DITTO_BENCH_RANDOM_MB")
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
-    let specs = env("DITTO_BENCH_CHUNKERS")
-        .unwrap_or_else(|| "default,fastcdc:2048:8192:65536:1".to_string());
+    // Quick mode (`--quick`): fewer chunkers, no RapidCDC and SS-CDC runs.
+    let quick = env("DITTO_BENCH_QUICK").is_some_and(|v| v == "1");
+    let specs = env("DITTO_BENCH_CHUNKERS").unwrap_or_else(|| {
+        if quick {
+            "default,fastcdc:2048:8192:65536:1".to_string()
+        } else {
+            "default,fastcdc:2048:8192:65536:1,inck:2048:8192:65536:0".to_string()
+        }
+    });
     let ds = env("DITTO_BENCH_DATASET").map(|d| versions(Path::new(&d)));
     let random = match env("DITTO_BENCH_RANDOM_FILE") {
         Some(f) => std::fs::read(f).unwrap(),
@@ -163,6 +170,7 @@ fn bench_core_native() {
             }
             emit(&[
                 ("what", q("dedup")),
+                ("default", is_default.to_string()),
                 ("chunker", q(spec)),
                 ("data", q("typescript-10")),
                 ("ratio", format!("{:.4}", total as f64 / unique as f64)),
@@ -177,7 +185,7 @@ fn bench_core_native() {
 
     // RapidCDC on typescript-10: each version chunked with hints learnt from the one
     // before (RWT and MT), against the plain chunker; chunk + SHA-1 time per version.
-    if let Some(vs) = &ds {
+    if let Some(vs) = ds.as_ref().filter(|_| !quick) {
         use wasm_core::chunk::fastcdc::FastCdc;
         use wasm_core::chunk::rapidcdc::{Accept, BoundaryTest, Hints, RapidCdc};
         use wasm_core::chunk::twostage::TwoStage;
@@ -297,7 +305,7 @@ fn bench_core_native() {
     // SS-CDC: stage 1 over 1 MiB segments on 2 threads, then sequential selection.
     let ts2 = wasm_core::chunk::twostage::TwoStage::default_config();
     for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
-        if data.is_empty() {
+        if data.is_empty() || quick {
             continue;
         }
         for threads in [1usize, 2] {
@@ -363,8 +371,11 @@ fn bench_core_native() {
             ("data", q(name)),
             ("mbps", format!("{mbps:.0}")),
         ]);
-        let mut out = vec![0u8; ranges.len() * 20];
-        let mbps = best(reps, data.len(), || sha1_many_flat(data, &ranges, &mut out));
+        // The portable 4-lane multi-buffer code (natively `sha1_many` uses the crate).
+        let mut out = vec![[0u8; 20]; ranges.len()];
+        let mbps = best(reps, data.len(), || {
+            wasm_core::hash::multi::sha1_many_portable(data, &ranges, &mut out)
+        });
         emit(&[
             ("what", q("sha1")),
             ("where", q("native")),
