@@ -932,3 +932,73 @@ fn one_server_per_data_dir() {
         200
     );
 }
+
+/// Random and mutated input never produces a 5xx, and the server keeps its data intact.
+#[test]
+fn garbage_never_5xx() {
+    let dir = TempDir::new("garbage");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let a = agent();
+    let chunks = sample_chunks(40, 6);
+    let valid = bundle(&chunks);
+    let valid_manifest = serde_json::to_vec(&json!({ "source": "s", "time": 1, "entries": [
+        { "path": "a", "kind": "file", "size": chunks[0].raw.len(), "mtime": 0, "recipe": [chunks[0].hex()] } ] }))
+    .unwrap();
+    let mut rng = rand_bytes(77, 1 << 16).into_iter().cycle();
+    let mut next = move || rng.next().unwrap() as usize;
+    let endpoints = ["/bundles", "/chunks/missing", "/chunks/get", "/versions"];
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..400 {
+        let ep = endpoints[i % endpoints.len()];
+        let body: Vec<u8> = match i % 3 {
+            0 => rand_bytes(i as u64, next() % 3000),
+            _ => {
+                let mut b = if ep == "/bundles" {
+                    valid.clone()
+                } else {
+                    valid_manifest.clone()
+                };
+                for _ in 0..1 + next() % 4 {
+                    let at = next() * 256 % b.len();
+                    b[at] = next() as u8;
+                }
+                if next() % 5 == 0 {
+                    b.truncate(next() * 97 % b.len());
+                }
+                b
+            }
+        };
+        let ct = if i % 7 == 0 {
+            "application/octet-stream"
+        } else {
+            "application/json"
+        };
+        let r = try_request(
+            &a,
+            "POST",
+            &s.repo_url("default", ep),
+            Some(&t),
+            &[("Content-Type", ct)],
+            Some(&body),
+        )
+        .unwrap();
+        assert!(
+            r.status < 500,
+            "{ep}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+        if r.status >= 400 {
+            assert!(r.json()["error"].is_string());
+        }
+        *statuses.entry(r.status).or_insert(0) += 1;
+    }
+    assert!(
+        statuses.contains_key(&400) && statuses.contains_key(&422),
+        "{statuses:?}"
+    );
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
