@@ -1002,3 +1002,28 @@ fn garbage_never_5xx() {
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn serves_the_web_app() {
+    let dir = TempDir::new("web");
+    let web = dir.0.join("no-web"); // the harness's WEB_DIR
+    std::fs::create_dir_all(web.join("assets")).unwrap();
+    std::fs::write(
+        web.join("index.html"),
+        "<!doctype html><title>Ditto</title>",
+    )
+    .unwrap();
+    std::fs::write(web.join("assets/app.js"), "console.log(1)").unwrap();
+    let s = Server::start(&dir.0);
+    let r = request("GET", &s.url("/"), None, &[], None);
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"<!doctype html><title>Ditto</title>"[..])
+    );
+    let r = request("GET", &s.url("/assets/app.js"), None, &[], None);
+    assert_eq!(r.body, b"console.log(1)");
+    // client-side routes fall back to index.html; API routes never do
+    let r = request("GET", &s.url("/restore/7"), None, &[], None);
+    assert_eq!(r.body, b"<!doctype html><title>Ditto</title>");
+    request("GET", &s.url("/api/v1/nothing"), None, &[], None).expect_error(404, "not_found");
+}
