@@ -59,6 +59,88 @@ fn post(agent: &ureq::Agent, url: &str, token: &str, ct: &str, body: &[u8]) -> (
     (status, out)
 }
 
+/// Bundles of ~4 MiB holding `total` raw bytes of new 4-16 KiB chunks: random bytes sent
+/// raw, or text-like bytes sent as zstd. Returns (bundles, fps, raw bytes, stored bytes).
+fn build_bundles(
+    rng: &mut Rng,
+    total: usize,
+    compressible: bool,
+) -> (Vec<Vec<u8>>, Vec<Fingerprint>, usize, usize) {
+    const WORDS: [&[u8]; 8] = [
+        b"backup ",
+        b"ditto ",
+        b"chunk ",
+        b"2026-11-22 ",
+        b"error ",
+        b"the ",
+        b"{\"id\": ",
+        b"\n",
+    ];
+    let mut bundles = Vec::new();
+    let mut fps = Vec::new();
+    let (mut raw_total, mut stored_total) = (0usize, 0usize);
+    let mut w = BundleWriter::new();
+    let mut buf = vec![0u8; 16 << 10];
+    let mut z = zstd::bulk::Compressor::new(3).unwrap();
+    while raw_total < total {
+        let len = 4096 + (rng.next() % (12 << 10)) as usize;
+        if compressible {
+            let mut at = 0;
+            while at < len {
+                let r = rng.next();
+                let word: Vec<u8> = if r.is_multiple_of(3) {
+                    format!("{} ", r >> 40).into_bytes()
+                } else {
+                    WORDS[(r >> 8) as usize % WORDS.len()].to_vec()
+                };
+                let n = word.len().min(len - at);
+                buf[at..at + n].copy_from_slice(&word[..n]);
+                at += n;
+            }
+        } else {
+            rng.fill(&mut buf[..len]);
+        }
+        let raw = &buf[..len];
+        let fp = sha1(raw);
+        if compressible {
+            let c = z.compress(raw).unwrap();
+            stored_total += c.len();
+            w.push(&fp, Codec::Zstd, len as u32, &c);
+        } else {
+            stored_total += len;
+            w.push(&fp, Codec::Raw, len as u32, raw);
+        }
+        fps.push(fp);
+        raw_total += len;
+        if w.len() >= 4 << 20 {
+            bundles.push(std::mem::take(&mut w).finish());
+        }
+    }
+    if !w.is_empty() {
+        bundles.push(w.finish());
+    }
+    (bundles, fps, raw_total, stored_total)
+}
+
+/// Uploads all bundles with 2 concurrent clients; returns the seconds taken.
+fn upload_all(bundles: &[Vec<u8>], url: &str, token: &str) -> f64 {
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for k in 0..2 {
+            s.spawn(move || {
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_secs(120))
+                    .build();
+                for b in bundles.iter().skip(k).step_by(2) {
+                    let (st, body) = post(&agent, url, token, "application/x-ditto-bundle", b);
+                    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+                }
+            });
+        }
+    });
+    t0.elapsed().as_secs_f64()
+}
+
 fn main() {
     let bin = std::env::var("DITTO_SERVER_BIN").expect("DITTO_SERVER_BIN");
     let total_mb = env_num("BENCH_INGEST_MB", 256);
@@ -86,51 +168,30 @@ fn main() {
 
     // Pre-build the bundles (not timed).
     let mut rng = Rng(0x5EED_1234_5678_9ABC);
-    let mut bundles: Vec<Vec<u8>> = Vec::new();
-    let mut fps: Vec<Fingerprint> = Vec::new();
-    let mut raw_total = 0usize;
-    let mut w = BundleWriter::new();
-    let mut buf = vec![0u8; 16 << 10];
-    while raw_total < total_mb << 20 {
-        let len = 4096 + (rng.next() % (12 << 10)) as usize;
-        rng.fill(&mut buf[..len]);
-        let fp = sha1(&buf[..len]);
-        w.push(&fp, Codec::Raw, len as u32, &buf[..len]);
-        fps.push(fp);
-        raw_total += len;
-        if w.len() >= 4 << 20 {
-            bundles.push(std::mem::take(&mut w).finish());
-        }
-    }
-    if !w.is_empty() {
-        bundles.push(w.finish());
-    }
+    let (bundles, fps, raw_total, _) = build_bundles(&mut rng, total_mb << 20, false);
     println!(
         "ingest: {} bundles, {} chunks, {:.1} MB of new incompressible chunks, 2 clients",
         bundles.len(),
         fps.len(),
         raw_total as f64 / 1e6
     );
-
     let url = format!("{base}/api/v1/repos/default/bundles");
-    let t0 = Instant::now();
-    std::thread::scope(|s| {
-        for k in 0..2 {
-            let (bundles, url, token) = (&bundles, &url, &token);
-            s.spawn(move || {
-                let agent = ureq::AgentBuilder::new()
-                    .timeout(Duration::from_secs(120))
-                    .build();
-                for b in bundles.iter().skip(k).step_by(2) {
-                    let (st, body) = post(&agent, url, token, "application/x-ditto-bundle", b);
-                    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
-                }
-            });
-        }
-    });
-    let secs = t0.elapsed().as_secs_f64();
+    let secs = upload_all(&bundles, &url, &token);
     let ingest_mbps = raw_total as f64 / 1e6 / secs;
     println!("ingest: {secs:.2} s -> {ingest_mbps:.1} MB/s");
+    drop(bundles);
+
+    // The same with compressible chunks sent as zstd (what the browser does).
+    let zstd_mb = env_num("BENCH_ZSTD_MB", 64);
+    let (zb, zfps, zraw, zstored) = build_bundles(&mut rng, zstd_mb << 20, true);
+    let zsecs = upload_all(&zb, &url, &token);
+    let zstd_mbps = zraw as f64 / 1e6 / zsecs;
+    println!(
+        "ingest zstd: {} chunks, {:.1} MB raw as {:.1} MB zstd: {zsecs:.2} s -> {zstd_mbps:.1} MB/s of raw data",
+        zfps.len(),
+        zraw as f64 / 1e6,
+        zstored as f64 / 1e6
+    );
 
     // 100 000 fingerprints: all stored ones (up to 50 000) plus absent ones.
     let mut query: Vec<String> = fps.iter().take(50_000).map(to_hex).collect();
@@ -176,7 +237,7 @@ fn main() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&data_dir);
     println!(
-        "{{\"ingest_mbps\":{:.1},\"missing_100k_ms\":{:.1}}}",
-        ingest_mbps, missing_ms
+        "{{\"ingest_mbps\":{:.1},\"missing_100k_ms\":{:.1},\"ingest_zstd_raw_mbps\":{:.1}}}",
+        ingest_mbps, missing_ms, zstd_mbps
     );
 }
