@@ -28,7 +28,7 @@ static ZERO_BLOCK: [u8; 64] = [0; 64];
 
 /// One SHA-1 compression on four lanes.
 #[inline(always)]
-fn compress4<L: Lanes>(st: &mut [L; 5], blocks: [&[u8; 64]; 4]) {
+fn compress4<L: Lanes>(st: &mut [L; 5], blocks: [&[u8; 64]; 4], k: &[L; 4]) {
     let mut w = L::load_blocks(blocks);
     let (mut a, mut b, mut c, mut d, mut e) = (st[0], st[1], st[2], st[3], st[4]);
 
@@ -62,7 +62,7 @@ fn compress4<L: Lanes>(st: &mut [L; 5], blocks: [&[u8; 64]; 4]) {
             $e = $e
                 .add($a.rotl::<5>())
                 .add(f!($f, $b, $c, $d))
-                .add(L::splat($k))
+                .add($k)
                 .add(word!($t));
             $b = $b.rotl::<30>();
         };
@@ -77,22 +77,22 @@ fn compress4<L: Lanes>(st: &mut [L; 5], blocks: [&[u8; 64]; 4]) {
             round!($f, $k, $t + 4, b, c, d, e, a);
         };
     }
-    five!(ch, K[0], 0);
-    five!(ch, K[0], 5);
-    five!(ch, K[0], 10);
-    five!(ch, K[0], 15);
-    five!(par, K[1], 20);
-    five!(par, K[1], 25);
-    five!(par, K[1], 30);
-    five!(par, K[1], 35);
-    five!(maj, K[2], 40);
-    five!(maj, K[2], 45);
-    five!(maj, K[2], 50);
-    five!(maj, K[2], 55);
-    five!(par, K[3], 60);
-    five!(par, K[3], 65);
-    five!(par, K[3], 70);
-    five!(par, K[3], 75);
+    five!(ch, k[0], 0);
+    five!(ch, k[0], 5);
+    five!(ch, k[0], 10);
+    five!(ch, k[0], 15);
+    five!(par, k[1], 20);
+    five!(par, k[1], 25);
+    five!(par, k[1], 30);
+    five!(par, k[1], 35);
+    five!(maj, k[2], 40);
+    five!(maj, k[2], 45);
+    five!(maj, k[2], 50);
+    five!(maj, k[2], 55);
+    five!(par, k[3], 60);
+    five!(par, k[3], 65);
+    five!(par, k[3], 70);
+    five!(par, k[3], 75);
 
     st[0] = st[0].add(a);
     st[1] = st[1].add(b);
@@ -190,6 +190,9 @@ fn sha1_many_with<L: Lanes>(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u8
         );
     }
     let mut st: [L; 5] = std::array::from_fn(|i| L::splat(IV[i]));
+    // Round constants as run-time values: kept in locals across the loop instead of being
+    // rematerialised as constants in every round (V8 builds a v128 constant from GPRs).
+    let kv: [L; 4] = std::array::from_fn(|i| L::splat(std::hint::black_box(K[i])));
     let mut lanes: [Option<Lane>; 4] = [None, None, None, None];
     let mut next_msg = 0;
     loop {
@@ -218,7 +221,7 @@ fn sha1_many_with<L: Lanes>(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u8
                 Some(ln) => ln.block(buf),
                 None => &ZERO_BLOCK,
             });
-            compress4(&mut st, blocks);
+            compress4(&mut st, blocks, &kv);
             for ln in lanes.iter_mut().flatten() {
                 ln.next_block += 1;
             }
