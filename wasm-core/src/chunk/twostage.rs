@@ -153,7 +153,12 @@ mod simd {
     }
 
     pub(super) fn scan(buf: &[u8], from: usize, to: usize, t: u64) -> Option<usize> {
-        let (k, bound) = (u32x4_splat(K), i32x4_splat(S1_BOUND));
+        // Run-time splats (black_box): kept in locals rather than rematerialised as v128
+        // constants inside the loop by V8.
+        let (k, bound) = (
+            u32x4_splat(core::hint::black_box(K)),
+            i32x4_splat(core::hint::black_box(S1_BOUND)),
+        );
         let mut c = from;
         // Loads for group `c` read bytes c-8 .. c+10, those of the next group up to c+26:
         // stay below `to <= buf.len()`.
