@@ -168,9 +168,23 @@ mod simd {
             while c + 32 <= to {
                 let next = unsafe { products(buf.as_ptr().add(c + 8), k) };
                 if any16(&cur, &next, bound) {
-                    // Rare (about 1 group in 32): settle the 16 positions in order, scalar.
-                    if let Some(x) = scan_scalar(buf, c, c + 16, t) {
-                        return Some(x);
+                    // Rare (about 1 group in 32): which of the 16 survived, from the same
+                    // vectors (bit i of mask m is position c + m + 4i); stage 2 for those,
+                    // in position order.
+                    let mut survivors = 0u32;
+                    for m in 0..4 {
+                        let h = v128_xor(cur[m], i32x4_shuffle::<1, 2, 3, 4>(cur[m], next[m]));
+                        let bits = i32x4_bitmask(i32x4_lt(h, bound)) as u32;
+                        for i in 0..4 {
+                            survivors |= ((bits >> i) & 1) << (m + 4 * i);
+                        }
+                    }
+                    while survivors != 0 {
+                        let x = c + survivors.trailing_zeros() as usize;
+                        if stage2(buf, x) < t {
+                            return Some(x);
+                        }
+                        survivors &= survivors - 1;
                     }
                 }
                 cur = next;
