@@ -69,11 +69,15 @@ async function ditto() {
     const t0 = now();
     await page.getByTestId('backup-start').click();
     await page.getByTestId('backup-done').waitFor({ timeout: 600_000 });
-    const dt = now() - t0;
+    // The page's own clock, from the click to the committed version: Playwright's waitFor
+    // polls at up to 500 ms intervals, which would otherwise be timed too.
+    void t0;
     const sent = Number(await page.getByTestId('backup-sent').getAttribute('data-bytes'));
+    const phases = JSON.parse(await page.getByTestId('backup-progress').getAttribute('data-phase-ms'));
+    const dt = Object.values(phases).reduce((a, b) => a + b, 0) / 1000;
     seconds += dt;
     wire += sent;
-    rows.push([path.basename(v), dt, sent]);
+    rows.push([path.basename(v), dt, sent, phases]);
   }
   await browser.close();
   const token = new URLSearchParams(new URL(url).hash.slice(1)).get('token');
@@ -107,8 +111,13 @@ const rz = restic('auto');
 const ro = restic('off');
 const mb = (n) => (n / 1e6).toFixed(1).padStart(8);
 console.log(`\n${pkg} x${versions.length}: ${mb(logical)} MB logical\n`);
-console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8));
-for (const [v, dt, sent] of d.rows) console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent));
+console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8), '  ms per phase');
+for (const [v, dt, sent, phases] of d.rows) {
+  const ph = Object.entries(phases)
+    .map(([k, ms]) => `${k} ${Math.round(ms)}`)
+    .join(', ');
+  console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent), ' ', ph);
+}
 console.log('\ntool'.padEnd(22), 'seconds'.padStart(8), 'stored MB'.padStart(10));
 console.log('ditto (UI, Chromium)'.padEnd(21), d.seconds.toFixed(2).padStart(8), mb(d.stored).padStart(10));
 console.log('restic --compression auto'.padEnd(21), rz.seconds.toFixed(2).padStart(8), mb(rz.stored).padStart(10));

@@ -20,7 +20,7 @@ import type { PickedFolder } from '../input/folder';
 import type { NewChunks } from '../worker/protocol';
 import type { CorePool } from '../worker/pool';
 import { FP_LEN, fpHex, packHex } from './hex';
-import { JobStore, type JobRecord } from './jobstore';
+import { JobStore, type FileRecord, type JobRecord } from './jobstore';
 import { Uploader, type Candidate } from './uploader';
 
 export const ZSTD_LEVEL = 3;
@@ -49,6 +49,8 @@ export interface BackupProgress {
   message?: string;
   version?: VersionInfo;
   uploader?: Uploader['stats'];
+  /** Milliseconds spent in each phase so far (where the time goes, for people and benchmarks). */
+  phaseMs: Partial<Record<Phase, number>>;
 }
 
 export interface BackupDeps {
@@ -145,6 +147,7 @@ export class BackupJob {
       mbPerSecond: 0,
       etaSeconds: null,
       errors: picked.skipped.map((s) => ({ path: s.path, message: s.reason })),
+      phaseMs: {},
     };
   }
 
@@ -170,6 +173,16 @@ export class BackupJob {
     this.uploader?.cancel();
   }
 
+  private phaseStart = performance.now();
+
+  private enter(phase: Phase) {
+    const p = this.progress;
+    const t = performance.now();
+    p.phaseMs[p.phase] = (p.phaseMs[p.phase] ?? 0) + (t - this.phaseStart);
+    this.phaseStart = t;
+    p.phase = phase;
+  }
+
   private emit() {
     const p = this.progress;
     const secs = (performance.now() - this.started) / 1000;
@@ -186,12 +199,12 @@ export class BackupJob {
     try {
       const version = await this.backup();
       this.progress.version = version;
-      this.progress.phase = 'done';
+      this.enter('done');
       await this.deps.jobs.update(this.key, (j) => (j.status = 'done'));
       await this.deps.jobs.clearFiles(this.key);
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
-      this.progress.phase = this.cancelled ? 'cancelled' : 'failed';
+      this.enter(this.cancelled ? 'cancelled' : 'failed');
       this.progress.message = this.cancelled ? 'Backup cancelled. Chunks already uploaded are kept.' : message;
       await this.deps.jobs
         .update(this.key, (j) => {
@@ -268,13 +281,13 @@ export class BackupJob {
       p.filesDone++;
       p.bytesDone += f.file.size;
     }
-    p.phase = 'backing up';
+    this.enter('backing up');
     this.emit();
 
     await this.chunkAndUpload(toRead, hot, recipes, index);
     if (this.cancelled) throw new Error('cancelled');
 
-    p.phase = 'committing';
+    this.enter('committing');
     this.emit();
     const manifest = (): Manifest => ({
       source: p.source,
@@ -344,7 +357,19 @@ export class BackupJob {
     let next = 0;
     /** Per file: its recipe recorded in the job state once its chunks are all durable. */
     const recorded: Promise<void>[] = [];
-    const inFlight = Math.max(2, pool.size * 2);
+    // Written in batches: after a reload at most one batch of finished files is read again.
+    let batch: FileRecord[] = [];
+    const flush = () => {
+      const b = batch;
+      batch = [];
+      return jobs.putFiles(b);
+    };
+    const record = (r: FileRecord) => {
+      batch.push(r);
+      return batch.length >= 64 ? flush() : Promise.resolve();
+    };
+    // Many small files: keep every worker fed while the page waits on earlier replies.
+    const inFlight = Math.max(4, pool.size * 8);
     const one = async (f: PickedFolder['files'][number]) => {
       let seen = 0;
       const durable: Promise<void>[] = [];
@@ -365,7 +390,7 @@ export class BackupJob {
         // that waited for its own file's chunks to be stored could wait forever.
         recorded.push(
           Promise.all(durable).then(() =>
-            jobs.putFile({
+            record({
               job: this.key,
               path: f.path,
               size: f.file.size,
@@ -394,6 +419,7 @@ export class BackupJob {
       await Promise.all(lanes);
       await uploader.drain();
       await Promise.all(recorded);
+      await flush();
     } finally {
       recorded.forEach((r) => r.catch(() => {}));
     }

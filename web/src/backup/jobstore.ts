@@ -70,8 +70,12 @@ export class JobStore {
     await tx.done;
   }
 
-  async putFile(rec: FileRecord) {
-    await this.db.put('files', rec);
+  /** Records finished files, in one transaction (one per file costs milliseconds each). */
+  async putFiles(recs: readonly FileRecord[]) {
+    if (!recs.length) return;
+    const tx = this.db.transaction('files', 'readwrite');
+    for (const r of recs) void tx.store.put(r);
+    await tx.done;
   }
 
   async files(key: string): Promise<Map<string, FileRecord>> {

@@ -78,7 +78,12 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
   const active = ['planning', 'backing up', 'committing'].includes(p.phase);
   const pct = p.bytesTotal ? Math.min(100, (100 * p.bytesDone) / p.bytesTotal) : 100;
   return (
-    <div className="progress" data-testid="backup-progress" data-phase={p.phase}>
+    <div
+      className="progress"
+      data-testid="backup-progress"
+      data-phase={p.phase}
+      data-phase-ms={JSON.stringify(p.phaseMs)}
+    >
       <div className="bar">
         <div style={{ width: `${pct}%` }} />
       </div>
