@@ -37,12 +37,14 @@ function bundleFps(body: Buffer): string[] {
 
 test('a reload in the middle of a backup resumes without re-sending acknowledged chunks', async ({ page }) => {
   const acked = new Set<string>();
+  const sentBeforeReload = new Set<string>();
   const sentAfterReload: string[] = [];
   let reloaded = false;
   // Slow the uploads down so that the reload lands mid-backup.
   await page.route('**/api/v1/repos/*/bundles', async (route) => {
     const fps = bundleFps(route.request().postDataBuffer()!);
     if (reloaded) sentAfterReload.push(...fps);
+    else fps.forEach((f) => sentBeforeReload.add(f));
     await new Promise((r) => setTimeout(r, 400));
     const response = await route.fetch();
     if (response.status() === 200 && !reloaded) fps.forEach((f) => acked.add(f));
@@ -71,6 +73,7 @@ test('a reload in the middle of a backup resumes without re-sending acknowledged
   expect(stats.versions).toBe(1);
   expect(stats.series[0].files).toBe(24);
   expect(stats.series[0].logical_bytes).toBe(24 << 20);
-  // Every chunk was stored exactly once, before or after the reload.
-  expect(new Set([...acked, ...sentAfterReload]).size).toBe(stats.chunks);
+  // Every chunk reached the server, before or after the reload (bundles in flight at the
+  // reload may have been stored without the page seeing the answer).
+  expect(new Set([...sentBeforeReload, ...sentAfterReload]).size).toBe(stats.chunks);
 });
