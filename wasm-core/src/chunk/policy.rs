@@ -152,7 +152,7 @@ mod tests {
     fn immutable_files_get_fixed_chunks() {
         let img = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/SekienAkashita.jpg"
+            "/testdata/SekienAkashita.jpg"
         ))
         .unwrap();
         let p = Policy {
