@@ -15,8 +15,8 @@ if ((quick)); then random_mb=32; reps=1; ts_limit=48; else random_mb=256; reps=3
 
 log() { echo "[bench:core] $*" >&2; }
 
-log "dataset typescript-10 (tarballs cached by npm-versions.sh)"
-../shared/datasets/npm-versions.sh typescript 10 "$cache/ds" >&2
+log "dataset typescript-10 (tarballs cached by scripts/npm-versions.mjs)"
+node scripts/npm-versions.mjs typescript 10 "$cache/ds" >&2
 files=$(node wasm-core/bench/prepare.mjs "$cache/ds/typescript" "$cache" "$random_mb")
 ts_bin=$(node -e 'console.log(JSON.parse(process.argv[1]).typescript)' "$files")
 rnd_bin=$(node -e 'console.log(JSON.parse(process.argv[1]).random)' "$files")
