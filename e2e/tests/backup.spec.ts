@@ -38,7 +38,7 @@ test('three versions of a real package: later versions send only what the server
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
 
-  const results = [];
+  const results: { sent: number; id: number }[] = [];
   for (const v of versions) results.push(await backUp(page, v, PKG));
   const st = await stats(server);
   expect(st.series.length).toBe(3);

@@ -1,14 +1,15 @@
 import { chromium, expect, test, type BrowserServer } from '@playwright/test';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, type RunningServer } from '../server';
 
 /**
  * Opt-in (`DITTO_LARGE_FILE_MB=2048 npx playwright test -c e2e tests/large-file.spec.ts`): it
- * writes a file of that size and, today, fails — the tab peaks at ~690 MiB for 2 GiB (issue 5).
+ * writes a file of that size and, today, fails: renderer PSS 147 MiB idle, 488 MiB peak for 2 GiB
+ * (368 MiB for 64 MiB, so the excess is a transient of the backup, not proportional to the file).
  */
 const MiB = 2 ** 20;
 const SIZE = Number(process.env.DITTO_LARGE_FILE_MB ?? 2048) * MiB;
@@ -35,19 +36,29 @@ test.afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Resident memory of the renderer processes (the tab and its workers) under one browser. */
-function rendererRss(browserPid: number): number {
+/** Memory of the renderer processes (the tab and its workers) under one browser. */
+function rendererPss(browserPid: number): number {
   const rows = execFileSync('ps', ['-eo', 'pid=,ppid=,rss=,args='], { encoding: 'utf8' })
     .split('\n')
     .map((l) => l.trim().split(/\s+/))
     .filter((r) => r.length >= 4)
-    .map(([pid, ppid, rss, ...args]) => ({ pid: +pid, ppid: +ppid, rss: +rss * 1024, args: args.join(' ') }));
+    .map(([pid, ppid, , ...args]) => ({ pid: +pid, ppid: +ppid, args: args.join(' ') }));
   const ours = new Set([browserPid]);
   for (let grew = true; grew;) {
     grew = false;
     for (const r of rows) if (ours.has(r.ppid) && !ours.has(r.pid)) (ours.add(r.pid), (grew = true));
   }
-  return rows.filter((r) => ours.has(r.pid) && r.args.includes('--type=renderer')).reduce((n, r) => n + r.rss, 0);
+  // PSS, not RSS: pages shared between processes (V8's snapshot, libraries) count once.
+  return rows.filter((r) => ours.has(r.pid) && r.args.includes('--type=renderer')).reduce((n, r) => n + pss(r.pid), 0);
+}
+
+function pss(pid: number): number {
+  try {
+    const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0; // the process ended between ps and the read
+  }
 }
 
 test(`a ${SIZE / MiB} MiB file backs up with the tab under ${LIMIT / MiB} MiB`, async ({ launchOptions }) => {
@@ -60,8 +71,9 @@ test(`a ${SIZE / MiB} MiB file backs up with the tab under ${LIMIT / MiB} MiB`, 
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await page.getByTestId('folder-input').setInputFiles(path.join(root, 'Large'));
+  const idle = rendererPss(pid);
   let peak = 0;
-  const poll = setInterval(() => (peak = Math.max(peak, rendererRss(pid))), 100);
+  const poll = setInterval(() => (peak = Math.max(peak, rendererPss(pid))), 100);
   try {
     await page.getByTestId('backup-start').click();
     await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 540_000 });
@@ -70,8 +82,10 @@ test(`a ${SIZE / MiB} MiB file backs up with the tab under ${LIMIT / MiB} MiB`, 
     await browser.close();
     await browserServer.close();
   }
-  test.info().annotations.push({ type: 'peak renderer RSS (MiB)', description: (peak / MiB).toFixed(0) });
-  console.log(`peak renderer RSS: ${(peak / MiB).toFixed(0)} MiB for a ${SIZE / MiB} MiB file`);
+  test.info().annotations.push({ type: 'peak renderer PSS (MiB)', description: (peak / MiB).toFixed(0) });
+  console.log(
+    `renderer PSS: ${(idle / MiB).toFixed(0)} MiB idle, peak ${(peak / MiB).toFixed(0)} MiB for a ${SIZE / MiB} MiB file`,
+  );
   expect(peak).toBeGreaterThan(0);
   expect(peak).toBeLessThan(LIMIT);
   const res = await fetch(`${server.url}/api/v1/repos/default/stats`, {
