@@ -14,6 +14,7 @@ command -v restic >/dev/null || apt_pkgs+=(restic)        # benchmark anchors
 command -v borg >/dev/null || apt_pkgs+=(borgbackup)
 command -v rg >/dev/null || apt_pkgs+=(ripgrep)
 command -v bc >/dev/null || apt_pkgs+=(bc)
+command -v unzip >/dev/null || apt_pkgs+=(unzip)        # e2e: restored zips are checked with it
 if ((${#apt_pkgs[@]})); then
   log "apt: ${apt_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
