@@ -1,0 +1,180 @@
+// Shared pieces of the UI benchmarks (bench/*.mjs): the release server on a fresh data
+// directory, headless Chromium, the app page, backing folders up through the real UI, the
+// server's JSON API and `du`. Every helper throws (with what it was doing) on failure, so a
+// benchmark that awaits them exits non-zero with a readable message.
+import { chromium } from '@playwright/test';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { npmVersions } from '../scripts/npm-versions.mjs';
+
+/** The repository root (absolute). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Chromium flags of every benchmark (the same as e2e/playwright.config.ts). */
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--headless',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-quic',
+];
+
+/**
+ * Command-line options: `flag('quick')` is true when `--quick` is given, `option('count', 10)`
+ * is the value after `--count` (a string) or the default.
+ */
+export function cli(argv = process.argv.slice(2)) {
+  return {
+    flag: (name) => argv.includes(`--${name}`),
+    option: (name, dflt) => {
+      const i = argv.indexOf(`--${name}`);
+      return i >= 0 ? argv[i + 1] : dflt;
+    },
+  };
+}
+
+/** Apparent size in bytes of a file or folder (`du -sb`). */
+export function du(p) {
+  return Number(execFileSync('du', ['-sb', p], { encoding: 'utf8' }).split('\t')[0]);
+}
+
+/** Seconds from an arbitrary origin (performance.now), for wall-clock intervals. */
+export const now = () => performance.now() / 1000;
+
+/**
+ * The `count` newest stable releases of npm package `pkg`, one unpacked folder each under
+ * target/datasets/<pkg>/, oldest first (downloaded once, see scripts/npm-versions.mjs).
+ */
+export function dataset(pkg, count) {
+  return npmVersions(pkg, count, path.join(ROOT, 'target', 'datasets'));
+}
+
+/**
+ * Starts target/release/ditto-server on PORT=0 with a fresh data directory (or `dataDir`).
+ * Resolves to `{ appUrl, origin, token, dataDir, child, stop }`: `appUrl` is the page URL with
+ * the token in its fragment; `stop()` ends the process (SIGTERM) and waits for it. The data
+ * directory is left for the caller (`du`, then `rmSync`).
+ */
+export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')) } = {}) {
+  const bin = path.join(ROOT, 'target', 'release', 'ditto-server');
+  if (!existsSync(bin)) throw new Error(`${bin} is missing: run npm run build:server`);
+  const child = spawn(bin, ['serve'], {
+    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const appUrl = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`ditto-server did not start in 30 s:\n${out}`)), 30_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /Open (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`ditto-server exited with ${code} before it was ready:\n${out}`));
+    });
+  });
+  const u = new URL(appUrl);
+  return {
+    appUrl,
+    origin: u.origin,
+    token: new URLSearchParams(u.hash.slice(1)).get('token') ?? '',
+    dataDir,
+    child,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** GET `/api/v1<p>` of `server` with its token; the parsed JSON, or an error naming the status. */
+export async function apiJson(server, p) {
+  const res = await fetch(new URL(`/api/v1${p}`, server.origin), {
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  if (!res.ok) throw new Error(`GET /api/v1${p}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+/** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS. */
+export function launchBrowser() {
+  return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+}
+
+/**
+ * A new page (own context) on the app, once the engine is ready. With `noSavePicker`,
+ * `showSaveFilePicker` is hidden so a restore ends in an ordinary download (Playwright's
+ * 'download' event), as in e2e/tests/restore.spec.ts.
+ */
+export async function openApp(browser, server, { noSavePicker = false } = {}) {
+  const page = await browser.newPage({ acceptDownloads: true });
+  if (noSavePicker)
+    await page.addInitScript(() => {
+      Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
+    });
+  await page.goto(server.appUrl);
+  await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+  return page;
+}
+
+/**
+ * Backs `folders` up in order through the UI of `page` (folder input, source label `source`,
+ * "Back up"), one version each. Returns one row per folder:
+ * `{ folder, version, seconds, sentBytes, phases }`, where `seconds` is the page's own clock
+ * from the click to the committed version (the sum of its per-phase milliseconds; Playwright's
+ * polling would add up to 0.5 s) and `sentBytes` the bundle bytes it sent.
+ */
+export async function backupFolders(page, folders, source) {
+  const rows = [];
+  let previous = null;
+  for (const folder of folders) {
+    await page.getByTestId('folder-input').setInputFiles(folder);
+    await page.getByTestId('source-label').fill(source);
+    await page.getByTestId('backup-start').click();
+    // The result of this backup, not the previous one still on screen.
+    const done = page.locator(
+      previous === null ? '[data-testid=backup-done]' : `[data-testid=backup-done]:not([data-version="${previous}"])`,
+    );
+    try {
+      await done.waitFor({ timeout: 600_000 });
+    } catch (e) {
+      const errors = await page.getByTestId('backup-errors').allInnerTexts();
+      throw new Error(`backing up ${folder} did not finish: ${errors.join('; ') || e.message}`);
+    }
+    const version = Number(await done.getAttribute('data-version'));
+    const sentBytes = Number(await page.getByTestId('backup-sent').getAttribute('data-bytes'));
+    const phases = JSON.parse(await page.getByTestId('backup-progress').getAttribute('data-phase-ms'));
+    const seconds = Object.values(phases).reduce((a, b) => a + b, 0) / 1000;
+    rows.push({ folder, version, seconds, sentBytes, phases });
+    previous = version;
+  }
+  return rows;
+}
+
+/**
+ * A throwaway restic repository (password "bench"): `run(args, opts)` runs restic on it
+ * (execFileSync options, e.g. `{ cwd }`), `remove()` deletes it.
+ */
+export function resticRepo(label) {
+  const repo = mkdtempSync(path.join(tmpdir(), `restic-${label}-`));
+  const env = { ...process.env, RESTIC_PASSWORD: 'bench', RESTIC_REPOSITORY: repo };
+  execFileSync('restic', ['init', '-q'], { env });
+  return {
+    repo,
+    run: (args, opts = {}) => execFileSync('restic', args, { env, encoding: 'utf8', ...opts }),
+    remove: () => rmSync(repo, { recursive: true, force: true }),
+  };
+}
