@@ -1,0 +1,201 @@
+// Restore benchmark: typescript-10 backed up through the real UI (headless Chromium, real
+// release server), then the newest release (or --restore RELEASE) restored as a zip in a
+// fresh page ("Download zip", no save picker, so it ends in a download), unpacked and
+// compared byte for byte with its folder; then restic backs up the same folders and restores
+// the same release, timed, as a reference. Prints a table and, last, one JSON line.
+// Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE]
+// (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3)
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { apiJson, backupFolders, cli, dataset, launchBrowser, now, openApp, resticRepo, startServer } from './lib.mjs';
+
+const { flag, option } = cli();
+const quick = flag('quick');
+const pkg = option('package', 'typescript');
+const count = Number(option('count', quick ? 3 : 10));
+
+const versions = dataset(pkg, count);
+const pick = option('restore', path.basename(versions[versions.length - 1]));
+const pickIndex = versions.findIndex((v) => path.basename(v) === pick);
+if (pickIndex < 0) throw new Error(`--restore ${pick}: not one of ${versions.map((v) => path.basename(v)).join(', ')}`);
+const chosen = versions[pickIndex];
+const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-restore-'));
+
+/** Every regular file under `dir`, as sorted paths relative to it with `/`. */
+function walk(dir, rel = '') {
+  const out = [];
+  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...walk(dir, r));
+    else if (e.isFile()) out.push(r);
+  }
+  return out.sort();
+}
+
+/** Throws unless `got` holds exactly the files of `want`, with the same bytes. Returns their total size. */
+function sameTree(want, got, what) {
+  const a = walk(want);
+  const b = walk(got);
+  const missing = a.filter((f) => !b.includes(f));
+  const extra = b.filter((f) => !a.includes(f));
+  if (missing.length || extra.length)
+    throw new Error(
+      `${what}: file lists differ (missing ${missing.slice(0, 5).join(', ') || 'none'}; extra ${extra.slice(0, 5).join(', ') || 'none'})`,
+    );
+  let bytes = 0;
+  for (const f of a) {
+    const x = readFileSync(path.join(want, f));
+    if (!x.equals(readFileSync(path.join(got, f)))) throw new Error(`${what}: ${f} differs from the source`);
+    bytes += x.length;
+  }
+  return { files: a.length, bytes };
+}
+
+/** The fewest containers holding the chunks of `version`, by the same rule as the page (first container listed). */
+async function containersMin(server, version) {
+  const { manifest } = await apiJson(server, `/repos/default/versions/${version}`);
+  const { containers } = await apiJson(server, '/repos/default/containers');
+  const where = new Map();
+  for (const c of containers) for (const ch of c.chunks) if (!where.has(ch.fp)) where.set(ch.fp, c.id);
+  const used = new Set();
+  for (const e of manifest.entries)
+    for (const fp of e.kind === 'file' ? (e.recipe ?? []) : []) {
+      if (!where.has(fp)) throw new Error(`chunk ${fp} of ${e.path} is in no container`);
+      used.add(where.get(fp));
+    }
+  return used.size;
+}
+
+async function ditto() {
+  const server = await startServer();
+  const browser = await launchBrowser();
+  try {
+    const backupPage = await openApp(browser, server);
+    const backups = await backupFolders(backupPage, versions, pkg);
+    await backupPage.close();
+    const version = backups[pickIndex].version;
+
+    // A fresh page, as a user coming back to restore: nothing of the backup left in memory.
+    const page = await openApp(browser, server, { noSavePicker: true });
+    const pageErrors = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    await page.getByTestId('tab-versions').click();
+    const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
+    await zipButton.waitFor();
+
+    const failed = page
+      .getByTestId('restore-error')
+      .waitFor({ timeout: 600_000 })
+      .then(async () => {
+        throw new Error(`the restore failed: ${await page.getByTestId('restore-error').innerText()}`);
+      });
+    failed.catch(() => {}); // only matters if it wins the race below
+    const t0 = now();
+    const [download] = await Promise.all([
+      Promise.race([page.waitForEvent('download', { timeout: 600_000 }), failed]),
+      zipButton.click(),
+    ]);
+    const failure = await download.failure();
+    if (failure) throw new Error(`the download failed: ${failure}`);
+    await download.path(); // resolves once the file is complete on disk
+    const wallSeconds = now() - t0;
+    const done = page.getByTestId('restore-done');
+    await done.waitFor({ timeout: 60_000 });
+    const attr = async (name) => Number(await done.getAttribute(name));
+    const result = {
+      version,
+      wallSeconds,
+      pageMs: await attr('data-ms'),
+      mbps: await attr('data-mbps'),
+      bytes: await attr('data-bytes'),
+      requests: await attr('data-requests'),
+      containersRead: await attr('data-containers-read'),
+      containersMin: await attr('data-containers-min'),
+      filename: download.suggestedFilename(),
+    };
+    if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+
+    const zip = path.join(scratch, 'ditto.zip');
+    await download.saveAs(zip);
+    result.zipBytes = readFileSync(zip).length;
+    const out = path.join(scratch, 'ditto');
+    mkdirSync(out);
+    execFileSync('unzip', ['-q', zip, '-d', out]);
+    result.checked = sameTree(chosen, out, `the zip of version ${version}`);
+    if (result.checked.bytes !== result.bytes)
+      throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
+    const min = await containersMin(server, version);
+    if (min !== result.containersMin)
+      throw new Error(`the page says containers_min ${result.containersMin}, the API's tables give ${min}`);
+    return result;
+  } finally {
+    await browser.close();
+    await server.stop();
+    rmSync(server.dataDir, { recursive: true, force: true });
+  }
+}
+
+/** restic: one snapshot per version (as bench:backup), then a `restore` of the chosen one, timed. */
+function restic() {
+  const repo = resticRepo('restore');
+  try {
+    const ids = [];
+    for (const v of versions) {
+      repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
+      ids.push(JSON.parse(repo.run(['snapshots', '--json', 'latest']))[0].short_id);
+    }
+    const target = path.join(scratch, 'restic');
+    const t0 = now();
+    repo.run(['restore', '-q', ids[pickIndex], '--target', target]);
+    const seconds = now() - t0;
+    // A snapshot of `.` restores into the target itself.
+    sameTree(chosen, target, 'restic restore');
+    return { seconds };
+  } finally {
+    repo.remove();
+  }
+}
+
+try {
+  const d = await ditto();
+  const r = restic();
+  const mb = d.checked.bytes / 1e6;
+  const pageSeconds = d.pageMs / 1000;
+  const row = (tool, s) => console.log(tool.padEnd(34), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8));
+  console.log(
+    `\n${pkg} ${pick} (${pickIndex + 1} of ${versions.length}, version ${d.version}): ` +
+      `${mb.toFixed(1)} MB, ${d.checked.files} files, zip ${(d.zipBytes / 1e6).toFixed(1)} MB, byte-identical\n`,
+  );
+  console.log('restore'.padEnd(34), 'seconds'.padStart(8), 'MB/s'.padStart(8));
+  row('ditto, page clock (fetch->zip)', pageSeconds);
+  row('ditto, click to download on disk', d.wallSeconds);
+  row('restic restore', r.seconds);
+  console.log(
+    `\nditto: ${d.requests} chunk requests, ${d.containersRead} container reads, ` +
+      `${d.containersMin} containers hold the version's chunks\n`,
+  );
+  console.log(
+    JSON.stringify({
+      package: pkg,
+      versions: versions.length,
+      version: pick,
+      files: d.checked.files,
+      logical_bytes: d.checked.bytes,
+      zip_bytes: d.zipBytes,
+      restore_mbps: d.mbps,
+      restore_page_seconds: +pageSeconds.toFixed(3),
+      restore_seconds: +d.wallSeconds.toFixed(3),
+      restore_wall_mbps: +(mb / d.wallSeconds).toFixed(2),
+      requests: d.requests,
+      containers_read: d.containersRead,
+      containers_min: d.containersMin,
+      restic_restore_seconds: +r.seconds.toFixed(3),
+      restic_restore_mbps: +(mb / r.seconds).toFixed(2),
+      speed_vs_restic: +(r.seconds / d.wallSeconds).toFixed(3),
+    }),
+  );
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
