@@ -3,8 +3,9 @@
 // fresh page ("Download zip", no save picker, so it ends in a download), unpacked and
 // compared byte for byte with its folder; then restic backs up the same folders and restores
 // the same release, timed, as a reference. Prints a table and, last, one JSON line.
-// Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE]
-// (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3)
+// Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
+// (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3; --runs:
+// restores per tool, default 3, the medians are reported)
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,8 @@ const { flag, option } = cli();
 const quick = flag('quick');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
+const runs = Number(option('runs', 3));
+if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
 const versions = dataset(pkg, count);
 const pick = option('restore', path.basename(versions[versions.length - 1]));
@@ -68,6 +71,64 @@ async function containersMin(server, version) {
   return used.size;
 }
 
+/**
+ * One restore of `version` as a zip in a fresh page, as a user coming back to restore (nothing
+ * of the backup left in memory), checked against `chosen` file by file.
+ */
+async function restoreOnce(browser, server, version, run) {
+  const page = await openApp(browser, server, { noSavePicker: true });
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.getByTestId('tab-versions').click();
+  const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
+  await zipButton.waitFor();
+
+  const failed = page
+    .getByTestId('restore-error')
+    .waitFor({ timeout: 600_000 })
+    .then(async () => {
+      throw new Error(`the restore failed: ${await page.getByTestId('restore-error').innerText()}`);
+    });
+  failed.catch(() => {}); // only matters if it wins the race below
+  const t0 = now();
+  const [download] = await Promise.all([
+    Promise.race([page.waitForEvent('download', { timeout: 600_000 }), failed]),
+    zipButton.click(),
+  ]);
+  const failure = await download.failure();
+  if (failure) throw new Error(`the download failed: ${failure}`);
+  await download.path(); // resolves once the file is complete on disk
+  const wallSeconds = now() - t0;
+  const done = page.getByTestId('restore-done');
+  await done.waitFor({ timeout: 60_000 });
+  const attr = async (name) => Number(await done.getAttribute(name));
+  const result = {
+    wallSeconds,
+    pageSeconds: (await attr('data-ms')) / 1000,
+    mbps: await attr('data-mbps'),
+    bytes: await attr('data-bytes'),
+    requests: await attr('data-requests'),
+    containersRead: await attr('data-containers-read'),
+    containersMin: await attr('data-containers-min'),
+  };
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+
+  const zip = path.join(scratch, `ditto-${run}.zip`);
+  await download.saveAs(zip);
+  await page.close();
+  result.zipBytes = readFileSync(zip).length;
+  const out = path.join(scratch, `ditto-${run}`);
+  mkdirSync(out);
+  execFileSync('unzip', ['-q', zip, '-d', out]);
+  result.checked = sameTree(chosen, out, `the zip of version ${version}`);
+  if (result.checked.bytes !== result.bytes)
+    throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
+  rmSync(out, { recursive: true });
+  rmSync(zip);
+  return result;
+}
+
+/** Backs the folders up through the UI, then restores the chosen one `runs` times. */
 async function ditto() {
   const server = await startServer();
   const browser = await launchBrowser();
@@ -76,60 +137,13 @@ async function ditto() {
     const backups = await backupFolders(backupPage, versions, pkg);
     await backupPage.close();
     const version = backups[pickIndex].version;
-
-    // A fresh page, as a user coming back to restore: nothing of the backup left in memory.
-    const page = await openApp(browser, server, { noSavePicker: true });
-    const pageErrors = [];
-    page.on('pageerror', (e) => pageErrors.push(e.message));
-    await page.getByTestId('tab-versions').click();
-    const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
-    await zipButton.waitFor();
-
-    const failed = page
-      .getByTestId('restore-error')
-      .waitFor({ timeout: 600_000 })
-      .then(async () => {
-        throw new Error(`the restore failed: ${await page.getByTestId('restore-error').innerText()}`);
-      });
-    failed.catch(() => {}); // only matters if it wins the race below
-    const t0 = now();
-    const [download] = await Promise.all([
-      Promise.race([page.waitForEvent('download', { timeout: 600_000 }), failed]),
-      zipButton.click(),
-    ]);
-    const failure = await download.failure();
-    if (failure) throw new Error(`the download failed: ${failure}`);
-    await download.path(); // resolves once the file is complete on disk
-    const wallSeconds = now() - t0;
-    const done = page.getByTestId('restore-done');
-    await done.waitFor({ timeout: 60_000 });
-    const attr = async (name) => Number(await done.getAttribute(name));
-    const result = {
-      version,
-      wallSeconds,
-      pageMs: await attr('data-ms'),
-      mbps: await attr('data-mbps'),
-      bytes: await attr('data-bytes'),
-      requests: await attr('data-requests'),
-      containersRead: await attr('data-containers-read'),
-      containersMin: await attr('data-containers-min'),
-      filename: download.suggestedFilename(),
-    };
-    if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
-
-    const zip = path.join(scratch, 'ditto.zip');
-    await download.saveAs(zip);
-    result.zipBytes = readFileSync(zip).length;
-    const out = path.join(scratch, 'ditto');
-    mkdirSync(out);
-    execFileSync('unzip', ['-q', zip, '-d', out]);
-    result.checked = sameTree(chosen, out, `the zip of version ${version}`);
-    if (result.checked.bytes !== result.bytes)
-      throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
+    const results = [];
+    for (let run = 0; run < runs; run++) results.push(await restoreOnce(browser, server, version, run));
     const min = await containersMin(server, version);
-    if (min !== result.containersMin)
-      throw new Error(`the page says containers_min ${result.containersMin}, the API's tables give ${min}`);
-    return result;
+    for (const r of results)
+      if (r.containersMin !== min)
+        throw new Error(`the page says containers_min ${r.containersMin}, the API's tables give ${min}`);
+    return { version, results };
   } finally {
     await browser.close();
     await server.stop();
@@ -137,7 +151,7 @@ async function ditto() {
   }
 }
 
-/** restic: one snapshot per version (as bench:backup), then a `restore` of the chosen one, timed. */
+/** restic: one snapshot per version (as bench:backup), then `runs` timed restores of the chosen one. */
 function restic() {
   const repo = resticRepo('restore');
   try {
@@ -146,54 +160,78 @@ function restic() {
       repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
       ids.push(JSON.parse(repo.run(['snapshots', '--json', 'latest']))[0].short_id);
     }
-    const target = path.join(scratch, 'restic');
-    const t0 = now();
-    repo.run(['restore', '-q', ids[pickIndex], '--target', target]);
-    const seconds = now() - t0;
-    // A snapshot of `.` restores into the target itself.
-    sameTree(chosen, target, 'restic restore');
-    return { seconds };
+    const seconds = [];
+    for (let run = 0; run < runs; run++) {
+      const target = path.join(scratch, `restic-${run}`);
+      const t0 = now();
+      repo.run(['restore', '-q', ids[pickIndex], '--target', target]);
+      seconds.push(now() - t0);
+      // A snapshot of `.` restores into the target itself.
+      sameTree(chosen, target, 'restic restore');
+      rmSync(target, { recursive: true });
+    }
+    return seconds;
   } finally {
     repo.remove();
   }
 }
 
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
 try {
   const d = await ditto();
-  const r = restic();
-  const mb = d.checked.bytes / 1e6;
-  const pageSeconds = d.pageMs / 1000;
-  const row = (tool, s) => console.log(tool.padEnd(34), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8));
+  const rs = restic();
+  const first = d.results[0];
+  const mb = first.checked.bytes / 1e6;
+  const pageSeconds = median(d.results.map((r) => r.pageSeconds));
+  const wallSeconds = median(d.results.map((r) => r.wallSeconds));
+  const resticSeconds = median(rs);
+  const list = (xs) => xs.map((x) => x.toFixed(2)).join(' ');
+  const row = (tool, s, all) =>
+    console.log(tool.padEnd(34), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
   console.log(
     `\n${pkg} ${pick} (${pickIndex + 1} of ${versions.length}, version ${d.version}): ` +
-      `${mb.toFixed(1)} MB, ${d.checked.files} files, zip ${(d.zipBytes / 1e6).toFixed(1)} MB, byte-identical\n`,
+      `${mb.toFixed(1)} MB, ${first.checked.files} files, zip ${(first.zipBytes / 1e6).toFixed(1)} MB, ` +
+      `byte-identical in all ${runs} runs\n`,
   );
-  console.log('restore'.padEnd(34), 'seconds'.padStart(8), 'MB/s'.padStart(8));
-  row('ditto, page clock (fetch->zip)', pageSeconds);
-  row('ditto, click to download on disk', d.wallSeconds);
-  row('restic restore', r.seconds);
+  console.log('restore (median of runs)'.padEnd(34), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
+  row(
+    'ditto, page clock (fetch->zip)',
+    pageSeconds,
+    d.results.map((r) => r.pageSeconds),
+  );
+  row(
+    'ditto, click to download on disk',
+    wallSeconds,
+    d.results.map((r) => r.wallSeconds),
+  );
+  row('restic restore', resticSeconds, rs);
   console.log(
-    `\nditto: ${d.requests} chunk requests, ${d.containersRead} container reads, ` +
-      `${d.containersMin} containers hold the version's chunks\n`,
+    `\nditto: ${first.requests} chunk requests, ${first.containersRead} container reads, ` +
+      `${first.containersMin} containers hold the version's chunks\n`,
   );
   console.log(
     JSON.stringify({
       package: pkg,
       versions: versions.length,
       version: pick,
-      files: d.checked.files,
-      logical_bytes: d.checked.bytes,
-      zip_bytes: d.zipBytes,
-      restore_mbps: d.mbps,
+      runs,
+      files: first.checked.files,
+      logical_bytes: first.checked.bytes,
+      zip_bytes: first.zipBytes,
+      restore_mbps: median(d.results.map((r) => r.mbps)),
       restore_page_seconds: +pageSeconds.toFixed(3),
-      restore_seconds: +d.wallSeconds.toFixed(3),
-      restore_wall_mbps: +(mb / d.wallSeconds).toFixed(2),
-      requests: d.requests,
-      containers_read: d.containersRead,
-      containers_min: d.containersMin,
-      restic_restore_seconds: +r.seconds.toFixed(3),
-      restic_restore_mbps: +(mb / r.seconds).toFixed(2),
-      speed_vs_restic: +(r.seconds / d.wallSeconds).toFixed(3),
+      restore_seconds: +wallSeconds.toFixed(3),
+      restore_wall_mbps: +(mb / wallSeconds).toFixed(2),
+      requests: first.requests,
+      containers_read: first.containersRead,
+      containers_min: first.containersMin,
+      restic_restore_seconds: +resticSeconds.toFixed(3),
+      restic_restore_mbps: +(mb / resticSeconds).toFixed(2),
+      speed_vs_restic: +(resticSeconds / wallSeconds).toFixed(3),
     }),
   );
 } finally {
