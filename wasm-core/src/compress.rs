@@ -48,6 +48,53 @@ impl Compressor {
     }
 }
 
+/// Reusable chunk decoder for callers that decode many chunks in a row (search reads every
+/// stored chunk): one zstd context and one output buffer instead of one of each per chunk.
+pub struct Decompressor {
+    ctx: zstd::bulk::Decompressor<'static>,
+    out: Vec<u8>,
+}
+
+impl Decompressor {
+    pub fn new() -> std::io::Result<Self> {
+        Ok(Decompressor {
+            ctx: zstd::bulk::Decompressor::new()?,
+            out: Vec::new(),
+        })
+    }
+
+    /// Decodes a stored chunk of `codec` into exactly `raw_len` bytes; the result borrows
+    /// either `stored` (raw) or the internal buffer (valid until the next call).
+    pub fn decompress<'a>(
+        &'a mut self,
+        codec: u8,
+        stored: &'a [u8],
+        raw_len: usize,
+    ) -> Result<&'a [u8], String> {
+        match codec {
+            CODEC_RAW if stored.len() == raw_len => Ok(stored),
+            CODEC_ZSTD => {
+                self.out.resize(raw_len, 0);
+                let n = self
+                    .ctx
+                    .decompress_to_buffer(stored, &mut self.out[..])
+                    .map_err(|e| e.to_string())?;
+                if n != raw_len {
+                    return Err(format!(
+                        "zstd frame decoded to {n} bytes, expected {raw_len}"
+                    ));
+                }
+                Ok(&self.out[..n])
+            }
+            CODEC_RAW => Err(format!(
+                "raw chunk of {} bytes, expected {raw_len}",
+                stored.len()
+            )),
+            other => Err(format!("unsupported codec {other}")),
+        }
+    }
+}
+
 /// Decodes a stored chunk of `codec` into exactly `raw_len` bytes.
 pub fn decompress(codec: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
     match codec {
@@ -94,6 +141,30 @@ mod tests {
             .flat_map(|i| words[(i * 7 + i / 3) % words.len()].bytes())
             .take(n)
             .collect()
+    }
+
+    #[test]
+    fn reusable_decompressor_matches_one_shot() {
+        let mut c = Compressor::new(DEFAULT_LEVEL).unwrap();
+        let mut d = Decompressor::new().unwrap();
+        for n in [1, 100, 8192, 70_000, 3000] {
+            let raw = text(n);
+            let (codec, stored) = c.compress(&raw);
+            let stored = stored.to_vec();
+            assert_eq!(d.decompress(codec, &stored, n).unwrap(), &raw[..]);
+            assert_eq!(decompress(codec, &stored, n).unwrap(), raw);
+        }
+        let raw = text(8192);
+        let (codec, stored) = c.compress(&raw);
+        let stored = stored.to_vec();
+        assert_eq!(codec, CODEC_ZSTD);
+        assert!(d.decompress(codec, &stored, 8191).is_err(), "short raw_len");
+        assert!(d.decompress(codec, &stored, 8193).is_err(), "long raw_len");
+        assert!(d
+            .decompress(codec, &stored[..stored.len() / 2], 8192)
+            .is_err());
+        assert!(d.decompress(CODEC_RAW, &raw, 8191).is_err());
+        assert!(d.decompress(7, &raw, 8192).is_err());
     }
 
     #[test]

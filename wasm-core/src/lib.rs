@@ -13,3 +13,6 @@ pub mod search;
 
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;
+
+#[cfg(target_arch = "wasm32")]
+pub mod search_bindings;

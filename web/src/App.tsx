@@ -5,6 +5,7 @@ import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
+import { SearchPanel } from './components/SearchPanel';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
 import { compileCore } from './wasm/loader';
@@ -15,7 +16,7 @@ type Engine =
   | { state: 'ready'; pool: CorePool; jobs: JobStore; index: ClientIndex | null; indexError?: string }
   | { state: 'failed'; message: string };
 
-type Tab = 'backup' | 'fingerprints' | 'versions' | 'dashboard';
+type Tab = 'backup' | 'fingerprints' | 'versions' | 'dashboard' | 'search';
 
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
@@ -68,6 +69,14 @@ export function App() {
           </button>
           <button
             type="button"
+            data-testid="tab-search"
+            className={tab === 'search' ? 'active' : ''}
+            onClick={() => setTab('search')}
+          >
+            Search
+          </button>
+          <button
+            type="button"
             data-testid="tab-fingerprints"
             className={tab === 'fingerprints' ? 'active' : ''}
             onClick={() => setTab('fingerprints')}
@@ -99,6 +108,7 @@ export function App() {
           {tab === 'fingerprints' && <FileHashes pool={engine.pool} />}
           {tab === 'versions' && api && <VersionsPanel api={api} />}
           {tab === 'dashboard' && api && <Dashboard api={api} />}
+          {tab === 'search' && api && <SearchPanel api={api} />}
         </>
       )}
     </main>

@@ -208,6 +208,14 @@ impl PhysicalPhase {
 
     /// Scans one stored chunk. Call once per unique chunk; repeating a chunk is harmless.
     pub fn add_chunk(&mut self, fp: &Fingerprint, data: &[u8], tiny: &mut dyn TinyStore) {
+        if let Some(t) = self.scan(fp, data) {
+            tiny.put(t);
+        }
+    }
+
+    /// [`PhysicalPhase::add_chunk`] for callers with an asynchronous tiny store: the chunk's
+    /// tiny record, if any, is returned for the caller to store.
+    pub fn scan(&mut self, fp: &Fingerprint, data: &[u8]) -> Option<TinyRecord> {
         let scan = self.scanner.scan_chunk(fp, data);
         self.stats.chunks += 1;
         self.stats.bytes += data.len() as u64;
@@ -225,10 +233,9 @@ impl PhysicalPhase {
                 })
                 .sum::<u64>();
         }
-        if let Some(t) = self.db.insert(scan) {
-            self.stats.tiny_records += 1;
-            tiny.put(t);
-        }
+        let tiny = self.db.insert(scan);
+        self.stats.tiny_records += tiny.is_some() as u64;
+        tiny
     }
 
     /// Finishes the phase, returning the in-memory database and the counters.

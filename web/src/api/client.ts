@@ -162,13 +162,34 @@ export class Api {
     return this.json<RepoStats>(this.repoPath('/stats'));
   }
 
-  /** Many chunks as one bundle, in request order (restore). */
-  async getChunks(fps: string[], signal?: AbortSignal): Promise<Uint8Array> {
+  /** Many chunks as one bundle, in request order (restore); `decode`: all sent raw (codec 0). */
+  async getChunks(fps: string[], signal?: AbortSignal, decode = false): Promise<Uint8Array> {
     const res = await this.call(
       this.repoPath('/chunks/get'),
-      { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ fingerprints: fps }) },
+      {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ fingerprints: fps, decode }),
+      },
       signal,
     );
     return new Uint8Array(await res.arrayBuffer());
+  }
+
+  /** Bytes `[start, end)` of container `id` (a Range request; search reads containers whole). */
+  async containerBytes(id: number, start: number, end: number, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.call(
+      this.repoPath(`/containers/${id}`),
+      { headers: { Range: `bytes=${start}-${end - 1}` } },
+      signal,
+    );
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    if (bytes.byteLength !== end - start)
+      throw new ApiError(
+        `container ${id}: got ${bytes.byteLength} bytes for range ${start}-${end - 1}`,
+        res.status,
+        'short_read',
+      );
+    return bytes;
   }
 }

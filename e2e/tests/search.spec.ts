@@ -1,0 +1,215 @@
+import { expect, test, type Page } from '@playwright/test';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { npmVersions } from '../datasets';
+import { startServer, type RunningServer } from '../server';
+
+// In-page search (issue 7): DedupSearch over three stored releases must find exactly what a
+// plain scan of the source folders finds, and exactly what the page's naive search finds.
+const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
+
+let server: RunningServer;
+let folders: string[];
+const ids: number[] = [];
+
+test.describe.configure({ mode: 'serial' });
+
+test.beforeAll(async () => {
+  folders = npmVersions(PKG, 3);
+  server = await startServer();
+});
+test.afterAll(async () => {
+  await server?.stop();
+});
+
+function walk(dir: string, rel = ''): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...walk(dir, r));
+    else if (e.isFile()) out.push(r);
+  }
+  return out.sort();
+}
+
+async function api<T>(p: string): Promise<T> {
+  const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  expect(res.status, p).toBe(200);
+  return (await res.json()) as T;
+}
+
+type Hits = Map<string, [number, number][]>; // "version\0path" -> [keyword, offset] sorted
+
+/** The oracle: every (overlapping) occurrence of each keyword in every file on disk. */
+function scanFolders(keywords: Buffer[], filesOnly = false, only?: { version: number; path: string }): Hits {
+  const out: Hits = new Map();
+  folders.forEach((dir, v) => {
+    if (only && only.version !== ids[v]) return;
+    for (const rel of walk(dir)) {
+      if (only && !rel.toLowerCase().includes(only.path)) continue;
+      const data = readFileSync(path.join(dir, rel));
+      const hits: [number, number][] = [];
+      keywords.forEach((k, kw) => {
+        for (let at = data.indexOf(k); at >= 0; at = data.indexOf(k, at + 1)) {
+          hits.push([kw, at]);
+          if (filesOnly) break;
+        }
+      });
+      if (hits.length)
+        out.set(
+          `${ids[v]}\0${rel}`,
+          hits.sort((a, b) => a[1] - b[1] || a[0] - b[0]),
+        );
+    }
+  });
+  return out;
+}
+
+async function pageHits(page: Page): Promise<Hits> {
+  const rows = page.getByTestId('search-file');
+  const out: Hits = new Map();
+  for (const r of await rows.all()) {
+    const [v, p, h] = await Promise.all([
+      r.getAttribute('data-version'),
+      r.getAttribute('data-path'),
+      r.getAttribute('data-hits'),
+    ]);
+    out.set(`${v}\0${p}`, JSON.parse(h!));
+  }
+  return out;
+}
+
+/** Searches started in the page so far: each result carries its run number. */
+let runs = 0;
+
+async function fillQuery(page: Page, keywords: string[], opts: { hex?: boolean; filesOnly?: boolean }) {
+  await page.getByTestId('search-keywords').fill(keywords.join('\n'));
+  await page.getByTestId('search-hex').setChecked(!!opts.hex);
+  await page.getByTestId('search-files-only').setChecked(!!opts.filesOnly);
+}
+
+async function search(page: Page, keywords: string[], opts: { hex?: boolean; filesOnly?: boolean } = {}) {
+  await fillQuery(page, keywords, opts);
+  await page.getByTestId('search-start').click();
+  const done = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${++runs}"]`);
+  await expect(done).toBeVisible({ timeout: 120_000 });
+  return done;
+}
+
+async function naiveMatchesToo(page: Page) {
+  await page.getByTestId('search-naive').click();
+  const done = page.locator(`[data-testid=search-done][data-engine=naive][data-seq="${++runs}"]`);
+  await expect(done).toBeVisible({ timeout: 120_000 });
+  await expect(page.getByTestId('search-compare')).toHaveAttribute('data-identical', 'true');
+}
+
+function expectSame(got: Hits, want: Hits) {
+  expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
+  for (const [k, hits] of want) expect(got.get(k), k.replace('\0', ' ')).toEqual(hits);
+}
+
+/** Keywords cut across real chunk boundaries of a stored file (hex: any bytes). */
+async function boundaryKeywords(): Promise<{ hex: string[]; bytes: Buffer[] }> {
+  const v = await api<{ manifest: { entries: { path: string; kind: string; recipe: string[] }[] } }>(
+    `/versions/${ids[1]}`,
+  );
+  const listing = await api<{ containers: { chunks: { fp: string; raw_len: number }[] }[] }>('/containers');
+  const len = new Map(listing.containers.flatMap((c) => c.chunks.map((ch) => [ch.fp, ch.raw_len] as const)));
+  const big = v.manifest.entries
+    .filter((e) => e.kind === 'file' && e.recipe.length >= 4)
+    .sort((a, b) => b.recipe.length - a.recipe.length)[0];
+  expect(big, 'a stored file with 4+ chunks').toBeTruthy();
+  const data = readFileSync(path.join(folders[1], big.path));
+  const cuts: number[] = [];
+  let at = 0;
+  for (const fp of big.recipe.slice(0, -1)) cuts.push((at += len.get(fp)!));
+  // Across a border in the middle, and one-byte partials on either side (tiny records).
+  const ranges = [
+    [cuts[0] - 7, cuts[0] + 9],
+    [cuts[1] - 1, cuts[1] + 5],
+    [cuts[2] - 5, cuts[2] + 1],
+  ];
+  const bytes = ranges.map(([a, b]) => data.subarray(a, b));
+  return { bytes, hex: bytes.map((b) => b.toString('hex').replace(/(..)/g, '$1 ').trim()) };
+}
+
+test('DedupSearch in the page finds exactly what a scan of the folders finds', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  for (const f of folders) {
+    await page.getByTestId('folder-input').setInputFiles(f);
+    await page.getByTestId('source-label').fill(PKG);
+    await page.getByTestId('backup-start').click();
+    const done = page.locator(`[data-testid=backup-done]:not([data-version="${ids.at(-1) ?? 0}"])`);
+    await expect(done).toBeVisible({ timeout: 120_000 });
+    ids.push(Number(await done.getAttribute('data-version')));
+  }
+  // Manifest paths are relative to the folder that was backed up.
+  const m = await api<{ manifest: { entries: { path: string; kind: string }[] } }>(`/versions/${ids[0]}`);
+  expect(
+    m.manifest.entries
+      .filter((e) => e.kind === 'file')
+      .map((e) => e.path)
+      .sort(),
+  ).toEqual(walk(folders[0]));
+
+  await page.getByTestId('tab-search').click();
+
+  // Text keywords, overlapping ones included.
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const done = await search(page, text);
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  const total = [...want.values()].reduce((n, h) => n + h.length, 0);
+  expect(total).toBeGreaterThan(100);
+  await expect(done).toHaveAttribute('data-matches', String(total));
+  expect(want.size).toBeLessThanOrEqual(300); // every file is listed
+  expectSame(await pageHits(page), want);
+  await expect(page.getByTestId('search-snippet').first()).toContainText(/createElement|options|Element|vnode/);
+  const phases = JSON.parse((await done.getAttribute('data-phase-ms'))!);
+  expect(Object.keys(phases)).toEqual(['prepare', 'physical', 'logical']);
+  await naiveMatchesToo(page);
+
+  // Binary (hex) keywords straddling chunk borders, with one-byte partials.
+  const b = await boundaryKeywords();
+  const doneHex = await search(page, b.hex, { hex: true });
+  const wantHex = scanFolders(b.bytes);
+  expect(wantHex.size).toBeGreaterThan(0);
+  expectSame(await pageHits(page), wantHex);
+  const records = JSON.parse((await doneHex.getAttribute('data-records'))!);
+  expect(records.tiny, 'one-byte partials were stored as tiny records').toBeGreaterThan(0);
+  await naiveMatchesToo(page);
+
+  // Files only: the first occurrence of each keyword per file.
+  await search(page, text, { filesOnly: true });
+  expectSame(
+    await pageHits(page),
+    scanFolders(
+      text.map((k) => Buffer.from(k)),
+      true,
+    ),
+  );
+  await naiveMatchesToo(page);
+
+  // Scope: one version, a path filter.
+  await page.getByTestId('search-versions').selectOption(String(ids[2]));
+  await page.getByTestId('search-path').fill('hooks');
+  await search(page, text);
+  const scoped = scanFolders(
+    text.map((k) => Buffer.from(k)),
+    false,
+    { version: ids[2], path: 'hooks' },
+  );
+  expect(scoped.size).toBeGreaterThan(0);
+  expectSame(await pageHits(page), scoped);
+
+  // Bad input is refused with a message, not a hang.
+  await fillQuery(page, ['zz'], { hex: true });
+  await page.getByTestId('search-start').click();
+  runs++;
+  await expect(page.getByTestId('search-error')).toContainText('invalid hex');
+  expect(errors).toEqual([]);
+});

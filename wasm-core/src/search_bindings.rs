@@ -1,0 +1,417 @@
+//! The wasm-bindgen surface of DedupSearch ([`crate::search`]) for the page's search
+//! workers. Thin wrappers: the algorithms and their tests live in `search`.
+//!
+//! ```js
+//! const kw = new SearchKeywords("DEDUP\nUP", /* hex */ false, 2048);
+//!
+//! // Physical phase (one ContainerScan per worker): every stored chunk once.
+//! const scan = new ContainerScan(kw);
+//! scan.scan(containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
+//! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
+//! const db = scan.finish();                                         // -> logical worker
+//!
+//! // Logical phase (Algorithm 1) over file recipes.
+//! const logical = new RecipeSearch(kw, /* filesOnly */ false);
+//! logical.addResults(db);                       // once per physical worker
+//! let missing = logical.searchFile(fileId, fps, lengths);
+//! while (missing > 0) {                         // tiny records next to n-1 partials
+//!   const want = logical.missingTiny();         // 20 bytes each
+//!   for (each fp) logical.addTiny(fp, recordBytesOrUndefined);
+//!   missing = logical.searchFile(fileId, fps, lengths);
+//! }
+//! const hits = logical.takeMatches();           // Float64Array (file, keyword, offset)*
+//!
+//! // Naive baseline: whole files, chunk by chunk, from `chunks/get` bundles.
+//! const naive = new NaiveScan(kw, false);
+//! naive.feedBundle(bundle, fileOfEachEntry);
+//! ```
+
+use wasm_bindgen::prelude::*;
+
+use crate::compress::Decompressor;
+use crate::format::bundle::decode_bundle;
+use crate::hash::Fingerprint;
+use crate::search::{
+    parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, Mode, NaiveSearch, PhysicalPhase,
+    RecordingTinyStore, ResultDb, SearchError, TinyRecord,
+};
+
+fn err(msg: impl std::fmt::Display) -> JsError {
+    JsError::new(&msg.to_string())
+}
+
+fn mode(files_only: bool) -> Mode {
+    if files_only {
+        Mode::FilesOnly
+    } else {
+        Mode::AllMatches
+    }
+}
+
+fn fingerprint(bytes: &[u8]) -> Result<Fingerprint, JsError> {
+    bytes
+        .try_into()
+        .map_err(|_| err("a fingerprint must be 20 bytes"))
+}
+
+/// Flattens matches as (file, keyword, offset) triples; offsets are exact below 2^53.
+fn flatten(matches: &mut Vec<Match>) -> Vec<f64> {
+    let out = matches
+        .iter()
+        .flat_map(|m| [m.file as f64, m.keyword as f64, m.offset as f64])
+        .collect();
+    matches.clear();
+    out
+}
+
+/// The keywords of one search: one per line (empty lines ignored, a trailing `\r`
+/// dropped), as UTF-8 text or, with `hex`, as hex bytes per line.
+#[wasm_bindgen]
+pub struct SearchKeywords {
+    dict: Dictionary,
+}
+
+#[wasm_bindgen]
+impl SearchKeywords {
+    #[wasm_bindgen(constructor)]
+    pub fn new(text: &str, hex: bool, max_len: u32) -> Result<SearchKeywords, JsError> {
+        let mut keywords = Vec::new();
+        for line in text.split('\n') {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if line.is_empty() || (hex && line.trim().is_empty()) {
+                continue;
+            }
+            let n = keywords.len() + 1;
+            keywords.push(parse_keyword(line, hex).map_err(|e| match e {
+                SearchError::BadHex { position } => err(format!(
+                    "keyword {n}: invalid hex at character {}",
+                    position + 1
+                )),
+                other => err(format!("keyword {n}: {other}")),
+            })?);
+        }
+        let dict = Dictionary::new(keywords, max_len as usize).map_err(|e| match e {
+            SearchError::KeywordTooLong { index, len, max } => err(format!(
+                "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",
+                index + 1
+            )),
+            other => err(other),
+        })?;
+        Ok(SearchKeywords { dict })
+    }
+
+    pub fn count(&self) -> u32 {
+        self.dict.keywords().len() as u32
+    }
+
+    /// Keyword `i`'s bytes.
+    pub fn keyword(&self, i: u32) -> Vec<u8> {
+        self.dict.keywords()[i as usize].clone()
+    }
+}
+
+/// Physical phase in one worker: the chunks of stored containers, each read once.
+#[wasm_bindgen]
+pub struct ContainerScan {
+    phase: Option<PhysicalPhase>,
+    dec: Decompressor,
+    tiny: Vec<u8>,
+    tiny_lengths: Vec<u32>,
+    tiny_bytes: u64,
+}
+
+#[wasm_bindgen]
+impl ContainerScan {
+    #[wasm_bindgen(constructor)]
+    pub fn new(keywords: &SearchKeywords) -> Result<ContainerScan, JsError> {
+        Ok(ContainerScan {
+            phase: Some(PhysicalPhase::new(&keywords.dict)),
+            dec: Decompressor::new().map_err(err)?,
+            tiny: Vec::new(),
+            tiny_lengths: Vec::new(),
+            tiny_bytes: 0,
+        })
+    }
+
+    /// Scans chunks stored in `data`, which holds a container's bytes from file offset
+    /// `base` on. Chunk `k` has fingerprint `fps[20k..20k+20]`, starts at container offset
+    /// `offsets[k]` and takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1
+    /// zstd) for `raw_lens[k]` raw bytes. Returns how many tiny records this added.
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan(
+        &mut self,
+        data: &[u8],
+        base: f64,
+        fps: &[u8],
+        offsets: &[f64],
+        stored_lens: &[u32],
+        codecs: &[u8],
+        raw_lens: &[u32],
+    ) -> Result<u32, JsError> {
+        let n = offsets.len();
+        if fps.len() != 20 * n || stored_lens.len() != n || codecs.len() != n || raw_lens.len() != n
+        {
+            return Err(err("chunk table arrays differ in length"));
+        }
+        let phase = self
+            .phase
+            .as_mut()
+            .ok_or_else(|| err("ContainerScan.scan after finish"))?;
+        let mut added = 0;
+        for k in 0..n {
+            let fp: Fingerprint = fps[20 * k..20 * k + 20].try_into().unwrap();
+            let start = offsets[k] - base;
+            let end = start + stored_lens[k] as f64;
+            if start < 0.0 || end > data.len() as f64 {
+                return Err(err(format!(
+                    "chunk {} lies outside the container bytes read",
+                    crate::hash::to_hex(&fp)
+                )));
+            }
+            let stored = &data[start as usize..end as usize];
+            let raw = self
+                .dec
+                .decompress(codecs[k], stored, raw_lens[k] as usize)
+                .map_err(|e| err(format!("chunk {}: {e}", crate::hash::to_hex(&fp))))?;
+            if let Some(t) = phase.scan(&fp, raw) {
+                let before = self.tiny.len();
+                t.encode(&mut self.tiny);
+                let len = self.tiny.len() - before;
+                self.tiny_lengths.push(len as u32);
+                self.tiny_bytes += len as u64;
+                added += 1;
+            }
+        }
+        Ok(added)
+    }
+
+    /// The tiny records produced since the last call, encoded back to back
+    /// (`TinyRecord::encode`; the first 20 bytes of each are its fingerprint).
+    #[wasm_bindgen(js_name = takeTiny)]
+    pub fn take_tiny(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.tiny)
+    }
+
+    /// The lengths of the records [`ContainerScan::take_tiny`] returned (call it second).
+    #[wasm_bindgen(js_name = takeTinyLengths)]
+    pub fn take_tiny_lengths(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.tiny_lengths)
+    }
+
+    /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes]`.
+    pub fn stats(&self) -> Result<Vec<f64>, JsError> {
+        let s = self
+            .phase
+            .as_ref()
+            .ok_or_else(|| err("ContainerScan.stats after finish"))?
+            .stats;
+        Ok(vec![
+            s.chunks as f64,
+            s.bytes as f64,
+            s.exact_matches as f64,
+            s.tiny_records as f64,
+            self.tiny_bytes as f64,
+        ])
+    }
+
+    /// Ends the phase: the result database, encoded for [`RecipeSearch::add_results`].
+    pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
+        let phase = self
+            .phase
+            .take()
+            .ok_or_else(|| err("ContainerScan.finish called twice"))?;
+        Ok(phase.finish().0.encode())
+    }
+}
+
+/// Logical phase (Algorithm 1) over file recipes, with tiny records fetched on demand.
+#[wasm_bindgen]
+pub struct RecipeSearch {
+    db: ResultDb,
+    phase: LogicalPhase,
+    tiny: RecordingTinyStore,
+    recipe: Vec<ChunkRef>,
+    out: Vec<Match>,
+}
+
+#[wasm_bindgen]
+impl RecipeSearch {
+    #[wasm_bindgen(constructor)]
+    pub fn new(keywords: &SearchKeywords, files_only: bool) -> RecipeSearch {
+        RecipeSearch {
+            db: ResultDb::new(),
+            phase: LogicalPhase::new(&keywords.dict, mode(files_only)),
+            tiny: RecordingTinyStore::new(),
+            recipe: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Merges one physical worker's database ([`ContainerScan::finish`]).
+    #[wasm_bindgen(js_name = addResults)]
+    pub fn add_results(&mut self, encoded: &[u8]) -> Result<(), JsError> {
+        self.db.merge(ResultDb::decode(encoded).map_err(err)?);
+        Ok(())
+    }
+
+    /// Searches one file given its recipe (20-byte fingerprints and raw lengths, in file
+    /// order). Returns 0 when done (matches kept for [`RecipeSearch::take_matches`]), else
+    /// the number of tiny records it needs first: fetch [`RecipeSearch::missing_tiny`], add
+    /// each with [`RecipeSearch::add_tiny`] and call again with the same file.
+    #[wasm_bindgen(js_name = searchFile)]
+    pub fn search_file(&mut self, file: f64, fps: &[u8], lengths: &[u32]) -> Result<u32, JsError> {
+        if fps.len() != 20 * lengths.len() {
+            return Err(err("fingerprints and lengths differ in count"));
+        }
+        self.recipe.clear();
+        self.recipe.extend(
+            fps.chunks_exact(20)
+                .zip(lengths)
+                .map(|(fp, &len)| ChunkRef::new(fp.try_into().unwrap(), len as u64)),
+        );
+        let before = self.out.len();
+        self.phase.search_file(
+            &self.db,
+            file as u64,
+            &self.recipe,
+            &mut self.tiny,
+            &mut self.out,
+        );
+        let missing = self.tiny.missing().len() as u32;
+        if missing > 0 {
+            self.out.truncate(before);
+        }
+        Ok(missing)
+    }
+
+    /// The fingerprints (20 bytes each) whose tiny records the last `searchFile` needs.
+    #[wasm_bindgen(js_name = missingTiny)]
+    pub fn missing_tiny(&mut self) -> Vec<u8> {
+        self.tiny.take_missing().concat()
+    }
+
+    /// Adds a fetched tiny record for `fp`, or records that it has none (`record` absent).
+    #[wasm_bindgen(js_name = addTiny)]
+    pub fn add_tiny(&mut self, fp: &[u8], record: Option<Vec<u8>>) -> Result<(), JsError> {
+        let fp = fingerprint(fp)?;
+        let record = match record {
+            Some(bytes) => {
+                let r = TinyRecord::decode(&bytes).map_err(err)?;
+                if r.fp != fp {
+                    return Err(err("tiny record stored under another fingerprint"));
+                }
+                Some(r)
+            }
+            None => None,
+        };
+        self.tiny.add_fetched(fp, record);
+        Ok(())
+    }
+
+    /// The matches found so far as (file, keyword, offset) triples; clears them.
+    #[wasm_bindgen(js_name = takeMatches)]
+    pub fn take_matches(&mut self) -> Vec<f64> {
+        flatten(&mut self.out)
+    }
+
+    /// `[files, chunks, chunk-result hits, location-list reads, tiny lookups, matches]`
+    /// (a file re-run for tiny records counts again).
+    pub fn stats(&self) -> Vec<f64> {
+        let s = self.phase.stats;
+        [
+            s.files,
+            s.chunks,
+            s.chunk_hits,
+            s.location_reads,
+            s.tiny_lookups,
+            s.matches,
+        ]
+        .map(|v| v as f64)
+        .to_vec()
+    }
+
+    /// The merged database's record counts (the paper's Fig. 7): `[chunk-results,
+    /// chunk-result bytes, location-lists, long location-lists, location-list bytes,
+    /// infix lists]`.
+    #[wasm_bindgen(js_name = dbStats)]
+    pub fn db_stats(&self) -> Vec<f64> {
+        let s = self.db.stats();
+        [
+            s.chunk_results,
+            s.chunk_result_bytes,
+            s.location_lists,
+            s.long_location_lists,
+            s.location_list_bytes,
+            s.infix_lists,
+        ]
+        .map(|v| v as f64)
+        .to_vec()
+    }
+}
+
+/// The naive search: every file reassembled from its chunks (`chunks/get` bundles, in file
+/// order) and scanned whole — the baseline and the oracle.
+#[wasm_bindgen]
+pub struct NaiveScan {
+    naive: NaiveSearch,
+    dec: Decompressor,
+    current: Option<u32>,
+    /// `false` once files-only mode found every keyword in the current file.
+    wanted: bool,
+    out: Vec<Match>,
+}
+
+#[wasm_bindgen]
+impl NaiveScan {
+    #[wasm_bindgen(constructor)]
+    pub fn new(keywords: &SearchKeywords, files_only: bool) -> Result<NaiveScan, JsError> {
+        Ok(NaiveScan {
+            naive: NaiveSearch::new(&keywords.dict, mode(files_only)),
+            dec: Decompressor::new().map_err(err)?,
+            current: None,
+            wanted: true,
+            out: Vec::new(),
+        })
+    }
+
+    /// Scans a bundle's chunks; entry `i` continues file `files[i]` (a new file id starts
+    /// a new file, so a file may span several bundles as long as they come in order).
+    #[wasm_bindgen(js_name = feedBundle)]
+    pub fn feed_bundle(&mut self, bundle: &[u8], files: &[u32]) -> Result<(), JsError> {
+        let entries = decode_bundle(bundle).map_err(|e| err(format!("malformed bundle: {e:?}")))?;
+        if entries.len() != files.len() {
+            return Err(err(format!(
+                "bundle has {} chunks, expected {}",
+                entries.len(),
+                files.len()
+            )));
+        }
+        for (e, &file) in entries.iter().zip(files) {
+            if self.current != Some(file) {
+                self.current = Some(file);
+                self.naive.begin_file(file as u64);
+                self.wanted = true;
+            }
+            if !self.wanted {
+                continue;
+            }
+            let raw = self
+                .dec
+                .decompress(e.codec as u8, e.payload, e.raw_len as usize)
+                .map_err(|m| err(format!("chunk {}: {m}", crate::hash::to_hex(&e.fp))))?;
+            self.wanted = self.naive.feed(raw, &mut self.out);
+        }
+        Ok(())
+    }
+
+    /// The matches found so far as (file, keyword, offset) triples; clears them.
+    #[wasm_bindgen(js_name = takeMatches)]
+    pub fn take_matches(&mut self) -> Vec<f64> {
+        flatten(&mut self.out)
+    }
+
+    /// Logical bytes scanned so far.
+    pub fn bytes(&self) -> f64 {
+        self.naive.bytes as f64
+    }
+}

@@ -1,0 +1,322 @@
+import { useEffect, useMemo, useRef, useState } from 'react';
+import '../search/search.css';
+import type { Api, VersionInfo } from '../api/client';
+import type { SearchQuery } from '../search/protocol';
+import {
+  compareOutcomes,
+  dedupSearch,
+  naiveSearch,
+  type FileHits,
+  type SearchOutcome,
+  type SearchProgress,
+  type SearchScope,
+} from '../search/search';
+import { ChunkCache, snippet, type Snippet } from '../search/snippet';
+import { SearchWorkers } from '../search/workers';
+import { bytes } from './format';
+
+/** An outcome and the number of the run that produced it (tests wait for their run). */
+type Shown = SearchOutcome & { seq: number };
+
+/** Files listed in full; the counts cover every match. */
+const FILES_SHOWN = 300;
+/** Hits per file with a snippet. */
+const SNIPPETS_PER_FILE = 3;
+
+const ms = (v: number) => `${Math.round(v)} ms`;
+
+function keywordLabel(k: Uint8Array, hex: boolean): string {
+  return hex ? [...k].map((b) => b.toString(16).padStart(2, '0')).join(' ') : new TextDecoder().decode(k);
+}
+
+/** Search the contents of stored versions: DedupSearch, with the naive search beside it. */
+export function SearchPanel({ api }: { api: Api }) {
+  const [versions, setVersions] = useState<VersionInfo[]>([]);
+  const [keywords, setKeywords] = useState('');
+  const [hex, setHex] = useState(false);
+  const [filesOnly, setFilesOnly] = useState(false);
+  const [chosen, setChosen] = useState<number[]>([]);
+  const [pathFilter, setPathFilter] = useState('');
+  const [busy, setBusy] = useState<null | 'dedup' | 'naive'>(null);
+  const [progress, setProgress] = useState<SearchProgress | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [outcomes, setOutcomes] = useState<{ key?: string; dedup?: Shown; naive?: Shown }>({});
+  const workers = useRef<Promise<SearchWorkers> | null>(null);
+
+  useEffect(() => {
+    api.versions().then(setVersions, (e: unknown) => setError(e instanceof Error ? e.message : String(e)));
+  }, [api]);
+  useEffect(
+    () => () => {
+      void workers.current?.then((w) => w.terminate());
+    },
+    [],
+  );
+
+  const runs = useRef(0);
+  const run = async (engine: 'dedup' | 'naive') => {
+    const seq = ++runs.current;
+    setError(null);
+    setBusy(engine);
+    setProgress(null);
+    const query: SearchQuery = { keywords, hex, filesOnly };
+    const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter };
+    // Outcomes of another query or scope are not comparable: start a new pair.
+    const key = JSON.stringify([query, scope]);
+    setOutcomes((o) => (o.key === key ? { ...o, [engine]: undefined } : { key }));
+    try {
+      workers.current ??= SearchWorkers.create();
+      const w = await workers.current;
+      const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, setProgress);
+      setOutcomes((o) => (o.key === key ? { ...o, [engine]: { ...outcome, seq } } : o));
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+      // A failed worker may be in any state: start afresh next time.
+      void workers.current?.then((w) => w.terminate());
+      workers.current = null;
+    } finally {
+      setBusy(null);
+    }
+  };
+
+  const cancel = () => {
+    void workers.current?.then((w) => w.terminate());
+    workers.current = null;
+  };
+
+  const shown = outcomes.dedup ?? outcomes.naive;
+  const compared = useMemo(
+    () => (outcomes.dedup && outcomes.naive ? compareOutcomes(outcomes.dedup, outcomes.naive) : null),
+    [outcomes],
+  );
+
+  return (
+    <section className="search" data-testid="search-panel">
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          void run('dedup');
+        }}
+      >
+        <label>
+          Keywords, one per line ({hex ? 'hex bytes, e.g. de ad be ef' : 'case-sensitive text'}; up to 2048 bytes each)
+          <textarea
+            data-testid="search-keywords"
+            rows={3}
+            value={keywords}
+            onChange={(e) => setKeywords(e.target.value)}
+            spellCheck={false}
+          />
+        </label>
+        <div className="search-options">
+          <label>
+            <input type="checkbox" data-testid="search-hex" checked={hex} onChange={(e) => setHex(e.target.checked)} />{' '}
+            Hex
+          </label>
+          <label>
+            <input
+              type="checkbox"
+              data-testid="search-files-only"
+              checked={filesOnly}
+              onChange={(e) => setFilesOnly(e.target.checked)}
+            />{' '}
+            Files only (first hit per keyword)
+          </label>
+          <label>
+            Path contains{' '}
+            <input data-testid="search-path" value={pathFilter} onChange={(e) => setPathFilter(e.target.value)} />
+          </label>
+          <label>
+            Versions (none selected: all){' '}
+            <select
+              multiple
+              data-testid="search-versions"
+              value={chosen.map(String)}
+              onChange={(e) => setChosen([...e.target.selectedOptions].map((o) => Number(o.value)))}
+            >
+              {versions.map((v) => (
+                <option key={v.id} value={v.id}>
+                  {v.id} · {v.source} · {new Date(v.time).toLocaleString()}
+                </option>
+              ))}
+            </select>
+          </label>
+        </div>
+        <button type="submit" data-testid="search-start" disabled={!!busy || !keywords.trim()}>
+          Search
+        </button>{' '}
+        <button
+          type="button"
+          data-testid="search-naive"
+          disabled={!!busy || !keywords.trim()}
+          onClick={() => void run('naive')}
+          title="Reassemble every file and scan it: slower, the reference DedupSearch must equal"
+        >
+          Naive search (check)
+        </button>{' '}
+        {busy && (
+          <button type="button" onClick={cancel}>
+            Cancel
+          </button>
+        )}
+      </form>
+      {busy && progress && (
+        <p data-testid="search-progress" data-phase={progress.phase}>
+          {busy === 'dedup' ? 'DedupSearch' : 'Naive search'}: {progress.phase} {progress.done}/{progress.total}
+        </p>
+      )}
+      {error && (
+        <p className="error" data-testid="search-error">
+          {error}
+        </p>
+      )}
+      {(['dedup', 'naive'] as const).map((k) => {
+        const o = outcomes[k];
+        return o && <Summary key={k} o={o} />;
+      })}
+      {compared && (
+        <p
+          data-testid="search-compare"
+          data-identical={String(compared.onlyA === 0 && compared.onlyB === 0)}
+          className={compared.onlyA === 0 && compared.onlyB === 0 ? 'ok' : 'error'}
+        >
+          {compared.onlyA === 0 && compared.onlyB === 0
+            ? `DedupSearch and the naive search found the same ${outcomes.dedup!.matches} matches; DedupSearch took ${ms(outcomes.dedup!.totalMs)}, naive ${ms(outcomes.naive!.totalMs)}.`
+            : `Results differ: ${compared.onlyA} matches only from DedupSearch, ${compared.onlyB} only from the naive search.`}
+        </p>
+      )}
+      {shown && !busy && <Results api={api} o={shown} hex={hex} />}
+    </section>
+  );
+}
+
+function Summary({ o }: { o: Shown }) {
+  const records = o.db && {
+    chunk_results: o.db.chunkResults,
+    chunk_result_bytes: o.db.chunkResultBytes,
+    location_lists: o.db.locationLists,
+    long_location_lists: o.db.longLocationLists,
+    location_list_bytes: o.db.locationListBytes,
+    tiny: o.physical!.tinyRecords,
+    tiny_bytes: o.physical!.tinyBytes,
+    tiny_fetched: o.tinyFetched,
+    infix_lists: o.db.infixLists,
+  };
+  return (
+    <div
+      className="search-summary"
+      data-testid="search-done"
+      data-engine={o.engine}
+      data-seq={o.seq}
+      data-matches={o.matches}
+      data-files={o.results.length}
+      data-files-searched={o.filesSearched}
+      data-phase-ms={JSON.stringify(o.phaseMs)}
+      data-total-ms={o.totalMs}
+      data-stored-bytes-read={o.storedBytesRead}
+      data-records={records ? JSON.stringify(records) : undefined}
+    >
+      <strong>{o.engine === 'dedup' ? 'DedupSearch' : 'Naive search'}</strong>: {o.matches} matches in{' '}
+      {o.results.length} of {o.filesSearched} files ({bytes(o.logicalBytes)} logical), {ms(o.totalMs)} —{' '}
+      {Object.entries(o.phaseMs)
+        .map(([k, v]) => `${k} ${ms(v)}`)
+        .join(', ')}
+      ; read {bytes(o.storedBytesRead)} from the server
+      {o.physical && (
+        <>
+          {' '}
+          ({o.physical.containers} containers, {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once)
+        </>
+      )}
+      {o.naiveBytes !== undefined && <> ({bytes(o.naiveBytes)} reassembled and scanned)</>}.
+      {records && (
+        <>
+          {' '}
+          Records: {records.chunk_results} chunk-results, {records.location_lists} location-lists (
+          {records.long_location_lists} long), {records.tiny} tiny ({records.tiny_fetched} read back),{' '}
+          {records.infix_lists} infix.
+        </>
+      )}
+    </div>
+  );
+}
+
+function Results({ api, o, hex }: { api: Api; o: SearchOutcome; hex: boolean }) {
+  const cache = useMemo(() => new ChunkCache(api), [api, o]);
+  if (o.results.length === 0) return <p data-testid="search-empty">No matches.</p>;
+  const byVersion = new Map<number, FileHits[]>();
+  for (const r of o.results.slice(0, FILES_SHOWN))
+    byVersion.set(r.file.version, [...(byVersion.get(r.file.version) ?? []), r]);
+  return (
+    <div className="search-results">
+      {o.results.length > FILES_SHOWN && (
+        <p className="muted">
+          Showing the first {FILES_SHOWN} of {o.results.length} files with matches.
+        </p>
+      )}
+      {[...byVersion].map(([version, rows]) => (
+        <details key={version} open>
+          <summary>
+            Version {version} ({rows[0].file.source}): {rows.length} files
+          </summary>
+          <ul>
+            {rows.map((r) => (
+              <li
+                key={r.file.id}
+                data-testid="search-file"
+                data-version={version}
+                data-path={r.file.path}
+                data-hits={JSON.stringify(r.hits.map((h) => [h.keyword, h.offset]))}
+              >
+                <span className="path">{r.file.path}</span> — {r.hits.length} hit{r.hits.length === 1 ? '' : 's'}
+                <ul>
+                  {r.hits.slice(0, SNIPPETS_PER_FILE).map((h) => (
+                    <HitLine
+                      key={`${h.keyword}@${h.offset}`}
+                      cache={cache}
+                      r={r}
+                      keyword={o.keywords[h.keyword]}
+                      label={keywordLabel(o.keywords[h.keyword], hex)}
+                      offset={h.offset}
+                    />
+                  ))}
+                </ul>
+              </li>
+            ))}
+          </ul>
+        </details>
+      ))}
+    </div>
+  );
+}
+
+function HitLine(props: { cache: ChunkCache; r: FileHits; keyword: Uint8Array; label: string; offset: number }) {
+  const { cache, r, keyword, label, offset } = props;
+  const [snip, setSnip] = useState<Snippet | string | null>(null);
+  useEffect(() => {
+    let live = true;
+    snippet(cache, r.file, offset, keyword.byteLength).then(
+      (s) => live && setSnip(s),
+      (e: unknown) => live && setSnip(`snippet unavailable: ${e instanceof Error ? e.message : String(e)}`),
+    );
+    return () => {
+      live = false;
+    };
+  }, [cache, r, keyword, offset]);
+  return (
+    <li className="hit">
+      <code className="offset">@{offset}</code> <span className="kw">{label}</span>{' '}
+      {typeof snip === 'string' ? (
+        <span className="error">{snip}</span>
+      ) : snip ? (
+        <code className="snippet" data-testid="search-snippet">
+          {snip.before}
+          <mark>{snip.hit}</mark>
+          {snip.after}
+        </code>
+      ) : (
+        <span className="muted">…</span>
+      )}
+    </li>
+  );
+}

@@ -1,0 +1,182 @@
+/// <reference lib="webworker" />
+/**
+ * A search worker. For DedupSearch it runs the physical phase over the containers it is given
+ * (fetching each stored byte range once, decoding and scanning it in wasm-core, writing tiny
+ * records to IndexedDB) and, on one worker, the logical phase over the file recipes. For the
+ * naive baseline it reassembles whole files from `chunks/get` bundles and scans them.
+ */
+import init, { ContainerScan, NaiveScan, RecipeSearch, SearchKeywords } from '../wasm-pkg/wasm_core.js';
+import { Api } from '../api/client';
+import { fpHex, FP_LEN } from '../backup/hex';
+import { TinyStore } from './tinystore';
+import type { ContainerJob, FileBatch, SearchQuery, SearchRequest, SearchResponse } from './protocol';
+
+const scope = self as unknown as DedicatedWorkerGlobalScope;
+const post = (msg: SearchResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
+
+/** The chunks of one naive `chunks/get` request: about this much raw data. */
+const NAIVE_REQUEST_BYTES = 4 << 20;
+
+interface Current {
+  query: SearchQuery;
+  keywords: SearchKeywords;
+  scan: ContainerScan;
+  naive: NaiveScan;
+  tiny: TinyStore;
+  api: Api;
+}
+let cur: Current | null = null;
+
+function release() {
+  if (!cur) return;
+  cur.scan.free();
+  cur.naive.free();
+  cur.keywords.free();
+  cur.tiny.close();
+  cur = null;
+}
+
+function need(): Current {
+  if (!cur) throw new Error('no search in progress in this worker');
+  return cur;
+}
+
+async function scanContainer(job: ContainerJob): Promise<number> {
+  const c = need();
+  const bytes = await c.api.containerBytes(job.id, job.start, job.end);
+  const added = c.scan.scan(bytes, job.start, job.fps, job.offsets, job.storedLens, job.codecs, job.rawLens);
+  if (added > 0) {
+    // Taken before any await: another container's scan may run while IndexedDB writes.
+    const records = c.scan.takeTiny();
+    const lengths = c.scan.takeTinyLengths();
+    await c.tiny.putAll(records, lengths);
+  }
+  return bytes.byteLength;
+}
+
+async function logical(dbs: Uint8Array[], files: FileBatch) {
+  const c = need();
+  const search = new RecipeSearch(c.keywords, c.query.filesOnly);
+  let tinyFetched = 0;
+  try {
+    for (const db of dbs) search.addResults(db);
+    let at = 0;
+    for (let k = 0; k < files.ids.length; k++) {
+      const n = files.counts[k];
+      const fps = files.fps.subarray(at * FP_LEN, (at + n) * FP_LEN);
+      const lengths = files.lengths.subarray(at, at + n);
+      at += n;
+      let missing = search.searchFile(files.ids[k], fps, lengths);
+      while (missing > 0) {
+        const want = search.missingTiny();
+        const got = await c.tiny.getMany(want);
+        tinyFetched += got.length;
+        got.forEach((rec, i) => search.addTiny(want.subarray(i * FP_LEN, (i + 1) * FP_LEN), rec));
+        missing = search.searchFile(files.ids[k], fps, lengths);
+      }
+    }
+    const [nFiles, chunks, chunkHits, locationReads, tinyLookups, matches] = search.stats();
+    const [chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists] =
+      search.dbStats();
+    return {
+      matches: new Float64Array(search.takeMatches()),
+      stats: { files: nFiles, chunks, chunkHits, locationReads, tinyLookups, matches },
+      db: { chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists },
+      tinyFetched,
+    };
+  } finally {
+    search.free();
+  }
+}
+
+/** Splits the files' chunks into `chunks/get` requests of about NAIVE_REQUEST_BYTES raw. */
+function naiveRequests(files: FileBatch): { fps: string[]; fileOf: Uint32Array }[] {
+  const out: { fps: string[]; fileOf: Uint32Array }[] = [];
+  let fps: string[] = [];
+  let fileOf: number[] = [];
+  let bytes = 0;
+  let at = 0;
+  for (let k = 0; k < files.ids.length; k++) {
+    for (let j = 0; j < files.counts[k]; j++, at++) {
+      fps.push(fpHex(files.fps, at));
+      fileOf.push(files.ids[k]);
+      bytes += files.lengths[at];
+      if (bytes >= NAIVE_REQUEST_BYTES) {
+        out.push({ fps, fileOf: Uint32Array.from(fileOf) });
+        fps = [];
+        fileOf = [];
+        bytes = 0;
+      }
+    }
+  }
+  if (fps.length) out.push({ fps, fileOf: Uint32Array.from(fileOf) });
+  return out;
+}
+
+async function naive(files: FileBatch) {
+  const c = need();
+  const requests = naiveRequests(files);
+  const before = c.naive.bytes();
+  let storedBytes = 0;
+  // One request ahead: the next bundle downloads while this one is scanned.
+  let next = requests.length ? c.api.getChunks(requests[0].fps) : null;
+  for (let r = 0; r < requests.length; r++) {
+    const bundle = await next!;
+    next = r + 1 < requests.length ? c.api.getChunks(requests[r + 1].fps) : null;
+    storedBytes += bundle.byteLength;
+    c.naive.feedBundle(bundle, requests[r].fileOf);
+  }
+  return { matches: new Float64Array(c.naive.takeMatches()), bytes: c.naive.bytes() - before, storedBytes };
+}
+
+scope.onmessage = async (event: MessageEvent<SearchRequest>) => {
+  const msg = event.data;
+  if (msg.type === 'init') {
+    await init({ module_or_path: msg.module });
+    post({ type: 'ready' });
+    return;
+  }
+  try {
+    switch (msg.type) {
+      case 'begin': {
+        release();
+        const keywords = new SearchKeywords(msg.query.keywords, msg.query.hex, msg.maxKeywordLen);
+        cur = {
+          query: msg.query,
+          keywords,
+          scan: new ContainerScan(keywords),
+          naive: new NaiveScan(keywords, msg.query.filesOnly),
+          tiny: await TinyStore.open(msg.searchId),
+          api: new Api(msg.server.token, msg.server.repo, msg.server.base),
+        };
+        const list = Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i));
+        post({ type: 'begun', id: msg.id, keywords: list });
+        break;
+      }
+      case 'scan':
+        post({ type: 'scanned', id: msg.id, storedBytes: await scanContainer(msg.job) });
+        break;
+      case 'finishScan': {
+        const c = need();
+        const [chunks, bytes, exactMatches, tinyRecords, tinyBytes] = c.scan.stats();
+        const db = c.scan.finish();
+        post({ type: 'scanFinished', id: msg.id, db, stats: { chunks, bytes, exactMatches, tinyRecords, tinyBytes } }, [
+          db.buffer,
+        ]);
+        break;
+      }
+      case 'logical': {
+        const r = await logical(msg.dbs, msg.files);
+        post({ type: 'logicalDone', id: msg.id, ...r }, [r.matches.buffer]);
+        break;
+      }
+      case 'naive': {
+        const r = await naive(msg.files);
+        post({ type: 'naiveDone', id: msg.id, ...r }, [r.matches.buffer]);
+        break;
+      }
+    }
+  } catch (e) {
+    post({ type: 'failed', id: msg.id, message: e instanceof Error ? e.message : String(e) });
+  }
+};

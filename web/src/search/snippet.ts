@@ -1,0 +1,79 @@
+/**
+ * Snippets around hits: the bytes of a file range, fetched from the chunks that cover it
+ * (`chunks/get`, decoded by the server), and rendered as text with the hit marked.
+ */
+import type { Api } from '../api/client';
+import { decodeBundle } from '../backup/bundle';
+import type { SearchFile } from './search';
+
+export const CONTEXT = 40;
+
+export interface Snippet {
+  before: string;
+  hit: string;
+  after: string;
+}
+
+/** Printable text: invalid UTF-8, control characters and newlines shown as visible marks. */
+function printable(bytes: Uint8Array): string {
+  return new TextDecoder('utf-8', { fatal: false })
+    .decode(bytes)
+    .replace(/[\n\r\t]/g, (c) => (c === '\n' ? '↵' : c === '\t' ? '→' : ''))
+    .replace(/[\u0000-\u001f\u007f]/g, '·');
+}
+
+/** Chunk bytes by fingerprint, shared by the snippets of one result list. */
+export class ChunkCache {
+  private chunks = new Map<string, Promise<Uint8Array>>();
+  constructor(private api: Api) {}
+
+  async get(fps: string[]): Promise<Uint8Array[]> {
+    const want = [...new Set(fps.filter((fp) => !this.chunks.has(fp)))];
+    if (want.length) {
+      const all = this.api.getChunks(want, undefined, true).then((b) => decodeBundle(b).map((c) => c.stored));
+      want.forEach((fp, i) =>
+        this.chunks.set(
+          fp,
+          all.then((c) => c[i]),
+        ),
+      );
+    }
+    return Promise.all(fps.map((fp) => this.chunks.get(fp)!));
+  }
+}
+
+/** The bytes of `file` in `[start, end)`, clamped to the file. */
+async function fileRange(cache: ChunkCache, file: SearchFile, start: number, end: number): Promise<Uint8Array> {
+  start = Math.max(0, start);
+  end = Math.min(file.size, end);
+  const fps: string[] = [];
+  const pos: number[] = [];
+  let at = 0;
+  for (let i = 0; i < file.recipe.length && at < end; i++) {
+    const len = file.lengths[i];
+    if (at + len > start) {
+      fps.push(file.recipe[i]);
+      pos.push(at);
+    }
+    at += len;
+  }
+  const chunks = await cache.get(fps);
+  const out = new Uint8Array(Math.max(0, end - start));
+  chunks.forEach((c, i) => {
+    const from = Math.max(start, pos[i]);
+    const to = Math.min(end, pos[i] + c.byteLength);
+    if (to > from) out.set(c.subarray(from - pos[i], to - pos[i]), from - start);
+  });
+  return out;
+}
+
+export async function snippet(cache: ChunkCache, file: SearchFile, offset: number, length: number): Promise<Snippet> {
+  const from = Math.max(0, offset - CONTEXT);
+  const bytes = await fileRange(cache, file, from, offset + length + CONTEXT);
+  const a = offset - from;
+  return {
+    before: printable(bytes.subarray(0, a)),
+    hit: printable(bytes.subarray(a, a + length)),
+    after: printable(bytes.subarray(a + length)),
+  };
+}
