@@ -242,9 +242,7 @@ function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
   );
 }
 
-async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Promise<Uint8Array[]> {
-  const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-  await TinyStore.clearAll();
+async function begin(api: Api, workers: SearchWorkers, query: SearchQuery, searchId: string): Promise<Uint8Array[]> {
   const server = { base: api.base || location.origin, repo: api.repo, token: api.token };
   const answers = await Promise.all(
     Array.from({ length: workers.size }, (_, w) =>
@@ -273,7 +271,38 @@ async function scatter<J>(
   );
 }
 
-export async function dedupSearch(
+/** Runs `engine` under a fresh search id; its tiny records are removed afterwards. */
+async function withSearchId<T>(run: (searchId: string) => Promise<T>): Promise<T> {
+  const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
+  try {
+    return await run(searchId);
+  } finally {
+    await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
+  }
+}
+
+export function dedupSearch(
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  scope: SearchScope,
+  progress: (p: SearchProgress) => void,
+): Promise<SearchOutcome> {
+  return withSearchId((id) => dedupSearchAs(id, api, workers, query, scope, progress));
+}
+
+export function naiveSearch(
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  scope: SearchScope,
+  progress: (p: SearchProgress) => void,
+): Promise<SearchOutcome> {
+  return withSearchId((id) => naiveSearchAs(id, api, workers, query, scope, progress));
+}
+
+async function dedupSearchAs(
+  searchId: string,
   api: Api,
   workers: SearchWorkers,
   query: SearchQuery,
@@ -281,7 +310,7 @@ export async function dedupSearch(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
-  const keywords = await begin(api, workers, query);
+  const keywords = await begin(api, workers, query, searchId);
   const prepared = await prepare(api, scope, progress);
   const t1 = performance.now();
 
@@ -347,7 +376,8 @@ export async function dedupSearch(
 /** Files per naive job: about this much logical data (a big file is one job on its own). */
 const NAIVE_JOB_BYTES = 8 << 20;
 
-export async function naiveSearch(
+async function naiveSearchAs(
+  searchId: string,
   api: Api,
   workers: SearchWorkers,
   query: SearchQuery,
@@ -355,7 +385,7 @@ export async function naiveSearch(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
-  const keywords = await begin(api, workers, query);
+  const keywords = await begin(api, workers, query, searchId);
   const prepared = await prepare(api, scope, progress);
   const t1 = performance.now();
 

@@ -3,8 +3,8 @@
  * out of the in-memory result database because the logical phase needs them only next to an
  * `n - 1` partial — a handful of lookups per search. Physical-phase workers write a batch per
  * container; the logical worker reads the few it needs. Records are keyed by search id and
- * fingerprint, so a record of an earlier search can never be read by a later one; each search
- * clears the store first (the records are only valid for their keywords).
+ * fingerprint, so a record of one search is never read by another (records are only valid
+ * for their keywords, and another tab may be searching at the same time).
  */
 import { openDB, type IDBPDatabase } from 'idb';
 import { fpHex, FP_LEN } from '../backup/hex';
@@ -30,11 +30,22 @@ export class TinyStore {
     return new TinyStore(await open(), searchId);
   }
 
-  /** Removes every record (of any search): called before a search starts. */
-  static async clearAll(): Promise<void> {
+  /**
+   * Removes the records of search `searchId` when it ends, and those of searches that
+   * started more than an hour ago (a closed tab leaves its records behind). Search ids begin
+   * with their start time in ms, so they sort by age; a search running in another tab is
+   * left alone.
+   */
+  static async remove(searchId: string): Promise<void> {
     const db = await open();
     try {
-      await db.clear(STORE);
+      const tx = db.transaction(STORE, 'readwrite');
+      const old = String(Date.now() - 3_600_000);
+      await Promise.all([
+        tx.store.delete(IDBKeyRange.bound([searchId, ''], [searchId, '\uffff'])),
+        tx.store.delete(IDBKeyRange.upperBound([old], true)),
+        tx.done,
+      ]);
     } finally {
       db.close();
     }
