@@ -24,6 +24,13 @@ import { JobStore, type FileRecord, type JobRecord } from './jobstore';
 import { Uploader, type Candidate } from './uploader';
 
 export const ZSTD_LEVEL = 3;
+/**
+ * Files at least this large are split into SEGMENT_BYTES segments chunked by several
+ * workers at once (SS-CDC; same recipe as one worker). Smaller files already keep every
+ * worker busy side by side, and a segment costs a few messages.
+ */
+export const SPLIT_FILE_BYTES = 64 << 20;
+export const SEGMENT_BYTES = 2 << 20;
 
 export type Phase = 'planning' | 'backing up' | 'committing' | 'done' | 'failed' | 'cancelled';
 
@@ -374,16 +381,17 @@ export class BackupJob {
       let seen = 0;
       const durable: Promise<void>[] = [];
       try {
-        const result = await pool.chunkFile(
-          f.file,
-          async (msg) => {
-            durable.push((await uploader.add(candidates(msg))).durable);
-          },
-          (bytes) => {
-            p.bytesRead += bytes - seen;
-            seen = bytes;
-          },
-        );
+        const onNew = async (msg: NewChunks) => {
+          durable.push((await uploader.add(candidates(msg))).durable);
+        };
+        const onRead = (bytes: number) => {
+          p.bytesRead += bytes - seen;
+          seen = bytes;
+        };
+        const result =
+          f.file.size >= SPLIT_FILE_BYTES && pool.size > 1
+            ? await pool.chunkLargeFile(f.file, SEGMENT_BYTES, onNew, onRead)
+            : await pool.chunkFile(f.file, onNew, onRead);
         p.bytesRead += f.file.size - seen;
         recipes.set(f.path, recipeHex(result.fps));
         // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
