@@ -19,8 +19,9 @@ import type { ClientIndex } from '../dedupindex/index';
 import type { PickedFolder } from '../input/folder';
 import type { NewChunks } from '../worker/protocol';
 import type { CorePool } from '../worker/pool';
-import { FP_LEN, fpHex, packHex } from './hex';
+import { FP_LEN, packHex } from './hex';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
+import { manifestBlob, recipeAt, recipeLength, type BodyEntry, type Recipe } from './manifest';
 import { Uploader, type Candidate } from './uploader';
 
 export const ZSTD_LEVEL = 3;
@@ -42,6 +43,8 @@ export interface BackupProgress {
   filesDone: number;
   filesUnchanged: number;
   filesResumed: number;
+  /** Files chunked as segments by several workers at once (SS-CDC). */
+  filesSplit: number;
   bytesTotal: number;
   /** Bytes accounted for: read and chunked, or reused unread. */
   bytesDone: number;
@@ -67,8 +70,9 @@ export interface BackupDeps {
   index: ClientIndex | null;
 }
 
-function recipeHex(fps: Uint8Array): string[] {
-  return Array.from({ length: fps.length / FP_LEN }, (_, i) => fpHex(fps, i));
+/** Frees an ArrayBuffer's memory now (it must not be used afterwards). */
+function release(buf: ArrayBuffer) {
+  (buf as ArrayBuffer & { transfer?: (n: number) => ArrayBuffer }).transfer?.(0);
 }
 
 function candidates(msg: NewChunks): Candidate[] {
@@ -145,6 +149,7 @@ export class BackupJob {
       filesDone: 0,
       filesUnchanged: 0,
       filesResumed: 0,
+      filesSplit: 0,
       bytesTotal: picked.files.reduce((n, f) => n + f.file.size, 0),
       bytesDone: 0,
       bytesRead: 0,
@@ -268,7 +273,7 @@ export class BackupJob {
     await jobs.put(job);
     p.wireBytes = job.wireBytes;
 
-    const recipes = new Map<string, string[]>();
+    const recipes = new Map<string, Recipe>();
     const toRead: PickedFolder['files'] = [];
     const untrusted = untrustedMtimes(this.picked.files);
     for (const f of this.picked.files) {
@@ -279,7 +284,7 @@ export class BackupJob {
         recipes.set(f.path, before.recipe);
         p.filesUnchanged++;
       } else if (trusted && again && again.size === f.file.size && again.mtime === f.file.lastModified) {
-        recipes.set(f.path, recipeHex(again.fps));
+        recipes.set(f.path, again.fps);
         p.filesResumed++;
       } else {
         toRead.push(f);
@@ -296,11 +301,9 @@ export class BackupJob {
 
     this.enter('committing');
     this.emit();
-    const manifest = (): Manifest => ({
-      source: p.source,
-      time: job.startedAt,
-      entries: [
-        ...this.picked.dirs.map((d): ManifestEntry => ({
+    const manifest = () =>
+      manifestBlob(p.source, job.startedAt, [
+        ...this.picked.dirs.map((d): BodyEntry => ({
           path: d,
           kind: 'dir',
           size: 0,
@@ -310,7 +313,7 @@ export class BackupJob {
         })),
         ...this.picked.files
           .filter((f) => recipes.has(f.path))
-          .map((f): ManifestEntry => ({
+          .map((f): BodyEntry => ({
             path: f.path,
             kind: 'file',
             size: f.file.size,
@@ -318,8 +321,7 @@ export class BackupJob {
             mode: null,
             recipe: recipes.get(f.path)!,
           })),
-      ],
-    });
+      ]);
     try {
       return await api.commitVersion(manifest());
     } catch (e) {
@@ -328,7 +330,9 @@ export class BackupJob {
       // data was replaced?). Forget both for those chunks and read the affected files again.
       const missing = new Set((e.body.missing as string[]) ?? []);
       await index?.clear();
-      const affected = this.picked.files.filter((f) => recipes.get(f.path)?.some((fp) => missing.has(fp)));
+      const names = (r: Recipe | undefined) =>
+        Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
+      const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
       for (const fp of missing) hot.delete(fp);
       await this.chunkAndUpload(affected, hot, recipes, null);
       return await api.commitVersion(manifest());
@@ -339,7 +343,7 @@ export class BackupJob {
   private async chunkAndUpload(
     files: PickedFolder['files'],
     hot: Set<string>,
-    recipes: Map<string, string[]>,
+    recipes: Map<string, Recipe>,
     index: ClientIndex | null,
   ): Promise<void> {
     const { api, pool, jobs } = this.deps;
@@ -382,18 +386,27 @@ export class BackupJob {
       const durable: Promise<void>[] = [];
       try {
         const onNew = async (msg: NewChunks) => {
-          durable.push((await uploader.add(candidates(msg))).durable);
+          const d = (await uploader.add(candidates(msg))).durable;
+          durable.push(d);
+          // Once every chunk of the batch is stored, nothing reads its bytes again: free the
+          // ~2 MiB now (detach) rather than at the page's next GC, which V8 puts off until
+          // ~64 MiB of such buffers are dead.
+          d.then(
+            () => release(msg.stored.buffer as ArrayBuffer),
+            () => {},
+          );
         };
         const onRead = (bytes: number) => {
           p.bytesRead += bytes - seen;
           seen = bytes;
         };
-        const result =
-          f.file.size >= SPLIT_FILE_BYTES && pool.size > 1
-            ? await pool.chunkLargeFile(f.file, SEGMENT_BYTES, onNew, onRead)
-            : await pool.chunkFile(f.file, onNew, onRead);
+        const split = f.file.size >= SPLIT_FILE_BYTES && pool.size > 1;
+        if (split) p.filesSplit++;
+        const result = split
+          ? await pool.chunkLargeFile(f.file, SEGMENT_BYTES, onNew, onRead)
+          : await pool.chunkFile(f.file, onNew, onRead);
         p.bytesRead += f.file.size - seen;
-        recipes.set(f.path, recipeHex(result.fps));
+        recipes.set(f.path, result.fps);
         // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
         // that waited for its own file's chunks to be stored could wait forever.
         recorded.push(

@@ -57,6 +57,8 @@ export interface UploaderStats {
 interface Pending {
   chunk: Candidate;
   hex: string;
+  /** Stored size, kept apart: the caller may free the chunk's bytes once it is durable. */
+  bytes: number;
   done: () => void;
 }
 
@@ -153,7 +155,7 @@ export class Uploader {
       p.catch(() => {}); // failures surface through add()/drain(), not as unhandled rejections
       this.durable.set(hex, p);
       waits.push(p);
-      this.current.push({ chunk, hex, done });
+      this.current.push({ chunk, hex, bytes: chunk.stored.byteLength, done });
       this.currentBytes += chunk.stored.byteLength;
       this.stats.queuedBytes += chunk.stored.byteLength;
       if (this.currentBytes >= this.opts.bundleBytes) this.seal();
@@ -225,7 +227,7 @@ export class Uploader {
         .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
         .finally(() => {
           this.inFlight--;
-          for (const p of bundle) this.stats.queuedBytes -= p.chunk.stored.byteLength;
+          for (const p of bundle) this.stats.queuedBytes -= p.bytes;
           this.pump();
           this.wake();
         });
