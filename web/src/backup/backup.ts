@@ -70,11 +70,6 @@ export interface BackupDeps {
   index: ClientIndex | null;
 }
 
-/** Frees an ArrayBuffer's memory now (it must not be used afterwards). */
-function release(buf: ArrayBuffer) {
-  (buf as ArrayBuffer & { transfer?: (n: number) => ArrayBuffer }).transfer?.(0);
-}
-
 function candidates(msg: NewChunks): Candidate[] {
   const out: Candidate[] = [];
   let at = 0;
@@ -386,15 +381,7 @@ export class BackupJob {
       const durable: Promise<void>[] = [];
       try {
         const onNew = async (msg: NewChunks) => {
-          const d = (await uploader.add(candidates(msg))).durable;
-          durable.push(d);
-          // Once every chunk of the batch is stored, nothing reads its bytes again: free the
-          // ~2 MiB now (detach) rather than at the page's next GC, which V8 puts off until
-          // ~64 MiB of such buffers are dead.
-          d.then(
-            () => release(msg.stored.buffer as ArrayBuffer),
-            () => {},
-          );
+          durable.push((await uploader.add(candidates(msg))).durable);
         };
         const onRead = (bytes: number) => {
           p.bytesRead += bytes - seen;

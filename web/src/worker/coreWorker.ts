@@ -38,24 +38,15 @@ const credits = new Map<number, { outstanding: number; wake?: () => void }>();
  * speed. Each block is valid only until the consumer asks for the next one.
  */
 /**
- * The file as blocks of BLOCK bytes; each block is valid only until the next one is asked
- * for. A block's memory is released as soon as the consumer is done with it
- * (`ArrayBuffer.transfer(0)` detaches it, which frees the backing store at once): left to
- * the garbage collector, a worker carried up to ~64 MiB of dead blocks, since V8 collects
- * only after that much external memory was allocated. (A BYOB reader reusing one buffer
- * would avoid the allocation too, but hung intermittently in Chromium 156 on small files.)
+ * The file as blocks of BLOCK bytes (`File.slice`, never the whole file). Tried and
+ * rejected: a BYOB reader reusing one buffer (hung intermittently in Chromium 156 on small
+ * files), and freeing each block with `ArrayBuffer.transfer(0)` (the tab grew to 2.5 GiB for
+ * a 2 GiB file: detaching drops V8's count of external memory, so no GC came to free them).
  */
 async function* blocks(file: Blob): AsyncGenerator<Uint8Array> {
   for (let at = 0; at < file.size; at += BLOCK) {
-    const buf = await file.slice(at, Math.min(file.size, at + BLOCK)).arrayBuffer();
-    yield new Uint8Array(buf);
-    release(buf);
+    yield new Uint8Array(await file.slice(at, Math.min(file.size, at + BLOCK)).arrayBuffer());
   }
-}
-
-/** Frees an ArrayBuffer now instead of at the next GC (it must not be used afterwards). */
-function release(buf: ArrayBuffer) {
-  (buf as ArrayBuffer & { transfer?: (n: number) => ArrayBuffer }).transfer?.(0);
 }
 
 async function hashFile(id: number, file: File) {
@@ -190,9 +181,7 @@ async function chunkSegment(id: number, file: File, start: number, stop: number)
   const out = sink(id);
   try {
     // One read per segment (a segment is a few MiB): fewer calls than 1 MiB blocks.
-    const bytes = await file.slice(seg.readFrom(), seg.readTo()).arrayBuffer();
-    seg.push(new Uint8Array(bytes));
-    release(bytes);
+    seg.push(new Uint8Array(await file.slice(seg.readFrom(), seg.readTo()).arrayBuffer()));
     seg.scan();
     post({ type: 'progress', id, bytes: stop - start });
     const entry = await entryOf(id);
