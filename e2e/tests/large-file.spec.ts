@@ -8,8 +8,10 @@ import { startServer, type RunningServer } from '../server';
 
 /**
  * Opt-in (`DITTO_LARGE_FILE_MB=2048 npx playwright test -c e2e tests/large-file.spec.ts`): it
- * writes a file of that size and, today, fails: renderer PSS 147 MiB idle, 488 MiB peak for 2 GiB
- * (368 MiB for 64 MiB, so the excess is a transient of the backup, not proportional to the file).
+ * writes a file of that size and, today, still fails: renderer PSS 145 MiB idle, peak 353-363 MiB
+ * for 2 GiB (two runs, 2026-11-22; it was 488 MiB before segment splitting, packing in Wasm, the
+ * reused bundle buffer and the Blob manifest). About 80 MiB of the idle figure are two renderers
+ * Chromium starts besides the tab. See docs/BACKUP.md "Memory".
  */
 const MiB = 2 ** 20;
 const SIZE = Number(process.env.DITTO_LARGE_FILE_MB ?? 2048) * MiB;

@@ -246,6 +246,311 @@ impl ChunkEngine {
     }
 }
 
+/// One segment of a large file, chunked by one worker while other workers take the
+/// other segments (SS-CDC: stage 1 per segment in parallel, stage 2 chained). The result,
+/// chained over the segments, is exactly `ChunkEngine("default")` on the whole file.
+///
+/// ```js
+/// const seg = new SegmentChunker(fileSize, start, stop);  // chunks that START in start..stop
+/// // read file bytes seg.readFrom() .. seg.readTo() (32 bytes of history before `start`,
+/// // up to 64 KiB after `stop` for the last chunk) and push them in order
+/// seg.push(block); ...; seg.scan();                       // stage 1 (the parallel part)
+/// const n = seg.select(entry);  // entry: previous segment's seg.exit(), 0 for the first
+/// const next = seg.exit();      // hand to the next segment's worker now
+/// seg.hash();                   // then offsets()/lengths()/fingerprints() of the n chunks
+/// ```
+#[wasm_bindgen]
+pub struct SegmentChunker {
+    cfg: chunk::twostage::TwoStage,
+    file_len: u64,
+    start: u64,
+    stop: u64,
+    from: u64,
+    to: u64,
+    buf: Vec<u8>,
+    bitmap: Option<chunk::sscdc::SegmentBitmap>,
+    ends: Vec<u64>,
+    entry: u64,
+    exit: Option<u64>,
+    ranges: Vec<(usize, usize)>,
+    fingerprints: Vec<u8>,
+}
+
+fn exact_u64(v: f64, what: &str) -> Result<u64, JsError> {
+    if v >= 0.0 && v.fract() == 0.0 && v <= (1u64 << 53) as f64 {
+        Ok(v as u64)
+    } else {
+        Err(JsError::new(&format!("{what}: not a byte offset: {v}")))
+    }
+}
+
+#[wasm_bindgen]
+impl SegmentChunker {
+    /// The default chunker's segment of `start..stop` of a file of `file_len` bytes.
+    #[wasm_bindgen(constructor)]
+    pub fn new(file_len: f64, start: f64, stop: f64) -> Result<SegmentChunker, JsError> {
+        let (file_len, start, stop) = (
+            exact_u64(file_len, "file length")?,
+            exact_u64(start, "segment start")?,
+            exact_u64(stop, "segment stop")?,
+        );
+        if start > stop || stop > file_len {
+            return Err(JsError::new("segment outside the file"));
+        }
+        // The segment path implements twostage only; "default" must be exactly that.
+        let (kind, min, avg, max, level) = chunk::DEFAULT_CHUNKER;
+        debug_assert_eq!(kind, "twostage");
+        let cfg = chunk::twostage::TwoStage::new(min, avg, max, level).map_err(js_err)?;
+        let from = start.saturating_sub(chunk::twostage::W2 as u64);
+        let to = (stop + max as u64).min(file_len);
+        Ok(SegmentChunker {
+            cfg,
+            file_len,
+            start,
+            stop,
+            from,
+            to,
+            buf: Vec::with_capacity((to - from) as usize),
+            bitmap: None,
+            ends: Vec::new(),
+            entry: start,
+            exit: None,
+            ranges: Vec::new(),
+            fingerprints: Vec::new(),
+        })
+    }
+
+    /// First file offset to read (up to 32 bytes of history before the segment).
+    #[wasm_bindgen(js_name = readFrom)]
+    pub fn read_from(&self) -> f64 {
+        self.from as f64
+    }
+
+    /// End (exclusive) of the bytes to read.
+    #[wasm_bindgen(js_name = readTo)]
+    pub fn read_to(&self) -> f64 {
+        self.to as f64
+    }
+
+    /// Appends the next bytes of `readFrom()..readTo()`.
+    pub fn push(&mut self, block: &[u8]) -> Result<(), JsError> {
+        if self.bitmap.is_some() || self.buf.len() + block.len() > (self.to - self.from) as usize {
+            return Err(JsError::new(
+                "SegmentChunker.push: more bytes than readTo - readFrom",
+            ));
+        }
+        self.buf.extend_from_slice(block);
+        Ok(())
+    }
+
+    /// Stage 1 over the pushed bytes (all of `readFrom()..readTo()` must be there).
+    pub fn scan(&mut self) -> Result<(), JsError> {
+        if self.buf.len() as u64 != self.to - self.from {
+            return Err(JsError::new(
+                "SegmentChunker.scan: segment not completely read",
+            ));
+        }
+        let lead = (self.start - self.from) as usize;
+        self.bitmap = Some(chunk::sscdc::SegmentBitmap::compute(
+            &self.cfg, &self.buf, lead, self.start,
+        ));
+        Ok(())
+    }
+
+    /// Stage 2 from `entry` (where the previous segment's chunks ended; the segment's
+    /// start for the first one). Returns the number of chunks starting in this segment.
+    pub fn select(&mut self, entry: f64) -> Result<u32, JsError> {
+        let entry = exact_u64(entry, "entry")?;
+        let bm = self
+            .bitmap
+            .as_ref()
+            .ok_or_else(|| JsError::new("SegmentChunker.select before scan"))?;
+        // The previous segment's last chunk ends at most `max` bytes past its stop.
+        if entry < self.start || entry > self.start + self.cfg.sizes().2 as u64 {
+            return Err(JsError::new(
+                "SegmentChunker.select: entry outside the segment",
+            ));
+        }
+        self.ends = bm.select_from(&self.cfg, self.file_len, entry, self.stop);
+        self.entry = entry;
+        self.exit = Some(self.ends.last().copied().unwrap_or(entry));
+        Ok(self.ends.len() as u32)
+    }
+
+    /// Where the next segment's first chunk starts (after `select`).
+    pub fn exit(&self) -> Result<f64, JsError> {
+        self.exit
+            .map(|e| e as f64)
+            .ok_or_else(|| JsError::new("SegmentChunker.exit before select"))
+    }
+
+    /// SHA-1 of the selected chunks (multi-buffer SIMD, straight from the segment's bytes).
+    pub fn hash(&mut self) {
+        self.ranges.clear();
+        let mut s = self.entry;
+        for &e in &self.ends {
+            self.ranges
+                .push(((s - self.from) as usize, (e - s) as usize));
+            s = e;
+        }
+        self.fingerprints
+            .resize(self.ranges.len() * hash::FINGERPRINT_LEN, 0);
+        hash::sha1_many_flat(&self.buf, &self.ranges, &mut self.fingerprints);
+    }
+
+    /// Absolute offsets of the selected chunks (Float64Array).
+    pub fn offsets(&self) -> Vec<f64> {
+        let mut s = self.entry;
+        self.ends
+            .iter()
+            .map(|&e| std::mem::replace(&mut s, e) as f64)
+            .collect()
+    }
+
+    pub fn lengths(&self) -> Vec<u32> {
+        let mut s = self.entry;
+        self.ends
+            .iter()
+            .map(|&e| (e - std::mem::replace(&mut s, e)) as u32)
+            .collect()
+    }
+
+    /// 20 bytes per selected chunk (after `hash`).
+    pub fn fingerprints(&self) -> Vec<u8> {
+        self.fingerprints.clone()
+    }
+}
+
+impl SegmentChunker {
+    fn chunk_bytes(&self, i: usize) -> Option<&[u8]> {
+        let &(o, l) = self.ranges.get(i)?;
+        Some(&self.buf[o..o + l])
+    }
+}
+
+/// The new chunks of a worker, collected until the page takes them: compressed straight
+/// from the chunker's buffer in Wasm memory and copied out once per batch. (Copying each
+/// push's bytes to JS, packing, then concatenating made three short-lived buffers per MiB
+/// read, which V8 frees only at its next GC: tens of MiB per worker.)
+#[wasm_bindgen]
+pub struct NewChunkBatch {
+    comp: crate::compress::Compressor,
+    fps: Vec<u8>,
+    codecs: Vec<u8>,
+    raw_lengths: Vec<u32>,
+    stored_lengths: Vec<u32>,
+    stored: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl NewChunkBatch {
+    /// `level`: zstd level; a chunk is stored compressed only when that saves >= 3 %.
+    #[wasm_bindgen(constructor)]
+    pub fn new(level: i32) -> Result<NewChunkBatch, JsError> {
+        Ok(NewChunkBatch {
+            comp: crate::compress::Compressor::new(level)
+                .map_err(|e| JsError::new(&e.to_string()))?,
+            fps: Vec::new(),
+            codecs: Vec::new(),
+            raw_lengths: Vec::new(),
+            stored_lengths: Vec::new(),
+            stored: Vec::new(),
+        })
+    }
+
+    fn add(&mut self, fp: &[u8], raw: &[u8]) {
+        let (codec, stored) = self.comp.compress(raw);
+        self.fps.extend_from_slice(fp);
+        self.codecs.push(codec);
+        self.raw_lengths.push(raw.len() as u32);
+        self.stored_lengths.push(stored.len() as u32);
+        self.stored.extend_from_slice(stored);
+    }
+
+    /// Adds chunks `indices` of the engine's last batch.
+    #[wasm_bindgen(js_name = addFromEngine)]
+    pub fn add_from_engine(
+        &mut self,
+        engine: &ChunkEngine,
+        indices: &[u32],
+    ) -> Result<(), JsError> {
+        let (offsets, lengths, fps) = (
+            engine.p.offsets(),
+            engine.p.lengths(),
+            engine.p.fingerprints(),
+        );
+        let bytes = engine.p.batch_bytes();
+        for &i in indices {
+            let i = i as usize;
+            if i >= offsets.len() {
+                return Err(JsError::new("addFromEngine: no such chunk in the batch"));
+            }
+            let rel = (offsets[i] - offsets[0]) as usize;
+            let raw = &bytes[rel..rel + lengths[i] as usize];
+            let fp = &fps[i * hash::FINGERPRINT_LEN..(i + 1) * hash::FINGERPRINT_LEN];
+            self.add(fp, raw);
+        }
+        Ok(())
+    }
+
+    /// Adds chunks `indices` of the segment's selected chunks (after `hash`).
+    #[wasm_bindgen(js_name = addFromSegment)]
+    pub fn add_from_segment(
+        &mut self,
+        seg: &SegmentChunker,
+        indices: &[u32],
+    ) -> Result<(), JsError> {
+        for &i in indices {
+            let i = i as usize;
+            let raw = seg
+                .chunk_bytes(i)
+                .ok_or_else(|| JsError::new("addFromSegment: no such chunk (hash first)"))?;
+            let fp = &seg.fingerprints[i * hash::FINGERPRINT_LEN..(i + 1) * hash::FINGERPRINT_LEN];
+            self.add(fp, raw);
+        }
+        Ok(())
+    }
+
+    /// Chunks collected.
+    pub fn count(&self) -> u32 {
+        self.codecs.len() as u32
+    }
+
+    /// Stored (possibly compressed) bytes collected.
+    #[wasm_bindgen(js_name = storedSize)]
+    pub fn stored_size(&self) -> u32 {
+        self.stored.len() as u32
+    }
+
+    pub fn fps(&self) -> Vec<u8> {
+        self.fps.clone()
+    }
+    pub fn codecs(&self) -> Vec<u8> {
+        self.codecs.clone()
+    }
+    #[wasm_bindgen(js_name = rawLengths)]
+    pub fn raw_lengths(&self) -> Vec<u32> {
+        self.raw_lengths.clone()
+    }
+    #[wasm_bindgen(js_name = storedLengths)]
+    pub fn stored_lengths(&self) -> Vec<u32> {
+        self.stored_lengths.clone()
+    }
+    /// Stored bytes of all collected chunks, back to back.
+    pub fn stored(&self) -> Vec<u8> {
+        self.stored.clone()
+    }
+
+    /// Empties the batch (keeps its capacity: the next batch reuses the Wasm memory).
+    pub fn clear(&mut self) {
+        self.fps.clear();
+        self.codecs.clear();
+        self.raw_lengths.clear();
+        self.stored_lengths.clear();
+        self.stored.clear();
+    }
+}
+
 /// SHA-1 of many ranges of one buffer (multi-buffer SIMD): 20 bytes per range.
 #[wasm_bindgen(js_name = sha1Many)]
 pub fn sha1_many(buf: &[u8], offsets: &[u32], lengths: &[u32]) -> Result<Vec<u8>, JsError> {

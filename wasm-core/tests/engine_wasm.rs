@@ -110,3 +110,78 @@ fn engine_with_rapidcdc_hints() {
         "hints after push are refused"
     );
 }
+
+/// SegmentChunker chained over segments (the worker-pool split of a large file) gives the
+/// same chunks and SHA-1s as ChunkEngine("default") on the whole file, and NewChunkBatch
+/// packs exactly the chosen chunks' bytes.
+#[wasm_bindgen_test]
+fn segment_chunker_chain_equals_engine() {
+    use wasm_core::bindings::{NewChunkBatch, SegmentChunker};
+    let mut data = wasm_core::chunk::twostage::test_text(31, 900_000);
+    data[200_000..300_000].copy_from_slice(&test_bytes(32, 100_000));
+    data[400_000..600_000].fill(0);
+    let mut want_fps = Vec::new();
+    let want = {
+        let mut e = ChunkEngine::new("default", None, None, None, None).unwrap();
+        let mut out = Vec::new();
+        for b in data.chunks(1 << 20) {
+            e.push(b).unwrap();
+            out.extend(
+                e.offsets()
+                    .iter()
+                    .zip(e.lengths())
+                    .map(|(&o, l)| (o as usize, l as usize)),
+            );
+            want_fps.extend(e.fingerprints());
+        }
+        e.finish().unwrap();
+        out.extend(
+            e.offsets()
+                .iter()
+                .zip(e.lengths())
+                .map(|(&o, l)| (o as usize, l as usize)),
+        );
+        want_fps.extend(e.fingerprints());
+        out
+    };
+    for seg in [65_537usize, 100_000, 262_144, 1 << 20] {
+        let mut entry = 0.0;
+        let (mut got, mut fps) = (Vec::new(), Vec::new());
+        let mut batch = NewChunkBatch::new(3).unwrap();
+        for start in (0..data.len()).step_by(seg) {
+            let stop = (start + seg).min(data.len());
+            let mut s = SegmentChunker::new(data.len() as f64, start as f64, stop as f64).unwrap();
+            let (from, to) = (s.read_from() as usize, s.read_to() as usize);
+            for b in data[from..to].chunks(77_777) {
+                s.push(b).unwrap();
+            }
+            s.scan().unwrap();
+            let n = s.select(entry).unwrap();
+            entry = s.exit().unwrap();
+            s.hash();
+            let (off, len) = (s.offsets(), s.lengths());
+            assert_eq!(off.len(), n as usize);
+            got.extend(
+                off.iter()
+                    .zip(&len)
+                    .map(|(&o, &l)| (o as usize, l as usize)),
+            );
+            fps.extend(s.fingerprints());
+            batch.clear();
+            batch.add_from_segment(&s, &[0, n - 1]).unwrap();
+            assert_eq!(batch.raw_lengths(), vec![len[0], len[n as usize - 1]]);
+            let stored = batch.stored();
+            let l0 = batch.stored_lengths()[0] as usize;
+            let first =
+                wasm_core::compress::decompress(batch.codecs()[0], &stored[..l0], len[0] as usize)
+                    .unwrap();
+            assert_eq!(
+                first,
+                &data[off[0] as usize..off[0] as usize + len[0] as usize]
+            );
+            assert_eq!(&batch.fps()[..20], &wasm_core::hash::sha1(&first));
+        }
+        assert_eq!(got, want, "segment {seg}");
+        assert_eq!(fps, want_fps, "segment {seg}");
+    }
+}

@@ -64,6 +64,47 @@ impl SegmentBitmap {
     }
 }
 
+impl SegmentBitmap {
+    /// Stage 2 inside one segment, for a worker that holds only this segment: the ends of
+    /// the chunks that start in `entry..stop`, where `entry` is where the previous
+    /// segment's last chunk ended (0 for the first segment) and `stop` is this segment's
+    /// end. Same size rules as [`FileBitmap::select`]; the bitmap must cover `base ..
+    /// min(stop + max, file_len)` (every chunk starting before `stop` ends inside it).
+    /// The last end returned (or `entry`, if no chunk starts here) is the next
+    /// segment's `entry`: chaining segments this way gives exactly the sequential chunks.
+    pub fn select_from(&self, cfg: &TwoStage, file_len: u64, entry: u64, stop: u64) -> Vec<u64> {
+        let (min, avg, max) = cfg.sizes();
+        let (min, avg, max) = (min as u64, avg as u64, max as u64);
+        let base = self.base;
+        assert!(entry >= base, "entry before the segment");
+        let stop = stop.min(file_len);
+        if entry < stop {
+            assert!(
+                base + self.len as u64 >= (stop + max).min(file_len),
+                "segment bitmap too short for its last chunk"
+            );
+        }
+        let rel = |p: u64| (p - base) as usize;
+        let mut ends = Vec::new();
+        let mut s = entry;
+        while s < stop {
+            let n = file_len - s;
+            let e = if n <= min {
+                file_len
+            } else {
+                let end = s + n.min(max);
+                let mid = (s + avg).min(end);
+                FileBitmap::first(&self.strict, rel(s + min), rel(mid))
+                    .or_else(|| FileBitmap::first(&self.loose, rel(mid.max(s + min)), rel(end)))
+                    .map_or(end, |i| base + i as u64)
+            };
+            ends.push(e);
+            s = e;
+        }
+        ends
+    }
+}
+
 /// All candidate bits of a file, assembled from its segments (in any order; they must
 /// tile the file exactly).
 pub struct FileBitmap {
@@ -255,6 +296,71 @@ mod tests {
             }
             #[cfg(not(target_arch = "wasm32"))]
             assert_eq!(chunk_parallel(cfg, &data, 10_007, 3), want);
+        }
+    }
+
+    /// The worker-pool shape: each segment read with its 32-byte lead and `max` bytes past
+    /// its end, stage 2 chained through `select_from` (entry = previous exit).
+    fn chain_segments(cfg: &TwoStage, data: &[u8], segment: usize) -> Vec<(usize, usize)> {
+        let max = cfg.sizes().2;
+        let len = data.len() as u64;
+        let mut entry = 0u64;
+        let mut ends = Vec::new();
+        for s in (0..data.len()).step_by(segment.max(1)) {
+            let lead = s.min(W2);
+            let stop = (s + segment).min(data.len());
+            let to = (stop + max).min(data.len());
+            let bm = SegmentBitmap::compute(cfg, &data[s - lead..to], lead, s as u64);
+            let got = bm.select_from(cfg, len, entry, stop as u64);
+            if let Some(&last) = got.last() {
+                entry = last;
+            }
+            ends.extend(got.iter().map(|&e| e as usize));
+        }
+        to_chunks(&ends)
+    }
+
+    #[test]
+    fn chained_segments_identical_to_sequential() {
+        let mut data = test_text(12, 400_000);
+        data[60_000..100_000].copy_from_slice(&test_bytes(13, 40_000));
+        data[150_000..200_000].fill(0); // runs of max-size chunks
+        let cfgs = [
+            TwoStage::default_config(),
+            TwoStage::new(64, 512, 2048, 1).unwrap(),
+            TwoStage::new(256, 4096, 6000, 3).unwrap(),
+        ];
+        for cfg in &cfgs {
+            let want = chunk_all(cfg, &data);
+            // Segments shorter than max (no chunk may start in one), around max, and large.
+            for seg in [
+                700usize,
+                2047,
+                2048,
+                2049,
+                6000,
+                65_535,
+                65_536,
+                65_537,
+                100_003,
+                400_000,
+                1 << 20,
+            ] {
+                assert_eq!(
+                    chain_segments(cfg, &data, seg),
+                    want,
+                    "{cfg:?} segment {seg}"
+                );
+            }
+        }
+        for len in [0usize, 1, 100, 2048, 2049, 70_000] {
+            let d = test_bytes(len as u64 + 5, len);
+            let cfg = TwoStage::default_config();
+            assert_eq!(
+                chain_segments(&cfg, &d, 30_000),
+                chunk_all(&cfg, &d),
+                "len {len}"
+            );
         }
     }
 

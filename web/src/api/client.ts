@@ -138,11 +138,12 @@ export class Api {
     );
   }
 
-  commitVersion(manifest: Manifest) {
+  /** `manifest` as an object, or already as JSON text in a Blob (large manifests). */
+  commitVersion(manifest: Manifest | Blob) {
     return this.json<VersionInfo>(this.repoPath('/versions'), {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(manifest),
+      body: manifest instanceof Blob ? manifest : JSON.stringify(manifest),
     });
   }
 

@@ -19,11 +19,19 @@ import type { ClientIndex } from '../dedupindex/index';
 import type { PickedFolder } from '../input/folder';
 import type { NewChunks } from '../worker/protocol';
 import type { CorePool } from '../worker/pool';
-import { FP_LEN, fpHex, packHex } from './hex';
+import { FP_LEN, packHex } from './hex';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
+import { manifestBlob, recipeAt, recipeLength, type BodyEntry, type Recipe } from './manifest';
 import { Uploader, type Candidate } from './uploader';
 
 export const ZSTD_LEVEL = 3;
+/**
+ * Files at least this large are split into SEGMENT_BYTES segments chunked by several
+ * workers at once (SS-CDC; same recipe as one worker). Smaller files already keep every
+ * worker busy side by side, and a segment costs a few messages.
+ */
+export const SPLIT_FILE_BYTES = 64 << 20;
+export const SEGMENT_BYTES = 2 << 20;
 
 export type Phase = 'planning' | 'backing up' | 'committing' | 'done' | 'failed' | 'cancelled';
 
@@ -35,6 +43,8 @@ export interface BackupProgress {
   filesDone: number;
   filesUnchanged: number;
   filesResumed: number;
+  /** Files chunked as segments by several workers at once (SS-CDC). */
+  filesSplit: number;
   bytesTotal: number;
   /** Bytes accounted for: read and chunked, or reused unread. */
   bytesDone: number;
@@ -58,10 +68,6 @@ export interface BackupDeps {
   pool: CorePool;
   jobs: JobStore;
   index: ClientIndex | null;
-}
-
-function recipeHex(fps: Uint8Array): string[] {
-  return Array.from({ length: fps.length / FP_LEN }, (_, i) => fpHex(fps, i));
 }
 
 function candidates(msg: NewChunks): Candidate[] {
@@ -138,6 +144,7 @@ export class BackupJob {
       filesDone: 0,
       filesUnchanged: 0,
       filesResumed: 0,
+      filesSplit: 0,
       bytesTotal: picked.files.reduce((n, f) => n + f.file.size, 0),
       bytesDone: 0,
       bytesRead: 0,
@@ -261,7 +268,7 @@ export class BackupJob {
     await jobs.put(job);
     p.wireBytes = job.wireBytes;
 
-    const recipes = new Map<string, string[]>();
+    const recipes = new Map<string, Recipe>();
     const toRead: PickedFolder['files'] = [];
     const untrusted = untrustedMtimes(this.picked.files);
     for (const f of this.picked.files) {
@@ -272,7 +279,7 @@ export class BackupJob {
         recipes.set(f.path, before.recipe);
         p.filesUnchanged++;
       } else if (trusted && again && again.size === f.file.size && again.mtime === f.file.lastModified) {
-        recipes.set(f.path, recipeHex(again.fps));
+        recipes.set(f.path, again.fps);
         p.filesResumed++;
       } else {
         toRead.push(f);
@@ -289,11 +296,9 @@ export class BackupJob {
 
     this.enter('committing');
     this.emit();
-    const manifest = (): Manifest => ({
-      source: p.source,
-      time: job.startedAt,
-      entries: [
-        ...this.picked.dirs.map((d): ManifestEntry => ({
+    const manifest = () =>
+      manifestBlob(p.source, job.startedAt, [
+        ...this.picked.dirs.map((d): BodyEntry => ({
           path: d,
           kind: 'dir',
           size: 0,
@@ -303,7 +308,7 @@ export class BackupJob {
         })),
         ...this.picked.files
           .filter((f) => recipes.has(f.path))
-          .map((f): ManifestEntry => ({
+          .map((f): BodyEntry => ({
             path: f.path,
             kind: 'file',
             size: f.file.size,
@@ -311,8 +316,7 @@ export class BackupJob {
             mode: null,
             recipe: recipes.get(f.path)!,
           })),
-      ],
-    });
+      ]);
     try {
       return await api.commitVersion(manifest());
     } catch (e) {
@@ -321,7 +325,9 @@ export class BackupJob {
       // data was replaced?). Forget both for those chunks and read the affected files again.
       const missing = new Set((e.body.missing as string[]) ?? []);
       await index?.clear();
-      const affected = this.picked.files.filter((f) => recipes.get(f.path)?.some((fp) => missing.has(fp)));
+      const names = (r: Recipe | undefined) =>
+        Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
+      const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
       for (const fp of missing) hot.delete(fp);
       await this.chunkAndUpload(affected, hot, recipes, null);
       return await api.commitVersion(manifest());
@@ -332,7 +338,7 @@ export class BackupJob {
   private async chunkAndUpload(
     files: PickedFolder['files'],
     hot: Set<string>,
-    recipes: Map<string, string[]>,
+    recipes: Map<string, Recipe>,
     index: ClientIndex | null,
   ): Promise<void> {
     const { api, pool, jobs } = this.deps;
@@ -374,18 +380,20 @@ export class BackupJob {
       let seen = 0;
       const durable: Promise<void>[] = [];
       try {
-        const result = await pool.chunkFile(
-          f.file,
-          async (msg) => {
-            durable.push((await uploader.add(candidates(msg))).durable);
-          },
-          (bytes) => {
-            p.bytesRead += bytes - seen;
-            seen = bytes;
-          },
-        );
+        const onNew = async (msg: NewChunks) => {
+          durable.push((await uploader.add(candidates(msg))).durable);
+        };
+        const onRead = (bytes: number) => {
+          p.bytesRead += bytes - seen;
+          seen = bytes;
+        };
+        const split = f.file.size >= SPLIT_FILE_BYTES && pool.size > 1;
+        if (split) p.filesSplit++;
+        const result = split
+          ? await pool.chunkLargeFile(f.file, SEGMENT_BYTES, onNew, onRead)
+          : await pool.chunkFile(f.file, onNew, onRead);
         p.bytesRead += f.file.size - seen;
-        recipes.set(f.path, recipeHex(result.fps));
+        recipes.set(f.path, result.fps);
         // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
         // that waited for its own file's chunks to be stored could wait forever.
         recorded.push(

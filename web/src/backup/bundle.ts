@@ -20,9 +20,13 @@ export function bundleSize(chunks: readonly BundleChunk[]): number {
   return chunks.reduce((n, c) => n + ENTRY + c.stored.byteLength, HEADER);
 }
 
-export function encodeBundle(chunks: readonly BundleChunk[]): Uint8Array {
-  const out = new Uint8Array(bundleSize(chunks));
-  const view = new DataView(out.buffer);
+/** Encodes into `into` when it is large enough (returning a view of it), else a new array. */
+export function encodeBundle(chunks: readonly BundleChunk[], into?: Uint8Array): Uint8Array {
+  const size = bundleSize(chunks);
+  const out = into && into.byteLength >= size ? into.subarray(0, size) : new Uint8Array(size);
+  const view = new DataView(out.buffer, out.byteOffset, size);
+  // A reused buffer holds the previous bundle: reserved bytes must be zeroed explicitly.
+  out.fill(0, 0, HEADER);
   out.set(MAGIC, 0);
   view.setUint16(4, 1, true);
   view.setUint16(6, 0, true);
@@ -31,6 +35,7 @@ export function encodeBundle(chunks: readonly BundleChunk[]): Uint8Array {
   for (const c of chunks) {
     out.set(c.fp.subarray(0, FP_LEN), at);
     out[at + 20] = c.codec;
+    out.fill(0, at + 21, at + 24);
     view.setUint32(at + 24, c.rawLen, true);
     view.setUint32(at + 28, c.stored.byteLength, true);
     out.set(c.stored, at + ENTRY);

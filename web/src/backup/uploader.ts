@@ -10,7 +10,7 @@
  * The same fingerprint offered twice is uploaded once.
  */
 import { ApiError } from '../api/client';
-import { encodeBundle, type BundleChunk } from './bundle';
+import { bundleSize, encodeBundle, type BundleChunk } from './bundle';
 import { FP_LEN, fpHex } from './hex';
 
 export type Candidate = BundleChunk;
@@ -18,7 +18,11 @@ export type Candidate = BundleChunk;
 export interface UploaderDeps {
   /** The server's missing query: which of these n*20 bytes of fingerprints it lacks. */
   missing(fps: Uint8Array, signal: AbortSignal): Promise<Uint8Array>;
-  /** Uploads an encoded bundle; resolves on the server's acknowledgement. */
+  /**
+   * Uploads an encoded bundle; resolves on the server's acknowledgement. `bundle` is only
+   * valid during the call (the uploader reuses its buffer): copy it synchronously, as
+   * `fetch` does with a typed-array body.
+   */
   upload(bundle: Uint8Array, signal: AbortSignal): Promise<unknown>;
   /** Client index lookup: 1 per fingerprint known to be stored. */
   known?(fps: Uint8Array): Promise<Uint8Array>;
@@ -53,6 +57,8 @@ export interface UploaderStats {
 interface Pending {
   chunk: Candidate;
   hex: string;
+  /** Stored size, kept apart: the caller may free the chunk's bytes once it is durable. */
+  bytes: number;
   done: () => void;
 }
 
@@ -107,6 +113,7 @@ export class Uploader {
   private abort = new AbortController();
   private failure: Error | null = null;
   private failWaiters: ((e: Error) => void)[] = [];
+  private scratch = new Uint8Array(0);
 
   constructor(
     private deps: UploaderDeps,
@@ -148,7 +155,7 @@ export class Uploader {
       p.catch(() => {}); // failures surface through add()/drain(), not as unhandled rejections
       this.durable.set(hex, p);
       waits.push(p);
-      this.current.push({ chunk, hex, done });
+      this.current.push({ chunk, hex, bytes: chunk.stored.byteLength, done });
       this.currentBytes += chunk.stored.byteLength;
       this.stats.queuedBytes += chunk.stored.byteLength;
       if (this.currentBytes >= this.opts.bundleBytes) this.seal();
@@ -220,7 +227,7 @@ export class Uploader {
         .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
         .finally(() => {
           this.inFlight--;
-          for (const p of bundle) this.stats.queuedBytes -= p.chunk.stored.byteLength;
+          for (const p of bundle) this.stats.queuedBytes -= p.bytes;
           this.pump();
           this.wake();
         });
@@ -262,7 +269,15 @@ export class Uploader {
     const toSend = items.filter((p) => missingSet.has(p.hex));
     let wire = 0;
     if (toSend.length) {
-      const bundle = encodeBundle(toSend.map((p) => p.chunk));
+      // One reused buffer for every bundle: fetch copies the body when called, and a fresh
+      // 4 MiB array per bundle stays allocated until the page's next GC (V8 lets dozens of
+      // MiB of such buffers pile up; measured as 4 MiB mappings in the tab).
+      const size = bundleSize(toSend.map((p) => p.chunk));
+      if (this.scratch.byteLength < size) this.scratch = new Uint8Array(size + (size >> 3));
+      const bundle = encodeBundle(
+        toSend.map((p) => p.chunk),
+        this.scratch,
+      );
       await this.deps.upload(bundle, signal);
       wire = bundle.byteLength;
       this.stats.wireBytes += wire;

@@ -134,7 +134,7 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
         </p>
       )}
       {p.version && (
-        <p className="ok" data-testid="backup-done" data-version={p.version.id}>
+        <p className="ok" data-testid="backup-done" data-version={p.version.id} data-split-files={p.filesSplit}>
           Version #{p.version.id} of “{p.version.source}” stored: {p.version.stats.files} files,{' '}
           {bytes(p.version.stats.logical_bytes)}, {bytes(p.version.stats.new_stored_bytes)} new on the server.
         </p>

@@ -9,7 +9,7 @@
  * them to the page in batches. At most MAX_UNCREDITED batches are outstanding: the worker
  * stops reading until the page takes them (backpressure keeps memory flat for huge files).
  */
-import init, { ChunkEngine, ChunkPacker, FileHasher } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkEngine, FileHasher, NewChunkBatch, SegmentChunker } from '../wasm-pkg/wasm_core.js';
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
 import { FP_LEN, fpHex } from '../backup/hex';
 
@@ -25,10 +25,25 @@ const BATCH_BYTES = 2 << 20;
 const MAX_UNCREDITED = 2;
 
 let known = new Set<string>();
-let packer: ChunkPacker | null = null;
+/** New chunks of the running job, collected in Wasm memory (one job at a time per worker). */
+let batch: NewChunkBatch | null = null;
 const credits = new Map<number, { outstanding: number; wake?: () => void }>();
 
-async function* blocks(file: File): AsyncGenerator<Uint8Array> {
+/**
+ * The file as consecutive blocks of BLOCK bytes (the last one shorter), all views of ONE
+ * reused buffer: a BYOB reader fills it in place, so reading allocates nothing per block.
+ * `File.slice().arrayBuffer()` allocated a fresh 1 MiB ArrayBuffer per block, which V8
+ * frees only at its next GC: a worker carried tens of MiB of dead blocks (measured: the
+ * tab's memory sawtoothed ~90 MiB while one file was read) and read at a third of the
+ * speed. Each block is valid only until the consumer asks for the next one.
+ */
+/**
+ * The file as blocks of BLOCK bytes (`File.slice`, never the whole file). Tried and
+ * rejected: a BYOB reader reusing one buffer (hung intermittently in Chromium 156 on small
+ * files), and freeing each block with `ArrayBuffer.transfer(0)` (the tab grew to 2.5 GiB for
+ * a 2 GiB file: detaching drops V8's count of external memory, so no GC came to free them).
+ */
+async function* blocks(file: Blob): AsyncGenerator<Uint8Array> {
   for (let at = 0; at < file.size; at += BLOCK) {
     yield new Uint8Array(await file.slice(at, Math.min(file.size, at + BLOCK)).arrayBuffer());
   }
@@ -53,50 +68,37 @@ async function hashFile(id: number, file: File) {
   }
 }
 
-class Batch {
-  fps: Uint8Array[] = [];
-  codecs: Uint8Array[] = [];
-  raw: Uint32Array[] = [];
-  storedLens: Uint32Array[] = [];
-  stored: Uint8Array[] = [];
-  bytes = 0;
-  count = 0;
-
-  take(): NewChunks {
-    const cat = <T extends Uint8Array | Uint32Array>(parts: T[], make: (n: number) => T): T => {
-      const out = make(parts.reduce((n, p) => n + p.length, 0));
-      let at = 0;
-      for (const p of parts) {
-        out.set(p as never, at);
-        at += p.length;
-      }
-      return out;
-    };
-    const msg = {
-      fps: cat(this.fps, (n) => new Uint8Array(n)),
-      codecs: cat(this.codecs, (n) => new Uint8Array(n)),
-      rawLengths: cat(this.raw, (n) => new Uint32Array(n)),
-      storedLengths: cat(this.storedLens, (n) => new Uint32Array(n)),
-      stored: cat(this.stored, (n) => new Uint8Array(n)),
-    };
-    Object.assign(this, new Batch());
-    return msg;
+/** Indices (within a batch of `n` chunks) of chunks not known yet; marks them known. */
+function fresh(fps: Uint8Array, n: number): Uint32Array {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const hex = fpHex(fps, i);
+    if (known.has(hex)) continue;
+    known.add(hex);
+    out.push(i);
   }
+  return Uint32Array.from(out);
 }
 
-async function chunkFile(id: number, file: File) {
-  const engine = new ChunkEngine('default');
+/**
+ * The page side of one job's new chunks: batches of ~BATCH_BYTES copied out of Wasm
+ * memory once and transferred, at most MAX_UNCREDITED outstanding.
+ */
+function sink(id: number) {
   const credit = { outstanding: 0 } as { outstanding: number; wake?: () => void };
   credits.set(id, credit);
-  const recipeFps: Uint8Array[] = [];
-  const recipeLens: Uint32Array[] = [];
-  const batch = new Batch();
-  let bytes = 0;
-  let reported = 0;
-
+  batch!.clear();
   const flush = async () => {
-    if (!batch.count) return;
-    const msg = batch.take();
+    const b = batch!;
+    if (!b.count()) return;
+    const msg: NewChunks = {
+      fps: b.fps(),
+      codecs: b.codecs(),
+      rawLengths: b.rawLengths(),
+      storedLengths: b.storedLengths(),
+      stored: b.stored(),
+    };
+    b.clear();
     post({ type: 'newChunks', id, ...msg }, [
       msg.fps.buffer,
       msg.codecs.buffer,
@@ -107,48 +109,42 @@ async function chunkFile(id: number, file: File) {
     credit.outstanding++;
     while (credit.outstanding >= MAX_UNCREDITED) await new Promise<void>((r) => (credit.wake = r));
   };
+  return {
+    flush,
+    full: () => batch!.storedSize() >= BATCH_BYTES,
+    done: () => credits.delete(id),
+  };
+}
+
+async function chunkFile(id: number, file: File) {
+  const engine = new ChunkEngine('default');
+  const out = sink(id);
+  const recipeFps: Uint8Array[] = [];
+  const recipeLens: Uint32Array[] = [];
+  let bytes = 0;
+  let reported = 0;
 
   const take = (n: number) => {
     if (!n) return;
     const fps = engine.fingerprints();
-    const lengths = engine.lengths();
     recipeFps.push(fps);
-    recipeLens.push(lengths);
-    const offsets = engine.offsets();
-    const starts: number[] = [];
-    const lens: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const hex = fpHex(fps, i);
-      if (known.has(hex)) continue;
-      known.add(hex);
-      starts.push(offsets[i] - offsets[0]);
-      lens.push(lengths[i]);
-      batch.fps.push(fps.slice(i * FP_LEN, (i + 1) * FP_LEN));
-    }
-    if (!starts.length) return;
-    const count = packer!.pack(engine.batchBytes(), Uint32Array.from(starts), Uint32Array.from(lens));
-    batch.codecs.push(packer!.codecs());
-    batch.raw.push(Uint32Array.from(lens));
-    const storedLens = packer!.storedLengths();
-    batch.storedLens.push(storedLens);
-    const stored = packer!.storedBytes();
-    batch.stored.push(stored);
-    batch.bytes += stored.byteLength;
-    batch.count += count;
+    recipeLens.push(engine.lengths());
+    const idx = fresh(fps, n);
+    if (idx.length) batch!.addFromEngine(engine, idx);
   };
 
   try {
     for await (const block of blocks(file)) {
       take(engine.push(block));
       bytes += block.byteLength;
-      if (batch.bytes >= BATCH_BYTES) await flush();
+      if (out.full()) await out.flush();
       if (bytes - reported >= PROGRESS_EVERY) {
         post({ type: 'progress', id, bytes });
         reported = bytes;
       }
     }
     take(engine.finish());
-    await flush();
+    await out.flush();
     const n = recipeFps.reduce((a, f) => a + f.length, 0) / FP_LEN;
     const fps = new Uint8Array(n * FP_LEN);
     const lengths = new Uint32Array(n);
@@ -161,7 +157,48 @@ async function chunkFile(id: number, file: File) {
     post({ type: 'chunked', id, fps, lengths, bytes }, [fps.buffer, lengths.buffer]);
   } finally {
     engine.free();
-    credits.delete(id);
+    out.done();
+  }
+}
+
+/** Entry points of segment jobs (sent by the page once the previous segment is selected). */
+const entries = new Map<number, { value?: number; wake?: (v: number) => void }>();
+
+function entryOf(id: number): Promise<number> {
+  const e = entries.get(id);
+  if (e?.value !== undefined) return Promise.resolve(e.value);
+  return new Promise((resolve) => entries.set(id, { wake: resolve }));
+}
+
+/**
+ * One segment of a large file (SS-CDC): read it (plus 32 bytes of history and up to 64 KiB
+ * past its end), mark the candidates (stage 1, in parallel with the other workers' segments),
+ * wait for where the previous segment's chunks end, pick the cuts (stage 2, microseconds),
+ * pass the exit on at once, then hash and pack this segment's chunks.
+ */
+async function chunkSegment(id: number, file: File, start: number, stop: number) {
+  const seg = new SegmentChunker(file.size, start, stop);
+  const out = sink(id);
+  try {
+    // One read per segment (a segment is a few MiB): fewer calls than 1 MiB blocks.
+    seg.push(new Uint8Array(await file.slice(seg.readFrom(), seg.readTo()).arrayBuffer()));
+    seg.scan();
+    post({ type: 'progress', id, bytes: stop - start });
+    const entry = await entryOf(id);
+    if (Number.isNaN(entry)) throw new Error('an earlier segment of this file failed');
+    const n = seg.select(entry);
+    post({ type: 'segmentExit', id, exit: seg.exit() });
+    seg.hash();
+    const fps = seg.fingerprints();
+    const lengths = seg.lengths();
+    const idx = fresh(fps, n);
+    if (idx.length) batch!.addFromSegment(seg, idx);
+    await out.flush();
+    post({ type: 'chunked', id, fps, lengths, bytes: stop - start }, [fps.buffer, lengths.buffer]);
+  } finally {
+    seg.free();
+    entries.delete(id);
+    out.done();
   }
 }
 
@@ -175,8 +212,8 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
     case 'setKnown':
       known = new Set();
       for (let i = 0; i < msg.fps.length / FP_LEN; i++) known.add(fpHex(msg.fps, i));
-      packer?.free();
-      packer = new ChunkPacker(msg.zstdLevel);
+      batch?.free();
+      batch = new NewChunkBatch(msg.zstdLevel);
       return;
     case 'credit': {
       const c = credits.get(msg.id);
@@ -186,10 +223,21 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
       }
       return;
     }
+    case 'segmentEntry': {
+      const e = entries.get(msg.id);
+      if (e?.wake) e.wake(msg.entry);
+      else entries.set(msg.id, { value: msg.entry });
+      return;
+    }
     case 'hashFile':
     case 'chunkFile':
+    case 'chunkSegment':
       try {
-        await (msg.type === 'hashFile' ? hashFile(msg.id, msg.file) : chunkFile(msg.id, msg.file));
+        await (msg.type === 'hashFile'
+          ? hashFile(msg.id, msg.file)
+          : msg.type === 'chunkFile'
+            ? chunkFile(msg.id, msg.file)
+            : chunkSegment(msg.id, msg.file, msg.start, msg.stop));
       } catch (e) {
         post({ type: 'failed', id: msg.id, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
       }

@@ -3,6 +3,7 @@
  * Jobs (one file each) go to the first idle worker.
  */
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
+import { FP_LEN } from '../backup/hex';
 
 export interface ChunkedFile {
   fps: Uint8Array;
@@ -14,6 +15,10 @@ interface Job {
   onProgress?: (bytes: number) => void;
   /** New chunks of a chunk job; the worker reads on once the returned promise settles. */
   onNewChunks?: (chunks: NewChunks) => Promise<void>;
+  /** Called once the request is posted to `worker` (segment jobs then send their entry). */
+  onStart?: (worker: Worker, id: number) => void;
+  /** A segment job's exit (where the next segment's chunks start). */
+  onExit?: (exit: number) => void;
   resolve: (result: WorkerResponse) => void;
   reject: (err: Error) => void;
 }
@@ -75,6 +80,66 @@ export class CorePool {
     return { fps: r.fps, lengths: r.lengths };
   }
 
+  /**
+   * A large file split into segments of `segment` bytes that different workers chunk at
+   * once (SS-CDC): each worker marks its segment's cut candidates on its own, then waits
+   * only for where the previous segment's chunks end (a number, passed on as soon as that
+   * segment's cuts are chosen). The recipe is identical to `chunkFile`'s. Memory: one
+   * segment per busy worker.
+   */
+  async chunkLargeFile(
+    file: File,
+    segment: number,
+    onNewChunks: (chunks: NewChunks) => Promise<void>,
+    onProgress?: (bytes: number) => void,
+  ): Promise<ChunkedFile> {
+    const count = Math.max(1, Math.ceil(file.size / segment));
+    const done = new Array<number>(count).fill(0);
+    const jobs: Promise<WorkerResponse>[] = [];
+    // Queued back to back, in file order: a segment waits only for earlier ones, which the
+    // FIFO queue has already handed to a worker, so the wait always ends.
+    let entry: Promise<number> = Promise.resolve(0);
+    for (let k = 0; k < count; k++) {
+      const start = k * segment;
+      const stop = Math.min(file.size, start + segment);
+      const myEntry = entry;
+      let exited!: (v: number) => void;
+      let failed!: (e: unknown) => void;
+      entry = new Promise<number>((res, rej) => ((exited = res), (failed = rej)));
+      entry.catch(() => {});
+      const job = this.run({
+        request: (id) => ({ type: 'chunkSegment', id, file, start, stop }),
+        onStart: (worker, id) =>
+          myEntry.then(
+            (e) => worker.postMessage({ type: 'segmentEntry', id, entry: e } satisfies WorkerRequest),
+            () => worker.postMessage({ type: 'segmentEntry', id, entry: NaN } satisfies WorkerRequest),
+          ),
+        onExit: exited,
+        onNewChunks,
+        onProgress: (bytes) => {
+          done[k] = bytes;
+          onProgress?.(done.reduce((a, b) => a + b, 0));
+        },
+      });
+      // A failed segment (or one that ended without an exit) fails every later one.
+      job.then(() => failed(new Error('segment ended without an exit')), failed);
+      jobs.push(job);
+    }
+    const parts = await Promise.all(jobs);
+    let n = 0;
+    for (const r of parts) if (r.type === 'chunked') n += r.lengths.length;
+    const fps = new Uint8Array(n * FP_LEN);
+    const lengths = new Uint32Array(n);
+    let at = 0;
+    for (const r of parts) {
+      if (r.type !== 'chunked') throw new Error('unexpected worker reply');
+      fps.set(r.fps, at * FP_LEN);
+      lengths.set(r.lengths, at);
+      at += r.lengths.length;
+    }
+    return { fps, lengths };
+  }
+
   terminate() {
     for (const s of this.slots) {
       s.worker.terminate();
@@ -99,6 +164,7 @@ export class CorePool {
       if (!job) return;
       slot.job = { ...job, id: this.nextId++ };
       slot.worker.postMessage(job.request(slot.job.id));
+      job.onStart?.(slot.worker, slot.job.id);
     }
   }
 
@@ -108,6 +174,9 @@ export class CorePool {
     switch (msg.type) {
       case 'progress':
         job.onProgress?.(msg.bytes);
+        return;
+      case 'segmentExit':
+        job.onExit?.(msg.exit);
         return;
       case 'newChunks': {
         const credit = () => slot.worker.postMessage({ type: 'credit', id: job.id } satisfies WorkerRequest);

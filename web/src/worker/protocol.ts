@@ -6,6 +6,10 @@ export type WorkerRequest =
   /** Starts a backup job: fingerprints already stored (the previous version's), n*20 bytes. */
   | { type: 'setKnown'; fps: Uint8Array; zstdLevel: number }
   | { type: 'chunkFile'; id: number; file: File }
+  /** Chunks starting in `start..stop` of a large file, one segment of many (SS-CDC). */
+  | { type: 'chunkSegment'; id: number; file: File; start: number; stop: number }
+  /** Where the previous segment's last chunk ended (NaN: it failed, give up). */
+  | { type: 'segmentEntry'; id: number; entry: number }
   /** The page has taken a `newChunks` batch of job `id`: the worker may read on. */
   | { type: 'credit'; id: number };
 
@@ -25,4 +29,6 @@ export type WorkerResponse =
   | ({ type: 'newChunks'; id: number } & NewChunks)
   /** The file's whole recipe, in order. */
   | { type: 'chunked'; id: number; fps: Uint8Array; lengths: Uint32Array; bytes: number }
+  /** A segment job's cuts are chosen: the next segment's chunks start at `exit`. */
+  | { type: 'segmentExit'; id: number; exit: number }
   | { type: 'failed'; id: number; message: string };
