@@ -66,7 +66,7 @@ function chooseKeywords(dir) {
   const sets = {};
   for (const n of SIZES) {
     const picks = [];
-    for (let i = 0; i < n; i++) picks.push(cand[Math.floor(((i + 0.5) * cand.length) / n)]);
+    for (let i = 0; i < n; i++) picks.push(cand[Math.floor(((i + 0.5) * cand.length) / n)][0]);
     sets[n] = picks;
   }
   return { sets, candidates: cand.length };
