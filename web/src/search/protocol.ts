@@ -47,7 +47,8 @@ export type SearchRequest =
   | { type: 'finishScan'; id: number }
   /** Logical phase: merge the databases, then walk the recipes. */
   | { type: 'logical'; id: number; dbs: Uint8Array[]; files: FileBatch }
-  | { type: 'naive'; id: number; files: FileBatch };
+  /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
+  | { type: 'naive'; id: number; files: FileBatch; requestBytes: number };
 
 export type PhysicalStats = {
   chunks: number;

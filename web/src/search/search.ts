@@ -373,8 +373,13 @@ async function dedupSearchAs(
   };
 }
 
-/** Files per naive job: about this much logical data (a big file is one job on its own). */
-const NAIVE_JOB_BYTES = 8 << 20;
+/**
+ * Files per naive job: about 1/8 of each worker's share, within [256 KiB, 8 MiB] (a big file
+ * is a job on its own): enough jobs to balance the workers, few enough to keep requests large.
+ */
+function naiveJobBytes(total: number, workers: number): number {
+  return Math.min(8 << 20, Math.max(256 << 10, total / (workers * 8)));
+}
 
 async function naiveSearchAs(
   searchId: string,
@@ -389,13 +394,17 @@ async function naiveSearchAs(
   const prepared = await prepare(api, scope, progress);
   const t1 = performance.now();
 
+  const jobBytes = naiveJobBytes(
+    prepared.files.reduce((n, f) => n + f.size, 0),
+    workers.size,
+  );
   const jobs: SearchFile[][] = [];
   let cur: SearchFile[] = [];
   let bytes = 0;
   for (const f of prepared.files) {
     cur.push(f);
     bytes += f.size;
-    if (bytes >= NAIVE_JOB_BYTES) {
+    if (bytes >= jobBytes) {
       jobs.push(cur);
       cur = [];
       bytes = 0;
@@ -412,7 +421,13 @@ async function naiveSearchAs(
     jobs,
     async (w, files) => {
       const b = batch(files);
-      const r = await workers.ask<'naiveDone'>(w, { type: 'naive', files: b }, [b.fps.buffer, b.lengths.buffer]);
+      // Two requests per full job, so a job's files arrive in pieces (one downloads while one
+      // is scanned; the e2e's small data exercises the same path as large data).
+      const requestBytes = Math.max(64 << 10, jobBytes / 2);
+      const r = await workers.ask<'naiveDone'>(w, { type: 'naive', files: b, requestBytes }, [
+        b.fps.buffer,
+        b.lengths.buffer,
+      ]);
       matches.push(r.matches);
       storedBytesRead += r.storedBytes;
       naiveBytes += r.bytes;

@@ -14,14 +14,10 @@ import type { ContainerJob, FileBatch, SearchQuery, SearchRequest, SearchRespons
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 const post = (msg: SearchResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
 
-/** The chunks of one naive `chunks/get` request: about this much raw data. */
-const NAIVE_REQUEST_BYTES = 4 << 20;
-
 interface Current {
   query: SearchQuery;
   keywords: SearchKeywords;
   scan: ContainerScan;
-  naive: NaiveScan;
   tiny: TinyStore;
   api: Api;
 }
@@ -30,7 +26,6 @@ let cur: Current | null = null;
 function release() {
   if (!cur) return;
   cur.scan.free();
-  cur.naive.free();
   cur.keywords.free();
   cur.tiny.close();
   cur = null;
@@ -89,8 +84,8 @@ async function logical(dbs: Uint8Array[], files: FileBatch) {
   }
 }
 
-/** Splits the files' chunks into `chunks/get` requests of about NAIVE_REQUEST_BYTES raw. */
-function naiveRequests(files: FileBatch): { fps: string[]; fileOf: Uint32Array }[] {
+/** Splits the files' chunks into `chunks/get` requests of about `requestBytes` raw. */
+function naiveRequests(files: FileBatch, requestBytes: number): { fps: string[]; fileOf: Uint32Array }[] {
   const out: { fps: string[]; fileOf: Uint32Array }[] = [];
   let fps: string[] = [];
   let fileOf: number[] = [];
@@ -101,7 +96,7 @@ function naiveRequests(files: FileBatch): { fps: string[]; fileOf: Uint32Array }
       fps.push(fpHex(files.fps, at));
       fileOf.push(files.ids[k]);
       bytes += files.lengths[at];
-      if (bytes >= NAIVE_REQUEST_BYTES) {
+      if (bytes >= requestBytes) {
         out.push({ fps, fileOf: Uint32Array.from(fileOf) });
         fps = [];
         fileOf = [];
@@ -113,20 +108,26 @@ function naiveRequests(files: FileBatch): { fps: string[]; fileOf: Uint32Array }
   return out;
 }
 
-async function naive(files: FileBatch) {
+async function naive(files: FileBatch, requestBytes: number) {
   const c = need();
-  const requests = naiveRequests(files);
-  const before = c.naive.bytes();
+  const requests = naiveRequests(files, requestBytes);
+  // A scanner per job: the page keeps two jobs in flight per worker, and their bundles
+  // interleave at every await; one shared scanner would mix their files.
+  const scan = new NaiveScan(c.keywords, c.query.filesOnly);
   let storedBytes = 0;
-  // One request ahead: the next bundle downloads while this one is scanned.
-  let next = requests.length ? c.api.getChunks(requests[0].fps) : null;
-  for (let r = 0; r < requests.length; r++) {
-    const bundle = await next!;
-    next = r + 1 < requests.length ? c.api.getChunks(requests[r + 1].fps) : null;
-    storedBytes += bundle.byteLength;
-    c.naive.feedBundle(bundle, requests[r].fileOf);
+  try {
+    // One request ahead: the next bundle downloads while this one is scanned.
+    let next = requests.length ? c.api.getChunks(requests[0].fps) : null;
+    for (let r = 0; r < requests.length; r++) {
+      const bundle = await next!;
+      next = r + 1 < requests.length ? c.api.getChunks(requests[r + 1].fps) : null;
+      storedBytes += bundle.byteLength;
+      scan.feedBundle(bundle, requests[r].fileOf);
+    }
+    return { matches: new Float64Array(scan.takeMatches()), bytes: scan.bytes(), storedBytes };
+  } finally {
+    scan.free();
   }
-  return { matches: new Float64Array(c.naive.takeMatches()), bytes: c.naive.bytes() - before, storedBytes };
 }
 
 scope.onmessage = async (event: MessageEvent<SearchRequest>) => {
@@ -145,7 +146,6 @@ scope.onmessage = async (event: MessageEvent<SearchRequest>) => {
           query: msg.query,
           keywords,
           scan: new ContainerScan(keywords),
-          naive: new NaiveScan(keywords, msg.query.filesOnly),
           tiny: await TinyStore.open(msg.searchId),
           api: new Api(msg.server.token, msg.server.repo, msg.server.base),
         };
@@ -171,7 +171,7 @@ scope.onmessage = async (event: MessageEvent<SearchRequest>) => {
         break;
       }
       case 'naive': {
-        const r = await naive(msg.files);
+        const r = await naive(msg.files, msg.requestBytes);
         post({ type: 'naiveDone', id: msg.id, ...r }, [r.matches.buffer]);
         break;
       }
