@@ -12,7 +12,7 @@ import {
   closeSync,
 } from 'node:fs';
 import path from 'node:path';
-import { npmVersions } from '../datasets';
+import { npmVersions, walk } from '../datasets';
 import { startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -31,17 +31,6 @@ test.beforeAll(async () => {
 test.afterAll(async () => {
   await server?.stop();
 });
-
-/** Every file under `dir`, as paths relative to it with `/`. */
-function walk(dir: string, rel = ''): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...walk(dir, r));
-    else if (e.isFile()) out.push(r);
-  }
-  return out.sort();
-}
 
 async function api<T>(p: string): Promise<T> {
   const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {

@@ -1,7 +1,7 @@
 import { expect, test, type Page } from '@playwright/test';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { npmVersions } from '../datasets';
+import { npmVersions, walk } from '../datasets';
 import { startServer, type RunningServer } from '../server';
 
 // In-page search (issue 7): DedupSearch over three stored releases must find exactly what a
@@ -21,16 +21,6 @@ test.beforeAll(async () => {
 test.afterAll(async () => {
   await server?.stop();
 });
-
-function walk(dir: string, rel = ''): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...walk(dir, r));
-    else if (e.isFile()) out.push(r);
-  }
-  return out.sort();
-}
 
 async function api<T>(p: string): Promise<T> {
   const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {

@@ -271,35 +271,31 @@ async function scatter<J>(
   );
 }
 
+type Engine = (
+  searchId: string,
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  scope: SearchScope,
+  progress: (p: SearchProgress) => void,
+) => Promise<SearchOutcome>;
+
 /** Runs `engine` under a fresh search id; its tiny records are removed afterwards. */
-async function withSearchId<T>(run: (searchId: string) => Promise<T>): Promise<T> {
-  const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-  try {
-    return await run(searchId);
-  } finally {
-    await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
-  }
+function withSearchId(engine: Engine) {
+  return async (...args: Parameters<Engine> extends [string, ...infer Rest] ? Rest : never) => {
+    const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    try {
+      return await engine(searchId, ...args);
+    } finally {
+      await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
+    }
+  };
 }
 
-export function dedupSearch(
-  api: Api,
-  workers: SearchWorkers,
-  query: SearchQuery,
-  scope: SearchScope,
-  progress: (p: SearchProgress) => void,
-): Promise<SearchOutcome> {
-  return withSearchId((id) => dedupSearchAs(id, api, workers, query, scope, progress));
-}
-
-export function naiveSearch(
-  api: Api,
-  workers: SearchWorkers,
-  query: SearchQuery,
-  scope: SearchScope,
-  progress: (p: SearchProgress) => void,
-): Promise<SearchOutcome> {
-  return withSearchId((id) => naiveSearchAs(id, api, workers, query, scope, progress));
-}
+/** DedupSearch: prepare, physical phase, logical phase. */
+export const dedupSearch = withSearchId(dedupSearchAs);
+/** The naive search: prepare, then every file reassembled and scanned. */
+export const naiveSearch = withSearchId(naiveSearchAs);
 
 async function dedupSearchAs(
   searchId: string,
