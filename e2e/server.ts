@@ -2,6 +2,7 @@
  * Starts the real `ditto-server` process for a spec: fresh data directory, a free port,
  * the access token parsed from the line it prints.
  */
+import { expect } from '@playwright/test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -65,4 +66,13 @@ export async function startServer(opts: { dataDir?: string } = {}): Promise<Runn
       if (!keepData && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** GET `p` under the default repository with the server's token; expects 200 and JSON. */
+export async function repoJson<T>(server: RunningServer, p: string): Promise<T> {
+  const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  expect(res.status, p).toBe(200);
+  return (await res.json()) as T;
 }

@@ -1,6 +1,6 @@
 import { expect, test, type Page } from '@playwright/test';
 import { npmVersions } from '../datasets';
-import { startServer, type RunningServer } from '../server';
+import { repoJson, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 
@@ -15,13 +15,7 @@ test.afterAll(async () => {
   await server?.stop();
 });
 
-async function api<T>(p: string): Promise<T> {
-  const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {
-    headers: { Authorization: `Bearer ${server.token}` },
-  });
-  expect(res.status, p).toBe(200);
-  return (await res.json()) as T;
-}
+const api = <T>(p: string) => repoJson<T>(server, p);
 
 async function backUp(page: Page, folder: string, source: string) {
   await page.getByTestId('folder-input').setInputFiles(folder);

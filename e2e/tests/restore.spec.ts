@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
-import { startServer, type RunningServer } from '../server';
+import { repoJson, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 
@@ -32,13 +32,7 @@ test.afterAll(async () => {
   await server?.stop();
 });
 
-async function api<T>(p: string): Promise<T> {
-  const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {
-    headers: { Authorization: `Bearer ${server.token}` },
-  });
-  expect(res.status, p).toBe(200);
-  return (await res.json()) as T;
-}
+const api = <T>(p: string) => repoJson<T>(server, p);
 
 /** Without the File System Access picker (Playwright cannot drive it) the page downloads a Blob. */
 async function openWithoutPicker(page: Page) {

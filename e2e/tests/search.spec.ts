@@ -2,7 +2,7 @@ import { expect, test, type Page } from '@playwright/test';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
-import { startServer, type RunningServer } from '../server';
+import { repoJson, startServer, type RunningServer } from '../server';
 
 // In-page search (issue 7): DedupSearch over three stored releases must find exactly what a
 // plain scan of the source folders finds, and exactly what the page's naive search finds.
@@ -22,13 +22,7 @@ test.afterAll(async () => {
   await server?.stop();
 });
 
-async function api<T>(p: string): Promise<T> {
-  const res = await fetch(`${server.url}/api/v1/repos/default${p}`, {
-    headers: { Authorization: `Bearer ${server.token}` },
-  });
-  expect(res.status, p).toBe(200);
-  return (await res.json()) as T;
-}
+const api = <T>(p: string) => repoJson<T>(server, p);
 
 type Hits = Map<string, [number, number][]>; // "version\0path" -> [keyword, offset] sorted
 

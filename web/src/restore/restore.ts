@@ -69,19 +69,30 @@ export function selectItems(manifest: Manifest, folder = ''): { items: RestoreIt
   return { items, skipped };
 }
 
+/** A chunk's place in its container, with the codec it is stored in (search decodes it itself). */
+export interface StoredChunkLoc extends ChunkLoc {
+  codec: number;
+}
+
 /** Where every chunk of the repository lives (GET containers with chunk tables). */
-export async function chunkLocations(api: Api): Promise<Map<string, ChunkLoc>> {
+export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkLoc>> {
   const res = await api.json<{
     containers: {
       id: number;
-      chunks: { fp: string; offset: number; stored_len: number; raw_len: number }[];
+      chunks: { fp: string; codec: number; offset: number; stored_len: number; raw_len: number }[];
     }[];
   }>(`/repos/${encodeURIComponent(api.repo)}/containers`);
-  const locs = new Map<string, ChunkLoc>();
+  const locs = new Map<string, StoredChunkLoc>();
   for (const c of res.containers)
     for (const ch of c.chunks)
       if (!locs.has(ch.fp))
-        locs.set(ch.fp, { container: c.id, offset: ch.offset, storedLen: ch.stored_len, rawLen: ch.raw_len });
+        locs.set(ch.fp, {
+          container: c.id,
+          offset: ch.offset,
+          storedLen: ch.stored_len,
+          codec: ch.codec,
+          rawLen: ch.raw_len,
+        });
   return locs;
 }
 

@@ -17,6 +17,7 @@
 import type { Api, ManifestEntry } from '../api/client';
 import { FP_LEN, hexToBytes } from '../backup/hex';
 import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
+import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
 import { TinyStore } from './tinystore';
 import type { SearchWorkers } from './workers';
 
@@ -79,17 +80,11 @@ export interface SearchProgress {
   total: number;
 }
 
-interface ChunkLoc {
-  container: number;
-  offset: number;
-  storedLen: number;
-  codec: number;
-  rawLen: number;
-}
-
 interface Prepared {
   files: SearchFile[];
-  locs: Map<string, ChunkLoc>;
+  locs: Map<string, StoredChunkLoc>;
+  /** Sum of the files' sizes. */
+  logicalBytes: number;
 }
 
 async function mapLimit<T, R>(items: T[], limit: number, f: (t: T) => Promise<R>): Promise<R[]> {
@@ -113,30 +108,14 @@ async function prepare(api: Api, scope: SearchScope, progress: (p: SearchProgres
     throw new Error('a version in the scope no longer exists; reload the list');
   let loaded = 0;
   progress({ phase: 'prepare', done: 0, total: chosen.length });
-  const [manifests, listing] = await Promise.all([
+  const [manifests, locs] = await Promise.all([
     mapLimit(chosen, 4, async (v) => {
       const m = await api.version(v.id);
       progress({ phase: 'prepare', done: ++loaded, total: chosen.length });
       return m;
     }),
-    api.json<{
-      containers: {
-        id: number;
-        chunks: { fp: string; codec: number; offset: number; stored_len: number; raw_len: number }[];
-      }[];
-    }>(`/repos/${encodeURIComponent(api.repo)}/containers`),
+    chunkLocations(api),
   ]);
-  const locs = new Map<string, ChunkLoc>();
-  for (const c of listing.containers)
-    for (const ch of c.chunks)
-      if (!locs.has(ch.fp))
-        locs.set(ch.fp, {
-          container: c.id,
-          offset: ch.offset,
-          storedLen: ch.stored_len,
-          codec: ch.codec,
-          rawLen: ch.raw_len,
-        });
   const filter = scope.pathFilter.trim().toLowerCase();
   const files: SearchFile[] = [];
   for (const m of manifests) {
@@ -160,7 +139,7 @@ async function prepare(api: Api, scope: SearchScope, progress: (p: SearchProgres
       });
     }
   }
-  return { files, locs };
+  return { files, locs, logicalBytes: files.reduce((n, f) => n + f.size, 0) };
 }
 
 /** The files' recipes as typed arrays for a worker. */
@@ -187,7 +166,7 @@ function batch(files: SearchFile[]): FileBatch {
 
 /** One job per container that holds a chunk in scope: the byte range covering those chunks. */
 function containerJobs(p: Prepared): ContainerJob[] {
-  const byContainer = new Map<number, [string, ChunkLoc][]>();
+  const byContainer = new Map<number, [string, StoredChunkLoc][]>();
   const seen = new Set<string>();
   for (const f of p.files)
     for (const fp of f.recipe) {
@@ -357,7 +336,7 @@ async function dedupSearchAs(
     results,
     matches: r.matches.length / 3,
     filesSearched: prepared.files.length,
-    logicalBytes: prepared.files.reduce((n, f) => n + f.size, 0),
+    logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, physical: t2 - t1, logical: t3 - t2 },
     totalMs: t3 - t0,
     storedBytesRead,
@@ -390,10 +369,7 @@ async function naiveSearchAs(
   const prepared = await prepare(api, scope, progress);
   const t1 = performance.now();
 
-  const jobBytes = naiveJobBytes(
-    prepared.files.reduce((n, f) => n + f.size, 0),
-    workers.size,
-  );
+  const jobBytes = naiveJobBytes(prepared.logicalBytes, workers.size);
   const jobs: SearchFile[][] = [];
   let cur: SearchFile[] = [];
   let bytes = 0;
@@ -437,7 +413,7 @@ async function naiveSearchAs(
     results: collect(prepared.files, matches),
     matches: matches.reduce((n, m) => n + m.length / 3, 0),
     filesSearched: prepared.files.length,
-    logicalBytes: prepared.files.reduce((n, f) => n + f.size, 0),
+    logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, scan: t2 - t1 },
     totalMs: t2 - t0,
     storedBytesRead,
