@@ -1,7 +1,7 @@
 // Backup benchmark: typescript-10 backed up through the real UI (headless Chromium, real
 // release server), then restic on the same folders, in one run. Prints a table and, last,
-// one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick]
-import { rmSync } from 'node:fs';
+// one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick] [--playwright]
+import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import {
   apiJson,
@@ -15,22 +15,39 @@ import {
   resticRepo,
   startServer,
 } from './lib.mjs';
+import { launchCdp } from './cdp.mjs';
 
 const { flag, option } = cli();
 const quick = flag('quick');
+const viaPlaywright = flag('playwright');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 
 const versions = dataset(pkg, count);
+const countFiles = (dir) => readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile()).length;
 const logical = versions.reduce((n, v) => n + du(v), 0);
 
+/**
+ * Ditto through the UI, driven by cdp.mjs (default) or Playwright (`--playwright`, which
+ * copies every upload body into DevTools events and so slows the page's uploads).
+ */
 async function ditto() {
   const server = await startServer();
-  const browser = await launchBrowser();
-  const page = await openApp(browser, server);
+  const browser = viaPlaywright ? await launchBrowser() : await launchCdp();
+  const page = viaPlaywright ? await openApp(browser, server) : await browser.newPage(server.appUrl);
+  if (!viaPlaywright) await page.waitFor('[data-testid=engine-ready]');
   const backups = await backupFolders(page, versions, pkg);
   await browser.close();
   const stats = await apiJson(server, '/repos/default/stats');
+  // Each version must hold its whole folder: a driver that clicked too early would back up
+  // the previous pick again and look fast.
+  const listed = (await apiJson(server, '/repos/default/versions')).versions;
+  for (const b of backups) {
+    const v = listed.find((x) => x.id === b.version);
+    const want = countFiles(b.folder);
+    if (v?.stats.files !== want)
+      throw new Error(`${b.folder}: version ${b.version} has ${v?.stats.files} files, not ${want}`);
+  }
   await server.stop();
   const stored = du(server.dataDir);
   rmSync(server.dataDir, { recursive: true, force: true });

@@ -130,33 +130,47 @@ export async function openApp(browser, server, { noSavePicker = false } = {}) {
   return page;
 }
 
+/** The few UI actions the benchmarks take, on a Playwright page (cdp.mjs pages have the same). */
+function playwrightUi(page) {
+  return {
+    setInputFiles: (sel, files) => page.locator(sel).setInputFiles(files),
+    fill: (sel, text) => page.locator(sel).fill(text),
+    click: (sel) => page.locator(sel).click(),
+    waitFor: (sel, timeout) => page.locator(sel).first().waitFor({ timeout }),
+    attr: (sel, name) => page.locator(sel).first().getAttribute(name),
+    texts: (sel) => page.locator(sel).allInnerTexts(),
+  };
+}
+
 /**
- * Backs `folders` up in order through the UI of `page` (folder input, source label `source`,
- * "Back up"), one version each. Returns one row per folder:
- * `{ folder, version, seconds, sentBytes, phases }`, where `seconds` is the page's own clock
- * from the click to the committed version (the sum of its per-phase milliseconds; Playwright's
- * polling would add up to 0.5 s) and `sentBytes` the bundle bytes it sent.
+ * Backs `folders` up in order through the UI of `page` (a Playwright page or a cdp.mjs page:
+ * folder input, source label `source`, "Back up"), one version each. Returns one row per
+ * folder: `{ folder, version, seconds, sentBytes, phases }`, where `seconds` is the page's own
+ * clock from the click to the committed version (the sum of its per-phase milliseconds; the
+ * driver's polling would add up to its poll interval) and `sentBytes` the bundle bytes it sent.
  */
 export async function backupFolders(page, folders, source) {
+  const ui = 'locator' in page ? playwrightUi(page) : page;
+  const id = (t) => `[data-testid=${t}]`;
   const rows = [];
   let previous = null;
   for (const folder of folders) {
-    await page.getByTestId('folder-input').setInputFiles(folder);
-    await page.getByTestId('source-label').fill(source);
-    await page.getByTestId('backup-start').click();
+    await ui.setInputFiles(id('folder-input'), folder);
+    // Wait for the page to show this pick: a click before it would back up the last one again.
+    await ui.waitFor(`${id('picked-summary')}[data-root="${path.basename(folder)}"]`, 60_000);
+    await ui.fill(id('source-label'), source);
+    await ui.click(id('backup-start'));
     // The result of this backup, not the previous one still on screen.
-    const done = page.locator(
-      previous === null ? '[data-testid=backup-done]' : `[data-testid=backup-done]:not([data-version="${previous}"])`,
-    );
+    const done = previous === null ? id('backup-done') : `${id('backup-done')}:not([data-version="${previous}"])`;
     try {
-      await done.waitFor({ timeout: 600_000 });
+      await ui.waitFor(done, 600_000);
     } catch (e) {
-      const errors = await page.getByTestId('backup-errors').allInnerTexts();
+      const errors = await ui.texts(id('backup-errors'));
       throw new Error(`backing up ${folder} did not finish: ${errors.join('; ') || e.message}`);
     }
-    const version = Number(await done.getAttribute('data-version'));
-    const sentBytes = Number(await page.getByTestId('backup-sent').getAttribute('data-bytes'));
-    const phases = JSON.parse(await page.getByTestId('backup-progress').getAttribute('data-phase-ms'));
+    const version = Number(await ui.attr(done, 'data-version'));
+    const sentBytes = Number(await ui.attr(id('backup-sent'), 'data-bytes'));
+    const phases = JSON.parse(await ui.attr(id('backup-progress'), 'data-phase-ms'));
     const seconds = Object.values(phases).reduce((a, b) => a + b, 0) / 1000;
     rows.push({ folder, version, seconds, sentBytes, phases });
     previous = version;

@@ -58,7 +58,7 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
       />
       {picked && !running && (
         <div className="plan">
-          <span data-testid="picked-summary">
+          <span data-testid="picked-summary" data-root={picked.root} data-files={picked.files.length}>
             {picked.files.length} files, {bytes(picked.files.reduce((n, f) => n + f.file.size, 0))}
           </span>
           <label>

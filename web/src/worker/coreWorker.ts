@@ -7,11 +7,16 @@
  * already knows (the previous version's fingerprints: HiDeStore's hot cache, and chunks this
  * worker already passed on), compress the rest (`ChunkPacker`, zstd when it pays) and hand
  * them to the page in batches. At most MAX_UNCREDITED batches are outstanding: the worker
- * stops reading until the page takes them (backpressure keeps memory flat for huge files).
+ * stops chunking until the page takes them (backpressure keeps memory flat for huge files;
+ * reads run at most READ_AHEAD bytes ahead).
+ *
+ * The page may queue a few jobs per worker: their reads start on arrival (readahead.ts) and
+ * they run one after another.
  */
 import init, { ChunkEngine, FileHasher, NewChunkBatch, SegmentChunker } from '../wasm-pkg/wasm_core.js';
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
 import { FP_LEN, fpHex } from '../backup/hex';
+import { ReadAhead, type BlockStream } from './readahead';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 const post = (msg: WorkerResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
@@ -19,13 +24,13 @@ const post = (msg: WorkerResponse, transfer: Transferable[] = []) => scope.postM
 /** Report progress at most this often, so messages do not dominate small blocks. */
 const PROGRESS_EVERY = 8 << 20;
 /**
- * Read files in blocks of this size. Each `File.slice().arrayBuffer()` is a round trip to the
- * browser process: reading 256 MiB in headless Chromium here took 1.25 s in 1 MiB blocks,
- * 0.69 s in 4 MiB, 0.46 s in 16 MiB. Yet 4 MiB blocks did not change bench:backup
- * (typescript-10: 8.14 s vs restic 9.77 s, within the noise of earlier runs), so the smaller
- * block stays. Large files (segments) are read per segment instead.
+ * Read files in blocks of this size (`File.slice`, never a whole large file). Reading 256 MiB
+ * in headless Chromium here took 1.25 s in 1 MiB blocks read one after another, 0.46 s in
+ * 16 MiB blocks; with several 1 MiB reads in flight (READ_AHEAD) the block size matters less.
  */
 const BLOCK = 1 << 20;
+/** Bytes read ahead of the chunker, over this worker's queued jobs (see readahead.ts). */
+const READ_AHEAD = 6 << 20;
 /** Post new chunks once this many stored bytes are collected. */
 const BATCH_BYTES = 2 << 20;
 const MAX_UNCREDITED = 2;
@@ -34,25 +39,22 @@ let known = new Set<string>();
 /** New chunks of the running job, collected in Wasm memory (one job at a time per worker). */
 let batch: NewChunkBatch | null = null;
 const credits = new Map<number, { outstanding: number; wake?: () => void }>();
-
 /**
- * The file as blocks of BLOCK bytes (`File.slice`, never the whole file). Tried and
- * rejected: a BYOB reader reusing one buffer (hung intermittently in Chromium 156 on small
- * files), and freeing each block with `ArrayBuffer.transfer(0)` (the tab grew to 2.5 GiB for
- * a 2 GiB file: detaching drops V8's count of external memory, so no GC came to free them).
+ * Reads of every queued job start on arrival. Tried and rejected: a BYOB reader reusing one
+ * buffer (hung intermittently in Chromium 156 on small files), and freeing each block with
+ * `ArrayBuffer.transfer(0)` (the tab grew to 2.5 GiB for a 2 GiB file: detaching drops V8's
+ * count of external memory, so no GC came to free them).
  */
-async function* blocks(file: Blob): AsyncGenerator<Uint8Array> {
-  for (let at = 0; at < file.size; at += BLOCK) {
-    yield new Uint8Array(await file.slice(at, Math.min(file.size, at + BLOCK)).arrayBuffer());
-  }
-}
+const reads = new ReadAhead(READ_AHEAD, BLOCK);
+/** Jobs run one at a time, in arrival order (they share `batch`); reads run ahead of them. */
+let tail: Promise<void> = Promise.resolve();
 
-async function hashFile(id: number, file: File) {
+async function hashFile(id: number, blocks: BlockStream) {
   const hasher = new FileHasher();
   try {
     let bytes = 0;
     let reported = 0;
-    for await (const block of blocks(file)) {
+    for await (const block of blocks) {
       hasher.update(block);
       bytes += block.byteLength;
       if (bytes - reported >= PROGRESS_EVERY) {
@@ -114,7 +116,7 @@ function sink(id: number) {
   };
 }
 
-async function chunkFile(id: number, file: File) {
+async function chunkFile(id: number, blocks: BlockStream) {
   const engine = new ChunkEngine('default');
   const out = sink(id);
   const recipeFps: Uint8Array[] = [];
@@ -132,7 +134,7 @@ async function chunkFile(id: number, file: File) {
   };
 
   try {
-    for await (const block of blocks(file)) {
+    for await (const block of blocks) {
       take(engine.push(block));
       bytes += block.byteLength;
       if (out.full()) await out.flush();
@@ -174,12 +176,10 @@ function entryOf(id: number): Promise<number> {
  * wait for where the previous segment's chunks end, pick the cuts (stage 2, microseconds),
  * pass the exit on at once, then hash and pack this segment's chunks.
  */
-async function chunkSegment(id: number, file: File, start: number, stop: number) {
-  const seg = new SegmentChunker(file.size, start, stop);
+async function chunkSegment(id: number, seg: SegmentChunker, blocks: BlockStream, start: number, stop: number) {
   const out = sink(id);
   try {
-    // One read per segment (a segment is a few MiB): fewer calls than 1 MiB blocks.
-    seg.push(new Uint8Array(await file.slice(seg.readFrom(), seg.readTo()).arrayBuffer()));
+    for await (const block of blocks) seg.push(block);
     seg.scan();
     post({ type: 'progress', id, bytes: stop - start });
     const entry = await entryOf(id);
@@ -230,14 +230,30 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
     case 'hashFile':
     case 'chunkFile':
     case 'chunkSegment':
-      try {
-        await (msg.type === 'hashFile'
-          ? hashFile(msg.id, msg.file)
-          : msg.type === 'chunkFile'
-            ? chunkFile(msg.id, msg.file)
-            : chunkSegment(msg.id, msg.file, msg.start, msg.stop));
-      } catch (e) {
-        post({ type: 'failed', id: msg.id, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
-      }
+      queueJob(msg);
   }
 };
+
+/** Starts the job's reads now and runs it after the jobs before it. */
+function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' | 'chunkSegment' }>) {
+  let run: () => Promise<void>;
+  let blocks: BlockStream | undefined;
+  try {
+    if (msg.type === 'chunkSegment') {
+      const seg = new SegmentChunker(msg.file.size, msg.start, msg.stop);
+      const b = (blocks = reads.open(msg.file, seg.readFrom(), seg.readTo()));
+      run = () => chunkSegment(msg.id, seg, b, msg.start, msg.stop);
+    } else {
+      const b = (blocks = reads.open(msg.file));
+      run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, b));
+    }
+  } catch (e) {
+    run = () => Promise.reject(e);
+  }
+  tail = tail
+    .then(run)
+    .catch((e: unknown) => {
+      post({ type: 'failed', id: msg.id, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
+    })
+    .finally(() => blocks?.close());
+}

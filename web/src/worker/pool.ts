@@ -1,6 +1,8 @@
 /**
  * A pool of core workers sized to the machine, each with its own wasm-core instance.
- * Jobs (one file each) go to the first idle worker.
+ * Jobs (one file or segment each) go to the worker with the fewest bytes queued, up to
+ * DEPTH jobs per worker: a worker reads its queued jobs' files while it chunks the first
+ * (file reads are round trips to the browser process and dominate small files).
  */
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
 import { FP_LEN } from '../backup/hex';
@@ -10,8 +12,13 @@ export interface ChunkedFile {
   lengths: Uint32Array;
 }
 
+/** Jobs queued per worker at most. */
+const DEPTH = 4;
+
 interface Job {
   request: (id: number) => WorkerRequest;
+  /** Bytes the job reads (balances the workers). */
+  bytes: number;
   onProgress?: (bytes: number) => void;
   /** New chunks of a chunk job; the worker reads on once the returned promise settles. */
   onNewChunks?: (chunks: NewChunks) => Promise<void>;
@@ -25,7 +32,9 @@ interface Job {
 
 interface Slot {
   worker: Worker;
-  job?: Job & { id: number };
+  jobs: Map<number, Job>;
+  /** Bytes of the jobs in `jobs`. */
+  bytes: number;
 }
 
 export class CorePool {
@@ -38,7 +47,7 @@ export class CorePool {
     await Promise.all(
       Array.from({ length: Math.max(1, size) }, async () => {
         const worker = new Worker(new URL('./coreWorker.ts', import.meta.url), { type: 'module' });
-        const slot: Slot = { worker };
+        const slot: Slot = { worker, jobs: new Map(), bytes: 0 };
         await new Promise<void>((resolve, reject) => {
           worker.onmessage = (e: MessageEvent<WorkerResponse>) => {
             if (e.data.type === 'ready') resolve();
@@ -65,7 +74,7 @@ export class CorePool {
   }
 
   async hashFile(file: File, onProgress?: (bytes: number) => void): Promise<string> {
-    const r = await this.run({ request: (id) => ({ type: 'hashFile', id, file }), onProgress });
+    const r = await this.run({ request: (id) => ({ type: 'hashFile', id, file }), bytes: file.size, onProgress });
     if (r.type !== 'hashed') throw new Error('unexpected worker reply');
     return r.sha1;
   }
@@ -75,7 +84,12 @@ export class CorePool {
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
   ): Promise<ChunkedFile> {
-    const r = await this.run({ request: (id) => ({ type: 'chunkFile', id, file }), onNewChunks, onProgress });
+    const r = await this.run({
+      request: (id) => ({ type: 'chunkFile', id, file }),
+      bytes: file.size,
+      onNewChunks,
+      onProgress,
+    });
     if (r.type !== 'chunked') throw new Error('unexpected worker reply');
     return { fps: r.fps, lengths: r.lengths };
   }
@@ -109,6 +123,7 @@ export class CorePool {
       entry.catch(() => {});
       const job = this.run({
         request: (id) => ({ type: 'chunkSegment', id, file, start, stop }),
+        bytes: stop - start,
         onStart: (worker, id) =>
           myEntry.then(
             (e) => worker.postMessage({ type: 'segmentEntry', id, entry: e } satisfies WorkerRequest),
@@ -143,7 +158,7 @@ export class CorePool {
   terminate() {
     for (const s of this.slots) {
       s.worker.terminate();
-      s.job?.reject(new Error('cancelled'));
+      for (const j of s.jobs.values()) j.reject(new Error('cancelled'));
     }
     for (const j of this.queue) j.reject(new Error('cancelled'));
     this.slots = [];
@@ -158,19 +173,32 @@ export class CorePool {
   }
 
   private pump() {
-    for (const slot of this.slots) {
-      if (slot.job) continue;
-      const job = this.queue.shift();
-      if (!job) return;
-      slot.job = { ...job, id: this.nextId++ };
-      slot.worker.postMessage(job.request(slot.job.id));
-      job.onStart?.(slot.worker, slot.job.id);
+    while (this.queue.length) {
+      let slot: Slot | undefined;
+      for (const s of this.slots) if (s.jobs.size < DEPTH && (!slot || s.bytes < slot.bytes)) slot = s;
+      if (!slot) return;
+      const job = this.queue.shift()!;
+      const id = this.nextId++;
+      slot.jobs.set(id, job);
+      slot.bytes += job.bytes;
+      slot.worker.postMessage(job.request(id));
+      job.onStart?.(slot.worker, id);
     }
   }
 
+  private finish(slot: Slot, id: number): Job | undefined {
+    const job = slot.jobs.get(id);
+    if (job) {
+      slot.jobs.delete(id);
+      slot.bytes -= job.bytes;
+    }
+    return job;
+  }
+
   private onMessage(slot: Slot, msg: WorkerResponse) {
-    const job = slot.job;
-    if (!job || !('id' in msg) || msg.id !== job.id) return;
+    if (!('id' in msg)) return;
+    const job = slot.jobs.get(msg.id);
+    if (!job) return;
     switch (msg.type) {
       case 'progress':
         job.onProgress?.(msg.bytes);
@@ -179,30 +207,32 @@ export class CorePool {
         job.onExit?.(msg.exit);
         return;
       case 'newChunks': {
-        const credit = () => slot.worker.postMessage({ type: 'credit', id: job.id } satisfies WorkerRequest);
+        const credit = () => slot.worker.postMessage({ type: 'credit', id: msg.id } satisfies WorkerRequest);
         (job.onNewChunks?.(msg) ?? Promise.resolve()).then(credit, (e: unknown) => {
-          slot.job = undefined;
+          this.finish(slot, msg.id);
           job.reject(e instanceof Error ? e : new Error(String(e)));
-          // The worker is blocked waiting for credit: replace nothing, just let it go on and be ignored.
+          // The worker is waiting for credit: let it go on; its replies are ignored.
           credit();
+          this.pump();
         });
         return;
       }
       case 'failed':
-        slot.job = undefined;
+        this.finish(slot, msg.id);
         job.reject(new Error(msg.message));
         break;
       default:
-        slot.job = undefined;
+        this.finish(slot, msg.id);
         job.resolve(msg);
     }
     this.pump();
   }
 
   private onCrash(slot: Slot, message: string) {
-    const job = slot.job;
-    slot.job = undefined;
-    job?.reject(new Error(`worker crashed: ${message}`));
+    const jobs = [...slot.jobs.values()];
+    slot.jobs.clear();
+    slot.bytes = 0;
+    for (const job of jobs) job.reject(new Error(`worker crashed: ${message}`));
     this.pump();
   }
 }

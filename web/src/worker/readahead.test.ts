@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { ReadAhead } from './readahead';
+
+function bytes(n: number, seed: number): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(n);
+  let x = seed;
+  for (let i = 0; i < n; i++) out[i] = (x = (x * 1103515245 + 12345) >>> 0) >>> 24;
+  return out;
+}
+
+/** A Blob whose reads are logged and can be held back until `release()`. */
+function slowBlob(data: Uint8Array, log: string[], name: string, failAt = -1) {
+  const gates: (() => void)[] = [];
+  const blob = {
+    size: data.length,
+    slice(start: number, stop: number) {
+      return {
+        arrayBuffer: async () => {
+          log.push(`${name}@${start}`);
+          await new Promise<void>((r) => gates.push(r));
+          if (start === failAt) throw new Error(`cannot read ${name}`);
+          return data.slice(start, stop).buffer;
+        },
+      };
+    },
+  } as unknown as Blob;
+  const release = () => gates.splice(0).forEach((g) => g());
+  return { blob, release };
+}
+
+async function collect(stream: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  for await (const b of stream) parts.push(b);
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) (out.set(p, at), (at += p.length));
+  return out;
+}
+
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+describe('ReadAhead', () => {
+  it('yields every byte of every stream in order, whatever the block size', async () => {
+    for (const block of [3, 7, 1000, 1 << 20]) {
+      const ra = new ReadAhead(4 * block, block);
+      const files = [0, 1, 999, 5000, 12345].map((n, i) => bytes(n, i + 1));
+      const streams = files.map((f) => ra.open(new Blob([f])));
+      for (let i = 0; i < files.length; i++) expect(await collect(streams[i])).toEqual(files[i]);
+      expect(ra.heldBytes).toBe(0);
+    }
+  });
+
+  it('reads a byte range of a blob', async () => {
+    const data = bytes(10_000, 9);
+    const ra = new ReadAhead(4096, 1000);
+    expect(await collect(ra.open(new Blob([data]), 2500, 7777))).toEqual(data.slice(2500, 7777));
+  });
+
+  it("issues later streams' reads before earlier ones are consumed, within the budget", async () => {
+    const log: string[] = [];
+    const a = slowBlob(bytes(300, 1), log, 'a');
+    const b = slowBlob(bytes(300, 2), log, 'b');
+    const ra = new ReadAhead(400, 100);
+    const sa = ra.open(a.blob);
+    const sb = ra.open(b.blob);
+    // 4 blocks fit the budget: all of a and the first of b, before anything was consumed.
+    expect(log).toEqual(['a@0', 'a@100', 'a@200', 'b@0']);
+    expect(ra.heldBytes).toBe(400);
+    a.release();
+    b.release();
+    const ia = sa[Symbol.asyncIterator]();
+    await ia.next();
+    await tick();
+    // Consuming one block of a frees room for the next block of b.
+    expect(log).toContain('b@100');
+    expect(ra.heldBytes).toBeLessThanOrEqual(400);
+    const rest = collect({ [Symbol.asyncIterator]: () => ia });
+    const all = collect(sb);
+    for (let i = 0; i < 5; i++) (await tick(), a.release(), b.release());
+    expect((await rest).length).toBe(200);
+    expect((await all).length).toBe(300);
+    expect(ra.heldBytes).toBe(0);
+  });
+
+  it('reads a block bigger than the budget instead of stalling', async () => {
+    const data = bytes(5000, 3);
+    const ra = new ReadAhead(100, 4096);
+    expect(await collect(ra.open(new Blob([data])))).toEqual(data);
+  });
+
+  it('a consumer whose block waits behind the budget reads it anyway', async () => {
+    const log: string[] = [];
+    const a = slowBlob(bytes(400, 1), log, 'a');
+    const ra = new ReadAhead(400, 100);
+    ra.open(a.blob); // holds the whole budget and is never consumed
+    const data = bytes(250, 4);
+    expect(await collect(ra.open(new Blob([data])))).toEqual(data);
+  });
+
+  it('a failed read fails only its own stream, when consumed', async () => {
+    const log: string[] = [];
+    const bad = slowBlob(bytes(300, 1), log, 'bad', 100);
+    const ra = new ReadAhead(1000, 100);
+    const sBad = ra.open(bad.blob);
+    const good = bytes(300, 2);
+    const sGood = ra.open(new Blob([good]));
+    bad.release();
+    const failing = collect(sBad).then(
+      () => null,
+      (e: Error) => e.message,
+    );
+    for (let i = 0; i < 3; i++) (await tick(), bad.release());
+    expect(await failing).toBe('cannot read bad');
+    expect(await collect(sGood)).toEqual(good);
+    expect(ra.heldBytes).toBe(0);
+  });
+
+  it('close() drops unconsumed blocks and lets the next stream read', async () => {
+    const log: string[] = [];
+    const a = slowBlob(bytes(1000, 1), log, 'a');
+    const ra = new ReadAhead(300, 100);
+    const sa = ra.open(a.blob);
+    const data = bytes(500, 5);
+    const sb = ra.open(new Blob([data]));
+    expect(ra.heldBytes).toBe(300);
+    sa.close();
+    expect(await collect(sb)).toEqual(data);
+    expect(ra.heldBytes).toBe(0);
+    expect(log).toEqual(['a@0', 'a@100', 'a@200']);
+  });
+});
