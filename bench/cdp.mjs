@@ -76,6 +76,7 @@ export async function launchCdp() {
     // Actions wait for their element first, as Playwright's do.
     return {
       evaluate,
+      call,
       waitFor,
       attr: (selector, name) => evaluate(`${q(selector)}?.getAttribute(${JSON.stringify(name)}) ?? null`),
       texts: (selector) =>

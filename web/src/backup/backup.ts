@@ -18,7 +18,7 @@ import { ApiError, type Api, type Manifest, type ManifestEntry, type VersionInfo
 import type { ClientIndex } from '../dedupindex/index';
 import type { PickedFolder } from '../input/folder';
 import type { NewChunks } from '../worker/protocol';
-import type { CorePool } from '../worker/pool';
+import type { BatchResult, CorePool } from '../worker/pool';
 import { FP_LEN, packHex } from './hex';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
 import { manifestBlob, recipeAt, recipeLength, type BodyEntry, type Recipe } from './manifest';
@@ -32,6 +32,38 @@ export const ZSTD_LEVEL = 3;
  */
 export const SPLIT_FILE_BYTES = 64 << 20;
 export const SEGMENT_BYTES = 2 << 20;
+/**
+ * Files smaller than this go to the workers in batches of up to BATCH_FILES files and
+ * BATCH_BYTES bytes, each batch read as one composite Blob: in headless Chromium a read
+ * costs ~0.5-1 ms however small the file (typescript 7.0.2, 416 files, 2.5 MB: 206-268 ms
+ * one file per read with 4 in flight, 91 ms as batches of 32).
+ */
+export const BATCH_FILE_BYTES = 1 << 20;
+export const BATCH_FILES = 32;
+export const BATCH_BYTES = 2 << 20;
+
+/** Work items: a file of at least BATCH_FILE_BYTES alone, smaller ones batched (in pick order). */
+export function batches<T extends { file: { size: number } }>(files: readonly T[]): T[][] {
+  const out: T[][] = [];
+  let cur: T[] = [];
+  let bytes = 0;
+  for (const f of files) {
+    const size = f.file.size;
+    if (size >= BATCH_FILE_BYTES) {
+      out.push([f]);
+      continue;
+    }
+    if (cur.length && (cur.length >= BATCH_FILES || bytes + size > BATCH_BYTES)) {
+      out.push(cur);
+      cur = [];
+      bytes = 0;
+    }
+    cur.push(f);
+    bytes += size;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
 
 export type Phase = 'planning' | 'backing up' | 'committing' | 'done' | 'failed' | 'cancelled';
 
@@ -360,7 +392,6 @@ export class BackupJob {
     if (this.pauseGate) uploader.pause();
     pool.setKnown(packHex([...hot]), ZSTD_LEVEL);
 
-    let next = 0;
     /** Per file: its recipe recorded in the job state once its chunks are all durable. */
     const recorded: Promise<void>[] = [];
     // Written in batches: after a reload at most one batch of finished files is read again.
@@ -374,53 +405,67 @@ export class BackupJob {
       batch.push(r);
       return batch.length >= 64 ? flush() : Promise.resolve();
     };
-    // Many small files: keep every worker fed while the page waits on earlier replies.
+    // Keep every worker's queue full while the page waits on earlier replies.
     const inFlight = Math.max(4, pool.size * 8);
-    const one = async (f: PickedFolder['files'][number]) => {
+    const one = async (work: PickedFolder['files']) => {
       let seen = 0;
       const durable: Promise<void>[] = [];
+      const onNew = async (msg: NewChunks) => {
+        durable.push((await uploader.add(candidates(msg))).durable);
+      };
+      const onRead = (bytes: number) => {
+        p.bytesRead += bytes - seen;
+        seen = bytes;
+      };
+      const sizes = work.map((f) => f.file.size);
+      let results: BatchResult[];
       try {
-        const onNew = async (msg: NewChunks) => {
-          durable.push((await uploader.add(candidates(msg))).durable);
-        };
-        const onRead = (bytes: number) => {
-          p.bytesRead += bytes - seen;
-          seen = bytes;
-        };
-        const split = f.file.size >= SPLIT_FILE_BYTES && pool.size > 1;
-        if (split) p.filesSplit++;
-        const result = split
-          ? await pool.chunkLargeFile(f.file, SEGMENT_BYTES, onNew, onRead)
-          : await pool.chunkFile(f.file, onNew, onRead);
-        p.bytesRead += f.file.size - seen;
-        recipes.set(f.path, result.fps);
-        // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
-        // that waited for its own file's chunks to be stored could wait forever.
-        recorded.push(
-          Promise.all(durable).then(() =>
-            record({
-              job: this.key,
-              path: f.path,
-              size: f.file.size,
-              mtime: f.file.lastModified,
-              fps: result.fps,
-              lengths: result.lengths,
-            }),
-          ),
-        );
+        if (work.length > 1 || sizes[0] < BATCH_FILE_BYTES) {
+          results = await pool.chunkBatch(
+            work.map((f) => f.file),
+            sizes,
+            onNew,
+            onRead,
+          );
+        } else {
+          const f = work[0].file;
+          const split = f.size >= SPLIT_FILE_BYTES && pool.size > 1;
+          if (split) p.filesSplit++;
+          results = [
+            split ? await pool.chunkLargeFile(f, SEGMENT_BYTES, onNew, onRead) : await pool.chunkFile(f, onNew, onRead),
+          ];
+          p.bytesRead += sizes[0] - seen;
+        }
       } catch (e) {
         if (uploader.error || this.cancelled) throw uploader.error ?? e;
-        // The file itself could not be read (changed or removed since it was picked).
-        p.errors.push({ path: f.path, message: `not backed up: ${e instanceof Error ? e.message : String(e)}` });
+        results = work.map(() => ({ error: e instanceof Error ? e.message : String(e) }));
       }
-      p.filesDone++;
-      p.bytesDone += f.file.size;
+      work.forEach((f, k) => {
+        const r = results[k];
+        if ('error' in r) {
+          // The file itself could not be read (changed or removed since it was picked).
+          p.errors.push({ path: f.path, message: `not backed up: ${r.error}` });
+        } else {
+          recipes.set(f.path, r.fps);
+          // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
+          // that waited for its own file's chunks to be stored could wait forever.
+          recorded.push(
+            Promise.all(durable).then(() =>
+              record({ job: this.key, path: f.path, size: sizes[k], mtime: f.file.lastModified, ...r }),
+            ),
+          );
+        }
+        p.filesDone++;
+        p.bytesDone += sizes[k];
+      });
     };
+    const work = batches(files);
+    let next = 0;
     const lanes = Array.from({ length: inFlight }, async () => {
-      while (next < files.length) {
+      while (next < work.length) {
         if (this.pauseGate) await this.pauseGate;
         if (this.cancelled) throw new Error('cancelled');
-        await one(files[next++]);
+        await one(work[next++]);
       }
     });
     try {

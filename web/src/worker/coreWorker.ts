@@ -116,47 +116,149 @@ function sink(id: number) {
   };
 }
 
-async function chunkFile(id: number, blocks: BlockStream) {
-  const engine = new ChunkEngine('default');
-  const out = sink(id);
-  const recipeFps: Uint8Array[] = [];
-  const recipeLens: Uint32Array[] = [];
-  let bytes = 0;
-  let reported = 0;
+type Sink = ReturnType<typeof sink>;
 
+/** A recipe as the engine hands it out in parts, concatenated once at the end. */
+class RecipeParts {
+  private fps: Uint8Array[] = [];
+  private lens: Uint32Array[] = [];
+  count = 0;
+
+  add(fps: Uint8Array, lens: Uint32Array) {
+    this.fps.push(fps);
+    this.lens.push(lens);
+    this.count += lens.length;
+  }
+
+  /** A point to roll back to (`rollback`), e.g. before a file that may fail midway. */
+  mark() {
+    return { parts: this.fps.length, count: this.count };
+  }
+
+  rollback(m: { parts: number; count: number }) {
+    this.fps.length = this.lens.length = m.parts;
+    this.count = m.count;
+  }
+
+  pack(): { fps: Uint8Array; lengths: Uint32Array } {
+    const fps = new Uint8Array(this.count * FP_LEN);
+    const lengths = new Uint32Array(this.count);
+    let at = 0;
+    this.lens.forEach((l, k) => {
+      fps.set(this.fps[k], at * FP_LEN);
+      lengths.set(l, at);
+      at += l.length;
+    });
+    return { fps, lengths };
+  }
+}
+
+/**
+ * Chunks one file's blocks: the recipe goes to `recipe`, chunks not known yet to the job's
+ * batch (posted through `out` as it fills). Resolves to the bytes read.
+ */
+async function chunkStream(
+  blocks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  recipe: RecipeParts,
+  out: Sink,
+  onBytes?: (bytes: number) => void,
+): Promise<number> {
+  const engine = new ChunkEngine('default');
   const take = (n: number) => {
     if (!n) return;
     const fps = engine.fingerprints();
-    recipeFps.push(fps);
-    recipeLens.push(engine.lengths());
+    recipe.add(fps, engine.lengths());
     const idx = fresh(fps, n);
     if (idx.length) batch!.addFromEngine(engine, idx);
   };
-
   try {
+    let bytes = 0;
     for await (const block of blocks) {
       take(engine.push(block));
       bytes += block.byteLength;
       if (out.full()) await out.flush();
-      if (bytes - reported >= PROGRESS_EVERY) {
-        post({ type: 'progress', id, bytes });
-        reported = bytes;
-      }
+      onBytes?.(bytes);
     }
     take(engine.finish());
-    await out.flush();
-    const n = recipeFps.reduce((a, f) => a + f.length, 0) / FP_LEN;
-    const fps = new Uint8Array(n * FP_LEN);
-    const lengths = new Uint32Array(n);
-    let at = 0;
-    recipeFps.forEach((f, k) => {
-      fps.set(f, at * FP_LEN);
-      lengths.set(recipeLens[k], at);
-      at += recipeLens[k].length;
-    });
-    post({ type: 'chunked', id, fps, lengths, bytes }, [fps.buffer, lengths.buffer]);
+    return bytes;
   } finally {
     engine.free();
+  }
+}
+
+async function chunkFile(id: number, blocks: BlockStream) {
+  const out = sink(id);
+  const recipe = new RecipeParts();
+  let reported = 0;
+  try {
+    const bytes = await chunkStream(blocks, recipe, out, (bytes) => {
+      if (bytes - reported < PROGRESS_EVERY) return;
+      post({ type: 'progress', id, bytes });
+      reported = bytes;
+    });
+    await out.flush();
+    const { fps, lengths } = recipe.pack();
+    post({ type: 'chunked', id, fps, lengths, bytes }, [fps.buffer, lengths.buffer]);
+  } finally {
+    out.done();
+  }
+}
+
+async function concat(blocks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  for await (const b of blocks) parts.push(b);
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) (out.set(p, at), (at += p.length));
+  return out;
+}
+
+/**
+ * Small files read as one composite Blob (`blocks`), then chunked one by one, each with its
+ * own recipe. If the composite cannot be read or is not as long as the sizes the page saw
+ * (a file changed or vanished since it was picked), each file is read on its own so that
+ * the error names the file and the others are still backed up.
+ */
+async function chunkBatch(id: number, files: File[], sizes: number[], blocks: BlockStream) {
+  const out = sink(id);
+  const recipe = new RecipeParts();
+  const counts = new Uint32Array(files.length);
+  const errors: (string | null)[] = files.map(() => null);
+  let bytes = 0;
+  try {
+    const whole = await concat(blocks).catch(() => null);
+    if (whole && whole.length === sizes.reduce((a, b) => a + b, 0)) {
+      let at = 0;
+      for (let k = 0; k < files.length; k++) {
+        const before = recipe.count;
+        bytes += await chunkStream([whole.subarray(at, at + sizes[k])], recipe, out);
+        counts[k] = recipe.count - before;
+        at += sizes[k];
+      }
+    } else {
+      for (let k = 0; k < files.length; k++) {
+        const m = recipe.mark();
+        const own = reads.open(files[k]);
+        try {
+          bytes += await chunkStream(own, recipe, out);
+          counts[k] = recipe.count - m.count;
+        } catch (e) {
+          recipe.rollback(m);
+          errors[k] = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+        } finally {
+          own.close();
+        }
+      }
+    }
+    await out.flush();
+    const { fps, lengths } = recipe.pack();
+    post({ type: 'batchChunked', id, fps, lengths, counts, errors, bytes }, [
+      fps.buffer,
+      lengths.buffer,
+      counts.buffer,
+    ]);
+  } finally {
     out.done();
   }
 }
@@ -229,13 +331,14 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
     }
     case 'hashFile':
     case 'chunkFile':
+    case 'chunkBatch':
     case 'chunkSegment':
       queueJob(msg);
   }
 };
 
 /** Starts the job's reads now and runs it after the jobs before it. */
-function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' | 'chunkSegment' }>) {
+function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' | 'chunkBatch' | 'chunkSegment' }>) {
   let run: () => Promise<void>;
   let blocks: BlockStream | undefined;
   try {
@@ -243,6 +346,9 @@ function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' |
       const seg = new SegmentChunker(msg.file.size, msg.start, msg.stop);
       const b = (blocks = reads.open(msg.file, seg.readFrom(), seg.readTo()));
       run = () => chunkSegment(msg.id, seg, b, msg.start, msg.stop);
+    } else if (msg.type === 'chunkBatch') {
+      const b = (blocks = reads.open(new Blob(msg.files)));
+      run = () => chunkBatch(msg.id, msg.files, msg.sizes, b);
     } else {
       const b = (blocks = reads.open(msg.file));
       run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, b));

@@ -12,6 +12,9 @@ export interface ChunkedFile {
   lengths: Uint32Array;
 }
 
+/** One file of a batch: its recipe, or why it could not be read. */
+export type BatchResult = ChunkedFile | { error: string };
+
 /** Jobs queued per worker at most. */
 const DEPTH = 4;
 
@@ -92,6 +95,37 @@ export class CorePool {
     });
     if (r.type !== 'chunked') throw new Error('unexpected worker reply');
     return { fps: r.fps, lengths: r.lengths };
+  }
+
+  /**
+   * Small files in one job: read as one composite Blob (one read instead of one per file,
+   * which is what small files cost), chunked one by one. `sizes` are the picked sizes.
+   */
+  async chunkBatch(
+    files: File[],
+    sizes: number[],
+    onNewChunks: (chunks: NewChunks) => Promise<void>,
+    onProgress?: (bytes: number) => void,
+  ): Promise<BatchResult[]> {
+    const r = await this.run({
+      request: (id) => ({ type: 'chunkBatch', id, files, sizes }),
+      bytes: sizes.reduce((a, b) => a + b, 0),
+      onNewChunks,
+      onProgress,
+    });
+    if (r.type !== 'batchChunked') throw new Error('unexpected worker reply');
+    onProgress?.(r.bytes);
+    let at = 0;
+    return files.map((_, k) => {
+      const n = r.counts[k];
+      const error = r.errors[k];
+      const out = error
+        ? { error }
+        : // Copies, not views: a view would drag the whole batch's buffer into each file's job record.
+          { fps: r.fps.slice(at * FP_LEN, (at + n) * FP_LEN), lengths: r.lengths.slice(at, at + n) };
+      at += n;
+      return out;
+    });
   }
 
   /**

@@ -6,6 +6,11 @@ export type WorkerRequest =
   /** Starts a backup job: fingerprints already stored (the previous version's), n*20 bytes. */
   | { type: 'setKnown'; fps: Uint8Array; zstdLevel: number }
   | { type: 'chunkFile'; id: number; file: File }
+  /**
+   * Small files chunked one by one (each its own recipe) but read as one composite Blob:
+   * one read instead of one per file. `sizes` are the sizes the page saw when they were picked.
+   */
+  | { type: 'chunkBatch'; id: number; files: File[]; sizes: number[] }
   /** Chunks starting in `start..stop` of a large file, one segment of many (SS-CDC). */
   | { type: 'chunkSegment'; id: number; file: File; start: number; stop: number }
   /** Where the previous segment's last chunk ended (NaN: it failed, give up). */
@@ -29,6 +34,19 @@ export type WorkerResponse =
   | ({ type: 'newChunks'; id: number } & NewChunks)
   /** The file's whole recipe, in order. */
   | { type: 'chunked'; id: number; fps: Uint8Array; lengths: Uint32Array; bytes: number }
+  /**
+   * A batch's recipes back to back: file k has `counts[k]` chunks, or failed with `errors[k]`
+   * (then count 0).
+   */
+  | {
+      type: 'batchChunked';
+      id: number;
+      fps: Uint8Array;
+      lengths: Uint32Array;
+      counts: Uint32Array;
+      errors: (string | null)[];
+      bytes: number;
+    }
   /** A segment job's cuts are chosen: the next segment's chunks start at `exit`. */
   | { type: 'segmentExit'; id: number; exit: number }
   | { type: 'failed'; id: number; message: string };
