@@ -323,7 +323,7 @@ export class BackupJob {
     this.enter('backing up');
     this.emit();
 
-    await this.chunkAndUpload(toRead, hot, recipes, index);
+    const first = await this.chunkAndUpload(toRead, hot, recipes, index);
     if (this.cancelled) throw new Error('cancelled');
 
     this.enter('committing');
@@ -349,8 +349,18 @@ export class BackupJob {
             recipe: recipes.get(f.path)!,
           })),
       ]);
+    // The job's file records (for a resume) are written while the version commits: once it
+    // is committed they are not needed, and if they fail to be written a resume only reads
+    // those files again.
+    const commit = async (written: Promise<void>) => {
+      try {
+        return await api.commitVersion(manifest());
+      } finally {
+        await written.catch(() => {});
+      }
+    };
     try {
-      return await api.commitVersion(manifest());
+      return await commit(first.written);
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 409)) throw e;
       // The hot cache or the client index promised chunks the server does not hold (its
@@ -361,18 +371,20 @@ export class BackupJob {
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
       for (const fp of missing) hot.delete(fp);
-      await this.chunkAndUpload(affected, hot, recipes, null);
-      return await api.commitVersion(manifest());
+      return await commit((await this.chunkAndUpload(affected, hot, recipes, null)).written);
     }
   }
 
-  /** Stages 2 and 3 for `files`; fills `recipes`. */
+  /**
+   * Stages 2 and 3 for `files`; fills `recipes`. Resolves once every chunk is durable, with
+   * `written`: the job's per-file records, still being written.
+   */
   private async chunkAndUpload(
     files: PickedFolder['files'],
     hot: Set<string>,
     recipes: Map<string, Recipe>,
     index: ClientIndex | null,
-  ): Promise<void> {
+  ): Promise<{ written: Promise<void> }> {
     const { api, pool, jobs } = this.deps;
     const p = this.progress;
     const uploader = new Uploader({
@@ -471,11 +483,14 @@ export class BackupJob {
     try {
       await Promise.all(lanes);
       await uploader.drain();
-      await Promise.all(recorded);
-      await flush();
+    } catch (e) {
+      // Keep what did become durable for a resume, then fail.
+      await Promise.allSettled(recorded);
+      await flush().catch(() => {});
+      throw e;
     } finally {
-      recorded.forEach((r) => r.catch(() => {}));
+      p.chunksSent += uploader.stats.chunksSent;
     }
-    p.chunksSent += uploader.stats.chunksSent;
+    return { written: Promise.all(recorded).then(flush) };
   }
 }

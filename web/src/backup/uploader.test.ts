@@ -53,6 +53,24 @@ describe('Uploader', () => {
     expect(up.stats.chunksSent).toBe(50);
   });
 
+  it('seals a smaller bundle while the link is idle, full ones while it is busy', async () => {
+    const s = fakeServer();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const upload = s.deps.upload;
+    const up = new Uploader(
+      { ...s.deps, upload: async (b, sig) => (await gate, upload(b, sig)) },
+      { bundleBytes: 10_000, idleBundleBytes: 3000, concurrency: 1 },
+    );
+    // Idle: the first add (4000 bytes, over idleBundleBytes) goes at once.
+    await up.add([0, 1, 2, 3].map((i) => chunk(i)));
+    // Busy: the rest wait for full bundles.
+    await up.add(Array.from({ length: 12 }, (_, i) => chunk(10 + i)));
+    release();
+    await up.drain();
+    expect(s.bundles.map((b) => b.length)).toEqual([4, 10, 2]);
+  });
+
   it('sends nothing the server or the client index already has', async () => {
     const s = fakeServer();
     [1, 2, 3].forEach((i) => s.stored.add(fpHex(chunk(i).fp)));

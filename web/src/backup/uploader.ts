@@ -33,6 +33,12 @@ export interface UploaderDeps {
 
 export interface UploaderOptions {
   bundleBytes: number;
+  /**
+   * While no bundle is in flight or waiting, a bundle seals as soon as it holds this many
+   * bytes: the link is idle, so waiting for a full bundle would only delay the upload and
+   * leave a bigger tail to send after the last file is chunked.
+   */
+  idleBundleBytes: number;
   concurrency: number;
   /** add() waits while more than this many stored bytes are queued (memory bound). */
   maxQueuedBytes: number;
@@ -64,6 +70,7 @@ interface Pending {
 
 const DEFAULTS: UploaderOptions = {
   bundleBytes: 4 << 20,
+  idleBundleBytes: 1 << 20,
   concurrency: 3,
   maxQueuedBytes: 48 << 20,
   maxAttempts: 6,
@@ -160,6 +167,7 @@ export class Uploader {
       this.stats.queuedBytes += chunk.stored.byteLength;
       if (this.currentBytes >= this.opts.bundleBytes) this.seal();
     }
+    this.sealIfIdle();
     const durable = Promise.all(waits).then(() => undefined);
     durable.catch(() => {});
     return { durable };
@@ -212,6 +220,11 @@ export class Uploader {
     for (const w of this.roomWaiters.splice(0)) w();
   }
 
+  private sealIfIdle() {
+    const idle = this.inFlight === 0 && this.ready.length === 0;
+    if (idle && this.currentBytes >= this.opts.idleBundleBytes) this.seal();
+  }
+
   private seal() {
     if (this.current.length) this.ready.push(this.current);
     this.current = [];
@@ -229,6 +242,7 @@ export class Uploader {
           this.inFlight--;
           for (const p of bundle) this.stats.queuedBytes -= p.bytes;
           this.pump();
+          this.sealIfIdle();
           this.wake();
         });
     }
