@@ -30,7 +30,7 @@ const PROGRESS_EVERY = 8 << 20;
  */
 const BLOCK = 1 << 20;
 /** Bytes read ahead of the chunker, over this worker's queued jobs (see readahead.ts). */
-const READ_AHEAD = 6 << 20;
+const READ_AHEAD = 4 << 20;
 /** Post new chunks once this many stored bytes are collected. */
 const BATCH_BYTES = 2 << 20;
 const MAX_UNCREDITED = 2;

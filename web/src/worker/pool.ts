@@ -1,7 +1,7 @@
 /**
  * A pool of core workers sized to the machine, each with its own wasm-core instance.
  * Jobs (one file or segment each) go to the worker with the fewest bytes queued, up to
- * DEPTH jobs per worker: a worker reads its queued jobs' files while it chunks the first
+ * DEPTH jobs and DEPTH_BYTES per worker: a worker reads its queued jobs' files while it chunks the first
  * (file reads are round trips to the browser process and dominate small files).
  */
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
@@ -17,6 +17,12 @@ export type BatchResult = ChunkedFile | { error: string };
 
 /** Jobs queued per worker at most. */
 const DEPTH = 4;
+/**
+ * Bytes queued per worker at most (a worker with nothing queued takes any job). Without
+ * this cap four 2 MiB segments of a huge file would sit in each worker, read ahead: the
+ * 2 GiB backup's tab peaked at 326 MiB instead of under 300.
+ */
+const DEPTH_BYTES = 4 << 20;
 
 interface Job {
   request: (id: number) => WorkerRequest;
@@ -209,7 +215,11 @@ export class CorePool {
   private pump() {
     while (this.queue.length) {
       let slot: Slot | undefined;
-      for (const s of this.slots) if (s.jobs.size < DEPTH && (!slot || s.bytes < slot.bytes)) slot = s;
+      const next = this.queue[0].bytes;
+      for (const s of this.slots) {
+        const room = s.jobs.size === 0 || (s.jobs.size < DEPTH && s.bytes + next <= DEPTH_BYTES);
+        if (room && (!slot || s.bytes < slot.bytes)) slot = s;
+      }
       if (!slot) return;
       const job = this.queue.shift()!;
       const id = this.nextId++;
