@@ -1,11 +1,12 @@
 // Backup benchmark: typescript-10 backed up through the real UI (headless Chromium, real
-// release server), then restic on the same folders, in one run. Prints a table and, last,
-// one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick] [--playwright]
+// release server), then restic and borg on the same folders, in one run. Prints a table and,
+// last, one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick] [--playwright]
 import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import {
   apiJson,
   backupFolders,
+  borgRepo,
   cli,
   dataset,
   du,
@@ -51,10 +52,19 @@ async function ditto() {
   await server.stop();
   const stored = du(server.dataDir);
   rmSync(server.dataDir, { recursive: true, force: true });
-  const rows = backups.map((b) => [path.basename(b.folder), b.seconds, b.sentBytes, b.phases]);
-  const seconds = backups.reduce((s, b) => s + b.seconds, 0);
-  const wire = backups.reduce((s, b) => s + b.sentBytes, 0);
-  return { seconds, wire, stored, newStored: stats.stored_bytes, rawStored: stats.raw_bytes, rows, stats };
+  const rows = backups.map((b) => [path.basename(b.folder), b.seconds, b.sentBytes, b.phases, b]);
+  const sum = (k) => backups.reduce((s, b) => s + b[k], 0);
+  return {
+    seconds: sum('seconds'),
+    wire: sum('sentBytes'),
+    chunksRead: sum('chunksRead'),
+    predicted: sum('predicted'),
+    stored,
+    newStored: stats.stored_bytes,
+    rawStored: stats.raw_bytes,
+    rows,
+    stats,
+  };
 }
 
 function restic(compression) {
@@ -67,22 +77,39 @@ function restic(compression) {
   return { seconds, stored };
 }
 
+/** borg 1.2 (Debian), one `borg create --compression zstd,3` per version. */
+function borg() {
+  const repo = borgRepo('zstd');
+  const t0 = now();
+  for (const v of versions) repo.run(['create', '--compression', 'zstd,3', `::${path.basename(v)}`, '.'], { cwd: v });
+  const seconds = now() - t0;
+  const stored = du(repo.repo);
+  repo.remove();
+  return { seconds, stored };
+}
+
 const d = await ditto();
 const rz = restic('auto');
 const ro = restic('off');
+const bz = borg();
 const mb = (n) => (n / 1e6).toFixed(1).padStart(8);
 console.log(`\n${pkg} x${versions.length}: ${mb(logical)} MB logical\n`);
-console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8), '  ms per phase');
-for (const [v, dt, sent, phases] of d.rows) {
+console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8), ' predicted', '  ms per phase');
+for (const [v, dt, sent, phases, b] of d.rows) {
   const ph = Object.entries(phases)
     .map(([k, ms]) => `${k} ${Math.round(ms)}`)
     .join(', ');
-  console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent), ' ', ph);
+  const pred = `${b.predicted}/${b.chunksRead}`.padStart(10);
+  console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent), pred, ' ', ph);
 }
 console.log('\ntool'.padEnd(22), 'seconds'.padStart(8), 'stored MB'.padStart(10));
 console.log('ditto (UI, Chromium)'.padEnd(21), d.seconds.toFixed(2).padStart(8), mb(d.stored).padStart(10));
 console.log('restic --compression auto'.padEnd(21), rz.seconds.toFixed(2).padStart(8), mb(rz.stored).padStart(10));
 console.log('restic --compression off'.padEnd(21), ro.seconds.toFixed(2).padStart(8), mb(ro.stored).padStart(10));
+console.log('borg --compression zstd,3'.padEnd(21), bz.seconds.toFixed(2).padStart(8), mb(bz.stored).padStart(10));
+// The anchor: the faster and the smaller of restic and borg (each may be a different tool).
+const anchorSeconds = Math.min(rz.seconds, bz.seconds);
+const anchorStored = Math.min(rz.stored, bz.stored);
 console.log(
   JSON.stringify({
     package: pkg,
@@ -91,12 +118,18 @@ console.log(
     ditto_seconds: +d.seconds.toFixed(3),
     restic_seconds: +rz.seconds.toFixed(3),
     restic_off_seconds: +ro.seconds.toFixed(3),
+    borg_seconds: +bz.seconds.toFixed(3),
     ditto_stored_bytes: d.stored,
     restic_stored_bytes: rz.stored,
     restic_off_stored_bytes: ro.stored,
+    borg_stored_bytes: bz.stored,
+    time_vs_anchor: +(d.seconds / anchorSeconds).toFixed(3),
+    stored_vs_anchor: +(d.stored / anchorStored).toFixed(3),
     wire_bytes: d.wire,
     new_stored_bytes: d.newStored,
     new_raw_bytes: d.rawStored,
     dedup_ratio: d.stats.dedup_ratio,
+    chunks_read: d.chunksRead,
+    chunks_predicted: d.predicted,
   }),
 );

@@ -145,9 +145,11 @@ function playwrightUi(page) {
 /**
  * Backs `folders` up in order through the UI of `page` (a Playwright page or a cdp.mjs page:
  * folder input, source label `source`, "Back up"), one version each. Returns one row per
- * folder: `{ folder, version, seconds, sentBytes, phases }`, where `seconds` is the page's own
- * clock from the click to the committed version (the sum of its per-phase milliseconds; the
- * driver's polling would add up to its poll interval) and `sentBytes` the bundle bytes it sent.
+ * folder: `{ folder, version, seconds, sentBytes, phases, chunksRead, predicted }`, where
+ * `seconds` is the page's own clock from the click to the committed version (the sum of its
+ * per-phase milliseconds; the driver's polling would add up to its poll interval),
+ * `sentBytes` the bundle bytes it sent, `chunksRead` the chunks of the files it read and
+ * `predicted` how many of those RapidCDC predicted from the previous version.
  */
 export async function backupFolders(page, folders, source) {
   const ui = 'locator' in page ? playwrightUi(page) : page;
@@ -172,10 +174,28 @@ export async function backupFolders(page, folders, source) {
     const sentBytes = Number(await ui.attr(id('backup-sent'), 'data-bytes'));
     const phases = JSON.parse(await ui.attr(id('backup-progress'), 'data-phase-ms'));
     const seconds = Object.values(phases).reduce((a, b) => a + b, 0) / 1000;
-    rows.push({ folder, version, seconds, sentBytes, phases });
+    const chunksRead = Number(await ui.attr(id('backup-chunks'), 'data-read'));
+    const predicted = Number(await ui.attr(id('backup-chunks'), 'data-predicted'));
+    rows.push({ folder, version, seconds, sentBytes, phases, chunksRead, predicted });
     previous = version;
   }
   return rows;
+}
+
+/**
+ * A throwaway borg repository (no encryption, as restic's is the only encrypted anchor):
+ * `run(args, opts)` runs borg with `::`-relative archive names on it, `remove()` deletes it.
+ */
+export function borgRepo(label) {
+  const repo = mkdtempSync(path.join(tmpdir(), `borg-${label}-`));
+  rmSync(repo, { recursive: true, force: true });
+  const env = { ...process.env, BORG_REPO: repo, BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK: 'yes' };
+  execFileSync('borg', ['init', '-e', 'none'], { env });
+  return {
+    repo,
+    run: (args, opts = {}) => execFileSync('borg', args, { env, encoding: 'utf8', ...opts }),
+    remove: () => rmSync(repo, { recursive: true, force: true }),
+  };
 }
 
 /**

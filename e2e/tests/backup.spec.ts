@@ -1,7 +1,9 @@
 import { expect, test, type Page } from '@playwright/test';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions } from '../datasets';
-import { startServer, type RunningServer } from '../server';
+import { plainRecipe } from '../recipes';
+import { repoJson, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 
@@ -23,7 +25,10 @@ async function backUp(page: Page, folder: string, source: string) {
   await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
   const sent = Number(await page.getByTestId('backup-sent').getAttribute('data-bytes'));
   const id = Number(await page.getByTestId('backup-done').getAttribute('data-version'));
-  return { sent, id };
+  const chunks = page.getByTestId('backup-chunks');
+  const read = Number(await chunks.getAttribute('data-read'));
+  const predicted = Number(await chunks.getAttribute('data-predicted'));
+  return { sent, id, read, predicted };
 }
 
 async function stats(s: RunningServer) {
@@ -38,7 +43,7 @@ test('three versions of a real package: later versions send only what the server
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
 
-  const results: { sent: number; id: number }[] = [];
+  const results: Awaited<ReturnType<typeof backUp>>[] = [];
   for (const v of versions) results.push(await backUp(page, v, PKG));
   const st = await stats(server);
   expect(st.series.length).toBe(3);
@@ -53,6 +58,23 @@ test('three versions of a real package: later versions send only what the server
   // Later versions are mostly duplicates of earlier ones.
   expect(results[1].sent).toBeLessThan(results[0].sent / 2);
   expect(errors).toEqual([]);
+
+  // RapidCDC: versions 2 and 3 predicted chunks from the previous version, and every
+  // recipe is still exactly plain chunking's (one sequential ChunkEngine pass in Node).
+  expect(results[0].predicted).toBe(0);
+  for (const i of [1, 2]) {
+    expect(results[i].predicted, `chunks predicted in ${path.basename(versions[i])}`).toBeGreaterThan(
+      results[i].read / 4,
+    );
+    const { manifest } = await repoJson<{ manifest: { entries: { path: string; kind: string; recipe: string[] }[] } }>(
+      server,
+      `/versions/${results[i].id}`,
+    );
+    const files = manifest.entries.filter((e) => e.kind === 'file');
+    expect(files.length).toBeGreaterThan(10);
+    for (const f of files)
+      expect(f.recipe, `recipe of ${f.path}`).toEqual(plainRecipe(readFileSync(path.join(versions[i], f.path))));
+  }
 });
 
 test('a refused token shows an error instead of hanging', async ({ page }) => {

@@ -2,9 +2,8 @@ import { expect, test } from '@playwright/test';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ROOT, startServer, type RunningServer } from '../server';
-// The same wasm-core build the page runs, used here as the sequential oracle.
-import { ChunkEngine, initSync } from '../../web/src/wasm-pkg/wasm_core.js';
+import { startServer, type RunningServer } from '../server';
+import { plainRecipe } from '../recipes';
 
 /**
  * A file above the split threshold (64 MiB) is chunked by several workers, one segment each
@@ -51,20 +50,6 @@ test.afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-function sequentialRecipe(bytes: Buffer): string[] {
-  initSync({ module: readFileSync(path.join(ROOT, 'web', 'src', 'wasm-pkg', 'wasm_core_bg.wasm')) });
-  const engine = new ChunkEngine('default');
-  const out: string[] = [];
-  const take = (n: number) => {
-    const fps = engine.fingerprints();
-    for (let i = 0; i < n; i++) out.push(Buffer.from(fps.subarray(i * 20, i * 20 + 20)).toString('hex'));
-  };
-  for (let at = 0; at < bytes.length; at += MiB) take(engine.push(bytes.subarray(at, at + MiB)));
-  take(engine.finish());
-  engine.free();
-  return out;
-}
-
 test('a file split across workers gets the sequential recipe', async ({ page }) => {
   test.setTimeout(240_000);
   // Three workers on any machine: segments land on workers in an irregular order.
@@ -83,7 +68,7 @@ test('a file split across workers gets the sequential recipe', async ({ page }) 
   const { manifest } = await res.json();
   const entry = manifest.entries.find((e: { path: string }) => e.path === 'big.bin');
   const bytes = readFileSync(file);
-  const want = sequentialRecipe(bytes);
+  const want = plainRecipe(bytes);
   expect(want.length).toBeGreaterThan(1000);
   expect(entry.recipe.length).toBe(want.length);
   expect(entry.recipe).toEqual(want);

@@ -48,6 +48,7 @@ type RepoItemPath = Result<Path<(String, String)>, PathRejection>;
 pub fn router(store: Arc<Store>) -> Router {
     let repo = Router::new()
         .route("/chunks/missing", post(missing))
+        .route("/chunks/lengths", post(lengths))
         .route("/chunks/get", post(chunks_get))
         .route("/chunks/{fp}", get(chunk_get))
         .route("/bundles", post(bundles))
@@ -194,6 +195,47 @@ struct FpList {
 
 // ---------------------------------------------------------------- chunks
 
+/// A fingerprint list from a `chunks/missing` or `chunks/lengths` body: N x 20 bytes when
+/// `binary`, else JSON `{"fingerprints": [hex, ...]}`; at most MAX_MISSING_FPS.
+fn fp_list(body: &[u8], binary: bool) -> ApiResult<Vec<Fingerprint>> {
+    let fps: Vec<Fingerprint> = if binary {
+        if !body.len().is_multiple_of(FINGERPRINT_LEN) {
+            return Err(ApiError::bad_request(
+                "binary body length is not a multiple of 20",
+            ));
+        }
+        body.chunks_exact(FINGERPRINT_LEN)
+            .map(|c| c.try_into().unwrap())
+            .collect()
+    } else {
+        let list: FpList = parse_json(body)?;
+        if list.fingerprints.len() > MAX_MISSING_FPS {
+            return Err(ApiError::too_large(
+                format!("more than {MAX_MISSING_FPS} fingerprints"),
+                MAX_MISSING_FPS as u64,
+            ));
+        }
+        list.fingerprints
+            .iter()
+            .map(|s| parse_fp(s))
+            .collect::<ApiResult<_>>()?
+    };
+    if fps.len() > MAX_MISSING_FPS {
+        return Err(ApiError::too_large(
+            format!("more than {MAX_MISSING_FPS} fingerprints"),
+            MAX_MISSING_FPS as u64,
+        ));
+    }
+    Ok(fps)
+}
+
+fn is_binary(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/octet-stream"))
+}
+
 async fn missing(
     State(store): St,
     repo: RepoPath,
@@ -202,41 +244,10 @@ async fn missing(
 ) -> ApiResult<Response> {
     let repo = path_param(repo)?;
     let repo_id = authorize(&store, &headers, &repo).await?;
-    let binary = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/octet-stream"));
+    let binary = is_binary(&headers);
     let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
     blocking(move || {
-        let fps: Vec<Fingerprint> = if binary {
-            if body.len() % FINGERPRINT_LEN != 0 {
-                return Err(ApiError::bad_request(
-                    "binary body length is not a multiple of 20",
-                ));
-            }
-            body.chunks_exact(FINGERPRINT_LEN)
-                .map(|c| c.try_into().unwrap())
-                .collect()
-        } else {
-            let list: FpList = parse_json(&body)?;
-            if list.fingerprints.len() > MAX_MISSING_FPS {
-                return Err(ApiError::too_large(
-                    format!("more than {MAX_MISSING_FPS} fingerprints"),
-                    MAX_MISSING_FPS as u64,
-                ));
-            }
-            list.fingerprints
-                .iter()
-                .map(|s| parse_fp(s))
-                .collect::<ApiResult<_>>()?
-        };
-        if fps.len() > MAX_MISSING_FPS {
-            return Err(ApiError::too_large(
-                format!("more than {MAX_MISSING_FPS} fingerprints"),
-                MAX_MISSING_FPS as u64,
-            ));
-        }
-        let out = store.missing(repo_id, fps)?;
+        let out = store.missing(repo_id, fp_list(&body, binary)?)?;
         Ok(if binary {
             (
                 [(header::CONTENT_TYPE, "application/octet-stream")],
@@ -246,6 +257,28 @@ async fn missing(
         } else {
             let hex: Vec<String> = out.iter().map(to_hex).collect();
             Json(json!({ "missing": hex })).into_response()
+        })
+    })
+    .await
+}
+
+async fn lengths(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let binary = is_binary(&headers);
+    let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
+    blocking(move || {
+        let out = store.raw_lengths(repo_id, &fp_list(&body, binary)?)?;
+        Ok(if binary {
+            let bytes: Vec<u8> = out.iter().flat_map(|n| n.to_le_bytes()).collect();
+            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+        } else {
+            Json(json!({ "lengths": out })).into_response()
         })
     })
     .await

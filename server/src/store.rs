@@ -532,6 +532,21 @@ impl Store {
         Ok(out)
     }
 
+    /// The raw length of each of `fps` (request order), 0 where not committed.
+    pub fn raw_lengths(&self, repo_id: i64, fps: &[Fingerprint]) -> ApiResult<Vec<u32>> {
+        let conn = self.readers.get()?;
+        let mut st =
+            conn.prepare_cached("SELECT raw_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let mut out = Vec::with_capacity(fps.len());
+        for fp in fps {
+            let n: Option<u32> = st
+                .query_row(params![repo_id, &fp[..]], |r| r.get(0))
+                .optional()?;
+            out.push(n.unwrap_or(0));
+        }
+        Ok(out)
+    }
+
     /// Loads a repository's fingerprints into memory unless it is too large. Holds the
     /// writer lock so that no commit slips between the scan and the cache insertion.
     fn load_fp_cache(&self, repo_id: i64) -> ApiResult<bool> {

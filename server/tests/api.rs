@@ -97,6 +97,55 @@ fn round_trip() {
     );
     assert_eq!(r.json()["missing"], json!([]));
 
+    // chunk lengths: raw lengths in request order, 0 for an absent chunk (binary and JSON)
+    let lengths_url = s.repo_url("default", "/chunks/lengths");
+    let r = request(
+        "POST",
+        &lengths_url,
+        Some(&t),
+        &[("Content-Type", "application/octet-stream")],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200);
+    let want: Vec<u32> = chunks[..3]
+        .iter()
+        .map(|c| c.raw.len() as u32)
+        .chain([0])
+        .collect();
+    let got: Vec<u32> = r
+        .body
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    let r = post_json(
+        &lengths_url,
+        &t,
+        &json!({ "fingerprints": [hexes[1], hexes[1], to_hex(&absent)] }),
+    );
+    assert_eq!(
+        r.json()["lengths"],
+        json!([chunks[1].raw.len(), chunks[1].raw.len(), 0])
+    );
+    for bad in [&body[..19], &b"not json"[..]] {
+        let r = request(
+            "POST",
+            &lengths_url,
+            Some(&t),
+            &[(
+                "Content-Type",
+                if bad.len() == 19 {
+                    "application/octet-stream"
+                } else {
+                    "application/json"
+                },
+            )],
+            Some(bad),
+        );
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+        assert!(r.json()["error"].is_string());
+    }
+
     // 3. a version: two files (one repeats a chunk), a dir, an empty file
     let f1: Vec<&TestChunk> = vec![&chunks[0], &chunks[1], &chunks[0], &chunks[2]];
     let f2: Vec<&TestChunk> = chunks[3..40].iter().collect();
@@ -479,6 +528,7 @@ fn auth_matrix() {
     let missing_body = serde_json::to_vec(&json!({ "fingerprints": [chunk.hex()] })).unwrap();
     let endpoints: Vec<(&str, String, Option<Vec<u8>>)> = vec![
         ("POST", "/chunks/missing".into(), Some(missing_body.clone())),
+        ("POST", "/chunks/lengths".into(), Some(missing_body.clone())),
         ("POST", "/bundles".into(), Some(bundle_body.clone())),
         ("GET", "/versions".into(), None),
         ("GET", "/versions/1".into(), None),
@@ -947,7 +997,13 @@ fn garbage_never_5xx() {
     .unwrap();
     let mut rng = rand_bytes(77, 1 << 16).into_iter().cycle();
     let mut next = move || rng.next().unwrap() as usize;
-    let endpoints = ["/bundles", "/chunks/missing", "/chunks/get", "/versions"];
+    let endpoints = [
+        "/bundles",
+        "/chunks/missing",
+        "/chunks/lengths",
+        "/chunks/get",
+        "/versions",
+    ];
     let mut statuses = std::collections::BTreeMap::new();
     for i in 0..400 {
         let ep = endpoints[i % endpoints.len()];

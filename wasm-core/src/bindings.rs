@@ -9,6 +9,9 @@
 //!                                // chunks for zip/gz/jpeg/png/mp4/... (PRUNE §4.3)
 //! eng.setHints(prevFps, prevLengths);                // optional: RapidCDC, previous recipe
 //!                                                    // (Uint8Array 20*n, Uint32Array n)
+//! // or, exact (cuts identical to "default"): predictions from the previous version
+//! const hints = new RecipeHints(fps, lengths, counts); // all its files' recipes, once
+//! const eng = ChunkEngine.withHints(hints, prevFileIndex); // -1: no previous file
 //! for await (const block of file.stream()) {         // blocks of any size
 //!   if (eng.push(block) > 0) take(eng);
 //! }
@@ -42,7 +45,9 @@
 
 use wasm_bindgen::prelude::*;
 
-use crate::chunk::{self, pipeline::ChunkPipeline};
+use std::sync::Arc;
+
+use crate::chunk::{self, pipeline::ChunkPipeline, rapidfpt};
 use crate::hash;
 
 /// Streaming SHA-1 of one file, fed the blocks of `File.stream()` in order.
@@ -113,6 +118,39 @@ fn build_chunker(
     .map_err(js_err)
 }
 
+/// The previous version's recipes (every file's, in order) for exact RapidCDC
+/// predictions ([`chunk::rapidfpt`]); built once per backup, shared by its engines.
+#[wasm_bindgen]
+pub struct RecipeHints {
+    inner: Arc<rapidfpt::PrevRecipes>,
+}
+
+#[wasm_bindgen]
+impl RecipeHints {
+    /// `fps`: 20 bytes per chunk; `lengths`: one per chunk; `counts[f]`: chunks of file `f`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(fps: &[u8], lengths: &[u32], counts: &[u32]) -> Result<RecipeHints, JsError> {
+        if fps.len() != lengths.len() * hash::FINGERPRINT_LEN {
+            return Err(JsError::new(
+                "RecipeHints: need 20 fingerprint bytes per length",
+            ));
+        }
+        let fps = fps
+            .chunks_exact(hash::FINGERPRINT_LEN)
+            .map(|c| c.try_into().expect("20 bytes"))
+            .collect();
+        let inner = rapidfpt::PrevRecipes::new(fps, lengths.to_vec(), counts).map_err(js_err)?;
+        Ok(RecipeHints {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Chunks described.
+    pub fn chunks(&self) -> u32 {
+        self.inner.len() as u32
+    }
+}
+
 /// Chunks one file and fingerprints every chunk; see the module documentation.
 #[wasm_bindgen]
 pub struct ChunkEngine {
@@ -121,6 +159,7 @@ pub struct ChunkEngine {
     started: bool,
     kind: String,
     params: (Option<u32>, Option<u32>, Option<u32>, Option<u32>),
+    rapid: Option<Arc<rapidfpt::RapidFpt>>,
 }
 
 #[wasm_bindgen]
@@ -141,7 +180,40 @@ impl ChunkEngine {
             started: false,
             kind: kind.to_string(),
             params: (min, avg, max, level),
+            rapid: None,
         })
+    }
+
+    /// The `"default"` chunker, predicting each next chunk from `hints` (RapidCDC with
+    /// the fingerprint test): the same chunks and fingerprints as `new("default")`, found
+    /// with less scanning where the file repeats the previous version. `file`: index of
+    /// this file's previous version in `hints` (its first chunk is predicted first), or -1.
+    #[wasm_bindgen(js_name = withHints)]
+    pub fn with_hints(hints: &RecipeHints, file: i32) -> ChunkEngine {
+        let (kind, min, avg, max, level) = chunk::DEFAULT_CHUNKER;
+        assert_eq!(
+            kind, "twostage",
+            "rapidfpt predicts for the two-stage chunker"
+        );
+        let inner = chunk::twostage::TwoStage::new(min, avg, max, level).expect("valid default");
+        let file = usize::try_from(file).ok();
+        let rapid = Arc::new(rapidfpt::RapidFpt::new(inner, hints.inner.clone(), file));
+        ChunkEngine {
+            p: ChunkPipeline::new(Box::new(rapid.clone())),
+            finished: false,
+            started: false,
+            kind: "default".into(),
+            params: (None, None, None, None),
+            rapid: Some(rapid),
+        }
+    }
+
+    /// Chunks so far whose end was predicted and confirmed by its SHA-1 (no scan); 0
+    /// without hints.
+    pub fn predicted(&self) -> u32 {
+        self.rapid
+            .as_ref()
+            .map_or(0, |r| r.stats().predicted as u32)
     }
 
     /// RapidCDC hints from the previous version of this file (or of the whole source):
@@ -159,6 +231,11 @@ impl ChunkEngine {
     ) -> Result<(), JsError> {
         if self.started || self.finished {
             return Err(JsError::new("ChunkEngine.setHints after push"));
+        }
+        if self.rapid.is_some() {
+            return Err(JsError::new(
+                "ChunkEngine.setHints on an engine made by withHints",
+            ));
         }
         if fps.len() != lengths.len() * hash::FINGERPRINT_LEN {
             return Err(JsError::new(

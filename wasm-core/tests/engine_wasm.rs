@@ -4,11 +4,21 @@
 #![cfg(target_arch = "wasm32")]
 
 use wasm_bindgen_test::*;
-use wasm_core::bindings::{sha1_many, ChunkEngine};
+use wasm_core::bindings::{sha1_many, ChunkEngine, RecipeHints};
 use wasm_core::chunk::{chunk_all, make_chunker_or_default, test_bytes};
 
 fn run_engine(kind: &str, data: &[u8], block: usize) -> Vec<(usize, usize)> {
-    let mut e = ChunkEngine::new(kind, None, None, None, None).unwrap();
+    drive(
+        ChunkEngine::new(kind, None, None, None, None).unwrap(),
+        data,
+        block,
+    )
+    .0
+}
+
+/// Feeds `data` to `e` in `block`-byte pieces, checking every batch's bytes and SHA-1s;
+/// the chunks and the engine.
+fn drive(mut e: ChunkEngine, data: &[u8], block: usize) -> (Vec<(usize, usize)>, ChunkEngine) {
     let mut got = Vec::new();
     let mut take = |e: &ChunkEngine, n: u32| {
         let (off, len, fps, bytes) = (e.offsets(), e.lengths(), e.fingerprints(), e.batch_bytes());
@@ -30,7 +40,45 @@ fn run_engine(kind: &str, data: &[u8], block: usize) -> Vec<(usize, usize)> {
     }
     let n = e.finish().unwrap();
     take(&e, n);
-    got
+    (got, e)
+}
+
+#[wasm_bindgen_test]
+fn engine_with_recipe_hints_equals_plain_default() {
+    use wasm_core::chunk::twostage::test_text;
+    let v1 = test_text(71, 600_000);
+    let other = test_bytes(72, 90_000);
+    let mut v2 = v1.clone();
+    v2.splice(200_000..200_000, b"an edit".iter().copied());
+    v2.drain(400_000..400_500);
+    // The previous version: two files chunked by the plain engine.
+    let (mut fps, mut lens, mut counts) = (Vec::new(), Vec::new(), Vec::new());
+    for f in [&v1, &other] {
+        let cs = run_engine("default", f, 1 << 20);
+        counts.push(cs.len() as u32);
+        for (o, l) in cs {
+            fps.extend_from_slice(&wasm_core::hash::sha1(&f[o..o + l]));
+            lens.push(l as u32);
+        }
+    }
+    let hints = RecipeHints::new(&fps, &lens, &counts).unwrap();
+    assert_eq!(hints.chunks() as usize, lens.len());
+    for (data, file) in [(&v2, 0), (&v2, -1), (&v2, 1), (&other, 1), (&v1, 0)] {
+        let want = run_engine("default", data, 1 << 20);
+        for block in [5000, 1 << 20] {
+            let (got, e) = drive(ChunkEngine::with_hints(&hints, file), data, block);
+            assert_eq!(got, want, "file {file} block {block}");
+            if file == 0 {
+                assert!(
+                    e.predicted() as usize * 10 >= want.len() * 7,
+                    "{} of {}",
+                    e.predicted(),
+                    want.len()
+                );
+            }
+        }
+    }
+    assert!(RecipeHints::new(&fps[..20], &lens, &counts).is_err());
 }
 
 #[wasm_bindgen_test]

@@ -11,6 +11,7 @@
 //! - [`twostage`]: Ditto's default chunker (two-stage filter, SIMD stage 1), see docs/CHUNKING.md.
 //! - [`sscdc`]: SS-CDC (Ni thesis ch. 2): candidate bitmaps per segment, then sequential selection.
 //! - [`rapidcdc`]: RapidCDC (Ni thesis ch. 3): next-chunk-size hints from the previous version.
+//! - [`rapidfpt`]: RapidCDC with the fingerprint test: predicted chunks, cuts identical to plain.
 //! - [`inck`]: INC-K Rabin chunking and the chunk-size model (PRUNE §4.1-4.2).
 //! - [`policy`]: context-aware choice of fixed-size vs CDC chunking (PRUNE §4.3).
 
@@ -21,6 +22,7 @@ pub mod inck;
 pub mod pipeline;
 pub mod policy;
 pub mod rapidcdc;
+pub mod rapidfpt;
 pub mod sscdc;
 pub mod stream;
 pub mod twostage;
@@ -54,6 +56,21 @@ pub trait CutPoint {
 }
 
 impl<T: CutPoint + ?Sized> CutPoint for Box<T> {
+    fn max_size(&self) -> usize {
+        (**self).max_size()
+    }
+    fn history(&self) -> usize {
+        (**self).history()
+    }
+    fn cut(&self, buf: &[u8], start: usize) -> usize {
+        (**self).cut(buf, start)
+    }
+    fn take_fingerprints(&self, out: &mut Vec<crate::hash::Fingerprint>) -> bool {
+        (**self).take_fingerprints(out)
+    }
+}
+
+impl<T: CutPoint + ?Sized> CutPoint for std::sync::Arc<T> {
     fn max_size(&self) -> usize {
         (**self).max_size()
     }

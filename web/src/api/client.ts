@@ -130,6 +130,17 @@ export class Api {
     return new Uint8Array(await res.arrayBuffer());
   }
 
+  /** The raw length of each chunk (n*20 bytes of fingerprints), 0 where not stored. */
+  async chunkLengths(fps: Uint8Array, signal?: AbortSignal): Promise<Uint32Array> {
+    const res = await this.call(
+      this.repoPath('/chunks/lengths'),
+      { method: 'POST', headers: { 'Content-Type': 'application/octet-stream' }, body: fps as BodyInit },
+      signal,
+    );
+    const bytes = new DataView(await res.arrayBuffer());
+    return Uint32Array.from({ length: bytes.byteLength / 4 }, (_, i) => bytes.getUint32(4 * i, true));
+  }
+
   async uploadBundle(bundle: Uint8Array, signal?: AbortSignal) {
     return this.json<{ chunks: number; stored: number; duplicates: number; stored_bytes: number; raw_bytes: number }>(
       this.repoPath('/bundles'),

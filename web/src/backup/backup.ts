@@ -20,6 +20,7 @@ import type { PickedFolder } from '../input/folder';
 import type { NewChunks } from '../worker/protocol';
 import type { BatchResult, CorePool } from '../worker/pool';
 import { FP_LEN, packHex } from './hex';
+import { previousRecipes, type PreviousRecipes } from './hints';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
 import { manifestBlob, recipeAt, recipeLength, type BodyEntry, type Recipe } from './manifest';
 import { Uploader, type Candidate } from './uploader';
@@ -77,6 +78,10 @@ export interface BackupProgress {
   filesResumed: number;
   /** Files chunked as segments by several workers at once (SS-CDC). */
   filesSplit: number;
+  /** Chunks of the files read whose end RapidCDC predicted from the previous version (no scan). */
+  chunksPredicted: number;
+  /** Chunks of the files read. */
+  chunksRead: number;
   bytesTotal: number;
   /** Bytes accounted for: read and chunked, or reused unread. */
   bytesDone: number;
@@ -177,6 +182,8 @@ export class BackupJob {
       filesUnchanged: 0,
       filesResumed: 0,
       filesSplit: 0,
+      chunksPredicted: 0,
+      chunksRead: 0,
       bytesTotal: picked.files.reduce((n, f) => n + f.file.size, 0),
       bytesDone: 0,
       bytesRead: 0,
@@ -284,6 +291,8 @@ export class BackupJob {
       prevFiles.set(e.path, e);
       for (const fp of e.recipe) hot.add(fp);
     }
+    // Hints only save time: if the server cannot say the lengths, chunk without them.
+    const hints = await previousRecipes([...prevFiles.values()], (fps) => api.chunkLengths(fps)).catch(() => null);
 
     const old = await jobs.get(this.key);
     const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map();
@@ -323,7 +332,7 @@ export class BackupJob {
     this.enter('backing up');
     this.emit();
 
-    const first = await this.chunkAndUpload(toRead, hot, recipes, index);
+    const first = await this.chunkAndUpload(toRead, hot, hints, recipes, index);
     if (this.cancelled) throw new Error('cancelled');
 
     this.enter('committing');
@@ -371,7 +380,7 @@ export class BackupJob {
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
       for (const fp of missing) hot.delete(fp);
-      return await commit((await this.chunkAndUpload(affected, hot, recipes, null)).written);
+      return await commit((await this.chunkAndUpload(affected, hot, hints, recipes, null)).written);
     }
   }
 
@@ -382,6 +391,7 @@ export class BackupJob {
   private async chunkAndUpload(
     files: PickedFolder['files'],
     hot: Set<string>,
+    hints: PreviousRecipes | null,
     recipes: Map<string, Recipe>,
     index: ClientIndex | null,
   ): Promise<{ written: Promise<void> }> {
@@ -402,7 +412,10 @@ export class BackupJob {
     });
     this.uploader = uploader;
     if (this.pauseGate) uploader.pause();
-    pool.setKnown(packHex([...hot]), ZSTD_LEVEL);
+    pool.setKnown(packHex([...hot]), ZSTD_LEVEL, hints?.data);
+    // Counted on from an earlier pass (a retry after 409 calls this again).
+    const predictedBase = pool.predictedChunks - p.chunksPredicted;
+    const prevFile = (path: string) => hints?.fileIndex.get(path) ?? -1;
 
     /** Per file: its recipe recorded in the job state once its chunks are all durable. */
     const recorded: Promise<void>[] = [];
@@ -436,6 +449,7 @@ export class BackupJob {
           results = await pool.chunkBatch(
             work.map((f) => f.file),
             sizes,
+            work.map((f) => prevFile(f.path)),
             onNew,
             onRead,
           );
@@ -444,7 +458,9 @@ export class BackupJob {
           const split = f.size >= SPLIT_FILE_BYTES && pool.size > 1;
           if (split) p.filesSplit++;
           results = [
-            split ? await pool.chunkLargeFile(f, SEGMENT_BYTES, onNew, onRead) : await pool.chunkFile(f, onNew, onRead),
+            split
+              ? await pool.chunkLargeFile(f, SEGMENT_BYTES, onNew, onRead)
+              : await pool.chunkFile(f, prevFile(work[0].path), onNew, onRead),
           ];
           p.bytesRead += sizes[0] - seen;
         }
@@ -459,6 +475,8 @@ export class BackupJob {
           p.errors.push({ path: f.path, message: `not backed up: ${r.error}` });
         } else {
           recipes.set(f.path, r.fps);
+          p.chunksRead += r.lengths.length;
+          p.chunksPredicted = pool.predictedChunks - predictedBase;
           // Not awaited here: a bundle seals only when enough chunks arrive, so a lane
           // that waited for its own file's chunks to be stored could wait forever.
           recorded.push(

@@ -105,6 +105,10 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
         <dd data-testid="backup-sent" data-bytes={p.wireBytes}>
           {bytes(p.wireBytes)}
         </dd>
+        <dt>Chunks</dt>
+        <dd data-testid="backup-chunks" data-read={p.chunksRead} data-predicted={p.chunksPredicted}>
+          {p.chunksRead} in files read, {p.chunksPredicted} predicted from the previous version
+        </dd>
         <dt>Dedup + compression</dt>
         <dd data-testid="backup-ratio">{ratio(p.dedupRatio)}</dd>
         <dt>Speed</dt>

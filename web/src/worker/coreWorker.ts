@@ -13,7 +13,7 @@
  * The page may queue a few jobs per worker: their reads start on arrival (readahead.ts) and
  * they run one after another.
  */
-import init, { ChunkEngine, FileHasher, NewChunkBatch, SegmentChunker } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkEngine, FileHasher, NewChunkBatch, RecipeHints, SegmentChunker } from '../wasm-pkg/wasm_core.js';
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { ReadAhead, type BlockStream } from './readahead';
@@ -36,6 +36,11 @@ const BATCH_BYTES = 2 << 20;
 const MAX_UNCREDITED = 2;
 
 let known = new Set<string>();
+/**
+ * The previous version's recipes, if any: each file's chunks are predicted from them
+ * (RapidCDC with the fingerprint test: the same chunks as plain chunking, less scanning).
+ */
+let hints: RecipeHints | null = null;
 /** New chunks of the running job, collected in Wasm memory (one job at a time per worker). */
 let batch: NewChunkBatch | null = null;
 const credits = new Map<number, { outstanding: number; wake?: () => void }>();
@@ -123,6 +128,8 @@ class RecipeParts {
   private fps: Uint8Array[] = [];
   private lens: Uint32Array[] = [];
   count = 0;
+  /** Chunks found by prediction (RapidCDC), not by scanning. */
+  predicted = 0;
 
   add(fps: Uint8Array, lens: Uint32Array) {
     this.fps.push(fps);
@@ -159,11 +166,12 @@ class RecipeParts {
  */
 async function chunkStream(
   blocks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  prevFile: number,
   recipe: RecipeParts,
   out: Sink,
   onBytes?: (bytes: number) => void,
 ): Promise<number> {
-  const engine = new ChunkEngine('default');
+  const engine = hints ? ChunkEngine.withHints(hints, prevFile) : new ChunkEngine('default');
   const take = (n: number) => {
     if (!n) return;
     const fps = engine.fingerprints();
@@ -180,25 +188,26 @@ async function chunkStream(
       onBytes?.(bytes);
     }
     take(engine.finish());
+    recipe.predicted += engine.predicted();
     return bytes;
   } finally {
     engine.free();
   }
 }
 
-async function chunkFile(id: number, blocks: BlockStream) {
+async function chunkFile(id: number, prevFile: number, blocks: BlockStream) {
   const out = sink(id);
   const recipe = new RecipeParts();
   let reported = 0;
   try {
-    const bytes = await chunkStream(blocks, recipe, out, (bytes) => {
+    const bytes = await chunkStream(blocks, prevFile, recipe, out, (bytes) => {
       if (bytes - reported < PROGRESS_EVERY) return;
       post({ type: 'progress', id, bytes });
       reported = bytes;
     });
     await out.flush();
     const { fps, lengths } = recipe.pack();
-    post({ type: 'chunked', id, fps, lengths, bytes }, [fps.buffer, lengths.buffer]);
+    post({ type: 'chunked', id, fps, lengths, bytes, predicted: recipe.predicted }, [fps.buffer, lengths.buffer]);
   } finally {
     out.done();
   }
@@ -220,7 +229,7 @@ async function concat(blocks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
  * (a file changed or vanished since it was picked), each file is read on its own so that
  * the error names the file and the others are still backed up.
  */
-async function chunkBatch(id: number, files: File[], sizes: number[], blocks: BlockStream) {
+async function chunkBatch(id: number, files: File[], sizes: number[], prevFiles: number[], blocks: BlockStream) {
   const out = sink(id);
   const recipe = new RecipeParts();
   const counts = new Uint32Array(files.length);
@@ -232,7 +241,7 @@ async function chunkBatch(id: number, files: File[], sizes: number[], blocks: Bl
       let at = 0;
       for (let k = 0; k < files.length; k++) {
         const before = recipe.count;
-        bytes += await chunkStream([whole.subarray(at, at + sizes[k])], recipe, out);
+        bytes += await chunkStream([whole.subarray(at, at + sizes[k])], prevFiles[k], recipe, out);
         counts[k] = recipe.count - before;
         at += sizes[k];
       }
@@ -241,7 +250,7 @@ async function chunkBatch(id: number, files: File[], sizes: number[], blocks: Bl
         const m = recipe.mark();
         const own = reads.open(files[k]);
         try {
-          bytes += await chunkStream(own, recipe, out);
+          bytes += await chunkStream(own, prevFiles[k], recipe, out);
           counts[k] = recipe.count - m.count;
         } catch (e) {
           recipe.rollback(m);
@@ -253,7 +262,7 @@ async function chunkBatch(id: number, files: File[], sizes: number[], blocks: Bl
     }
     await out.flush();
     const { fps, lengths } = recipe.pack();
-    post({ type: 'batchChunked', id, fps, lengths, counts, errors, bytes }, [
+    post({ type: 'batchChunked', id, fps, lengths, counts, errors, bytes, predicted: recipe.predicted }, [
       fps.buffer,
       lengths.buffer,
       counts.buffer,
@@ -294,7 +303,7 @@ async function chunkSegment(id: number, seg: SegmentChunker, blocks: BlockStream
     const idx = fresh(fps, n);
     if (idx.length) batch!.addFromSegment(seg, idx);
     await out.flush();
-    post({ type: 'chunked', id, fps, lengths, bytes: stop - start }, [fps.buffer, lengths.buffer]);
+    post({ type: 'chunked', id, fps, lengths, bytes: stop - start, predicted: 0 }, [fps.buffer, lengths.buffer]);
   } finally {
     seg.free();
     entries.delete(id);
@@ -314,6 +323,14 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
       for (let i = 0; i < msg.fps.length / FP_LEN; i++) known.add(fpHex(msg.fps, i));
       batch?.free();
       batch = new NewChunkBatch(msg.zstdLevel);
+      hints?.free();
+      hints = null;
+      try {
+        if (msg.hints) hints = new RecipeHints(msg.hints.fps, msg.hints.lengths, msg.hints.counts);
+      } catch (e) {
+        // Hints only save time: without them every chunk is found by scanning.
+        console.warn('RapidCDC hints refused, chunking without them:', e);
+      }
       return;
     case 'credit': {
       const c = credits.get(msg.id);
@@ -348,10 +365,10 @@ function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' |
       run = () => chunkSegment(msg.id, seg, b, msg.start, msg.stop);
     } else if (msg.type === 'chunkBatch') {
       const b = (blocks = reads.open(new Blob(msg.files)));
-      run = () => chunkBatch(msg.id, msg.files, msg.sizes, b);
+      run = () => chunkBatch(msg.id, msg.files, msg.sizes, msg.prevFiles, b);
     } else {
       const b = (blocks = reads.open(msg.file));
-      run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, b));
+      run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, msg.prevFile, b));
     }
   } catch (e) {
     run = () => Promise.reject(e);

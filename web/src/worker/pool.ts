@@ -6,6 +6,7 @@
  */
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
 import { FP_LEN } from '../backup/hex';
+import type { RecipeHintsData } from '../backup/hints';
 
 export interface ChunkedFile {
   fps: Uint8Array;
@@ -50,6 +51,8 @@ export class CorePool {
   private slots: Slot[] = [];
   private queue: Job[] = [];
   private nextId = 1;
+  /** Chunks found by RapidCDC prediction instead of scanning, since the pool started. */
+  predictedChunks = 0;
 
   static async create(module: WebAssembly.Module, size = navigator.hardwareConcurrency || 2) {
     const pool = new CorePool();
@@ -77,9 +80,13 @@ export class CorePool {
     return this.slots.length;
   }
 
-  /** Tells every worker which fingerprints a backup job can skip (n*20 bytes). */
-  setKnown(fps: Uint8Array, zstdLevel: number) {
-    for (const s of this.slots) s.worker.postMessage({ type: 'setKnown', fps, zstdLevel } satisfies WorkerRequest);
+  /**
+   * Tells every worker which fingerprints a backup job can skip (n*20 bytes), and the
+   * previous version's recipes to predict chunks from.
+   */
+  setKnown(fps: Uint8Array, zstdLevel: number, hints: RecipeHintsData | null = null) {
+    for (const s of this.slots)
+      s.worker.postMessage({ type: 'setKnown', fps, zstdLevel, hints } satisfies WorkerRequest);
   }
 
   async hashFile(file: File, onProgress?: (bytes: number) => void): Promise<string> {
@@ -88,13 +95,15 @@ export class CorePool {
     return r.sha1;
   }
 
+  /** `prevFile`: the file's index in the hints given to `setKnown`, -1 if none. */
   async chunkFile(
     file: File,
+    prevFile: number,
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
   ): Promise<ChunkedFile> {
     const r = await this.run({
-      request: (id) => ({ type: 'chunkFile', id, file }),
+      request: (id) => ({ type: 'chunkFile', id, file, prevFile }),
       bytes: file.size,
       onNewChunks,
       onProgress,
@@ -110,11 +119,12 @@ export class CorePool {
   async chunkBatch(
     files: File[],
     sizes: number[],
+    prevFiles: number[],
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
   ): Promise<BatchResult[]> {
     const r = await this.run({
-      request: (id) => ({ type: 'chunkBatch', id, files, sizes }),
+      request: (id) => ({ type: 'chunkBatch', id, files, sizes, prevFiles }),
       bytes: sizes.reduce((a, b) => a + b, 0),
       onNewChunks,
       onProgress,
@@ -267,6 +277,7 @@ export class CorePool {
         break;
       default:
         this.finish(slot, msg.id);
+        if (msg.type === 'chunked' || msg.type === 'batchChunked') this.predictedChunks += msg.predicted;
         job.resolve(msg);
     }
     this.pump();

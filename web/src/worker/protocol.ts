@@ -1,16 +1,21 @@
 /** Messages between the page and a core worker: a small, typed bridge. */
+import type { RecipeHintsData } from '../backup/hints';
 
 export type WorkerRequest =
   | { type: 'init'; module: WebAssembly.Module }
   | { type: 'hashFile'; id: number; file: File }
-  /** Starts a backup job: fingerprints already stored (the previous version's), n*20 bytes. */
-  | { type: 'setKnown'; fps: Uint8Array; zstdLevel: number }
-  | { type: 'chunkFile'; id: number; file: File }
+  /**
+   * Starts a backup job: fingerprints already stored (the previous version's), n*20 bytes,
+   * and the previous version's recipes to predict chunks from (RapidCDC), if any.
+   */
+  | { type: 'setKnown'; fps: Uint8Array; zstdLevel: number; hints: RecipeHintsData | null }
+  /** `prevFile`: the file's index in the hints (its previous version), -1 if none. */
+  | { type: 'chunkFile'; id: number; file: File; prevFile: number }
   /**
    * Small files chunked one by one (each its own recipe) but read as one composite Blob:
    * one read instead of one per file. `sizes` are the sizes the page saw when they were picked.
    */
-  | { type: 'chunkBatch'; id: number; files: File[]; sizes: number[] }
+  | { type: 'chunkBatch'; id: number; files: File[]; sizes: number[]; prevFiles: number[] }
   /** Chunks starting in `start..stop` of a large file, one segment of many (SS-CDC). */
   | { type: 'chunkSegment'; id: number; file: File; start: number; stop: number }
   /** Where the previous segment's last chunk ended (NaN: it failed, give up). */
@@ -32,8 +37,8 @@ export type WorkerResponse =
   | { type: 'progress'; id: number; bytes: number }
   | { type: 'hashed'; id: number; sha1: string; bytes: number }
   | ({ type: 'newChunks'; id: number } & NewChunks)
-  /** The file's whole recipe, in order. */
-  | { type: 'chunked'; id: number; fps: Uint8Array; lengths: Uint32Array; bytes: number }
+  /** The file's whole recipe, in order; `predicted` of its chunks were found by RapidCDC. */
+  | { type: 'chunked'; id: number; fps: Uint8Array; lengths: Uint32Array; bytes: number; predicted: number }
   /**
    * A batch's recipes back to back: file k has `counts[k]` chunks, or failed with `errors[k]`
    * (then count 0).
@@ -46,6 +51,7 @@ export type WorkerResponse =
       counts: Uint32Array;
       errors: (string | null)[];
       bytes: number;
+      predicted: number;
     }
   /** A segment job's cuts are chosen: the next segment's chunks start at `exit`. */
   | { type: 'segmentExit'; id: number; exit: number }
