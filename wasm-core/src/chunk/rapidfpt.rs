@@ -17,10 +17,19 @@
 //! the fingerprint the backup needs anyway, so an accepted prediction costs no scan and
 //! no extra hash; a rejected one costs one wasted hash lane.
 //!
-//! Speed in Wasm: predictions are hashed [`PREDICT`] at a time with the multi-buffer SHA-1
-//! (4 lanes hash 4 chunks in about the time of one), and chunks found by scanning are
-//! hashed [`SCAN_BATCH`] at a time for the same reason; after such a batch the last chunk's
-//! fingerprint is looked up to resume predicting.
+//! Speed in Wasm (measured: docs/BENCHMARKS.md "RapidCDC in Wasm"):
+//! - Chunks are decided [`BATCH`] at a time, predicted and scanned ones mixed, and hashed
+//!   together by the multi-buffer SHA-1 (its 4 lanes are refilled as messages end, so only
+//!   the tail of a call runs with idle lanes: small calls are slow).
+//! - Before any hashing, a predicted end must pass the rolling-window test (§3.3.2's RWT:
+//!   the chunker's own candidate test there, one 32-byte hash): a shifted region is
+//!   rejected for free.
+//! - After a scanned chunk, predicting resumes at once after the previous version's chunk
+//!   of the same length (a guess, checked like any prediction); after a hashed batch, after
+//!   the chunk with the last scanned chunk's fingerprint.
+//! - A prediction whose fingerprint differs (bytes overwritten in place, e.g. a version
+//!   string) is re-cut by scanning; if the scan ends at the same place, the hash already
+//!   computed is that chunk's fingerprint and the rest of the batch stands.
 //!
 //! Oracle: `tests` below and `tests/engine_wasm.rs` check that the output equals the plain
 //! chunker's on edited versions, random data and every block split.
@@ -32,11 +41,9 @@ use super::twostage::TwoStage;
 use super::CutPoint;
 use crate::hash::{sha1_many, Fingerprint};
 
-/// Predicted chunks hashed together (two rounds of 4 lanes).
-pub const PREDICT: usize = 8;
-/// Chunks cut by scanning before their fingerprints are computed together (one round of
-/// 4 lanes: small, so that predicting resumes soon after an edit).
-pub const SCAN_BATCH: usize = 4;
+/// Chunks decided, then hashed together, per batch (at most what the stream's window
+/// holds). typescript-10 in Wasm, hinted vs plain: 32 gave 1.02x, 128 gives 1.07x.
+pub const BATCH: usize = 128;
 
 /// The previous version's recipes, laid end to end: what RapidCDC predicts from.
 pub struct PrevRecipes {
@@ -49,6 +56,8 @@ pub struct PrevRecipes {
     /// Fingerprint -> an index where it occurs *not* as the last chunk of its file (so a
     /// chunk follows it there).
     followed: HashMap<Fingerprint, u32>,
+    /// Length -> the same, for a guess without hashing (lengths below the maximum only).
+    by_len: HashMap<u32, u32>,
 }
 
 impl PrevRecipes {
@@ -77,9 +86,14 @@ impl PrevRecipes {
             at += c;
         }
         let mut followed = HashMap::with_capacity(fps.len());
+        let mut by_len = HashMap::new();
+        let longest = lens.iter().copied().max().unwrap_or(0);
         for (i, fp) in fps.iter().enumerate() {
             if !last[i] {
                 followed.entry(*fp).or_insert(i as u32);
+                if lens[i] < longest {
+                    by_len.entry(lens[i]).or_insert(i as u32);
+                }
             }
         }
         Ok(PrevRecipes {
@@ -88,6 +102,7 @@ impl PrevRecipes {
             last,
             file_start,
             followed,
+            by_len,
         })
     }
 
@@ -125,6 +140,8 @@ struct State {
     queue: VecDeque<(usize, Fingerprint)>,
     emitted: Vec<Fingerprint>,
     ranges: Vec<(usize, usize)>,
+    /// Per range: the previous chunk it was predicted to be, or `None` if scanned.
+    expect: Vec<Option<usize>>,
     digests: Vec<Fingerprint>,
     stats: Stats,
 }
@@ -152,6 +169,7 @@ impl RapidFpt {
                 queue: VecDeque::new(),
                 emitted: Vec::new(),
                 ranges: Vec::new(),
+                expect: Vec::new(),
                 digests: Vec::new(),
                 stats: Stats::default(),
             }),
@@ -162,80 +180,91 @@ impl RapidFpt {
         self.state.lock().unwrap().stats
     }
 
-    /// Hashes `st.ranges` into `st.digests`.
-    fn hash(buf: &[u8], st: &mut State) {
-        st.digests.resize(st.ranges.len(), [0; 20]);
-        sha1_many(buf, &st.ranges, &mut st.digests);
-    }
-
-    /// Queues the predicted chunks from `start` that pass the fingerprint test; returns
-    /// how many.
-    fn predict(&self, buf: &[u8], start: usize, st: &mut State) -> usize {
-        let Some(first) = st.next else { return 0 };
+    /// Where previous chunk `i`, predicted to start at `s`, would end, if it may: the bytes
+    /// are buffered, a file's last chunk only where this stream ends too, and a chunk ended
+    /// by content only at a candidate (rolling-window test).
+    fn predictable(&self, buf: &[u8], s: usize, i: usize, at_end: bool) -> Option<usize> {
         let p = &*self.prev;
-        // The stream is known to end at `buf.len()` only when less than `max` is left
-        // (the CutPoint contract); only then may a file's last chunk be predicted.
-        let at_end = buf.len() - start < self.inner.max_size();
-        st.ranges.clear();
-        let mut s = start;
-        let mut i = first;
-        while st.ranges.len() < PREDICT && i < p.len() {
-            let e = s + p.lens[i] as usize;
-            if e > buf.len() || (p.last[i] && !(at_end && e == buf.len())) {
-                break;
-            }
-            st.ranges.push((s, e - s));
-            if p.last[i] {
-                break;
-            }
-            s = e;
-            i += 1;
-        }
-        if st.ranges.is_empty() {
-            // Not enough bytes buffered to test it: keep the prediction for the next call.
-            return 0;
-        }
-        Self::hash(buf, st);
-        let mut ok = 0;
-        while ok < st.ranges.len() && st.digests[ok] == p.fps[first + ok] {
-            let (len, fp) = (st.ranges[ok].1, st.digests[ok]);
-            st.queue.push_back((len, fp));
-            ok += 1;
-        }
-        st.stats.predicted += ok as u64;
-        st.stats.rejected += (ok < st.ranges.len()) as u64;
-        let stopped_by_mismatch = ok < st.ranges.len();
-        let ended_file = ok > 0 && p.last[first + ok - 1];
-        st.next = (!stopped_by_mismatch && !ended_file).then_some(first + ok);
-        ok
+        let len = p.lens[i] as usize;
+        let e = s + len;
+        let ok = e <= buf.len()
+            && if p.last[i] {
+                at_end && e == buf.len()
+            } else {
+                len >= self.inner.max_size() || self.inner.is_boundary(buf, e, len)
+            };
+        ok.then_some(e)
     }
 
-    /// Cuts up to SCAN_BATCH chunks from `start` by scanning, queues them with their
-    /// fingerprints, and resumes predicting after the last one if the previous version
-    /// had a chunk following it.
-    fn scan(&self, buf: &[u8], start: usize, st: &mut State) {
+    /// Decides up to BATCH chunks from `start`, hashes them together and queues those that
+    /// stand (see the module documentation).
+    fn refill(&self, buf: &[u8], start: usize, st: &mut State) {
+        let p = &*self.prev;
         let max = self.inner.max_size();
+        // `buf` ends the stream only when less than `max` is left (the CutPoint contract).
         let at_end = buf.len() - start < max;
+        let can_cut = |s: usize| s < buf.len() && (s == start || at_end || buf.len() - s >= max);
         st.ranges.clear();
+        st.expect.clear();
         let mut s = start;
-        while st.ranges.len() < SCAN_BATCH && s < buf.len() {
-            // Past the first chunk, a cut needs `max` bytes after its start unless the
-            // stream is known to end here.
-            if s > start && !at_end && buf.len() - s < max {
+        let mut next = st.next;
+        while st.ranges.len() < BATCH {
+            if let Some(i) = next.filter(|&i| i < p.len()) {
+                if let Some(e) = self.predictable(buf, s, i, at_end) {
+                    st.ranges.push((s, e - s));
+                    st.expect.push(Some(i));
+                    s = e;
+                    next = (!p.last[i]).then_some(i + 1);
+                    continue;
+                }
+                st.stats.rejected += 1;
+            }
+            if !can_cut(s) {
                 break;
             }
             let e = self.inner.cut(buf, s);
             st.ranges.push((s, e - s));
+            st.expect.push(None);
+            next = p.by_len.get(&((e - s) as u32)).map(|&j| j as usize + 1);
             s = e;
         }
-        Self::hash(buf, st);
-        for k in 0..st.ranges.len() {
-            let item = (st.ranges[k].1, st.digests[k]);
-            st.queue.push_back(item);
+        if st.ranges.is_empty() {
+            return;
         }
-        st.stats.scanned += st.ranges.len() as u64;
-        let last = st.digests[st.ranges.len() - 1];
-        st.next = self.prev.followed.get(&last).map(|&i| i as usize + 1);
+        st.digests.resize(st.ranges.len(), [0; 20]);
+        sha1_many(buf, &st.ranges, &mut st.digests);
+        for k in 0..st.ranges.len() {
+            let (from, len) = st.ranges[k];
+            let fp = st.digests[k];
+            let stands = match st.expect[k] {
+                None => {
+                    st.stats.scanned += 1;
+                    true
+                }
+                Some(i) if fp == p.fps[i] => {
+                    st.stats.predicted += 1;
+                    true
+                }
+                Some(_) => {
+                    st.stats.rejected += 1;
+                    // Changed in place? Then scanning ends it where predicted, and `fp`,
+                    // the hash of exactly those bytes, is its fingerprint.
+                    let rescanned = can_cut(from) && self.inner.cut(buf, from) == from + len;
+                    st.stats.scanned += rescanned as u64;
+                    rescanned
+                }
+            };
+            if !stands {
+                // The rest was decided from a wrong end: decide it again from here.
+                st.next = None;
+                return;
+            }
+            st.queue.push_back((len, fp));
+        }
+        st.next = next.or_else(|| {
+            let last = st.digests[st.ranges.len() - 1];
+            p.followed.get(&last).map(|&i| i as usize + 1)
+        });
     }
 }
 
@@ -250,8 +279,10 @@ impl CutPoint for RapidFpt {
     fn cut(&self, buf: &[u8], start: usize) -> usize {
         let mut guard = self.state.lock().unwrap();
         let st = &mut *guard;
-        if st.queue.is_empty() && self.predict(buf, start, st) == 0 {
-            self.scan(buf, start, st);
+        // A refill that queued nothing (its first chunk was mispredicted) cleared the
+        // prediction, so the next one starts by scanning and queues at least one chunk.
+        while st.queue.is_empty() {
+            self.refill(buf, start, st);
         }
         let (len, fp) = st.queue.pop_front().expect("a chunk was queued");
         st.emitted.push(fp);
