@@ -291,8 +291,9 @@ export class BackupJob {
       prevFiles.set(e.path, e);
       for (const fp of e.recipe) hot.add(fp);
     }
-    // Hints only save time: if the server cannot say the lengths, chunk without them.
-    const hints = await previousRecipes([...prevFiles.values()], (fps) => api.chunkLengths(fps)).catch(() => null);
+    // Hints only save time: if the server cannot say the lengths, chunk without them. The
+    // request runs while the job state is read and the plan is made.
+    const hintsReady = previousRecipes([...prevFiles.values()], (fps) => api.chunkLengths(fps)).catch(() => null);
 
     const old = await jobs.get(this.key);
     const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map();
@@ -332,6 +333,7 @@ export class BackupJob {
     this.enter('backing up');
     this.emit();
 
+    const hints = await hintsReady;
     const first = await this.chunkAndUpload(toRead, hot, hints, recipes, index);
     if (this.cancelled) throw new Error('cancelled');
 
