@@ -283,7 +283,13 @@ export class BackupJob {
   private async backup(): Promise<VersionInfo> {
     const { api, jobs, index } = this.deps;
     const p = this.progress;
-    const [prev] = await Promise.all([this.previousManifest(), this.validateIndex()]);
+    // The job state (an unfinished run of this job?) is read while the server answers.
+    const state = (async () => {
+      const old = await jobs.get(this.key);
+      const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map<string, FileRecord>();
+      return { old, resumable };
+    })();
+    const [prev] = await Promise.all([this.previousManifest(), this.validateIndex(), state]);
     const prevFiles = new Map<string, ManifestEntry>();
     const hot = new Set<string>();
     for (const e of prev?.entries ?? []) {
@@ -292,11 +298,10 @@ export class BackupJob {
       for (const fp of e.recipe) hot.add(fp);
     }
     // Hints only save time: if the server cannot say the lengths, chunk without them. The
-    // request runs while the job state is read and the plan is made.
+    // request runs while the job record is written and the plan is made.
     const hintsReady = previousRecipes([...prevFiles.values()], (fps) => api.chunkLengths(fps)).catch(() => null);
 
-    const old = await jobs.get(this.key);
-    const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map();
+    const { old, resumable } = await state;
     const job: JobRecord = {
       key: this.key,
       source: p.source,
