@@ -259,18 +259,21 @@ impl Hasher for FpHasher {
 }
 
 pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
+/// Committed fingerprint -> raw length of the chunk.
+type FpLengths = HashMap<Fingerprint, u32, BuildHasherDefault<FpHasher>>;
 
 /// Repositories with more chunks than this are not cached in memory (about 40 bytes per
-/// chunk); `chunks/missing` then asks SQLite for each fingerprint.
+/// chunk); `chunks/missing` and `chunks/lengths` then ask SQLite for each fingerprint.
 const MAX_CACHED_CHUNKS: i64 = 16_000_000;
 
 pub struct Store {
     pub data_dir: PathBuf,
     pub readers: ReadPool,
     writer: Mutex<Writer>,
-    /// Exact in-memory copy of each repository's committed fingerprints (loaded on first
-    /// use, extended after each commit), for fast `chunks/missing` answers.
-    fp_cache: RwLock<HashMap<i64, FpSet>>,
+    /// Exact in-memory copy of each repository's committed fingerprints with their raw
+    /// lengths (loaded on first use, extended after each commit), for fast
+    /// `chunks/missing` and `chunks/lengths` answers.
+    fp_cache: RwLock<HashMap<i64, FpLengths>>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -364,7 +367,7 @@ impl Store {
                 }
                 let mut cache = self.fp_cache.write().unwrap_or_else(|p| p.into_inner());
                 if let Some(set) = cache.get_mut(&repo_id) {
-                    set.extend(new.iter().map(|e| e.fp));
+                    set.extend(new.iter().map(|e| (e.fp, e.raw_len)));
                 }
                 Ok(result)
             }
@@ -515,7 +518,7 @@ impl Store {
         {
             let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
             if let Some(set) = cache.get(&repo_id) {
-                return Ok(unique.into_iter().filter(|fp| !set.contains(fp)).collect());
+                return Ok(unique.into_iter().filter(|fp| !set.contains_key(fp)).collect());
             }
         }
         if self.load_fp_cache(repo_id)? {
@@ -534,6 +537,15 @@ impl Store {
 
     /// The raw length of each of `fps` (request order), 0 where not committed.
     pub fn raw_lengths(&self, repo_id: i64, fps: &[Fingerprint]) -> ApiResult<Vec<u32>> {
+        {
+            let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(set) = cache.get(&repo_id) {
+                return Ok(fps.iter().map(|fp| set.get(fp).copied().unwrap_or(0)).collect());
+            }
+        }
+        if self.load_fp_cache(repo_id)? {
+            return self.raw_lengths(repo_id, fps);
+        }
         let conn = self.readers.get()?;
         let mut st =
             conn.prepare_cached("SELECT raw_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
@@ -567,13 +579,13 @@ impl Store {
         if n > MAX_CACHED_CHUNKS {
             return Ok(false);
         }
-        let mut set = FpSet::with_capacity_and_hasher(n as usize, Default::default());
-        let mut st = w.conn.prepare("SELECT fp FROM chunks WHERE repo_id = ?1")?;
+        let mut set = FpLengths::with_capacity_and_hasher(n as usize, Default::default());
+        let mut st = w.conn.prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
         let mut rows = st.query([repo_id])?;
         while let Some(r) = rows.next()? {
             let fp: Vec<u8> = r.get(0)?;
             if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
-                set.insert(fp);
+                set.insert(fp, r.get(1)?);
             }
         }
         self.fp_cache

@@ -496,7 +496,10 @@ export class BackupJob {
         p.bytesDone += sizes[k];
       });
     };
-    const work = batches(files);
+    // Largest first (LPT scheduling): a big file handed out last would leave one worker
+    // chunking it alone while the others idle.
+    const size = (w: PickedFolder['files']) => w.reduce((n, f) => n + f.file.size, 0);
+    const work = batches(files).sort((a, b) => size(b) - size(a));
     let next = 0;
     const lanes = Array.from({ length: inFlight }, async () => {
       while (next < work.length) {

@@ -1,0 +1,16 @@
+import { describe, expect, it } from 'vitest';
+import { fpHex, hexToBytes, packHex } from './hex';
+
+describe('hex', () => {
+  it('decodes what fpHex encodes, upper or lower case', () => {
+    const bytes = Uint8Array.from({ length: 20 * 50 }, (_, i) => (i * 97 + 13) & 255);
+    const hexes = Array.from({ length: 50 }, (_, i) => fpHex(bytes, i));
+    expect(packHex(hexes)).toEqual(bytes);
+    expect(packHex(hexes.map((h) => h.toUpperCase()))).toEqual(bytes);
+    expect(Array.from(hexToBytes('00ff7a', new Uint8Array(5), 2))).toEqual([0, 0, 0, 255, 122]);
+  });
+
+  it('refuses what is not hex', () => {
+    for (const bad of ['0g', 'zz', '0 ', '-1']) expect(() => hexToBytes(bad)).toThrow(/not hex/);
+  });
+});
