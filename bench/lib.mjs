@@ -4,7 +4,7 @@
 // benchmark that awaits them exits non-zero with a readable message.
 import { chromium } from '@playwright/test';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +42,17 @@ export function cli(argv = process.argv.slice(2)) {
 /** Apparent size in bytes of a file or folder (`du -sb`). */
 export function du(p) {
   return Number(execFileSync('du', ['-sb', p], { encoding: 'utf8' }).split('\t')[0]);
+}
+
+/** Every regular file under `dir`, as sorted paths relative to it with `/`. */
+export function walk(dir, rel = '') {
+  const out = [];
+  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...walk(dir, r));
+    else if (e.isFile()) out.push(r);
+  }
+  return out.sort();
 }
 
 /** Seconds from an arbitrary origin (performance.now), for wall-clock intervals. */

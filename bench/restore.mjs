@@ -6,11 +6,22 @@
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
 // (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3; --runs:
 // restores per tool, default 3, the medians are reported)
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { apiJson, backupFolders, cli, dataset, launchBrowser, now, openApp, resticRepo, startServer } from './lib.mjs';
+import {
+  apiJson,
+  backupFolders,
+  cli,
+  dataset,
+  launchBrowser,
+  now,
+  openApp,
+  resticRepo,
+  startServer,
+  walk,
+} from './lib.mjs';
 
 const { flag, option } = cli();
 const quick = flag('quick');
@@ -25,17 +36,6 @@ const pickIndex = versions.findIndex((v) => path.basename(v) === pick);
 if (pickIndex < 0) throw new Error(`--restore ${pick}: not one of ${versions.map((v) => path.basename(v)).join(', ')}`);
 const chosen = versions[pickIndex];
 const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-restore-'));
-
-/** Every regular file under `dir`, as sorted paths relative to it with `/`. */
-function walk(dir, rel = '') {
-  const out = [];
-  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...walk(dir, r));
-    else if (e.isFile()) out.push(r);
-  }
-  return out.sort();
-}
 
 /** Throws unless `got` holds exactly the files of `want`, with the same bytes. Returns their total size. */
 function sameTree(want, got, what) {

@@ -236,24 +236,37 @@ fn is_binary(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/octet-stream"))
 }
 
+/// The shared front of `chunks/missing` and `chunks/lengths`: authorizes, reads the
+/// fingerprint list (binary or JSON) and answers with `answer(store, repo_id, fps, binary)`
+/// on a blocking thread.
+async fn fp_query(
+    store: Arc<Store>,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+    answer: fn(&Store, i64, Vec<Fingerprint>, bool) -> ApiResult<Response>,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let binary = is_binary(&headers);
+    let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
+    blocking(move || answer(&store, repo_id, fp_list(&body, binary)?, binary)).await
+}
+
+fn octets(bytes: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+}
+
 async fn missing(
     State(store): St,
     repo: RepoPath,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
-    let binary = is_binary(&headers);
-    let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
-    blocking(move || {
-        let out = store.missing(repo_id, fp_list(&body, binary)?)?;
+    fp_query(store, repo, headers, body, |store, repo_id, fps, binary| {
+        let out = store.missing(repo_id, fps)?;
         Ok(if binary {
-            (
-                [(header::CONTENT_TYPE, "application/octet-stream")],
-                out.concat(),
-            )
-                .into_response()
+            octets(out.concat())
         } else {
             let hex: Vec<String> = out.iter().map(to_hex).collect();
             Json(json!({ "missing": hex })).into_response()
@@ -268,15 +281,10 @@ async fn lengths(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
-    let binary = is_binary(&headers);
-    let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
-    blocking(move || {
-        let out = store.raw_lengths(repo_id, &fp_list(&body, binary)?)?;
+    fp_query(store, repo, headers, body, |store, repo_id, fps, binary| {
+        let out = store.raw_lengths(repo_id, &fps)?;
         Ok(if binary {
-            let bytes: Vec<u8> = out.iter().flat_map(|n| n.to_le_bytes()).collect();
-            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+            octets(out.iter().flat_map(|n| n.to_le_bytes()).collect())
         } else {
             Json(json!({ "lengths": out })).into_response()
         })

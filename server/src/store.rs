@@ -518,7 +518,10 @@ impl Store {
         {
             let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
             if let Some(set) = cache.get(&repo_id) {
-                return Ok(unique.into_iter().filter(|fp| !set.contains_key(fp)).collect());
+                return Ok(unique
+                    .into_iter()
+                    .filter(|fp| !set.contains_key(fp))
+                    .collect());
             }
         }
         if self.load_fp_cache(repo_id)? {
@@ -540,7 +543,10 @@ impl Store {
         {
             let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
             if let Some(set) = cache.get(&repo_id) {
-                return Ok(fps.iter().map(|fp| set.get(fp).copied().unwrap_or(0)).collect());
+                return Ok(fps
+                    .iter()
+                    .map(|fp| set.get(fp).copied().unwrap_or(0))
+                    .collect());
             }
         }
         if self.load_fp_cache(repo_id)? {
@@ -580,7 +586,9 @@ impl Store {
             return Ok(false);
         }
         let mut set = FpLengths::with_capacity_and_hasher(n as usize, Default::default());
-        let mut st = w.conn.prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
+        let mut st = w
+            .conn
+            .prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
         let mut rows = st.query([repo_id])?;
         while let Some(r) = rows.next()? {
             let fp: Vec<u8> = r.get(0)?;

@@ -10,6 +10,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { walk } from '../../bench/lib.mjs';
 
 const [pkgDir, series, repsArg] = process.argv.slice(2);
 const reps = Number(repsArg ?? 3);
@@ -17,16 +18,6 @@ const wasm = await import(pathToFileURL(path.join(pkgDir, 'wasm_core.js')).href)
 wasm.initSync({ module: readFileSync(path.join(pkgDir, 'wasm_core_bg.wasm')) });
 const { ChunkEngine, RecipeHints } = wasm;
 const BLOCK = 1 << 20;
-
-function walk(dir, rel = '') {
-  const out = [];
-  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...walk(dir, r));
-    else if (e.isFile()) out.push(r);
-  }
-  return out.sort();
-}
 
 /** Chunks `bytes` with `engine`; { fps (Uint8Array), lengths (number[]) }. */
 function chunk(engine, bytes) {
@@ -86,7 +77,13 @@ for (const v of versions.slice(1)) {
 }
 
 const mbps = (b, ms) => b / 1e3 / ms;
-console.log('version'.padEnd(12), 'MB'.padStart(6), 'predicted'.padStart(14), 'plain MB/s'.padStart(11), 'hinted MB/s'.padStart(12));
+console.log(
+  'version'.padEnd(12),
+  'MB'.padStart(6),
+  'predicted'.padStart(14),
+  'plain MB/s'.padStart(11),
+  'hinted MB/s'.padStart(12),
+);
 for (const r of rows)
   console.log(
     r.version.padEnd(12),

@@ -55,35 +55,28 @@ pub trait CutPoint {
     }
 }
 
-impl<T: CutPoint + ?Sized> CutPoint for Box<T> {
-    fn max_size(&self) -> usize {
-        (**self).max_size()
-    }
-    fn history(&self) -> usize {
-        (**self).history()
-    }
-    fn cut(&self, buf: &[u8], start: usize) -> usize {
-        (**self).cut(buf, start)
-    }
-    fn take_fingerprints(&self, out: &mut Vec<crate::hash::Fingerprint>) -> bool {
-        (**self).take_fingerprints(out)
-    }
+/// A boxed or shared chunker is a chunker (the bindings hold a RapidCDC chunker both in
+/// the pipeline and to read its counters).
+macro_rules! forward_cut_point {
+    ($($ptr:ident),*) => {$(
+        impl<T: CutPoint + ?Sized> CutPoint for $ptr<T> {
+            fn max_size(&self) -> usize {
+                (**self).max_size()
+            }
+            fn history(&self) -> usize {
+                (**self).history()
+            }
+            fn cut(&self, buf: &[u8], start: usize) -> usize {
+                (**self).cut(buf, start)
+            }
+            fn take_fingerprints(&self, out: &mut Vec<crate::hash::Fingerprint>) -> bool {
+                (**self).take_fingerprints(out)
+            }
+        }
+    )*};
 }
-
-impl<T: CutPoint + ?Sized> CutPoint for std::sync::Arc<T> {
-    fn max_size(&self) -> usize {
-        (**self).max_size()
-    }
-    fn history(&self) -> usize {
-        (**self).history()
-    }
-    fn cut(&self, buf: &[u8], start: usize) -> usize {
-        (**self).cut(buf, start)
-    }
-    fn take_fingerprints(&self, out: &mut Vec<crate::hash::Fingerprint>) -> bool {
-        (**self).take_fingerprints(out)
-    }
-}
+use std::sync::Arc;
+forward_cut_point!(Box, Arc);
 
 /// A chunker chosen at run time (by the bindings, the benchmarks, the policy).
 pub type DynChunker = Box<dyn CutPoint + Send + Sync>;
