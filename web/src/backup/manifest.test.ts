@@ -8,7 +8,7 @@ describe('manifestBlob', () => {
     const entries: BodyEntry[] = [
       { path: 'a dir', kind: 'dir', size: 0, mtime: 0, mode: null, recipe: [] },
       { path: 'big "quoted" \u00e9.bin', kind: 'file', size: 123, mtime: 456, mode: null, recipe: packed },
-      { path: 'small', kind: 'file', size: 1, mtime: 2, mode: 420, recipe: ['00'.repeat(20), 'ab'.repeat(20)] },
+      { path: 'small 😀', kind: 'file', size: 1, mtime: 2, mode: 420, recipe: ['00'.repeat(20), 'ab'.repeat(20)] },
       { path: 'empty', kind: 'file', size: 0, mtime: 3, mode: null, recipe: new Uint8Array(0) },
     ];
     const plain = {
