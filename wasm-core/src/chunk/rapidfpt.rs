@@ -1,5 +1,5 @@
-//! RapidCDC with the fingerprint test (Ni thesis ch. 3 §3.3.2, "FF+RWT+FPT" without the
-//! rolling-window step), arranged so that its cuts are **exactly** the base chunker's.
+//! RapidCDC with the rolling-window and fingerprint tests (Ni thesis ch. 3 §3.3.2,
+//! "FF+RWT+FPT"), arranged so that its cuts are **exactly** the base chunker's.
 //!
 //! RapidCDC's idea (§3.2, duplicate locality): after a chunk the previous version also
 //! had, the next chunk is very likely the one that followed it there. So instead of
@@ -15,7 +15,8 @@
 //! file, not by content; it is accepted only where this stream is known to end at the same
 //! place (then the plain chunker also cuts there: no candidate lies inside). The SHA-1 is
 //! the fingerprint the backup needs anyway, so an accepted prediction costs no scan and
-//! no extra hash; a rejected one costs one wasted hash lane.
+//! no extra hash. Exactness assumes the previous recipes were cut by this same chunker
+//! (the backup's are); other recipes only make predictions fail or, at worst, move a cut.
 //!
 //! Speed in Wasm (measured: docs/BENCHMARKS.md "RapidCDC in Wasm"):
 //! - Chunks are decided [`BATCH`] at a time, predicted and scanned ones mixed, and hashed
@@ -127,7 +128,7 @@ pub struct Stats {
     pub chunks: u64,
     /// Chunks whose end was predicted and confirmed by its fingerprint (no scan).
     pub predicted: u64,
-    /// Predictions hashed and rejected.
+    /// Predictions rejected: by the rolling-window test (free) or by the fingerprint.
     pub rejected: u64,
     /// Chunks found by scanning.
     pub scanned: u64,
