@@ -9,11 +9,10 @@ import { startServer, type RunningServer } from '../server';
 /**
  * Opt-in (`DITTO_LARGE_FILE_MB=2048 npx playwright test -c e2e tests/large-file.spec.ts`; ~5 min,
  * most of it writing the file). PSS of the browser's page renderers (the tab with its workers,
- * plus any spare renderer; not Chromium's own UI renderer): 83-85 MiB idle; for 2 GiB the
- * peak was 295, 314 and 343 MiB in three runs on 2026-11-23 (limit 300: fails more often
- * than not), at 1.7, 11.6 and 3.3 s of a ~12 s backup; 285 MiB in one run on 2026-11-22
- * before read-ahead; 488 MiB before segment splitting, packing in Wasm, the reused bundle
- * buffer and the Blob manifest. See docs/BACKUP.md "Memory".
+ * plus any spare renderer; not Chromium's own UI renderer): 84 MiB idle; for 2 GiB the
+ * peak was 299, 253 and 255 MiB in three runs on 2026-11-23 (segments read through BYOB
+ * readers; 295-343 MiB before that), at the end of a ~11 s backup. See docs/BACKUP.md
+ * "Memory".
  */
 const MiB = 2 ** 20;
 const SIZE = Number(process.env.DITTO_LARGE_FILE_MB ?? 2048) * MiB;

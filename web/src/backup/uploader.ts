@@ -44,7 +44,7 @@ export interface UploaderOptions {
    * add() waits while more than this many stored bytes are queued, in flight included
    * (memory bound). The 2 GiB test's tab peaked at 333 MiB with 48 MiB here, 308 with 16 and
    * 295-343 with 8 over three runs (e2e/tests/large-file.spec.ts, limit 300; one run each
-   * for 48 and 16, and the peak moves with the workers' garbage collections).
+   * for 48 and 16), before segment reads stopped making garbage (docs/BACKUP.md).
    */
   maxQueuedBytes: number;
   maxAttempts: number;

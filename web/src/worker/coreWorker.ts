@@ -45,8 +45,9 @@ let hints: RecipeHints | null = null;
 let batch: NewChunkBatch | null = null;
 const credits = new Map<number, { outstanding: number; wake?: () => void }>();
 /**
- * Reads of every queued job start on arrival. Tried and rejected: a BYOB reader reusing one
- * buffer (hung intermittently in Chromium 156 on small files), and freeing each block with
+ * Reads of every queued file and batch job start on arrival (segments of large files are
+ * read in place instead, see `readInPlace`). Tried and rejected here: BYOB readers (several
+ * per thread over whole files hung in Chromium 156), and freeing each block with
  * `ArrayBuffer.transfer(0)` (the tab grew to 2.5 GiB for a 2 GiB file: detaching drops V8's
  * count of external memory, so no GC came to free them).
  */
