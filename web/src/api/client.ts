@@ -150,11 +150,12 @@ export class Api {
   }
 
   /** `manifest` as an object, or already as JSON text in a Blob (large manifests). */
-  commitVersion(manifest: Manifest | Blob) {
+  commitVersion(manifest: Manifest | Blob | Uint8Array) {
     return this.json<VersionInfo>(this.repoPath('/versions'), {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: manifest instanceof Blob ? manifest : JSON.stringify(manifest),
+      body:
+        manifest instanceof Blob || manifest instanceof Uint8Array ? (manifest as BodyInit) : JSON.stringify(manifest),
     });
   }
 

@@ -14,15 +14,16 @@
  *
  * Nothing is skipped silently: unreadable files are listed in the progress and the result.
  */
-import { ApiError, type Api, type Manifest, type ManifestEntry, type VersionInfo } from '../api/client';
+import { ApiError, type Api, type VersionInfo } from '../api/client';
 import type { ClientIndex } from '../dedupindex/index';
 import type { PickedFolder } from '../input/folder';
 import type { NewChunks } from '../worker/protocol';
 import type { BatchResult, CorePool } from '../worker/pool';
-import { FP_LEN, packHex } from './hex';
-import { previousRecipes, type PreviousRecipes } from './hints';
+import { FP_LEN } from './hex';
+import { lengthsOfFile, previousRecipes, type PreviousRecipes } from './hints';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
-import { manifestBlob, recipeAt, recipeLength, type BodyEntry, type Recipe } from './manifest';
+import { manifestBody, recipeAt, recipeLength, type BodyEntry } from './manifest';
+import { distinctFps, previousVersion, rememberCommitted } from './previous';
 import { Uploader, type Candidate } from './uploader';
 
 export const ZSTD_LEVEL = 3;
@@ -161,6 +162,8 @@ export class BackupJob {
   private openGate: (() => void) | null = null;
   private started = performance.now();
   private readBase = 0;
+  /** The version is committed: the job's per-file records are not needed any more. */
+  private committed = false;
   private key: string;
 
   private picked: PickedFolder;
@@ -265,13 +268,6 @@ export class BackupJob {
     return this.progress;
   }
 
-  private async previousManifest(): Promise<Manifest | null> {
-    const versions = (await this.deps.api.versions()).filter((v) => v.source === this.progress.source);
-    if (!versions.length) return null;
-    const latest = versions.reduce((a, b) => (b.id > a.id ? b : a));
-    return (await this.deps.api.version(latest.id)).manifest;
-  }
-
   /** The client index is a cache of the server: if it names chunks the server lacks, drop it. */
   private async validateIndex() {
     const index = this.deps.index;
@@ -289,17 +285,13 @@ export class BackupJob {
       const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map<string, FileRecord>();
       return { old, resumable };
     })();
-    const [prev] = await Promise.all([this.previousManifest(), this.validateIndex(), state]);
-    const prevFiles = new Map<string, ManifestEntry>();
-    const hot = new Set<string>();
-    for (const e of prev?.entries ?? []) {
-      if (e.kind !== 'file') continue;
-      prevFiles.set(e.path, e);
-      for (const fp of e.recipe) hot.add(fp);
-    }
+    const [prev] = await Promise.all([previousVersion(api, p.source), this.validateIndex(), state]);
+    const prevList = prev?.files ?? [];
+    const prevFiles = new Map(prevList.map((f) => [f.path, f]));
+    let hot = distinctFps(prevList);
     // Hints only save time: if the server cannot say the lengths, chunk without them. The
-    // request runs while the job record is written and the plan is made.
-    const hintsReady = previousRecipes([...prevFiles.values()], (fps) => api.chunkLengths(fps)).catch(() => null);
+    // request (if any) runs while the job record is written and the plan is made.
+    const hintsReady = previousRecipes(prevList, (fps) => api.chunkLengths(fps)).catch(() => null);
 
     const { old, resumable } = await state;
     const job: JobRecord = {
@@ -312,10 +304,14 @@ export class BackupJob {
       bundlesAcked: old && old.status !== 'done' ? old.bundlesAcked : 0,
       wireBytes: old && old.status !== 'done' ? old.wireBytes : 0,
     };
-    await jobs.put(job);
+    // Not waited for: later writes of this job's state queue behind it in IndexedDB.
+    const jobPut = jobs.put(job);
+    jobPut.catch(() => {});
     p.wireBytes = job.wireBytes;
 
-    const recipes = new Map<string, Recipe>();
+    const recipes = new Map<string, Uint8Array>();
+    /** Chunk lengths per file, where known: the next backup's hints (previous.ts). */
+    const lengths = new Map<string, Uint32Array>();
     const toRead: PickedFolder['files'] = [];
     const untrusted = untrustedMtimes(this.picked.files);
     for (const f of this.picked.files) {
@@ -324,9 +320,11 @@ export class BackupJob {
       const trusted = !untrusted.has(f.file.lastModified);
       if (trusted && before && before.size === f.file.size && before.mtime === f.file.lastModified) {
         recipes.set(f.path, before.recipe);
+        if (before.lengths) lengths.set(f.path, before.lengths);
         p.filesUnchanged++;
       } else if (trusted && again && again.size === f.file.size && again.mtime === f.file.lastModified) {
         recipes.set(f.path, again.fps);
+        lengths.set(f.path, again.lengths);
         p.filesResumed++;
       } else {
         toRead.push(f);
@@ -339,13 +337,19 @@ export class BackupJob {
     this.emit();
 
     const hints = await hintsReady;
-    const first = await this.chunkAndUpload(toRead, hot, hints, recipes, index);
+    for (const path of recipes.keys()) {
+      const known = lengths.has(path) ? null : hints && lengthsOfFile(hints, path);
+      if (known) lengths.set(path, known);
+    }
+    const first = await this.chunkAndUpload(toRead, hot, hints, recipes, lengths, index);
+    await jobPut;
     if (this.cancelled) throw new Error('cancelled');
 
     this.enter('committing');
     this.emit();
+    const committed = () => this.picked.files.filter((f) => recipes.has(f.path));
     const manifest = () =>
-      manifestBlob(p.source, job.startedAt, [
+      manifestBody(p.source, job.startedAt, [
         ...this.picked.dirs.map((d): BodyEntry => ({
           path: d,
           kind: 'dir',
@@ -354,25 +358,37 @@ export class BackupJob {
           mode: null,
           recipe: [],
         })),
-        ...this.picked.files
-          .filter((f) => recipes.has(f.path))
-          .map((f): BodyEntry => ({
-            path: f.path,
-            kind: 'file',
-            size: f.file.size,
-            mtime: f.file.lastModified,
-            mode: null,
-            recipe: recipes.get(f.path)!,
-          })),
+        ...committed().map((f): BodyEntry => ({
+          path: f.path,
+          kind: 'file',
+          size: f.file.size,
+          mtime: f.file.lastModified,
+          mode: null,
+          recipe: recipes.get(f.path)!,
+        })),
       ]);
-    // The job's file records (for a resume) are written while the version commits: once it
-    // is committed they are not needed, and if they fail to be written a resume only reads
-    // those files again.
+    // The job's file records (for a resume) are written while the version commits. Once it
+    // is committed they are not needed (the rest are not written); if it fails, they are.
     const commit = async (written: Promise<void>) => {
       try {
-        return await api.commitVersion(manifest());
-      } finally {
+        const version = await api.commitVersion(manifest());
+        this.committed = true;
+        rememberCommitted(
+          api,
+          p.source,
+          version,
+          committed().map((f) => ({
+            path: f.path,
+            size: f.file.size,
+            mtime: f.file.lastModified,
+            recipe: recipes.get(f.path)!,
+            lengths: lengths.get(f.path) ?? null,
+          })),
+        );
+        return version;
+      } catch (e) {
         await written.catch(() => {});
+        throw e;
       }
     };
     try {
@@ -383,11 +399,11 @@ export class BackupJob {
       // data was replaced?). Forget both for those chunks and read the affected files again.
       const missing = new Set((e.body.missing as string[]) ?? []);
       await index?.clear();
-      const names = (r: Recipe | undefined) =>
+      const names = (r: Uint8Array | undefined) =>
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
-      for (const fp of missing) hot.delete(fp);
-      return await commit((await this.chunkAndUpload(affected, hot, hints, recipes, null)).written);
+      hot = distinctFps(prevList, missing);
+      return await commit((await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null)).written);
     }
   }
 
@@ -397,9 +413,10 @@ export class BackupJob {
    */
   private async chunkAndUpload(
     files: PickedFolder['files'],
-    hot: Set<string>,
+    hot: Uint8Array,
     hints: PreviousRecipes | null,
-    recipes: Map<string, Recipe>,
+    recipes: Map<string, Uint8Array>,
+    lengths: Map<string, Uint32Array>,
     index: ClientIndex | null,
   ): Promise<{ written: Promise<void> }> {
     const { api, pool, jobs } = this.deps;
@@ -410,16 +427,18 @@ export class BackupJob {
       known: index ? (fps) => index.lookup(fps) : undefined,
       acked: async (fps, wire) => {
         p.wireBytes += wire;
-        await index?.add(fps);
-        await jobs.update(this.key, (j) => {
-          j.bundlesAcked++;
-          j.wireBytes += wire;
-        });
+        await Promise.all([
+          index?.add(fps),
+          jobs.update(this.key, (j) => {
+            j.bundlesAcked++;
+            j.wireBytes += wire;
+          }),
+        ]);
       },
     });
     this.uploader = uploader;
     if (this.pauseGate) uploader.pause();
-    pool.setKnown(packHex([...hot]), ZSTD_LEVEL, hints?.data);
+    pool.setKnown(hot, ZSTD_LEVEL, hints?.data);
     // Counted on from an earlier pass (a retry after 409 calls this again).
     const predictedBase = pool.predictedChunks - p.chunksPredicted;
     const prevFile = (path: string) => hints?.fileIndex.get(path) ?? -1;
@@ -431,9 +450,10 @@ export class BackupJob {
     const flush = () => {
       const b = batch;
       batch = [];
-      return jobs.putFiles(b);
+      return this.committed ? Promise.resolve() : jobs.putFiles(b);
     };
     const record = (r: FileRecord) => {
+      if (this.committed) return Promise.resolve();
       batch.push(r);
       return batch.length >= 64 ? flush() : Promise.resolve();
     };
@@ -482,6 +502,7 @@ export class BackupJob {
           p.errors.push({ path: f.path, message: `not backed up: ${r.error}` });
         } else {
           recipes.set(f.path, r.fps);
+          lengths.set(f.path, r.lengths);
           p.chunksRead += r.lengths.length;
           p.chunksPredicted = pool.predictedChunks - predictedBase;
           // Not awaited here: a bundle seals only when enough chunks arrive, so a lane

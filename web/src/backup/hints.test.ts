@@ -1,16 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import type { ManifestEntry } from '../api/client';
-import { fpHex, FP_LEN } from './hex';
+import { fpHex, FP_LEN, packHex } from './hex';
 import { LENGTHS_PER_REQUEST, previousRecipes } from './hints';
+import type { PreviousFile } from './previous';
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
-const file = (path: string, recipe: string[]): ManifestEntry => ({
+const file = (path: string, recipe: string[], lengths: number[] | null = null): PreviousFile => ({
   path,
-  kind: 'file',
   size: 0,
   mtime: 0,
-  mode: null,
-  recipe,
+  recipe: packHex(recipe),
+  lengths: lengths && Uint32Array.from(lengths),
 });
 /** A server that stores chunk n with length 1000 + n (and nothing else). */
 const lengthsOf = (asked: number[][]) => async (fps: Uint8Array) => {
@@ -33,6 +32,18 @@ describe('previousRecipes', () => {
       ['empty', 1],
       ['b/c', 2],
     ]);
+  });
+
+  it('uses the lengths files carry and asks only for the others', async () => {
+    const asked: number[][] = [];
+    const files = [file('known', [fp(1), fp(2)], [7, 8]), file('asked', [fp(2), fp(3), fp(2)])];
+    const r = (await previousRecipes(files, lengthsOf(asked)))!;
+    expect(asked).toEqual([[2]]);
+    expect(Array.from(r.data.lengths)).toEqual([7, 8, 1002, 1003, 1002]);
+    const none: number[][] = [];
+    const all = (await previousRecipes([file('k', [fp(5)], [9])], lengthsOf(none)))!;
+    expect(none).toEqual([]);
+    expect(Array.from(all.data.lengths)).toEqual([9]);
   });
 
   it('splits large requests and gives up when a length is unknown', async () => {

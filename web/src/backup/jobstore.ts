@@ -28,6 +28,15 @@ export interface FileRecord {
 }
 
 export class JobStore {
+  /**
+   * Job records this page read or wrote, so that the next backup of a source plans without
+   * waiting on IndexedDB (a get took 2-15 ms here, on the critical path of every backup).
+   * Another tab's writes are not seen through it: at worst this tab does not resume a job
+   * that tab left unfinished and reads its files again (the client index still keeps their
+   * chunks from being sent twice).
+   */
+  private mirror = new Map<string, JobRecord>();
+
   private constructor(private db: IDBPDatabase) {}
 
   static async open(name = 'ditto-jobs'): Promise<JobStore> {
@@ -47,8 +56,12 @@ export class JobStore {
     return `${repo}\u0000${source}`;
   }
 
-  get(key: string): Promise<JobRecord | undefined> {
-    return this.db.get('jobs', key);
+  async get(key: string): Promise<JobRecord | undefined> {
+    const known = this.mirror.get(key);
+    if (known) return { ...known };
+    const job: JobRecord | undefined = await this.db.get('jobs', key);
+    if (job) this.mirror.set(key, { ...job });
+    return job;
   }
 
   async unfinished(): Promise<JobRecord[]> {
@@ -57,6 +70,7 @@ export class JobStore {
   }
 
   async put(job: JobRecord) {
+    this.mirror.set(job.key, { ...job });
     await this.db.put('jobs', job);
   }
 
@@ -65,6 +79,7 @@ export class JobStore {
     const job: JobRecord | undefined = await tx.store.get(key);
     if (job) {
       change(job);
+      this.mirror.set(key, { ...job });
       await tx.store.put(job);
     }
     await tx.done;

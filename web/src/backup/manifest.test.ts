@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { manifestBlob, type BodyEntry } from './manifest';
+import { manifestBody, type BodyEntry } from './manifest';
+
+const text = (body: Blob | Uint8Array) => (body instanceof Blob ? body.text() : new TextDecoder().decode(body));
 import { fpHex } from './hex';
 
-describe('manifestBlob', () => {
+describe('manifestBody', () => {
   it('writes exactly the JSON of the manifest, for packed and hex recipes', async () => {
     const packed = Uint8Array.from({ length: 20 * 70_000 }, (_, i) => (i * 131 + (i >> 7)) & 255);
     const entries: BodyEntry[] = [
@@ -21,11 +23,21 @@ describe('manifestBlob', () => {
           : Array.from({ length: e.recipe.length / 20 }, (_, i) => fpHex(e.recipe as Uint8Array, i)),
       })),
     };
-    const text = await manifestBlob(plain.source, plain.time, entries).text();
-    expect(text).toBe(JSON.stringify(plain));
+    const body = manifestBody(plain.source, plain.time, entries);
+    // 70 000 fingerprints span several pieces: a Blob.
+    expect(body).toBeInstanceOf(Blob);
+    expect(await text(body)).toBe(JSON.stringify(plain));
+    const small = { ...plain, entries: plain.entries.filter((e) => !e.path.startsWith('big')) };
+    const smallBody = manifestBody(
+      plain.source,
+      plain.time,
+      entries.filter((e) => !e.path.startsWith('big')),
+    );
+    expect(smallBody).toBeInstanceOf(Uint8Array);
+    expect(await text(smallBody)).toBe(JSON.stringify(small));
   });
 
   it('handles a manifest without entries', async () => {
-    expect(await manifestBlob('s', 1, []).text()).toBe(JSON.stringify({ source: 's', time: 1, entries: [] }));
+    expect(await text(manifestBody('s', 1, []))).toBe(JSON.stringify({ source: 's', time: 1, entries: [] }));
   });
 });

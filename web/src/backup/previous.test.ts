@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import type { Api, Manifest, VersionInfo } from '../api/client';
+import { fpHex, packHex } from './hex';
+import { distinctFps, previousVersion, rememberCommitted, type PreviousFile } from './previous';
+
+const fp = (n: number) => n.toString(16).padStart(40, '0');
+const info = (id: number, source: string, committed_at: number) =>
+  ({ id, source, time: 1, committed_at }) as VersionInfo;
+
+/** A server with these versions; counts the manifests fetched. */
+function fakeApi(versions: VersionInfo[], manifest: Manifest) {
+  const fetched: number[] = [];
+  const api = {
+    base: 'http://x',
+    repo: 'default',
+    versions: async () => versions,
+    version: async (id: number) => {
+      fetched.push(id);
+      return { ...versions.find((v) => v.id === id)!, manifest };
+    },
+  } as unknown as Api;
+  return { api, fetched };
+}
+
+const manifest: Manifest = {
+  source: 's',
+  time: 1,
+  entries: [
+    { path: 'd', kind: 'dir', size: 0, mtime: 0, mode: null, recipe: [] },
+    { path: 'd/f', kind: 'file', size: 5, mtime: 7, mode: null, recipe: [fp(1), fp(2)] },
+  ],
+};
+
+describe('previousVersion', () => {
+  it('fetches the newest version of the source, files only, recipes packed', async () => {
+    const { api, fetched } = fakeApi([info(1, 's', 10), info(2, 'other', 20), info(3, 's', 30)], manifest);
+    const prev = (await previousVersion(api, 's'))!;
+    expect(fetched).toEqual([3]);
+    expect(prev.files.map((f) => [f.path, f.size, f.mtime, fpHex(f.recipe, 1), f.lengths])).toEqual([
+      ['d/f', 5, 7, fp(2), null],
+    ]);
+    expect(await previousVersion(fakeApi([info(2, 'other', 20)], manifest).api, 's')).toBeNull();
+  });
+
+  it('uses what this page committed only while the server still names it the newest', async () => {
+    const mine: PreviousFile[] = [
+      { path: 'x', size: 3, mtime: 4, recipe: packHex([fp(9)]), lengths: Uint32Array.of(3) },
+    ];
+    const { api, fetched } = fakeApi([info(4, 'm', 40)], manifest);
+    rememberCommitted(api, 'm', info(4, 'm', 40), mine);
+    expect((await previousVersion(api, 'm'))!.files).toBe(mine);
+    expect(fetched).toEqual([]);
+    // Same id, another commit (the newest was deleted and the id reused): fetched.
+    const again = fakeApi([info(4, 'm', 41)], manifest);
+    expect((await previousVersion(again.api, 'm'))!.files[0].path).toBe('d/f');
+    expect(again.fetched).toEqual([4]);
+    // Another repository on the same server: not this memo.
+    const other = fakeApi([info(4, 'm', 40)], manifest);
+    (other.api as { repo: string }).repo = 'r2';
+    expect((await previousVersion(other.api, 'm'))!.files[0].path).toBe('d/f');
+  });
+});
+
+describe('distinctFps', () => {
+  it('lists each fingerprint once, in first-seen order, minus the dropped ones', () => {
+    const files = [
+      { path: 'a', size: 0, mtime: 0, recipe: packHex([fp(1), fp(2), fp(1)]), lengths: null },
+      { path: 'b', size: 0, mtime: 0, recipe: packHex([fp(3), fp(2)]), lengths: null },
+    ];
+    const all = distinctFps(files);
+    expect(Array.from({ length: all.length / 20 }, (_, i) => fpHex(all, i))).toEqual([fp(1), fp(2), fp(3)]);
+    const some = distinctFps(files, new Set([fp(2)]));
+    expect(Array.from({ length: some.length / 20 }, (_, i) => fpHex(some, i))).toEqual([fp(1), fp(3)]);
+  });
+});
