@@ -53,6 +53,31 @@ describe('Uploader', () => {
     expect(up.stats.chunksSent).toBe(50);
   });
 
+  it('sends the tail as up to `concurrency` bundles of at least the idle size', async () => {
+    const s = fakeServer();
+    const up = new Uploader(s.deps, { bundleBytes: 100_000, idleBundleBytes: 10_000, concurrency: 3 });
+    // The link is busy with a first bundle, so the next 60 KB wait in one unsealed bundle.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const upload = s.deps.upload;
+    s.deps.upload = async (b, signal) => {
+      await gate;
+      return upload(b, signal);
+    };
+    await up.add(Array.from({ length: 12 }, (_, i) => chunk(i)));
+    await up.add(Array.from({ length: 60 }, (_, i) => chunk(100 + i)));
+    const drained = up.drain();
+    release();
+    await drained;
+    expect(s.bundles.map((b) => b.length)).toEqual([12, 20, 20, 20]);
+    const small = fakeServer();
+    const one = new Uploader(small.deps, { bundleBytes: 100_000, idleBundleBytes: 10_000, concurrency: 3 });
+    await one.add(Array.from({ length: 15 }, (_, i) => chunk(i)));
+    await one.drain();
+    // 15 KB is one idle-sized piece: not split.
+    expect(small.bundles.map((b) => b.length)).toEqual([15]);
+  });
+
   it('seals a smaller bundle while the link is idle, full ones while it is busy', async () => {
     const s = fakeServer();
     let release!: () => void;

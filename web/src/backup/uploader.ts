@@ -180,7 +180,7 @@ export class Uploader {
 
   /** Sends what is queued and resolves when everything offered is durable. */
   async drain(): Promise<void> {
-    this.seal();
+    this.sealTail();
     while (this.inFlight > 0 || this.ready.length > 0) {
       this.throwIfFailed();
       await new Promise<void>((r) => this.idleWaiters.push(r));
@@ -228,6 +228,31 @@ export class Uploader {
   private sealIfIdle() {
     const idle = this.inFlight === 0 && this.ready.length === 0;
     if (idle && this.currentBytes >= this.opts.idleBundleBytes) this.seal();
+  }
+
+  /**
+   * Seals the last chunks as up to `concurrency` bundles of at least `idleBundleBytes`:
+   * the server verifies bundles side by side, and the tail of a backup is otherwise one
+   * bundle of up to `bundleBytes` that everything waits for (typescript 5.6.3: the last
+   * 4 MiB bundle took ~150 ms to be acknowledged, measured 2026-11-23).
+   */
+  private sealTail() {
+    const parts = Math.min(this.opts.concurrency, Math.floor(this.currentBytes / this.opts.idleBundleBytes));
+    const share = this.currentBytes / Math.max(1, parts);
+    let bytes = 0;
+    let part: Pending[] = [];
+    for (const p of this.current) {
+      part.push(p);
+      bytes += p.bytes;
+      if (bytes >= share && this.ready.length < parts - 1) {
+        this.ready.push(part);
+        part = [];
+        bytes = 0;
+      }
+    }
+    this.current = part;
+    this.currentBytes = bytes;
+    this.seal();
   }
 
   private seal() {
