@@ -149,7 +149,7 @@ export class Api {
     );
   }
 
-  /** `manifest` as an object, or already as JSON text in a Blob (large manifests). */
+  /** `manifest` as an object, or already as JSON text: bytes, or a Blob (large manifests). */
   commitVersion(manifest: Manifest | Blob | Uint8Array) {
     return this.json<VersionInfo>(this.repoPath('/versions'), {
       method: 'POST',

@@ -11,7 +11,7 @@
  * (another tab, another machine) is fetched.
  */
 import type { Api, Manifest, VersionInfo } from '../api/client';
-import { FP_LEN, fpHex, hexToBytes } from './hex';
+import { FP_LEN, fpHex, packHex } from './hex';
 
 export interface PreviousFile {
   path: string;
@@ -43,11 +43,7 @@ export function rememberCommitted(api: Api, source: string, v: VersionInfo, file
 export function filesOfManifest(m: Manifest): PreviousFile[] {
   return m.entries
     .filter((e) => e.kind === 'file')
-    .map((e) => {
-      const recipe = new Uint8Array(e.recipe.length * FP_LEN);
-      e.recipe.forEach((fp, i) => hexToBytes(fp, recipe, i * FP_LEN));
-      return { path: e.path, size: e.size, mtime: e.mtime, recipe, lengths: null };
-    });
+    .map((e) => ({ path: e.path, size: e.size, mtime: e.mtime, recipe: packHex(e.recipe), lengths: null }));
 }
 
 /** The newest version of `source` on the server, or null when it has none. */
