@@ -64,12 +64,32 @@ export async function launchCdp() {
       return r.result.value;
     };
     const q = (selector) => `document.querySelector(${JSON.stringify(selector)})`;
-    /** Polls (every 20 ms) until an element matches `selector`. */
+    /**
+     * Waits until an element matches `selector`: a MutationObserver in the page, not polling
+     * from here (a query every 20 ms is work on the page's main thread that the product's
+     * own clock would pay for). Retried if the page navigates meanwhile.
+     */
     const waitFor = async (selector, timeoutMs = 60_000) => {
       const until = Date.now() + timeoutMs;
-      while (!(await evaluate(`!!${q(selector)}`))) {
-        if (Date.now() > until) throw new Error(`timed out waiting for ${selector}`);
-        await new Promise((r) => setTimeout(r, 20));
+      const watch = (ms) => `new Promise((resolve) => {
+        const found = () => !!${q(selector)};
+        if (found()) return resolve(true);
+        const obs = new MutationObserver(() => {
+          if (found()) (obs.disconnect(), clearTimeout(timer), resolve(true));
+        });
+        const timer = setTimeout(() => (obs.disconnect(), resolve(false)), ${ms});
+        obs.observe(document, { subtree: true, childList: true, attributes: true });
+      })`;
+      for (;;) {
+        const left = until - Date.now();
+        if (left <= 0) throw new Error(`timed out waiting for ${selector}`);
+        try {
+          if (await evaluate(watch(left))) return;
+        } catch (e) {
+          // The page navigated (its context went away) or is not loaded yet: look again.
+          if (!/context|Cannot find|destroyed|not found/i.test(e.message)) throw e;
+          await new Promise((r) => setTimeout(r, 20));
+        }
       }
     };
     await call('Page.navigate', { url });

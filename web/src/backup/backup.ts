@@ -41,6 +41,8 @@ export const SEGMENT_BYTES = 2 << 20;
  * one file per read with 4 in flight, 91 ms as batches of 32).
  */
 export const BATCH_FILE_BYTES = 1 << 20;
+/** Per-file job records (for a resume) are first written this long into a backup. */
+export const RECORD_AFTER_MS = 2000;
 export const BATCH_FILES = 32;
 export const BATCH_BYTES = 2 << 20;
 
@@ -369,7 +371,7 @@ export class BackupJob {
       ]);
     // The job's file records (for a resume) are written while the version commits. Once it
     // is committed they are not needed (the rest are not written); if it fails, they are.
-    const commit = async (written: Promise<void>) => {
+    const commit = async ({ written, writeAll }: { written: Promise<void>; writeAll: () => Promise<void> }) => {
       try {
         const version = await api.commitVersion(manifest());
         this.committed = true;
@@ -387,12 +389,12 @@ export class BackupJob {
         );
         return version;
       } catch (e) {
-        await written.catch(() => {});
+        await written.then(writeAll).catch(() => {});
         throw e;
       }
     };
     try {
-      return await commit(first.written);
+      return await commit(first);
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 409)) throw e;
       // The hot cache or the client index promised chunks the server does not hold (its
@@ -403,7 +405,7 @@ export class BackupJob {
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
       hot = distinctFps(prevList, missing);
-      return await commit((await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null)).written);
+      return await commit(await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null));
     }
   }
 
@@ -418,7 +420,7 @@ export class BackupJob {
     recipes: Map<string, Uint8Array>,
     lengths: Map<string, Uint32Array>,
     index: ClientIndex | null,
-  ): Promise<{ written: Promise<void> }> {
+  ): Promise<{ written: Promise<void>; writeAll: () => Promise<void> }> {
     const { api, pool, jobs } = this.deps;
     const p = this.progress;
     const uploader = new Uploader({
@@ -446,11 +448,14 @@ export class BackupJob {
     /** Per file: its recipe recorded in the job state once its chunks are all durable. */
     const recorded: Promise<void>[] = [];
     // Written in batches: after a reload at most one batch of finished files is read again.
+    // Held in memory for the first RECORD_AFTER_MS of a backup (a short backup interrupted
+    // then re-reads that much work; most backups end before any record is written).
     let batch: FileRecord[] = [];
-    const flush = () => {
+    const flush = (force = false) => {
+      if (this.committed || (!force && performance.now() - this.started < RECORD_AFTER_MS)) return Promise.resolve();
       const b = batch;
       batch = [];
-      return this.committed ? Promise.resolve() : jobs.putFiles(b);
+      return b.length ? jobs.putFiles(b) : Promise.resolve();
     };
     const record = (r: FileRecord) => {
       if (this.committed) return Promise.resolve();
@@ -535,11 +540,11 @@ export class BackupJob {
     } catch (e) {
       // Keep what did become durable for a resume, then fail.
       await Promise.allSettled(recorded);
-      await flush().catch(() => {});
+      await flush(true).catch(() => {});
       throw e;
     } finally {
       p.chunksSent += uploader.stats.chunksSent;
     }
-    return { written: Promise.all(recorded).then(flush) };
+    return { written: Promise.all(recorded).then(() => flush()), writeAll: () => flush(true) };
   }
 }

@@ -16,7 +16,8 @@
 import init, { ChunkEngine, FileHasher, NewChunkBatch, RecipeHints, SegmentChunker } from '../wasm-pkg/wasm_core.js';
 import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
 import { FP_LEN, fpHex } from '../backup/hex';
-import { ReadAhead, type BlockStream } from './readahead';
+import { ReadAhead, streamBlocks, type BlockStream } from './readahead';
+import { warmUp } from './warmup';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 const post = (msg: WorkerResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
@@ -29,6 +30,12 @@ const PROGRESS_EVERY = 8 << 20;
  * 16 MiB blocks; with several 1 MiB reads in flight (READ_AHEAD) the block size matters less.
  */
 const BLOCK = 1 << 20;
+/**
+ * Files up to this size, and batches of small files (at most BATCH_BYTES, backup.ts), are
+ * read in one `arrayBuffer()` each; larger ones through their own stream (`streamBlocks`):
+ * neither slices the file, and every slice is a synchronous round trip to the browser.
+ */
+const WHOLE_READ = 2 << 20;
 /** Bytes read ahead of the chunker, over this worker's queued jobs (see readahead.ts). */
 const READ_AHEAD = 4 << 20;
 /** Post new chunks once this many stored bytes are collected. */
@@ -368,6 +375,11 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
   switch (msg.type) {
     case 'init':
       await init({ module_or_path: msg.module });
+      try {
+        warmUp();
+      } catch (e) {
+        console.warn('engine warm-up failed (only the first backup is slower):', e);
+      }
       post({ type: 'ready' });
       return;
     case 'setKnown':
@@ -416,10 +428,12 @@ function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' |
       const seg = new SegmentChunker(msg.file.size, msg.start, msg.stop);
       run = () => chunkSegment(msg.id, seg, readInPlace(msg.file, seg.readFrom(), seg.readTo()), msg.start, msg.stop);
     } else if (msg.type === 'chunkBatch') {
-      const b = (blocks = reads.open(new Blob(msg.files)));
+      const all = new Blob(msg.files);
+      const b = (blocks = reads.open(all, 0, all.size, Math.max(WHOLE_READ, all.size)));
       run = () => chunkBatch(msg.id, msg.files, msg.sizes, msg.prevFiles, b);
     } else {
-      const b = (blocks = reads.open(msg.file));
+      const b = (blocks =
+        msg.file.size <= WHOLE_READ ? reads.open(msg.file, 0, msg.file.size, WHOLE_READ) : streamBlocks(msg.file));
       run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, msg.prevFile, b));
     }
   } catch (e) {

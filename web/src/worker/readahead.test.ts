@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ReadAhead } from './readahead';
+import { ReadAhead, streamBlocks } from './readahead';
 
 function bytes(n: number, seed: number): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(n);
@@ -127,5 +127,55 @@ describe('ReadAhead', () => {
     expect(await collect(sb)).toEqual(data);
     expect(ra.heldBytes).toBe(0);
     expect(log).toEqual(['a@0', 'a@100', 'a@200']);
+  });
+
+  it('reads a block that is the whole blob without slicing it', async () => {
+    const data = bytes(3000, 7);
+    const blob = new Blob([data]);
+    let slices = 0;
+    const counted = {
+      size: blob.size,
+      slice: (start: number, stop: number) => (slices++, blob.slice(start, stop)),
+      arrayBuffer: () => blob.arrayBuffer(),
+    } as unknown as Blob;
+    const ra = new ReadAhead(10_000, 1000);
+    expect(await collect(ra.open(counted, 0, counted.size, 4096))).toEqual(data);
+    expect(slices).toBe(0);
+    expect(await collect(ra.open(counted))).toEqual(data);
+    expect(slices).toBe(3);
+  });
+});
+
+describe('streamBlocks', () => {
+  it('yields every byte of the blob in order', async () => {
+    for (const n of [0, 1, 70_000, 1 << 20]) {
+      const data = bytes(n, n + 3);
+      expect(await collect(streamBlocks(new Blob([data])))).toEqual(data);
+    }
+  });
+
+  it('a failing stream fails when consumed; close() cancels it', async () => {
+    let cancelled = false;
+    const failing = {
+      stream: () =>
+        new ReadableStream<Uint8Array>({
+          pull: (c) => c.error(new Error('cannot read it')),
+          cancel: () => void (cancelled = true),
+        }),
+    } as unknown as Blob;
+    await expect(collect(streamBlocks(failing))).rejects.toThrow('cannot read it');
+    const endless = {
+      stream: () =>
+        new ReadableStream<Uint8Array>({
+          pull: (c) => c.enqueue(new Uint8Array(10)),
+          cancel: () => void (cancelled = true),
+        }),
+    } as unknown as Blob;
+    const s = streamBlocks(endless);
+    const it = s[Symbol.asyncIterator]();
+    expect((await it.next()).value).toHaveLength(10);
+    s.close();
+    expect(cancelled).toBe(true);
+    expect((await it.next()).done).toBe(true);
   });
 });
