@@ -428,7 +428,7 @@ function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' |
       const seg = new SegmentChunker(msg.file.size, msg.start, msg.stop);
       run = () => chunkSegment(msg.id, seg, readInPlace(msg.file, seg.readFrom(), seg.readTo()), msg.start, msg.stop);
     } else if (msg.type === 'chunkBatch') {
-      const all = new Blob(msg.files);
+      const all = msg.all;
       const b = (blocks = reads.open(all, 0, all.size, Math.max(WHOLE_READ, all.size)));
       run = () => chunkBatch(msg.id, msg.files, msg.sizes, msg.prevFiles, b);
     } else {

@@ -124,7 +124,7 @@ export class CorePool {
     onProgress?: (bytes: number) => void,
   ): Promise<BatchResult[]> {
     const r = await this.run({
-      request: (id) => ({ type: 'chunkBatch', id, files, sizes, prevFiles }),
+      request: (id) => ({ type: 'chunkBatch', id, files, all: new Blob(files), sizes, prevFiles }),
       bytes: sizes.reduce((a, b) => a + b, 0),
       onNewChunks,
       onProgress,

@@ -12,10 +12,13 @@ export type WorkerRequest =
   /** `prevFile`: the file's index in the hints (its previous version), -1 if none. */
   | { type: 'chunkFile'; id: number; file: File; prevFile: number }
   /**
-   * Small files chunked one by one (each its own recipe) but read as one composite Blob:
-   * one read instead of one per file. `sizes` are the sizes the page saw when they were picked.
+   * Small files chunked one by one (each its own recipe) but read as one composite Blob,
+   * `all` (= `new Blob(files)`, made by the page: creating a blob is a synchronous round trip
+   * to the browser process, and the page's thread has time to spare where the workers'
+   * has not): one read instead of one per file. `sizes` are the sizes the page saw when they
+   * were picked; `files` are read one by one only if `all` cannot be.
    */
-  | { type: 'chunkBatch'; id: number; files: File[]; sizes: number[]; prevFiles: number[] }
+  | { type: 'chunkBatch'; id: number; files: File[]; all: Blob; sizes: number[]; prevFiles: number[] }
   /** Chunks starting in `start..stop` of a large file, one segment of many (SS-CDC). */
   | { type: 'chunkSegment'; id: number; file: File; start: number; stop: number }
   /** Where the previous segment's last chunk ended (NaN: it failed, give up). */
