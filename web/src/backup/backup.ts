@@ -287,7 +287,11 @@ export class BackupJob {
       const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map<string, FileRecord>();
       return { old, resumable };
     })();
-    const [prev] = await Promise.all([previousVersion(api, p.source), this.validateIndex(), state]);
+    // The client index is checked against the server while the workers start; the uploader
+    // consults it only after the check (chunkAndUpload).
+    const validated = this.validateIndex();
+    validated.catch(() => {}); // a failure surfaces where it is awaited
+    const [prev] = await Promise.all([previousVersion(api, p.source), state]);
     const prevList = prev?.files ?? [];
     const prevFiles = new Map(prevList.map((f) => [f.path, f]));
     let hot = distinctFps(prevList);
@@ -343,7 +347,7 @@ export class BackupJob {
       const known = lengths.has(path) ? null : hints && lengthsOfFile(hints, path);
       if (known) lengths.set(path, known);
     }
-    const first = await this.chunkAndUpload(toRead, hot, hints, recipes, lengths, index);
+    const first = await this.chunkAndUpload(toRead, hot, hints, recipes, lengths, index, validated);
     await jobPut;
     if (this.cancelled) throw new Error('cancelled');
 
@@ -405,7 +409,7 @@ export class BackupJob {
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
       hot = distinctFps(prevList, missing);
-      return await commit(await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null));
+      return await commit(await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated));
     }
   }
 
@@ -420,13 +424,14 @@ export class BackupJob {
     recipes: Map<string, Uint8Array>,
     lengths: Map<string, Uint32Array>,
     index: ClientIndex | null,
+    validated: Promise<void>,
   ): Promise<{ written: Promise<void>; writeAll: () => Promise<void> }> {
     const { api, pool, jobs } = this.deps;
     const p = this.progress;
     const uploader = new Uploader({
       missing: (fps, signal) => api.missing(fps, signal),
       upload: (bundle, signal) => api.uploadBundle(bundle, signal),
-      known: index ? (fps) => index.lookup(fps) : undefined,
+      known: index ? (fps) => validated.then(() => index.lookup(fps)) : undefined,
       acked: async (fps, wire) => {
         p.wireBytes += wire;
         await Promise.all([
@@ -539,12 +544,16 @@ export class BackupJob {
       await uploader.drain();
     } catch (e) {
       // Keep what did become durable for a resume, then fail.
-      await Promise.allSettled(recorded);
+      await Promise.allSettled([...recorded, uploader.settled()]);
       await flush(true).catch(() => {});
       throw e;
     } finally {
       p.chunksSent += uploader.stats.chunksSent;
     }
-    return { written: Promise.all(recorded).then(() => flush()), writeAll: () => flush(true) };
+    const records = Promise.all(recorded).then(() => flush());
+    const written = Promise.all([records, uploader.settled()]).then(() => {});
+    // Bookkeeping only (a resume may read files again): a committed backup is not failed for it.
+    written.catch((e: unknown) => console.warn('backup bookkeeping in IndexedDB failed:', e));
+    return { written, writeAll: () => flush(true) };
   }
 }

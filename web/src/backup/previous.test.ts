@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Api, Manifest, VersionInfo } from '../api/client';
 import { fpHex, packHex } from './hex';
-import { distinctFps, previousVersion, rememberCommitted, type PreviousFile } from './previous';
+import { distinctFps, forgetCommitted, previousVersion, rememberCommitted, type PreviousFile } from './previous';
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
 const info = (id: number, source: string, committed_at: number) =>
@@ -42,22 +42,28 @@ describe('previousVersion', () => {
     expect(await previousVersion(fakeApi([info(2, 'other', 20)], manifest).api, 's')).toBeNull();
   });
 
-  it('uses what this page committed only while the server still names it the newest', async () => {
+  it('uses what this page committed for the source, asking nothing; until it is deleted', async () => {
     const mine: PreviousFile[] = [
       { path: 'x', size: 3, mtime: 4, recipe: packHex([fp(9)]), lengths: Uint32Array.of(3) },
     ];
-    const { api, fetched } = fakeApi([info(4, 'm', 40)], manifest);
+    const asked: string[] = [];
+    const { api, fetched } = fakeApi([info(4, 'm', 40), info(5, 'm', 50)], manifest);
+    (api as { versions: () => Promise<VersionInfo[]> }).versions = async () => (asked.push('versions'), []);
     rememberCommitted(api, 'm', info(4, 'm', 40), mine);
     expect((await previousVersion(api, 'm'))!.files).toBe(mine);
-    expect(fetched).toEqual([]);
-    // Same id, another commit (the newest was deleted and the id reused): fetched.
-    const again = fakeApi([info(4, 'm', 41)], manifest);
-    expect((await previousVersion(again.api, 'm'))!.files[0].path).toBe('d/f');
-    expect(again.fetched).toEqual([4]);
-    // Another repository on the same server: not this memo.
+    expect([asked, fetched]).toEqual([[], []]);
+    // Another repository on the same server, or another source: not this memo.
     const other = fakeApi([info(4, 'm', 40)], manifest);
     (other.api as { repo: string }).repo = 'r2';
     expect((await previousVersion(other.api, 'm'))!.files[0].path).toBe('d/f');
+    expect((await previousVersion(fakeApi([info(6, 'n', 60)], manifest).api, 'n'))!.files[0].path).toBe('d/f');
+    // Deleted: the server's newest again.
+    forgetCommitted(other.api, 4); // another repository's version 4
+    expect((await previousVersion(api, 'm'))!.files).toBe(mine);
+    forgetCommitted(api, 4);
+    const after = fakeApi([info(5, 'm', 50)], manifest);
+    expect((await previousVersion(after.api, 'm'))!.files[0].path).toBe('d/f');
+    expect(after.fetched).toEqual([5]);
   });
 });
 

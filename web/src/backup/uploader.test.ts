@@ -120,6 +120,25 @@ describe('Uploader', () => {
     expect(acked.sort()).toEqual([1, 2, 3, 5, 6].map((i) => fpHex(chunk(i).fp)).sort());
   });
 
+  it('drain() and durability do not wait for the acked bookkeeping; settled() does, and reports its failure', async () => {
+    const s = fakeServer();
+    let finish!: () => void;
+    const up = new Uploader(
+      { ...s.deps, acked: () => new Promise<void>((_, reject) => (finish = () => reject(new Error('idb full')))) },
+      { bundleBytes: 1 << 20 },
+    );
+    const { durable } = await up.add([chunk(1), chunk(2)]);
+    await up.drain();
+    await durable;
+    let settled: string | null = null;
+    const done = up.settled().catch((e: Error) => (settled = e.message));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(settled).toBeNull();
+    finish();
+    await done;
+    expect(settled).toBe('idb full');
+  });
+
   it('retries transient failures and then succeeds', async () => {
     const s = fakeServer({ failFirst: 2 });
     const up = new Uploader(s.deps);

@@ -26,7 +26,11 @@ export interface UploaderDeps {
   upload(bundle: Uint8Array, signal: AbortSignal): Promise<unknown>;
   /** Client index lookup: 1 per fingerprint known to be stored. */
   known?(fps: Uint8Array): Promise<Uint8Array>;
-  /** Called with fingerprints now known durable on the server (uploaded or found there). */
+  /**
+   * Called with fingerprints now known durable on the server (uploaded or found there): the
+   * page's bookkeeping (client index, job record). Not waited for by the uploads or `drain`,
+   * so a commit does not wait on IndexedDB; `settled()` waits for it.
+   */
   acked?(fps: Uint8Array, wireBytes: number): Promise<void>;
   sleep?(ms: number, signal: AbortSignal): Promise<void>;
 }
@@ -126,6 +130,7 @@ export class Uploader {
   private failure: Error | null = null;
   private failWaiters: ((e: Error) => void)[] = [];
   private scratch = new Uint8Array(0);
+  private bookkeeping: Promise<void>[] = [];
 
   constructor(
     private deps: UploaderDeps,
@@ -176,6 +181,11 @@ export class Uploader {
     const durable = Promise.all(waits).then(() => undefined);
     durable.catch(() => {});
     return { durable };
+  }
+
+  /** Resolves once every `acked` call made so far has; rejects with the first failure. */
+  async settled(): Promise<void> {
+    await Promise.all(this.bookkeeping);
   }
 
   /** Sends what is queued and resolves when everything offered is durable. */
@@ -330,7 +340,11 @@ export class Uploader {
     }
     this.stats.bundlesAcked++;
     this.stats.presentOnServer += items.length - toSend.length;
-    await this.deps.acked?.(fps, wire);
     for (const p of items) p.done();
+    const kept = this.deps.acked?.(fps, wire);
+    if (kept) {
+      kept.catch(() => {}); // reported by settled()
+      this.bookkeeping.push(kept);
+    }
   }
 }

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import '../restore/restore.css';
 import type { Api, VersionInfo } from '../api/client';
+import { forgetCommitted } from '../backup/previous';
 import { selectItems } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
 import { bytes, ratio } from './format';
@@ -30,6 +31,7 @@ export function VersionsPanel({ api }: { api: Api }) {
     setConfirming(null);
     try {
       await api.deleteVersion(id);
+      forgetCommitted(api, id);
       if (browsing?.id === id) setBrowsing(null);
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
