@@ -41,10 +41,10 @@ export const SEGMENT_BYTES = 2 << 20;
  * one file per read with 4 in flight, 91 ms as batches of 32).
  */
 export const BATCH_FILE_BYTES = 1 << 20;
-/** Per-file job records (for a resume) are first written this long into a backup. */
-export const RECORD_AFTER_MS = 2000;
 export const BATCH_FILES = 32;
 export const BATCH_BYTES = 2 << 20;
+/** Per-file job records (for a resume) are first written this long into a backup. */
+export const RECORD_AFTER_MS = 2000;
 
 /** Work items: a file of at least BATCH_FILE_BYTES alone, smaller ones batched (in pick order). */
 export function batches<T extends { file: { size: number } }>(files: readonly T[]): T[][] {
