@@ -155,8 +155,40 @@ pub fn decode_stored(codec: u8, raw_len: u32, stored: Vec<u8>) -> Result<Vec<u8>
     }
 }
 
-/// Decodes and verifies every chunk of a parsed bundle; the first failure refuses it all.
+/// Bundles of at least this many raw bytes are verified by two threads side by side. The
+/// last bundle of a backup is what its commit waits for, and the client's workers are idle
+/// by then: typescript 5.6.3's last 2.8 MB bundle (~10 MB raw) took ~70 ms to verify.
+const PARALLEL_VERIFY_RAW: u64 = 1 << 20;
+
+/// Decodes and verifies every chunk of a parsed bundle; the first failure (in bundle order)
+/// refuses it all.
 pub fn verify_entries(entries: &[BundleEntry<'_>]) -> ApiResult<()> {
+    let raw: u64 = entries.iter().map(|e| e.raw_len as u64).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if raw < PARALLEL_VERIFY_RAW || cores < 2 || entries.len() < 2 {
+        return verify_run(entries);
+    }
+    // Split where half the raw bytes lie, so both threads have about the same work.
+    let mut acc = 0u64;
+    let mid = entries
+        .iter()
+        .position(|e| {
+            acc += e.raw_len as u64;
+            acc * 2 >= raw
+        })
+        .map_or(entries.len() / 2, |i| i.clamp(1, entries.len() - 1));
+    let (first, second) = entries.split_at(mid);
+    std::thread::scope(|s| {
+        let later = s.spawn(|| verify_run(second));
+        let earlier = verify_run(first);
+        let later = later
+            .join()
+            .unwrap_or_else(|_| Err(ApiError::internal("bundle verification panicked")));
+        earlier.and(later)
+    })
+}
+
+fn verify_run(entries: &[BundleEntry<'_>]) -> ApiResult<()> {
     let mut dec = zstd::bulk::Decompressor::new().map_err(ApiError::internal)?;
     for e in entries {
         let fp_hex = to_hex(&e.fp);

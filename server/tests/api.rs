@@ -409,6 +409,42 @@ fn round_trip() {
 }
 
 #[test]
+fn large_bundles_verified_in_parallel_refuse_the_first_bad_chunk() {
+    // Over 1 MiB raw: verified by two threads, each half on its own.
+    let dir = TempDir::new("verify-halves");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let a = agent();
+    let mut list: Vec<TestChunk> = (0..64)
+        .map(|i| TestChunk::new(text_bytes(500 + i, 40_000), i % 3 != 0))
+        .collect();
+    let mut bad_late = list[60].clone();
+    bad_late.raw[5] ^= 1;
+    list[60] = bad_late;
+    let r = upload(&a, &s, &t, &list).unwrap();
+    assert_eq!(
+        r.expect_error(422, "fingerprint_mismatch")["fingerprint"],
+        list[60].hex()
+    );
+    // Bad chunks in both halves: the error names the earlier one.
+    let mut bad_early = list[3].clone();
+    bad_early.raw[7] ^= 1;
+    list[3] = bad_early;
+    let r = upload(&a, &s, &t, &list).unwrap();
+    assert_eq!(
+        r.expect_error(422, "fingerprint_mismatch")["fingerprint"],
+        list[3].hex()
+    );
+    let st = request("GET", &s.repo_url("default", "/stats"), Some(&t), &[], None).json();
+    assert_eq!(st["chunks"], 0);
+    // All good: all stored.
+    let good: Vec<TestChunk> = (0..64)
+        .map(|i| TestChunk::new(text_bytes(700 + i, 40_000), i % 3 != 0))
+        .collect();
+    assert_eq!(upload(&a, &s, &t, &good).unwrap().json()["stored"], 64);
+}
+
+#[test]
 fn mismatch_and_bad_content_refused() {
     let dir = TempDir::new("mismatch");
     let s = Server::start(&dir.0);

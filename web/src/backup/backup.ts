@@ -23,7 +23,7 @@ import { FP_LEN } from './hex';
 import { lengthsOfFile, previousRecipes, type PreviousRecipes } from './hints';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
 import { manifestBody, recipeAt, recipeLength, type BodyEntry } from './manifest';
-import { distinctFps, previousVersion, rememberCommitted } from './previous';
+import { hotFps, previousVersion, rememberCommitted } from './previous';
 import { Uploader, type Candidate } from './uploader';
 
 export const ZSTD_LEVEL = 3;
@@ -296,7 +296,7 @@ export class BackupJob {
     const [prev] = await Promise.all([previousVersion(api, p.source), state]);
     const prevList = prev?.files ?? [];
     const prevFiles = new Map(prevList.map((f) => [f.path, f]));
-    let hot = distinctFps(prevList);
+    let hot = hotFps(prevList);
     // Hints only save time: if the server cannot say the lengths, chunk without them. The
     // request (if any) runs while the job record is written and the plan is made.
     const hintsReady = previousRecipes(prevList, (fps) => api.chunkLengths(fps)).catch(() => null);
@@ -410,7 +410,7 @@ export class BackupJob {
       const names = (r: Uint8Array | undefined) =>
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
-      hot = distinctFps(prevList, missing);
+      hot = hotFps(prevList, missing);
       return await commit(await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated));
     }
   }

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { Api, Manifest, VersionInfo } from '../api/client';
 import { fpHex, packHex } from './hex';
-import { distinctFps, forgetCommitted, previousVersion, rememberCommitted, type PreviousFile } from './previous';
+import {
+  distinctFps,
+  forgetCommitted,
+  hotFps,
+  previousVersion,
+  rememberCommitted,
+  type PreviousFile,
+} from './previous';
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
 const info = (id: number, source: string, committed_at: number) =>
@@ -77,5 +84,18 @@ describe('distinctFps', () => {
     expect(Array.from({ length: all.length / 20 }, (_, i) => fpHex(all, i))).toEqual([fp(1), fp(2), fp(3)]);
     const some = distinctFps(files, new Set([fp(2)]));
     expect(Array.from({ length: some.length / 20 }, (_, i) => fpHex(some, i))).toEqual([fp(1), fp(3)]);
+  });
+});
+
+describe('hotFps', () => {
+  it('lists every fingerprint of the recipes, repeats included, minus the dropped ones', () => {
+    const files = [
+      { path: 'a', size: 0, mtime: 0, recipe: packHex([fp(1), fp(2), fp(1)]), lengths: null },
+      { path: 'b', size: 0, mtime: 0, recipe: packHex([fp(3), fp(2)]), lengths: null },
+    ];
+    const list = (p: Uint8Array) => Array.from({ length: p.length / 20 }, (_, i) => fpHex(p, i));
+    expect(list(hotFps(files))).toEqual([fp(1), fp(2), fp(1), fp(3), fp(2)]);
+    expect(list(hotFps(files, new Set([fp(2)])))).toEqual([fp(1), fp(1), fp(3)]);
+    expect(list(hotFps([]))).toEqual([]);
   });
 });
