@@ -395,7 +395,11 @@ export class BackupJob {
         );
         return version;
       } catch (e) {
-        await written.then(writeAll).catch(() => {});
+        // Whatever the bookkeeping so far did, write every record for a resume.
+        await written
+          .catch(() => {})
+          .then(writeAll)
+          .catch(() => {});
         throw e;
       }
     };
