@@ -34,20 +34,26 @@ export interface PreviousVersion {
   files: PreviousFile[];
 }
 
-/** The last version each (server, repo, source) got from this page, with lengths. */
-const committedHere = new Map<string, PreviousVersion>();
+/** Per (server, repo): the last version of each source this page committed, with lengths. */
+const committedHere = new Map<string, Map<string, PreviousVersion>>();
 
-const memoKey = (api: Api, source: string) => JSON.stringify([api.base, api.repo, source]);
+/** This page's versions of `api`'s repository, by source. */
+function committedIn(api: Api): Map<string, PreviousVersion> {
+  const key = JSON.stringify([api.base, api.repo]);
+  let bySource = committedHere.get(key);
+  if (!bySource) committedHere.set(key, (bySource = new Map()));
+  return bySource;
+}
 
 /** Forgets version `id` of `api`'s repository, once it is deleted. */
 export function forgetCommitted(api: Api, id: number) {
-  const prefix = JSON.stringify([api.base, api.repo]).slice(0, -1);
-  for (const [k, v] of committedHere) if (v.id === id && k.startsWith(prefix)) committedHere.delete(k);
+  const bySource = committedIn(api);
+  for (const [source, v] of bySource) if (v.id === id) bySource.delete(source);
 }
 
 /** Remembers a version this page just committed (every file with its lengths). */
 export function rememberCommitted(api: Api, source: string, v: VersionInfo, files: PreviousFile[]) {
-  committedHere.set(memoKey(api, source), { id: v.id, committedAt: v.committed_at, files });
+  committedIn(api).set(source, { id: v.id, committedAt: v.committed_at, files });
 }
 
 /** Files of a manifest as PreviousFiles (lengths unknown). */
@@ -62,7 +68,7 @@ export function filesOfManifest(m: Manifest): PreviousFile[] {
  * when it has none).
  */
 export async function previousVersion(api: Api, source: string): Promise<PreviousVersion | null> {
-  const here = committedHere.get(memoKey(api, source));
+  const here = committedIn(api).get(source);
   if (here) return here;
   const versions = (await api.versions()).filter((v) => v.source === source);
   if (!versions.length) return null;
@@ -80,27 +86,25 @@ export async function previousVersion(api: Api, source: string): Promise<Previou
  * typescript release), less those in `drop`.
  */
 export function hotFps(files: readonly PreviousFile[], drop?: ReadonlySet<string>): Uint8Array {
-  const parts = files.map((f) => f.recipe);
-  const packed = new Uint8Array(parts.reduce((n, r) => n + r.length, 0));
+  const packed = new Uint8Array(files.reduce((n, f) => n + f.recipe.length, 0));
   let at = 0;
-  for (const r of parts) {
+  for (const { recipe } of files) {
     if (!drop?.size) {
-      packed.set(r, at);
-      at += r.length;
-      continue;
-    }
-    for (let i = 0; i < r.length / FP_LEN; i++)
-      if (!drop.has(fpHex(r, i))) {
-        packed.set(r.subarray(i * FP_LEN, (i + 1) * FP_LEN), at);
-        at += FP_LEN;
-      }
+      packed.set(recipe, at);
+      at += recipe.length;
+    } else
+      for (let i = 0; i < recipe.length / FP_LEN; i++)
+        if (!drop.has(fpHex(recipe, i))) {
+          packed.set(recipe.subarray(i * FP_LEN, (i + 1) * FP_LEN), at);
+          at += FP_LEN;
+        }
   }
   return packed.subarray(0, at);
 }
 
 /** Every distinct fingerprint of `files`, packed, in first-seen order. */
-export function distinctFps(files: readonly PreviousFile[], drop?: ReadonlySet<string>): Uint8Array {
-  const seen = new Set<string>(drop);
+export function distinctFps(files: readonly PreviousFile[]): Uint8Array {
+  const seen = new Set<string>();
   const out: Uint8Array[] = [];
   for (const f of files)
     for (let i = 0; i < f.recipe.length / FP_LEN; i++) {

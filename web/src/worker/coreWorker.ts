@@ -418,6 +418,9 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
   }
 };
 
+/** All of `blob` as one block: one `arrayBuffer()`, no slice (see WHOLE_READ). */
+const readWhole = (blob: Blob) => reads.open(blob, 0, blob.size, Math.max(1, blob.size));
+
 /** Starts the job's reads now and runs it after the jobs before it. */
 function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' | 'chunkBatch' | 'chunkSegment' }>) {
   let run: () => Promise<void>;
@@ -428,12 +431,10 @@ function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' |
       const seg = new SegmentChunker(msg.file.size, msg.start, msg.stop);
       run = () => chunkSegment(msg.id, seg, readInPlace(msg.file, seg.readFrom(), seg.readTo()), msg.start, msg.stop);
     } else if (msg.type === 'chunkBatch') {
-      const all = msg.all;
-      const b = (blocks = reads.open(all, 0, all.size, Math.max(WHOLE_READ, all.size)));
+      const b = (blocks = readWhole(msg.all));
       run = () => chunkBatch(msg.id, msg.files, msg.sizes, msg.prevFiles, b);
     } else {
-      const b = (blocks =
-        msg.file.size <= WHOLE_READ ? reads.open(msg.file, 0, msg.file.size, WHOLE_READ) : streamBlocks(msg.file));
+      const b = (blocks = msg.file.size <= WHOLE_READ ? readWhole(msg.file) : streamBlocks(msg.file));
       run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, msg.prevFile, b));
     }
   } catch (e) {
