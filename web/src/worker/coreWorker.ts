@@ -14,7 +14,7 @@
  * they run one after another.
  */
 import init, { ChunkEngine, FileHasher, NewChunkBatch, RecipeHints, SegmentChunker } from '../wasm-pkg/wasm_core.js';
-import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
+import { WHOLE_READ, type NewChunks, type WorkerRequest, type WorkerResponse } from './protocol';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { ReadAhead, streamBlocks, type BlockStream } from './readahead';
 import { warmUp } from './warmup';
@@ -30,12 +30,6 @@ const PROGRESS_EVERY = 8 << 20;
  * 16 MiB blocks; with several 1 MiB reads in flight (READ_AHEAD) the block size matters less.
  */
 const BLOCK = 1 << 20;
-/**
- * Files up to this size, and batches of small files (at most BATCH_BYTES, backup.ts), are
- * read in one `arrayBuffer()` each; larger ones through their own stream (`streamBlocks`):
- * neither slices the file, and every slice is a synchronous round trip to the browser.
- */
-const WHOLE_READ = 2 << 20;
 /** Bytes read ahead of the chunker, over this worker's queued jobs (see readahead.ts). */
 const READ_AHEAD = 4 << 20;
 /** Post new chunks once this many stored bytes are collected. */

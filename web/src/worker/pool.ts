@@ -4,7 +4,7 @@
  * DEPTH jobs and DEPTH_BYTES per worker: a worker reads its queued jobs' files while it chunks the first
  * (file reads are round trips to the browser process and dominate small files).
  */
-import type { NewChunks, WorkerRequest, WorkerResponse } from './protocol';
+import { WHOLE_READ, type NewChunks, type WorkerRequest, type WorkerResponse } from './protocol';
 import { FP_LEN } from '../backup/hex';
 import type { RecipeHintsData } from '../backup/hints';
 
@@ -19,16 +19,29 @@ export type BatchResult = ChunkedFile | { error: string };
 /** Jobs queued per worker at most. */
 const DEPTH = 4;
 /**
- * Bytes queued per worker at most (a worker with nothing queued takes any job). Without
+ * Bytes held by a worker's queued jobs at most (`Job.held`; a worker with nothing queued
+ * takes any job). Without
  * this cap four 2 MiB segments of a huge file would sit in each worker, read ahead: the
  * 2 GiB backup's tab peaked at 326 MiB instead of under 300.
  */
 const DEPTH_BYTES = 4 << 20;
 
+/**
+ * What a one-file job holds while it waits in a worker's queue: a file read whole, its
+ * bytes; a larger one is read through its own stream, whose pipe (not the file) bounds what
+ * is read ahead. Counting a streamed 9 MB file as 9 MB kept every small-file batch on the
+ * page until it was chunked, and then each batch's read started only as a worker went idle.
+ */
+function heldWhileQueued(size: number) {
+  return size <= WHOLE_READ ? size : 0;
+}
+
 interface Job {
   request: (id: number) => WorkerRequest;
   /** Bytes the job reads (balances the workers). */
   bytes: number;
+  /** Bytes the job holds in memory while queued (its reads start on arrival); default `bytes`. */
+  held?: number;
   onProgress?: (bytes: number) => void;
   /** New chunks of a chunk job; the worker reads on once the returned promise settles. */
   onNewChunks?: (chunks: NewChunks) => Promise<void>;
@@ -45,6 +58,8 @@ interface Slot {
   jobs: Map<number, Job>;
   /** Bytes of the jobs in `jobs`. */
   bytes: number;
+  /** Bytes the jobs in `jobs` hold (see `Job.held`): what DEPTH_BYTES caps. */
+  held: number;
 }
 
 export class CorePool {
@@ -59,7 +74,7 @@ export class CorePool {
     await Promise.all(
       Array.from({ length: Math.max(1, size) }, async () => {
         const worker = new Worker(new URL('./coreWorker.ts', import.meta.url), { type: 'module' });
-        const slot: Slot = { worker, jobs: new Map(), bytes: 0 };
+        const slot: Slot = { worker, jobs: new Map(), bytes: 0, held: 0 };
         await new Promise<void>((resolve, reject) => {
           worker.onmessage = (e: MessageEvent<WorkerResponse>) => {
             if (e.data.type === 'ready') resolve();
@@ -90,7 +105,12 @@ export class CorePool {
   }
 
   async hashFile(file: File, onProgress?: (bytes: number) => void): Promise<string> {
-    const r = await this.run({ request: (id) => ({ type: 'hashFile', id, file }), bytes: file.size, onProgress });
+    const r = await this.run({
+      request: (id) => ({ type: 'hashFile', id, file }),
+      bytes: file.size,
+      held: heldWhileQueued(file.size),
+      onProgress,
+    });
     if (r.type !== 'hashed') throw new Error('unexpected worker reply');
     return r.sha1;
   }
@@ -105,6 +125,7 @@ export class CorePool {
     const r = await this.run({
       request: (id) => ({ type: 'chunkFile', id, file, prevFile }),
       bytes: file.size,
+      held: heldWhileQueued(file.size),
       onNewChunks,
       onProgress,
     });
@@ -225,9 +246,9 @@ export class CorePool {
   private pump() {
     while (this.queue.length) {
       let slot: Slot | undefined;
-      const next = this.queue[0].bytes;
+      const next = this.queue[0].held ?? this.queue[0].bytes;
       for (const s of this.slots) {
-        const room = s.jobs.size === 0 || (s.jobs.size < DEPTH && s.bytes + next <= DEPTH_BYTES);
+        const room = s.jobs.size === 0 || (s.jobs.size < DEPTH && s.held + next <= DEPTH_BYTES);
         if (room && (!slot || s.bytes < slot.bytes)) slot = s;
       }
       if (!slot) return;
@@ -235,6 +256,7 @@ export class CorePool {
       const id = this.nextId++;
       slot.jobs.set(id, job);
       slot.bytes += job.bytes;
+      slot.held += job.held ?? job.bytes;
       slot.worker.postMessage(job.request(id));
       job.onStart?.(slot.worker, id);
     }
@@ -245,6 +267,7 @@ export class CorePool {
     if (job) {
       slot.jobs.delete(id);
       slot.bytes -= job.bytes;
+      slot.held -= job.held ?? job.bytes;
     }
     return job;
   }
@@ -286,7 +309,7 @@ export class CorePool {
   private onCrash(slot: Slot, message: string) {
     const jobs = [...slot.jobs.values()];
     slot.jobs.clear();
-    slot.bytes = 0;
+    slot.bytes = slot.held = 0;
     for (const job of jobs) job.reject(new Error(`worker crashed: ${message}`));
     this.pump();
   }

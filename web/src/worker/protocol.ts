@@ -1,6 +1,13 @@
 /** Messages between the page and a core worker: a small, typed bridge. */
 import type { RecipeHintsData } from '../backup/hints';
 
+/**
+ * Files up to this size, and batches of small files (at most BATCH_BYTES, backup.ts), are
+ * read in one `arrayBuffer()` each; larger ones through their own stream (`streamBlocks`):
+ * neither slices the file, and every slice is a synchronous round trip to the browser.
+ */
+export const WHOLE_READ = 2 << 20;
+
 export type WorkerRequest =
   | { type: 'init'; module: WebAssembly.Module }
   | { type: 'hashFile'; id: number; file: File }
