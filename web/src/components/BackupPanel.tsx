@@ -25,9 +25,11 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
   const job = useRef<BackupJob | null>(null);
   const running = progress !== null && ['planning', 'backing up', 'committing'].includes(progress.phase);
 
+  // Read again once a backup ends, not at each phase: during a backup the page's thread is
+  // needed to feed the workers and the uploads.
   useEffect(() => {
-    jobs.unfinished().then(setUnfinished, () => {});
-  }, [jobs, progress?.phase]);
+    if (!running) jobs.unfinished().then(setUnfinished, () => {});
+  }, [jobs, running]);
 
   const start = async () => {
     if (!picked) return;

@@ -15,7 +15,8 @@
  */
 import init, { ChunkEngine, FileHasher, NewChunkBatch, RecipeHints, SegmentChunker } from '../wasm-pkg/wasm_core.js';
 import { WHOLE_READ, type NewChunks, type WorkerRequest, type WorkerResponse } from './protocol';
-import { FP_LEN, fpHex } from '../backup/hex';
+import { FP_LEN } from '../backup/hex';
+import { FingerprintSet } from '../dedupindex/fpset';
 import { ReadAhead, streamBlocks, type BlockStream } from './readahead';
 import { warmUp } from './warmup';
 
@@ -36,7 +37,13 @@ const READ_AHEAD = 4 << 20;
 const BATCH_BYTES = 2 << 20;
 const MAX_UNCREDITED = 2;
 
-let known = new Set<string>();
+/**
+ * The job's known chunks: the hot cache plus every chunk this worker already passed on. A
+ * packed set, not `Set<string>`: with hex strings, taking the hot cache (typescript-10,
+ * ~2 500 fingerprints) took each worker 1-9 ms at the start of every backup, 0-5 ms packed
+ * (the rest is the RapidCDC hints), and every chunk cost a string.
+ */
+let known = new FingerprintSet(0);
 /**
  * The previous version's recipes, if any: each file's chunks are predicted from them
  * (RapidCDC with the fingerprint test: the same chunks as plain chunking, less scanning).
@@ -79,9 +86,7 @@ async function hashFile(id: number, blocks: BlockStream) {
 function fresh(fps: Uint8Array, n: number): Uint32Array {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
-    const hex = fpHex(fps, i);
-    if (known.has(hex)) continue;
-    known.add(hex);
+    if (!known.add(fps, i * FP_LEN)) continue;
     out.push(i);
   }
   return Uint32Array.from(out);
@@ -377,8 +382,7 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
       post({ type: 'ready' });
       return;
     case 'setKnown':
-      known = new Set();
-      for (let i = 0; i < msg.fps.length / FP_LEN; i++) known.add(fpHex(msg.fps, i));
+      known = FingerprintSet.fromPacked(msg.fps);
       batch?.free();
       batch = new NewChunkBatch(msg.zstdLevel);
       hints?.free();
