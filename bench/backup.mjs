@@ -1,6 +1,10 @@
 // Backup benchmark: typescript-10 backed up through the real UI (headless Chromium, real
 // release server), then restic and borg on the same folders, in one run. Prints a table and,
-// last, one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick] [--playwright]
+// last, one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick]
+// [--playwright] [--runs N]
+// --runs: rounds (default 3; 1 with --quick). Each round runs every tool once, in the same
+// order, each on a fresh repository; the medians are reported and every round's seconds are
+// in the JSON. Interleaving the tools puts a slow spell of this shared VM on all of them.
 import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import {
@@ -11,6 +15,7 @@ import {
   dataset,
   du,
   launchBrowser,
+  median,
   now,
   openApp,
   resticRepo,
@@ -23,6 +28,8 @@ const quick = flag('quick');
 const viaPlaywright = flag('playwright');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
+const runs = Number(option('runs', quick ? 1 : 3));
+if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
 const versions = dataset(pkg, count);
 const countFiles = (dir) => readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile()).length;
@@ -88,12 +95,27 @@ function borg() {
   return { seconds, stored };
 }
 
-const d = await ditto();
-const rz = restic('auto');
-const ro = restic('off');
-const bz = borg();
+const rounds = [];
+for (let r = 0; r < runs; r++) {
+  rounds.push({ d: await ditto(), rz: restic('auto'), ro: restic('off'), bz: borg() });
+  const last = rounds.at(-1);
+  console.log(
+    `round ${r + 1}/${runs}: ditto ${last.d.seconds.toFixed(2)} s, restic ${last.rz.seconds.toFixed(2)} s,`,
+    `restic off ${last.ro.seconds.toFixed(2)} s, borg ${last.bz.seconds.toFixed(2)} s`,
+  );
+}
+const secondsOf = (tool) => rounds.map((x) => x[tool].seconds);
+/** The round whose time is the median of the tool's (its stored bytes go with it). */
+const medianRound = (tool) => {
+  const m = median(secondsOf(tool));
+  return rounds.reduce((a, b) => (Math.abs(b[tool].seconds - m) < Math.abs(a[tool].seconds - m) ? b : a))[tool];
+};
+const d = { ...medianRound('d'), seconds: median(secondsOf('d')) };
+const rz = { ...medianRound('rz'), seconds: median(secondsOf('rz')) };
+const ro = { ...medianRound('ro'), seconds: median(secondsOf('ro')) };
+const bz = { ...medianRound('bz'), seconds: median(secondsOf('bz')) };
 const mb = (n) => (n / 1e6).toFixed(1).padStart(8);
-console.log(`\n${pkg} x${versions.length}: ${mb(logical)} MB logical\n`);
+console.log(`\n${pkg} x${versions.length}: ${mb(logical)} MB logical; Ditto per version, median round:\n`);
 console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8), ' predicted', '  ms per phase');
 for (const [v, dt, sent, phases, b] of d.rows) {
   const ph = Object.entries(phases)
@@ -102,7 +124,7 @@ for (const [v, dt, sent, phases, b] of d.rows) {
   const pred = `${b.predicted}/${b.chunksRead}`.padStart(10);
   console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent), pred, ' ', ph);
 }
-console.log('\ntool'.padEnd(22), 'seconds'.padStart(8), 'stored MB'.padStart(10));
+console.log(`\ntool (median of ${runs})`.padEnd(22), 'seconds'.padStart(8), 'stored MB'.padStart(10));
 console.log('ditto (UI, Chromium)'.padEnd(21), d.seconds.toFixed(2).padStart(8), mb(d.stored).padStart(10));
 console.log('restic --compression auto'.padEnd(21), rz.seconds.toFixed(2).padStart(8), mb(rz.stored).padStart(10));
 console.log('restic --compression off'.padEnd(21), ro.seconds.toFixed(2).padStart(8), mb(ro.stored).padStart(10));
@@ -115,6 +137,7 @@ console.log(
     package: pkg,
     versions: versions.length,
     logical_bytes: logical,
+    runs,
     ditto_seconds: +d.seconds.toFixed(3),
     restic_seconds: +rz.seconds.toFixed(3),
     restic_off_seconds: +ro.seconds.toFixed(3),
@@ -131,5 +154,8 @@ console.log(
     dedup_ratio: d.stats.dedup_ratio,
     chunks_read: d.chunksRead,
     chunks_predicted: d.predicted,
+    ditto_seconds_runs: secondsOf('d').map((x) => +x.toFixed(3)),
+    restic_seconds_runs: secondsOf('rz').map((x) => +x.toFixed(3)),
+    borg_seconds_runs: secondsOf('bz').map((x) => +x.toFixed(3)),
   }),
 );

@@ -62,6 +62,12 @@ export const now = () => performance.now() / 1000;
  * The `count` newest stable releases of npm package `pkg`, one unpacked folder each under
  * target/datasets/<pkg>/, oldest first (downloaded once, see scripts/npm-versions.mjs).
  */
+/** The median of a non-empty list of numbers. */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
 export function dataset(pkg, count) {
   return npmVersions(pkg, count, path.join(ROOT, 'target', 'datasets'));
 }

@@ -16,6 +16,7 @@ import {
   cli,
   dataset,
   launchBrowser,
+  median,
   now,
   openApp,
   resticRepo,
@@ -175,11 +176,6 @@ function restic() {
     repo.remove();
   }
 }
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 try {
   const d = await ditto();
