@@ -3,7 +3,9 @@
 //! Commands: `serve` (default), `repo create NAME`, `token create REPO`, `check REPO`,
 //! `stats REPO`. `serve` listens on 127.0.0.1:$PORT (default 8080, 0 = any free port),
 //! keeps its data in $DATA_DIR (default ./data) and serves the built web app from
-//! $WEB_DIR (default web/dist). See docs/API.md.
+//! $WEB_DIR (default web/dist). See docs/API.md. On SIGTERM or SIGINT it stops taking
+//! connections, gives open ones STOP_GRACE to finish, then folds SQLite's write-ahead log
+//! into the database (docs/FORMAT.md) and exits 0.
 
 mod api;
 mod check;
@@ -16,6 +18,7 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     sync::Arc,
+    time::Duration,
 };
 
 use axum::{http::StatusCode, response::IntoResponse};
@@ -160,6 +163,7 @@ fn serve() {
     }
     let web_dir = PathBuf::from(env_or("WEB_DIR", "web/dist"));
     let store = Arc::new(store::Store::open(&data_dir).unwrap_or_else(|e| die(e)));
+    let stop_store = store.clone();
     let token = default_token(&data_dir)
         .unwrap_or_else(|e| die(format!("cannot create the default token: {e}")));
     store
@@ -197,9 +201,46 @@ fn serve() {
         let _ = writeln!(out, "Ditto is running. Open http://{addr}/#token={token}");
         let _ = out.flush();
         drop(out);
-        if let Err(e) = axum::serve(listener, app).await {
-            die(format!("server error: {e}"));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            stop_requested().await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let serving = axum::serve(listener, app).with_graceful_shutdown(stopped(stop_rx.clone()));
+        let grace_over = async {
+            stopped(stop_rx).await;
+            tokio::time::sleep(STOP_GRACE).await;
+        };
+        tokio::select! {
+            r = std::future::IntoFuture::into_future(serving) => if let Err(e) = r {
+                die(format!("server error: {e}"));
+            },
+            _ = grace_over => eprintln!("ditto-server: connections still open after {STOP_GRACE:?}; stopping anyway"),
         }
     });
+    // Requests still running on blocking threads are not waited for: what they had not
+    // acknowledged is not promised, and startup recovery cuts what they left half-written.
+    rt.shutdown_timeout(Duration::ZERO);
+    if let Err(e) = stop_store.checkpoint() {
+        eprintln!("ditto-server: could not fold the write-ahead log into the database: {e}");
+    }
     drop(lock);
+}
+
+/// How long open connections (a download, say) get to finish once a stop is requested.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Resolves on SIGTERM or SIGINT.
+async fn stop_requested() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => die(format!("cannot listen for SIGTERM: {e}")),
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

@@ -365,6 +365,17 @@ impl Store {
         f(&self.writer().conn)
     }
 
+    /// Folds the write-ahead log into the database file and empties it (at a clean stop:
+    /// otherwise up to ~4 MiB of already-committed pages stay in `ditto.sqlite3-wal`).
+    /// Committed data is durable either way; this only compacts.
+    pub fn checkpoint(&self) -> rusqlite::Result<()> {
+        let w = self.writer();
+        // Readers still inside a transaction would make TRUNCATE wait: not for long.
+        w.conn.busy_timeout(std::time::Duration::from_secs(1))?;
+        w.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+    }
+
     /// Stores the chunks not yet stored; `entries` must already be verified.
     pub fn ingest(&self, repo_id: i64, entries: &[BundleEntry<'_>]) -> ApiResult<IngestResult> {
         let mut w = self.writer();

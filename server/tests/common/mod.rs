@@ -79,6 +79,23 @@ impl Server {
         }
     }
 
+    /// SIGTERM (a clean stop), then waits up to `timeout` for the exit; None if still running.
+    pub fn stop(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -TERM failed");
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            if let Some(status) = self.child.try_wait().expect("wait for the server") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// SIGKILL, no chance to clean up.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
