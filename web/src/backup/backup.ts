@@ -414,6 +414,9 @@ export class BackupJob {
       const names = (r: Uint8Array | undefined) =>
         Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
       const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
+      // They are counted again as they are read again.
+      p.filesDone -= affected.length;
+      p.bytesDone -= affected.reduce((n, f) => n + f.file.size, 0);
       hot = hotFps(prevList, missing);
       return await commit(await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated));
     }
@@ -479,7 +482,14 @@ export class BackupJob {
       let seen = 0;
       const durable: Promise<void>[] = [];
       const onNew = async (msg: NewChunks) => {
-        durable.push((await uploader.add(candidates(msg))).durable);
+        // Registered before the first await: the worker's result can arrive while add() still
+        // waits for room in the queue, and the files' records must wait for these chunks too
+        // (else a resume after a reload trusts a record whose chunks never reached the server).
+        const added = uploader.add(candidates(msg));
+        const stored = added.then((a) => a.durable);
+        stored.catch(() => {}); // a failure surfaces through add()
+        durable.push(stored);
+        await added;
       };
       const onRead = (bytes: number) => {
         p.bytesRead += bytes - seen;
