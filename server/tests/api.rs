@@ -13,6 +13,18 @@ use wasm_core::{
     hash::{sha1, to_hex},
 };
 
+/// The repository's version list (GET `versions`).
+fn versions_list(s: &Server, token: &str) -> serde_json::Value {
+    request(
+        "GET",
+        &s.repo_url("default", "/versions"),
+        Some(token),
+        &[],
+        None,
+    )
+    .json()
+}
+
 fn sample_chunks(seed: u64, n: usize) -> Vec<TestChunk> {
     (0..n)
         .map(|i| {
@@ -186,14 +198,7 @@ fn round_trip() {
     assert_eq!(v2["stats"]["new_chunks"], 0);
     assert_eq!(v2["stats"]["dedup_ratio"], serde_json::Value::Null);
 
-    let list = request(
-        "GET",
-        &s.repo_url("default", "/versions"),
-        Some(&t),
-        &[],
-        None,
-    )
-    .json();
+    let list = versions_list(&s, &t);
     let ids: Vec<i64> = list["versions"]
         .as_array()
         .unwrap()
@@ -532,14 +537,7 @@ fn mismatch_and_bad_content_refused() {
         { "path": "f", "kind": "file", "size": huge, "mtime": 0, "recipe": [] },
         { "path": "g", "kind": "file", "size": huge, "mtime": 0, "recipe": [] } ] });
     post_json(&s.repo_url("default", "/versions"), &t, &m).expect_error(422, "size_mismatch");
-    let list = request(
-        "GET",
-        &s.repo_url("default", "/versions"),
-        Some(&t),
-        &[],
-        None,
-    )
-    .json();
+    let list = versions_list(&s, &t);
     assert_eq!(list["versions"], json!([]));
 }
 
@@ -1037,14 +1035,7 @@ fn sigterm_stops_cleanly_and_folds_the_wal() {
     drop(s);
 
     let s = Server::start(&dir.0);
-    let list = request(
-        "GET",
-        &s.repo_url("default", "/versions"),
-        Some(&t),
-        &[],
-        None,
-    )
-    .json();
+    let list = versions_list(&s, &t);
     assert_eq!(list["versions"].as_array().unwrap().len(), 1);
     let hexes: Vec<String> = chunks.iter().map(TestChunk::hex).collect();
     let got = get_chunks(&s, "default", &t, &hexes, true);
