@@ -17,7 +17,7 @@
 import { ApiError, type Api, type VersionInfo } from '../api/client';
 import type { ClientIndex } from '../dedupindex/index';
 import type { PickedFolder } from '../input/folder';
-import type { NewChunks } from '../worker/protocol';
+import { ZSTD_LEVEL, type NewChunks } from '../worker/protocol';
 import type { BatchResult, CorePool } from '../worker/pool';
 import { FP_LEN } from './hex';
 import { lengthsOfFile, previousRecipes, type PreviousRecipes } from './hints';
@@ -26,7 +26,6 @@ import { manifestBody, recipeAt, recipeLength, type BodyEntry } from './manifest
 import { hotFps, previousVersion, rememberCommitted } from './previous';
 import { Uploader, type Candidate } from './uploader';
 
-export const ZSTD_LEVEL = 3;
 /**
  * Files at least this large are split into SEGMENT_BYTES segments chunked by several
  * workers at once (SS-CDC; same recipe as one worker). Smaller files already keep every

@@ -20,9 +20,8 @@ export type BatchResult = ChunkedFile | { error: string };
 const DEPTH = 4;
 /**
  * Bytes held by a worker's queued jobs at most (`Job.held`; a worker with nothing queued
- * takes any job). Without
- * this cap four 2 MiB segments of a huge file would sit in each worker, read ahead: the
- * 2 GiB backup's tab peaked at 326 MiB instead of under 300.
+ * takes any job). Without this cap four 2 MiB segments of a huge file would sit in each
+ * worker, read ahead: the 2 GiB backup's tab peaked at 326 MiB instead of under 300.
  */
 const DEPTH_BYTES = 4 << 20;
 
@@ -40,8 +39,8 @@ interface Job {
   request: (id: number) => WorkerRequest;
   /** Bytes the job reads (balances the workers). */
   bytes: number;
-  /** Bytes the job holds in memory while queued (its reads start on arrival); default `bytes`. */
-  held?: number;
+  /** Bytes the job holds in memory while queued (its reads start on arrival). */
+  held: number;
   onProgress?: (bytes: number) => void;
   /** New chunks of a chunk job; the worker reads on once the returned promise settles. */
   onNewChunks?: (chunks: NewChunks) => Promise<void>;
@@ -236,9 +235,10 @@ export class CorePool {
     this.queue = [];
   }
 
-  private run(job: Omit<Job, 'resolve' | 'reject'>): Promise<WorkerResponse> {
+  /** Queues a job; `held` defaults to `bytes` (the job's reads hold all they read). */
+  private run(job: Omit<Job, 'resolve' | 'reject' | 'held'> & { held?: number }): Promise<WorkerResponse> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ ...job, resolve, reject });
+      this.queue.push({ ...job, held: job.held ?? job.bytes, resolve, reject });
       this.pump();
     });
   }
@@ -246,7 +246,7 @@ export class CorePool {
   private pump() {
     while (this.queue.length) {
       let slot: Slot | undefined;
-      const next = this.queue[0].held ?? this.queue[0].bytes;
+      const next = this.queue[0].held;
       for (const s of this.slots) {
         const room = s.jobs.size === 0 || (s.jobs.size < DEPTH && s.held + next <= DEPTH_BYTES);
         if (room && (!slot || s.bytes < slot.bytes)) slot = s;
@@ -256,7 +256,7 @@ export class CorePool {
       const id = this.nextId++;
       slot.jobs.set(id, job);
       slot.bytes += job.bytes;
-      slot.held += job.held ?? job.bytes;
+      slot.held += job.held;
       slot.worker.postMessage(job.request(id));
       job.onStart?.(slot.worker, id);
     }
@@ -267,7 +267,7 @@ export class CorePool {
     if (job) {
       slot.jobs.delete(id);
       slot.bytes -= job.bytes;
-      slot.held -= job.held ?? job.bytes;
+      slot.held -= job.held;
     }
     return job;
   }

@@ -8,6 +8,9 @@ import type { RecipeHintsData } from '../backup/hints';
  */
 export const WHOLE_READ = 2 << 20;
 
+/** zstd level of uploaded chunks (docs/BENCHMARKS.md "Compression candidates"). */
+export const ZSTD_LEVEL = 3;
+
 export type WorkerRequest =
   | { type: 'init'; module: WebAssembly.Module }
   | { type: 'hashFile'; id: number; file: File }

@@ -8,6 +8,7 @@
  * shared by the workers, so optimised code one worker triggers serves them all.
  */
 import { ChunkEngine, NewChunkBatch, RecipeHints } from '../wasm-pkg/wasm_core.js';
+import { ZSTD_LEVEL } from './protocol';
 
 /** Synthetic text-like bytes (compressible but not repetitive): xorshift over 64 letters. */
 function syntheticText(n: number): Uint8Array {
@@ -24,10 +25,10 @@ function syntheticText(n: number): Uint8Array {
 
 /**
  * Chunks, fingerprints and compresses `rounds` MiB, then predicts them back (RapidCDC): each
- * path a backup takes. `zstdLevel`: the uploads' (backup.ts `ZSTD_LEVEL`). Returns the last
- * round's chunk count and how many of them were predicted.
+ * path a backup takes, at the uploads' zstd level. Returns the last round's chunk count and
+ * how many of them were predicted.
  */
-export function warmUp(zstdLevel = 3, rounds = 4): { chunks: number; predicted: number } {
+export function warmUp(zstdLevel = ZSTD_LEVEL, rounds = 4): { chunks: number; predicted: number } {
   const data = syntheticText(1 << 20);
   const last = { chunks: 0, predicted: 0 };
   const batch = new NewChunkBatch(zstdLevel);
