@@ -40,6 +40,13 @@ fi
 log "npm dependencies"
 npm ci --no-audit --no-fund --loglevel=error
 
+# The API fuzzer (scripts/fuzz-api.sh), from PyPI.
+want_st=4.32.5
+if [[ $(python3 -c 'import schemathesis; print(schemathesis.__version__)' 2>/dev/null) != "$want_st" ]]; then
+  log "schemathesis $want_st (PyPI)"
+  python3 -m pip install -q --disable-pip-version-check "schemathesis==$want_st"
+fi
+
 log "cargo dependencies"
 cargo fetch -q
 

@@ -19,6 +19,7 @@ suite "web unit tests (vitest)" npm run --silent test -w web
 suite "web typecheck (tsc strict)" npm run --silent typecheck -w web
 # `cargo test` above built target/debug/ditto-server (with the test build's feature set; a
 # plain `cargo build` would resolve features differently and rebuild every dependency).
+suite "API fuzz (schemathesis from the OpenAPI document, zero 5xx)" bash scripts/fuzz-api.sh
 suite "e2e (Playwright, real server, Chromium)" bash -c \
   '[[ -x target/debug/ditto-server ]] || cargo build -q -p ditto-server; npx playwright test -c e2e'
 
