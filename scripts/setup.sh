@@ -14,6 +14,7 @@ command -v restic >/dev/null || apt_pkgs+=(restic)        # benchmark anchors
 command -v borg >/dev/null || apt_pkgs+=(borgbackup)
 command -v rg >/dev/null || apt_pkgs+=(ripgrep)
 command -v bc >/dev/null || apt_pkgs+=(bc)
+command -v strace >/dev/null || apt_pkgs+=(strace)      # the power-loss test records the server with it
 command -v unzip >/dev/null || apt_pkgs+=(unzip)        # e2e: restored zips are checked with it
 if ((${#apt_pkgs[@]})); then
   log "apt: ${apt_pkgs[*]}"

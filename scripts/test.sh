@@ -20,6 +20,7 @@ suite "web typecheck (tsc strict)" npm run --silent typecheck -w web
 # `cargo test` above built target/debug/ditto-server (with the test build's feature set; a
 # plain `cargo build` would resolve features differently and rebuild every dependency).
 suite "API fuzz (schemathesis from the OpenAPI document, zero 5xx)" bash scripts/fuzz-api.sh
+suite "power loss (strace replay of every crash state)" bash scripts/powerloss.sh
 suite "e2e (Playwright, real server, Chromium)" bash -c \
   '[[ -x target/debug/ditto-server ]] || cargo build -q -p ditto-server; npx playwright test -c e2e'
 
