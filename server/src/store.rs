@@ -734,6 +734,7 @@ impl Store {
                 wasm_core::format::manifest::EntryKind::Symlink => stats.symlinks += 1,
             }
         }
+        stats.skipped_files = manifest.skipped.len() as u64;
         let json = serde_json::to_vec(manifest).map_err(ApiError::internal)?;
         let blob = zstd::bulk::compress(&json, 3).map_err(ApiError::internal)?;
 

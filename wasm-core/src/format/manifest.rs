@@ -1,6 +1,6 @@
 //! Version manifests (JSON): what was backed up and each file's recipe.
 
-use serde::{Deserialize, Serialize};
+use serde::{de::Error as _, Deserialize, Deserializer, Serialize};
 
 /// Most entries in one manifest.
 pub const MAX_ENTRIES: usize = 1_000_000;
@@ -8,6 +8,8 @@ pub const MAX_ENTRIES: usize = 1_000_000;
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest source label, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 256;
+/// Longest `detail` of a skipped file, in bytes.
+pub const MAX_DETAIL_BYTES: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -37,6 +39,59 @@ pub struct Manifest {
     pub source: String,
     pub time: i64,
     pub entries: Vec<Entry>,
+    /// Picked files the version does not hold, and why: a version with any is incomplete.
+    /// Absent (not written) when every picked file is in `entries`.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "skipped_list"
+    )]
+    pub skipped: Vec<Skipped>,
+}
+
+/// Why a picked file is missing from a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkipReason {
+    /// It changed while the backup read it, and a later read failed too.
+    Changed,
+    /// It was deleted after it was picked.
+    Deleted,
+    /// It could not be read (permissions, an I/O error, or the browser would not say why).
+    Unreadable,
+}
+
+/// A picked file left out of a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// Same rules as an entry's path.
+    pub path: String,
+    pub reason: SkipReason,
+    /// The error as the client saw it, for people (at most MAX_DETAIL_BYTES).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// Refuses a `skipped` list that could not have come from a pick: more items than a
+/// manifest may have entries, a path an entry could not have, an over-long detail.
+fn skipped_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Skipped>, D::Error> {
+    let list = Vec::<Skipped>::deserialize(d)?;
+    if list.len() > MAX_ENTRIES {
+        return Err(D::Error::custom(format!(
+            "more than {MAX_ENTRIES} skipped files"
+        )));
+    }
+    for s in &list {
+        validate_path(&s.path)
+            .map_err(|why| D::Error::custom(format!("skipped {:?}: {why}", s.path)))?;
+        if s.detail.len() > MAX_DETAIL_BYTES {
+            return Err(D::Error::custom(format!(
+                "skipped {:?}: detail longer than {MAX_DETAIL_BYTES} bytes",
+                s.path
+            )));
+        }
+    }
+    Ok(list)
 }
 
 /// Per-version statistics computed by the server at commit.
@@ -52,6 +107,9 @@ pub struct VersionStats {
     pub new_raw_bytes: u64,
     pub new_stored_bytes: u64,
     pub dedup_ratio: Option<f64>,
+    /// Picked files left out (the manifest's `skipped`); 0 in stats stored before it existed.
+    #[serde(default)]
+    pub skipped_files: u64,
 }
 
 /// Checks a manifest path: relative, `/`-separated, no empty/`.`/`..` components.
@@ -92,5 +150,34 @@ mod tests {
         assert_eq!(m.entries[0].mode, None);
         assert_eq!(m.entries[1].kind, EntryKind::Dir);
         assert!(m.entries[1].recipe.is_empty());
+        assert!(m.skipped.is_empty());
+        // A complete version serialises without the field; an incomplete one round-trips it.
+        assert!(!serde_json::to_string(&m).unwrap().contains("skipped"));
+        let inc: Manifest = serde_json::from_str(
+            r#"{"source":"s","time":1,"entries":[],"skipped":[{"path":"a/b","reason":"changed","detail":"NotReadableError"},{"path":"c","reason":"deleted"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(inc.skipped[0].reason, SkipReason::Changed);
+        assert_eq!(inc.skipped[1].detail, "");
+        let again: Manifest = serde_json::from_str(&serde_json::to_string(&inc).unwrap()).unwrap();
+        assert_eq!(again, inc);
+        // Old stats (no skipped_files) still parse.
+        let st: VersionStats = serde_json::from_str(r#"{"files":1,"dirs":0,"symlinks":0,"logical_bytes":3,"chunk_refs":1,"unique_chunks":1,"new_chunks":1,"new_raw_bytes":3,"new_stored_bytes":3,"dedup_ratio":1.0}"#).unwrap();
+        assert_eq!((st.files, st.skipped_files), (1, 0));
+    }
+
+    #[test]
+    fn bad_skipped_lists_are_refused() {
+        let long = "x".repeat(MAX_DETAIL_BYTES + 1);
+        for bad in [
+            r#"[{"path":"/abs","reason":"changed"}]"#.to_string(),
+            r#"[{"path":"a/../b","reason":"deleted"}]"#.to_string(),
+            r#"[{"path":"a","reason":"lost"}]"#.to_string(),
+            r#"[{"path":"a"}]"#.to_string(),
+            format!(r#"[{{"path":"a","reason":"unreadable","detail":"{long}"}}]"#),
+        ] {
+            let json = format!(r#"{{"source":"s","time":1,"entries":[],"skipped":{bad}}}"#);
+            assert!(serde_json::from_str::<Manifest>(&json).is_err(), "{bad}");
+        }
     }
 }
