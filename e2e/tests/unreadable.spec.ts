@@ -25,8 +25,10 @@ interface Entry {
 }
 
 // Small files are read in batches (one composite read per batch): a file that vanished or
-// changed after the pick must fail alone, be named, and not take its batch with it.
-test('files removed or changed after the pick are named; the rest of their batch is backed up', async ({ page }) => {
+// changed after the pick must fail alone, be named, and not take its batch with it. An
+// `<input webkitdirectory>` pick gives no way to a fresh File, so the changed file is read
+// once more (it fails again) and the version is committed as incomplete, never "stored".
+test('files removed or changed after the pick make an incomplete version that names them', async ({ page }) => {
   const dir = path.join(root, 'Docs');
   mkdirSync(dir);
   const content = new Map<string, Buffer>();
@@ -43,15 +45,33 @@ test('files removed or changed after the pick are named; the rest of their batch
   unlinkSync(path.join(dir, 'n05.txt'));
   writeFileSync(path.join(dir, 'n33.txt'), randomBytes(10)); // another size than picked
   await page.getByTestId('backup-start').click();
-  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+  const incomplete = page.getByTestId('backup-incomplete');
+  await expect(incomplete).toBeVisible({ timeout: 60_000 });
+  await expect(incomplete).toHaveAttribute('data-skipped', '2');
+  await expect(incomplete).toContainText('incomplete');
+  await expect(page.getByTestId('backup-done')).toHaveCount(0);
 
-  const errors = await page.getByTestId('backup-errors').innerText();
-  expect(errors).toContain('n05.txt');
-  expect(errors).toContain('n33.txt');
-  expect(errors).not.toContain('n06.txt');
+  const skipped = page.getByTestId('backup-skipped');
+  await expect(skipped).toHaveCount(2);
+  await expect(page.locator('[data-testid=backup-skipped][data-path="n05.txt"]')).toHaveAttribute(
+    'data-reason',
+    'deleted',
+  );
+  const changed = page.locator('[data-testid=backup-skipped][data-path="n33.txt"]');
+  await expect(changed).toHaveAttribute('data-reason', 'unreadable');
+  await expect(changed).toContainText('changed since it was picked');
+  expect(await page.getByTestId('backup-errors').innerText()).not.toContain('n06.txt');
 
-  const id = await page.getByTestId('backup-done').getAttribute('data-version');
-  const { manifest } = await repoJson<{ manifest: { entries: Entry[] } }>(server, `/versions/${id}`);
+  const id = await incomplete.getAttribute('data-version');
+  const { manifest, stats } = await repoJson<{
+    manifest: { entries: Entry[]; skipped: { path: string; reason: string; detail?: string }[] };
+    stats: { skipped_files: number };
+  }>(server, `/versions/${id}`);
+  expect(stats.skipped_files).toBe(2);
+  expect(manifest.skipped.map((s) => [s.path, s.reason]).sort()).toEqual([
+    ['n05.txt', 'deleted'],
+    ['n33.txt', 'unreadable'],
+  ]);
   const files = manifest.entries.filter((e) => e.kind === 'file');
   expect(files.map((e) => e.path).sort()).toEqual(
     [...content.keys()].filter((n) => n !== 'n05.txt' && n !== 'n33.txt').sort(),
@@ -69,5 +89,77 @@ test('files removed or changed after the pick are named; the rest of their batch
     }
     const got = Buffer.concat(parts);
     expect(createHash('sha1').update(got).digest('hex'), e.path).toBe(createHash('sha1').update(want).digest('hex'));
+  }
+
+  // The Versions list marks the version and says which files are missing and why.
+  await page.getByTestId('tab-versions').click();
+  const row = page.locator(`[data-testid=version-row][data-version="${id}"]`);
+  await expect(row).toHaveAttribute('data-incomplete', 'true');
+  await row.getByTestId('version-incomplete').click();
+  const missing = page.getByTestId('version-missing-file');
+  await expect(missing).toHaveCount(2);
+  await expect(page.locator('[data-testid=version-missing-file][data-path="n05.txt"]')).toContainText('deleted');
+  await expect(page.locator('[data-testid=version-missing-file][data-path="n33.txt"]')).toContainText(
+    'changed since it was picked',
+  );
+});
+
+// Through the directory picker the page holds each file's handle, so a file changed after the
+// pick is read again from a fresh File and the version is complete with its new bytes.
+// Playwright cannot drive the native picker: the page's picker returns a real directory of
+// the origin-private file system instead, whose files the test changes from the page.
+test('a file changed after a directory-picker pick is read again from its handle', async ({ page }) => {
+  await page.addInitScript(() => {
+    Object.defineProperty(window, 'showDirectoryPicker', {
+      configurable: true,
+      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle('Picked', { create: true }),
+    });
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  /** Writes `files` (name -> seed) into the private folder; returns each file's bytes, base64. */
+  const write = (files: Record<string, number>) =>
+    page.evaluate(async (files) => {
+      const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('Picked', { create: true });
+      const out: Record<string, string> = {};
+      for (const [name, seed] of Object.entries(files)) {
+        let x = seed | 1;
+        const bytes = new Uint8Array(3000 + seed * 11).map(() => ((x = (x * 1103515245 + 12345) >>> 0), x >>> 24));
+        const w = await (await dir.getFileHandle(name, { create: true })).createWritable();
+        await w.write(bytes);
+        await w.close();
+        let s = '';
+        for (const b of bytes) s += String.fromCharCode(b);
+        out[name] = btoa(s);
+      }
+      return out;
+    }, files);
+  const first = await write({ 'a.bin': 1, 'b.bin': 2, 'c.bin': 3 });
+  await page.getByRole('button', { name: 'Choose folder…' }).click();
+  await expect(page.getByTestId('picked-summary')).toHaveAttribute('data-files', '3');
+  // Changed after the pick, before the backup reads it.
+  const second = await write({ 'b.bin': 9 });
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+  await expect(page.getByTestId('backup-errors')).toHaveCount(0);
+  const id = await page.getByTestId('backup-done').getAttribute('data-version');
+  const { manifest, stats } = await repoJson<{
+    manifest: { entries: (Entry & { size: number })[]; skipped?: unknown[] };
+    stats: { skipped_files: number };
+  }>(server, `/versions/${id}`);
+  expect(stats.skipped_files).toBe(0);
+  expect(manifest.skipped).toBeUndefined();
+  const want = { ...first, ...second };
+  const files = manifest.entries.filter((e) => e.kind === 'file');
+  expect(files.map((e) => e.path).sort()).toEqual(['a.bin', 'b.bin', 'c.bin']);
+  for (const e of files) {
+    const parts: Buffer[] = [];
+    for (const fp of e.recipe) {
+      const res = await fetch(`${server.url}/api/v1/repos/default/chunks/${fp}`, {
+        headers: { Authorization: `Bearer ${server.token}` },
+      });
+      parts.push(Buffer.from(await res.arrayBuffer()));
+    }
+    expect(Buffer.concat(parts).toString('base64'), e.path).toBe(want[e.path as keyof typeof want]);
   }
 });

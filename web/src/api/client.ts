@@ -15,6 +15,8 @@ export interface VersionStats {
   new_raw_bytes: number;
   new_stored_bytes: number;
   dedup_ratio: number | null;
+  /** Picked files the version does not hold (> 0: incomplete); absent in older versions. */
+  skipped_files?: number;
 }
 
 export interface ManifestEntry {
@@ -27,10 +29,22 @@ export interface ManifestEntry {
   target?: string;
 }
 
+/** Why a picked file is not in a version (docs/FORMAT.md, manifest `skipped`). */
+export type SkipReason = 'changed' | 'deleted' | 'unreadable';
+
+export interface SkippedFile {
+  path: string;
+  reason: SkipReason;
+  /** The error as the page saw it (absent when there is none). */
+  detail?: string;
+}
+
 export interface Manifest {
   source: string;
   time: number;
   entries: ManifestEntry[];
+  /** Picked files the version does not hold; absent when it holds them all. */
+  skipped?: SkippedFile[];
 }
 
 export interface VersionInfo {

@@ -1,10 +1,11 @@
 /**
  * One backup of a picked folder, as named stages:
  *
- * 1. **plan** — find the previous version of this source. Files whose path, size and mtime
- *    equal it reuse their recipe unread; so do files an interrupted run of this job already
- *    finished (job state in IndexedDB). The previous version's fingerprints become the
- *    workers' hot cache (HiDeStore §4.1: the last version predicts the next).
+ * 1. **plan** — find the previous version of this source. Files whose path, size and a
+ *    believable mtime equal it reuse their recipe unread (change.ts), but for a random sample
+ *    read anyway; so do files an interrupted run of this job already finished (job state in
+ *    IndexedDB). The previous version's fingerprints become the workers' hot cache
+ *    (HiDeStore §4.1: the last version predicts the next).
  * 2. **chunk** — the worker pool chunks and fingerprints the other files as streams and
  *    passes on only chunks outside the hot cache, compressed when it pays.
  * 3. **upload** — the uploader asks the client index (PRUNE §3) and then the server which of
@@ -12,18 +13,23 @@
  *    the server acknowledged it.
  * 4. **commit** — the manifest (every entry with its recipe) becomes the new version.
  *
- * Nothing is skipped silently: unreadable files are listed in the progress and the result.
+ * Between 3 and 4: if a sampled file changed though its size and mtime did not, every
+ * trusted file is read; files whose read failed are read once more (from a fresh File where
+ * the way in gives one). Nothing is skipped silently: files still unreadable are listed in
+ * the manifest's `skipped` (the version is incomplete), the progress and the result.
  */
-import { ApiError, type Api, type VersionInfo } from '../api/client';
+import { ApiError, type Api, type SkippedFile, type SkipReason, type VersionInfo } from '../api/client';
 import type { ClientIndex } from '../dedupindex/index';
-import type { PickedFolder } from '../input/folder';
+import { normalizePath, type PickedFile, type PickedFolder } from '../input/folder';
 import { ZSTD_LEVEL, type NewChunks } from '../worker/protocol';
 import type { BatchResult, CorePool } from '../worker/pool';
+import { cryptoRandom, planChanges, sameRecipe } from './change';
 import { FP_LEN } from './hex';
 import { lengthsOfFile, previousRecipes, type PreviousRecipes } from './hints';
 import { JobStore, type FileRecord, type JobRecord } from './jobstore';
 import { manifestBody, recipeAt, recipeLength, type BodyEntry } from './manifest';
 import { hotFps, previousVersion, rememberCommitted } from './previous';
+import { DEFAULT_SETTINGS, type SourceSettings } from './sourcesettings';
 import { Uploader, type Candidate } from './uploader';
 
 /**
@@ -78,8 +84,16 @@ export interface BackupProgress {
   source: string;
   filesTotal: number;
   filesDone: number;
+  /** Files trusted unread: the previous version's size and a believable mtime (change.ts). */
   filesUnchanged: number;
+  /** Files trusted unread from an interrupted run of this job. */
   filesResumed: number;
+  /** Files with the previous size and mtime that were read because the mtime cannot vouch. */
+  filesDistrusted: number;
+  /** Files that would have been trusted, read anyway (the random sample, or "read every file"). */
+  filesSampled: number;
+  /** Sampled files whose content changed though size and mtime did not (then all were read). */
+  sampleCaught: string[];
   /** Files chunked as segments by several workers at once (SS-CDC). */
   filesSplit: number;
   /** Chunks of the files read whose end RapidCDC predicted from the previous version (no scan). */
@@ -96,7 +110,10 @@ export interface BackupProgress {
   dedupRatio: number | null;
   mbPerSecond: number;
   etaSeconds: number | null;
-  errors: { path: string; message: string }[];
+  /** Picked files the version does not hold (the manifest's `skipped`). */
+  skipped: SkippedFile[];
+  /** Files whose first read failed and that a second read backed up. */
+  filesRetried: number;
   message?: string;
   version?: VersionInfo;
   uploader?: Uploader['stats'];
@@ -137,24 +154,35 @@ export function relativeToRoot(picked: PickedFolder): PickedFolder {
   if (!picked.files.every((f) => f.path.startsWith(prefix))) return picked;
   return {
     ...picked,
-    files: picked.files.map((f) => ({ path: strip(f.path), file: f.file })),
+    files: picked.files.map((f) => ({ ...f, path: strip(f.path) })),
     dirs: picked.dirs.filter((d) => d !== picked.root).map(strip),
+    skipped: picked.skipped.map((s) => ({ ...s, path: strip(s.path) })),
   };
 }
 
+/** A path the manifest's `skipped` accepts (the entry path rules), from whatever the picker saw. */
+export function skippedPath(p: string): string {
+  return (
+    normalizePath(p)
+      .split('/')
+      .map((c) => (c === '..' ? '(..)' : c))
+      .join('/') || '(unnamed)'
+  );
+}
+
 /**
- * Modification times that cannot tell versions apart: a value shared by many files is a
- * normalised timestamp (npm tarballs say 1985-10-26 for every file, some tools say 0),
- * and a file with an unknown date reports "now". Files with such an mtime are read again
- * instead of trusting "same size and mtime = unchanged"; the hot cache keeps that cheap.
+ * Why a read failed, from the browser's error: NotFoundError is a file gone; NotReadableError
+ * is a file changed since its File was made, or one the OS refuses (the browser does not say
+ * which, so `changed` is claimed only when a fresh File showed new size or mtime).
  */
-export function untrustedMtimes(files: readonly { file: File }[]): Set<number> {
-  const counts = new Map<number, number>();
-  for (const f of files) counts.set(f.file.lastModified, (counts.get(f.file.lastModified) ?? 0) + 1);
-  const limit = Math.max(10, files.length * 0.2);
-  const out = new Set<number>([0]);
-  for (const [mtime, n] of counts) if (n > limit) out.add(mtime);
-  return out;
+export function skipReason(error: string, changed: boolean): SkipReason {
+  if (/NotFoundError/.test(error)) return 'deleted';
+  return changed ? 'changed' : 'unreadable';
+}
+
+interface Failure {
+  f: PickedFile;
+  error: string;
 }
 
 export class BackupJob {
@@ -176,8 +204,11 @@ export class BackupJob {
     picked: PickedFolder,
     source: string,
     private onProgress: (p: BackupProgress) => void,
+    private settings: SourceSettings = DEFAULT_SETTINGS,
   ) {
-    this.picked = relativeToRoot(picked);
+    // Own copies: a file read again from a fresh File is replaced here, not in the pick.
+    const rel = relativeToRoot(picked);
+    this.picked = { ...rel, files: rel.files.map((f) => ({ ...f })) };
     this.key = JobStore.key(deps.api.repo, source);
     this.progress = {
       phase: 'planning',
@@ -187,6 +218,9 @@ export class BackupJob {
       filesDone: 0,
       filesUnchanged: 0,
       filesResumed: 0,
+      filesDistrusted: 0,
+      filesSampled: 0,
+      sampleCaught: [],
       filesSplit: 0,
       chunksPredicted: 0,
       chunksRead: 0,
@@ -198,7 +232,8 @@ export class BackupJob {
       dedupRatio: null,
       mbPerSecond: 0,
       etaSeconds: null,
-      errors: picked.skipped.map((s) => ({ path: s.path, message: s.reason })),
+      skipped: this.picked.skipped.map((s) => ({ path: skippedPath(s.path), reason: 'unreadable', detail: s.reason })),
+      filesRetried: 0,
       phaseMs: {},
     };
   }
@@ -319,27 +354,43 @@ export class BackupJob {
     const recipes = new Map<string, Uint8Array>();
     /** Chunk lengths per file, where known: the next backup's hints (previous.ts). */
     const lengths = new Map<string, Uint32Array>();
-    const toRead: PickedFolder['files'] = [];
-    const untrusted = untrustedMtimes(this.picked.files);
+    /** What is known of a file from before: the previous version, else an interrupted run. */
+    interface Known {
+      size: number;
+      mtime: number;
+      since: number | null;
+      recipe: Uint8Array;
+      lengths: Uint32Array | null;
+      resumed: boolean;
+    }
+    const same = (a: { size: number; mtime: number }, f: PickedFile) =>
+      a.size === f.file.size && a.mtime === f.file.lastModified;
+    const known = new Map<string, Known>();
     for (const f of this.picked.files) {
       const before = prevFiles.get(f.path);
       const again = resumable.get(f.path);
-      const trusted = !untrusted.has(f.file.lastModified);
-      if (trusted && before && before.size === f.file.size && before.mtime === f.file.lastModified) {
-        recipes.set(f.path, before.recipe);
-        if (before.lengths) lengths.set(f.path, before.lengths);
-        p.filesUnchanged++;
-      } else if (trusted && again && again.size === f.file.size && again.mtime === f.file.lastModified) {
-        recipes.set(f.path, again.fps);
-        lengths.set(f.path, again.lengths);
-        p.filesResumed++;
-      } else {
-        toRead.push(f);
-        continue;
-      }
+      if (before && prev && same(before, f)) known.set(f.path, { ...before, since: prev.time, resumed: false });
+      else if (again && old && same(again, f))
+        known.set(f.path, { ...again, recipe: again.fps, since: old.startedAt, resumed: true });
+    }
+    const plan = planChanges(this.picked.files, (path) => known.get(path), {
+      now: Date.now(),
+      sampleRate: this.settings.sampleRate,
+      readAll: this.settings.readAll,
+      random: cryptoRandom,
+    });
+    for (const f of plan.trusted) {
+      const k = known.get(f.path)!;
+      recipes.set(f.path, k.recipe);
+      if (k.lengths) lengths.set(f.path, k.lengths);
+      if (k.resumed) p.filesResumed++;
+      else p.filesUnchanged++;
       p.filesDone++;
       p.bytesDone += f.file.size;
     }
+    p.filesDistrusted = plan.distrusted.length;
+    p.filesSampled = plan.sampled.length;
+    const toRead = [...plan.changed, ...plan.distrusted, ...plan.sampled];
     this.enter('backing up');
     this.emit();
 
@@ -348,7 +399,58 @@ export class BackupJob {
       const known = lengths.has(path) ? null : hints && lengthsOfFile(hints, path);
       if (known) lengths.set(path, known);
     }
-    const first = await this.chunkAndUpload(toRead, hot, hints, recipes, lengths, index, validated);
+    const failures: Failure[] = [];
+    const passes = [await this.chunkAndUpload(toRead, hot, hints, recipes, lengths, index, validated, failures)];
+    // A sampled file whose content changed under an unchanged size and mtime: this source's
+    // mtimes do not vouch for anything, so nothing is trusted unread.
+    p.sampleCaught = plan.sampled
+      .filter((f) => recipes.has(f.path) && !sameRecipe(recipes.get(f.path)!, known.get(f.path)!.recipe))
+      .map((f) => f.path);
+    if (p.sampleCaught.length && plan.trusted.length) {
+      p.filesDone -= plan.trusted.length;
+      p.bytesDone -= plan.trusted.reduce((n, f) => n + f.file.size, 0);
+      p.filesUnchanged = p.filesResumed = 0;
+      for (const f of plan.trusted) recipes.delete(f.path);
+      passes.push(await this.chunkAndUpload(plan.trusted, hot, hints, recipes, lengths, index, validated, failures));
+    }
+    // Files whose read failed get one more, from a fresh File where the way in gives one.
+    const again: PickedFile[] = [];
+    const changedMeta = new Set<string>();
+    for (const { f, error } of failures) {
+      if (f.reopen) {
+        try {
+          const fresh = await f.reopen();
+          if (fresh.size !== f.file.size || fresh.lastModified !== f.file.lastModified) changedMeta.add(f.path);
+          p.bytesTotal += fresh.size - f.file.size;
+          f.file = fresh;
+        } catch (e) {
+          const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+          p.skipped.push({ path: skippedPath(f.path), reason: skipReason(why, false), detail: why });
+          continue;
+        }
+      } else if (/NotFoundError/.test(error)) {
+        p.skipped.push({ path: skippedPath(f.path), reason: 'deleted', detail: error });
+        continue;
+      }
+      p.filesDone--;
+      p.bytesDone -= f.file.size;
+      again.push(f);
+    }
+    if (again.length) {
+      const still: Failure[] = [];
+      passes.push(await this.chunkAndUpload(again, hot, hints, recipes, lengths, index, validated, still));
+      p.filesRetried = again.length - still.length;
+      for (const { f, error } of still)
+        p.skipped.push({
+          path: skippedPath(f.path),
+          reason: skipReason(error, changedMeta.has(f.path)),
+          detail: error,
+        });
+    }
+    const first = {
+      written: Promise.all(passes.map((x) => x.written)).then(() => {}),
+      writeAll: () => Promise.all(passes.map((x) => x.writeAll())).then(() => {}),
+    };
     await jobPut;
     if (this.cancelled) throw new Error('cancelled');
 
@@ -356,24 +458,29 @@ export class BackupJob {
     this.emit();
     const committed = () => this.picked.files.filter((f) => recipes.has(f.path));
     const manifest = () =>
-      manifestBody(p.source, job.startedAt, [
-        ...this.picked.dirs.map((d): BodyEntry => ({
-          path: d,
-          kind: 'dir',
-          size: 0,
-          mtime: 0,
-          mode: null,
-          recipe: [],
-        })),
-        ...committed().map((f): BodyEntry => ({
-          path: f.path,
-          kind: 'file',
-          size: f.file.size,
-          mtime: f.file.lastModified,
-          mode: null,
-          recipe: recipes.get(f.path)!,
-        })),
-      ]);
+      manifestBody(
+        p.source,
+        job.startedAt,
+        [
+          ...this.picked.dirs.map((d): BodyEntry => ({
+            path: d,
+            kind: 'dir',
+            size: 0,
+            mtime: 0,
+            mode: null,
+            recipe: [],
+          })),
+          ...committed().map((f): BodyEntry => ({
+            path: f.path,
+            kind: 'file',
+            size: f.file.size,
+            mtime: f.file.lastModified,
+            mode: null,
+            recipe: recipes.get(f.path)!,
+          })),
+        ],
+        p.skipped,
+      );
     // The job's file records (for a resume) are written while the version commits. Once it
     // is committed they are not needed (the rest are not written); if it fails, they are.
     const commit = async ({ written, writeAll }: { written: Promise<void>; writeAll: () => Promise<void> }) => {
@@ -417,7 +524,11 @@ export class BackupJob {
       p.filesDone -= affected.length;
       p.bytesDone -= affected.reduce((n, f) => n + f.file.size, 0);
       hot = hotFps(prevList, missing);
-      return await commit(await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated));
+      const lost: Failure[] = [];
+      const retried = await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated, lost);
+      for (const { f, error } of lost)
+        p.skipped.push({ path: skippedPath(f.path), reason: skipReason(error, false), detail: error });
+      return await commit(retried);
     }
   }
 
@@ -433,6 +544,7 @@ export class BackupJob {
     lengths: Map<string, Uint32Array>,
     index: ClientIndex | null,
     validated: Promise<void>,
+    failures: Failure[],
   ): Promise<{ written: Promise<void>; writeAll: () => Promise<void> }> {
     const { api, pool, jobs } = this.deps;
     const p = this.progress;
@@ -523,8 +635,11 @@ export class BackupJob {
       work.forEach((f, k) => {
         const r = results[k];
         if ('error' in r) {
-          // The file itself could not be read (changed or removed since it was picked).
-          p.errors.push({ path: f.path, message: `not backed up: ${r.error}` });
+          // The file itself could not be read (changed or removed since it was picked): no
+          // recipe of it stands, not even the previous version's.
+          recipes.delete(f.path);
+          lengths.delete(f.path);
+          failures.push({ f, error: r.error });
         } else {
           recipes.set(f.path, r.fps);
           lengths.set(f.path, r.lengths);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { manifestBody, type BodyEntry } from './manifest';
+import { DETAIL_CHARS, manifestBody, type BodyEntry } from './manifest';
 
 const text = (body: Blob | Uint8Array) => (body instanceof Blob ? body.text() : new TextDecoder().decode(body));
 import { fpHex } from './hex';
@@ -39,5 +39,27 @@ describe('manifestBody', () => {
 
   it('handles a manifest without entries', async () => {
     expect(await text(manifestBody('s', 1, []))).toBe(JSON.stringify({ source: 's', time: 1, entries: [] }));
+  });
+
+  it('lists the skipped files of an incomplete version, and omits the field when none', async () => {
+    const entries: BodyEntry[] = [{ path: 'a', kind: 'file', size: 0, mtime: 3, mode: null, recipe: [] }];
+    const long = 'é'.repeat(DETAIL_CHARS + 50);
+    const got = JSON.parse(
+      await text(
+        manifestBody('s', 1, entries, [
+          { path: 'b', reason: 'changed', detail: 'NotReadableError: x' },
+          { path: 'c/d', reason: 'deleted' },
+          { path: 'e', reason: 'unreadable', detail: long },
+        ]),
+      ),
+    );
+    expect(got.skipped).toEqual([
+      { path: 'b', reason: 'changed', detail: 'NotReadableError: x' },
+      { path: 'c/d', reason: 'deleted' },
+      { path: 'e', reason: 'unreadable', detail: long.slice(0, DETAIL_CHARS) },
+    ]);
+    // Within the server's 1024-byte limit whatever the characters.
+    expect(new TextEncoder().encode(got.skipped[2].detail).length).toBeLessThanOrEqual(1024);
+    expect(JSON.parse(await text(manifestBody('s', 1, entries, []))).skipped).toBeUndefined();
   });
 });

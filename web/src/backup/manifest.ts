@@ -7,13 +7,16 @@
  * fingerprints (20 bytes each) until written, and the JSON text is appended to a Blob in
  * ~1 MiB pieces, so the page holds one piece at a time.
  */
-import type { ManifestEntry } from '../api/client';
+import type { ManifestEntry, SkippedFile } from '../api/client';
 import { FP_LEN, fpHex } from './hex';
 
 /** A recipe as hex strings (reused from a previous manifest) or packed 20-byte fingerprints. */
 export type Recipe = string[] | Uint8Array;
 
 export type BodyEntry = Omit<ManifestEntry, 'recipe'> & { recipe: Recipe };
+
+/** Longest `detail` of a skipped file the page sends (the server takes up to 1024 bytes). */
+export const DETAIL_CHARS = 300;
 
 const PIECE = 1 << 20;
 
@@ -38,7 +41,12 @@ const COMMA = 0x2c;
  * A manifest that fits one piece comes back as bytes: each Blob part is a round trip to the
  * browser process (2-10 ms per commit of a typescript release as Blob, measured 2026-11-23).
  */
-export function manifestBody(source: string, time: number, entries: Iterable<BodyEntry>): Blob | Uint8Array {
+export function manifestBody(
+  source: string,
+  time: number,
+  entries: Iterable<BodyEntry>,
+  skipped: readonly SkippedFile[] = [],
+): Blob | Uint8Array {
   const enc = new TextEncoder();
   let blob: Blob | null = null;
   let buf = new Uint8Array(PIECE + 256);
@@ -82,7 +90,13 @@ export function manifestBody(source: string, time: number, entries: Iterable<Bod
     text(']}');
     if (len >= PIECE) spill();
   }
-  text(']}');
+  text(']');
+  // Omitted when empty, as the server writes it: a complete version has no `skipped`.
+  if (skipped.length)
+    text(
+      `,"skipped":${JSON.stringify(skipped.map((s) => ({ path: s.path, reason: s.reason, ...(s.detail ? { detail: s.detail.slice(0, DETAIL_CHARS) } : {}) })))}`,
+    );
+  text('}');
   if (!blob) return buf.slice(0, len);
   spill();
   return new Blob([blob], { type: 'application/json' });

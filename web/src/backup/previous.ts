@@ -30,6 +30,8 @@ export interface PreviousFile {
 
 export interface PreviousVersion {
   id: number;
+  /** When the backup that made it started (its manifest's `time`, the client's clock). */
+  time: number;
   committedAt: number;
   files: PreviousFile[];
 }
@@ -53,7 +55,7 @@ export function forgetCommitted(api: Api, id: number) {
 
 /** Remembers a version this page just committed (every file with its lengths). */
 export function rememberCommitted(api: Api, source: string, v: VersionInfo, files: PreviousFile[]) {
-  committedIn(api).set(source, { id: v.id, committedAt: v.committed_at, files });
+  committedIn(api).set(source, { id: v.id, time: v.time, committedAt: v.committed_at, files });
 }
 
 /** Files of a manifest as PreviousFiles (lengths unknown). */
@@ -75,6 +77,7 @@ export async function previousVersion(api: Api, source: string): Promise<Previou
   const latest = versions.reduce((a, b) => (b.id > a.id ? b : a));
   return {
     id: latest.id,
+    time: latest.time,
     committedAt: latest.committed_at,
     files: filesOfManifest((await api.version(latest.id)).manifest),
   };

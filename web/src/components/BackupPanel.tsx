@@ -1,7 +1,8 @@
 import { useEffect, useRef, useState } from 'react';
-import type { Api } from '../api/client';
+import type { Api, SkippedFile } from '../api/client';
 import { BackupJob, type BackupProgress } from '../backup/backup';
 import type { JobRecord, JobStore } from '../backup/jobstore';
+import { DEFAULT_SETTINGS, normalizeSettings, sourceSettings, type SourceSettings } from '../backup/sourcesettings';
 import type { ClientIndex } from '../dedupindex/index';
 import type { PickedFolder } from '../input/folder';
 import type { CorePool } from '../worker/pool';
@@ -22,8 +23,25 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
   const [label, setLabel] = useState('');
   const [progress, setProgress] = useState<BackupProgress | null>(null);
   const [unfinished, setUnfinished] = useState<JobRecord[]>([]);
+  const [settings, setSettings] = useState<SourceSettings>(DEFAULT_SETTINGS);
   const job = useRef<BackupJob | null>(null);
   const running = progress !== null && ['planning', 'backing up', 'committing'].includes(progress.phase);
+  const source = label.trim() || picked?.root || '';
+
+  // Each source keeps its own settings: show the chosen source's.
+  useEffect(() => {
+    if (!source) return;
+    let live = true;
+    sourceSettings()
+      .then((store) => store.get(api.repo, source))
+      .then(
+        (s) => live && setSettings(s),
+        () => live && setSettings(DEFAULT_SETTINGS),
+      );
+    return () => {
+      live = false;
+    };
+  }, [api.repo, source]);
 
   // Read again once a backup ends, not at each phase: during a backup the page's thread is
   // needed to feed the workers and the uploads.
@@ -33,7 +51,12 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
 
   const start = async () => {
     if (!picked) return;
-    const j = new BackupJob({ api, pool, jobs, index }, picked, label.trim() || picked.root, setProgress);
+    const chosen = normalizeSettings(settings);
+    // Saved for the next backup of this source; a failure to save does not stop this one.
+    await sourceSettings()
+      .then((store) => store.put(api.repo, source, chosen))
+      .catch((e: unknown) => console.warn('source settings not saved:', e));
+    const j = new BackupJob({ api, pool, jobs, index }, picked, source, setProgress, chosen);
     job.current = j;
     const result = await j.run();
     job.current = null;
@@ -65,6 +88,28 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
           </span>
           <label>
             Source name <input data-testid="source-label" value={label} onChange={(e) => setLabel(e.target.value)} />
+          </label>
+          <label title="Files whose size and modification time are unchanged are trusted unread; this share of them is read anyway, to catch a change the time hides.">
+            Re-read a sample of{' '}
+            <input
+              data-testid="sample-percent"
+              type="number"
+              min={0}
+              max={100}
+              step={1}
+              value={Math.round(settings.sampleRate * 1000) / 10}
+              onChange={(e) => setSettings({ ...settings, sampleRate: Number(e.target.value) / 100 })}
+            />
+            % of unchanged files
+          </label>
+          <label>
+            <input
+              data-testid="read-all"
+              type="checkbox"
+              checked={settings.readAll}
+              onChange={(e) => setSettings({ ...settings, readAll: e.target.checked })}
+            />{' '}
+            Read every file
           </label>
           <button type="button" data-testid="backup-start" onClick={start}>
             Back up
@@ -98,6 +143,17 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
         <dt>Files</dt>
         <dd data-testid="backup-files">
           {p.filesDone} of {p.filesTotal} ({p.filesUnchanged} unchanged, {p.filesResumed} resumed)
+        </dd>
+        <dt>Unchanged</dt>
+        <dd
+          data-testid="backup-trust"
+          data-trusted={p.filesUnchanged + p.filesResumed}
+          data-sampled={p.filesSampled}
+          data-distrusted={p.filesDistrusted}
+          data-caught={p.sampleCaught.length}
+        >
+          {p.filesUnchanged + p.filesResumed} trusted unread (same size and modification time), {p.filesSampled} of
+          those read anyway as a sample, {p.filesDistrusted} read because their modification time cannot vouch for them
         </dd>
         <dt>Read</dt>
         <dd>
@@ -139,21 +195,54 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
           {p.message}
         </p>
       )}
-      {p.version && (
+      {p.sampleCaught.length > 0 && (
+        <p className="warn" data-testid="backup-sample-caught">
+          {p.sampleCaught.length} sampled file{p.sampleCaught.length > 1 ? 's' : ''} (
+          {p.sampleCaught.slice(0, 3).join(', ')}
+          {p.sampleCaught.length > 3 ? ', …' : ''}) changed although size and modification time did not: every file of
+          this source was read.
+        </p>
+      )}
+      {p.version && p.skipped.length === 0 && (
         <p className="ok" data-testid="backup-done" data-version={p.version.id} data-split-files={p.filesSplit}>
           Version #{p.version.id} of “{p.version.source}” stored: {p.version.stats.files} files,{' '}
           {bytes(p.version.stats.logical_bytes)}, {bytes(p.version.stats.new_stored_bytes)} new on the server.
         </p>
       )}
-      {p.errors.length > 0 && (
+      {p.version && p.skipped.length > 0 && (
+        <p
+          className="error"
+          data-testid="backup-incomplete"
+          data-version={p.version.id}
+          data-skipped={p.skipped.length}
+        >
+          Version #{p.version.id} of “{p.version.source}” is incomplete: {p.skipped.length} of the picked files are not
+          in it (below). It holds the other {p.version.stats.files} files, {bytes(p.version.stats.logical_bytes)}. Back
+          up again to include them.
+        </p>
+      )}
+      {p.skipped.length > 0 && (
         <ul className="error" data-testid="backup-errors">
-          {p.errors.map((e) => (
-            <li key={e.path}>
-              {e.path}: {e.message}
+          {p.skipped.map((e, i) => (
+            <li key={i} data-testid="backup-skipped" data-path={e.path} data-reason={e.reason}>
+              {e.path}: not backed up, {skipText(e)}
             </li>
           ))}
         </ul>
       )}
     </div>
   );
+}
+
+/** A skipped file's reason, for people. */
+export function skipText(s: SkippedFile): string {
+  const why =
+    s.reason === 'deleted'
+      ? 'it was deleted after it was picked'
+      : s.reason === 'changed'
+        ? 'it changed while it was being read, and again when read once more'
+        : /NotReadableError/.test(s.detail ?? '')
+          ? 'it could not be read: it changed since it was picked, or permissions forbid reading it (the browser does not say which)'
+          : 'it could not be read';
+  return s.detail ? `${why} (${s.detail})` : why;
 }

@@ -1,10 +1,11 @@
-import { useCallback, useEffect, useState } from 'react';
+import { Fragment, useCallback, useEffect, useState } from 'react';
 import '../restore/restore.css';
-import type { Api, VersionInfo } from '../api/client';
+import type { Api, SkippedFile, VersionInfo } from '../api/client';
 import { forgetCommitted } from '../backup/previous';
 import { selectItems } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
 import { bytes, ratio } from './format';
+import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
 
@@ -14,6 +15,8 @@ export function VersionsPanel({ api }: { api: Api }) {
   const [error, setError] = useState<string | null>(null);
   const [browsing, setBrowsing] = useState<VersionInfo | null>(null);
   const [confirming, setConfirming] = useState<number | null>(null);
+  /** The files an incomplete version lacks, once asked for. */
+  const [missing, setMissing] = useState<{ id: number; files: SkippedFile[] } | null>(null);
   const restore = useRestore(api);
 
   const load = useCallback(() => {
@@ -26,6 +29,15 @@ export function VersionsPanel({ api }: { api: Api }) {
     );
   }, [api]);
   useEffect(load, [load]);
+
+  const showMissing = async (id: number) => {
+    if (missing?.id === id) return setMissing(null);
+    try {
+      setMissing({ id, files: (await api.version(id)).manifest.skipped ?? [] });
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+  };
 
   const remove = async (id: number) => {
     setConfirming(null);
@@ -82,49 +94,86 @@ export function VersionsPanel({ api }: { api: Api }) {
             </thead>
             <tbody>
               {[...list].reverse().map((v) => (
-                <tr key={v.id} data-testid="version-row" data-version={v.id}>
-                  <td>{v.id}</td>
-                  <td>{new Date(v.time).toLocaleString()}</td>
-                  <td className="num" data-testid="v-files" data-value={v.stats.files}>
-                    {v.stats.files}
-                  </td>
-                  <td className="num" data-testid="v-logical" data-value={v.stats.logical_bytes}>
-                    {bytes(v.stats.logical_bytes)}
-                  </td>
-                  <td className="num" data-testid="v-new-stored" data-value={v.stats.new_stored_bytes}>
-                    {bytes(v.stats.new_stored_bytes)}
-                  </td>
-                  <td className="num" data-testid="v-ratio" data-value={v.stats.dedup_ratio ?? ''}>
-                    {ratio(v.stats.dedup_ratio)}
-                  </td>
-                  <td className="actions">
-                    <button type="button" data-testid="version-browse" onClick={() => setBrowsing(v)}>
-                      Browse
-                    </button>
-                    <button type="button" data-testid="version-zip" disabled={restore.busy} onClick={() => zipWhole(v)}>
-                      Download zip
-                    </button>
-                    {confirming === v.id ? (
-                      <>
-                        <button
-                          type="button"
-                          className="danger"
-                          data-testid="version-delete-confirm"
-                          onClick={() => remove(v.id)}
-                        >
-                          Delete version {v.id}?
-                        </button>
-                        <button type="button" data-testid="version-delete-cancel" onClick={() => setConfirming(null)}>
-                          Keep
-                        </button>
-                      </>
-                    ) : (
-                      <button type="button" data-testid="version-delete" onClick={() => setConfirming(v.id)}>
-                        Delete
+                <Fragment key={v.id}>
+                  <tr data-testid="version-row" data-version={v.id} data-incomplete={(v.stats.skipped_files ?? 0) > 0}>
+                    <td>
+                      {v.id}
+                      {(v.stats.skipped_files ?? 0) > 0 && (
+                        <>
+                          {' '}
+                          <button
+                            type="button"
+                            className="warn"
+                            data-testid="version-incomplete"
+                            data-skipped={v.stats.skipped_files}
+                            title="Some picked files are not in this version: show which and why"
+                            onClick={() => showMissing(v.id)}
+                          >
+                            incomplete: {v.stats.skipped_files} file{v.stats.skipped_files === 1 ? '' : 's'} missing
+                          </button>
+                        </>
+                      )}
+                    </td>
+                    <td>{new Date(v.time).toLocaleString()}</td>
+                    <td className="num" data-testid="v-files" data-value={v.stats.files}>
+                      {v.stats.files}
+                    </td>
+                    <td className="num" data-testid="v-logical" data-value={v.stats.logical_bytes}>
+                      {bytes(v.stats.logical_bytes)}
+                    </td>
+                    <td className="num" data-testid="v-new-stored" data-value={v.stats.new_stored_bytes}>
+                      {bytes(v.stats.new_stored_bytes)}
+                    </td>
+                    <td className="num" data-testid="v-ratio" data-value={v.stats.dedup_ratio ?? ''}>
+                      {ratio(v.stats.dedup_ratio)}
+                    </td>
+                    <td className="actions">
+                      <button type="button" data-testid="version-browse" onClick={() => setBrowsing(v)}>
+                        Browse
                       </button>
-                    )}
-                  </td>
-                </tr>
+                      <button
+                        type="button"
+                        data-testid="version-zip"
+                        disabled={restore.busy}
+                        onClick={() => zipWhole(v)}
+                      >
+                        Download zip
+                      </button>
+                      {confirming === v.id ? (
+                        <>
+                          <button
+                            type="button"
+                            className="danger"
+                            data-testid="version-delete-confirm"
+                            onClick={() => remove(v.id)}
+                          >
+                            Delete version {v.id}?
+                          </button>
+                          <button type="button" data-testid="version-delete-cancel" onClick={() => setConfirming(null)}>
+                            Keep
+                          </button>
+                        </>
+                      ) : (
+                        <button type="button" data-testid="version-delete" onClick={() => setConfirming(v.id)}>
+                          Delete
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                  {missing?.id === v.id && (
+                    <tr data-testid="version-missing" data-version={v.id}>
+                      <td colSpan={7}>
+                        <ul className="error">
+                          {missing.files.map((f, i) => (
+                            <li key={i} data-testid="version-missing-file" data-path={f.path} data-reason={f.reason}>
+                              {f.path}: not in this version, {skipText(f)}
+                            </li>
+                          ))}
+                        </ul>
+                      </td>
+                    </tr>
+                  )}
+                </Fragment>
               ))}
             </tbody>
           </table>

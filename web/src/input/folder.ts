@@ -12,6 +12,11 @@
 export interface PickedFile {
   path: string;
   file: File;
+  /**
+   * A fresh File for the same path, where the way in allows (directory picker, drop): a
+   * File is a snapshot, and reading it fails once the file on disk changed.
+   */
+  reopen?: () => Promise<File>;
 }
 
 export interface PickedFolder {
@@ -79,8 +84,8 @@ export async function fromEntries(entries: (EntryLike | null)[]): Promise<Picked
     const path = normalizePath(entry.fullPath);
     if (entry.isFile) {
       try {
-        const file = await new Promise<File>((ok, err) => (entry as FileEntryLike).file(ok, err));
-        out.files.push({ path, file });
+        const open = () => new Promise<File>((ok, err) => (entry as FileEntryLike).file(ok, err));
+        out.files.push({ path, file: await open(), reopen: open });
       } catch (e) {
         out.skipped.push({ path, reason: `unreadable: ${errorMessage(e)}` });
       }
@@ -134,7 +139,8 @@ export async function fromDirectoryHandle(dir: FileSystemDirectoryHandle): Promi
       const childPath = `${path}/${name}`;
       if (child.kind === 'file') {
         try {
-          out.files.push({ path: childPath, file: await (child as FileSystemFileHandle).getFile() });
+          const fh = child as FileSystemFileHandle;
+          out.files.push({ path: childPath, file: await fh.getFile(), reopen: () => fh.getFile() });
         } catch (e) {
           out.skipped.push({ path: childPath, reason: `unreadable: ${errorMessage(e)}` });
         }
