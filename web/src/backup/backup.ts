@@ -362,6 +362,7 @@ export class BackupJob {
       recipe: Uint8Array;
       lengths: Uint32Array | null;
       resumed: boolean;
+      sample?: boolean;
     }
     const same = (a: { size: number; mtime: number }, f: PickedFile) =>
       a.size === f.file.size && a.mtime === f.file.lastModified;
@@ -371,7 +372,10 @@ export class BackupJob {
       const again = resumable.get(f.path);
       if (before && prev && same(before, f)) known.set(f.path, { ...before, since: prev.time, resumed: false });
       else if (again && old && same(again, f))
-        known.set(f.path, { ...again, recipe: again.fps, since: old.startedAt, resumed: true });
+        // Read by this same job: trusted by the same rules, but not sampled (the sample
+        // checks the previous version's mtimes; a resume re-reading its own files would
+        // undo the resume).
+        known.set(f.path, { ...again, recipe: again.fps, since: old.startedAt, resumed: true, sample: false });
     }
     const plan = planChanges(this.picked.files, (path) => known.get(path), {
       now: Date.now(),

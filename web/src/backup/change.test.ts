@@ -119,6 +119,20 @@ describe('planChanges', () => {
     expect(planChanges(pick.slice(0, 3), prevOf(pick), rules({ sampleRate: 0.02 })).sampled.length).toBe(1);
     expect(planChanges(pick, prevOf(pick), rules({ sampleRate: 0 })).sampled.length).toBe(0);
   });
+  it('samples only files trusted from the previous version, not those this job read before a reload', () => {
+    const pick = Array.from({ length: 10 }, (_, i) => file(`f${i}`, i, T + i * 10));
+    const m = new Map<string, PreviousLike>(
+      pick.map((f, i) => [f.path, { size: f.file.size, mtime: f.file.lastModified, since: null, sample: i >= 8 }]),
+    );
+    for (let seed = 0; seed < 20; seed++) {
+      const plan = planChanges(pick, (p) => m.get(p), rules({ sampleRate: 0.5, random: seeded(seed) }));
+      expect(plan.sampled.length).toBe(1);
+      expect(['f8', 'f9']).toContain(plan.sampled[0].path);
+      expect(plan.trusted.length).toBe(9);
+    }
+    // "Read every file" reads them too.
+    expect(planChanges(pick, (p) => m.get(p), rules({ readAll: true })).sampled.length).toBe(10);
+  });
   it('samples every trusted file about equally often', () => {
     const pick = Array.from({ length: 20 }, (_, i) => file(`f${i}`, i, T + i * 10));
     const hits = new Map<string, number>();

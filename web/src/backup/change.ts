@@ -13,7 +13,8 @@
  * - not within RACY_MS of the start of the backup that recorded it (a file modified just
  *   after it was read may keep the same mtime on a coarse clock), nor in the future.
  *
- * On top of that a random sample of the trusted files is read anyway (`sampleRate`), and
+ * On top of that a random sample of the files trusted from the previous version is read
+ * anyway (`sampleRate`; files an interrupted run of this same job read are not sampled), and
  * `readAll` reads every file: if a sampled file's recipe differs from the previous version's,
  * the mtime lied, and backup.ts reads every trusted file of the source.
  */
@@ -100,6 +101,8 @@ export interface PreviousLike {
   mtime: number;
   /** Start of the backup that recorded it (a manifest's `time`), if known. */
   since: number | null;
+  /** False: trusted without being a candidate for the sample (read by this same job). */
+  sample?: boolean;
 }
 
 export interface Plan<T> {
@@ -130,12 +133,17 @@ export function planChanges<T extends PlanFile<{ size: number; lastModified: num
     else if (distrust(b.mtime, shared, rules.now, b.since) !== null) plan.distrusted.push(f);
     else plan.trusted.push(f);
   }
-  const k = rules.readAll ? plan.trusted.length : sampleSize(plan.trusted.length, rules.sampleRate);
-  if (k > 0) {
-    const pick = new Set(sampleIndices(plan.trusted.length, k, rules.random));
-    plan.sampled = plan.trusted.filter((_, i) => pick.has(i));
-    plan.trusted = plan.trusted.filter((_, i) => !pick.has(i));
+  if (rules.readAll) {
+    plan.sampled = plan.trusted;
+    plan.trusted = [];
+    return plan;
   }
+  const pool = plan.trusted.filter((f) => before(f.path)!.sample !== false);
+  const pick = new Set(
+    sampleIndices(pool.length, sampleSize(pool.length, rules.sampleRate), rules.random).map((i) => pool[i]),
+  );
+  plan.sampled = plan.trusted.filter((f) => pick.has(f));
+  plan.trusted = plan.trusted.filter((f) => !pick.has(f));
   return plan;
 }
 

@@ -206,7 +206,8 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
       {p.version && p.skipped.length === 0 && (
         <p className="ok" data-testid="backup-done" data-version={p.version.id} data-split-files={p.filesSplit}>
           Version #{p.version.id} of “{p.version.source}” stored: {p.version.stats.files} files,{' '}
-          {bytes(p.version.stats.logical_bytes)}, {bytes(p.version.stats.new_stored_bytes)} new on the server.
+          {bytes(p.version.stats.logical_bytes)}, {bytes(p.version.stats.new_stored_bytes)} new on the server;{' '}
+          {p.filesUnchanged + p.filesResumed} files trusted unread (same size and modification time).
         </p>
       )}
       {p.version && p.skipped.length > 0 && (
