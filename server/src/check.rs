@@ -8,7 +8,7 @@ use wasm_core::{
         manifest::{EntryKind, Manifest},
         parse_fp_hex,
     },
-    hash::{sha1, to_hex, Fingerprint},
+    hash::{fingerprint, to_hex, Fingerprint},
 };
 
 use crate::{
@@ -166,10 +166,10 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                 continue;
             };
             match decode_stored(row.codec, row.raw_len, stored.to_vec()) {
-                Ok(raw) if sha1(&raw) == row.fp => {}
-                Ok(_) => rep
-                    .errors
-                    .push(format!("container {id}: chunk {fp_hex}: SHA-1 mismatch")),
+                Ok(raw) if fingerprint(&raw) == row.fp => {}
+                Ok(_) => rep.errors.push(format!(
+                    "container {id}: chunk {fp_hex}: fingerprint mismatch"
+                )),
                 Err(e) => rep
                     .errors
                     .push(format!("container {id}: chunk {fp_hex}: {e}")),

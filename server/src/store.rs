@@ -27,7 +27,7 @@ use wasm_core::{
         },
         manifest::{Manifest, VersionStats},
     },
-    hash::{sha1, to_hex, Fingerprint},
+    hash::{fingerprint, to_hex, Fingerprint},
 };
 
 use crate::{
@@ -193,7 +193,7 @@ fn verify_run(entries: &[BundleEntry<'_>]) -> ApiResult<()> {
     for e in entries {
         let fp_hex = to_hex(&e.fp);
         let digest = match e.codec {
-            Codec::Raw => sha1(e.payload),
+            Codec::Raw => fingerprint(e.payload),
             Codec::Zstd => {
                 let raw = dec
                     .decompress(e.payload, e.raw_len as usize)
@@ -217,7 +217,7 @@ fn verify_run(entries: &[BundleEntry<'_>]) -> ApiResult<()> {
                     )
                     .with("fingerprint", fp_hex));
                 }
-                sha1(&raw)
+                fingerprint(&raw)
             }
             Codec::Delta => {
                 return Err(ApiError::new(
@@ -233,7 +233,7 @@ fn verify_run(entries: &[BundleEntry<'_>]) -> ApiResult<()> {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "fingerprint_mismatch",
                 format!(
-                    "chunk {fp_hex}: SHA-1 of its bytes is {}; bundle refused, nothing stored",
+                    "chunk {fp_hex}: fingerprint of its bytes is {}; bundle refused, nothing stored",
                     to_hex(&digest)
                 ),
             )

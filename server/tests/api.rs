@@ -10,7 +10,7 @@ use wasm_core::{
         bundle::{encode_entry_header, encode_header, Codec, EntryHeader, MAX_CHUNK_RAW},
         container::{ContainerHeader, TableEntry, HEADER_LEN, TABLE_ENTRY_LEN},
     },
-    hash::{sha1, to_hex},
+    hash::{fingerprint, to_hex},
 };
 
 /// The repository's version list (GET `versions`).
@@ -92,7 +92,7 @@ fn round_trip() {
 
     // binary missing query
     let mut body: Vec<u8> = chunks[..3].iter().flat_map(|c| c.fp).collect();
-    let absent = sha1(b"never uploaded");
+    let absent = fingerprint(b"never uploaded");
     body.extend_from_slice(&absent);
     let r = request(
         "POST",
@@ -320,7 +320,7 @@ fn round_trip() {
             } else {
                 stored.to_vec()
             };
-            assert_eq!(to_hex(&sha1(&raw)), e["fp"].as_str().unwrap());
+            assert_eq!(to_hex(&fingerprint(&raw)), e["fp"].as_str().unwrap());
             // Range requests return the same bytes
             let r2 = request(
                 "GET",
@@ -450,6 +450,57 @@ fn large_bundles_verified_in_parallel_refuse_the_first_bad_chunk() {
     assert_eq!(upload(&a, &s, &t, &good).unwrap().json()["stored"], 64);
 }
 
+/// The SHAttered PDFs (Stevens et al. 2017): different bytes, one SHA-1.
+static SHATTERED: [&[u8]; 2] = [
+    include_bytes!("../../wasm-core/testdata/shattered-1.pdf"),
+    include_bytes!("../../wasm-core/testdata/shattered-2.pdf"),
+];
+
+fn plain_sha1(data: &[u8]) -> wasm_core::hash::Fingerprint {
+    let mut h = wasm_core::hash::StreamingSha1::new();
+    h.update(data);
+    h.finish()
+}
+
+#[test]
+fn collision_block_chunks_need_their_own_fingerprints() {
+    let dir = TempDir::new("collision");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let a = agent();
+    // The first 8 KiB of each file: the collision blocks plus common bytes.
+    let raws: Vec<Vec<u8>> = SHATTERED.iter().map(|f| f[..8192].to_vec()).collect();
+    assert_eq!(plain_sha1(&raws[0]), plain_sha1(&raws[1]));
+    // Sent under the plain SHA-1 (what a client without collision detection computes), either
+    // chunk is refused: the server's fingerprint of those bytes is the safe hash.
+    for raw in &raws {
+        for zstd in [false, true] {
+            let mut c = TestChunk::new(raw.clone(), zstd);
+            c.fp = plain_sha1(raw);
+            let j = upload(&a, &s, &t, &[c.clone()])
+                .unwrap()
+                .expect_error(422, "fingerprint_mismatch");
+            assert_eq!(j["fingerprint"], c.hex());
+        }
+    }
+    let st = request("GET", &s.repo_url("default", "/stats"), Some(&t), &[], None).json();
+    assert_eq!(st["chunks"], 0);
+    // Under their fingerprints they are two chunks, each restored as its own bytes.
+    let chunks: Vec<TestChunk> = raws
+        .iter()
+        .map(|r| TestChunk::new(r.clone(), true))
+        .collect();
+    assert_ne!(chunks[0].fp, chunks[1].fp);
+    assert_eq!(upload(&a, &s, &t, &chunks).unwrap().json()["stored"], 2);
+    let hexes: Vec<String> = chunks.iter().map(TestChunk::hex).collect();
+    for decode in [false, true] {
+        assert_eq!(get_chunks(&s, "default", &t, &hexes, decode), raws);
+    }
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
 #[test]
 fn mismatch_and_bad_content_refused() {
     let dir = TempDir::new("mismatch");
@@ -484,7 +535,7 @@ fn mismatch_and_bad_content_refused() {
 
     // zstd garbage, and a frame that decodes to the wrong length
     let raw = text_bytes(7, 3000);
-    let fp = sha1(&raw);
+    let fp = fingerprint(&raw);
     let mut body = encode_header(1).to_vec();
     body.extend_from_slice(&encode_entry_header(&EntryHeader {
         fp,

@@ -3,11 +3,7 @@
 // Uint8Array; `hashers` optionally holds { hashwasm: createSHA1 } and { nodeSha1(buf) }.
 // Returns an array of { what, where, impl|chunker, data, mbps, chunks? } records.
 
-export const CHUNKERS = [
-  ['fastcdc', 2048, 8192, 65536, 1],
-  ['inck', 2048, 8192, 65536, 0],
-  ['default'],
-];
+export const CHUNKERS = [['fastcdc', 2048, 8192, 65536, 1], ['inck', 2048, 8192, 65536, 0], ['default']];
 
 function now() {
   return globalThis.performance.now();
@@ -38,11 +34,15 @@ export async function runCoreBench(core, datasets, { where, reps = 3, hashers = 
   };
   // Warm up every path on a small buffer first so V8 tiers up before timing (FINDINGS:
   // a long first call can stay in the baseline compiler).
-  const warm = toWasm(core, new Uint8Array(1 << 20).map((_, i) => (i * 2654435761) >>> 13));
+  const warm = toWasm(
+    core,
+    new Uint8Array(1 << 20).map((_, i) => (i * 2654435761) >>> 13),
+  );
   for (const c of CHUNKERS) core.benchChunk(warm, ...c);
   core.benchPipeline(warm, 1 << 20, 'default');
-  core.benchSha1(warm, new Uint32Array([0, 9000]), new Uint32Array([8000, 8000]), true);
-  core.benchSha1(warm, new Uint32Array([0, 9000]), new Uint32Array([8000, 8000]), false);
+  for (const impl of ['fingerprint', 'sha1-multi', 'sha1-crate']) {
+    core.benchSha1(warm, new Uint32Array([0, 9000]), new Uint32Array([8000, 8000]), impl);
+  }
   warm.free();
 
   for (const [name, bytes] of Object.entries(datasets)) {
@@ -69,8 +69,12 @@ export async function runCoreBench(core, datasets, { where, reps = 3, hashers = 
     eng.free();
     const o32 = new Uint32Array(offs);
     const l32 = new Uint32Array(lens);
-    for (const [impl, multi] of [['ours-multibuffer-simd128', true], ['sha1-crate-scalar', false]]) {
-      const { mbps } = best(reps, bytes.length, () => core.benchSha1(buf, o32, l32, multi));
+    for (const [impl, which] of [
+      ['fingerprint-sha1-checked', 'fingerprint'],
+      ['ours-multibuffer-simd128', 'sha1-multi'],
+      ['sha1-crate-scalar', 'sha1-crate'],
+    ]) {
+      const { mbps } = best(reps, bytes.length, () => core.benchSha1(buf, o32, l32, which));
       rec({ what: 'sha1', impl, data: name, mbps: Math.round(mbps) });
     }
     if (hashers.hashwasm) {

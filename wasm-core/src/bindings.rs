@@ -19,7 +19,7 @@
 //! function take(eng) {
 //!   const off = eng.offsets();       // Float64Array: absolute file offsets (exact < 2^53)
 //!   const len = eng.lengths();       // Uint32Array
-//!   const fps = eng.fingerprints();  // Uint8Array, 20 bytes (SHA-1) per chunk
+//!   const fps = eng.fingerprints();  // Uint8Array, 20 bytes per chunk (crate::hash)
 //!   const bytes = eng.batchBytes();  // Uint8Array: all chunks of this batch, contiguous
 //!   // chunk i = bytes.subarray(off[i] - off[0], off[i] - off[0] + len[i])
 //! }
@@ -39,8 +39,8 @@
 //! - `push` after `finish` throws. Kinds: see [`crate::chunk::make_chunker`]; `"default"`
 //!   is [`crate::chunk::DEFAULT_CHUNKER`].
 //!
-//! Other exports: `sha1Many` (batch SHA-1 of ranges of one buffer), `FileHasher` and
-//! `sha1Hex` (whole-file SHA-1), `ByteBuffer` + `bench*` (benchmarks: data resident in
+//! Other exports: `fingerprintMany` (chunk fingerprints of ranges of one buffer),
+//! `FileHasher` and `sha1Hex` (plain SHA-1 of a whole file, a checksum, not a fingerprint), `ByteBuffer` + `bench*` (benchmarks: data resident in
 //! Wasm memory, written by JS through `wasmMemory()`).
 
 use wasm_bindgen::prelude::*;
@@ -50,7 +50,8 @@ use std::sync::Arc;
 use crate::chunk::{self, pipeline::ChunkPipeline, rapidfpt};
 use crate::hash;
 
-/// Streaming SHA-1 of one file, fed the blocks of `File.stream()` in order.
+/// Streaming plain SHA-1 of one file (the checksum `sha1sum` prints), fed the blocks of
+/// `File.stream()` in order.
 #[wasm_bindgen]
 pub struct FileHasher {
     inner: Option<hash::StreamingSha1>,
@@ -91,10 +92,12 @@ impl Default for FileHasher {
     }
 }
 
-/// One-shot SHA-1 as hex (small inputs, tests).
+/// One-shot plain SHA-1 as hex (small inputs, tests).
 #[wasm_bindgen(js_name = sha1Hex)]
 pub fn sha1_hex(data: &[u8]) -> String {
-    hash::to_hex(&hash::sha1(data))
+    let mut h = hash::StreamingSha1::new();
+    h.update(data);
+    hash::to_hex(&h.finish())
 }
 
 fn js_err(e: String) -> JsError {
@@ -461,7 +464,7 @@ impl SegmentChunker {
             .ok_or_else(|| JsError::new("SegmentChunker.exit before select"))
     }
 
-    /// SHA-1 of the selected chunks (multi-buffer SIMD, straight from the segment's bytes).
+    /// Fingerprints of the selected chunks, straight from the segment's bytes.
     pub fn hash(&mut self) {
         self.ranges.clear();
         let mut s = self.entry;
@@ -472,7 +475,7 @@ impl SegmentChunker {
         }
         self.fingerprints
             .resize(self.ranges.len() * hash::FINGERPRINT_LEN, 0);
-        hash::sha1_many_flat(&self.buf, &self.ranges, &mut self.fingerprints);
+        hash::fingerprint_many_flat(&self.buf, &self.ranges, &mut self.fingerprints);
     }
 
     /// Absolute offsets of the selected chunks (Float64Array).
@@ -628,12 +631,13 @@ impl NewChunkBatch {
     }
 }
 
-/// SHA-1 of many ranges of one buffer (multi-buffer SIMD): 20 bytes per range.
-#[wasm_bindgen(js_name = sha1Many)]
-pub fn sha1_many(buf: &[u8], offsets: &[u32], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
+/// Chunk fingerprints ([`crate::hash::fingerprint`]) of many ranges of one buffer: 20 bytes
+/// per range.
+#[wasm_bindgen(js_name = fingerprintMany)]
+pub fn fingerprint_many(buf: &[u8], offsets: &[u32], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
     let ranges = checked_ranges(buf.len(), offsets, lengths)?;
     let mut out = vec![0u8; ranges.len() * hash::FINGERPRINT_LEN];
-    hash::sha1_many_flat(buf, &ranges, &mut out);
+    hash::fingerprint_many_flat(buf, &ranges, &mut out);
     Ok(out)
 }
 
@@ -706,40 +710,48 @@ pub fn bench_chunk(
     Ok(n)
 }
 
-/// Benchmark: SHA-1 of ranges of the buffer; `multi` picks the 4-lane SIMD path, else the
-/// scalar `sha1` crate one chunk at a time. Returns the XOR of all digests' first bytes
-/// (so the work cannot be optimised away).
+/// Benchmark: 20-byte digests of ranges of the buffer, in batches of ~2 MiB like a worker's.
+/// `imp`: `"fingerprint"` (the chunk fingerprint, collision-detecting SHA-1), `"sha1-multi"`
+/// (plain SHA-1, 4-lane SIMD) or `"sha1-crate"` (plain SHA-1, the `sha1` crate one chunk at
+/// a time). Returns the XOR of all digests' first bytes (so the work cannot be optimised
+/// away).
 #[wasm_bindgen(js_name = benchSha1)]
 pub fn bench_sha1(
     buf: &ByteBuffer,
     offsets: &[u32],
     lengths: &[u32],
-    multi: bool,
+    imp: &str,
 ) -> Result<u32, JsError> {
     let ranges = checked_ranges(buf.data.len(), offsets, lengths)?;
+    type Many = fn(&[u8], &[(usize, usize)], &mut [u8]);
+    let many: Many = match imp {
+        "fingerprint" => hash::fingerprint_many_flat,
+        "sha1-multi" => hash::sha1_many_flat,
+        "sha1-crate" => |buf, ranges, out| {
+            for (d, &(o, l)) in out.chunks_exact_mut(hash::FINGERPRINT_LEN).zip(ranges) {
+                let mut h = hash::StreamingSha1::new();
+                h.update(&buf[o..o + l]);
+                d.copy_from_slice(&h.finish());
+            }
+        },
+        _ => return Err(JsError::new(&format!("benchSha1: unknown impl {imp:?}"))),
+    };
     let mut x = 0u32;
-    if multi {
-        // Batches of ~2 MiB, like a worker would do.
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < ranges.len() {
-            let mut j = i;
-            let mut bytes = 0;
-            while j < ranges.len() && bytes < 2 << 20 {
-                bytes += ranges[j].1;
-                j += 1;
-            }
-            out.resize((j - i) * hash::FINGERPRINT_LEN, 0);
-            hash::sha1_many_flat(&buf.data, &ranges[i..j], &mut out);
-            for d in out.chunks_exact(hash::FINGERPRINT_LEN) {
-                x ^= d[0] as u32;
-            }
-            i = j;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranges.len() {
+        let mut j = i;
+        let mut bytes = 0;
+        while j < ranges.len() && bytes < 2 << 20 {
+            bytes += ranges[j].1;
+            j += 1;
         }
-    } else {
-        for &(o, l) in &ranges {
-            x ^= hash::sha1(&buf.data[o..o + l])[0] as u32;
+        out.resize((j - i) * hash::FINGERPRINT_LEN, 0);
+        many(&buf.data, &ranges[i..j], &mut out);
+        for d in out.chunks_exact(hash::FINGERPRINT_LEN) {
+            x ^= d[0] as u32;
         }
+        i = j;
     }
     Ok(x)
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use wasm_core::chunk::{make_chunker, pipeline::ChunkPipeline, test_bytes, CutPoint};
-use wasm_core::hash::sha1;
+use wasm_core::hash::fingerprint;
 
 fn files_in(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
@@ -161,7 +161,7 @@ fn bench_core_native() {
                         let e = c.cut(file, s);
                         total += (e - s) as u64;
                         nchunks += 1;
-                        if seen.insert(sha1(&file[s..e])) {
+                        if seen.insert(fingerprint(&file[s..e])) {
                             unique += (e - s) as u64;
                         }
                         s = e;
@@ -225,7 +225,7 @@ fn bench_core_native() {
                         } else {
                             let e = base.cut(file, s);
                             let th = Instant::now();
-                            let fp = sha1(&file[s..e]);
+                            let fp = fingerprint(&file[s..e]);
                             hash_time += th.elapsed().as_secs_f64();
                             (e, fp)
                         };
@@ -343,7 +343,8 @@ fn bench_core_native() {
         ]);
     }
 
-    // SHA-1 natively: the sha1 crate (SHA-NI when the CPU has it) and our portable lanes,
+    // SHA-1 natively: the sha1 crate (SHA-NI when the CPU has it), the fingerprint
+    // (collision-detecting SHA-1) and our portable lanes,
     // over the chunks of the default 8K FastCDC.
     let fc = make_chunker("fastcdc", 2048, 8192, 65536, 1).unwrap();
     for (name, data) in [("typescript-10", &ts_concat), ("random", &random)] {
@@ -360,7 +361,7 @@ fn bench_core_native() {
         let mbps = best(reps, data.len(), || {
             let mut x = 0u8;
             for &(o, l) in &ranges {
-                x ^= sha1(&data[o..o + l])[0];
+                x ^= <sha1::Sha1 as sha1::Digest>::digest(&data[o..o + l])[0];
             }
             std::hint::black_box(x);
         });
@@ -368,6 +369,18 @@ fn bench_core_native() {
             ("what", q("sha1")),
             ("where", q("native")),
             ("impl", q("sha1-crate")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+        ]);
+        // The chunk fingerprint: SHA-1 with collision detection (sha1-checked).
+        let mut fps = vec![[0u8; 20]; ranges.len()];
+        let mbps = best(reps, data.len(), || {
+            wasm_core::hash::fingerprint_many(data, &ranges, &mut fps)
+        });
+        emit(&[
+            ("what", q("sha1")),
+            ("where", q("native")),
+            ("impl", q("fingerprint-sha1-checked")),
             ("data", q(name)),
             ("mbps", format!("{mbps:.0}")),
         ]);

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use wasm_core::chunk::{chunk_all, make_chunker_or_default};
 use wasm_core::compress::{decompress, lz4_compress, Compressor};
-use wasm_core::hash::sha1;
+use wasm_core::hash::fingerprint;
 
 fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -41,7 +41,7 @@ fn compression_candidates() {
     for p in &paths {
         let data = std::fs::read(p).unwrap();
         for (o, l) in chunk_all(&*chunker, &data) {
-            if seen.insert(sha1(&data[o..o + l])) {
+            if seen.insert(fingerprint(&data[o..o + l])) {
                 unique.push(data[o..o + l].to_vec());
             }
         }

@@ -1,10 +1,11 @@
 //! The worker-facing bindings, exercised inside Wasm (Node): ChunkEngine's batches cover
 //! the input in order, match the chunker run on the whole buffer, and carry the right
-//! SHA-1s and bytes; sha1Many's simd128 lanes agree with the portable lanes.
+//! fingerprints and bytes; fingerprintMany equals plain SHA-1 on ordinary data; the
+//! multi-buffer SHA-1's simd128 lanes agree with the portable lanes.
 #![cfg(target_arch = "wasm32")]
 
 use wasm_bindgen_test::*;
-use wasm_core::bindings::{sha1_many, ChunkEngine, RecipeHints};
+use wasm_core::bindings::{fingerprint_many, ChunkEngine, RecipeHints};
 use wasm_core::chunk::{chunk_all, make_chunker_or_default, test_bytes};
 
 fn run_engine(kind: &str, data: &[u8], block: usize) -> Vec<(usize, usize)> {
@@ -16,7 +17,7 @@ fn run_engine(kind: &str, data: &[u8], block: usize) -> Vec<(usize, usize)> {
     .0
 }
 
-/// Feeds `data` to `e` in `block`-byte pieces, checking every batch's bytes and SHA-1s;
+/// Feeds `data` to `e` in `block`-byte pieces, checking every batch's bytes and fingerprints;
 /// the chunks and the engine.
 fn drive(mut e: ChunkEngine, data: &[u8], block: usize) -> (Vec<(usize, usize)>, ChunkEngine) {
     let mut got = Vec::new();
@@ -29,7 +30,7 @@ fn drive(mut e: ChunkEngine, data: &[u8], block: usize) -> (Vec<(usize, usize)>,
             assert_eq!(&bytes[rel..rel + l], &data[o..o + l]);
             assert_eq!(
                 &fps[20 * i..20 * i + 20],
-                &wasm_core::hash::sha1(&data[o..o + l])
+                &wasm_core::hash::fingerprint(&data[o..o + l])
             );
             got.push((o, l));
         }
@@ -57,7 +58,7 @@ fn engine_with_recipe_hints_equals_plain_default() {
         let cs = run_engine("default", f, 1 << 20);
         counts.push(cs.len() as u32);
         for (o, l) in cs {
-            fps.extend_from_slice(&wasm_core::hash::sha1(&f[o..o + l]));
+            fps.extend_from_slice(&wasm_core::hash::fingerprint(&f[o..o + l]));
             lens.push(l as u32);
         }
     }
@@ -109,15 +110,19 @@ fn simd_lanes_match_portable_lanes() {
         lengths.push(l);
         at += l;
     }
-    let simd = sha1_many(&buf, &offsets, &lengths).unwrap();
     let ranges: Vec<(usize, usize)> = offsets
         .iter()
         .zip(&lengths)
         .map(|(&o, &l)| (o as usize, l as usize))
         .collect();
+    let mut simd = vec![0u8; 20 * ranges.len()];
+    wasm_core::hash::sha1_many_flat(&buf, &ranges, &mut simd);
     let mut portable = vec![[0u8; 20]; ranges.len()];
     wasm_core::hash::multi::sha1_many_portable(&buf, &ranges, &mut portable);
     assert_eq!(simd, portable.as_flattened());
+    // The fingerprints the restore worker checks: plain SHA-1 here (no attack blocks).
+    let fps = fingerprint_many(&buf, &offsets, &lengths).unwrap();
+    assert_eq!(fps, simd);
 }
 
 #[wasm_bindgen_test]
@@ -129,7 +134,7 @@ fn engine_with_rapidcdc_hints() {
     let mut fps = Vec::new();
     let mut lens = Vec::new();
     for &(o, l) in &plain {
-        fps.extend_from_slice(&wasm_core::hash::sha1(&v1[o..o + l]));
+        fps.extend_from_slice(&wasm_core::hash::fingerprint(&v1[o..o + l]));
         lens.push(l as u32);
     }
     let mut e = ChunkEngine::new("default", None, None, None, None).unwrap();
@@ -140,14 +145,14 @@ fn engine_with_rapidcdc_hints() {
         n += e.push(b).unwrap();
         for (i, (&o, &l)) in e.offsets().iter().zip(e.lengths().iter()).enumerate() {
             assert_eq!(o as usize, covered);
-            let want = wasm_core::hash::sha1(&v2[covered..covered + l as usize]);
+            let want = wasm_core::hash::fingerprint(&v2[covered..covered + l as usize]);
             assert_eq!(&e.fingerprints()[20 * i..20 * i + 20], &want);
             covered += l as usize;
         }
     }
     n += e.finish().unwrap();
     for (i, &l) in e.lengths().iter().enumerate() {
-        let want = wasm_core::hash::sha1(&v2[covered..covered + l as usize]);
+        let want = wasm_core::hash::fingerprint(&v2[covered..covered + l as usize]);
         assert_eq!(&e.fingerprints()[20 * i..20 * i + 20], &want);
         covered += l as usize;
     }
@@ -227,7 +232,7 @@ fn segment_chunker_chain_equals_engine() {
                 first,
                 &data[off[0] as usize..off[0] as usize + len[0] as usize]
             );
-            assert_eq!(&batch.fps()[..20], &wasm_core::hash::sha1(&first));
+            assert_eq!(&batch.fps()[..20], &wasm_core::hash::fingerprint(&first));
         }
         assert_eq!(got, want, "segment {seg}");
         assert_eq!(fps, want_fps, "segment {seg}");

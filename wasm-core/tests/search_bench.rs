@@ -268,7 +268,7 @@ fn bench_matchers_real_in_wasm() {
 mod real {
     use super::*;
     use std::path::{Path, PathBuf};
-    use wasm_core::hash::{sha1, Fingerprint};
+    use wasm_core::hash::{fingerprint, Fingerprint};
 
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
@@ -301,7 +301,7 @@ mod real {
             let mut r = Vec::new();
             let mut fc = Vec::new();
             for c in fastcdc::v2020::FastCDC::new(f, 2048, 8192, 65536) {
-                let fp = sha1(&f[c.offset..c.offset + c.length]);
+                let fp = fingerprint(&f[c.offset..c.offset + c.length]);
                 unique.entry(fp).or_insert_with(|| {
                     order.push(fp);
                     (i, c.offset, c.length)

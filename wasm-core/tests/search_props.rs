@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use wasm_core::hash::{sha1, Fingerprint};
+use wasm_core::hash::{fingerprint, Fingerprint};
 use wasm_core::search::*;
 
 #[cfg(target_arch = "wasm32")]
@@ -228,7 +228,7 @@ struct Totals {
 /// Runs DedupSearch and the naive search in both modes and compares with brute force.
 fn check(corpus: &Corpus, kws: &[Vec<u8>], max_len: usize, what: &str, totals: &mut Totals) {
     let dict = Dictionary::new(kws.to_vec(), max_len).unwrap();
-    let fps: Vec<Fingerprint> = corpus.chunks.iter().map(|c| sha1(c)).collect();
+    let fps: Vec<Fingerprint> = corpus.chunks.iter().map(|c| fingerprint(c)).collect();
     let files = recipes(corpus, &fps);
     for mode in [Mode::AllMatches, Mode::FilesOnly] {
         let want = brute_force(corpus, kws, mode == Mode::FilesOnly);
@@ -418,7 +418,7 @@ fn tiny_partials_complete_matches() {
     let kws = vec![b"DEDUP".to_vec()];
     let dict = Dictionary::new(kws.clone(), 8).unwrap();
     let chunks: Vec<&[u8]> = vec![b"xxxxDEDU", b"Pxxxxxxx", b"xxxxxxxD", b"EDUPxxxx"];
-    let fps: Vec<Fingerprint> = chunks.iter().map(|c| sha1(c)).collect();
+    let fps: Vec<Fingerprint> = chunks.iter().map(|c| fingerprint(c)).collect();
     let files = vec![
         (0, vec![ChunkRef::new(fps[0], 8), ChunkRef::new(fps[1], 8)]),
         (1, vec![ChunkRef::new(fps[2], 8), ChunkRef::new(fps[3], 8)]),
@@ -472,7 +472,7 @@ fn long_location_list() {
     let (i, j) = (corpus.add(big.clone()), corpus.add(small));
     corpus.files = vec![vec![i, j, i], vec![j]];
     let mut scanner = physical::PhysicalScanner::new(&dict);
-    let scan = scanner.scan_chunk(&sha1(&big), &big);
+    let scan = scanner.scan_chunk(&fingerprint(&big), &big);
     let c = scan.chunk.unwrap();
     assert_eq!(c.entries.len(), 2);
     assert_eq!(c.entries[0].exact_count, 255);
@@ -530,7 +530,7 @@ fn keyword_rules() {
     let mut corpus = Corpus::new();
     let c = corpus.add(vec![1, 0, 0xff, 0]);
     corpus.files = vec![vec![c]];
-    let fps = vec![sha1(&corpus.chunks[0])];
+    let fps = vec![fingerprint(&corpus.chunks[0])];
     let (got, _, _) = search(
         &d,
         [(fps[0], &corpus.chunks[0][..])],

@@ -12,7 +12,7 @@ use std::{
 use serde_json::Value;
 use wasm_core::{
     format::bundle::{decode_bundle, BundleWriter, Codec},
-    hash::{sha1, to_hex, Fingerprint},
+    hash::{fingerprint, to_hex, Fingerprint},
 };
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ditto-server");
@@ -270,7 +270,7 @@ pub struct TestChunk {
 impl TestChunk {
     pub fn new(raw: Vec<u8>, zstd: bool) -> TestChunk {
         TestChunk {
-            fp: sha1(&raw),
+            fp: fingerprint(&raw),
             raw,
             zstd,
         }
@@ -310,7 +310,8 @@ pub fn upload(
     )
 }
 
-/// Fetches chunks with `chunks/get` and returns their raw bytes (decoding zstd, checking SHA-1).
+/// Fetches chunks with `chunks/get` and returns their raw bytes (decoding zstd, checking
+/// fingerprints).
 pub fn get_chunks(
     s: &Server,
     repo: &str,
@@ -341,7 +342,7 @@ pub fn get_chunks(
                 Codec::Delta => panic!("delta chunk"),
             };
             assert_eq!(raw.len(), e.raw_len as usize);
-            assert_eq!(sha1(&raw), e.fp);
+            assert_eq!(fingerprint(&raw), e.fp);
             raw
         })
         .collect()

@@ -201,7 +201,7 @@ mod tests {
                 assert_eq!(got.len(), expect.len(), "{c:?}");
                 for ((o, l), (eo, el, esha)) in got.iter().zip(expect.iter()) {
                     assert_eq!((o, l), (eo, el), "{c:?}");
-                    let fp = crate::hash::to_hex(&crate::hash::sha1(&img[*o..o + l]));
+                    let fp = crate::hash::to_hex(&crate::hash::fingerprint(&img[*o..o + l]));
                     assert_eq!(&fp, esha);
                 }
                 cases += 1;

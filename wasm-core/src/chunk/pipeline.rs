@@ -1,11 +1,11 @@
-//! Chunk + fingerprint pipeline for one file: block stream in, `(offset, length, SHA-1)`
-//! per chunk out, in flat arrays (what the Wasm bindings hand to JavaScript as typed
-//! arrays). Chunks completed by one `push` are fingerprinted together with the
-//! multi-buffer SHA-1, straight from the stream's buffer (no copy per chunk).
+//! Chunk + fingerprint pipeline for one file: block stream in, `(offset, length,
+//! fingerprint)` per chunk out, in flat arrays (what the Wasm bindings hand to JavaScript as
+//! typed arrays). Chunks completed by one `push` are fingerprinted together, straight from
+//! the stream's buffer (no copy per chunk).
 
 use super::stream::{ChunkStream, StreamChunk};
 use super::DynChunker;
-use crate::hash::{sha1_many_flat, FINGERPRINT_LEN};
+use crate::hash::{fingerprint_many_flat, FINGERPRINT_LEN};
 
 pub struct ChunkPipeline {
     stream: ChunkStream<DynChunker>,
@@ -67,7 +67,7 @@ impl ChunkPipeline {
             );
             self.fingerprints.copy_from_slice(self.taken.as_flattened());
         } else {
-            sha1_many_flat(buf, &self.ranges, &mut self.fingerprints);
+            fingerprint_many_flat(buf, &self.ranges, &mut self.fingerprints);
         }
         self.batch.len()
     }
@@ -127,7 +127,7 @@ mod tests {
                 let rel = o - p.offsets()[0] as usize;
                 assert_eq!(&bytes[rel..rel + l], &data[o..o + l]);
                 let fp = &p.fingerprints()[20 * i..20 * i + 20];
-                assert_eq!(fp, crate::hash::sha1(&data[o..o + l]));
+                assert_eq!(fp, crate::hash::fingerprint(&data[o..o + l]));
                 got.push((o, l));
             }
         };
@@ -153,7 +153,7 @@ mod tests {
         );
         let fps: Vec<_> = plain
             .iter()
-            .map(|&(o, l)| crate::hash::sha1(&v1[o..o + l]))
+            .map(|&(o, l)| crate::hash::fingerprint(&v1[o..o + l]))
             .collect();
         let sizes: Vec<u32> = plain.iter().map(|c| c.1 as u32).collect();
         let c = make_rapid_chunker("default", None, None, None, None, &fps, &sizes, &[]).unwrap();
@@ -165,7 +165,7 @@ mod tests {
                 assert_eq!(o, covered);
                 assert_eq!(
                     &p.fingerprints()[20 * i..20 * i + 20],
-                    crate::hash::sha1(&v2[o..o + l])
+                    crate::hash::fingerprint(&v2[o..o + l])
                 );
                 covered += l;
             }

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use super::fastcdc::FastCdc;
 use super::twostage::TwoStage;
 use super::CutPoint;
-use crate::hash::{sha1, Fingerprint};
+use crate::hash::{fingerprint, Fingerprint};
 
 /// How a suggested boundary is accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,7 +200,7 @@ impl<C: BoundaryTest> CutPoint for RapidCdc<C> {
             st.stats.fallback_chunks += 1;
             self.inner.cut(buf, start)
         });
-        let fp = sha1(&buf[start..e]);
+        let fp = fingerprint(&buf[start..e]);
         if self.learn_online {
             if let Some(p) = st.prev {
                 st.hints.record(&p, (e - start) as u32, buf[e - 1]);
@@ -226,7 +226,10 @@ mod tests {
 
     fn recipe(data: &[u8], chunks: &[(usize, usize)]) -> (Vec<Fingerprint>, Vec<u32>, Vec<u8>) {
         (
-            chunks.iter().map(|&(o, l)| sha1(&data[o..o + l])).collect(),
+            chunks
+                .iter()
+                .map(|&(o, l)| fingerprint(&data[o..o + l]))
+                .collect(),
             chunks.iter().map(|&(_, l)| l as u32).collect(),
             chunks.iter().map(|&(o, l)| data[o + l - 1]).collect(),
         )
@@ -290,7 +293,7 @@ mod tests {
                     recipe(&v1, &c1).0.into_iter().collect();
                 let dup = |cs: &[(usize, usize)]| -> usize {
                     cs.iter()
-                        .filter(|&&(o, l)| old.contains(&sha1(&v2[o..o + l])))
+                        .filter(|&&(o, l)| old.contains(&fingerprint(&v2[o..o + l])))
                         .map(|c| c.1)
                         .sum()
                 };

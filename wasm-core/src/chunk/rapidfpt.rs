@@ -10,18 +10,17 @@
 //! cut it makes for a chunk depends only on the chunk's own bytes: if the bytes at
 //! `start..start+L` equal a chunk that the plain chunker once ended *by content* (a
 //! candidate at `L`, or `L == max` with none before), it ends this chunk at `L` too. The
-//! fingerprint test checks exactly that: the SHA-1 of the predicted chunk must equal the
+//! fingerprint test checks exactly that: the fingerprint of the predicted chunk must equal the
 //! predicted (previous) chunk's. A previous file's last chunk was ended by the end of that
 //! file, not by content; it is accepted only where this stream is known to end at the same
-//! place (then the plain chunker also cuts there: no candidate lies inside). The SHA-1 is
-//! the fingerprint the backup needs anyway, so an accepted prediction costs no scan and
+//! place (then the plain chunker also cuts there: no candidate lies inside). That
+//! fingerprint is the one the backup needs anyway, so an accepted prediction costs no scan and
 //! no extra hash. Exactness assumes the previous recipes were cut by this same chunker
 //! (the backup's are); other recipes only make predictions fail or, at worst, move a cut.
 //!
 //! Speed in Wasm (measured: docs/BENCHMARKS.md "RapidCDC in Wasm"):
-//! - Chunks are decided [`BATCH`] at a time, predicted and scanned ones mixed, and hashed
-//!   together by the multi-buffer SHA-1 (its 4 lanes are refilled as messages end, so only
-//!   the tail of a call runs with idle lanes: small calls are slow).
+//! - Chunks are decided [`BATCH`] at a time, predicted and scanned ones mixed, and
+//!   fingerprinted together in one call.
 //! - Before any hashing, a predicted end must pass the rolling-window test (§3.3.2's RWT:
 //!   the chunker's own candidate test there, one 32-byte hash): a shifted region is
 //!   rejected for free.
@@ -40,7 +39,7 @@ use std::sync::{Arc, Mutex};
 
 use super::twostage::TwoStage;
 use super::CutPoint;
-use crate::hash::{sha1_many, Fingerprint};
+use crate::hash::{fingerprint_many, Fingerprint};
 
 /// Chunks decided, then hashed together, per batch (at most what the stream's window
 /// holds). typescript-10 in Wasm, hinted vs plain: 32 gave 1.02x, 128 gives 1.07x.
@@ -233,7 +232,7 @@ impl RapidFpt {
             return;
         }
         st.digests.resize(st.ranges.len(), [0; 20]);
-        sha1_many(buf, &st.ranges, &mut st.digests);
+        fingerprint_many(buf, &st.ranges, &mut st.digests);
         for k in 0..st.ranges.len() {
             let (from, len) = st.ranges[k];
             let fp = st.digests[k];
@@ -302,7 +301,7 @@ mod tests {
     use super::super::twostage::test_text;
     use super::super::{chunk_all, test_bytes, ChunkStream};
     use super::*;
-    use crate::hash::sha1;
+    use crate::hash::fingerprint;
 
     /// A previous version: files chunked by the plain chunker.
     fn prev_of(files: &[Vec<u8>]) -> Arc<PrevRecipes> {
@@ -312,7 +311,7 @@ mod tests {
             let cs = chunk_all(&ts, f);
             counts.push(cs.len() as u32);
             for (o, l) in cs {
-                fps.push(sha1(&f[o..o + l]));
+                fps.push(fingerprint(&f[o..o + l]));
                 lens.push(l as u32);
             }
         }
@@ -352,7 +351,10 @@ mod tests {
         let plain = chunk_all(&TwoStage::default_config(), data);
         let (cuts, fps, stats) = run(prev, file, data, step);
         assert_eq!(cuts, plain, "cuts differ (step {step}, file {file:?})");
-        let want: Vec<Fingerprint> = plain.iter().map(|&(o, l)| sha1(&data[o..o + l])).collect();
+        let want: Vec<Fingerprint> = plain
+            .iter()
+            .map(|&(o, l)| fingerprint(&data[o..o + l]))
+            .collect();
         assert_eq!(fps, want, "fingerprints differ (step {step})");
         stats
     }

@@ -346,7 +346,7 @@ mod tests {
         }
         (
             ends.len() / 4,
-            crate::hash::to_hex(&crate::hash::sha1(&ends)),
+            crate::hash::to_hex(&crate::hash::fingerprint(&ends)),
         )
     }
 

@@ -268,7 +268,7 @@ pub fn encode_bundle(entries: &[BundleEntry<'_>]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::sha1;
+    use crate::hash::fingerprint;
 
     #[test]
     fn round_trip_and_errors() {
@@ -276,13 +276,13 @@ mod tests {
         let b = vec![7u8; 1000];
         let entries = vec![
             BundleEntry {
-                fp: sha1(&a),
+                fp: fingerprint(&a),
                 codec: Codec::Raw,
                 raw_len: a.len() as u32,
                 payload: &a,
             },
             BundleEntry {
-                fp: sha1(&b),
+                fp: fingerprint(&b),
                 codec: Codec::Zstd,
                 raw_len: 1000,
                 payload: &b[..10],

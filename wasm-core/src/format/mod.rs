@@ -45,11 +45,11 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::{sha1, to_hex};
+    use crate::hash::{fingerprint, to_hex};
 
     #[test]
     fn hex_round_trip() {
-        let fp = sha1(b"abc");
+        let fp = fingerprint(b"abc");
         let hex = to_hex(&fp);
         assert_eq!(parse_fp_hex(&hex), Some(fp));
         assert_eq!(parse_fp_hex(&hex.to_uppercase()), Some(fp));

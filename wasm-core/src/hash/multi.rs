@@ -1,5 +1,8 @@
 //! Multi-buffer SHA-1: four independent messages hashed at once, one per u32 lane.
 //!
+//! Plain SHA-1 without collision detection, so not a chunk fingerprint (see the module
+//! `hash`): it is the baseline the fingerprint's cost is measured against.
+//!
 //! SHA-1 is a serial chain within one message, so a single message cannot use SIMD well;
 //! many chunk fingerprints can. Each lane runs the ordinary FIPS 180-4 compression on its
 //! own message. A scheduler keeps the four lanes busy: it runs as many compressions as the
@@ -147,7 +150,7 @@ impl Lane {
     }
 }
 
-/// SHA-1 of many messages, given as `(offset, length)` ranges of one buffer; digest `i`
+/// Plain SHA-1 of many messages, given as `(offset, length)` ranges of one buffer; digest `i`
 /// goes to `out[i]`. Panics if a range lies outside `buf` or `out` is shorter than
 /// `ranges`.
 pub fn sha1_many(buf: &[u8], ranges: &[(usize, usize)], out: &mut [Fingerprint]) {
@@ -173,7 +176,7 @@ pub fn sha1_many_flat(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u8]) {
         );
         for (i, &(off, len)) in ranges.iter().enumerate() {
             out[i * FINGERPRINT_LEN..][..FINGERPRINT_LEN]
-                .copy_from_slice(&super::sha1(&buf[off..off + len]));
+                .copy_from_slice(&<sha1::Sha1 as sha1::Digest>::digest(&buf[off..off + len]));
         }
     }
 }

@@ -20,7 +20,7 @@
 //!
 //! ```
 //! use wasm_core::search::*;
-//! use wasm_core::hash::sha1;
+//! use wasm_core::hash::fingerprint;
 //!
 //! // Keywords: text or hex (binary); ids are positions in this list.
 //! let keywords = vec![parse_keyword("DEDUP", false)?, parse_keyword("55 50", true)?];
@@ -33,12 +33,12 @@
 //! let mut tiny = MemTinyStore::new();
 //! let mut phys = PhysicalPhase::new(&dict);
 //! for c in &chunks {
-//!     phys.add_chunk(&sha1(c), c, &mut tiny);
+//!     phys.add_chunk(&fingerprint(c), c, &mut tiny);
 //! }
 //! let (db, _phys_stats) = phys.finish();
 //!
 //! // Logical phase: each file's recipe (fingerprint + length of each chunk, in order).
-//! let recipe: Vec<ChunkRef> = chunks.iter().map(|c| ChunkRef::new(sha1(c), c.len() as u64)).collect();
+//! let recipe: Vec<ChunkRef> = chunks.iter().map(|c| ChunkRef::new(fingerprint(c), c.len() as u64)).collect();
 //! let mut logical = LogicalPhase::new(&dict, Mode::AllMatches);
 //! let mut hits = Vec::new();
 //! logical.search_file(&db, 7, &recipe, &mut tiny, &mut hits);

@@ -2,7 +2,7 @@
 
 export type RestoreRequest =
   | { type: 'init'; module: WebAssembly.Module }
-  /** A `chunks/get` answer: decode every chunk, check its SHA-1 against its fingerprint. */
+  /** A `chunks/get` answer: decode every chunk, recompute its fingerprint and compare. */
   | { type: 'verify'; id: number; bundle: Uint8Array };
 
 export type RestoreResponse =

@@ -1,10 +1,11 @@
 /// <reference lib="webworker" />
 /**
  * A restore worker: turns a `chunks/get` bundle into verified raw chunks. zstd chunks are
- * decompressed with wasm-core (capped at their raw length), then every chunk's SHA-1 is taken
- * in one multi-buffer call and compared with its fingerprint. Nothing unverified leaves here.
+ * decompressed with wasm-core (capped at their raw length), then every chunk's fingerprint
+ * (wasm-core's collision-detecting SHA-1, the same function the backup used) is computed in one
+ * call and compared with the one it is stored under. Nothing unverified leaves here.
  */
-import init, { decompressChunk, sha1Many } from '../wasm-pkg/wasm_core.js';
+import init, { decompressChunk, fingerprintMany } from '../wasm-pkg/wasm_core.js';
 import { decodeBundle } from '../backup/bundle';
 import { FP_LEN, fpHex } from '../backup/hex';
 import type { RestoreRequest, RestoreResponse } from './protocol';
@@ -46,7 +47,7 @@ function verify(id: number, bundle: Uint8Array) {
       return bad(`codec ${c.codec} is not supported by this restore`);
     }
   }
-  const digests = sha1Many(raw, offsets, lengths);
+  const digests = fingerprintMany(raw, offsets, lengths);
   for (let k = 0; k < n; k++) {
     for (let j = 0; j < FP_LEN; j++) {
       if (digests[k * FP_LEN + j] !== fps[k * FP_LEN + j]) {
@@ -55,7 +56,7 @@ function verify(id: number, bundle: Uint8Array) {
           id,
           index: k,
           fp: fpHex(fps, k),
-          reason: `its SHA-1 is ${fpHex(digests, k)}, not its fingerprint`,
+          reason: `its bytes fingerprint as ${fpHex(digests, k)}, not as its fingerprint`,
         });
       }
     }

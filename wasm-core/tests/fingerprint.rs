@@ -1,0 +1,199 @@
+//! The chunk fingerprint against the RustCrypto `sha1` crate (ordinary data: identical) and
+//! on the SHAttered pair (two PDFs with one SHA-1: distinct fingerprints). Runs natively
+//! and in Wasm (Node, via wasm-bindgen-test).
+use sha1::Digest;
+use wasm_core::chunk::pipeline::ChunkPipeline;
+use wasm_core::chunk::{make_chunker_or_default, test_bytes};
+use wasm_core::hash::{
+    fingerprint, fingerprint_many, fingerprint_many_flat, Fingerprint, Fingerprinter,
+};
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+/// The SHAttered PDFs (Stevens et al. 2017): equal up to byte 192, different collision
+/// blocks from byte 192 to 320, equal again after; equal SHA-1.
+static SHATTERED_1: &[u8] = include_bytes!("../testdata/shattered-1.pdf");
+static SHATTERED_2: &[u8] = include_bytes!("../testdata/shattered-2.pdf");
+
+fn sha1_plain(m: &[u8]) -> Fingerprint {
+    sha1::Sha1::digest(m).into()
+}
+
+/// xorshift64: deterministic lengths without a dev-dependency.
+fn lengths(seed: u64, n: usize, max: usize) -> Vec<usize> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % (max as u64 + 1)) as usize
+        })
+        .collect()
+}
+
+#[test]
+fn ordinary_data_fingerprints_are_plain_sha1() {
+    let data = test_bytes(5, 200_001);
+    let mut lens = lengths(9, 40, 200_000);
+    lens.extend([0, 1, 55, 56, 63, 64, 65, 119, 120, 128, 200_000]);
+    for (i, &len) in lens.iter().enumerate() {
+        let at = (i * 7919) % (data.len() - len + 1);
+        let m = &data[at..at + len];
+        assert_eq!(fingerprint(m), sha1_plain(m), "len {len} at {at}");
+        let (fp, attacked) = {
+            let mut f = Fingerprinter::new();
+            f.update(&m[..len / 3]);
+            f.update(&m[len / 3..]);
+            f.finish_checked()
+        };
+        assert_eq!(fp, sha1_plain(m), "streamed, len {len}");
+        assert!(!attacked, "len {len}: ordinary data reported as an attack");
+    }
+}
+
+#[test]
+fn batches_are_plain_sha1_on_ordinary_data() {
+    let buf = test_bytes(6, 1 << 20);
+    let lens = lengths(11, 300, 20_000);
+    let mut ranges = Vec::new();
+    let mut at = 0;
+    for l in lens {
+        if at + l > buf.len() {
+            at = 0;
+        }
+        ranges.push((at, l));
+        at += l;
+    }
+    let mut out = vec![[0u8; 20]; ranges.len()];
+    fingerprint_many(&buf, &ranges, &mut out);
+    let mut flat = vec![0u8; 20 * ranges.len()];
+    fingerprint_many_flat(&buf, &ranges, &mut flat);
+    assert_eq!(out.as_flattened(), &flat[..]);
+    for (i, &(o, l)) in ranges.iter().enumerate() {
+        assert_eq!(out[i], sha1_plain(&buf[o..o + l]), "chunk {i} len {l}");
+    }
+    // The worker's pipeline (chunker + batch fingerprints) on ordinary data.
+    let mut p =
+        ChunkPipeline::new(make_chunker_or_default("default", None, None, None, None).unwrap());
+    let mut checked = 0;
+    let mut check = |p: &ChunkPipeline, n: usize| {
+        let base = p.offsets().first().copied().unwrap_or(0) as usize;
+        for k in 0..n {
+            let o = p.offsets()[k] as usize - base;
+            let l = p.lengths()[k] as usize;
+            let start = base + o;
+            assert_eq!(
+                &p.fingerprints()[20 * k..20 * k + 20],
+                &sha1_plain(&buf[start..start + l])
+            );
+        }
+        checked += n;
+    };
+    for block in buf.chunks(100_000) {
+        let n = p.push(block);
+        check(&p, n);
+    }
+    let n = p.finish();
+    check(&p, n);
+    assert!(checked > 100, "{checked} chunks");
+}
+
+#[test]
+fn shattered_pair_gets_two_fingerprints() {
+    assert_ne!(SHATTERED_1, SHATTERED_2);
+    assert_eq!(SHATTERED_1.len(), SHATTERED_2.len());
+    // The attack: one SHA-1 for two files, and for any prefix that covers the collision blocks.
+    assert_eq!(sha1_plain(SHATTERED_1), sha1_plain(SHATTERED_2));
+    assert_eq!(
+        sha1_plain(&SHATTERED_1[..320]),
+        sha1_plain(&SHATTERED_2[..320])
+    );
+
+    for len in [320, 1000, 8192, SHATTERED_1.len()] {
+        let (a, b) = (&SHATTERED_1[..len], &SHATTERED_2[..len]);
+        let (fa, attacked_a) = {
+            let mut f = Fingerprinter::new();
+            f.update(a);
+            f.finish_checked()
+        };
+        let (fb, attacked_b) = {
+            let mut f = Fingerprinter::new();
+            f.update(b);
+            f.finish_checked()
+        };
+        assert!(
+            attacked_a && attacked_b,
+            "prefix {len}: attack not detected"
+        );
+        assert_ne!(
+            fa, fb,
+            "prefix {len}: one fingerprint for two different byte strings"
+        );
+        assert_ne!(
+            fa,
+            sha1_plain(a),
+            "prefix {len}: fingerprint is the colliding SHA-1"
+        );
+        assert_ne!(
+            fb,
+            sha1_plain(b),
+            "prefix {len}: fingerprint is the colliding SHA-1"
+        );
+        assert_eq!(fingerprint(a), fa);
+        assert_eq!(fingerprint(b), fb);
+    }
+}
+
+/// The chunks a backup makes of each file: the first chunks carry the collision blocks and
+/// have one SHA-1 but two fingerprints, through the worker's pipeline and the batch path.
+#[test]
+fn shattered_first_chunks_through_the_pipeline() {
+    let chunks = |data: &[u8]| -> Vec<(usize, usize, Fingerprint)> {
+        let mut p =
+            ChunkPipeline::new(make_chunker_or_default("default", None, None, None, None).unwrap());
+        let mut out = Vec::new();
+        let mut take = |p: &ChunkPipeline, n: usize| {
+            for k in 0..n {
+                out.push((
+                    p.offsets()[k] as usize,
+                    p.lengths()[k] as usize,
+                    p.fingerprints()[20 * k..20 * k + 20].try_into().unwrap(),
+                ));
+            }
+        };
+        for block in data.chunks(64 << 10) {
+            let n = p.push(block);
+            take(&p, n);
+        }
+        let n = p.finish();
+        take(&p, n);
+        out
+    };
+    let (c1, c2) = (chunks(SHATTERED_1), chunks(SHATTERED_2));
+    let (o1, l1, f1) = c1[0];
+    let (o2, l2, f2) = c2[0];
+    assert_eq!((o1, l1), (o2, l2), "first chunks cut alike");
+    assert!(l1 >= 320, "first chunk holds the collision blocks");
+    let (a, b) = (&SHATTERED_1[..l1], &SHATTERED_2[..l2]);
+    assert_eq!(
+        sha1_plain(a),
+        sha1_plain(b),
+        "first chunks collide under SHA-1"
+    );
+    assert_ne!(f1, f2, "first chunks share a fingerprint");
+    assert_eq!(f1, fingerprint(a));
+    assert_eq!(f2, fingerprint(b));
+    // Chunks after the collision blocks are ordinary data: plain SHA-1, shared by both files.
+    for (x, y) in c1.iter().zip(&c2).skip(1) {
+        assert_eq!(x, y);
+        assert_eq!(x.2, sha1_plain(&SHATTERED_1[x.0..x.0 + x.1]));
+    }
+    // The batch path, both first chunks in one call.
+    let mut buf = a.to_vec();
+    buf.extend_from_slice(b);
+    let mut out = vec![[0u8; 20]; 2];
+    fingerprint_many(&buf, &[(0, l1), (l1, l2)], &mut out);
+    assert_eq!(out, [f1, f2]);
+}
