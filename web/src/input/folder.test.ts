@@ -51,6 +51,21 @@ describe('fromEntries', () => {
     expect(picked.skipped.map((s) => s.path)).toEqual(['(dropped item)', 'Root/gone.txt']);
     expect(picked.skipped[1].reason).toContain('NotFoundError');
   });
+
+  it('keeps a way to a fresh File of each dropped file', async () => {
+    let content = 'first';
+    const entry = {
+      ...fakeFile('/R/a.txt'),
+      file(ok: (f: File) => void) {
+        ok(new File([content], 'a.txt'));
+      },
+    } as EntryLike;
+    const picked = await fromEntries([fakeDir('/R', [entry])]);
+    expect(await picked.files[0].file.text()).toBe('first');
+    content = 'second, longer';
+    const fresh = await picked.files[0].reopen!();
+    expect(await fresh.text()).toBe('second, longer');
+  });
 });
 
 describe('fromFileList', () => {
@@ -62,6 +77,8 @@ describe('fromFileList', () => {
     };
     const picked = fromFileList([mk('Top/x/y/z.bin'), mk('Top/a.txt')]);
     expect(picked.root).toBe('Top');
+    // A File from an <input> cannot be had again: a file changed since is retried as is.
+    expect(picked.files[0].reopen).toBeUndefined();
     expect(picked.files.map((f) => f.path)).toEqual(['Top/x/y/z.bin', 'Top/a.txt']);
     expect(picked.dirs).toEqual(['Top', 'Top/x', 'Top/x/y']);
   });
