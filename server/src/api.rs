@@ -29,7 +29,7 @@ use wasm_core::{
 
 use crate::{
     error::{ApiError, ApiResult},
-    store::{self, chunk_loc, decode_stored, ChunkLoc, Store},
+    store::{self, verify::Subset, ChunkLoc, Lookup, Store, StoreError},
 };
 
 pub const MAX_MISSING_BODY: usize = 16 << 20;
@@ -40,6 +40,10 @@ pub const MAX_MANIFEST_BODY: usize = 256 << 20;
 /// Beyond the limit, bodies are read and discarded up to this size so that the client
 /// still receives its 413; larger ones are cut off.
 const DRAIN_CAP: usize = 64 << 20;
+/// `chunks/get` reads and verifies up to this many bytes of its answer before it sends the
+/// status, so that a damaged chunk among them gets an explicit `damaged` error (every
+/// request the page makes is smaller). Damage found later can only cut the stream.
+const VERIFY_AHEAD: usize = 16 << 20;
 
 type St = State<Arc<Store>>;
 type RepoPath = Result<Path<String>, PathRejection>;
@@ -56,6 +60,7 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/versions/{id}", get(version_get).delete(version_delete))
         .route("/containers", get(containers_list))
         .route("/containers/{id}", get(container_get))
+        .route("/verify", post(verify))
         .route("/stats", get(stats));
     Router::new()
         .route("/api/v1/health", get(health))
@@ -153,7 +158,9 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<B
             limit as u64,
         )
     };
-    if declared.is_some_and(|n| n > DRAIN_CAP as u64) {
+    // A declared length above the limit is refused without reading; within the limit the
+    // body is read whatever its size (a manifest may be 256 MiB).
+    if declared.is_some_and(|n| n > limit as u64 && n > DRAIN_CAP as u64) {
         return Err(too_large());
     }
     let mut stream = body.into_data_stream();
@@ -328,13 +335,21 @@ async fn chunk_get(State(store): St, p: RepoItemPath, headers: HeaderMap) -> Api
     let repo_id = authorize(&store, &headers, &repo).await?;
     let fp = parse_fp(&fp)?;
     blocking(move || {
-        let loc = {
+        let lookup = {
             let conn = store.readers.get()?;
-            chunk_loc(&conn, repo_id, &fp)?
-        }
-        .ok_or_else(|| ApiError::not_found(format!("chunk {} is not stored", to_hex(&fp))))?;
-        let stored = store.read_stored(repo_id, &loc, None)?;
-        let raw = decode_stored(loc.codec, loc.raw_len, stored).map_err(ApiError::internal)?;
+            store.lookup(&conn, repo_id, &fp)?
+        };
+        let loc = match lookup {
+            Lookup::Stored(loc) => loc,
+            Lookup::Damaged => return Err(StoreError::Damaged(vec![fp]).into()),
+            Lookup::Missing => {
+                return Err(ApiError::not_found(format!(
+                    "chunk {} is not stored",
+                    to_hex(&fp)
+                )))
+            }
+        };
+        let (_, raw) = store.read_verified(repo_id, &fp, &loc, None, true)?;
         let mut resp = raw.into_response();
         let h = resp.headers_mut();
         h.insert(
@@ -373,12 +388,17 @@ async fn chunks_get(
             let mut locs: Vec<(Fingerprint, ChunkLoc)> =
                 Vec::with_capacity(list.fingerprints.len());
             let mut missing = Vec::new();
+            let mut damaged = Vec::new();
             for s in &list.fingerprints {
                 let fp = parse_fp(s)?;
-                match chunk_loc(&conn, repo_id, &fp)? {
-                    Some(l) => locs.push((fp, l)),
-                    None => missing.push(to_hex(&fp)),
+                match store.lookup(&conn, repo_id, &fp)? {
+                    Lookup::Stored(l) => locs.push((fp, l)),
+                    Lookup::Damaged => damaged.push(fp),
+                    Lookup::Missing => missing.push(to_hex(&fp)),
                 }
+            }
+            if !damaged.is_empty() {
+                return Err(ApiError::from(StoreError::Damaged(damaged)).with("missing", missing));
             }
             if !missing.is_empty() {
                 return Err(ApiError::not_found(format!(
@@ -391,38 +411,38 @@ async fn chunks_get(
         })
         .await?
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(4);
     tokio::task::spawn_blocking(move || {
         let mut files: HashMap<u64, File> = HashMap::new();
         let mut buf = BytesMut::with_capacity(512 << 10);
         buf.extend_from_slice(&encode_header(locs.len() as u32));
+        let mut sent = false;
         for (fp, loc) in locs {
-            let res = (|| -> std::io::Result<(u8, Vec<u8>)> {
+            let res = (|| -> Result<(u8, Vec<u8>), StoreError> {
                 if !files.contains_key(&loc.container_id) {
                     if files.len() > 64 {
                         files.clear();
                     }
-                    let f = File::open(store::container_path(
+                    match File::open(store::container_path(
                         &store.data_dir,
                         repo_id,
                         loc.container_id,
-                    ))?;
-                    files.insert(loc.container_id, f);
+                    )) {
+                        Ok(f) => {
+                            files.insert(loc.container_id, f);
+                        }
+                        // read_verified finds the file missing and quarantines.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
-                let stored = store.read_stored(repo_id, &loc, files.get(&loc.container_id))?;
-                if decode || loc.codec > 1 {
-                    let raw = decode_stored(loc.codec, loc.raw_len, stored)
-                        .map_err(std::io::Error::other)?;
-                    Ok((0, raw))
-                } else {
-                    Ok((loc.codec, stored))
-                }
+                store.read_verified(repo_id, &fp, &loc, files.get(&loc.container_id), decode)
             })();
             let (codec, payload) = match res {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("chunks/get: {e}");
-                    let _ = tx.blocking_send(Err(e));
+                    let _ = tx.blocking_send(Piece::Failed(e));
                     return;
                 }
             };
@@ -434,22 +454,103 @@ async fn chunks_get(
             };
             buf.extend_from_slice(&encode_entry_header(&h));
             buf.extend_from_slice(&payload);
-            if buf.len() >= 256 << 10 && tx.blocking_send(Ok(buf.split().freeze())).is_err() {
-                return; // client went away
+            let send_at = if sent { 256 << 10 } else { VERIFY_AHEAD };
+            if buf.len() >= send_at {
+                sent = true;
+                if tx.blocking_send(Piece::Data(buf.split().freeze())).is_err() {
+                    return; // client went away
+                }
             }
         }
         if !buf.is_empty() {
-            let _ = tx.blocking_send(Ok(buf.freeze()));
+            let _ = tx.blocking_send(Piece::Data(buf.freeze()));
         }
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
+    // The status waits for the first piece: everything up to VERIFY_AHEAD is verified.
+    let first = match rx.recv().await {
+        Some(Piece::Data(b)) => b,
+        Some(Piece::Failed(e)) => return Err(e.into()),
+        None => return Err(ApiError::internal("chunks/get: the reader stopped")),
+    };
+    let rest = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|piece| {
+            let item = match piece {
+                Piece::Data(b) => Ok(b),
+                // Too late for a status: the connection is cut, the client sees a truncated
+                // bundle, and its retry gets the explicit error (the chunk is quarantined).
+                Piece::Failed(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            (item, rx)
+        })
     });
+    let stream =
+        futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) }).chain(rest);
     Ok((
         [(header::CONTENT_TYPE, "application/x-ditto-bundle")],
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// What the `chunks/get` reader hands to the response.
+enum Piece {
+    Data(Bytes),
+    Failed(StoreError),
+}
+
+#[derive(Deserialize, Default)]
+struct VerifyRequest {
+    #[serde(default)]
+    subset: Option<String>,
+}
+
+/// `POST verify`: reads and verifies the repository's stored chunks (all, or a subset of its
+/// containers), quarantines the damaged ones and says which versions are damaged.
+async fn verify(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo).await?;
+    let body = read_body(&headers, body, 64 << 10).await?;
+    blocking(move || {
+        let req: VerifyRequest = if body.iter().all(u8::is_ascii_whitespace) {
+            VerifyRequest::default()
+        } else {
+            parse_json(&body)?
+        };
+        let subset = Subset::parse(req.subset.as_deref().unwrap_or("all"))
+            .map_err(|e| ApiError::bad_request(format!("subset: {e}")))?;
+        let v = store.verify(repo_id, subset)?;
+        let conn = store.readers.get()?;
+        let mut st = conn.prepare_cached(
+            "SELECT id, damaged FROM versions WHERE repo_id = ?1 AND damaged > 0 ORDER BY id",
+        )?;
+        let versions: Vec<Value> = st
+            .query_map([repo_id], |r| {
+                Ok(json!({ "id": r.get::<_, i64>(0)?, "damaged_chunks": r.get::<_, i64>(1)? }))
+            })?
+            .collect::<Result<_, _>>()?;
+        let quarantined: i64 = conn.query_row(
+            "SELECT COUNT(DISTINCT fp) FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL",
+            [repo_id],
+            |r| r.get(0),
+        )?;
+        let found: Vec<String> = v.damaged.iter().map(|f| to_hex(&f.fp)).collect();
+        Ok(Json(json!({
+            "ok": found.is_empty() && versions.is_empty() && quarantined == 0,
+            "subset": req.subset.unwrap_or_else(|| "all".into()),
+            "containers": v.containers,
+            "chunks": v.chunks,
+            "bytes": v.bytes,
+            "damaged_chunks": found,
+            "quarantined": quarantined,
+            "damaged_versions": versions,
+        })))
+    })
+    .await
 }
 
 // ---------------------------------------------------------------- versions
@@ -513,9 +614,19 @@ async fn versions_post(
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
-fn version_summary(id: i64, source: String, time: i64, committed: i64, stats: &str) -> Value {
+/// A version's summary; `damaged` counts its distinct chunks that are not stored (found
+/// damaged, or lost): such a version cannot be restored whole until they are uploaded again.
+fn version_summary(
+    id: i64,
+    source: String,
+    time: i64,
+    committed: i64,
+    stats: &str,
+    damaged: i64,
+) -> Value {
     let stats: Value = serde_json::from_str(stats).unwrap_or(Value::Null);
-    json!({ "id": id, "source": source, "time": time, "committed_at": committed, "stats": stats })
+    json!({ "id": id, "source": source, "time": time, "committed_at": committed, "stats": stats,
+            "damaged": damaged > 0, "damaged_chunks": damaged })
 }
 
 async fn versions_list(
@@ -528,10 +639,10 @@ async fn versions_list(
     blocking(move || {
         let conn = store.readers.get()?;
         let mut st = conn.prepare_cached(
-            "SELECT id, source, time, committed_ms, stats FROM versions WHERE repo_id = ?1 ORDER BY id",
+            "SELECT id, source, time, committed_ms, stats, damaged FROM versions WHERE repo_id = ?1 ORDER BY id",
         )?;
         let rows = st.query_map([repo_id], |r| {
-            Ok(version_summary(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, &r.get::<_, String>(4)?))
+            Ok(version_summary(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, &r.get::<_, String>(4)?, r.get(5)?))
         })?;
         let list: Vec<Value> = rows.collect::<Result<_, _>>()?;
         Ok(Json(json!({ "versions": list })))
@@ -554,16 +665,16 @@ async fn version_get(State(store): St, p: RepoItemPath, headers: HeaderMap) -> A
         let conn = store.readers.get()?;
         let row = conn
             .prepare_cached(
-                "SELECT source, time, committed_ms, stats, manifest FROM versions WHERE id = ?1 AND repo_id = ?2",
+                "SELECT source, time, committed_ms, stats, manifest, damaged FROM versions WHERE id = ?1 AND repo_id = ?2",
             )?
             .query_row(params![id, repo_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?, r.get::<_, i64>(5)?))
             })
             .optional()?
             .ok_or_else(|| ApiError::not_found(format!("no version {id} in this repository")))?;
-        let (source, time, committed, stats, blob) = row;
+        let (source, time, committed, stats, blob, damaged) = row;
         let manifest = zstd::decode_all(&blob[..]).map_err(ApiError::internal)?;
-        let head = serde_json::to_vec(&version_summary(id, source, time, committed, &stats))
+        let head = serde_json::to_vec(&version_summary(id, source, time, committed, &stats, damaged))
             .map_err(ApiError::internal)?;
         let mut out = Vec::with_capacity(head.len() + manifest.len() + 16);
         out.extend_from_slice(&head[..head.len() - 1]);

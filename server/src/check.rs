@@ -1,10 +1,12 @@
-//! `ditto-server check REPO`: re-reads every container and verifies it against the index.
+//! `ditto-server check REPO [--read-data-subset S]`: re-reads the repository's containers and
+//! verifies them against the index. Chunks found damaged are quarantined (the server then
+//! asks for them again); versions that reference chunks not stored are named.
 
 use std::{collections::HashMap, fs, path::Path};
 
 use wasm_core::{
     format::{
-        container::{slot_offset, ContainerHeader, TableEntry, TABLE_ENTRY_LEN},
+        container::{slot_offset, TableEntry, TABLE_ENTRY_LEN},
         manifest::{EntryKind, Manifest},
         parse_fp_hex,
     },
@@ -13,7 +15,12 @@ use wasm_core::{
 
 use crate::{
     db,
-    store::{self, decode_stored},
+    store::{
+        self, decode_stored,
+        quarantine::{self, Found},
+        recover::{self, IndexContainer, INDEX_COLUMNS},
+        verify::{self, Subset},
+    },
 };
 
 #[derive(Default)]
@@ -21,9 +28,12 @@ pub struct Report {
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
     pub containers: u64,
+    /// Containers whose chunk data was read (all of them unless a subset was asked for).
+    pub containers_read: u64,
     pub chunks: u64,
     pub bytes: u64,
     pub versions: u64,
+    pub damaged_versions: Vec<i64>,
 }
 
 struct Row {
@@ -33,24 +43,30 @@ struct Row {
     stored_len: u32,
     raw_len: u32,
     codec: u8,
+    /// A quarantined copy: part of the container's layout, known damaged, not read.
+    quarantined: bool,
 }
 
-pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
-    let conn = db::open_ro(data_dir).map_err(|e| format!("database: {e}"))?;
-    // One read snapshot for the whole check.
-    let tx = conn.unchecked_transaction().map_err(|e| e.to_string())?;
-    let repo_id = store::repo_id(&tx, repo)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no repository named {repo:?}"))?;
-    let mut rep = Report::default();
+pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, String> {
+    // Read-write: the schema may need its migrations, and damage found is quarantined.
+    let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
     let q = |e: rusqlite::Error| e.to_string();
+    let salt = verify::salt();
+    let mut rep = Report::default();
+    let mut found: Vec<Found> = Vec::new();
+    // One read snapshot for the containers and the index.
+    let tx = conn.unchecked_transaction().map_err(q)?;
+    let repo_id = store::repo_id(&tx, repo)
+        .map_err(q)?
+        .ok_or_else(|| format!("no repository named {repo:?}"))?;
 
     let mut by_container: HashMap<i64, Vec<Row>> = HashMap::new();
     let mut raw_len_of: HashMap<Fingerprint, u32> = HashMap::new();
-    {
-        let mut st = tx
-            .prepare("SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 ORDER BY container_id, slot")
-            .map_err(q)?;
+    for (sql, quarantined) in [
+        ("SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1", false),
+        ("SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM quarantine WHERE repo_id = ?1", true),
+    ] {
+        let mut st = tx.prepare(sql).map_err(q)?;
         let mut rows = st.query([repo_id]).map_err(q)?;
         while let Some(r) = rows.next().map_err(q)? {
             let fp: Vec<u8> = r.get(1).map_err(q)?;
@@ -66,29 +82,50 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                 stored_len: r.get(4).map_err(q)?,
                 raw_len: r.get(5).map_err(q)?,
                 codec: r.get(6).map_err(q)?,
+                quarantined,
             };
-            raw_len_of.insert(fp, row.raw_len);
+            if !quarantined {
+                raw_len_of.insert(fp, row.raw_len);
+            }
             by_container
                 .entry(r.get(0).map_err(q)?)
                 .or_default()
                 .push(row);
         }
     }
-    let containers: Vec<(i64, u8, i64, i64, u32)> = {
+    let containers: Vec<IndexContainer> = {
         let mut st = tx
-            .prepare("SELECT id, kind, data_offset, data_end, chunk_count FROM containers WHERE repo_id = ?1 ORDER BY id")
+            .prepare(&format!(
+                "SELECT {INDEX_COLUMNS} FROM containers WHERE repo_id = ?1 ORDER BY id"
+            ))
             .map_err(q)?;
-        let it = st
-            .query_map([repo_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .map_err(q)?;
+        let it = st.query_map([repo_id], recover::index_row).map_err(q)?;
         it.collect::<Result<_, _>>().map_err(q)?
     };
-    for (id, kind, data_offset, data_end, count) in containers {
+    for c in containers {
+        let id = c.id;
         rep.containers += 1;
-        let rows = by_container.remove(&id).unwrap_or_default();
-        let path = store::container_path(data_dir, repo_id, id as u64);
+        let mut rows = by_container.remove(&id).unwrap_or_default();
+        rows.sort_by_key(|r| r.slot);
+        let read_data = subset.includes(id as u64, salt);
+        if let Some(damage) = &c.damage {
+            // Set aside by recovery: its chunks were quarantined when it was.
+            let open = rows
+                .iter()
+                .filter(|r| r.quarantined && !raw_len_of.contains_key(&r.fp))
+                .count();
+            if open > 0 {
+                rep.errors.push(format!(
+                    "container {id} is damaged ({damage}): {open} of its chunks are quarantined and not uploaded again yet"
+                ));
+            } else {
+                rep.warnings.push(format!(
+                    "container {id} is damaged ({damage}); every chunk it held is stored again elsewhere"
+                ));
+            }
+            continue;
+        }
+        let path = store::container_path(data_dir, c.repo_id, id as u64);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
             Err(e) => {
@@ -99,19 +136,16 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                 continue;
             }
         };
-        let (data_offset, data_end) = (data_offset as u64, data_end as u64);
-        let header = match ContainerHeader::decode(&bytes) {
+        let (data_offset, data_end) = (c.data_offset as u64, c.data_end as u64);
+        let header = match recover::validate_header(&bytes[..bytes.len().min(64)], &c) {
             Ok(h) => h,
             Err(e) => {
-                rep.errors.push(format!("container {id}: bad header: {e}"));
+                rep.errors.push(format!(
+                    "container {id}: damaged header: {e} (the server sets it aside and quarantines its chunks when it starts)"
+                ));
                 continue;
             }
         };
-        if header.id != id as u64 || header.kind as u8 != kind || header.data_offset != data_offset
-        {
-            rep.errors
-                .push(format!("container {id}: header disagrees with the index"));
-        }
         if (bytes.len() as u64) < data_end {
             rep.errors.push(format!(
                 "container {id}: file has {} bytes, index says {data_end} are committed",
@@ -125,16 +159,18 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                 bytes.len() as u64 - data_end
             ));
         }
-        if rows.len() != count as usize {
+        if rows.len() != c.count as usize {
             rep.errors.push(format!(
-                "container {id}: index says {count} chunks but has {} rows",
+                "container {id}: index says {} chunks but has {} rows",
+                c.count,
                 rows.len()
             ));
         }
+        if read_data {
+            rep.containers_read += 1;
+        }
         let mut expect_offset = data_offset;
         for (i, row) in rows.iter().enumerate() {
-            rep.chunks += 1;
-            rep.bytes += row.stored_len as u64;
             let fp_hex = to_hex(&row.fp);
             if row.slot as usize != i || row.offset != expect_offset {
                 rep.errors.push(format!(
@@ -142,10 +178,10 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                     row.slot, row.offset
                 ));
             }
-            expect_offset = row.offset + row.stored_len as u64;
+            expect_offset = row.offset.saturating_add(row.stored_len as u64);
             let so = slot_offset(row.slot) as usize;
             match bytes
-                .get(so..so + TABLE_ENTRY_LEN)
+                .get(so..so.saturating_add(TABLE_ENTRY_LEN))
                 .map(TableEntry::decode)
             {
                 Some(Ok(Some(t)))
@@ -159,20 +195,32 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                     row.slot
                 )),
             }
+            if row.quarantined || !read_data {
+                continue;
+            }
+            rep.chunks += 1;
+            rep.bytes += row.stored_len as u64;
             let Some(stored) = bytes.get(row.offset as usize..expect_offset as usize) else {
                 rep.errors.push(format!(
                     "container {id}: chunk {fp_hex} lies outside the file"
                 ));
                 continue;
             };
-            match decode_stored(row.codec, row.raw_len, stored.to_vec()) {
-                Ok(raw) if fingerprint(&raw) == row.fp => {}
-                Ok(_) => rep.errors.push(format!(
-                    "container {id}: chunk {fp_hex}: fingerprint mismatch"
-                )),
-                Err(e) => rep
-                    .errors
-                    .push(format!("container {id}: chunk {fp_hex}: {e}")),
+            let bad = match decode_stored(row.codec, row.raw_len, stored.to_vec()) {
+                Ok(raw) if fingerprint(&raw) == row.fp => None,
+                Ok(_) => Some("its decoded bytes do not match its fingerprint".to_string()),
+                Err(e) => Some(e),
+            };
+            if let Some(reason) = bad {
+                rep.errors.push(format!(
+                    "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"
+                ));
+                found.push(Found {
+                    fp: row.fp,
+                    container_id: id as u64,
+                    offset: row.offset,
+                    reason,
+                });
             }
         }
         if expect_offset != data_end {
@@ -180,7 +228,7 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                 "container {id}: chunks end at {expect_offset}, index says {data_end}"
             ));
         }
-        for slot in count..header.table_capacity {
+        for slot in c.count..header.table_capacity {
             let so = slot_offset(slot) as usize;
             if bytes
                 .get(so..so + TABLE_ENTRY_LEN)
@@ -199,14 +247,27 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
             rows.len()
         ));
     }
-    let mut st = tx
-        .prepare("SELECT id, manifest FROM versions WHERE repo_id = ?1 ORDER BY id")
-        .map_err(q)?;
-    let mut rows = st.query([repo_id]).map_err(q)?;
-    while let Some(r) = rows.next().map_err(q)? {
+    let versions: Vec<(i64, Vec<u8>)> = {
+        let mut st = tx
+            .prepare("SELECT id, manifest FROM versions WHERE repo_id = ?1 ORDER BY id")
+            .map_err(q)?;
+        let it = st
+            .query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(q)?;
+        it.collect::<Result<_, _>>().map_err(q)?
+    };
+    drop(tx);
+
+    if !found.is_empty() {
+        let tx = conn.unchecked_transaction().map_err(q)?;
+        quarantine::quarantine(&tx, repo_id, &found).map_err(q)?;
+        tx.commit().map_err(q)?;
+        for f in &found {
+            raw_len_of.remove(&f.fp);
+        }
+    }
+    for (vid, blob) in versions {
         rep.versions += 1;
-        let vid: i64 = r.get(0).map_err(q)?;
-        let blob: Vec<u8> = r.get(1).map_err(q)?;
         let m: Manifest = match zstd::decode_all(&blob[..])
             .map_err(|e| e.to_string())
             .and_then(|j| serde_json::from_slice(&j).map_err(|e| e.to_string()))
@@ -218,27 +279,43 @@ pub fn check(data_dir: &Path, repo: &str) -> Result<Report, String> {
                 continue;
             }
         };
-        let mut missing = 0u64;
+        let mut missing: std::collections::HashSet<Fingerprint> = Default::default();
         for e in &m.entries {
             let mut sum = 0u64;
+            let mut whole = true;
             for h in &e.recipe {
-                match parse_fp_hex(h).and_then(|fp| raw_len_of.get(&fp)) {
-                    Some(&n) => sum += n as u64,
-                    None => missing += 1,
+                match parse_fp_hex(h) {
+                    Some(fp) => match raw_len_of.get(&fp) {
+                        Some(&n) => sum += n as u64,
+                        None => {
+                            missing.insert(fp);
+                            whole = false;
+                        }
+                    },
+                    None => {
+                        rep.errors
+                            .push(format!("version {vid}: {}: bad fingerprint {h:?}", e.path));
+                        whole = false;
+                    }
                 }
             }
-            if e.kind == EntryKind::File && missing == 0 && sum != e.size {
+            if e.kind == EntryKind::File && whole && sum != e.size {
                 rep.errors.push(format!(
                     "version {vid}: {}: size {} != chunks {sum}",
                     e.path, e.size
                 ));
             }
         }
-        if missing > 0 {
+        if !missing.is_empty() {
+            rep.damaged_versions.push(vid);
             rep.errors.push(format!(
-                "version {vid}: {missing} recipe references to chunks that are not stored"
+                "version {vid} is damaged: {} of its chunks are missing or damaged (uploading them again heals it)",
+                missing.len()
             ));
         }
     }
+    // Keep the versions' damage counts right for the API (a quarantine above, or rows that
+    // an older server dropped).
+    quarantine::recount_versions(&conn, repo_id, None, false).map_err(q)?;
     Ok(rep)
 }

@@ -48,7 +48,55 @@ CREATE TABLE IF NOT EXISTS versions(
   stats TEXT NOT NULL,
   manifest BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS versions_by_repo ON versions(repo_id, id);
+CREATE TABLE IF NOT EXISTS quarantine(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  repo_id INTEGER NOT NULL,
+  fp BLOB NOT NULL,
+  container_id INTEGER NOT NULL,
+  slot INTEGER NOT NULL,
+  offset INTEGER NOT NULL,
+  stored_len INTEGER NOT NULL,
+  raw_len INTEGER NOT NULL,
+  codec INTEGER NOT NULL,
+  first_version INTEGER,
+  reason TEXT NOT NULL,
+  found_ms INTEGER NOT NULL,
+  healed_ms INTEGER);
+CREATE INDEX IF NOT EXISTS quarantine_by_fp ON quarantine(repo_id, fp);
+CREATE INDEX IF NOT EXISTS quarantine_by_container ON quarantine(container_id, slot);
 ";
+
+/// Schema changes after the first release, applied in order; `PRAGMA user_version` counts
+/// how many a database has. Each runs in one transaction with its version bump.
+const MIGRATIONS: &[&str] = &[
+    // 1: containers can be sealed (never appended to again) and carry the damage found in
+    // them; versions count their recipe chunks that are not stored (missing or quarantined).
+    "ALTER TABLE containers ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE containers ADD COLUMN damage TEXT;
+     ALTER TABLE versions ADD COLUMN damaged INTEGER NOT NULL DEFAULT 0;",
+];
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let version = |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+    if version(conn)? as usize >= MIGRATIONS.len() {
+        return Ok(());
+    }
+    // IMMEDIATE: a server and a CLI command starting together must not both migrate.
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let res = (|| {
+        for sql in MIGRATIONS.iter().skip(version(conn)? as usize) {
+            conn.execute_batch(sql)?;
+        }
+        conn.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+    })();
+    match res {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
 
 pub fn db_path(data_dir: &Path) -> PathBuf {
     data_dir.join("ditto.sqlite3")
@@ -68,6 +116,7 @@ pub fn open_rw(data_dir: &Path) -> rusqlite::Result<Connection> {
     configure(&conn)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.execute_batch(SCHEMA)?;
+    migrate(&conn)?;
     Ok(conn)
 }
 

@@ -7,6 +7,8 @@ use axum::{
 };
 use serde_json::{Map, Value};
 
+use crate::store::StoreError;
+
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -60,13 +62,39 @@ impl ApiError {
 
 impl From<rusqlite::Error> for ApiError {
     fn from(e: rusqlite::Error) -> Self {
-        ApiError::internal(format!("database: {e}"))
+        StoreError::from(e).into()
     }
 }
 
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
-        ApiError::internal(format!("i/o: {e}"))
+        StoreError::from(e).into()
+    }
+}
+
+/// The status and code of each storage failure (docs/API.md, "Errors").
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Damaged(ref fps) => {
+                let hex = StoreError::damaged_hex(fps);
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged", e.to_string())
+                    .with("damaged", hex)
+            }
+            StoreError::NoSpace(ref why) => {
+                eprintln!("out of space: {why}");
+                ApiError::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "no_space",
+                    "the server is out of space; nothing of this request was stored",
+                )
+            }
+            StoreError::WalLost => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "wal_lost", e.to_string())
+            }
+            StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
+            StoreError::Db(e) => ApiError::internal(format!("database: {e}")),
+        }
     }
 }
 

@@ -11,6 +11,7 @@ mod api;
 mod check;
 mod db;
 mod error;
+mod http;
 mod store;
 
 use std::{
@@ -27,8 +28,9 @@ use tower_http::{
     services::{ServeDir, ServeFile},
 };
 
-const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO | check REPO | stats REPO]
-environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist)";
+const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO | check REPO [--read-data-subset n/m|P%] | stats REPO]
+environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist),
+HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default 30)";
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -67,10 +69,28 @@ fn default_token(data_dir: &Path) -> std::io::Result<String> {
     Ok(token)
 }
 
+/// The data directory, private to this user: it is created 0700, an existing one is set to
+/// 0700, and everything the process creates in it is 0600 (files) or 0700 (directories),
+/// SQLite's files included, through the umask.
 fn data_dir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: umask only sets the process's file mode creation mask; it cannot fail.
+    unsafe { libc::umask(0o077) };
     let d = PathBuf::from(env_or("DATA_DIR", "data"));
     if let Err(e) = std::fs::create_dir_all(&d) {
         die(format!("cannot create data directory {}: {e}", d.display()));
+    }
+    if let Err(e) = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)) {
+        die(format!("cannot make {} private (0700): {e}", d.display()));
+    }
+    // Files an older version left readable by others.
+    for name in [
+        "ditto.sqlite3",
+        "ditto.sqlite3-wal",
+        "ditto.sqlite3-shm",
+        "server.lock",
+    ] {
+        let _ = std::fs::set_permissions(d.join(name), std::fs::Permissions::from_mode(0o600));
     }
     d
 }
@@ -107,18 +127,32 @@ fn main() {
             store::add_token(&conn, id, &token).unwrap_or_else(|e| die(e));
             println!("{token}");
         }
-        ["check", repo] => {
-            let rep = check::check(&data_dir(), repo).unwrap_or_else(|e| die(e));
+        ["check", repo, rest @ ..] => {
+            let subset = match rest {
+                [] => store::verify::Subset::All,
+                ["--read-data-subset", s] => store::verify::Subset::parse(s)
+                    .unwrap_or_else(|e| die(format!("--read-data-subset {e}"))),
+                _ => {
+                    eprintln!("{USAGE}");
+                    std::process::exit(2);
+                }
+            };
+            let rep = check::check(&data_dir(), repo, subset).unwrap_or_else(|e| die(e));
             for w in &rep.warnings {
                 println!("warning: {w}");
             }
             for e in &rep.errors {
                 println!("ERROR: {e}");
             }
+            if !rep.damaged_versions.is_empty() {
+                let ids: Vec<String> = rep.damaged_versions.iter().map(|v| v.to_string()).collect();
+                println!("damaged versions: {}", ids.join(", "));
+            }
             println!(
-                "{}: {} containers, {} chunks ({} bytes) verified, {} versions, {} errors, {} warnings",
+                "{}: {} containers ({} read), {} chunks ({} bytes) verified, {} versions, {} errors, {} warnings",
                 if rep.errors.is_empty() { "OK" } else { "FAILED" },
                 rep.containers,
+                rep.containers_read,
                 rep.chunks,
                 rep.bytes,
                 rep.versions,
@@ -147,6 +181,17 @@ fn serve() {
     let port: u16 = env_or("PORT", "8080")
         .parse()
         .unwrap_or_else(|_| die("PORT must be a number from 0 to 65535"));
+    let header_timeout = Duration::from_secs(
+        env_or("HEADER_TIMEOUT", "30")
+            .parse()
+            .ok()
+            .filter(|&s| s > 0)
+            .unwrap_or_else(|| die("HEADER_TIMEOUT must be a whole number of seconds above 0")),
+    );
+    // A write past a file size limit fails with EFBIG (answered 507) instead of killing
+    // the process.
+    // SAFETY: ignoring a signal installs no handler code.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let data_dir = data_dir();
     // One server per data directory: containers are appended by a single writer.
     let lock = std::fs::OpenOptions::new()
@@ -201,25 +246,7 @@ fn serve() {
         let _ = writeln!(out, "Ditto is running. Open http://{addr}/#token={token}");
         let _ = out.flush();
         drop(out);
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            stop_requested().await;
-            let _ = stop_tx.send(true);
-        });
-        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        };
-        let serving = axum::serve(listener, app).with_graceful_shutdown(stopped(stop_rx.clone()));
-        let grace_over = async {
-            stopped(stop_rx).await;
-            tokio::time::sleep(STOP_GRACE).await;
-        };
-        tokio::select! {
-            r = std::future::IntoFuture::into_future(serving) => if let Err(e) = r {
-                die(format!("server error: {e}"));
-            },
-            _ = grace_over => eprintln!("ditto-server: connections still open after {STOP_GRACE:?}; stopping anyway"),
-        }
+        http::serve(listener, app, header_timeout, stop_requested(), STOP_GRACE).await;
     });
     // Requests still running on blocking threads are not waited for: what they had not
     // acknowledged is not promised, and startup recovery cuts what they left half-written.

@@ -49,15 +49,37 @@ pub struct Server {
 
 impl Server {
     pub fn start(data_dir: &Path) -> Server {
-        let mut child = Command::new(BIN)
-            .arg("serve")
+        Server::start_with(data_dir, &[], None)
+    }
+
+    /// With extra environment variables and, if given, a file size limit (RLIMIT_FSIZE, in
+    /// bytes) on the server process: a write past it fails as a full disk would.
+    pub fn start_with(data_dir: &Path, env: &[(&str, &str)], max_file: Option<u64>) -> Server {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
             .env("PORT", "0")
             .env("DATA_DIR", data_dir)
             .env("WEB_DIR", data_dir.join("no-web"))
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ditto-server");
+            .stderr(Stdio::inherit());
+        if let Some(limit) = max_file {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let l = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_FSIZE, &l) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("spawn ditto-server");
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).expect("read the startup line");

@@ -1,0 +1,233 @@
+//! Quarantine: what happens to a stored chunk found damaged.
+//!
+//! A chunk whose stored bytes no longer decode to its fingerprint (or whose container is
+//! damaged or gone) must never be served and must not satisfy deduplication, or every later
+//! backup would point at the rotten copy. Its index row therefore moves from `chunks` to
+//! `quarantine` in one transaction: from then on the chunk is *not stored* (`chunks/missing`
+//! asks for it, a version commit that references it gets 409), and the versions that
+//! reference it count it in `versions.damaged`. The next upload of the good bytes stores a
+//! new copy at a new place; that heals every version referencing the fingerprint, since
+//! recipes name chunks by fingerprint, not by place. The quarantine row stays as the record
+//! of the damaged copy (`healed_ms` set), so `check` can tell its container slot apart from
+//! a broken index.
+
+use std::collections::HashSet;
+
+use rusqlite::{params, Connection};
+use wasm_core::{
+    format::{manifest::Manifest, parse_fp_hex},
+    hash::Fingerprint,
+};
+
+use super::now_ms;
+
+/// A damaged copy found by a read: quarantined only if the index still points there (a
+/// concurrent upload may have healed it already).
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub fp: Fingerprint,
+    pub container_id: u64,
+    pub offset: u64,
+    pub reason: String,
+}
+
+const MOVE_ROW: &str = "INSERT INTO quarantine(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, first_version, reason, found_ms)
+    SELECT repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, first_version, ?5, ?6
+    FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3 AND offset = ?4";
+
+/// Moves the index rows of `found` into quarantine and recounts the versions that reference
+/// them. Runs in the caller's transaction. Returns the fingerprints actually quarantined.
+pub fn quarantine(
+    conn: &Connection,
+    repo_id: i64,
+    found: &[Found],
+) -> rusqlite::Result<Vec<Fingerprint>> {
+    let mut moved = Vec::new();
+    {
+        let mut ins = conn.prepare_cached(MOVE_ROW)?;
+        let mut del = conn.prepare_cached(
+            "DELETE FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3 AND offset = ?4",
+        )?;
+        let now = now_ms() as i64;
+        for f in found {
+            let at = params![repo_id, &f.fp[..], f.container_id as i64, f.offset as i64];
+            if ins.execute(params![
+                repo_id,
+                &f.fp[..],
+                f.container_id as i64,
+                f.offset as i64,
+                f.reason,
+                now
+            ])? > 0
+            {
+                del.execute(at)?;
+                moved.push(f.fp);
+            }
+        }
+    }
+    if !moved.is_empty() {
+        let touched: HashSet<Fingerprint> = moved.iter().copied().collect();
+        recount_versions(conn, repo_id, Some(&touched), false)?;
+    }
+    Ok(moved)
+}
+
+/// Quarantines the chunks of one container: all of them, or (`past = Some(len)`) those whose
+/// bytes reach past `len`. For recovery: a damaged header, a missing or short file.
+pub fn quarantine_container(
+    conn: &Connection,
+    repo_id: i64,
+    container_id: u64,
+    past: Option<u64>,
+    reason: &str,
+) -> rusqlite::Result<Vec<Fingerprint>> {
+    let found: Vec<Found> = {
+        let mut st = conn.prepare_cached(
+            "SELECT fp, offset, stored_len FROM chunks WHERE container_id = ?1 AND repo_id = ?2 ORDER BY slot",
+        )?;
+        let rows = st.query_map(params![container_id as i64, repo_id], |r| {
+            Ok((
+                r.get::<_, Vec<u8>>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (fp, offset, stored) = row?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            let end = (offset as u64).saturating_add(stored as u64);
+            if past.is_none_or(|len| end > len) {
+                out.push(Found {
+                    fp,
+                    container_id,
+                    offset: offset as u64,
+                    reason: reason.to_string(),
+                });
+            }
+        }
+        out
+    };
+    quarantine(conn, repo_id, &found)
+}
+
+/// Whether `fp` has a damaged copy that no upload has replaced yet.
+pub fn is_quarantined(conn: &Connection, repo_id: i64, fp: &Fingerprint) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT 1 FROM quarantine WHERE repo_id = ?1 AND fp = ?2 AND healed_ms IS NULL LIMIT 1",
+    )?
+    .exists(params![repo_id, &fp[..]])
+}
+
+/// Whether the repository has any damaged chunk not yet replaced (a cheap test that lets
+/// uploads skip the per-chunk lookups of [`healing`] in the normal case).
+pub fn any_open(conn: &Connection, repo_id: i64) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT 1 FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL LIMIT 1",
+    )?
+    .exists([repo_id])
+}
+
+/// Of `fps` (about to be stored), those that replace a quarantined copy.
+pub fn healing(
+    conn: &Connection,
+    repo_id: i64,
+    fps: impl Iterator<Item = Fingerprint>,
+) -> rusqlite::Result<Vec<Fingerprint>> {
+    if !any_open(conn, repo_id)? {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for fp in fps {
+        if is_quarantined(conn, repo_id, &fp)? {
+            out.push(fp);
+        }
+    }
+    Ok(out)
+}
+
+/// After `fps` were stored again (in the caller's transaction): their quarantine rows are
+/// closed, the new rows keep the version that first referenced the chunk (so later versions'
+/// "new bytes" stats stay right), and the damaged versions are recounted.
+pub fn healed(conn: &Connection, repo_id: i64, fps: &[Fingerprint]) -> rusqlite::Result<()> {
+    if fps.is_empty() {
+        return Ok(());
+    }
+    let now = now_ms() as i64;
+    {
+        let mut first = conn.prepare_cached(
+            "UPDATE chunks SET first_version = (SELECT first_version FROM quarantine q WHERE q.repo_id = ?1 AND q.fp = ?2 ORDER BY id DESC LIMIT 1) WHERE repo_id = ?1 AND fp = ?2 AND first_version IS NULL",
+        )?;
+        let mut close = conn.prepare_cached(
+            "UPDATE quarantine SET healed_ms = ?3 WHERE repo_id = ?1 AND fp = ?2 AND healed_ms IS NULL",
+        )?;
+        for fp in fps {
+            first.execute(params![repo_id, &fp[..]])?;
+            close.execute(params![repo_id, &fp[..], now])?;
+        }
+    }
+    recount_versions(conn, repo_id, None, true)
+}
+
+/// The highest quarantine row id: it grows whenever any process (the server, or `check`)
+/// quarantines a chunk, so the server can tell that its in-memory fingerprint sets are stale.
+pub fn epoch(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT COALESCE(MAX(id), 0) FROM quarantine")?
+        .query_row([], |r| r.get(0))
+}
+
+/// The distinct fingerprints of a stored (zstd-compressed JSON) manifest.
+pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
+    let json = zstd::decode_all(blob).map_err(|e| e.to_string())?;
+    let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    let mut fps = HashSet::new();
+    for e in &m.entries {
+        for h in &e.recipe {
+            fps.insert(parse_fp_hex(h).ok_or("bad fingerprint in a stored recipe")?);
+        }
+    }
+    Ok(fps)
+}
+
+/// Sets `versions.damaged` = the number of distinct recipe chunks that are not stored, for
+/// the versions of `repo_id` (only those already damaged when `only_damaged`; only those
+/// referencing a chunk of `touched` when given).
+pub fn recount_versions(
+    conn: &Connection,
+    repo_id: i64,
+    touched: Option<&HashSet<Fingerprint>>,
+    only_damaged: bool,
+) -> rusqlite::Result<()> {
+    let rows: Vec<(i64, i64, Vec<u8>)> = {
+        let mut st = conn.prepare_cached(if only_damaged {
+            "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged > 0"
+        } else {
+            "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1"
+        })?;
+        let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        it.collect::<Result<_, _>>()?
+    };
+    let mut exists = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+    let mut set = conn.prepare_cached("UPDATE versions SET damaged = ?2 WHERE id = ?1")?;
+    for (vid, before, blob) in rows {
+        // An unreadable manifest is `check`'s to report; it cannot be counted here.
+        let Ok(fps) = manifest_fps(&blob) else {
+            continue;
+        };
+        if touched.is_some_and(|t| !fps.iter().any(|fp| t.contains(fp))) {
+            continue;
+        }
+        let mut n = 0i64;
+        for fp in &fps {
+            if !exists.exists(params![repo_id, &fp[..]])? {
+                n += 1;
+            }
+        }
+        if n != before {
+            set.execute(params![vid, n])?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! Startup recovery: makes container files agree with the committed index, and keeps a
+//! damaged container from taking anything else down.
+//!
+//! Every header field and every length that recovery computes with is validated first
+//! ([`validate_header`]), with checked arithmetic: a flipped bit in one container is reported,
+//! that container is sealed (never appended to again) and its chunks are quarantined
+//! (`quarantine.rs`), and the server starts with every other container and repository intact.
+
+use std::{
+    collections::HashSet,
+    fs::{self, File, OpenOptions},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+};
+
+use rusqlite::{params, Connection};
+use wasm_core::format::container::{
+    data_offset_for, slot_offset, ContainerHeader, HEADER_LEN, NEWEST_VERSION_OFFSET,
+    TABLE_ENTRY_LEN,
+};
+
+use super::{container_path, fsync_dir, quarantine};
+
+/// A container as the index records it.
+#[derive(Debug, Clone)]
+pub struct IndexContainer {
+    pub id: i64,
+    pub repo_id: i64,
+    pub kind: u8,
+    pub data_offset: i64,
+    pub data_end: i64,
+    pub count: u32,
+    pub newest: i64,
+    pub created_ms: i64,
+    /// Damage found earlier (the container is sealed and its chunks were quarantined).
+    pub damage: Option<String>,
+}
+
+pub const INDEX_COLUMNS: &str =
+    "id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, damage";
+
+pub fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexContainer> {
+    Ok(IndexContainer {
+        id: r.get(0)?,
+        repo_id: r.get(1)?,
+        kind: r.get(2)?,
+        data_offset: r.get(3)?,
+        data_end: r.get(4)?,
+        count: r.get(5)?,
+        newest: r.get(6)?,
+        created_ms: r.get(7)?,
+        damage: r.get(8)?,
+    })
+}
+
+/// Checks a container header against the index: every field must be what the server wrote
+/// (the "newest version" hint excepted, which recovery rewrites). Returns the decoded header
+/// or what is wrong with it.
+pub fn validate_header(hb: &[u8], c: &IndexContainer) -> Result<ContainerHeader, String> {
+    let h = ContainerHeader::decode(hb).map_err(|e| e.to_string())?;
+    if hb[11] != 0 || hb[48..HEADER_LEN].iter().any(|&b| b != 0) {
+        return Err("reserved header bytes are not zero".into());
+    }
+    if h.id != c.id as u64 {
+        return Err(format!("the header names container {}", h.id));
+    }
+    if h.kind as u8 != c.kind {
+        return Err(format!(
+            "the header says kind {}, the index {}",
+            h.kind as u8, c.kind
+        ));
+    }
+    if h.data_offset != c.data_offset as u64 {
+        return Err(format!(
+            "the header puts the data at {}, the index at {}",
+            h.data_offset, c.data_offset
+        ));
+    }
+    if data_offset_for(h.table_capacity) != h.data_offset {
+        return Err(format!(
+            "a table of {} slots does not end at data offset {}",
+            h.table_capacity, h.data_offset
+        ));
+    }
+    if h.table_capacity < c.count {
+        return Err(format!(
+            "the table has {} slots but {} chunks are committed",
+            h.table_capacity, c.count
+        ));
+    }
+    if h.created_ms != c.created_ms as u64 {
+        return Err(format!(
+            "the header's creation time {} differs from the index's {}",
+            h.created_ms, c.created_ms
+        ));
+    }
+    if c.data_end < c.data_offset {
+        return Err(format!(
+            "the index puts the data end {} before the data offset {}",
+            c.data_end, c.data_offset
+        ));
+    }
+    Ok(h)
+}
+
+/// Seals a damaged container and quarantines its chunks (all of them, or those past `past`
+/// bytes), in one transaction. Returns how many chunks were quarantined.
+pub fn condemn(
+    conn: &Connection,
+    c: &IndexContainer,
+    past: Option<u64>,
+    reason: &str,
+) -> rusqlite::Result<usize> {
+    let tx = conn.unchecked_transaction()?;
+    tx.execute(
+        "UPDATE containers SET sealed = 1, damage = ?2 WHERE id = ?1",
+        params![c.id, reason],
+    )?;
+    let n = quarantine::quarantine_container(&tx, c.repo_id, c.id as u64, past, reason)?.len();
+    tx.commit()?;
+    Ok(n)
+}
+
+enum Fault {
+    /// The container is damaged: seal it, quarantine its chunks (those past the byte count
+    /// when given).
+    Damaged(String, Option<u64>),
+    Db(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for Fault {
+    fn from(e: rusqlite::Error) -> Self {
+        Fault::Db(e)
+    }
+}
+
+/// Makes container files agree with the committed index. Returns what it changed. Only a
+/// database error is fatal; a damaged container is reported and set aside.
+pub fn recover(conn: &Connection, data_dir: &Path) -> Result<Vec<String>, String> {
+    let mut report = Vec::new();
+    let rows: Vec<IndexContainer> = {
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT {INDEX_COLUMNS} FROM containers ORDER BY id"
+            ))
+            .map_err(|e| e.to_string())?;
+        let it = st.query_map([], index_row).map_err(|e| e.to_string())?;
+        it.collect::<Result<_, _>>().map_err(|e| e.to_string())?
+    };
+    let mut known: HashSet<PathBuf> = HashSet::new();
+    for c in rows {
+        let path = container_path(data_dir, c.repo_id, c.id as u64);
+        known.insert(path.clone());
+        if c.damage.is_some() {
+            continue; // set aside earlier; its file is kept as it is, for inspection
+        }
+        match recover_one(conn, &path, &c, &mut report) {
+            Ok(()) => {}
+            Err(Fault::Db(e)) => return Err(e.to_string()),
+            Err(Fault::Damaged(reason, past)) => {
+                let n = condemn(conn, &c, past, &reason).map_err(|e| e.to_string())?;
+                report.push(format!(
+                    "container {} (repository {}) is damaged: {reason}; sealed, {n} chunk(s) quarantined",
+                    c.id, c.repo_id
+                ));
+            }
+        }
+    }
+    // Container files that no committed row refers to were never acknowledged.
+    if let Ok(repos) = fs::read_dir(data_dir.join("repos")) {
+        for repo in repos.flatten() {
+            let dir = repo.path().join("containers");
+            let Ok(files) = fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut removed = false;
+            for f in files.flatten() {
+                let p = f.path();
+                if p.extension().is_some_and(|x| x == "dct") && !known.contains(&p) {
+                    match fs::remove_file(&p) {
+                        Ok(()) => {
+                            report.push(format!(
+                                "removed uncommitted container file {}",
+                                p.display()
+                            ));
+                            removed = true;
+                        }
+                        Err(e) => report.push(format!(
+                            "could not remove uncommitted container file {}: {e}",
+                            p.display()
+                        )),
+                    }
+                }
+            }
+            if removed {
+                if let Err(e) = fsync_dir(&dir) {
+                    report.push(format!("could not fsync {}: {e}", dir.display()));
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn recover_one(
+    conn: &Connection,
+    path: &Path,
+    c: &IndexContainer,
+    report: &mut Vec<String>,
+) -> Result<(), Fault> {
+    let id = c.id;
+    let damaged = |what: String| Fault::Damaged(what, None);
+    let file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(damaged("its file is missing".into()))
+        }
+        Err(e) => return Err(damaged(format!("cannot open {}: {e}", path.display()))),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| damaged(format!("cannot stat it: {e}")))?
+        .len();
+    let mut hb = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut hb, 0)
+        .map_err(|e| damaged(format!("cannot read its header: {e}")))?;
+    let h = validate_header(&hb, c).map_err(damaged)?;
+    let data_end = c.data_end as u64;
+    let mut changed = false;
+    if len > data_end {
+        file.set_len(data_end)
+            .map_err(|e| damaged(format!("cannot cut its uncommitted tail: {e}")))?;
+        report.push(format!(
+            "container {id}: cut {} uncommitted bytes",
+            len - data_end
+        ));
+        changed = true;
+    } else if len < data_end {
+        // Committed bytes are gone (the disk lied about fsync, or the file was cut): the
+        // chunks that lay there are damaged, and the container takes no more appends.
+        return Err(Fault::Damaged(
+            format!(
+                "its file is {} bytes shorter than committed",
+                data_end - len
+            ),
+            Some(len),
+        ));
+    }
+    // Zero table slots past the committed count (validated: count <= capacity).
+    let from = slot_offset(c.count);
+    let to = slot_offset(h.table_capacity);
+    let mut table = vec![0u8; (to - from) as usize];
+    file.read_exact_at(&mut table, from)
+        .map_err(|e| damaged(format!("cannot read its table: {e}")))?;
+    if let Some(last) = table.iter().rposition(|&b| b != 0) {
+        let n = last / TABLE_ENTRY_LEN + 1;
+        file.write_all_at(&vec![0u8; n * TABLE_ENTRY_LEN], from)
+            .map_err(|e| damaged(format!("cannot clear its uncommitted table slots: {e}")))?;
+        report.push(format!(
+            "container {id}: cleared {n} uncommitted table slots"
+        ));
+        changed = true;
+    }
+    if h.newest_version != c.newest {
+        file.write_all_at(&c.newest.to_le_bytes(), NEWEST_VERSION_OFFSET as u64)
+            .map_err(|e| damaged(format!("cannot rewrite its header: {e}")))?;
+        changed = true;
+    }
+    if changed {
+        file.sync_all()
+            .map_err(|e| damaged(format!("cannot fsync it: {e}")))?;
+    }
+    let _ = conn;
+    Ok(())
+}
+
+/// Opens a container for appending after checking it as recovery would; `Err` says why it
+/// must be set aside instead.
+pub fn open_for_append(path: &Path, c: &IndexContainer) -> Result<(File, ContainerHeader), String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("cannot open it: {e}"))?;
+    let mut hb = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut hb, 0)
+        .map_err(|e| format!("cannot read its header: {e}"))?;
+    let h = validate_header(&hb, c)?;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot stat it: {e}"))?
+        .len();
+    if len < c.data_end as u64 {
+        return Err(format!(
+            "its file is {} bytes shorter than committed",
+            c.data_end as u64 - len
+        ));
+    }
+    Ok((file, h))
+}

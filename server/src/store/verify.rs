@@ -1,0 +1,184 @@
+//! Verifying stored chunks: every read the server answers, `check`, and the verify endpoint
+//! decode a chunk's stored bytes and compare their fingerprint with the one it is stored
+//! under, so a damaged copy is found (and quarantined) instead of served.
+
+use std::{fs::File, os::unix::fs::FileExt, path::Path};
+
+use rusqlite::{params, Connection};
+use wasm_core::hash::{fingerprint, Fingerprint};
+
+use super::{container_path, decode_stored, quarantine::Found, StoreError};
+
+/// Decodes stored bytes to the raw chunk and checks its fingerprint; `Err` says why the copy
+/// is damaged.
+pub fn decode_verified(
+    fp: &Fingerprint,
+    codec: u8,
+    raw_len: u32,
+    stored: Vec<u8>,
+) -> Result<Vec<u8>, String> {
+    let raw = decode_stored(codec, raw_len, stored)?;
+    if fingerprint(&raw) != *fp {
+        return Err("its decoded bytes do not match its fingerprint".into());
+    }
+    Ok(raw)
+}
+
+/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored).
+pub fn verify_stored(
+    fp: &Fingerprint,
+    codec: u8,
+    raw_len: u32,
+    stored: &[u8],
+) -> Result<(), String> {
+    decode_verified(fp, codec, raw_len, stored.to_vec()).map(|_| ())
+}
+
+/// Which containers a partial verification reads (like restic's `--read-data-subset`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Subset {
+    All,
+    /// Part `n` of `m` (1-based): containers whose id is `n - 1` modulo `m`, so running
+    /// `1/m` .. `m/m` reads every container once.
+    Part(u64, u64),
+    /// About this percentage of the containers, picked at random on each run.
+    Percent(f64),
+}
+
+impl Subset {
+    /// `"n/m"`, `"P%"` (0 < P <= 100) or `"all"`.
+    pub fn parse(s: &str) -> Result<Subset, String> {
+        let s = s.trim();
+        if s.is_empty() || s == "all" {
+            return Ok(Subset::All);
+        }
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("{s:?}: expected a percentage like 10%"))?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(format!(
+                    "{s:?}: the percentage must be above 0 and at most 100"
+                ));
+            }
+            return Ok(Subset::Percent(p));
+        }
+        let (n, m) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: expected n/m, a percentage like 10%, or all"))?;
+        let (n, m): (u64, u64) = match (n.trim().parse(), m.trim().parse()) {
+            (Ok(n), Ok(m)) => (n, m),
+            _ => return Err(format!("{s:?}: n and m must be integers")),
+        };
+        if m == 0 || n == 0 || n > m {
+            return Err(format!("{s:?}: need 1 <= n <= m"));
+        }
+        Ok(Subset::Part(n, m))
+    }
+
+    /// Whether container `id` is read; `salt` varies the random pick between runs.
+    pub fn includes(&self, id: u64, salt: u64) -> bool {
+        match *self {
+            Subset::All => true,
+            Subset::Part(n, m) => id % m == n - 1,
+            Subset::Percent(p) => {
+                // splitmix64 of the id and the run's salt: a uniform pick per container.
+                let mut z = id.wrapping_add(salt).wrapping_add(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                ((z % 1_000_000) as f64) < p * 10_000.0
+            }
+        }
+    }
+}
+
+/// A random salt for [`Subset::includes`].
+pub fn salt() -> u64 {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    u64::from_le_bytes(b)
+}
+
+#[derive(Debug, Default)]
+pub struct Verified {
+    pub containers: u64,
+    pub chunks: u64,
+    pub bytes: u64,
+    pub damaged: Vec<Found>,
+}
+
+/// Reads and verifies every committed chunk of the repository's containers in `subset`.
+/// Reads only; quarantining what it found is the caller's (it needs the writer).
+pub fn verify_repo(
+    data_dir: &Path,
+    conn: &Connection,
+    repo_id: i64,
+    subset: Subset,
+) -> Result<Verified, StoreError> {
+    let salt = salt();
+    let tx = conn.unchecked_transaction()?; // one snapshot
+    let containers: Vec<i64> = {
+        let mut st = tx.prepare("SELECT id FROM containers WHERE repo_id = ?1 ORDER BY id")?;
+        let it = st.query_map([repo_id], |r| r.get(0))?;
+        it.collect::<Result<_, _>>()?
+    };
+    let mut out = Verified::default();
+    let mut st = tx.prepare(
+        "SELECT fp, offset, stored_len, raw_len, codec FROM chunks WHERE container_id = ?1 AND repo_id = ?2 ORDER BY slot",
+    )?;
+    for cid in containers {
+        if !subset.includes(cid as u64, salt) {
+            continue;
+        }
+        out.containers += 1;
+        // A missing file or a short read is damage; any other I/O error is the server's
+        // trouble, not the data's, and must not quarantine anything.
+        let file = match File::open(container_path(data_dir, repo_id, cid as u64)) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        let mut rows = st.query(params![cid, repo_id])?;
+        while let Some(r) = rows.next()? {
+            let fp: Vec<u8> = r.get(0)?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            let offset = r.get::<_, i64>(1)? as u64;
+            let stored_len: u32 = r.get(2)?;
+            let raw_len: u32 = r.get(3)?;
+            let codec: u8 = r.get(4)?;
+            out.chunks += 1;
+            out.bytes += stored_len as u64;
+            let res = match &file {
+                Some(f) => match read_at(f, offset, stored_len) {
+                    Ok(Some(buf)) => verify_stored(&fp, codec, raw_len, &buf),
+                    Ok(None) => Err("its container file is shorter than the index says".into()),
+                    Err(e) => return Err(e.into()),
+                },
+                None => Err("its container file is missing".into()),
+            };
+            if let Err(reason) = res {
+                out.damaged.push(Found {
+                    fp,
+                    container_id: cid as u64,
+                    offset,
+                    reason,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `len` bytes at `offset`; `None` if the file ends before.
+pub fn read_at(f: &File, offset: u64, len: u32) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; len as usize];
+    match f.read_exact_at(&mut buf, offset) {
+        Ok(()) => Ok(Some(buf)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}

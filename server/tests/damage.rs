@@ -1,0 +1,566 @@
+//! Damage on disk and hostile conditions, against the real server process: a flipped bit in
+//! a container header or in a chunk, a damaged newest container, a cut container file, a
+//! full disk, the write-ahead log removed, idle connections, file modes, large manifests.
+
+mod common;
+
+use std::{
+    io::{Read, Write},
+    os::unix::fs::{FileExt, PermissionsExt},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn containers(s: &Server, repo: &str, token: &str) -> Vec<Value> {
+    let r = request(
+        "GET",
+        &s.repo_url(repo, "/containers"),
+        Some(token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    r.json()["containers"].as_array().unwrap().clone()
+}
+
+/// The file of container `id`, whichever repository it belongs to (ids are server-wide).
+fn container_file(dir: &Path, id: u64) -> PathBuf {
+    for repo in std::fs::read_dir(dir.join("repos")).unwrap().flatten() {
+        let p = repo.path().join("containers").join(format!("{id:010}.dct"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("no file for container {id}");
+}
+
+/// Flips the bits of `mask` in the byte at `offset` of `path`.
+fn flip(path: &Path, offset: u64, mask: u8) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).unwrap();
+    b[0] ^= mask;
+    f.write_all_at(&b, offset).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// Where chunk `hex` is stored: (container id, offset in the file).
+fn chunk_place(s: &Server, repo: &str, token: &str, hex: &str) -> (u64, u64) {
+    for c in containers(s, repo, token) {
+        for ch in c["chunks"].as_array().unwrap() {
+            if ch["fp"] == hex {
+                return (c["id"].as_u64().unwrap(), ch["offset"].as_u64().unwrap());
+            }
+        }
+    }
+    panic!("chunk {hex} is not in any container");
+}
+
+fn commit(s: &Server, repo: &str, token: &str, name: &str, chunks: &[TestChunk]) -> i64 {
+    let size: usize = chunks.iter().map(|c| c.raw.len()).sum();
+    let m = json!({ "source": "src", "time": 1, "entries": [
+        { "path": name, "kind": "file", "size": size, "mtime": 0, "mode": null,
+          "recipe": chunks.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
+    let r = post_json(&s.repo_url(repo, "/versions"), token, &m);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["id"].as_i64().unwrap()
+}
+
+fn upload_to(s: &Server, repo: &str, token: &str, chunks: &[TestChunk]) -> Resp {
+    request(
+        "POST",
+        &s.repo_url(repo, "/bundles"),
+        Some(token),
+        &[],
+        Some(&bundle(chunks)),
+    )
+}
+
+fn missing(s: &Server, repo: &str, token: &str, chunks: &[&TestChunk]) -> Vec<String> {
+    let r = post_json(
+        &s.repo_url(repo, "/chunks/missing"),
+        token,
+        &json!({ "fingerprints": chunks.iter().map(|c| c.hex()).collect::<Vec<_>>() }),
+    );
+    assert_eq!(r.status, 200);
+    serde_json::from_value(r.json()["missing"].clone()).unwrap()
+}
+
+/// `{version id: damaged_chunks}` from the versions list.
+fn damage_of_versions(s: &Server, repo: &str, token: &str) -> Vec<(i64, u64, bool)> {
+    let r = request(
+        "GET",
+        &s.repo_url(repo, "/versions"),
+        Some(token),
+        &[],
+        None,
+    );
+    r.json()["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_i64().unwrap(),
+                v["damaged_chunks"].as_u64().unwrap(),
+                v["damaged"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn chunks(seed: u64, n: usize) -> Vec<TestChunk> {
+    (0..n)
+        .map(|i| {
+            let s = seed * 100 + i as u64;
+            if i % 2 == 0 {
+                TestChunk::new(text_bytes(s, 20_000 + i * 100), true)
+            } else {
+                TestChunk::new(rand_bytes(s, 20_000 + i * 100), false)
+            }
+        })
+        .collect()
+}
+
+fn assert_restores(s: &Server, repo: &str, token: &str, cs: &[TestChunk]) {
+    let fps: Vec<String> = cs.iter().map(TestChunk::hex).collect();
+    for decode in [false, true] {
+        let raws = get_chunks(s, repo, token, &fps, decode);
+        for (raw, c) in raws.iter().zip(cs) {
+            assert_eq!(raw, &c.raw);
+        }
+    }
+}
+
+#[test]
+fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
+    let dir = TempDir::new("hdrflip");
+    let mut s = Server::start(&dir.0);
+    let (code, other_token) = cli(&dir.0, &["repo", "create", "other"]);
+    assert_eq!(code, 0);
+    let other_token = other_token.trim().to_string();
+    let mine = chunks(1, 6);
+    let theirs = chunks(2, 6);
+    assert_eq!(upload_to(&s, "default", &s.token, &mine).status, 200);
+    assert_eq!(upload_to(&s, "other", &other_token, &theirs).status, 200);
+    let v1 = commit(&s, "default", &s.token, "a", &mine);
+    commit(&s, "other", &other_token, "b", &theirs);
+    let (cid, _) = chunk_place(&s, "default", &s.token, &mine[0].hex());
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+
+    // The table capacity (bytes 12..16, 2048 = 0x800) loses its bit 11: 0 slots for 6 chunks.
+    flip(&container_file(&dir.0, cid), 13, 0x08);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "check must fail:\n{out}");
+    assert!(out.contains(&format!("container {cid}")), "{out}");
+
+    let s = Server::start(&dir.0);
+    // The other repository is untouched.
+    assert_restores(&s, "other", &other_token, &theirs);
+    let (code, out) = cli(&dir.0, &["check", "other"]);
+    assert_eq!(code, 0, "{out}");
+    // The damaged container's chunks are quarantined: asked for again, the version is damaged.
+    assert_eq!(
+        missing(&s, "default", &s.token, &mine.iter().collect::<Vec<_>>()).len(),
+        mine.len()
+    );
+    assert_eq!(
+        damage_of_versions(&s, "default", &s.token),
+        vec![(v1, 6, true)]
+    );
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("container {cid} is damaged")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("version {v1} is damaged")), "{out}");
+    // Uploads go on, into a new container; uploading the chunks again heals the version.
+    let r = upload_to(&s, "default", &s.token, &mine);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["stored"], 6);
+    assert_eq!(
+        damage_of_versions(&s, "default", &s.token),
+        vec![(v1, 0, false)]
+    );
+    assert_restores(&s, "default", &s.token, &mine);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("container {cid} is damaged")),
+        "{out}"
+    );
+}
+
+#[test]
+fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
+    let dir = TempDir::new("chunkflip");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let cs = chunks(3, 8);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    let v1 = commit(&s, "default", &t, "all", &cs);
+    let v2 = commit(&s, "default", &t, "tail", &cs[4..]);
+    let (_, out) = cli(&dir.0, &["check", "default"]);
+    assert!(out.starts_with("OK") || out.contains("\nOK"), "{out}");
+
+    // Flip one bit in the data of chunks 0 (zstd), 1 (raw) and 2 (zstd).
+    let flip_chunk = |c: &TestChunk| {
+        let (cid, off) = chunk_place(&s, "default", &t, &c.hex());
+        flip(&container_file(&dir.0, cid), off + 100, 0x10);
+    };
+    for c in &cs[..3] {
+        flip_chunk(c);
+    }
+    // 1. A single read finds it: an explicit error, never the wrong bytes.
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{}", cs[1].hex())),
+        Some(&t),
+        &[],
+        None,
+    );
+    let j = r.expect_error(500, "damaged");
+    assert_eq!(j["damaged"], json!([cs[1].hex()]));
+    // 2. A restore read (decoded) finds chunk 0, before any byte is sent.
+    let get = |fps: Vec<String>, decode: bool| {
+        post_json(
+            &s.repo_url("default", "/chunks/get"),
+            &t,
+            &json!({ "fingerprints": fps, "decode": decode }),
+        )
+    };
+    let r = get(vec![cs[5].hex(), cs[0].hex()], true);
+    assert_eq!(
+        r.expect_error(500, "damaged")["damaged"],
+        json!([cs[0].hex()])
+    );
+    // ... and asked again, it is known damaged (quarantined).
+    let r = get(vec![cs[0].hex(), cs[1].hex()], false);
+    let j = r.expect_error(500, "damaged");
+    assert_eq!(j["damaged"], json!([cs[0].hex(), cs[1].hex()]));
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{}", cs[0].hex())),
+        Some(&t),
+        &[],
+        None,
+    );
+    r.expect_error(500, "damaged");
+    // 3. `check` finds chunk 2 (and quarantines it); the server then asks for it too.
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("chunk {} is damaged", cs[2].hex())),
+        "{out}"
+    );
+    assert!(out.contains(&format!("version {v1} is damaged")), "{out}");
+    assert!(!out.contains(&format!("version {v2} is damaged")), "{out}");
+    let all: Vec<&TestChunk> = cs.iter().collect();
+    assert_eq!(
+        missing(&s, "default", &t, &all),
+        vec![cs[0].hex(), cs[1].hex(), cs[2].hex()]
+    );
+    assert_eq!(
+        damage_of_versions(&s, "default", &t),
+        vec![(v1, 3, true), (v2, 0, false)]
+    );
+    // A version cannot be committed on a damaged chunk.
+    let m = json!({ "source": "s", "time": 1, "entries": [{ "path": "x", "kind": "file",
+        "size": cs[0].raw.len(), "mtime": 0, "recipe": [cs[0].hex()] }] });
+    post_json(&s.repo_url("default", "/versions"), &t, &m).expect_error(409, "missing_chunks");
+    // 4. Chunk 3 (raw) is damaged now and found by nobody yet: uploading it again checks the
+    // stored copy and replaces it. The quarantined ones are stored anew. Every version
+    // restores again.
+    flip_chunk(&cs[3]);
+    let r = upload_to(&s, "default", &t, &cs[..4]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["stored"], 4, "{}", r.json());
+    assert!(missing(&s, "default", &t, &all).is_empty());
+    assert_eq!(
+        damage_of_versions(&s, "default", &t),
+        vec![(v1, 0, false), (v2, 0, false)]
+    );
+    assert_restores(&s, "default", &t, &cs);
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{}", cs[1].hex())),
+        Some(&t),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, cs[1].raw);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+    // The healed chunks keep the version that first referenced them.
+    let st = request("GET", &s.repo_url("default", "/stats"), Some(&t), &[], None).json();
+    assert_eq!(st["chunks"], 8);
+}
+
+#[test]
+fn verify_endpoint_and_partial_check() {
+    let dir = TempDir::new("verify");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let cs = chunks(4, 6);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    let v = commit(&s, "default", &t, "f", &cs);
+    let url = s.repo_url("default", "/verify");
+    let r = post_json(&url, &t, &json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    assert_eq!(j["ok"], true, "{j}");
+    assert_eq!(j["chunks"], 6);
+    let r = request("POST", &url, Some(&t), &[], Some(b""));
+    assert_eq!(r.json()["ok"], true);
+    post_json(&url, &t, &json!({ "subset": "3/2" })).expect_error(400, "bad_request");
+    post_json(&url, &t, &json!({ "subset": "0%" })).expect_error(400, "bad_request");
+
+    let (cid, off) = chunk_place(&s, "default", &t, &cs[2].hex());
+    flip(&container_file(&dir.0, cid), off + 7, 0x01);
+    // A subset that leaves the container out reads nothing of it.
+    let other_part = if cid % 2 == 0 { "2/2" } else { "1/2" };
+    let j = post_json(&url, &t, &json!({ "subset": other_part })).json();
+    assert_eq!(j["chunks"], 0, "{j}");
+    let (code, out) = cli(
+        &dir.0,
+        &["check", "default", "--read-data-subset", other_part],
+    );
+    assert_eq!(code, 0, "{out}");
+    let j = post_json(&url, &t, &json!({ "subset": "100%" })).json();
+    assert_eq!(j["ok"], false, "{j}");
+    assert_eq!(j["damaged_chunks"], json!([cs[2].hex()]));
+    assert_eq!(
+        j["damaged_versions"],
+        json!([{ "id": v, "damaged_chunks": 1 }])
+    );
+    let (code, out) = cli(&dir.0, &["check", "default", "--read-data-subset", "50%"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("version {v} is damaged")), "{out}");
+    let (code, _) = cli(&dir.0, &["check", "default", "--read-data-subset", "x"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn damaged_or_cut_newest_container_does_not_stop_uploads() {
+    let dir = TempDir::new("newest");
+    let mut s = Server::start(&dir.0);
+    let first = chunks(5, 4);
+    assert_eq!(upload_to(&s, "default", &s.token, &first).status, 200);
+    let v1 = commit(&s, "default", &s.token, "one", &first);
+    let (cid, _) = chunk_place(&s, "default", &s.token, &first[0].hex());
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+    // Damaged magic in the only (so newest, open) container.
+    flip(&container_file(&dir.0, cid), 0, 0x20);
+    let mut s = Server::start(&dir.0);
+    let second = chunks(6, 4);
+    let r = upload_to(&s, "default", &s.token, &first);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["stored"], 4);
+    assert_eq!(upload_to(&s, "default", &s.token, &second).status, 200);
+    assert_eq!(
+        damage_of_versions(&s, "default", &s.token),
+        vec![(v1, 0, false)]
+    );
+    let v2 = commit(&s, "default", &s.token, "two", &second);
+    let (cid2, _) = chunk_place(&s, "default", &s.token, &second[3].hex());
+    assert_ne!(cid2, cid);
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+
+    // The newest container loses its tail (the disk lied about an fsync): the chunks that
+    // lay there are quarantined and the version that needs them is marked damaged.
+    let path = container_file(&dir.0, cid2);
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 1000)
+        .unwrap();
+    let s = Server::start(&dir.0);
+    let damage = damage_of_versions(&s, "default", &s.token);
+    assert_eq!(damage[0], (v1, 0, false));
+    assert_eq!(damage[1].0, v2);
+    assert!(damage[1].2 && damage[1].1 >= 1, "{damage:?}");
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("version {v2} is damaged")), "{out}");
+    let third = chunks(7, 2);
+    assert_eq!(upload_to(&s, "default", &s.token, &third).status, 200);
+    assert_eq!(upload_to(&s, "default", &s.token, &second).status, 200);
+    assert_eq!(
+        damage_of_versions(&s, "default", &s.token)[1],
+        (v2, 0, false)
+    );
+    assert_restores(&s, "default", &s.token, &second);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn manifest_of_100_mb_with_content_length_is_accepted() {
+    let dir = TempDir::new("bigmanifest");
+    let s = Server::start(&dir.0);
+    let c = TestChunk::new(text_bytes(9, 1000), true);
+    assert_eq!(
+        upload_to(&s, "default", &s.token, std::slice::from_ref(&c)).status,
+        200
+    );
+    // 100 MB: many entries plus an unknown field (ignored) to reach the size.
+    let entries: Vec<Value> = (0..20_000)
+        .map(|i| {
+            json!({ "path": format!("d/file-{i:08}"), "kind": "file", "size": 1000,
+                          "mtime": 0, "recipe": [c.hex()] })
+        })
+        .collect();
+    let head = format!(
+        r#"{{"source":"big","time":1,"entries":{},"pad":""#,
+        serde_json::to_string(&entries).unwrap()
+    );
+    let mut body = head.into_bytes();
+    body.resize(100_000_000 - 2, b'x');
+    body.extend_from_slice(b"\"}");
+    assert_eq!(body.len(), 100_000_000);
+    // ureq sends a Content-Length with a byte body, as browsers do.
+    let r = request(
+        "POST",
+        &s.repo_url("default", "/versions"),
+        Some(&s.token),
+        &[("Content-Type", "application/json")],
+        Some(&body),
+    );
+    assert_eq!(
+        r.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&r.body[..r.body.len().min(300)])
+    );
+    assert_eq!(r.json()["stats"]["files"], 20_000);
+}
+
+#[test]
+fn data_dir_and_files_are_private() {
+    let dir = TempDir::new("modes");
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Server::start(&dir.0);
+    let cs = chunks(8, 2);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
+    commit(&s, "default", &s.token, "f", &cs);
+    let (cid, _) = chunk_place(&s, "default", &s.token, &cs[0].hex());
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.0), 0o700);
+    let container = container_file(&dir.0, cid);
+    for d in [
+        dir.0.join("repos"),
+        container.parent().unwrap().to_path_buf(),
+    ] {
+        assert_eq!(mode(&d), 0o700, "{}", d.display());
+    }
+    for f in [
+        "ditto.sqlite3",
+        "ditto.sqlite3-wal",
+        "ditto.sqlite3-shm",
+        "default-repo.token",
+        "server.lock",
+    ] {
+        assert_eq!(mode(&dir.0.join(f)), 0o600, "{f}");
+    }
+    assert_eq!(mode(&container), 0o600);
+}
+
+#[test]
+fn removed_wal_refuses_writes_and_keeps_what_was_acknowledged() {
+    let dir = TempDir::new("walgone");
+    let mut s = Server::start(&dir.0);
+    let cs = chunks(10, 4);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs[..2]).status, 200);
+    let v1 = commit(&s, "default", &s.token, "f", &cs[..2]);
+    std::fs::remove_file(dir.0.join("ditto.sqlite3-wal")).unwrap();
+    let r = upload_to(&s, "default", &s.token, &cs[2..]);
+    let j = r.expect_error(503, "wal_lost");
+    assert!(j["error"].as_str().unwrap().contains("restart"), "{j}");
+    post_json(
+        &s.repo_url("default", "/versions"),
+        &s.token,
+        &json!({ "source": "s", "time": 1, "entries": [] }),
+    )
+    .expect_error(503, "wal_lost");
+    s.kill9();
+    let s = Server::start(&dir.0);
+    let vs = damage_of_versions(&s, "default", &s.token);
+    assert_eq!(vs, vec![(v1, 0, false)]);
+    assert_restores(&s, "default", &s.token, &cs[..2]);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs[2..]).status, 200);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn out_of_space_is_507_and_nothing_half_stored() {
+    let dir = TempDir::new("nospace");
+    // A file size limit stands in for a full disk: writes past it fail (EFBIG).
+    let s = Server::start_with(&dir.0, &[], Some(1 << 20));
+    let mut acked: Vec<TestChunk> = Vec::new();
+    let mut refused = None;
+    for i in 0..20u64 {
+        let cs: Vec<TestChunk> = (0..3)
+            .map(|j| TestChunk::new(rand_bytes(1000 + i * 10 + j, 90_000), false))
+            .collect();
+        let r = upload_to(&s, "default", &s.token, &cs);
+        if r.status == 200 {
+            acked.extend(cs);
+        } else {
+            refused = Some(r);
+            break;
+        }
+    }
+    let r = refused.expect("the limit was never reached");
+    let j = r.expect_error(507, "no_space");
+    assert!(j["error"].as_str().unwrap().contains("out of space"), "{j}");
+    assert!(!acked.is_empty());
+    // Reads still work, and everything acknowledged is intact after a restart with room.
+    assert_restores(&s, "default", &s.token, &acked);
+    drop(s);
+    let s = Server::start(&dir.0);
+    assert_restores(&s, "default", &s.token, &acked);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn idle_and_slow_header_connections_are_closed() {
+    let dir = TempDir::new("idle");
+    let s = Server::start_with(&dir.0, &[("HEADER_TIMEOUT", "1")], None);
+    let addr = s.base.strip_prefix("http://").unwrap().to_string();
+    let closed_within = |mut c: std::net::TcpStream| {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let t0 = Instant::now();
+        let mut buf = [0u8; 1024];
+        loop {
+            match c.read(&mut buf) {
+                Ok(0) => return t0.elapsed(),
+                Ok(_) => continue, // a 408 answer before the close is fine
+                Err(e) => panic!("connection still open after {:?}: {e}", t0.elapsed()),
+            }
+        }
+    };
+    // Connects and sends nothing.
+    let idle = std::net::TcpStream::connect(&addr).unwrap();
+    assert!(closed_within(idle) < Duration::from_secs(5));
+    // Sends half a header and stops.
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    assert!(closed_within(slow) < Duration::from_secs(5));
+    // A normal request still works.
+    let r = request("GET", &s.url("/api/v1/health"), None, &[], None);
+    assert_eq!(r.status, 200);
+}
