@@ -4,6 +4,14 @@
 //! rows are committed in one SQLite transaction, then the client is answered. The index
 //! is the authority on what is committed; startup recovery makes the files agree with it.
 
+mod error;
+pub mod quarantine;
+pub mod recover;
+pub mod verify;
+mod wal;
+
+pub use error::{StoreError, StoreResult};
+
 use std::{
     collections::{HashMap, HashSet},
     fs::{self, File, OpenOptions},
@@ -22,8 +30,8 @@ use wasm_core::{
     format::{
         bundle::{BundleEntry, Codec},
         container::{
-            slot_offset, ContainerHeader, ContainerKind, TableEntry, HEADER_LEN,
-            NEWEST_VERSION_OFFSET, TABLE_ENTRY_LEN, TARGET_DATA_BYTES,
+            slot_offset, ContainerHeader, ContainerKind, TableEntry, NEWEST_VERSION_OFFSET,
+            TARGET_DATA_BYTES,
         },
         manifest::{Manifest, VersionStats},
     },
@@ -137,6 +145,14 @@ pub fn chunk_loc(
         })
     })
     .optional()
+}
+
+/// What the index says of a requested chunk.
+pub enum Lookup {
+    Stored(ChunkLoc),
+    /// Its only copy was found damaged and is quarantined until uploaded again.
+    Damaged,
+    Missing,
 }
 
 /// Decodes stored bytes to raw bytes (codec 0 or 1).
@@ -304,8 +320,11 @@ pub struct Store {
     writer: Mutex<Writer>,
     /// Exact in-memory copy of each repository's committed fingerprints with their raw
     /// lengths (loaded on first use, extended after each commit), for fast
-    /// `chunks/missing` and `chunks/lengths` answers.
-    fp_cache: RwLock<HashMap<i64, FpLengths>>,
+    /// `chunks/missing` and `chunks/lengths` answers. Each set is tagged with the
+    /// quarantine epoch it was loaded at: a chunk quarantined since (by this process or by
+    /// `check`) makes it stale.
+    fp_cache: RwLock<HashMap<i64, (i64, FpLengths)>>,
+    wal: wal::WalGuard,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -332,7 +351,7 @@ impl Store {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
-        let report = recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
+        let report = recover::recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
         if !report.is_empty() {
             eprintln!("recovery: {}", report.join("; "));
         }
@@ -345,6 +364,7 @@ impl Store {
             data_dir: data_dir.to_path_buf(),
             readers: ReadPool::new(data_dir),
             fp_cache: RwLock::new(HashMap::new()),
+            wal: wal::WalGuard::new(db::db_path(data_dir)),
             writer: Mutex::new(Writer {
                 conn,
                 next_container_id: max_id as u64 + 1,
@@ -355,6 +375,101 @@ impl Store {
 
     fn writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The writer, for a write: refused if the write-ahead log is gone (`wal.rs`).
+    fn writer_for_write(&self) -> StoreResult<MutexGuard<'_, Writer>> {
+        let w = self.writer();
+        self.wal.check(&w.conn)?;
+        Ok(w)
+    }
+
+    /// Quarantines damaged copies found by a read (`quarantine.rs`); returns the
+    /// fingerprints quarantined now.
+    pub fn quarantine_found(
+        &self,
+        repo_id: i64,
+        found: &[quarantine::Found],
+    ) -> StoreResult<Vec<Fingerprint>> {
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        for f in found {
+            eprintln!(
+                "damaged chunk {} in container {} of repository {repo_id}: {}; quarantined",
+                to_hex(&f.fp),
+                f.container_id,
+                f.reason
+            );
+        }
+        let mut w = self.writer_for_write()?;
+        let tx = w.conn.unchecked_transaction()?;
+        let moved = quarantine::quarantine(&tx, repo_id, found)?;
+        tx.commit()?;
+        // The open container may be the damaged one: reloaded (and checked) on next use.
+        w.open.remove(&repo_id);
+        Ok(moved)
+    }
+
+    /// Where a chunk is, or why it cannot be served.
+    pub fn lookup(&self, conn: &Connection, repo_id: i64, fp: &Fingerprint) -> StoreResult<Lookup> {
+        Ok(match chunk_loc(conn, repo_id, fp)? {
+            Some(loc) => Lookup::Stored(loc),
+            None if quarantine::is_quarantined(conn, repo_id, fp)? => Lookup::Damaged,
+            None => Lookup::Missing,
+        })
+    }
+
+    /// Reads a stored chunk and verifies it against its fingerprint: `(0, raw bytes)` when
+    /// `decode` (or the codec needs the server to decode), else `(codec, stored bytes)`. A
+    /// damaged copy is quarantined and answered `Err(Damaged)`, never returned.
+    pub fn read_verified(
+        &self,
+        repo_id: i64,
+        fp: &Fingerprint,
+        loc: &ChunkLoc,
+        file: Option<&File>,
+        decode: bool,
+    ) -> StoreResult<(u8, Vec<u8>)> {
+        let stored = match file {
+            Some(f) => verify::read_at(f, loc.offset, loc.stored_len),
+            None => match File::open(container_path(&self.data_dir, repo_id, loc.container_id)) {
+                Ok(f) => verify::read_at(&f, loc.offset, loc.stored_len),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            },
+        }?;
+        let res = match stored {
+            None => Err("its container file is missing or shorter than committed".to_string()),
+            Some(stored) if decode || loc.codec > 1 => {
+                verify::decode_verified(fp, loc.codec, loc.raw_len, stored).map(|raw| (0, raw))
+            }
+            Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored)
+                .map(|_| (loc.codec, stored)),
+        };
+        res.map_err(|reason| {
+            let found = quarantine::Found {
+                fp: *fp,
+                container_id: loc.container_id,
+                offset: loc.offset,
+                reason,
+            };
+            if let Err(e) = self.quarantine_found(repo_id, &[found]) {
+                eprintln!("could not quarantine chunk {}: {e}", to_hex(fp));
+            }
+            StoreError::Damaged(vec![*fp])
+        })
+    }
+
+    /// Verifies the stored chunks of the containers in `subset` and quarantines the damaged
+    /// ones (the verify endpoint).
+    pub fn verify(&self, repo_id: i64, subset: verify::Subset) -> StoreResult<verify::Verified> {
+        let v = {
+            let conn = self.readers.get()?;
+            verify::verify_repo(&self.data_dir, &conn, repo_id, subset)?
+        };
+        self.quarantine_found(repo_id, &v.damaged)?;
+        Ok(v)
     }
 
     /// Runs `f` with the writer connection (repo and token management).
@@ -378,19 +493,54 @@ impl Store {
 
     /// Stores the chunks not yet stored; `entries` must already be verified.
     pub fn ingest(&self, repo_id: i64, entries: &[BundleEntry<'_>]) -> ApiResult<IngestResult> {
-        let mut w = self.writer();
+        let mut w = self.writer_for_write()?;
         let mut seen = HashSet::with_capacity(entries.len());
         let mut new: Vec<&BundleEntry<'_>> = Vec::new();
-        {
-            let mut st = w
-                .conn
-                .prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
-            for e in entries {
-                if seen.insert(e.fp) && !st.exists(params![repo_id, &e.fp[..]])? {
-                    new.push(e);
+        let mut dups: Vec<(&BundleEntry<'_>, ChunkLoc)> = Vec::new();
+        for e in entries {
+            if seen.insert(e.fp) {
+                match chunk_loc(&w.conn, repo_id, &e.fp)? {
+                    None => new.push(e),
+                    Some(loc) => dups.push((e, loc)),
                 }
             }
         }
+        // A chunk sent again although stored is checked against its stored copy: if that
+        // copy is damaged, it is quarantined and these good bytes replace it.
+        let mut bad = Vec::new();
+        for (e, loc) in &dups {
+            let stored = File::open(container_path(&self.data_dir, repo_id, loc.container_id))
+                .and_then(|f| verify::read_at(&f, loc.offset, loc.stored_len));
+            let res = match stored {
+                Ok(Some(b)) => verify::verify_stored(&e.fp, loc.codec, loc.raw_len, &b),
+                Ok(None) => Err("its container file is shorter than committed".into()),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    Err("its container file is missing".into())
+                }
+                Err(err) => return Err(err.into()),
+            };
+            if let Err(reason) = res {
+                eprintln!(
+                    "damaged chunk {} in container {} of repository {repo_id}: {reason}; replaced by an upload",
+                    to_hex(&e.fp),
+                    loc.container_id
+                );
+                bad.push(quarantine::Found {
+                    fp: e.fp,
+                    container_id: loc.container_id,
+                    offset: loc.offset,
+                    reason,
+                });
+                new.push(e);
+            }
+        }
+        if !bad.is_empty() {
+            let tx = w.conn.unchecked_transaction()?;
+            quarantine::quarantine(&tx, repo_id, &bad)?;
+            tx.commit()?;
+            w.open.remove(&repo_id);
+        }
+        let healing = quarantine::healing(&w.conn, repo_id, new.iter().map(|e| e.fp))?;
         let result = IngestResult {
             chunks: entries.len() as u64,
             stored: new.len() as u64,
@@ -402,14 +552,14 @@ impl Store {
             return Ok(result);
         }
         let w = &mut *w;
-        let outcome = self.append(w, repo_id, &new);
+        let outcome = self.append(w, repo_id, &new, &healing);
         match outcome {
             Ok(last) => {
                 if let Some(oc) = last {
                     w.open.insert(repo_id, oc);
                 }
                 let mut cache = self.fp_cache.write().unwrap_or_else(|p| p.into_inner());
-                if let Some(set) = cache.get_mut(&repo_id) {
+                if let Some((_, set)) = cache.get_mut(&repo_id) {
                     set.extend(new.iter().map(|e| (e.fp, e.raw_len)));
                 }
                 Ok(result)
@@ -432,6 +582,7 @@ impl Store {
         w: &mut Writer,
         repo_id: i64,
         new: &[&BundleEntry<'_>],
+        healing: &[Fingerprint],
     ) -> Result<Option<OpenContainer>, (ApiError, Vec<u64>)> {
         let mut created_ids = Vec::new();
         let mut touched: Vec<Touched> = Vec::new();
@@ -543,6 +694,7 @@ impl Store {
                     ])?;
                 }
             }
+            quarantine::healed(&tx, repo_id, healing)?;
             tx.commit()
         };
         commit().map_err(|e| fail(e.into()))?;
@@ -558,17 +710,14 @@ impl Store {
     pub fn missing(&self, repo_id: i64, fps: Vec<Fingerprint>) -> ApiResult<Vec<Fingerprint>> {
         let mut seen: FpSet = FpSet::with_capacity_and_hasher(fps.len(), Default::default());
         let unique: Vec<Fingerprint> = fps.into_iter().filter(|fp| seen.insert(*fp)).collect();
-        {
-            let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(set) = cache.get(&repo_id) {
-                return Ok(unique
-                    .into_iter()
-                    .filter(|fp| !set.contains_key(fp))
-                    .collect());
-            }
-        }
-        if self.load_fp_cache(repo_id)? {
-            return self.missing(repo_id, unique);
+        if let Some(out) = self.with_cache(repo_id, |set| {
+            unique
+                .iter()
+                .filter(|fp| !set.contains_key(*fp))
+                .copied()
+                .collect()
+        })? {
+            return Ok(out);
         }
         let conn = self.readers.get()?;
         let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
@@ -583,17 +732,12 @@ impl Store {
 
     /// The raw length of each of `fps` (request order), 0 where not committed.
     pub fn raw_lengths(&self, repo_id: i64, fps: &[Fingerprint]) -> ApiResult<Vec<u32>> {
-        {
-            let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(set) = cache.get(&repo_id) {
-                return Ok(fps
-                    .iter()
-                    .map(|fp| set.get(fp).copied().unwrap_or(0))
-                    .collect());
-            }
-        }
-        if self.load_fp_cache(repo_id)? {
-            return self.raw_lengths(repo_id, fps);
+        if let Some(out) = self.with_cache(repo_id, |set| {
+            fps.iter()
+                .map(|fp| set.get(fp).copied().unwrap_or(0))
+                .collect()
+        })? {
+            return Ok(out);
         }
         let conn = self.readers.get()?;
         let mut st =
@@ -608,19 +752,44 @@ impl Store {
         Ok(out)
     }
 
+    /// Answers `f` from the repository's in-memory fingerprint set, loading it (again, if a
+    /// chunk was quarantined since it was loaded) unless the repository is too large: then
+    /// `None`, and the caller asks SQLite.
+    fn with_cache<T>(&self, repo_id: i64, f: impl Fn(&FpLengths) -> T) -> ApiResult<Option<T>> {
+        let epoch = quarantine::epoch(&*self.readers.get()?)?;
+        for _ in 0..2 {
+            {
+                let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
+                if let Some((at, set)) = cache.get(&repo_id) {
+                    if *at >= epoch {
+                        return Ok(Some(f(set)));
+                    }
+                }
+            }
+            if !self.load_fp_cache(repo_id, epoch)? {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
     /// Loads a repository's fingerprints into memory unless it is too large. Holds the
-    /// writer lock so that no commit slips between the scan and the cache insertion.
-    fn load_fp_cache(&self, repo_id: i64) -> ApiResult<bool> {
+    /// writer lock so that no commit slips between the scan and the cache insertion, and
+    /// reads the quarantine epoch in the same snapshot as the fingerprints.
+    fn load_fp_cache(&self, repo_id: i64, min_epoch: i64) -> ApiResult<bool> {
         let w = self.writer();
         if self
             .fp_cache
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&repo_id)
+            .get(&repo_id)
+            .is_some_and(|(at, _)| *at >= min_epoch)
         {
             return Ok(true);
         }
-        let n: i64 = w.conn.query_row(
+        let tx = w.conn.unchecked_transaction()?;
+        let epoch = quarantine::epoch(&tx)?;
+        let n: i64 = tx.query_row(
             "SELECT COUNT(*) FROM chunks WHERE repo_id = ?1",
             [repo_id],
             |r| r.get(0),
@@ -629,49 +798,62 @@ impl Store {
             return Ok(false);
         }
         let mut set = FpLengths::with_capacity_and_hasher(n as usize, Default::default());
-        let mut st = w
-            .conn
-            .prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
-        let mut rows = st.query([repo_id])?;
-        while let Some(r) = rows.next()? {
-            let fp: Vec<u8> = r.get(0)?;
-            if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
-                set.insert(fp, r.get(1)?);
+        {
+            let mut st = tx.prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
+            let mut rows = st.query([repo_id])?;
+            while let Some(r) = rows.next()? {
+                let fp: Vec<u8> = r.get(0)?;
+                if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
+                    set.insert(fp, r.get(1)?);
+                }
             }
         }
+        tx.commit()?;
         self.fp_cache
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(repo_id, set);
+            .insert(repo_id, (epoch, set));
         Ok(true)
     }
 
+    /// The repository's newest container, to append to if it has room. A sealed one gets no
+    /// more chunks; one that fails the checks recovery makes is sealed and its chunks are
+    /// quarantined (`recover.rs`), so that uploads go on into a new container.
     fn reopen_last(&self, conn: &Connection, repo_id: i64) -> ApiResult<Option<OpenContainer>> {
-        let row: Option<(i64, i64, i64, u32, i64)> = conn
-            .prepare_cached(
-                "SELECT id, data_offset, data_end, chunk_count, created_ms FROM containers WHERE repo_id = ?1 AND kind = 0 ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row([repo_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT {}, sealed FROM containers WHERE repo_id = ?1 AND kind = 0 ORDER BY id DESC LIMIT 1",
+                recover::INDEX_COLUMNS
+            ))?
+            .query_row([repo_id], |r| Ok((recover::index_row(r)?, r.get::<_, bool>(9)?)))
             .optional()?;
-        let Some((id, data_offset, data_end, slots, created_ms)) = row else {
+        let Some((c, sealed)) = row else {
             return Ok(None);
         };
-        let path = container_path(&self.data_dir, repo_id, id as u64);
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
-        let mut hb = [0u8; HEADER_LEN];
-        file.read_exact_at(&mut hb, 0)?;
-        let h = ContainerHeader::decode(&hb).map_err(ApiError::internal)?;
+        if sealed || c.damage.is_some() {
+            return Ok(None);
+        }
+        let path = container_path(&self.data_dir, repo_id, c.id as u64);
+        let (file, h) = match recover::open_for_append(&path, &c) {
+            Ok(v) => v,
+            Err(reason) => {
+                let n = recover::condemn(conn, &c, None, &reason)?;
+                eprintln!(
+                    "container {} of repository {repo_id} is damaged: {reason}; sealed, {n} chunk(s) quarantined",
+                    c.id
+                );
+                return Ok(None);
+            }
+        };
         let oc = OpenContainer {
-            id: id as u64,
+            id: c.id as u64,
             file,
             kind: h.kind,
             capacity: h.table_capacity,
-            data_offset: data_offset as u64,
-            data_end: data_end as u64,
-            slots,
-            created_ms: created_ms as u64,
+            data_offset: c.data_offset as u64,
+            data_end: c.data_end as u64,
+            slots: c.count,
+            created_ms: c.created_ms as u64,
             created: false,
         };
         Ok(
@@ -738,7 +920,7 @@ impl Store {
         let json = serde_json::to_vec(manifest).map_err(ApiError::internal)?;
         let blob = zstd::bulk::compress(&json, 3).map_err(ApiError::internal)?;
 
-        let w = self.writer();
+        let w = self.writer_for_write()?;
         let tx = w.conn.unchecked_transaction()?;
         // Distinct fps in first-reference order, with what the index knows of them.
         let mut info: HashMap<Fingerprint, Option<(u32, u32, i64, bool)>> = HashMap::new();
@@ -844,28 +1026,12 @@ impl Store {
     }
 
     pub fn delete_version(&self, repo_id: i64, id: i64) -> ApiResult<bool> {
-        let w = self.writer();
+        let w = self.writer_for_write()?;
         let n = w.conn.execute(
             "DELETE FROM versions WHERE id = ?1 AND repo_id = ?2",
             params![id, repo_id],
         )?;
         Ok(n > 0)
-    }
-
-    /// Reads a chunk's stored bytes.
-    pub fn read_stored(
-        &self,
-        repo_id: i64,
-        loc: &ChunkLoc,
-        file: Option<&File>,
-    ) -> std::io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; loc.stored_len as usize];
-        match file {
-            Some(f) => f.read_exact_at(&mut buf, loc.offset)?,
-            None => File::open(container_path(&self.data_dir, repo_id, loc.container_id))?
-                .read_exact_at(&mut buf, loc.offset)?,
-        }
-        Ok(buf)
     }
 }
 
@@ -925,136 +1091,4 @@ pub fn repo_stats(conn: &Connection, repo_id: i64, name: &str) -> rusqlite::Resu
         "dedup_ratio": ratio(logical_total, stored as u64),
         "series": series,
     }))
-}
-
-// ---------------------------------------------------------------- recovery
-
-/// Makes container files agree with the committed index. Returns what it changed.
-pub fn recover(conn: &Connection, data_dir: &Path) -> Result<Vec<String>, String> {
-    let mut report = Vec::new();
-    let rows: Vec<(i64, i64, i64, i64, u32, i64)> = {
-        let mut st = conn
-            .prepare("SELECT id, repo_id, data_offset, data_end, chunk_count, newest_version FROM containers ORDER BY id")
-            .map_err(|e| e.to_string())?;
-        let it = st
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
-            .map_err(|e| e.to_string())?;
-        it.collect::<Result<_, _>>().map_err(|e| e.to_string())?
-    };
-    let mut known: HashSet<PathBuf> = HashSet::new();
-    for (id, repo_id, data_offset, data_end, count, newest) in rows {
-        let path = container_path(data_dir, repo_id, id as u64);
-        known.insert(path.clone());
-        let file = match OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let n = conn
-                    .execute("DELETE FROM chunks WHERE container_id = ?1", [id])
-                    .map_err(|e| e.to_string())?;
-                conn.execute("DELETE FROM containers WHERE id = ?1", [id])
-                    .map_err(|e| e.to_string())?;
-                report.push(format!(
-                    "container {id} is missing: dropped its {n} index rows"
-                ));
-                continue;
-            }
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        let len = file.metadata().map_err(|e| e.to_string())?.len();
-        let mut changed = false;
-        if len > data_end as u64 {
-            file.set_len(data_end as u64).map_err(|e| e.to_string())?;
-            report.push(format!(
-                "container {id}: cut {} uncommitted bytes",
-                len - data_end as u64
-            ));
-            changed = true;
-        } else if len < data_end as u64 {
-            // Committed rows whose bytes are gone (the disk lied about fsync): drop them.
-            let n = conn
-                .execute(
-                    "DELETE FROM chunks WHERE container_id = ?1 AND offset + stored_len > ?2",
-                    params![id, len as i64],
-                )
-                .map_err(|e| e.to_string())?;
-            let (end, cnt): (i64, u32) = conn
-                .query_row(
-                    "SELECT COALESCE(MAX(offset + stored_len), ?2), COUNT(*) FROM chunks WHERE container_id = ?1",
-                    params![id, data_offset],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .map_err(|e| e.to_string())?;
-            conn.execute(
-                "UPDATE containers SET data_end = ?1, chunk_count = ?2 WHERE id = ?3",
-                params![end, cnt, id],
-            )
-            .map_err(|e| e.to_string())?;
-            report.push(format!(
-                "container {id}: {} bytes short, dropped {n} index rows without data",
-                data_end as u64 - len
-            ));
-        }
-        // Zero table slots past the committed count.
-        let mut hb = [0u8; HEADER_LEN];
-        if file.read_exact_at(&mut hb, 0).is_ok() {
-            if let Ok(h) = ContainerHeader::decode(&hb) {
-                let from = slot_offset(count);
-                let to = slot_offset(h.table_capacity);
-                let mut table = vec![0u8; (to - from) as usize];
-                if file.read_exact_at(&mut table, from).is_ok() {
-                    if let Some(last) = table.iter().rposition(|&b| b != 0) {
-                        let n = last / TABLE_ENTRY_LEN + 1;
-                        file.write_all_at(&vec![0u8; n * TABLE_ENTRY_LEN], from)
-                            .map_err(|e| e.to_string())?;
-                        report.push(format!(
-                            "container {id}: cleared {n} uncommitted table slots"
-                        ));
-                        changed = true;
-                    }
-                }
-                if h.newest_version != newest {
-                    file.write_all_at(&newest.to_le_bytes(), NEWEST_VERSION_OFFSET as u64)
-                        .map_err(|e| e.to_string())?;
-                    changed = true;
-                }
-            }
-        }
-        if changed {
-            file.sync_all().map_err(|e| e.to_string())?;
-        }
-    }
-    // Container files that no committed row refers to were never acknowledged.
-    if let Ok(repos) = fs::read_dir(data_dir.join("repos")) {
-        for repo in repos.flatten() {
-            let dir = repo.path().join("containers");
-            let Ok(files) = fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut removed = false;
-            for f in files.flatten() {
-                let p = f.path();
-                if p.extension().is_some_and(|x| x == "dct") && !known.contains(&p) {
-                    fs::remove_file(&p).map_err(|e| e.to_string())?;
-                    report.push(format!(
-                        "removed uncommitted container file {}",
-                        p.display()
-                    ));
-                    removed = true;
-                }
-            }
-            if removed {
-                fsync_dir(&dir).map_err(|e| e.to_string())?;
-            }
-        }
-    }
-    Ok(report)
 }
