@@ -8,6 +8,7 @@ import { bytes, ratio } from './format';
 import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
+import { VerifyButton } from './VerifyButton';
 
 /** Every version, grouped by source: look inside, download, delete. */
 export function VersionsPanel({ api }: { api: Api }) {
@@ -76,6 +77,7 @@ export function VersionsPanel({ api }: { api: Api }) {
         </p>
       )}
       {versions && versions.length === 0 && <p data-testid="versions-empty">No versions yet: back something up.</p>}
+      {versions && versions.length > 0 && <VerifyButton api={api} onDone={load} />}
       {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
       {[...bySource].map(([source, list]) => (
         <div key={source} className="source" data-testid="versions-source" data-source={source}>
