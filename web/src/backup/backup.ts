@@ -185,6 +185,16 @@ interface Failure {
   error: string;
 }
 
+/** The browser's error for a read of `file` started now (null if it reads): changed or gone. */
+async function changedSince(file: Blob): Promise<string | null> {
+  try {
+    await file.slice(0, 1).arrayBuffer();
+    return null;
+  } catch (e) {
+    return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+  }
+}
+
 export class BackupJob {
   readonly progress: BackupProgress;
   private uploader: Uploader | null = null;
@@ -193,6 +203,8 @@ export class BackupJob {
   private openGate: (() => void) | null = null;
   private started = performance.now();
   private readBase = 0;
+  /** Paths whose content changed while they were read (their recipe was dropped). */
+  private changedWhileRead = new Set<string>();
   /** The version is committed: the job's per-file records are not needed any more. */
   private committed = false;
   private key: string;
@@ -447,7 +459,7 @@ export class BackupJob {
       for (const { f, error } of still)
         p.skipped.push({
           path: skippedPath(f.path),
-          reason: skipReason(error, changedMeta.has(f.path)),
+          reason: skipReason(error, changedMeta.has(f.path) || this.changedWhileRead.has(f.path)),
           detail: error,
         });
     }
@@ -631,6 +643,14 @@ export class BackupJob {
               : await pool.chunkFile(f, prevFile(work[0].path), onNew, onRead),
           ];
           p.bytesRead += sizes[0] - seen;
+          // A read checks the file against its snapshot when it starts, not while it runs:
+          // a file rewritten during a long read gives a mix of old and new bytes. One more
+          // small read after it makes the browser check again.
+          const torn = await changedSince(f);
+          if (torn) {
+            results = [{ error: torn }];
+            this.changedWhileRead.add(work[0].path);
+          }
         }
       } catch (e) {
         if (uploader.error || this.cancelled) throw uploader.error ?? e;
