@@ -24,14 +24,24 @@ pub fn decode_verified(
     Ok(raw)
 }
 
-/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored).
+/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored); raw chunks
+/// are hashed in place.
 pub fn verify_stored(
     fp: &Fingerprint,
     codec: u8,
     raw_len: u32,
     stored: &[u8],
 ) -> Result<(), String> {
-    decode_verified(fp, codec, raw_len, stored.to_vec()).map(|_| ())
+    if codec != 0 {
+        return decode_verified(fp, codec, raw_len, stored.to_vec()).map(|_| ());
+    }
+    if stored.len() != raw_len as usize {
+        return Err(format!("{} stored bytes, expected {raw_len}", stored.len()));
+    }
+    if fingerprint(stored) != *fp {
+        return Err("its decoded bytes do not match its fingerprint".into());
+    }
+    Ok(())
 }
 
 /// Which containers a partial verification reads (like restic's `--read-data-subset`).
