@@ -24,6 +24,12 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
   const [progress, setProgress] = useState<BackupProgress | null>(null);
   const [unfinished, setUnfinished] = useState<JobRecord[]>([]);
   const [settings, setSettings] = useState<SourceSettings>(DEFAULT_SETTINGS);
+  /** The settings were changed on screen since the source was chosen: a late load keeps them. */
+  const edited = useRef(false);
+  const edit = (s: SourceSettings) => {
+    edited.current = true;
+    setSettings(s);
+  };
   const job = useRef<BackupJob | null>(null);
   const running = progress !== null && ['planning', 'backing up', 'committing'].includes(progress.phase);
   const source = label.trim() || picked?.root || '';
@@ -32,11 +38,12 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
   useEffect(() => {
     if (!source) return;
     let live = true;
+    edited.current = false;
     sourceSettings()
       .then((store) => store.get(api.repo, source))
       .then(
-        (s) => live && setSettings(s),
-        () => live && setSettings(DEFAULT_SETTINGS),
+        (s) => live && !edited.current && setSettings(s),
+        () => live && !edited.current && setSettings(DEFAULT_SETTINGS),
       );
     return () => {
       live = false;
@@ -98,7 +105,9 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
               max={100}
               step={1}
               value={Math.round(settings.sampleRate * 1000) / 10}
-              onChange={(e) => setSettings({ ...settings, sampleRate: Number(e.target.value) / 100 })}
+              onChange={(e) =>
+                edit({ ...settings, sampleRate: Math.min(1, Math.max(0, Number(e.target.value) / 100 || 0)) })
+              }
             />
             % of unchanged files
           </label>
@@ -107,7 +116,7 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
               data-testid="read-all"
               type="checkbox"
               checked={settings.readAll}
-              onChange={(e) => setSettings({ ...settings, readAll: e.target.checked })}
+              onChange={(e) => edit({ ...settings, readAll: e.target.checked })}
             />{' '}
             Read every file
           </label>
