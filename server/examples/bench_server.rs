@@ -16,7 +16,7 @@ use std::{
 
 use wasm_core::{
     format::bundle::{BundleWriter, Codec},
-    hash::{sha1, to_hex, Fingerprint},
+    hash::{fingerprint, to_hex, Fingerprint},
 };
 
 fn env_num(name: &str, default: usize) -> usize {
@@ -101,7 +101,7 @@ fn build_bundles(
             rng.fill(&mut buf[..len]);
         }
         let raw = &buf[..len];
-        let fp = sha1(raw);
+        let fp = fingerprint(raw);
         if compressible {
             let c = z.compress(raw).unwrap();
             stored_total += c.len();
@@ -197,7 +197,7 @@ fn main() {
     let mut query: Vec<String> = fps.iter().take(50_000).map(to_hex).collect();
     let mut i = 0u64;
     while query.len() < 100_000 {
-        query.push(to_hex(&sha1(&i.to_le_bytes())));
+        query.push(to_hex(&fingerprint(&i.to_le_bytes())));
         i += 1;
     }
     let body = serde_json::to_vec(&serde_json::json!({ "fingerprints": query })).unwrap();
