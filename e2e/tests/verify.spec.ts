@@ -80,6 +80,10 @@ test('Verify reads every chunk back and names the version a damaged chunk breaks
   const damaged = page.getByTestId('verify-damaged');
   await expect(damaged).toContainText('1 damaged chunk set aside');
   await expect(damaged).toHaveAttribute('data-versions', String(id));
+  // The versions list, reloaded, marks the version.
+  await expect(
+    page.locator(`[data-testid=version-row][data-version="${id}"] [data-testid=version-damaged]`),
+  ).toHaveAttribute('data-chunks', '1');
   // The server now asks for the chunk again, so the next backup heals the version.
   res = await fetch(`${server.url}/api/v1/repos/default/chunks/missing`, {
     method: 'POST',

@@ -68,3 +68,25 @@ export function VerifyButton({ api, onDone }: { api: Api; onDone?: () => void })
     </div>
   );
 }
+
+/**
+ * Marks a version the server knows is damaged: `damaged_chunks` of its chunks are not stored
+ * (found damaged, or lost), so it cannot be restored whole until they are uploaded again.
+ */
+export function DamagedBadge({ version }: { version: object }) {
+  const n = 'damaged_chunks' in version && typeof version.damaged_chunks === 'number' ? version.damaged_chunks : 0;
+  if (n === 0) return null;
+  return (
+    <>
+      {' '}
+      <span
+        className="warn"
+        data-testid="version-damaged"
+        data-chunks={n}
+        title="Some of this version's chunks are damaged or lost on the server. Back up the same files again to heal it."
+      >
+        damaged: {n} chunk{n === 1 ? '' : 's'} missing
+      </span>
+    </>
+  );
+}

@@ -8,7 +8,7 @@ import { bytes, ratio } from './format';
 import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
-import { VerifyButton } from './VerifyButton';
+import { DamagedBadge, VerifyButton } from './VerifyButton';
 
 /** Every version, grouped by source: look inside, download, delete. */
 export function VersionsPanel({ api }: { api: Api }) {
@@ -100,6 +100,7 @@ export function VersionsPanel({ api }: { api: Api }) {
                   <tr data-testid="version-row" data-version={v.id} data-incomplete={(v.stats.skipped_files ?? 0) > 0}>
                     <td>
                       {v.id}
+                      <DamagedBadge version={v} />
                       {(v.stats.skipped_files ?? 0) > 0 && (
                         <>
                           {' '}
