@@ -29,7 +29,7 @@ use wasm_core::{
 
 use crate::{
     error::{ApiError, ApiResult},
-    store::{self, verify::Subset, ChunkLoc, Lookup, Store, StoreError},
+    store::{self, auth::TokenAccess, verify::Subset, ChunkLoc, Lookup, Store, StoreError},
 };
 
 pub const MAX_MISSING_BODY: usize = 16 << 20;
@@ -61,7 +61,8 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/containers", get(containers_list))
         .route("/containers/{id}", get(container_get))
         .route("/verify", post(verify))
-        .route("/stats", get(stats));
+        .route("/stats", get(stats))
+        .route("/token", get(token_info));
     Router::new()
         .route("/api/v1/health", get(health))
         .route("/api/v1/openapi.json", get(openapi))
@@ -112,7 +113,23 @@ fn path_param<T>(p: Result<Path<T>, PathRejection>) -> ApiResult<T> {
 }
 
 /// Authenticates the bearer token for `repo`; returns the repository id.
-async fn authorize(store: &Arc<Store>, headers: &HeaderMap, repo: &str) -> ApiResult<i64> {
+/// What an operation needs of the presented token's scope (docs/API.md, Authentication).
+#[derive(Clone, Copy)]
+enum Need {
+    /// Any valid token of the repository.
+    Any,
+    Backup,
+    ReadData,
+    Browse,
+    Delete,
+}
+
+async fn authorize(
+    store: &Arc<Store>,
+    headers: &HeaderMap,
+    repo: &str,
+    need: Need,
+) -> ApiResult<TokenAccess> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -130,20 +147,60 @@ async fn authorize(store: &Arc<Store>, headers: &HeaderMap, repo: &str) -> ApiRe
     let repo = repo.to_string();
     blocking(move || {
         let conn = store.readers.get()?;
-        let owner = store::token_repo(&conn, &token)?
+        let access = store::token_access(&conn, &token)?
             .ok_or_else(|| ApiError::unauthorized("unknown token"))?;
         let id = store::repo_id(&conn, &repo)?
             .ok_or_else(|| ApiError::not_found(format!("no repository named {repo:?}")))?;
-        if owner != id {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("this token does not give access to repository {repo:?}"),
-            ));
+        if access.repo_id != id {
+            return Err(forbidden(format!(
+                "this token does not give access to repository {repo:?}"
+            )));
         }
-        Ok(id)
+        let scope = access.scope;
+        let (allowed, what) = match need {
+            Need::Any => (true, ""),
+            Need::Backup => (scope.can_backup(), "upload or commit"),
+            Need::ReadData => (scope.can_read_data(), "read stored data"),
+            Need::Browse => (scope.can_browse(), "see the whole repository"),
+            Need::Delete => (scope.can_delete(), "delete"),
+        };
+        if !allowed {
+            return Err(forbidden(format!(
+                "this {} token may not {what}; {}",
+                scope.as_str(),
+                scope.describe()
+            )));
+        }
+        Ok(access)
     })
     .await
+}
+
+fn forbidden(msg: String) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg)
+}
+
+/// What the presented token may do, for the page to show and to offer only what works.
+async fn token_info(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let s = access.scope;
+    Ok(Json(json!({
+        "repo": repo,
+        "scope": s.as_str(),
+        "id": access.id,
+        "can": {
+            "backup": s.can_backup(),
+            "restore": s.can_read_data(),
+            "delete": s.can_delete(),
+            "browse": s.can_browse(),
+        },
+        "describe": s.describe(),
+    })))
 }
 
 /// Reads a request body of at most `limit` bytes (413 otherwise).
@@ -254,7 +311,7 @@ async fn fp_query(
     answer: fn(&Store, i64, Vec<Fingerprint>, bool) -> ApiResult<Response>,
 ) -> ApiResult<Response> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Any).await?.repo_id;
     let binary = is_binary(&headers);
     let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
     blocking(move || answer(&store, repo_id, fp_list(&body, binary)?, binary)).await
@@ -306,7 +363,9 @@ async fn bundles(
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Backup)
+        .await?
+        .repo_id;
     let body = read_body(&headers, body, MAX_BUNDLE_BYTES).await?;
     blocking(move || {
         let entries = decode_bundle(&body).map_err(|e| {
@@ -332,7 +391,9 @@ async fn bundles(
 
 async fn chunk_get(State(store): St, p: RepoItemPath, headers: HeaderMap) -> ApiResult<Response> {
     let (repo, fp) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
     let fp = parse_fp(&fp)?;
     blocking(move || {
         let lookup = {
@@ -372,7 +433,9 @@ async fn chunks_get(
     body: Body,
 ) -> ApiResult<Response> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
     let body = read_body(&headers, body, MAX_GET_BODY).await?;
     let (locs, decode) = {
         let store = store.clone();
@@ -513,7 +576,9 @@ async fn verify(
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
     let body = read_body(&headers, body, 64 << 10).await?;
     blocking(move || {
         let req: VerifyRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -602,13 +667,14 @@ async fn versions_post(
     body: Body,
 ) -> ApiResult<Response> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let access = authorize(&store, &headers, &repo, Need::Backup).await?;
+    let repo_id = access.repo_id;
     let body = read_body(&headers, body, MAX_MANIFEST_BODY).await?;
     let v = blocking(move || {
         let mut m: Manifest = parse_json(&body)?;
         drop(body);
         let recipes = validate_manifest(&mut m)?;
-        store.commit_version(repo_id, &m, &recipes)
+        store.commit_version(repo_id, &m, &recipes, &access.id)
     })
     .await?;
     Ok((StatusCode::CREATED, Json(v)).into_response())
@@ -635,14 +701,25 @@ async fn versions_list(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let repo_id = access.repo_id;
     blocking(move || {
         let conn = store.readers.get()?;
+        // A token that may not browse sees only the versions it committed.
+        let own = (!access.scope.can_browse()).then_some(access.id);
         let mut st = conn.prepare_cached(
-            "SELECT id, source, time, committed_ms, stats, damaged FROM versions WHERE repo_id = ?1 ORDER BY id",
+            "SELECT id, source, time, committed_ms, stats, damaged FROM versions
+             WHERE repo_id = ?1 AND (?2 IS NULL OR token_id = ?2) ORDER BY id",
         )?;
-        let rows = st.query_map([repo_id], |r| {
-            Ok(version_summary(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, &r.get::<_, String>(4)?, r.get(5)?))
+        let rows = st.query_map(params![repo_id, own], |r| {
+            Ok(version_summary(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                &r.get::<_, String>(4)?,
+                r.get(5)?,
+            ))
         })?;
         let list: Vec<Value> = rows.collect::<Result<_, _>>()?;
         Ok(Json(json!({ "versions": list })))
@@ -659,20 +736,27 @@ fn parse_id(s: &str, what: &str) -> ApiResult<i64> {
 
 async fn version_get(State(store): St, p: RepoItemPath, headers: HeaderMap) -> ApiResult<Response> {
     let (repo, id) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let repo_id = access.repo_id;
     let id = parse_id(&id, "version")?;
     blocking(move || {
         let conn = store.readers.get()?;
         let row = conn
             .prepare_cached(
-                "SELECT source, time, committed_ms, stats, manifest, damaged FROM versions WHERE id = ?1 AND repo_id = ?2",
+                "SELECT source, time, committed_ms, stats, manifest, damaged, token_id FROM versions WHERE id = ?1 AND repo_id = ?2",
             )?
             .query_row(params![id, repo_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?, r.get::<_, i64>(5)?))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?, r.get::<_, i64>(5)?, r.get::<_, Option<String>>(6)?))
             })
             .optional()?
             .ok_or_else(|| ApiError::not_found(format!("no version {id} in this repository")))?;
-        let (source, time, committed, stats, blob, damaged) = row;
+        let (source, time, committed, stats, blob, damaged, owner) = row;
+        if !access.scope.can_browse() && owner.as_deref() != Some(access.id.as_str()) {
+            return Err(forbidden(format!(
+                "version {id} was committed with another token; {}",
+                access.scope.describe()
+            )));
+        }
         let manifest = zstd::decode_all(&blob[..]).map_err(ApiError::internal)?;
         let head = serde_json::to_vec(&version_summary(id, source, time, committed, &stats, damaged))
             .map_err(ApiError::internal)?;
@@ -692,7 +776,9 @@ async fn version_delete(
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let (repo, id) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
+        .await?
+        .repo_id;
     let id = parse_id(&id, "version")?;
     blocking(move || {
         if store.delete_version(repo_id, id)? {
@@ -720,7 +806,9 @@ async fn containers_list(
     q: Result<Query<ContainersQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
     let with_chunks = q
         .map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?
         .chunks
@@ -805,7 +893,9 @@ async fn container_get(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let (repo, id) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
     let id = parse_id(&id, "container")?;
     let range = headers
         .get(header::RANGE)
@@ -857,7 +947,9 @@ async fn container_get(
 
 async fn stats(State(store): St, repo: RepoPath, headers: HeaderMap) -> ApiResult<Json<Value>> {
     let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo).await?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Browse)
+        .await?
+        .repo_id;
     blocking(move || {
         let conn = store.readers.get()?;
         Ok(Json(store::repo_stats(&conn, repo_id, &repo)?))

@@ -74,6 +74,10 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE containers ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE containers ADD COLUMN damage TEXT;
      ALTER TABLE versions ADD COLUMN damaged INTEGER NOT NULL DEFAULT 0;",
+    // 2: token scopes (docs/API.md); a version records the token that committed it, so that
+    // a backup-only token reads its own versions and no others.
+    "ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
+     ALTER TABLE versions ADD COLUMN token_id TEXT;",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

@@ -1,6 +1,6 @@
 //! `ditto-server`: the storage server and the host of the web app.
 //!
-//! Commands: `serve` (default), `repo create NAME`, `token create REPO`, `check REPO`,
+//! Commands: `serve` (default), `repo create NAME`, `token create|list|revoke`, `check REPO`,
 //! `stats REPO`. `serve` listens on 127.0.0.1:$PORT (default 8080, 0 = any free port),
 //! keeps its data in $DATA_DIR (default ./data) and serves the built web app from
 //! $WEB_DIR (default web/dist). See docs/API.md. On SIGTERM or SIGINT it stops taking
@@ -28,7 +28,7 @@ use tower_http::{
     services::{ServeDir, ServeFile},
 };
 
-const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO | check REPO [--read-data-subset n/m|P%] | stats REPO]
+const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO [--scope full|backup|read] | token list REPO | token revoke REPO ID | check REPO [--read-data-subset n/m|P%] | stats REPO]
 environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist),
 HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default 30)";
 
@@ -95,6 +95,17 @@ fn data_dir() -> PathBuf {
     d
 }
 
+fn usage() -> ! {
+    eprintln!("{USAGE}");
+    std::process::exit(2)
+}
+
+fn existing_repo(conn: &rusqlite::Connection, name: &str) -> i64 {
+    store::repo_id(conn, name)
+        .unwrap_or_else(|e| die(e))
+        .unwrap_or_else(|| die(format!("no repository named {name:?}")))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -114,28 +125,55 @@ fn main() {
             let token = store::new_token().unwrap_or_else(|e| die(e));
             let tx = conn.unchecked_transaction().unwrap_or_else(|e| die(e));
             let id = store::create_repo(&tx, name).unwrap_or_else(|e| die(e));
-            store::add_token(&tx, id, &token).unwrap_or_else(|e| die(e));
+            store::add_token(&tx, id, &token, store::Scope::Full).unwrap_or_else(|e| die(e));
             tx.commit().unwrap_or_else(|e| die(e));
             println!("{token}");
         }
-        ["token", "create", repo] => {
+        ["token", "create", repo, rest @ ..] => {
+            let scope = match rest {
+                [] => store::Scope::Full,
+                ["--scope", s] => {
+                    store::Scope::parse(s).unwrap_or_else(|| die("--scope is full, backup or read"))
+                }
+                _ => usage(),
+            };
             let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
-            let id = store::repo_id(&conn, repo)
-                .unwrap_or_else(|e| die(e))
-                .unwrap_or_else(|| die(format!("no repository named {repo:?}")));
+            let id = existing_repo(&conn, repo);
             let token = store::new_token().unwrap_or_else(|e| die(e));
-            store::add_token(&conn, id, &token).unwrap_or_else(|e| die(e));
+            store::add_token(&conn, id, &token, scope).unwrap_or_else(|e| die(e));
             println!("{token}");
+        }
+        ["token", "list", repo] => {
+            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
+            let id = existing_repo(&conn, repo);
+            for t in store::auth::list_tokens(&conn, id).unwrap_or_else(|e| die(e)) {
+                println!(
+                    "{}  {:<6}  created {}",
+                    t.id,
+                    t.scope.as_str(),
+                    t.created_ms
+                );
+            }
+        }
+        ["token", "revoke", repo, prefix] => {
+            use store::auth::RevokeError;
+            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
+            let id = existing_repo(&conn, repo);
+            match store::auth::revoke_token(&conn, id, prefix).unwrap_or_else(|e| die(e)) {
+                Ok(full) => println!("revoked {full}"),
+                Err(RevokeError::TooShort) => die("a token id is at least 6 hex digits"),
+                Err(RevokeError::NoMatch) => die(format!("no token {prefix} in {repo:?}")),
+                Err(RevokeError::Ambiguous(n)) => die(format!(
+                    "{n} tokens start with {prefix}: give more digits (token list)"
+                )),
+            }
         }
         ["check", repo, rest @ ..] => {
             let subset = match rest {
                 [] => store::verify::Subset::All,
                 ["--read-data-subset", s] => store::verify::Subset::parse(s)
                     .unwrap_or_else(|e| die(format!("--read-data-subset {e}"))),
-                _ => {
-                    eprintln!("{USAGE}");
-                    std::process::exit(2);
-                }
+                _ => usage(),
             };
             let rep = check::check(&data_dir(), repo, subset).unwrap_or_else(|e| die(e));
             for w in &rep.warnings {
@@ -170,10 +208,7 @@ fn main() {
             println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         }
         ["help" | "--help" | "-h"] => println!("{USAGE}"),
-        _ => {
-            eprintln!("{USAGE}");
-            std::process::exit(2);
-        }
+        _ => usage(),
     }
 }
 
@@ -217,7 +252,7 @@ fn serve() {
                 Some(id) => id,
                 None => store::create_repo(c, "default")?,
             };
-            store::add_token(c, id, &token)
+            store::add_token(c, id, &token, store::Scope::Full)
         })
         .unwrap_or_else(|e| die(format!("cannot create the default repository: {e}")));
 

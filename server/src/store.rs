@@ -4,12 +4,14 @@
 //! rows are committed in one SQLite transaction, then the client is answered. The index
 //! is the authority on what is committed; startup recovery makes the files agree with it.
 
+pub mod auth;
 mod error;
 pub mod quarantine;
 pub mod recover;
 pub mod verify;
 mod wal;
 
+pub use auth::{add_token, create_repo, new_token, repo_id, token_access, valid_repo_name, Scope};
 pub use error::{StoreError, StoreResult};
 
 use std::{
@@ -25,7 +27,6 @@ use std::{
 use axum::http::StatusCode;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use wasm_core::{
     format::{
         bundle::{BundleEntry, Codec},
@@ -48,56 +49,6 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-// ---------------------------------------------------------------- tokens and repos
-
-/// A new token: 192 random bits as 48 lower-case hex characters.
-pub fn new_token() -> std::io::Result<String> {
-    let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-pub fn hash_token(token: &str) -> Vec<u8> {
-    Sha256::digest(token.as_bytes()).to_vec()
-}
-
-pub fn valid_repo_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
-}
-
-pub fn repo_id(conn: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached("SELECT id FROM repos WHERE name = ?1")?
-        .query_row([name], |r| r.get(0))
-        .optional()
-}
-
-pub fn create_repo(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
-    conn.execute(
-        "INSERT INTO repos(name, created_ms) VALUES (?1, ?2)",
-        params![name, now_ms() as i64],
-    )?;
-    Ok(conn.last_insert_rowid())
-}
-
-pub fn add_token(conn: &Connection, repo_id: i64, token: &str) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT OR IGNORE INTO tokens(hash, repo_id, created_ms) VALUES (?1, ?2, ?3)",
-        params![hash_token(token), repo_id, now_ms() as i64],
-    )?;
-    Ok(())
-}
-
-pub fn token_repo(conn: &Connection, token: &str) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached("SELECT repo_id FROM tokens WHERE hash = ?1")?
-        .query_row([hash_token(token)], |r| r.get(0))
-        .optional()
 }
 
 // ---------------------------------------------------------------- paths and fsync
@@ -899,11 +850,14 @@ impl Store {
     }
 
     /// Commits a version whose manifest was parsed and validated; recipes as binary fps.
+    /// `token_id` names the token that commits (docs/API.md: a backup token reads only the
+    /// versions it committed).
     pub fn commit_version(
         &self,
         repo_id: i64,
         manifest: &Manifest,
         recipes: &[Vec<Fingerprint>],
+        token_id: &str,
     ) -> ApiResult<Value> {
         let mut stats = VersionStats::default();
         for e in &manifest.entries {
@@ -988,8 +942,8 @@ impl Store {
         let committed = now_ms();
         let stats_json = serde_json::to_string(&stats).map_err(ApiError::internal)?;
         tx.execute(
-            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![repo_id, manifest.source, manifest.time, committed as i64, stats_json, blob],
+            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest, token_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![repo_id, manifest.source, manifest.time, committed as i64, stats_json, blob, token_id],
         )?;
         let vid = tx.last_insert_rowid();
         {

@@ -6,6 +6,7 @@ import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { SearchPanel } from './components/SearchPanel';
+import { TokenBadge } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
 import { compileCore } from './wasm/loader';
@@ -90,6 +91,7 @@ export function App() {
           No access token: open the link that `npm start` printed.
         </p>
       )}
+      {api && <TokenBadge api={api} />}
       {engine.state === 'loading' && <p>Loading the engine…</p>}
       {engine.state === 'failed' && (
         <p className="error" data-testid="engine-error">

@@ -77,6 +77,16 @@ export interface RepoStats {
   }[];
 }
 
+/** What the presented token may do (docs/API.md, Authentication: scopes). */
+export interface TokenInfo {
+  repo: string;
+  scope: 'full' | 'backup' | 'read';
+  /** The id `ditto-server token list` shows; never the token itself. */
+  id: string;
+  can: { backup: boolean; restore: boolean; delete: boolean; browse: boolean };
+  describe: string;
+}
+
 export class ApiError extends Error {
   constructor(
     message: string,
@@ -171,6 +181,10 @@ export class Api {
       body:
         manifest instanceof Blob || manifest instanceof Uint8Array ? (manifest as BodyInit) : JSON.stringify(manifest),
     });
+  }
+
+  async tokenInfo(): Promise<TokenInfo> {
+    return this.json<TokenInfo>(this.repoPath('/token'));
   }
 
   async versions(): Promise<VersionInfo[]> {
