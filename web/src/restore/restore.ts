@@ -151,6 +151,14 @@ class ChunkSource {
     try {
       bundle = await this.api.getChunks(fps, this.signal);
     } catch (e) {
+      // The server verifies what it sends: a damaged chunk is refused (and quarantined there,
+      // so the next backup of the file uploads it again).
+      if (e instanceof ApiError && e.code === 'damaged' && Array.isArray(e.body.damaged) && e.body.damaged.length) {
+        const fp = String(e.body.damaged[0]);
+        throw new RestoreError(
+          `"${this.fileOf(fp)}" is damaged in the repository: chunk ${fp} failed the server's verification (${e.message}). The restore stopped.`,
+        );
+      }
       if (e instanceof ApiError && Array.isArray(e.body.missing) && e.body.missing.length)
         throw new RestoreError(
           `${this.filesOf(e.body.missing as string[])} cannot be restored: the server lacks ${e.body.missing.length} of its chunks.`,
