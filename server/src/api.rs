@@ -203,6 +203,11 @@ async fn token_info(
     })))
 }
 
+/// How long a request body may pause between two pieces (`HEADER_TIMEOUT`, set once at
+/// start by `main`).
+pub static BODY_IDLE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+const DEFAULT_BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Reads a request body of at most `limit` bytes (413 otherwise).
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
     let declared = headers
@@ -224,7 +229,23 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<B
     let mut buf =
         BytesMut::with_capacity(declared.map_or(64 << 10, |n| n.min(limit as u64) as usize));
     let mut total = 0usize;
-    while let Some(frame) = stream.next().await {
+    let idle = *BODY_IDLE.get().unwrap_or(&DEFAULT_BODY_IDLE);
+    loop {
+        // A client that stops sending in the middle of a body would hold the connection (and
+        // a buffer) forever: each piece must arrive within the idle time.
+        let Ok(next) = tokio::time::timeout(idle, stream.next()).await else {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!(
+                    "no part of the request body arrived for {} s",
+                    idle.as_secs()
+                ),
+            ));
+        };
+        let Some(frame) = next else {
+            break;
+        };
         let chunk = frame.map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?;
         total += chunk.len();
         if total > limit {

@@ -281,6 +281,7 @@ fn serve() {
         let _ = writeln!(out, "Ditto is running. Open http://{addr}/#token={token}");
         let _ = out.flush();
         drop(out);
+        let _ = api::BODY_IDLE.set(header_timeout);
         http::serve(listener, app, header_timeout, stop_requested(), STOP_GRACE).await;
     });
     // Requests still running on blocking threads are not waited for: what they had not

@@ -560,6 +560,27 @@ fn idle_and_slow_header_connections_are_closed() {
     slow.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")
         .unwrap();
     assert!(closed_within(slow) < Duration::from_secs(5));
+    // Sends a header and part of the body, then stops: 408, and the connection closes.
+    let mut stalled = std::net::TcpStream::connect(&addr).unwrap();
+    stalled
+        .write_all(b"POST /api/v1/repos/default/chunks/missing HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    stalled
+        .write_all(format!("Authorization: Bearer {}\r\n", s.token).as_bytes())
+        .unwrap();
+    stalled
+        .write_all(b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"fin")
+        .unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut answer = Vec::new();
+    let _ = stalled.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"timeout\""), "{answer}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
     // A normal request still works.
     let r = request("GET", &s.url("/api/v1/health"), None, &[], None);
     assert_eq!(r.status, 200);
