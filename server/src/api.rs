@@ -713,7 +713,7 @@ fn version_summary(
 ) -> Value {
     let stats: Value = serde_json::from_str(stats).unwrap_or(Value::Null);
     json!({ "id": id, "source": source, "time": time, "committed_at": committed, "stats": stats,
-            "damaged": damaged > 0, "damaged_chunks": damaged })
+            "damaged": damaged > 0, "damaged_chunks": damaged.max(0) })
 }
 
 async fn versions_list(

@@ -78,6 +78,9 @@ const MIGRATIONS: &[&str] = &[
     // a backup-only token reads its own versions and no others.
     "ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
      ALTER TABLE versions ADD COLUMN token_id TEXT;",
+    // 3: versions committed before `damaged` was counted may lack chunks that an older
+    // recovery dropped without a trace: -1 = unknown, recounted when the server starts.
+    "UPDATE versions SET damaged = -1 WHERE damaged = 0;",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

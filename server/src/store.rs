@@ -302,7 +302,13 @@ impl Store {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
-        let report = recover::recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
+        let mut report = recover::recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
+        let damaged = quarantine::recount_unknown(&conn).map_err(|e| format!("database: {e}"))?;
+        if damaged > 0 {
+            report.push(format!(
+                "{damaged} version(s) reference chunks that are not stored: listed as damaged"
+            ));
+        }
         if !report.is_empty() {
             eprintln!("recovery: {}", report.join("; "));
         }
@@ -645,7 +651,8 @@ impl Store {
                     ])?;
                 }
             }
-            quarantine::healed(&tx, repo_id, healing)?;
+            let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
+            quarantine::stored(&tx, repo_id, &fps, healing)?;
             tx.commit()
         };
         commit().map_err(|e| fail(e.into()))?;

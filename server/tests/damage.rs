@@ -585,3 +585,32 @@ fn idle_and_slow_header_connections_are_closed() {
     let r = request("GET", &s.url("/api/v1/health"), None, &[], None);
     assert_eq!(r.status, 200);
 }
+
+#[test]
+fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
+    let dir = TempDir::new("lostrows");
+    let mut s = Server::start(&dir.0);
+    let cs = chunks(11, 3);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
+    let v = commit(&s, "default", &s.token, "f", &cs);
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+    // A database from before the count: an older recovery dropped a chunk's row without a
+    // trace, and the version has no count yet.
+    {
+        let db = rusqlite::Connection::open(dir.0.join("ditto.sqlite3")).unwrap();
+        db.execute("DELETE FROM chunks WHERE fp = ?1", [&cs[1].fp[..]])
+            .unwrap();
+        db.execute_batch("UPDATE versions SET damaged = 0; PRAGMA user_version = 2;")
+            .unwrap();
+    }
+    let s = Server::start(&dir.0);
+    assert_eq!(
+        damage_of_versions(&s, "default", &s.token),
+        vec![(v, 1, true)]
+    );
+    assert_eq!(upload_to(&s, "default", &s.token, &cs).json()["stored"], 1);
+    assert_eq!(
+        damage_of_versions(&s, "default", &s.token),
+        vec![(v, 0, false)]
+    );
+}

@@ -148,13 +148,16 @@ pub fn healing(
     Ok(out)
 }
 
-/// After `fps` were stored again (in the caller's transaction): their quarantine rows are
-/// closed, the new rows keep the version that first referenced the chunk (so later versions'
-/// "new bytes" stats stay right), and the damaged versions are recounted.
-pub fn healed(conn: &Connection, repo_id: i64, fps: &[Fingerprint]) -> rusqlite::Result<()> {
-    if fps.is_empty() {
-        return Ok(());
-    }
+/// After `stored` were stored (in the caller's transaction), `healing` among them replacing
+/// quarantined copies: the quarantine rows are closed, the new rows keep the version that
+/// first referenced the chunk (so later versions' "new bytes" stats stay right), and the
+/// damaged versions that reference any of `stored` are recounted.
+pub fn stored(
+    conn: &Connection,
+    repo_id: i64,
+    stored: &[Fingerprint],
+    healing: &[Fingerprint],
+) -> rusqlite::Result<()> {
     let now = now_ms() as i64;
     {
         let mut first = conn.prepare_cached(
@@ -163,12 +166,19 @@ pub fn healed(conn: &Connection, repo_id: i64, fps: &[Fingerprint]) -> rusqlite:
         let mut close = conn.prepare_cached(
             "UPDATE quarantine SET healed_ms = ?3 WHERE repo_id = ?1 AND fp = ?2 AND healed_ms IS NULL",
         )?;
-        for fp in fps {
+        for fp in healing {
             first.execute(params![repo_id, &fp[..]])?;
             close.execute(params![repo_id, &fp[..], now])?;
         }
     }
-    recount_versions(conn, repo_id, None, true)
+    let any_damaged = conn
+        .prepare_cached("SELECT 1 FROM versions WHERE repo_id = ?1 AND damaged > 0 LIMIT 1")?
+        .exists([repo_id])?;
+    if any_damaged {
+        let touched: HashSet<Fingerprint> = stored.iter().copied().collect();
+        recount_versions(conn, repo_id, Some(&touched), true)?;
+    }
+    Ok(())
 }
 
 /// The highest quarantine row id: it grows whenever any process (the server, or `check`)
@@ -191,6 +201,33 @@ pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
     Ok(fps)
 }
 
+/// Counts `versions.damaged` where it is unknown (-1, set by a schema migration); returns
+/// how many versions turned out damaged.
+pub fn recount_unknown(conn: &Connection) -> rusqlite::Result<usize> {
+    let repos: Vec<i64> = {
+        let mut st = conn.prepare("SELECT DISTINCT repo_id FROM versions WHERE damaged < 0")?;
+        let it = st.query_map([], |r| r.get(0))?;
+        it.collect::<Result<_, _>>()?
+    };
+    let mut damaged = 0;
+    for repo_id in repos {
+        let tx = conn.unchecked_transaction()?;
+        recount(
+            &tx,
+            repo_id,
+            None,
+            "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged < 0",
+        )?;
+        damaged += tx.query_row(
+            "SELECT COUNT(*) FROM versions WHERE repo_id = ?1 AND damaged > 0",
+            [repo_id],
+            |r| r.get::<_, i64>(0),
+        )? as usize;
+        tx.commit()?;
+    }
+    Ok(damaged)
+}
+
 /// Sets `versions.damaged` = the number of distinct recipe chunks that are not stored, for
 /// the versions of `repo_id` (only those already damaged when `only_damaged`; only those
 /// referencing a chunk of `touched` when given).
@@ -200,12 +237,28 @@ pub fn recount_versions(
     touched: Option<&HashSet<Fingerprint>>,
     only_damaged: bool,
 ) -> rusqlite::Result<()> {
-    let rows: Vec<(i64, i64, Vec<u8>)> = {
-        let mut st = conn.prepare_cached(if only_damaged {
+    recount(
+        conn,
+        repo_id,
+        touched,
+        if only_damaged {
             "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged > 0"
         } else {
             "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1"
-        })?;
+        },
+    )
+}
+
+/// [`recount_versions`] over the versions `select` picks (`id, damaged, manifest` of
+/// repository `?1`).
+fn recount(
+    conn: &Connection,
+    repo_id: i64,
+    touched: Option<&HashSet<Fingerprint>>,
+    select: &str,
+) -> rusqlite::Result<()> {
+    let rows: Vec<(i64, i64, Vec<u8>)> = {
+        let mut st = conn.prepare_cached(select)?;
         let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         it.collect::<Result<_, _>>()?
     };
