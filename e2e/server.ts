@@ -25,9 +25,16 @@ export function serverBinary(): string {
   return process.env.DITTO_SERVER_BIN ?? path.join(ROOT, 'target', 'debug', 'ditto-server');
 }
 
-export async function startServer(opts: { dataDir?: string } = {}): Promise<RunningServer> {
+/**
+ * `maxFileBytes` caps every file the server writes (RLIMIT_FSIZE through util-linux's
+ * `prlimit`): a write past it fails as on a full disk.
+ */
+export async function startServer(opts: { dataDir?: string; maxFileBytes?: number } = {}): Promise<RunningServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'ditto-e2e-'));
-  const child = spawn(serverBinary(), ['serve'], {
+  const [cmd, args] = opts.maxFileBytes
+    ? ['prlimit', [`--fsize=${opts.maxFileBytes}`, '--', serverBinary(), 'serve']]
+    : [serverBinary(), ['serve']];
+  const child = spawn(cmd, args, {
     env: { ...process.env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

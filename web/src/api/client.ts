@@ -96,8 +96,12 @@ export class ApiError extends Error {
   ) {
     super(message);
   }
-  /** Worth retrying: the network, or the server being briefly unable. */
+  /**
+   * Worth retrying: the network, or the server being briefly unable. A full disk (507) is
+   * not brief: the user has to free space, so it is reported at once.
+   */
   get transient(): boolean {
+    if (this.status === 507) return false;
     return this.status === 0 || this.status === 408 || this.status === 429 || this.status >= 500;
   }
 }
