@@ -102,6 +102,14 @@ export async function runCoreBench(core, datasets, { where, reps = 3, hashers = 
       const { mbps, result } = best(reps, bytes.length, () => core.benchPipeline(buf, 1 << 20, ...c));
       rec({ what: 'pipeline', chunker: c.join(':'), data: name, mbps: Math.round(mbps), chunks: result });
     }
+    // The workers' hybrid: lookup keys for all chunks, fingerprints for those confirmed
+    // (every chunk of a first backup; about one in three of typescript-10's in all).
+    for (const every of [1, 3]) {
+      const { mbps } = best(reps, bytes.length, () =>
+        core.benchPipeline(buf, 1 << 20, 'default', undefined, undefined, undefined, undefined, every),
+      );
+      rec({ what: 'pipeline', chunker: `default+confirm1/${every}`, data: name, mbps: Math.round(mbps) });
+    }
     // The same pipeline through the public ChunkEngine API from JS (copies included).
     {
       const { mbps } = best(reps, bytes.length, () => {

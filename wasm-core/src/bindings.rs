@@ -19,7 +19,8 @@
 //! function take(eng) {
 //!   const off = eng.offsets();       // Float64Array: absolute file offsets (exact < 2^53)
 //!   const len = eng.lengths();       // Uint32Array
-//!   const fps = eng.fingerprints();  // Uint8Array, 20 bytes per chunk (crate::hash)
+//!   const fps = eng.fingerprints();  // Uint8Array, 20 bytes per chunk: lookup keys
+//!   // (plain SHA-1); before storing chunks, eng.confirm(indices) makes theirs fingerprints
 //!   const bytes = eng.batchBytes();  // Uint8Array: all chunks of this batch, contiguous
 //!   // chunk i = bytes.subarray(off[i] - off[0], off[i] - off[0] + len[i])
 //! }
@@ -211,7 +212,7 @@ impl ChunkEngine {
         }
     }
 
-    /// Chunks so far whose end was predicted and confirmed by its SHA-1 (no scan); 0
+    /// Chunks so far whose end was predicted and matched by its lookup key (no scan); 0
     /// without hints.
     pub fn predicted(&self) -> u32 {
         self.rapid
@@ -309,9 +310,17 @@ impl ChunkEngine {
         self.p.lengths().to_vec()
     }
 
-    /// SHA-1 of the last batch's chunks, 20 bytes each (Uint8Array).
+    /// The last batch's chunks' lookup keys (plain SHA-1), or fingerprints where confirmed:
+    /// 20 bytes each (Uint8Array).
     pub fn fingerprints(&self) -> Vec<u8> {
         self.p.fingerprints().to_vec()
+    }
+
+    /// Confirms chunks `indices` of the last batch before they are stored: their keys
+    /// become their fingerprints ([`crate::hash::confirm_flat`]; read them again with
+    /// `fingerprints()`). Returns how many changed (chunks holding a collision-attack block).
+    pub fn confirm(&mut self, indices: &[u32]) -> Result<u32, JsError> {
+        Ok(self.p.confirm(indices).map_err(js_err)? as u32)
     }
 
     /// The bytes of the last batch's chunks, contiguous (Uint8Array).
@@ -464,7 +473,7 @@ impl SegmentChunker {
             .ok_or_else(|| JsError::new("SegmentChunker.exit before select"))
     }
 
-    /// Fingerprints of the selected chunks, straight from the segment's bytes.
+    /// Lookup keys (plain SHA-1) of the selected chunks, straight from the segment's bytes.
     pub fn hash(&mut self) {
         self.ranges.clear();
         let mut s = self.entry;
@@ -475,7 +484,15 @@ impl SegmentChunker {
         }
         self.fingerprints
             .resize(self.ranges.len() * hash::FINGERPRINT_LEN, 0);
-        hash::fingerprint_many_flat(&self.buf, &self.ranges, &mut self.fingerprints);
+        hash::lookup_keys_flat(&self.buf, &self.ranges, &mut self.fingerprints);
+    }
+
+    /// Confirms selected chunks `indices` (after `hash`) before they are stored, as
+    /// [`ChunkEngine::confirm`] does.
+    pub fn confirm(&mut self, indices: &[u32]) -> Result<u32, JsError> {
+        let n = hash::confirm_flat(&self.buf, &self.ranges, indices, &mut self.fingerprints)
+            .map_err(js_err)?;
+        Ok(n as u32)
     }
 
     /// Absolute offsets of the selected chunks (Float64Array).
@@ -757,8 +774,11 @@ pub fn bench_sha1(
 }
 
 /// Benchmark: the full worker pipeline ([`ChunkEngine`] without the JS copies), fed
-/// `block` bytes at a time; returns the number of chunks.
+/// `block` bytes at a time; with `confirm_every` = k, every k-th chunk is also confirmed
+/// (as a worker confirms the chunks it has not seen: all of a first backup's, k = 1).
+/// Returns the number of chunks.
 #[wasm_bindgen(js_name = benchPipeline)]
+#[allow(clippy::too_many_arguments)]
 pub fn bench_pipeline(
     buf: &ByteBuffer,
     block: usize,
@@ -767,12 +787,25 @@ pub fn bench_pipeline(
     avg: Option<u32>,
     max: Option<u32>,
     level: Option<u32>,
+    confirm_every: Option<u32>,
 ) -> Result<u32, JsError> {
     let mut p = ChunkPipeline::new(build_chunker(kind, min, avg, max, level)?);
     let mut n = 0;
+    let mut which = Vec::new();
+    let mut take = |p: &mut ChunkPipeline, got: usize| -> Result<(), JsError> {
+        if let Some(k) = confirm_every.filter(|&k| k > 0) {
+            which.clear();
+            which.extend((0..got as u32).filter(|i| (n as u32 + i).is_multiple_of(k)));
+            p.confirm(&which).map_err(js_err)?;
+        }
+        n += got;
+        Ok(())
+    };
     for b in buf.data.chunks(block.max(1)) {
-        n += p.push(b);
+        let got = p.push(b);
+        take(&mut p, got)?;
     }
-    n += p.finish();
+    let got = p.finish();
+    take(&mut p, got)?;
     Ok(n as u32)
 }

@@ -2,10 +2,12 @@
 //! on the SHAttered pair (two PDFs with one SHA-1: distinct fingerprints). Runs natively
 //! and in Wasm (Node, via wasm-bindgen-test).
 use sha1::Digest;
+use std::collections::HashSet;
 use wasm_core::chunk::pipeline::ChunkPipeline;
 use wasm_core::chunk::{make_chunker_or_default, test_bytes};
 use wasm_core::hash::{
-    fingerprint, fingerprint_many, fingerprint_many_flat, Fingerprint, Fingerprinter,
+    confirm_flat, fingerprint, fingerprint_many, fingerprint_many_flat, lookup_keys_flat,
+    Fingerprint, Fingerprinter,
 };
 
 #[cfg(target_arch = "wasm32")]
@@ -146,15 +148,173 @@ fn shattered_pair_gets_two_fingerprints() {
     }
 }
 
+/// The worker's hybrid (web/src/worker/settle.ts) over one batch of a pipeline: chunks whose
+/// lookup key is known keep it; the others are confirmed and passed on unless their
+/// fingerprint is known. Returns the batch's names and the indices passed on.
+fn settle(
+    p: &mut ChunkPipeline,
+    n: usize,
+    known: &mut HashSet<Fingerprint>,
+) -> (Vec<Fingerprint>, Vec<usize>) {
+    let key = |p: &ChunkPipeline, i: usize| -> Fingerprint {
+        p.fingerprints()[20 * i..20 * i + 20].try_into().unwrap()
+    };
+    let unknown: Vec<u32> = (0..n)
+        .filter(|&i| !known.contains(&key(p, i)))
+        .map(|i| i as u32)
+        .collect();
+    p.confirm(&unknown).unwrap();
+    let fresh = unknown
+        .iter()
+        .map(|&i| i as usize)
+        .filter(|&i| known.insert(key(p, i)))
+        .collect();
+    ((0..n).map(|i| key(p, i)).collect(), fresh)
+}
+
+/// One file through the hybrid: each chunk's `(offset, length, name, passed on)`.
+fn back_up(
+    data: &[u8],
+    known: &mut HashSet<Fingerprint>,
+) -> Vec<(usize, usize, Fingerprint, bool)> {
+    let mut p =
+        ChunkPipeline::new(make_chunker_or_default("default", None, None, None, None).unwrap());
+    let mut out = Vec::new();
+    let mut take = |p: &mut ChunkPipeline, n: usize, known: &mut HashSet<Fingerprint>| {
+        let (names, fresh) = settle(p, n, known);
+        for (k, name) in names.into_iter().enumerate() {
+            out.push((
+                p.offsets()[k] as usize,
+                p.lengths()[k] as usize,
+                name,
+                fresh.contains(&k),
+            ));
+        }
+    };
+    for block in data.chunks(64 << 10) {
+        let n = p.push(block);
+        take(&mut p, n, known);
+    }
+    let n = p.finish();
+    take(&mut p, n, known);
+    out
+}
+
+/// The hybrid's oracle: every chunk ends up named by its fingerprint, whether passed on or
+/// found known (under its plain SHA-1, equal to the fingerprint for ordinary chunks, or
+/// under its fingerprint once confirmed). Returns how many were passed on.
+fn check_names(data: &[u8], got: &[(usize, usize, Fingerprint, bool)]) -> usize {
+    let mut covered = 0;
+    for &(o, l, name, passed_on) in got {
+        assert_eq!(o, covered);
+        let c = &data[o..o + l];
+        assert_eq!(
+            name,
+            fingerprint(c),
+            "chunk at {o} (passed on: {passed_on})"
+        );
+        covered += l;
+    }
+    assert_eq!(covered, data.len());
+    got.iter().filter(|c| c.3).count()
+}
+
+#[test]
+fn hybrid_names_ordinary_data_by_fingerprint() {
+    let v1 = test_bytes(21, 1_500_000);
+    let mut v2 = v1.clone();
+    v2.splice(700_000..700_100, test_bytes(22, 5000));
+    let mut known = HashSet::new();
+    let g1 = back_up(&v1, &mut known);
+    assert_eq!(
+        check_names(&v1, &g1),
+        g1.len(),
+        "first backup: every chunk is new"
+    );
+    // The next backup starts from the previous version's names (the hot cache).
+    let mut known: HashSet<Fingerprint> = g1.iter().map(|c| c.2).collect();
+    let g2 = back_up(&v2, &mut known);
+    let new = check_names(&v2, &g2);
+    assert!(
+        new >= 1 && new < g2.len() / 4,
+        "{new} of {} chunks new",
+        g2.len()
+    );
+    for c in &g1 {
+        assert_eq!(c.2, fingerprint(&v1[c.0..c.0 + c.1]));
+    }
+}
+
+#[test]
+fn hybrid_names_the_shattered_pair_apart() {
+    // Two backups of one file: shattered-1, then shattered-2 (the e2e's case).
+    let mut known = HashSet::new();
+    let g1 = back_up(SHATTERED_1, &mut known);
+    check_names(SHATTERED_1, &g1);
+    let (o, l, f1, _) = g1[0];
+    assert_eq!(o, 0);
+    assert!(l >= 320, "first chunk holds the collision blocks");
+    assert_ne!(
+        f1,
+        sha1_plain(&SHATTERED_1[..l]),
+        "attacked chunk named by its SHA-1"
+    );
+    let mut hot: HashSet<Fingerprint> = g1.iter().map(|c| c.2).collect();
+    let g2 = back_up(SHATTERED_2, &mut hot);
+    assert_eq!(
+        check_names(SHATTERED_2, &g2),
+        1,
+        "only the attacked chunk is new"
+    );
+    assert!(g2[0].3);
+    assert_eq!(g2[0].2, fingerprint(&SHATTERED_2[..l]));
+    assert_ne!(g2[0].2, f1);
+    // Both files in one job: the second's first chunk has the first's key, and is still new.
+    let g3 = back_up(SHATTERED_2, &mut known);
+    assert_eq!(check_names(SHATTERED_2, &g3), 1);
+    assert_eq!(g3[0].2, g2[0].2);
+    // And again: nothing new, the attacked chunk found under its fingerprint.
+    assert_eq!(
+        check_names(SHATTERED_2, &back_up(SHATTERED_2, &mut known)),
+        0
+    );
+    // Both attacked chunks in one batch, and the same chunk twice.
+    let mut buf = SHATTERED_1[..l].to_vec();
+    buf.extend_from_slice(&SHATTERED_2[..l]);
+    let ranges = [(0, l), (l, l), (0, l)];
+    let mut keys = vec![0u8; 60];
+    lookup_keys_flat(&buf, &ranges, &mut keys);
+    assert_eq!(keys[..20], keys[20..40], "the pair's keys collide");
+    assert_eq!(confirm_flat(&buf, &ranges, &[0, 1, 2], &mut keys), Ok(3));
+    assert_eq!(keys[..20], f1);
+    assert_eq!(keys[20..40], g2[0].2);
+    assert_eq!(keys[40..], f1);
+    // Confirming again changes nothing; a bad index changes nothing either.
+    assert_eq!(confirm_flat(&buf, &ranges, &[0, 1], &mut keys), Ok(0));
+    assert!(confirm_flat(&buf, &ranges, &[0, 3], &mut keys).is_err());
+    assert_eq!(keys[..20], f1);
+}
+
 /// The chunks a backup makes of each file: the first chunks carry the collision blocks and
-/// have one SHA-1 but two fingerprints, through the worker's pipeline and the batch path.
+/// have one SHA-1 (their lookup keys) but two fingerprints once confirmed, through the
+/// worker's pipeline and the batch path.
 #[test]
 fn shattered_first_chunks_through_the_pipeline() {
     let chunks = |data: &[u8]| -> Vec<(usize, usize, Fingerprint)> {
         let mut p =
             ChunkPipeline::new(make_chunker_or_default("default", None, None, None, None).unwrap());
         let mut out = Vec::new();
-        let mut take = |p: &ChunkPipeline, n: usize| {
+        let mut take = |p: &mut ChunkPipeline, n: usize| {
+            for k in 0..n {
+                let (o, l) = (p.offsets()[k] as usize, p.lengths()[k] as usize);
+                assert_eq!(
+                    &p.fingerprints()[20 * k..20 * k + 20],
+                    &sha1_plain(&data[o..o + l])
+                );
+            }
+            let all: Vec<u32> = (0..n as u32).collect();
+            let changed = p.confirm(&all).unwrap();
+            assert_eq!(changed, usize::from(p.offsets().first() == Some(&0)));
             for k in 0..n {
                 out.push((
                     p.offsets()[k] as usize,
@@ -165,10 +325,10 @@ fn shattered_first_chunks_through_the_pipeline() {
         };
         for block in data.chunks(64 << 10) {
             let n = p.push(block);
-            take(&p, n);
+            take(&mut p, n);
         }
         let n = p.finish();
-        take(&p, n);
+        take(&mut p, n);
         out
     };
     let (c1, c2) = (chunks(SHATTERED_1), chunks(SHATTERED_2));

@@ -1,11 +1,12 @@
-//! Chunk + fingerprint pipeline for one file: block stream in, `(offset, length,
-//! fingerprint)` per chunk out, in flat arrays (what the Wasm bindings hand to JavaScript as
-//! typed arrays). Chunks completed by one `push` are fingerprinted together, straight from
-//! the stream's buffer (no copy per chunk).
+//! Chunk + lookup-key pipeline for one file: block stream in, `(offset, length, key)` per
+//! chunk out, in flat arrays (what the Wasm bindings hand to JavaScript as typed arrays).
+//! Chunks completed by one `push` get their keys (plain SHA-1, [`crate::hash`]) together,
+//! straight from the stream's buffer (no copy per chunk); [`ChunkPipeline::confirm`] turns
+//! the keys of the chunks to be stored into their fingerprints.
 
 use super::stream::{ChunkStream, StreamChunk};
 use super::DynChunker;
-use crate::hash::{fingerprint_many_flat, FINGERPRINT_LEN};
+use crate::hash::{confirm_flat, lookup_keys_flat, FINGERPRINT_LEN};
 
 pub struct ChunkPipeline {
     stream: ChunkStream<DynChunker>,
@@ -57,7 +58,7 @@ impl ChunkPipeline {
         }
         self.fingerprints
             .resize(self.batch.len() * FINGERPRINT_LEN, 0);
-        // RapidCDC already fingerprinted its chunks (it needs them to jump); reuse those.
+        // RapidCDC already hashed its chunks (it needs the keys to jump); reuse those.
         self.taken.clear();
         if self.stream.cutter().take_fingerprints(&mut self.taken) {
             assert_eq!(
@@ -67,9 +68,16 @@ impl ChunkPipeline {
             );
             self.fingerprints.copy_from_slice(self.taken.as_flattened());
         } else {
-            fingerprint_many_flat(buf, &self.ranges, &mut self.fingerprints);
+            lookup_keys_flat(buf, &self.ranges, &mut self.fingerprints);
         }
         self.batch.len()
+    }
+
+    /// Confirms chunks `which` of the last batch (indices): their keys become their
+    /// fingerprints ([`crate::hash::confirm_flat`]). Returns how many changed.
+    pub fn confirm(&mut self, which: &[u32]) -> Result<usize, String> {
+        let (buf, _) = self.stream.buffer();
+        confirm_flat(buf, &self.ranges, which, &mut self.fingerprints)
     }
 
     /// Stream offsets of the chunks of the last batch.
@@ -81,7 +89,8 @@ impl ChunkPipeline {
         &self.lengths
     }
 
-    /// 20 bytes per chunk of the last batch.
+    /// 20 bytes per chunk of the last batch: its lookup key, or its fingerprint once
+    /// confirmed.
     pub fn fingerprints(&self) -> &[u8] {
         &self.fingerprints
     }

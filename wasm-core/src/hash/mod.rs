@@ -18,9 +18,35 @@
 //! a backup must keep the bytes, so it takes the safe hash.) The browser and the server
 //! both compute fingerprints with this module, so they agree on every chunk.
 //!
-//! The detection runs one message at a time. [`multi::sha1_many`] (four messages in SIMD
-//! lanes) computes plain SHA-1 only and therefore is not a fingerprint: it stays as the
-//! measured baseline for the detection's cost (docs/BENCHMARKS.md).
+//! # Lookup keys: plain SHA-1 where no chunk is stored
+//!
+//! The detection runs one message at a time, several times slower than [`multi::sha1_many`]
+//! (plain SHA-1 of four messages in SIMD lanes). The backup workers therefore hash every
+//! chunk with [`lookup_keys_flat`] (plain SHA-1) and look that key up (the known set, the
+//! client index, the server's `chunks/missing`); only a chunk that is going to be uploaded
+//! is [confirmed](confirm_flat): its fingerprint is computed, and where it differs from the
+//! key (the chunk holds a collision-attack block) the fingerprint replaces the key in the
+//! upload and the recipe, and is looked up in turn. A chunk found under its key is
+//! recorded under that key. That is exact, for this reason:
+//!
+//! - Every stored chunk was verified by the server with [`fingerprint`] (and `check`
+//!   verifies it again), so no chunk holding an attack block is stored under its plain
+//!   SHA-1: a key `X` found stored names a chunk `C` whose fingerprint is `X` and whose
+//!   blocks tripped no detection.
+//! - Suppose a chunk `C' != C` has plain SHA-1 `X`. Then `(C, C')` is a SHA-1 collision.
+//!   Counter-cryptanalysis detects *both* messages of a collision built with the known
+//!   disturbance vectors, so `C` would have tripped the detection: contradiction. The
+//!   remaining ways to get `C'` are a second preimage of `X` (infeasible for SHA-1) or a
+//!   collision from a yet unknown disturbance vector, which plain fingerprints cannot stop
+//!   either. A key also never equals a safe-hash fingerprint of an attack chunk, short of a
+//!   preimage.
+//! - The same holds for a set of known fingerprints kept on the client, provided it holds
+//!   only fingerprints (confirmed keys, or keys of chunks found stored), never the plain
+//!   SHA-1 of a chunk whose fingerprint differs from it.
+//!
+//! So a key that is found stands for exactly the chunk stored under it, and every chunk
+//! that is stored is stored under its fingerprint. Server verification, `check` and restore
+//! verification always compute [`fingerprint`].
 
 mod lanes;
 pub mod multi;
@@ -100,6 +126,47 @@ pub fn fingerprint_many_flat(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u
 /// Same as [`fingerprint_many_flat`], one [`Fingerprint`] per range.
 pub fn fingerprint_many(buf: &[u8], ranges: &[(usize, usize)], out: &mut [Fingerprint]) {
     fingerprint_many_flat(buf, ranges, out.as_flattened_mut())
+}
+
+/// Lookup keys (plain SHA-1, 4-lane SIMD) of many chunks, given as `(offset, length)`
+/// ranges of one buffer; 20 bytes per chunk written to `out` in order. A key stands for the
+/// chunk only where it is found stored; a chunk to be stored must be confirmed first
+/// ([`confirm_flat`]; the module documentation says why).
+pub fn lookup_keys_flat(buf: &[u8], ranges: &[(usize, usize)], out: &mut [u8]) {
+    sha1_many_flat(buf, ranges, out)
+}
+
+/// Confirms the chunks `which` (indices into `ranges`): replaces each one's lookup key in
+/// `keys` (20 bytes per range, from [`lookup_keys_flat`]) by its [`fingerprint`]. Returns
+/// how many keys changed, i.e. how many of the chunks hold a collision-attack block (0 for
+/// ordinary data). Fails, leaving `keys` untouched, if an index is out of range or `keys`
+/// is shorter than 20 bytes per range.
+pub fn confirm_flat(
+    buf: &[u8],
+    ranges: &[(usize, usize)],
+    which: &[u32],
+    keys: &mut [u8],
+) -> Result<usize, String> {
+    if keys.len() < ranges.len() * FINGERPRINT_LEN {
+        return Err("confirm: fewer keys than chunks".into());
+    }
+    if let Some(&i) = which.iter().find(|&&i| i as usize >= ranges.len()) {
+        return Err(format!(
+            "confirm: no chunk {i} (the batch has {})",
+            ranges.len()
+        ));
+    }
+    let mut changed = 0;
+    for &i in which {
+        let (off, len) = ranges[i as usize];
+        let fp = fingerprint(&buf[off..off + len]);
+        let key = &mut keys[i as usize * FINGERPRINT_LEN..][..FINGERPRINT_LEN];
+        if key != fp {
+            key.copy_from_slice(&fp);
+            changed += 1;
+        }
+    }
+    Ok(changed)
 }
 
 /// Plain SHA-1 (FIPS 180-4) of a whole file, streamed: the file checksum the Fingerprints

@@ -1,7 +1,7 @@
 //! Multi-buffer SHA-1: four independent messages hashed at once, one per u32 lane.
 //!
-//! Plain SHA-1 without collision detection, so not a chunk fingerprint (see the module
-//! `hash`): it is the baseline the fingerprint's cost is measured against.
+//! Plain SHA-1 without collision detection, so not a chunk fingerprint: the backup's lookup
+//! keys, which a chunk to be stored has confirmed first (see the module `hash`).
 //!
 //! SHA-1 is a serial chain within one message, so a single message cannot use SIMD well;
 //! many chunk fingerprints can. Each lane runs the ordinary FIPS 180-4 compression on its

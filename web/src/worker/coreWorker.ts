@@ -3,10 +3,11 @@
  * A core worker: one wasm-core instance, fed files as streams of blocks (never a whole
  * file in memory, so a file of any size fits).
  *
- * Backup stages per file: chunk + SHA-1 (wasm-core `ChunkEngine`), drop chunks the job
- * already knows (the previous version's fingerprints: HiDeStore's hot cache, and chunks this
- * worker already passed on), compress the rest (`ChunkPacker`, zstd when it pays) and hand
- * them to the page in batches. At most MAX_UNCREDITED batches are outstanding: the worker
+ * Backup stages per file: chunk + lookup key (plain SHA-1, wasm-core `ChunkEngine`), drop
+ * chunks the job already knows (the previous version's fingerprints: HiDeStore's hot cache,
+ * and chunks this worker already passed on), confirm the rest (their collision-detecting
+ * fingerprints, settle.ts), compress them (zstd when it pays) and hand them to the page in
+ * batches. At most MAX_UNCREDITED batches are outstanding: the worker
  * stops chunking until the page takes them (backpressure keeps memory flat for huge files;
  * reads run at most READ_AHEAD bytes ahead).
  *
@@ -18,6 +19,7 @@ import { WHOLE_READ, type NewChunks, type WorkerRequest, type WorkerResponse } f
 import { FP_LEN } from '../backup/hex';
 import { FingerprintSet } from '../dedupindex/fpset';
 import { ReadAhead, streamBlocks, type BlockStream } from './readahead';
+import { settle } from './settle';
 import { warmUp } from './warmup';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -80,16 +82,6 @@ async function hashFile(id: number, blocks: BlockStream) {
   } finally {
     hasher.free();
   }
-}
-
-/** Indices (within a batch of `n` chunks) of chunks not known yet; marks them known. */
-function fresh(fps: Uint8Array, n: number): Uint32Array {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    if (!known.add(fps, i * FP_LEN)) continue;
-    out.push(i);
-  }
-  return Uint32Array.from(out);
 }
 
 /**
@@ -181,10 +173,9 @@ async function chunkStream(
   const engine = hints ? ChunkEngine.withHints(hints, prevFile) : new ChunkEngine('default');
   const take = (n: number) => {
     if (!n) return;
-    const fps = engine.fingerprints();
+    const { fps, fresh } = settle(engine, n, known);
     recipe.add(fps, engine.lengths());
-    const idx = fresh(fps, n);
-    if (idx.length) batch!.addFromEngine(engine, idx);
+    if (fresh.length) batch!.addFromEngine(engine, fresh);
   };
   try {
     let bytes = 0;
@@ -356,10 +347,9 @@ async function chunkSegment(
     const n = seg.select(entry);
     post({ type: 'segmentExit', id, exit: seg.exit() });
     seg.hash();
-    const fps = seg.fingerprints();
+    const { fps, fresh } = settle(seg, n, known);
     const lengths = seg.lengths();
-    const idx = fresh(fps, n);
-    if (idx.length) batch!.addFromSegment(seg, idx);
+    if (fresh.length) batch!.addFromSegment(seg, fresh);
     await out.flush();
     post({ type: 'chunked', id, fps, lengths, bytes: stop - start, predicted: 0 }, [fps.buffer, lengths.buffer]);
   } finally {

@@ -24,7 +24,7 @@ function syntheticText(n: number): Uint8Array {
 }
 
 /**
- * Chunks, fingerprints and compresses `rounds` MiB, then predicts them back (RapidCDC): each
+ * Chunks, confirms (fingerprints) and compresses `rounds` MiB, then predicts them back (RapidCDC): each
  * path a backup takes, at the uploads' zstd level. Returns the last round's chunk count and
  * how many of them were predicted.
  */
@@ -39,13 +39,12 @@ export function warmUp(zstdLevel = ZSTD_LEVEL, rounds = 4): { chunks: number; pr
       const lengths: number[] = [];
       const take = (n: number) => {
         if (!n) return;
+        const all = Uint32Array.from({ length: n }, (_, i) => i);
+        engine.confirm(all);
         fps.push(engine.fingerprints());
         lengths.push(...engine.lengths());
         batch.clear();
-        batch.addFromEngine(
-          engine,
-          Uint32Array.from({ length: n }, (_, i) => i),
-        );
+        batch.addFromEngine(engine, all);
       };
       try {
         take(engine.push(data));
