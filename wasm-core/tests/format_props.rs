@@ -7,11 +7,13 @@
 //! accepts re-encodes to the bytes it was given (one reading per encoding, so two parsers
 //! cannot disagree about a structure). Runs natively (`cargo test`) and in Wasm (Node).
 
+mod common;
+
+use common::Rng;
 use wasm_core::compress::{decompress, Compressor, CODEC_RAW, CODEC_ZSTD};
 use wasm_core::format::bundle::*;
 use wasm_core::format::container::*;
 use wasm_core::format::manifest::{validate_path, Manifest, MAX_PATH_BYTES};
-use wasm_core::hash::Fingerprint;
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test;
@@ -22,37 +24,6 @@ const ROUNDS: u64 = if cfg!(target_arch = "wasm32") {
 } else {
     20_000
 };
-
-/// splitmix64: small, deterministic, good enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-    /// Up to `max - 1` random bytes.
-    fn junk(&mut self, max: usize) -> Vec<u8> {
-        let n = self.below(max);
-        self.bytes(n)
-    }
-    fn fp(&mut self) -> Fingerprint {
-        let mut fp = [0u8; 20];
-        for b in &mut fp {
-            *b = self.next() as u8;
-        }
-        fp
-    }
-}
 
 /// Values that sit on the edges of length and count checks.
 const EDGES: [u8; 8] = [0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff, 0x10, 0x40];

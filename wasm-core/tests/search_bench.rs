@@ -15,6 +15,9 @@
 //!     --target wasm32-unknown-unknown --test search_bench -- --include-ignored
 //! ```
 
+mod common;
+
+use common::Rng;
 use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
@@ -53,17 +56,6 @@ macro_rules! say {
 #[cfg(not(target_arch = "wasm32"))]
 macro_rules! say {
     ($($t:tt)*) => { println!($($t)*) };
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 /// JavaScript-like text: identifiers drawn with a Zipf-like skew, punctuation, newlines.

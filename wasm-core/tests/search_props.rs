@@ -3,6 +3,9 @@
 //! corpora. Runs natively (`cargo test`) and in Wasm (`cargo test --target
 //! wasm32-unknown-unknown`, Node).
 
+mod common;
+
+use common::Rng;
 use std::collections::HashMap;
 
 use wasm_core::hash::{fingerprint, Fingerprint};
@@ -17,31 +20,6 @@ const ROUNDS: u64 = if cfg!(target_arch = "wasm32") {
 } else {
     3000
 };
-
-/// splitmix64: small, deterministic, good enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn range(&mut self, lo: usize, hi_incl: usize) -> usize {
-        lo + self.below(hi_incl - lo + 1)
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
 
 /// A deduplicated store: unique chunks plus files as lists of chunk indexes.
 struct Corpus {
