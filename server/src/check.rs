@@ -16,7 +16,8 @@ use wasm_core::{
 use crate::{
     db,
     store::{
-        self, decode_stored,
+        self,
+        chunks::decode_stored,
         quarantine::{self, Found},
         recover::{self, IndexContainer, INDEX_COLUMNS},
         verify::{self, Subset},
@@ -268,7 +269,7 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
     }
     for (vid, blob) in versions {
         rep.versions += 1;
-        let m: Manifest = match zstd::decode_all(&blob[..])
+        let m: Manifest = match store::versions::decode_manifest(&blob)
             .map_err(|e| e.to_string())
             .and_then(|j| serde_json::from_slice(&j).map_err(|e| e.to_string()))
         {

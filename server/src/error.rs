@@ -6,8 +6,9 @@ use axum::{
     Json,
 };
 use serde_json::{Map, Value};
+use wasm_core::hash::to_hex;
 
-use crate::store::StoreError;
+use crate::store::{BadChunk, StoreError};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -60,18 +61,6 @@ impl ApiError {
     }
 }
 
-impl From<rusqlite::Error> for ApiError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError::from(e).into()
-    }
-}
-
-impl From<std::io::Error> for ApiError {
-    fn from(e: std::io::Error) -> Self {
-        StoreError::from(e).into()
-    }
-}
-
 /// The status and code of each storage failure (docs/API.md, "Errors").
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
@@ -92,6 +81,40 @@ impl From<StoreError> for ApiError {
             StoreError::WalLost => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "wal_lost", e.to_string())
             }
+            StoreError::BadChunk { fp, why, message } => {
+                let (status, code) = match why {
+                    BadChunk::DecodeFailed => (StatusCode::UNPROCESSABLE_ENTITY, "decode_failed"),
+                    BadChunk::FingerprintMismatch => {
+                        (StatusCode::UNPROCESSABLE_ENTITY, "fingerprint_mismatch")
+                    }
+                    BadChunk::UnsupportedCodec => (StatusCode::BAD_REQUEST, "unsupported_codec"),
+                };
+                ApiError::new(status, code, message).with("fingerprint", to_hex(&fp))
+            }
+            StoreError::MissingChunks(ref fps) => {
+                ApiError::new(StatusCode::CONFLICT, "missing_chunks", e.to_string())
+                    .with("missing", StoreError::damaged_hex(fps))
+            }
+            StoreError::SizeMismatch { ref path, .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "size_mismatch",
+                e.to_string(),
+            )
+            .with("path", path.clone()),
+            StoreError::Unavailable { damaged, missing } => {
+                let missing = StoreError::damaged_hex(&missing);
+                if damaged.is_empty() {
+                    ApiError::not_found(format!(
+                        "{} requested chunk(s) are not stored",
+                        missing.len()
+                    ))
+                    .with("missing", missing)
+                } else {
+                    ApiError::from(StoreError::Damaged(damaged)).with("missing", missing)
+                }
+            }
+            StoreError::NotFound(what) => ApiError::not_found(what),
+            StoreError::Internal(e) => ApiError::internal(e),
             StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
             StoreError::Db(e) => ApiError::internal(format!("database: {e}")),
         }

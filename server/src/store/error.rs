@@ -14,8 +14,43 @@ pub enum StoreError {
     /// SQLite's write-ahead log was removed or replaced under the running server; writes are
     /// refused until a restart (docs/API.md).
     WalLost,
+    /// A chunk of an uploaded bundle is refused (the whole bundle is: nothing is stored).
+    BadChunk {
+        fp: Fingerprint,
+        why: BadChunk,
+        message: String,
+    },
+    /// A version references chunks that are not stored (distinct, in first-reference order).
+    MissingChunks(Vec<Fingerprint>),
+    /// A manifest entry's size differs from the sum of its chunks' raw lengths.
+    SizeMismatch {
+        path: String,
+        size: u64,
+        sum: u64,
+    },
+    /// Requested chunks that cannot be served: quarantined ones and ones never stored.
+    Unavailable {
+        damaged: Vec<Fingerprint>,
+        missing: Vec<Fingerprint>,
+    },
+    /// The named thing (version, container, chunk) is not in the repository.
+    NotFound(String),
+    /// A failure that is the server's, not the request's (a panicked worker, an
+    /// unencodable value).
+    Internal(String),
     Io(std::io::Error),
     Db(rusqlite::Error),
+}
+
+/// Why an uploaded chunk is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadChunk {
+    /// Its stored bytes do not decode with its codec, or not to its declared length.
+    DecodeFailed,
+    /// Its bytes decode but their fingerprint is not the one it is sent under.
+    FingerprintMismatch,
+    /// Its codec is reserved and not accepted yet.
+    UnsupportedCodec,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -40,6 +75,25 @@ impl std::fmt::Display for StoreError {
                 "the database's write-ahead log was removed or replaced while the server runs; \
                  writes are refused until the server is restarted"
             ),
+            StoreError::BadChunk { message, .. } => f.write_str(message),
+            StoreError::MissingChunks(fps) => write!(
+                f,
+                "{} referenced chunk(s) are not stored; upload them first",
+                fps.len()
+            ),
+            StoreError::SizeMismatch { path, size, sum } => {
+                write!(f, "{path}: size {size} but its chunks add up to {sum} bytes")
+            }
+            StoreError::Unavailable { damaged, missing } if damaged.is_empty() => write!(
+                f,
+                "{} requested chunk(s) are not stored",
+                missing.len()
+            ),
+            StoreError::Unavailable { damaged, .. } => {
+                StoreError::Damaged(damaged.clone()).fmt(f)
+            }
+            StoreError::NotFound(what) => f.write_str(what),
+            StoreError::Internal(e) => f.write_str(e),
             StoreError::Io(e) => write!(f, "i/o: {e}"),
             StoreError::Db(e) => write!(f, "database: {e}"),
         }

@@ -190,7 +190,7 @@ pub fn epoch(conn: &Connection) -> rusqlite::Result<i64> {
 
 /// The distinct fingerprints of a stored (zstd-compressed JSON) manifest.
 pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
-    let json = zstd::decode_all(blob).map_err(|e| e.to_string())?;
+    let json = super::versions::decode_manifest(blob).map_err(|e| e.to_string())?;
     let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
     let mut fps = HashSet::new();
     for e in &m.entries {

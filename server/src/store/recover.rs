@@ -19,7 +19,7 @@ use wasm_core::format::container::{
     TABLE_ENTRY_LEN,
 };
 
-use super::{container_path, fsync_dir, quarantine};
+use super::{container_path, containers::fsync_dir, quarantine};
 
 /// A container as the index records it.
 #[derive(Debug, Clone)]

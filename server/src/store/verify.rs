@@ -7,7 +7,7 @@ use std::{fs::File, os::unix::fs::FileExt, path::Path};
 use rusqlite::{params, Connection};
 use wasm_core::hash::{fingerprint, Fingerprint};
 
-use super::{container_path, decode_stored, quarantine::Found, StoreError};
+use super::{chunks::decode_stored, container_path, quarantine::Found, StoreError};
 
 /// Decodes stored bytes to the raw chunk and checks its fingerprint; `Err` says why the copy
 /// is damaged.

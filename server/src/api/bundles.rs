@@ -1,0 +1,47 @@
+//! `POST bundles`: an upload of chunks. The bundle is parsed here; verifying and storing
+//! it is the store's (`store::ingest`).
+
+use axum::{body::Body, extract::State, http::HeaderMap, Json};
+use serde_json::Value;
+use wasm_core::format::bundle::{
+    decode_bundle, BundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_CHUNKS, MAX_CHUNK_RAW,
+};
+
+use super::{authorize, blocking, path_param, read_body, Need, RepoPath, St};
+use crate::{
+    error::{ApiError, ApiResult},
+    store,
+};
+
+pub(super) async fn bundles(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Backup)
+        .await?
+        .repo_id;
+    let body = read_body(&headers, body, MAX_BUNDLE_BYTES).await?;
+    blocking(move || {
+        let entries = decode_bundle(&body).map_err(|e| {
+            if e.is_too_large() {
+                ApiError::too_large(
+                    format!("bundle: {e}"),
+                    if matches!(e, BundleError::TooManyChunks(_)) {
+                        MAX_BUNDLE_CHUNKS as u64
+                    } else {
+                        MAX_CHUNK_RAW as u64
+                    },
+                )
+            } else {
+                ApiError::bad_request(format!("malformed bundle: {e}"))
+            }
+        })?;
+        store::verify_entries(&entries)?;
+        let r = store.ingest(repo_id, &entries)?;
+        Ok(Json(serde_json::to_value(r).map_err(ApiError::internal)?))
+    })
+    .await
+}

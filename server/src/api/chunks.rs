@@ -1,0 +1,253 @@
+//! Chunk endpoints: which chunks are missing, their raw lengths, and reading them back
+//! (one, or many streamed as a bundle).
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::State,
+    http::{header, HeaderMap, HeaderValue},
+    response::{IntoResponse, Response},
+    Json,
+};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use serde_json::json;
+use wasm_core::{
+    format::bundle::{encode_entry_header, encode_header, Codec, EntryHeader},
+    hash::{to_hex, Fingerprint, FINGERPRINT_LEN},
+};
+
+use super::{
+    authorize, blocking, is_binary, octets, parse_fp, parse_json, path_param, read_body, FpList,
+    Need, RepoItemPath, RepoPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_MISSING_BODY, MAX_MISSING_FPS,
+};
+use crate::{
+    error::{ApiError, ApiResult},
+    store::{Lookup, Store, StoreError},
+};
+
+/// `chunks/get` reads and verifies up to this many bytes of its answer before it sends the
+/// status, so that a damaged chunk among them gets an explicit `damaged` error (every
+/// request the page makes is smaller). Damage found later can only cut the stream.
+const VERIFY_AHEAD: usize = 16 << 20;
+
+/// A fingerprint list from a `chunks/missing` or `chunks/lengths` body: N x 20 bytes when
+/// `binary`, else JSON `{"fingerprints": [hex, ...]}`; at most MAX_MISSING_FPS.
+fn fp_list(body: &[u8], binary: bool) -> ApiResult<Vec<Fingerprint>> {
+    let fps: Vec<Fingerprint> = if binary {
+        if !body.len().is_multiple_of(FINGERPRINT_LEN) {
+            return Err(ApiError::bad_request(
+                "binary body length is not a multiple of 20",
+            ));
+        }
+        body.chunks_exact(FINGERPRINT_LEN)
+            .map(|c| c.try_into().unwrap())
+            .collect()
+    } else {
+        let list: FpList = parse_json(body)?;
+        if list.fingerprints.len() > MAX_MISSING_FPS {
+            return Err(ApiError::too_large(
+                format!("more than {MAX_MISSING_FPS} fingerprints"),
+                MAX_MISSING_FPS as u64,
+            ));
+        }
+        list.fingerprints
+            .iter()
+            .map(|s| parse_fp(s))
+            .collect::<ApiResult<_>>()?
+    };
+    if fps.len() > MAX_MISSING_FPS {
+        return Err(ApiError::too_large(
+            format!("more than {MAX_MISSING_FPS} fingerprints"),
+            MAX_MISSING_FPS as u64,
+        ));
+    }
+    Ok(fps)
+}
+
+/// on a blocking thread.
+async fn fp_query(
+    store: Arc<Store>,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+    answer: fn(&Store, i64, Vec<Fingerprint>, bool) -> ApiResult<Response>,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Any).await?.repo_id;
+    let binary = is_binary(&headers);
+    let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
+    blocking(move || answer(&store, repo_id, fp_list(&body, binary)?, binary)).await
+}
+
+pub(super) async fn missing(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    fp_query(store, repo, headers, body, |store, repo_id, fps, binary| {
+        let out = store.missing(repo_id, fps)?;
+        Ok(if binary {
+            octets(out.concat())
+        } else {
+            let hex: Vec<String> = out.iter().map(to_hex).collect();
+            Json(json!({ "missing": hex })).into_response()
+        })
+    })
+    .await
+}
+
+pub(super) async fn lengths(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    fp_query(store, repo, headers, body, |store, repo_id, fps, binary| {
+        let out = store.raw_lengths(repo_id, &fps)?;
+        Ok(if binary {
+            octets(out.iter().flat_map(|n| n.to_le_bytes()).collect())
+        } else {
+            Json(json!({ "lengths": out })).into_response()
+        })
+    })
+    .await
+}
+
+pub(super) async fn chunk_get(
+    State(store): St,
+    p: RepoItemPath,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let (repo, fp) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
+    let fp = parse_fp(&fp)?;
+    blocking(move || {
+        let loc = match store.locate(repo_id, &fp)? {
+            Lookup::Stored(loc) => loc,
+            Lookup::Damaged => return Err(StoreError::Damaged(vec![fp]).into()),
+            Lookup::Missing => {
+                return Err(ApiError::not_found(format!(
+                    "chunk {} is not stored",
+                    to_hex(&fp)
+                )))
+            }
+        };
+        let (_, raw) = store.read_verified(repo_id, &fp, &loc, None, true)?;
+        let mut resp = raw.into_response();
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        h.insert("x-ditto-raw-length", HeaderValue::from(loc.raw_len));
+        if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", to_hex(&fp))) {
+            h.insert(header::ETAG, v);
+        }
+        Ok(resp)
+    })
+    .await
+}
+
+pub(super) async fn chunks_get(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
+        .await?
+        .repo_id;
+    let body = read_body(&headers, body, MAX_GET_BODY).await?;
+    let (locs, decode) = {
+        let store = store.clone();
+        blocking(move || {
+            let list: FpList = parse_json(&body)?;
+            if list.fingerprints.len() > MAX_GET_FPS {
+                return Err(ApiError::too_large(
+                    format!("more than {MAX_GET_FPS} fingerprints"),
+                    MAX_GET_FPS as u64,
+                ));
+            }
+            let fps = list
+                .fingerprints
+                .iter()
+                .map(|s| parse_fp(s))
+                .collect::<ApiResult<Vec<Fingerprint>>>()?;
+            let locs = store.locate_all(repo_id, &fps)?;
+            Ok((locs, list.decode))
+        })
+        .await?
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut reader = store.chunk_reader(repo_id);
+        let mut buf = BytesMut::with_capacity(512 << 10);
+        buf.extend_from_slice(&encode_header(locs.len() as u32));
+        let mut sent = false;
+        for (fp, loc) in locs {
+            let res = reader.read(&fp, &loc, decode);
+            let (codec, payload) = match res {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("chunks/get: {e}");
+                    let _ = tx.blocking_send(Piece::Failed(e));
+                    return;
+                }
+            };
+            let h = EntryHeader {
+                fp,
+                codec: Codec::from_u8(codec).unwrap_or(Codec::Raw),
+                raw_len: loc.raw_len,
+                stored_len: payload.len() as u32,
+            };
+            buf.extend_from_slice(&encode_entry_header(&h));
+            buf.extend_from_slice(&payload);
+            let send_at = if sent { 256 << 10 } else { VERIFY_AHEAD };
+            if buf.len() >= send_at {
+                sent = true;
+                if tx.blocking_send(Piece::Data(buf.split().freeze())).is_err() {
+                    return; // client went away
+                }
+            }
+        }
+        if !buf.is_empty() {
+            let _ = tx.blocking_send(Piece::Data(buf.freeze()));
+        }
+    });
+    // The status waits for the first piece: everything up to VERIFY_AHEAD is verified.
+    let first = match rx.recv().await {
+        Some(Piece::Data(b)) => b,
+        Some(Piece::Failed(e)) => return Err(e.into()),
+        None => return Err(ApiError::internal("chunks/get: the reader stopped")),
+    };
+    let rest = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|piece| {
+            let item = match piece {
+                Piece::Data(b) => Ok(b),
+                // Too late for a status: the connection is cut, the client sees a truncated
+                // bundle, and its retry gets the explicit error (the chunk is quarantined).
+                Piece::Failed(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            (item, rx)
+        })
+    });
+    let stream =
+        futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) }).chain(rest);
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ditto-bundle")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// What the `chunks/get` reader hands to the response.
+enum Piece {
+    Data(Bytes),
+    Failed(StoreError),
+}

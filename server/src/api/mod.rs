@@ -1,0 +1,278 @@
+//! HTTP API v1 (docs/API.md). Handlers parse the request, call the store, and encode its
+//! answer; the store's errors become statuses in `crate::error`. This module holds the
+//! router and what every handler shares: authentication, body reading, parameter parsing.
+//! One module per resource: `chunks`, `bundles`, `versions`, `containers`, `verify`,
+//! `stats`, `token`.
+
+mod bundles;
+mod chunks;
+mod containers;
+mod stats;
+mod token;
+mod verify;
+mod versions;
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{rejection::PathRejection, Path, State},
+    http::{header, HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Json, Router,
+};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use wasm_core::{format::parse_fp_hex, hash::Fingerprint};
+
+use crate::{
+    error::{ApiError, ApiResult},
+    store::{auth::TokenAccess, Store},
+};
+
+pub const MAX_MISSING_BODY: usize = 16 << 20;
+pub const MAX_MISSING_FPS: usize = 200_000;
+pub const MAX_GET_BODY: usize = 4 << 20;
+pub const MAX_GET_FPS: usize = 65_536;
+pub const MAX_MANIFEST_BODY: usize = 256 << 20;
+/// Beyond the limit, bodies are read and discarded up to this size so that the client
+/// still receives its 413; larger ones are cut off.
+const DRAIN_CAP: usize = 64 << 20;
+
+type St = State<Arc<Store>>;
+type RepoPath = Result<Path<String>, PathRejection>;
+type RepoItemPath = Result<Path<(String, String)>, PathRejection>;
+
+pub fn router(store: Arc<Store>) -> Router {
+    let repo = Router::new()
+        .route("/chunks/missing", post(chunks::missing))
+        .route("/chunks/lengths", post(chunks::lengths))
+        .route("/chunks/get", post(chunks::chunks_get))
+        .route("/chunks/{fp}", get(chunks::chunk_get))
+        .route("/bundles", post(bundles::bundles))
+        .route(
+            "/versions",
+            get(versions::versions_list).post(versions::versions_post),
+        )
+        .route(
+            "/versions/{id}",
+            get(versions::version_get).delete(versions::version_delete),
+        )
+        .route("/containers", get(containers::containers_list))
+        .route("/containers/{id}", get(containers::container_get))
+        .route("/verify", post(verify::verify))
+        .route("/stats", get(stats::stats))
+        .route("/token", get(token::token_info));
+    Router::new()
+        .route("/api/v1/health", get(health))
+        .route("/api/v1/openapi.json", get(openapi))
+        .nest("/api/v1/repos/{repo}", repo)
+        .route("/api/{*rest}", axum::routing::any(api_not_found))
+        .route("/api", axum::routing::any(api_not_found))
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(store)
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("../openapi.json"),
+    )
+        .into_response()
+}
+
+async fn api_not_found() -> ApiError {
+    ApiError::not_found("no such API endpoint")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this endpoint",
+    )
+}
+
+// ---------------------------------------------------------------- helpers
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("worker failed: {e}")))?
+}
+
+fn path_param<T>(p: Result<Path<T>, PathRejection>) -> ApiResult<T> {
+    p.map(|Path(v)| v)
+        .map_err(|e| ApiError::bad_request(format!("bad path: {e}")))
+}
+
+/// What an operation needs of the presented token's scope (docs/API.md, Authentication).
+#[derive(Clone, Copy)]
+enum Need {
+    /// Any valid token of the repository.
+    Any,
+    Backup,
+    ReadData,
+    Browse,
+    Delete,
+}
+
+/// Authenticates the bearer token for `repo` and checks that its scope allows `need`.
+async fn authorize(
+    store: &Arc<Store>,
+    headers: &HeaderMap,
+    repo: &str,
+    need: Need,
+) -> ApiResult<TokenAccess> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or_else(|| {
+            ApiError::unauthorized("missing or malformed Authorization: Bearer <token> header")
+        })?
+        .to_string();
+    let store = store.clone();
+    let repo = repo.to_string();
+    blocking(move || {
+        let (access, id) = store.access(&token, &repo)?;
+        let access = access.ok_or_else(|| ApiError::unauthorized("unknown token"))?;
+        let id = id.ok_or_else(|| ApiError::not_found(format!("no repository named {repo:?}")))?;
+        if access.repo_id != id {
+            return Err(forbidden(format!(
+                "this token does not give access to repository {repo:?}"
+            )));
+        }
+        let scope = access.scope;
+        let (allowed, what) = match need {
+            Need::Any => (true, ""),
+            Need::Backup => (scope.can_backup(), "upload or commit"),
+            Need::ReadData => (scope.can_read_data(), "read stored data"),
+            Need::Browse => (scope.can_browse(), "see the whole repository"),
+            Need::Delete => (scope.can_delete(), "delete"),
+        };
+        if !allowed {
+            return Err(forbidden(format!(
+                "this {} token may not {what}; {}",
+                scope.as_str(),
+                scope.describe()
+            )));
+        }
+        Ok(access)
+    })
+    .await
+}
+
+fn forbidden(msg: String) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg)
+}
+
+/// What the presented token may do, for the page to show and to offer only what works.
+/// How long a request body may pause between two pieces (`HEADER_TIMEOUT`, set once at
+/// start by `main`).
+pub static BODY_IDLE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+const DEFAULT_BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Reads a request body of at most `limit` bytes (413 otherwise).
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        ApiError::too_large(
+            format!("request body larger than {limit} bytes"),
+            limit as u64,
+        )
+    };
+    // A declared length above the limit is refused without reading; within the limit the
+    // body is read whatever its size (a manifest may be 256 MiB).
+    if declared.is_some_and(|n| n > limit as u64 && n > DRAIN_CAP as u64) {
+        return Err(too_large());
+    }
+    let mut stream = body.into_data_stream();
+    let mut buf =
+        BytesMut::with_capacity(declared.map_or(64 << 10, |n| n.min(limit as u64) as usize));
+    let mut total = 0usize;
+    let idle = *BODY_IDLE.get().unwrap_or(&DEFAULT_BODY_IDLE);
+    loop {
+        // A client that stops sending in the middle of a body would hold the connection (and
+        // a buffer) forever: each piece must arrive within the idle time.
+        let Ok(next) = tokio::time::timeout(idle, stream.next()).await else {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!(
+                    "no part of the request body arrived for {} s",
+                    idle.as_secs()
+                ),
+            ));
+        };
+        let Some(frame) = next else {
+            break;
+        };
+        let chunk = frame.map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?;
+        total += chunk.len();
+        if total > limit {
+            if total > DRAIN_CAP {
+                break;
+            }
+            continue;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    if total > limit {
+        return Err(too_large());
+    }
+    Ok(buf.freeze())
+}
+
+fn parse_fp(s: &str) -> ApiResult<Fingerprint> {
+    parse_fp_hex(s)
+        .ok_or_else(|| ApiError::bad_request(format!("not a 40-hex-digit fingerprint: {s:?}")))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))
+}
+
+#[derive(Deserialize)]
+struct FpList {
+    fingerprints: Vec<String>,
+    #[serde(default)]
+    decode: bool,
+}
+
+fn is_binary(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/octet-stream"))
+}
+
+/// The shared front of `chunks/missing` and `chunks/lengths`: authorizes, reads the
+/// fingerprint list (binary or JSON) and answers with `answer(store, repo_id, fps, binary)`
+fn octets(bytes: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+}
+
+fn parse_id(s: &str, what: &str) -> ApiResult<i64> {
+    s.parse::<i64>()
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| ApiError::bad_request(format!("{what} id must be a positive integer")))
+}

@@ -1,0 +1,29 @@
+//! `GET token`: what the presented token may do.
+
+use axum::{extract::State, http::HeaderMap, Json};
+use serde_json::{json, Value};
+
+use super::{authorize, path_param, Need, RepoPath, St};
+use crate::error::ApiResult;
+
+pub(super) async fn token_info(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let s = access.scope;
+    Ok(Json(json!({
+        "repo": repo,
+        "scope": s.as_str(),
+        "id": access.id,
+        "can": {
+            "backup": s.can_backup(),
+            "restore": s.can_read_data(),
+            "delete": s.can_delete(),
+            "browse": s.can_browse(),
+        },
+        "describe": s.describe(),
+    })))
+}

@@ -1,0 +1,161 @@
+//! Version endpoints: commit a manifest, list, read, delete. The manifest is validated
+//! here (paths, kinds, fingerprints); checking it against the index is the store's.
+
+use std::collections::HashSet;
+
+use axum::{
+    body::Body,
+    extract::State,
+    http::{header, HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use serde_json::{json, Value};
+use wasm_core::{
+    format::manifest::{validate_path, EntryKind, Manifest, MAX_ENTRIES, MAX_SOURCE_BYTES},
+    hash::Fingerprint,
+};
+
+use super::{
+    authorize, blocking, forbidden, parse_fp, parse_id, parse_json, path_param, read_body, Need,
+    RepoItemPath, RepoPath, St, MAX_MANIFEST_BODY,
+};
+use crate::{
+    error::{ApiError, ApiResult},
+    store::versions::VersionRow,
+};
+
+fn validate_manifest(m: &mut Manifest) -> ApiResult<Vec<Vec<Fingerprint>>> {
+    if m.source.is_empty() || m.source.len() > MAX_SOURCE_BYTES {
+        return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
+    }
+    if m.entries.len() > MAX_ENTRIES {
+        return Err(ApiError::too_large(
+            format!("more than {MAX_ENTRIES} entries"),
+            MAX_ENTRIES as u64,
+        ));
+    }
+    let mut paths = HashSet::with_capacity(m.entries.len());
+    let mut recipes = Vec::with_capacity(m.entries.len());
+    for e in &mut m.entries {
+        validate_path(&e.path).map_err(|why| {
+            ApiError::bad_request(format!("{:?}: {why}", e.path)).with("path", e.path.clone())
+        })?;
+        if !paths.insert(e.path.as_str()) {
+            return Err(
+                ApiError::bad_request(format!("duplicate path {:?}", e.path))
+                    .with("path", e.path.clone()),
+            );
+        }
+        if e.kind != EntryKind::File && (e.size != 0 || !e.recipe.is_empty()) {
+            return Err(ApiError::bad_request(format!(
+                "{:?}: dirs and symlinks have size 0 and an empty recipe",
+                e.path
+            ))
+            .with("path", e.path.clone()));
+        }
+        let mut fps = Vec::with_capacity(e.recipe.len());
+        for s in &mut e.recipe {
+            let fp = parse_fp(s)?;
+            s.make_ascii_lowercase();
+            fps.push(fp);
+        }
+        recipes.push(fps);
+    }
+    Ok(recipes)
+}
+
+pub(super) async fn versions_post(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let repo = path_param(repo)?;
+    let access = authorize(&store, &headers, &repo, Need::Backup).await?;
+    let repo_id = access.repo_id;
+    let body = read_body(&headers, body, MAX_MANIFEST_BODY).await?;
+    let v = blocking(move || {
+        let mut m: Manifest = parse_json(&body)?;
+        drop(body);
+        let recipes = validate_manifest(&mut m)?;
+        Ok(store.commit_version(repo_id, &m, &recipes, &access.id)?)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+/// A version's summary; `damaged` counts its distinct chunks that are not stored (found
+/// damaged, or lost): such a version cannot be restored whole until they are uploaded again.
+fn version_summary(v: &VersionRow) -> Value {
+    let stats: Value = serde_json::from_str(&v.stats).unwrap_or(Value::Null);
+    json!({ "id": v.id, "source": v.source, "time": v.time, "committed_at": v.committed_ms,
+            "stats": stats, "damaged": v.damaged > 0, "damaged_chunks": v.damaged.max(0) })
+}
+
+pub(super) async fn versions_list(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let repo_id = access.repo_id;
+    blocking(move || {
+        // A token that may not browse sees only the versions it committed.
+        let own = (!access.scope.can_browse()).then_some(access.id);
+        let list: Vec<Value> = store
+            .list_versions(repo_id, own.as_deref())?
+            .iter()
+            .map(version_summary)
+            .collect();
+        Ok(Json(json!({ "versions": list })))
+    })
+    .await
+}
+
+pub(super) async fn version_get(
+    State(store): St,
+    p: RepoItemPath,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let (repo, id) = path_param(p)?;
+    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let repo_id = access.repo_id;
+    let id = parse_id(&id, "version")?;
+    blocking(move || {
+        let v = store.version(repo_id, id)?;
+        if !access.scope.can_browse() && v.token_id.as_deref() != Some(access.id.as_str()) {
+            return Err(forbidden(format!(
+                "version {id} was committed with another token; {}",
+                access.scope.describe()
+            )));
+        }
+        let manifest = v.manifest_json()?;
+        let head = serde_json::to_vec(&version_summary(&v.row)).map_err(ApiError::internal)?;
+        let mut out = Vec::with_capacity(head.len() + manifest.len() + 16);
+        out.extend_from_slice(&head[..head.len() - 1]);
+        out.extend_from_slice(b",\"manifest\":");
+        out.extend_from_slice(&manifest);
+        out.push(b'}');
+        Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    })
+    .await
+}
+
+pub(super) async fn version_delete(
+    State(store): St,
+    p: RepoItemPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let (repo, id) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
+        .await?
+        .repo_id;
+    let id = parse_id(&id, "version")?;
+    blocking(move || {
+        store.delete_version(repo_id, id)?;
+        Ok(Json(json!({ "deleted": id })))
+    })
+    .await
+}

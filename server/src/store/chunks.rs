@@ -1,0 +1,332 @@
+//! Stored chunks: where the index says each is, the in-memory set of committed
+//! fingerprints behind `chunks/missing` and `chunks/lengths`, and reading a chunk back. A
+//! chunk is served only after its bytes were decoded (through `wasm_core::compress`, the
+//! one implementation of the codecs) and matched against its fingerprint; a copy that does
+//! not match is quarantined, never returned.
+
+use std::{
+    collections::{HashMap, HashSet},
+    fs::File,
+    hash::{BuildHasherDefault, Hasher},
+};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use wasm_core::{
+    compress::{self, CODEC_RAW},
+    hash::{to_hex, Fingerprint},
+};
+
+use super::{container_path, quarantine, verify, Store, StoreError, StoreResult};
+
+/// Where a stored chunk lives.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkLoc {
+    pub container_id: u64,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub codec: u8,
+}
+
+pub fn chunk_loc(
+    conn: &Connection,
+    repo_id: i64,
+    fp: &Fingerprint,
+) -> rusqlite::Result<Option<ChunkLoc>> {
+    conn.prepare_cached(
+        "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+    )?
+    .query_row(params![repo_id, &fp[..]], |r| {
+        Ok(ChunkLoc {
+            container_id: r.get::<_, i64>(0)? as u64,
+            offset: r.get::<_, i64>(1)? as u64,
+            stored_len: r.get(2)?,
+            raw_len: r.get(3)?,
+            codec: r.get(4)?,
+        })
+    })
+    .optional()
+}
+
+/// What the index says of a requested chunk.
+pub enum Lookup {
+    Stored(ChunkLoc),
+    /// Its only copy was found damaged and is quarantined until uploaded again.
+    Damaged,
+    Missing,
+}
+
+/// Decodes stored bytes to exactly `raw_len` raw bytes with the core's codecs; `Err` says
+/// why they do not decode.
+pub fn decode_stored(codec: u8, raw_len: u32, stored: Vec<u8>) -> Result<Vec<u8>, String> {
+    if codec == CODEC_RAW && stored.len() == raw_len as usize {
+        return Ok(stored); // already raw: no copy
+    }
+    compress::decompress(codec, &stored, raw_len as usize)
+}
+
+/// Fingerprints are uniformly distributed already: hash by their first 8 bytes.
+#[derive(Default)]
+pub struct FpHasher(u64);
+
+impl Hasher for FpHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut b = [0u8; 8];
+        let n = bytes.len().min(8);
+        b[..n].copy_from_slice(&bytes[..n]);
+        self.0 ^= u64::from_le_bytes(b);
+    }
+    fn write_usize(&mut self, _: usize) {}
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
+/// Committed fingerprint -> raw length of the chunk.
+pub(crate) type FpLengths = HashMap<Fingerprint, u32, BuildHasherDefault<FpHasher>>;
+
+/// Repositories with more chunks than this are not cached in memory (about 40 bytes per
+/// chunk); `chunks/missing` and `chunks/lengths` then ask SQLite for each fingerprint.
+const MAX_CACHED_CHUNKS: i64 = 16_000_000;
+
+impl Store {
+    /// Where a chunk is, or why it cannot be served.
+    pub fn locate(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Lookup> {
+        self.lookup(&*self.readers.get()?, repo_id, fp)
+    }
+
+    /// Where each of `fps` is (request order); `Unavailable` lists the damaged and the
+    /// missing ones if any is not stored.
+    pub fn locate_all(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<(Fingerprint, ChunkLoc)>> {
+        let conn = self.readers.get()?;
+        let mut locs = Vec::with_capacity(fps.len());
+        let (mut damaged, mut missing) = (Vec::new(), Vec::new());
+        for fp in fps {
+            match self.lookup(&conn, repo_id, fp)? {
+                Lookup::Stored(l) => locs.push((*fp, l)),
+                Lookup::Damaged => damaged.push(*fp),
+                Lookup::Missing => missing.push(*fp),
+            }
+        }
+        if !damaged.is_empty() || !missing.is_empty() {
+            return Err(StoreError::Unavailable { damaged, missing });
+        }
+        Ok(locs)
+    }
+
+    /// A reader of many chunks of one repository that keeps their container files open.
+    pub fn chunk_reader(&self, repo_id: i64) -> ChunkReader<'_> {
+        ChunkReader {
+            store: self,
+            repo_id,
+            files: HashMap::new(),
+        }
+    }
+
+    fn lookup(&self, conn: &Connection, repo_id: i64, fp: &Fingerprint) -> StoreResult<Lookup> {
+        Ok(match chunk_loc(conn, repo_id, fp)? {
+            Some(loc) => Lookup::Stored(loc),
+            None if quarantine::is_quarantined(conn, repo_id, fp)? => Lookup::Damaged,
+            None => Lookup::Missing,
+        })
+    }
+
+    /// Reads a stored chunk and verifies it against its fingerprint: `(0, raw bytes)` when
+    /// `decode` (or the codec needs the server to decode), else `(codec, stored bytes)`. A
+    /// damaged copy is quarantined and answered `Err(Damaged)`, never returned.
+    pub fn read_verified(
+        &self,
+        repo_id: i64,
+        fp: &Fingerprint,
+        loc: &ChunkLoc,
+        file: Option<&File>,
+        decode: bool,
+    ) -> StoreResult<(u8, Vec<u8>)> {
+        let stored = match file {
+            Some(f) => verify::read_at(f, loc.offset, loc.stored_len),
+            None => match File::open(container_path(&self.data_dir, repo_id, loc.container_id)) {
+                Ok(f) => verify::read_at(&f, loc.offset, loc.stored_len),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            },
+        }?;
+        let res = match stored {
+            None => Err("its container file is missing or shorter than committed".to_string()),
+            Some(stored) if decode || loc.codec > 1 => {
+                verify::decode_verified(fp, loc.codec, loc.raw_len, stored).map(|raw| (0, raw))
+            }
+            Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored)
+                .map(|_| (loc.codec, stored)),
+        };
+        res.map_err(|reason| {
+            let found = quarantine::Found {
+                fp: *fp,
+                container_id: loc.container_id,
+                offset: loc.offset,
+                reason,
+            };
+            if let Err(e) = self.quarantine_found(repo_id, &[found]) {
+                eprintln!("could not quarantine chunk {}: {e}", to_hex(fp));
+            }
+            StoreError::Damaged(vec![*fp])
+        })
+    }
+
+    /// The distinct fingerprints of `fps` (request order) that are not committed.
+    pub fn missing(&self, repo_id: i64, fps: Vec<Fingerprint>) -> StoreResult<Vec<Fingerprint>> {
+        let mut seen: FpSet = FpSet::with_capacity_and_hasher(fps.len(), Default::default());
+        let unique: Vec<Fingerprint> = fps.into_iter().filter(|fp| seen.insert(*fp)).collect();
+        if let Some(out) = self.with_cache(repo_id, |set| {
+            unique
+                .iter()
+                .filter(|fp| !set.contains_key(*fp))
+                .copied()
+                .collect()
+        })? {
+            return Ok(out);
+        }
+        let conn = self.readers.get()?;
+        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let mut out = Vec::new();
+        for fp in unique {
+            if !st.exists(params![repo_id, &fp[..]])? {
+                out.push(fp);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The raw length of each of `fps` (request order), 0 where not committed.
+    pub fn raw_lengths(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<Vec<u32>> {
+        if let Some(out) = self.with_cache(repo_id, |set| {
+            fps.iter()
+                .map(|fp| set.get(fp).copied().unwrap_or(0))
+                .collect()
+        })? {
+            return Ok(out);
+        }
+        let conn = self.readers.get()?;
+        let mut st =
+            conn.prepare_cached("SELECT raw_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let mut out = Vec::with_capacity(fps.len());
+        for fp in fps {
+            let n: Option<u32> = st
+                .query_row(params![repo_id, &fp[..]], |r| r.get(0))
+                .optional()?;
+            out.push(n.unwrap_or(0));
+        }
+        Ok(out)
+    }
+
+    /// Answers `f` from the repository's in-memory fingerprint set, loading it (again, if a
+    /// chunk was quarantined since it was loaded) unless the repository is too large: then
+    /// `None`, and the caller asks SQLite.
+    fn with_cache<T>(&self, repo_id: i64, f: impl Fn(&FpLengths) -> T) -> StoreResult<Option<T>> {
+        let epoch = quarantine::epoch(&*self.readers.get()?)?;
+        for _ in 0..2 {
+            {
+                let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
+                if let Some((at, set)) = cache.get(&repo_id) {
+                    if *at >= epoch {
+                        return Ok(Some(f(set)));
+                    }
+                }
+            }
+            if !self.load_fp_cache(repo_id, epoch)? {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Loads a repository's fingerprints into memory unless it is too large. Holds the
+    /// writer lock so that no commit slips between the scan and the cache insertion, and
+    /// reads the quarantine epoch in the same snapshot as the fingerprints.
+    fn load_fp_cache(&self, repo_id: i64, min_epoch: i64) -> StoreResult<bool> {
+        let w = self.writer();
+        if self
+            .fp_cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&repo_id)
+            .is_some_and(|(at, _)| *at >= min_epoch)
+        {
+            return Ok(true);
+        }
+        let tx = w.conn.unchecked_transaction()?;
+        let epoch = quarantine::epoch(&tx)?;
+        let n: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM chunks WHERE repo_id = ?1",
+            [repo_id],
+            |r| r.get(0),
+        )?;
+        if n > MAX_CACHED_CHUNKS {
+            return Ok(false);
+        }
+        let mut set = FpLengths::with_capacity_and_hasher(n as usize, Default::default());
+        {
+            let mut st = tx.prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
+            let mut rows = st.query([repo_id])?;
+            while let Some(r) = rows.next()? {
+                let fp: Vec<u8> = r.get(0)?;
+                if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
+                    set.insert(fp, r.get(1)?);
+                }
+            }
+        }
+        tx.commit()?;
+        self.fp_cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo_id, (epoch, set));
+        Ok(true)
+    }
+}
+
+/// Reads located chunks one after another (`chunks/get`), with a small cache of open
+/// container files.
+pub struct ChunkReader<'a> {
+    store: &'a Store,
+    repo_id: i64,
+    files: HashMap<u64, File>,
+}
+
+impl ChunkReader<'_> {
+    /// [`Store::read_verified`] through the cached file of the chunk's container.
+    pub fn read(
+        &mut self,
+        fp: &Fingerprint,
+        loc: &ChunkLoc,
+        decode: bool,
+    ) -> StoreResult<(u8, Vec<u8>)> {
+        if !self.files.contains_key(&loc.container_id) {
+            if self.files.len() > 64 {
+                self.files.clear();
+            }
+            match File::open(container_path(
+                &self.store.data_dir,
+                self.repo_id,
+                loc.container_id,
+            )) {
+                Ok(f) => {
+                    self.files.insert(loc.container_id, f);
+                }
+                // read_verified finds the file missing and quarantines.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.store.read_verified(
+            self.repo_id,
+            fp,
+            loc,
+            self.files.get(&loc.container_id),
+            decode,
+        )
+    }
+}

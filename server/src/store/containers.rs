@@ -1,0 +1,237 @@
+//! Container files: where they live, creating one durably, reopening the newest one for
+//! appends, and reading their committed bytes. A container is created whole (header
+//! written, file and directory fsynced) before any chunk row may point into it, and only
+//! bytes below the committed `data_end` the index records are ever served.
+
+use std::{
+    collections::HashMap,
+    fs::{self, File, OpenOptions},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use wasm_core::{
+    format::container::{ContainerHeader, ContainerKind, TARGET_DATA_BYTES},
+    hash::Fingerprint,
+};
+
+use super::{now_ms, recover, Store, StoreError, StoreResult};
+
+pub fn containers_dir(data_dir: &Path, repo_id: i64) -> PathBuf {
+    data_dir
+        .join("repos")
+        .join(repo_id.to_string())
+        .join("containers")
+}
+
+pub fn container_path(data_dir: &Path, repo_id: i64, id: u64) -> PathBuf {
+    containers_dir(data_dir, repo_id).join(format!("{id:010}.dct"))
+}
+
+pub(crate) fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The container a repository's uploads append to, as far as committed.
+pub(crate) struct OpenContainer {
+    pub(crate) id: u64,
+    pub(crate) file: File,
+    pub(crate) kind: ContainerKind,
+    pub(crate) capacity: u32,
+    pub(crate) data_offset: u64,
+    /// Committed end of data and committed slot count.
+    pub(crate) data_end: u64,
+    pub(crate) slots: u32,
+    pub(crate) created_ms: u64,
+    /// Not yet in the `containers` table.
+    pub(crate) created: bool,
+}
+
+impl OpenContainer {
+    pub(crate) fn has_room(&self, stored_len: u64) -> bool {
+        self.slots < self.capacity
+            && (self.slots == 0
+                || self.data_end - self.data_offset + stored_len <= TARGET_DATA_BYTES)
+    }
+}
+
+impl Store {
+    /// The repository's newest container, to append to if it has room. A sealed one gets no
+    /// more chunks; one that fails the checks recovery makes is sealed and its chunks are
+    /// quarantined (`recover.rs`), so that uploads go on into a new container.
+    pub(crate) fn reopen_last(
+        &self,
+        conn: &Connection,
+        repo_id: i64,
+    ) -> StoreResult<Option<OpenContainer>> {
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT {}, sealed FROM containers WHERE repo_id = ?1 AND kind = 0 ORDER BY id DESC LIMIT 1",
+                recover::INDEX_COLUMNS
+            ))?
+            .query_row([repo_id], |r| Ok((recover::index_row(r)?, r.get::<_, bool>(9)?)))
+            .optional()?;
+        let Some((c, sealed)) = row else {
+            return Ok(None);
+        };
+        if sealed || c.damage.is_some() {
+            return Ok(None);
+        }
+        let path = container_path(&self.data_dir, repo_id, c.id as u64);
+        let (file, h) = match recover::open_for_append(&path, &c) {
+            Ok(v) => v,
+            Err(reason) => {
+                let n = recover::condemn(conn, &c, None, &reason)?;
+                eprintln!(
+                    "container {} of repository {repo_id} is damaged: {reason}; sealed, {n} chunk(s) quarantined",
+                    c.id
+                );
+                return Ok(None);
+            }
+        };
+        let oc = OpenContainer {
+            id: c.id as u64,
+            file,
+            kind: h.kind,
+            capacity: h.table_capacity,
+            data_offset: c.data_offset as u64,
+            data_end: c.data_end as u64,
+            slots: c.count,
+            created_ms: c.created_ms as u64,
+            created: false,
+        };
+        Ok(
+            if oc.slots < oc.capacity && oc.data_end - oc.data_offset < TARGET_DATA_BYTES {
+                Some(oc)
+            } else {
+                None
+            },
+        )
+    }
+
+    pub(crate) fn create_container(&self, repo_id: i64, id: u64) -> std::io::Result<OpenContainer> {
+        let dir = containers_dir(&self.data_dir, repo_id);
+        if !dir.exists() {
+            fs::create_dir_all(&dir)?;
+            fsync_dir(dir.parent().unwrap())?;
+            fsync_dir(dir.parent().unwrap().parent().unwrap())?;
+        }
+        let created_ms = now_ms();
+        let header = ContainerHeader::new(id, ContainerKind::Active, created_ms);
+        let path = container_path(&self.data_dir, repo_id, id);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        file.write_all_at(&header.encode(), 0)?;
+        file.set_len(header.data_offset)?;
+        file.sync_all()?;
+        fsync_dir(&dir)?;
+        Ok(OpenContainer {
+            id,
+            file,
+            kind: header.kind,
+            capacity: header.table_capacity,
+            data_offset: header.data_offset,
+            data_end: header.data_offset,
+            slots: 0,
+            created_ms,
+            created: true,
+        })
+    }
+}
+
+/// A stored chunk as a container listing shows it.
+pub struct ListedChunk {
+    pub fp: Fingerprint,
+    pub codec: u8,
+    pub offset: i64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+}
+
+/// A container as the index knows it.
+pub struct ListedContainer {
+    pub id: i64,
+    pub kind: u8,
+    pub newest_version: i64,
+    pub data_offset: i64,
+    /// Committed end of data: the bytes a client may read.
+    pub size: i64,
+    /// Its chunks in slot order (empty unless asked for).
+    pub chunks: Vec<ListedChunk>,
+}
+
+impl Store {
+    /// The repository's containers in id order, with their chunks if `with_chunks`; one
+    /// snapshot for both.
+    pub fn list_containers(
+        &self,
+        repo_id: i64,
+        with_chunks: bool,
+    ) -> StoreResult<Vec<ListedContainer>> {
+        let conn = self.readers.get()?;
+        let tx = conn.unchecked_transaction()?;
+        let mut tables: HashMap<i64, Vec<ListedChunk>> = HashMap::new();
+        if with_chunks {
+            let mut st = tx.prepare_cached(
+                "SELECT container_id, fp, codec, offset, stored_len, raw_len FROM chunks WHERE repo_id = ?1 ORDER BY container_id, slot",
+            )?;
+            let mut rows = st.query([repo_id])?;
+            while let Some(r) = rows.next()? {
+                let fp: Vec<u8> = r.get(1)?;
+                tables.entry(r.get(0)?).or_default().push(ListedChunk {
+                    fp: fp.try_into().unwrap_or([0; 20]),
+                    codec: r.get(2)?,
+                    offset: r.get(3)?,
+                    stored_len: r.get(4)?,
+                    raw_len: r.get(5)?,
+                });
+            }
+        }
+        let mut st = tx.prepare_cached(
+            "SELECT id, kind, newest_version, data_offset, data_end FROM containers WHERE repo_id = ?1 ORDER BY id",
+        )?;
+        let mut rows = st.query([repo_id])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            out.push(ListedContainer {
+                id,
+                kind: r.get(1)?,
+                newest_version: r.get(2)?,
+                data_offset: r.get(3)?,
+                size: r.get(4)?,
+                chunks: tables.remove(&id).unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The committed size of container `id` of the repository.
+    pub fn container_size(&self, repo_id: i64, id: i64) -> StoreResult<u64> {
+        let conn = self.readers.get()?;
+        let size: Option<i64> = conn
+            .prepare_cached("SELECT data_end FROM containers WHERE id = ?1 AND repo_id = ?2")?
+            .query_row(params![id, repo_id], |r| r.get(0))
+            .optional()?;
+        size.map(|n| n as u64)
+            .ok_or_else(|| StoreError::NotFound(format!("no container {id} in this repository")))
+    }
+
+    /// `len` bytes of container `id` from `start` (within its committed size).
+    pub fn read_container(
+        &self,
+        repo_id: i64,
+        id: u64,
+        start: u64,
+        len: u64,
+    ) -> StoreResult<Vec<u8>> {
+        let mut buf = vec![0u8; len as usize];
+        File::open(container_path(&self.data_dir, repo_id, id))?.read_exact_at(&mut buf, start)?;
+        Ok(buf)
+    }
+}

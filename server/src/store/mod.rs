@@ -1,0 +1,204 @@
+//! The repository store: containers on disk, index in SQLite, recovery. It speaks in
+//! storage terms only (`StoreError`, plain values); `crate::api` turns them into HTTP.
+//!
+//! Write rule (docs/FORMAT.md, "Writing and recovery rules"): chunk bytes are appended to
+//! container files and fsynced, then the index rows are committed in one SQLite
+//! transaction, then the caller is answered. The index is the authority on what is
+//! committed; startup recovery makes the files agree with it. One writer connection, behind
+//! a mutex, makes every index change; reads use the pool of read-only connections.
+//!
+//! One module per concept: `auth` (repositories and tokens), `containers` (container files
+//! and the open container), `ingest` (verifying and storing uploaded chunks), `chunks`
+//! (finding, reading and verifying stored chunks), `versions`, `stats`, `verify`,
+//! `quarantine`, `recover` (startup recovery), `wal` (the write-ahead-log guard).
+
+pub mod auth;
+pub mod chunks;
+pub mod containers;
+mod error;
+pub mod ingest;
+pub mod quarantine;
+pub mod recover;
+pub mod stats;
+pub mod verify;
+pub mod versions;
+mod wal;
+
+pub use auth::{add_token, create_repo, new_token, repo_id, token_access, valid_repo_name, Scope};
+pub use chunks::Lookup;
+pub use containers::container_path;
+pub use error::{BadChunk, StoreError, StoreResult};
+pub use ingest::verify_entries;
+pub use stats::repo_stats;
+
+use std::{
+    collections::HashMap,
+    fs,
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard, RwLock},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use rusqlite::Connection;
+use wasm_core::hash::{to_hex, Fingerprint};
+
+use crate::db::{self, ReadPool};
+use chunks::FpLengths;
+use containers::OpenContainer;
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+struct Writer {
+    conn: Connection,
+    next_container_id: u64,
+    open: HashMap<i64, OpenContainer>,
+}
+
+pub struct Store {
+    pub data_dir: PathBuf,
+    pub readers: ReadPool,
+    writer: Mutex<Writer>,
+    /// Exact in-memory copy of each repository's committed fingerprints with their raw
+    /// lengths (loaded on first use, extended after each commit), for fast
+    /// `chunks/missing` and `chunks/lengths` answers. Each set is tagged with the
+    /// quarantine epoch it was loaded at: a chunk quarantined since (by this process or by
+    /// `check`) makes it stale.
+    fp_cache: RwLock<HashMap<i64, (i64, FpLengths)>>,
+    wal: wal::WalGuard,
+}
+
+impl Store {
+    /// Opens the store and runs crash recovery.
+    pub fn open(data_dir: &Path) -> Result<Store, String> {
+        fs::create_dir_all(data_dir.join("repos"))
+            .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+        let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
+        let mut report = recover::recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
+        let damaged = quarantine::recount_unknown(&conn).map_err(|e| format!("database: {e}"))?;
+        if damaged > 0 {
+            report.push(format!(
+                "{damaged} version(s) reference chunks that are not stored: listed as damaged"
+            ));
+        }
+        if !report.is_empty() {
+            eprintln!("recovery: {}", report.join("; "));
+        }
+        let max_id: i64 = conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM containers", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| format!("database: {e}"))?;
+        Ok(Store {
+            data_dir: data_dir.to_path_buf(),
+            readers: ReadPool::new(data_dir),
+            fp_cache: RwLock::new(HashMap::new()),
+            wal: wal::WalGuard::new(db::db_path(data_dir)),
+            writer: Mutex::new(Writer {
+                conn,
+                next_container_id: max_id as u64 + 1,
+                open: HashMap::new(),
+            }),
+        })
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The writer, for a write: refused if the write-ahead log is gone (`wal.rs`).
+    fn writer_for_write(&self) -> StoreResult<MutexGuard<'_, Writer>> {
+        let w = self.writer();
+        self.wal.check(&w.conn)?;
+        Ok(w)
+    }
+
+    /// Quarantines damaged copies found by a read (`quarantine.rs`); returns the
+    /// fingerprints quarantined now.
+    pub fn quarantine_found(
+        &self,
+        repo_id: i64,
+        found: &[quarantine::Found],
+    ) -> StoreResult<Vec<Fingerprint>> {
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        for f in found {
+            eprintln!(
+                "damaged chunk {} in container {} of repository {repo_id}: {}; quarantined",
+                to_hex(&f.fp),
+                f.container_id,
+                f.reason
+            );
+        }
+        let mut w = self.writer_for_write()?;
+        let tx = w.conn.unchecked_transaction()?;
+        let moved = quarantine::quarantine(&tx, repo_id, found)?;
+        tx.commit()?;
+        // The open container may be the damaged one: reloaded (and checked) on next use.
+        w.open.remove(&repo_id);
+        Ok(moved)
+    }
+
+    /// Verifies the stored chunks of the containers in `subset` and quarantines the damaged
+    /// ones (the verify endpoint).
+    pub fn verify(&self, repo_id: i64, subset: verify::Subset) -> StoreResult<verify::Verified> {
+        let v = {
+            let conn = self.readers.get()?;
+            verify::verify_repo(&self.data_dir, &conn, repo_id, subset)?
+        };
+        self.quarantine_found(repo_id, &v.damaged)?;
+        Ok(v)
+    }
+
+    /// The repository's damage as the index knows it: the damaged versions (id, count of
+    /// their chunks not stored) and the count of distinct chunks still quarantined.
+    pub fn damage(&self, repo_id: i64) -> StoreResult<(Vec<(i64, i64)>, i64)> {
+        let conn = self.readers.get()?;
+        let mut st = conn.prepare_cached(
+            "SELECT id, damaged FROM versions WHERE repo_id = ?1 AND damaged > 0 ORDER BY id",
+        )?;
+        let versions = st
+            .query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let quarantined: i64 = conn.query_row(
+            "SELECT COUNT(DISTINCT fp) FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL",
+            [repo_id],
+            |r| r.get(0),
+        )?;
+        Ok((versions, quarantined))
+    }
+
+    /// What `token` gives access to, and the id of repository `repo`, read in one snapshot.
+    pub fn access(
+        &self,
+        token: &str,
+        repo: &str,
+    ) -> StoreResult<(Option<auth::TokenAccess>, Option<i64>)> {
+        let conn = self.readers.get()?;
+        Ok((token_access(&conn, token)?, repo_id(&conn, repo)?))
+    }
+
+    /// Runs `f` with the writer connection (repo and token management).
+    pub fn with_writer<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        f(&self.writer().conn)
+    }
+
+    /// Folds the write-ahead log into the database file and empties it (at a clean stop:
+    /// otherwise up to ~4 MiB of already-committed pages stay in `ditto.sqlite3-wal`).
+    /// Committed data is durable either way; this only compacts.
+    pub fn checkpoint(&self) -> rusqlite::Result<()> {
+        let w = self.writer();
+        // Readers still inside a transaction would make TRUNCATE wait: not for long.
+        w.conn.busy_timeout(std::time::Duration::from_secs(1))?;
+        w.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+    }
+}
