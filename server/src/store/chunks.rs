@@ -6,7 +6,6 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    fs::File,
     hash::{BuildHasherDefault, Hasher},
 };
 
@@ -16,7 +15,10 @@ use wasm_core::{
     hash::{to_hex, Fingerprint},
 };
 
-use super::{container_path, quarantine, verify, Store, StoreError, StoreResult};
+use super::{
+    backend::{ContainerBackend, Handle},
+    quarantine, verify, Store, StoreError, StoreResult,
+};
 
 /// Where a stored chunk lives.
 #[derive(Debug, Clone, Copy)]
@@ -144,17 +146,16 @@ impl Store {
         repo_id: i64,
         fp: &Fingerprint,
         loc: &ChunkLoc,
-        file: Option<&File>,
+        container: Option<&Handle>,
         decode: bool,
     ) -> StoreResult<(u8, Vec<u8>)> {
-        let stored = match file {
-            Some(f) => verify::read_at(f, loc.offset, loc.stored_len),
-            None => match File::open(container_path(&self.data_dir, repo_id, loc.container_id)) {
-                Ok(f) => verify::read_at(&f, loc.offset, loc.stored_len),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
+        let stored = match container {
+            Some(c) => self.containers.read_at(c, loc.offset, loc.stored_len)?,
+            None => match self.containers.open(repo_id, loc.container_id)? {
+                Some(c) => self.containers.read_at(&c, loc.offset, loc.stored_len)?,
+                None => None,
             },
-        }?;
+        };
         let res = match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
             Some(stored) if decode || loc.codec > 1 => {
@@ -293,7 +294,7 @@ impl Store {
 pub struct ChunkReader<'a> {
     store: &'a Store,
     repo_id: i64,
-    files: HashMap<u64, File>,
+    files: HashMap<u64, Handle>,
 }
 
 impl ChunkReader<'_> {
@@ -308,17 +309,9 @@ impl ChunkReader<'_> {
             if self.files.len() > 64 {
                 self.files.clear();
             }
-            match File::open(container_path(
-                &self.store.data_dir,
-                self.repo_id,
-                loc.container_id,
-            )) {
-                Ok(f) => {
-                    self.files.insert(loc.container_id, f);
-                }
-                // read_verified finds the file missing and quarantines.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
+            // A missing container is left to read_verified, which quarantines.
+            if let Some(c) = self.store.containers.open(self.repo_id, loc.container_id)? {
+                self.files.insert(loc.container_id, c);
             }
         }
         self.store.read_verified(

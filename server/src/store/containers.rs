@@ -5,8 +5,7 @@
 
 use std::{
     collections::HashMap,
-    fs::{self, File, OpenOptions},
-    os::unix::fs::FileExt,
+    fs::File,
     path::{Path, PathBuf},
 };
 
@@ -16,7 +15,10 @@ use wasm_core::{
     hash::Fingerprint,
 };
 
-use super::{now_ms, recover, Store, StoreError, StoreResult};
+use super::{
+    backend::{ContainerBackend, Handle},
+    now_ms, recover, Store, StoreError, StoreResult,
+};
 
 pub fn containers_dir(data_dir: &Path, repo_id: i64) -> PathBuf {
     data_dir
@@ -36,7 +38,7 @@ pub(crate) fn fsync_dir(dir: &Path) -> std::io::Result<()> {
 /// The container a repository's uploads append to, as far as committed.
 pub(crate) struct OpenContainer {
     pub(crate) id: u64,
-    pub(crate) file: File,
+    pub(crate) file: Handle,
     pub(crate) kind: ContainerKind,
     pub(crate) capacity: u32,
     pub(crate) data_offset: u64,
@@ -111,25 +113,11 @@ impl Store {
     }
 
     pub(crate) fn create_container(&self, repo_id: i64, id: u64) -> std::io::Result<OpenContainer> {
-        let dir = containers_dir(&self.data_dir, repo_id);
-        if !dir.exists() {
-            fs::create_dir_all(&dir)?;
-            fsync_dir(dir.parent().unwrap())?;
-            fsync_dir(dir.parent().unwrap().parent().unwrap())?;
-        }
         let created_ms = now_ms();
         let header = ContainerHeader::new(id, ContainerKind::Active, created_ms);
-        let path = container_path(&self.data_dir, repo_id, id);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        file.write_all_at(&header.encode(), 0)?;
-        file.set_len(header.data_offset)?;
-        file.sync_all()?;
-        fsync_dir(&dir)?;
+        let file = self
+            .containers
+            .create(repo_id, id, &header.encode(), header.data_offset)?;
         Ok(OpenContainer {
             id,
             file,
@@ -230,8 +218,13 @@ impl Store {
         start: u64,
         len: u64,
     ) -> StoreResult<Vec<u8>> {
-        let mut buf = vec![0u8; len as usize];
-        File::open(container_path(&self.data_dir, repo_id, id))?.read_exact_at(&mut buf, start)?;
-        Ok(buf)
+        let c = self
+            .containers
+            .open(repo_id, id)?
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        let len = u32::try_from(len).map_err(|_| StoreError::Internal("range too long".into()))?;
+        self.containers
+            .read_at(&c, start, len)?
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into())
     }
 }

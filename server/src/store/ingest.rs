@@ -4,11 +4,7 @@
 //! new chunks are then appended to containers and fsynced before their index rows are
 //! committed in one transaction (docs/FORMAT.md, "Writing and recovery rules").
 
-use std::{
-    collections::HashSet,
-    fs::{self, File},
-    os::unix::fs::FileExt,
-};
+use std::collections::HashSet;
 
 use rusqlite::params;
 use wasm_core::{
@@ -21,8 +17,8 @@ use wasm_core::{
 };
 
 use super::{
+    backend::ContainerBackend,
     chunks::{chunk_loc, ChunkLoc},
-    container_path,
     containers::OpenContainer,
     quarantine, verify, BadChunk, Store, StoreError, StoreResult, Writer,
 };
@@ -143,15 +139,12 @@ impl Store {
         // copy is damaged, it is quarantined and these good bytes replace it.
         let mut bad = Vec::new();
         for (e, loc) in &dups {
-            let stored = File::open(container_path(&self.data_dir, repo_id, loc.container_id))
-                .and_then(|f| verify::read_at(&f, loc.offset, loc.stored_len));
-            let res = match stored {
-                Ok(Some(b)) => verify::verify_stored(&e.fp, loc.codec, loc.raw_len, &b),
-                Ok(None) => Err("its container file is shorter than committed".into()),
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                    Err("its container file is missing".into())
-                }
-                Err(err) => return Err(err.into()),
+            let res = match self.containers.open(repo_id, loc.container_id)? {
+                None => Err("its container file is missing".into()),
+                Some(c) => match self.containers.read_at(&c, loc.offset, loc.stored_len)? {
+                    Some(b) => verify::verify_stored(&e.fp, loc.codec, loc.raw_len, &b),
+                    None => Err("its container file is shorter than committed".into()),
+                },
             };
             if let Err(reason) = res {
                 eprintln!(
@@ -203,7 +196,7 @@ impl Store {
                 // index next time) and remove the files created for this bundle.
                 w.open.remove(&repo_id);
                 for id in created {
-                    let _ = fs::remove_file(container_path(&self.data_dir, repo_id, id));
+                    let _ = self.containers.delete(repo_id, id);
                 }
                 Err(err)
             }
@@ -279,10 +272,14 @@ impl Store {
         let fail = |e: StoreError| (e, created_ids.clone());
         // 1. data and table slots, then fsync every touched file.
         for t in &touched {
-            t.oc.file
-                .write_all_at(&t.data, t.start_end)
-                .and_then(|_| t.oc.file.write_all_at(&t.table, slot_offset(t.start_slots)))
-                .and_then(|_| t.oc.file.sync_data())
+            self.containers
+                .append_sync(
+                    &t.oc.file,
+                    t.start_end,
+                    &t.data,
+                    slot_offset(t.start_slots),
+                    &t.table,
+                )
                 .map_err(|e| fail(e.into()))?;
         }
         // 2. index rows in one transaction.

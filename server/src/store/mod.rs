@@ -7,12 +7,14 @@
 //! committed; startup recovery makes the files agree with it. One writer connection, behind
 //! a mutex, makes every index change; reads use the pool of read-only connections.
 //!
-//! One module per concept: `auth` (repositories and tokens), `containers` (container files
-//! and the open container), `ingest` (verifying and storing uploaded chunks), `chunks`
+//! One module per concept: `auth` (repositories and tokens), `backend` (the container
+//! operations, local disk behind a trait), `containers` (container files and the open
+//! container), `ingest` (verifying and storing uploaded chunks), `chunks`
 //! (finding, reading and verifying stored chunks), `versions`, `stats`, `verify`,
 //! `quarantine`, `recover` (startup recovery), `wal` (the write-ahead-log guard).
 
 pub mod auth;
+pub mod backend;
 pub mod chunks;
 pub mod containers;
 mod error;
@@ -62,6 +64,7 @@ struct Writer {
 pub struct Store {
     pub data_dir: PathBuf,
     pub readers: ReadPool,
+    containers: backend::LocalDisk,
     writer: Mutex<Writer>,
     /// Exact in-memory copy of each repository's committed fingerprints with their raw
     /// lengths (loaded on first use, extended after each commit), for fast
@@ -96,6 +99,7 @@ impl Store {
         Ok(Store {
             data_dir: data_dir.to_path_buf(),
             readers: ReadPool::new(data_dir),
+            containers: backend::LocalDisk::new(data_dir),
             fp_cache: RwLock::new(HashMap::new()),
             wal: wal::WalGuard::new(db::db_path(data_dir)),
             writer: Mutex::new(Writer {
@@ -149,7 +153,7 @@ impl Store {
     pub fn verify(&self, repo_id: i64, subset: verify::Subset) -> StoreResult<verify::Verified> {
         let v = {
             let conn = self.readers.get()?;
-            verify::verify_repo(&self.data_dir, &conn, repo_id, subset)?
+            verify::verify_repo(&self.containers, &conn, repo_id, subset)?
         };
         self.quarantine_found(repo_id, &v.damaged)?;
         Ok(v)

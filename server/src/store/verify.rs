@@ -2,12 +2,10 @@
 //! decode a chunk's stored bytes and compare their fingerprint with the one it is stored
 //! under, so a damaged copy is found (and quarantined) instead of served.
 
-use std::{fs::File, os::unix::fs::FileExt, path::Path};
-
 use rusqlite::{params, Connection};
 use wasm_core::hash::{fingerprint, Fingerprint};
 
-use super::{chunks::decode_stored, container_path, quarantine::Found, StoreError};
+use super::{backend::ContainerBackend, chunks::decode_stored, quarantine::Found, StoreError};
 
 /// Decodes stored bytes to the raw chunk and checks its fingerprint; `Err` says why the copy
 /// is damaged.
@@ -121,8 +119,8 @@ pub struct Verified {
 
 /// Reads and verifies every committed chunk of the repository's containers in `subset`.
 /// Reads only; quarantining what it found is the caller's (it needs the writer).
-pub fn verify_repo(
-    data_dir: &Path,
+pub fn verify_repo<B: ContainerBackend>(
+    backend: &B,
     conn: &Connection,
     repo_id: i64,
     subset: Subset,
@@ -145,11 +143,7 @@ pub fn verify_repo(
         out.containers += 1;
         // A missing file or a short read is damage; any other I/O error is the server's
         // trouble, not the data's, and must not quarantine anything.
-        let file = match File::open(container_path(data_dir, repo_id, cid as u64)) {
-            Ok(f) => Some(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+        let file = backend.open(repo_id, cid as u64)?;
         let mut rows = st.query(params![cid, repo_id])?;
         while let Some(r) = rows.next()? {
             let fp: Vec<u8> = r.get(0)?;
@@ -163,7 +157,7 @@ pub fn verify_repo(
             out.chunks += 1;
             out.bytes += stored_len as u64;
             let res = match &file {
-                Some(f) => match read_at(f, offset, stored_len) {
+                Some(f) => match backend.read_at(f, offset, stored_len) {
                     Ok(Some(buf)) => verify_stored(&fp, codec, raw_len, &buf),
                     Ok(None) => Err("its container file is shorter than the index says".into()),
                     Err(e) => return Err(e.into()),
@@ -181,14 +175,4 @@ pub fn verify_repo(
         }
     }
     Ok(out)
-}
-
-/// Reads `len` bytes at `offset`; `None` if the file ends before.
-pub fn read_at(f: &File, offset: u64, len: u32) -> std::io::Result<Option<Vec<u8>>> {
-    let mut buf = vec![0u8; len as usize];
-    match f.read_exact_at(&mut buf, offset) {
-        Ok(()) => Ok(Some(buf)),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-        Err(e) => Err(e),
-    }
 }

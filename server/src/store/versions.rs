@@ -3,23 +3,16 @@
 //! and the `first_version` marks of its new chunks commit in one transaction; the
 //! manifest is kept zstd-compressed in the row (`encode_manifest`, `decode_manifest`).
 
-use std::{
-    collections::{HashMap, HashSet},
-    fs::OpenOptions,
-    os::unix::fs::FileExt,
-};
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use wasm_core::{
-    format::{
-        container::NEWEST_VERSION_OFFSET,
-        manifest::{EntryKind, Manifest, VersionStats},
-    },
+    format::manifest::{EntryKind, Manifest, VersionStats},
     hash::Fingerprint,
 };
 
-use super::{container_path, now_ms, stats::ratio, Store, StoreError, StoreResult};
+use super::{backend::ContainerBackend, now_ms, stats::ratio, Store, StoreError, StoreResult};
 
 /// Compresses a manifest's JSON for its version row.
 pub fn encode_manifest(json: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -163,10 +156,8 @@ impl Store {
         drop(w);
         // The header copy of "newest version" is a hint; the index is authoritative.
         for cid in containers {
-            let path = container_path(&self.data_dir, repo_id, cid as u64);
-            if let Ok(f) = OpenOptions::new().write(true).open(path) {
-                let _ = f.write_all_at(&vid.to_le_bytes(), NEWEST_VERSION_OFFSET as u64);
-            }
+            self.containers
+                .hint_newest_version(repo_id, cid as u64, vid);
         }
         Ok(json!({
             "id": vid,
