@@ -66,7 +66,7 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Damaged(ref fps) => {
-                let hex = StoreError::damaged_hex(fps);
+                let hex = StoreError::hex_list(fps);
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged", e.to_string())
                     .with("damaged", hex)
             }
@@ -93,7 +93,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::MissingChunks(ref fps) => {
                 ApiError::new(StatusCode::CONFLICT, "missing_chunks", e.to_string())
-                    .with("missing", StoreError::damaged_hex(fps))
+                    .with("missing", StoreError::hex_list(fps))
             }
             StoreError::SizeMismatch { ref path, .. } => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -102,7 +102,7 @@ impl From<StoreError> for ApiError {
             )
             .with("path", path.clone()),
             StoreError::Unavailable { damaged, missing } => {
-                let missing = StoreError::damaged_hex(&missing);
+                let missing = StoreError::hex_list(&missing);
                 if damaged.is_empty() {
                     ApiError::not_found(format!(
                         "{} requested chunk(s) are not stored",

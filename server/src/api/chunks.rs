@@ -137,7 +137,7 @@ pub(super) async fn chunk_get(
                 )))
             }
         };
-        let (_, raw) = store.read_verified(repo_id, &fp, &loc, None, true)?;
+        let (_, raw) = store.read_chunk(repo_id, &fp, &loc, true)?;
         let mut resp = raw.into_response();
         let h = resp.headers_mut();
         h.insert(

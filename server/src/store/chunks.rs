@@ -138,10 +138,22 @@ impl Store {
         })
     }
 
+    /// Reads one located chunk: see [`Store::read_verified`].
+    pub fn read_chunk(
+        &self,
+        repo_id: i64,
+        fp: &Fingerprint,
+        loc: &ChunkLoc,
+        decode: bool,
+    ) -> StoreResult<(u8, Vec<u8>)> {
+        self.read_verified(repo_id, fp, loc, None, decode)
+    }
+
     /// Reads a stored chunk and verifies it against its fingerprint: `(0, raw bytes)` when
     /// `decode` (or the codec needs the server to decode), else `(codec, stored bytes)`. A
-    /// damaged copy is quarantined and answered `Err(Damaged)`, never returned.
-    pub fn read_verified(
+    /// damaged copy is quarantined and answered `Err(Damaged)`, never returned. `container`
+    /// is the chunk's container if the caller has it open.
+    fn read_verified(
         &self,
         repo_id: i64,
         fp: &Fingerprint,

@@ -56,7 +56,8 @@ pub enum BadChunk {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 impl StoreError {
-    pub fn damaged_hex(fps: &[Fingerprint]) -> Vec<String> {
+    /// Fingerprints as the hex strings the API lists.
+    pub fn hex_list(fps: &[Fingerprint]) -> Vec<String> {
         fps.iter().map(to_hex).collect()
     }
 }

@@ -62,8 +62,8 @@ struct Writer {
 }
 
 pub struct Store {
-    pub data_dir: PathBuf,
-    pub readers: ReadPool,
+    data_dir: PathBuf,
+    readers: ReadPool,
     containers: backend::LocalDisk,
     writer: Mutex<Writer>,
     /// Exact in-memory copy of each repository's committed fingerprints with their raw
