@@ -454,7 +454,11 @@ def main():
     m = re.search(r"Open (http://[^/]+)/#token=([0-9a-f]+)", line)
     assert m, f"server under strace did not start: {line!r}"
     acks = run_workload(Client(m.group(1), m.group(2)), rng)
-    proc.send_signal(signal.SIGKILL)
+    # Killing strace would leave the server running, detached: kill the server (the first
+    # process in the trace) and strace ends with it.
+    with open(trace, encoding="latin-1") as f:
+        server_pid = int(f.readline().split()[0])
+    os.kill(server_pid, signal.SIGKILL)
     proc.wait()
 
     calls = parse_trace(trace)
