@@ -35,6 +35,20 @@ pub struct VersionRow {
     pub damaged: i64,
 }
 
+/// The columns of a [`VersionRow`], in the order [`version_row`] reads them.
+const VERSION_ROW: &str = "id, source, time, committed_ms, stats, damaged";
+
+fn version_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VersionRow> {
+    Ok(VersionRow {
+        id: r.get(0)?,
+        source: r.get(1)?,
+        time: r.get(2)?,
+        committed_ms: r.get(3)?,
+        stats: r.get(4)?,
+        damaged: r.get(5)?,
+    })
+}
+
 /// One version with what only a single read needs.
 pub struct VersionRecord {
     pub row: VersionRow,
@@ -186,44 +200,29 @@ impl Store {
     /// The repository's versions in id order; only those committed by token `own` if given.
     pub fn list_versions(&self, repo_id: i64, own: Option<&str>) -> StoreResult<Vec<VersionRow>> {
         let conn = self.readers.get()?;
-        let mut st = conn.prepare_cached(
-            "SELECT id, source, time, committed_ms, stats, damaged FROM versions
-             WHERE repo_id = ?1 AND (?2 IS NULL OR token_id = ?2) ORDER BY id",
-        )?;
-        let rows = st.query_map(params![repo_id, own], |r| {
-            Ok(VersionRow {
-                id: r.get(0)?,
-                source: r.get(1)?,
-                time: r.get(2)?,
-                committed_ms: r.get(3)?,
-                stats: r.get(4)?,
-                damaged: r.get(5)?,
-            })
-        })?;
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT {VERSION_ROW} FROM versions
+             WHERE repo_id = ?1 AND (?2 IS NULL OR token_id = ?2) ORDER BY id"
+        ))?;
+        let rows = st.query_map(params![repo_id, own], version_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Version `id` of the repository.
     pub fn version(&self, repo_id: i64, id: i64) -> StoreResult<VersionRecord> {
         let conn = self.readers.get()?;
-        let v = conn.prepare_cached(
-            "SELECT source, time, committed_ms, stats, manifest, damaged, token_id FROM versions WHERE id = ?1 AND repo_id = ?2",
-        )?
-        .query_row(params![id, repo_id], |r| {
-            Ok(VersionRecord {
-                row: VersionRow {
-                    id,
-                    source: r.get(0)?,
-                    time: r.get(1)?,
-                    committed_ms: r.get(2)?,
-                    stats: r.get(3)?,
-                    damaged: r.get(5)?,
-                },
-                manifest: r.get(4)?,
-                token_id: r.get(6)?,
+        let v = conn
+            .prepare_cached(&format!(
+                "SELECT {VERSION_ROW}, manifest, token_id FROM versions WHERE id = ?1 AND repo_id = ?2"
+            ))?
+            .query_row(params![id, repo_id], |r| {
+                Ok(VersionRecord {
+                    row: version_row(r)?,
+                    manifest: r.get(6)?,
+                    token_id: r.get(7)?,
+                })
             })
-        })
-        .optional()?;
+            .optional()?;
         v.ok_or_else(|| StoreError::NotFound(format!("no version {id} in this repository")))
     }
 }
