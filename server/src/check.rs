@@ -10,14 +10,13 @@ use wasm_core::{
         manifest::{EntryKind, Manifest},
         parse_fp_hex,
     },
-    hash::{fingerprint, to_hex, Fingerprint},
+    hash::{to_hex, Fingerprint},
 };
 
 use crate::{
     db,
     store::{
         self,
-        chunks::decode_stored,
         quarantine::{self, Found},
         recover::{self, IndexContainer, INDEX_COLUMNS},
         verify::{self, Subset},
@@ -207,12 +206,7 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
                 ));
                 continue;
             };
-            let bad = match decode_stored(row.codec, row.raw_len, stored.to_vec()) {
-                Ok(raw) if fingerprint(&raw) == row.fp => None,
-                Ok(_) => Some("its decoded bytes do not match its fingerprint".to_string()),
-                Err(e) => Some(e),
-            };
-            if let Some(reason) = bad {
+            if let Err(reason) = verify::verify_stored(&row.fp, row.codec, row.raw_len, stored) {
                 rep.errors.push(format!(
                     "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"
                 ));

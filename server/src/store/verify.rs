@@ -3,7 +3,10 @@
 //! under, so a damaged copy is found (and quarantined) instead of served.
 
 use rusqlite::{params, Connection};
-use wasm_core::hash::{fingerprint, Fingerprint};
+use wasm_core::{
+    compress::{self, CODEC_RAW},
+    hash::{fingerprint, Fingerprint},
+};
 
 use super::{backend::ContainerBackend, chunks::decode_stored, quarantine::Found, StoreError};
 
@@ -16,27 +19,29 @@ pub fn decode_verified(
     stored: Vec<u8>,
 ) -> Result<Vec<u8>, String> {
     let raw = decode_stored(codec, raw_len, stored)?;
-    if fingerprint(&raw) != *fp {
-        return Err("its decoded bytes do not match its fingerprint".into());
-    }
+    matches(fp, &raw)?;
     Ok(raw)
 }
 
-/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored); raw chunks
-/// are hashed in place.
+/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored, `check`):
+/// nothing is copied, raw chunks are hashed in place.
 pub fn verify_stored(
     fp: &Fingerprint,
     codec: u8,
     raw_len: u32,
     stored: &[u8],
 ) -> Result<(), String> {
-    if codec != 0 {
-        return decode_verified(fp, codec, raw_len, stored.to_vec()).map(|_| ());
+    if codec != CODEC_RAW {
+        return matches(fp, &compress::decompress(codec, stored, raw_len as usize)?);
     }
     if stored.len() != raw_len as usize {
         return Err(format!("{} stored bytes, expected {raw_len}", stored.len()));
     }
-    if fingerprint(stored) != *fp {
+    matches(fp, stored)
+}
+
+fn matches(fp: &Fingerprint, raw: &[u8]) -> Result<(), String> {
+    if fingerprint(raw) != *fp {
         return Err("its decoded bytes do not match its fingerprint".into());
     }
     Ok(())
