@@ -180,6 +180,11 @@ export function skipReason(error: string, changed: boolean): SkipReason {
   return changed ? 'changed' : 'unreadable';
 }
 
+/** The manifest's record of a picked file left out after its read failed with `error`. */
+function skippedFile(path: string, error: string, changed = false): SkippedFile {
+  return { path: skippedPath(path), reason: skipReason(error, changed), detail: error };
+}
+
 interface Failure {
   f: PickedFile;
   error: string;
@@ -440,12 +445,11 @@ export class BackupJob {
           p.bytesTotal += fresh.size - f.file.size;
           f.file = fresh;
         } catch (e) {
-          const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-          p.skipped.push({ path: skippedPath(f.path), reason: skipReason(why, false), detail: why });
+          p.skipped.push(skippedFile(f.path, e instanceof Error ? `${e.name}: ${e.message}` : String(e)));
           continue;
         }
-      } else if (/NotFoundError/.test(error)) {
-        p.skipped.push({ path: skippedPath(f.path), reason: 'deleted', detail: error });
+      } else if (skipReason(error, false) === 'deleted') {
+        p.skipped.push(skippedFile(f.path, error));
         continue;
       }
       p.filesDone--;
@@ -457,11 +461,7 @@ export class BackupJob {
       passes.push(await this.chunkAndUpload(again, hot, hints, recipes, lengths, index, validated, still));
       p.filesRetried = again.length - still.length;
       for (const { f, error } of still)
-        p.skipped.push({
-          path: skippedPath(f.path),
-          reason: skipReason(error, changedMeta.has(f.path) || this.changedWhileRead.has(f.path)),
-          detail: error,
-        });
+        p.skipped.push(skippedFile(f.path, error, changedMeta.has(f.path) || this.changedWhileRead.has(f.path)));
     }
     const first = {
       written: Promise.all(passes.map((x) => x.written)).then(() => {}),
@@ -542,8 +542,7 @@ export class BackupJob {
       hot = hotFps(prevList, missing);
       const lost: Failure[] = [];
       const retried = await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated, lost);
-      for (const { f, error } of lost)
-        p.skipped.push({ path: skippedPath(f.path), reason: skipReason(error, false), detail: error });
+      for (const { f, error } of lost) p.skipped.push(skippedFile(f.path, error));
       return await commit(retried);
     }
   }
