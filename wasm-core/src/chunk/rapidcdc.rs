@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use super::fastcdc::FastCdc;
 use super::twostage::TwoStage;
 use super::CutPoint;
-use crate::hash::{fingerprint, Fingerprint};
+use crate::hash::{lookup_key, Fingerprint};
 
 /// How a suggested boundary is accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,14 +120,15 @@ pub struct Stats {
 struct State {
     hints: Hints,
     prev: Option<Fingerprint>,
-    /// Fingerprints of the chunks cut so far and not yet taken by the caller.
+    /// Lookup keys of the chunks cut so far and not yet taken by the caller.
     emitted: Vec<Fingerprint>,
     stats: Stats,
 }
 
-/// RapidCDC over a base chunker. It fingerprints each chunk as it cuts it (the next
-/// jump needs it), and hands those fingerprints over through
-/// [`CutPoint::take_fingerprints`], so the pipeline does not hash twice.
+/// RapidCDC over a base chunker. It computes each chunk's lookup key (plain SHA-1,
+/// [`crate::hash::lookup_key`]) as it cuts it (the next jump needs it), and hands those keys
+/// over through [`CutPoint::take_fingerprints`], so the pipeline does not hash twice; the
+/// chunks to be stored are confirmed there, as for every chunker.
 pub struct RapidCdc<C: BoundaryTest> {
     inner: C,
     accept: Accept,
@@ -200,7 +201,7 @@ impl<C: BoundaryTest> CutPoint for RapidCdc<C> {
             st.stats.fallback_chunks += 1;
             self.inner.cut(buf, start)
         });
-        let fp = fingerprint(&buf[start..e]);
+        let fp = lookup_key(&buf[start..e]);
         if self.learn_online {
             if let Some(p) = st.prev {
                 st.hints.record(&p, (e - start) as u32, buf[e - 1]);
@@ -223,6 +224,7 @@ mod tests {
     use super::super::twostage::test_text;
     use super::super::{chunk_all, test_bytes, ChunkStream};
     use super::*;
+    use crate::hash::fingerprint;
 
     fn recipe(data: &[u8], chunks: &[(usize, usize)]) -> (Vec<Fingerprint>, Vec<u32>, Vec<u8>) {
         (

@@ -128,6 +128,12 @@ pub fn fingerprint_many(buf: &[u8], ranges: &[(usize, usize)], out: &mut [Finger
     fingerprint_many_flat(buf, ranges, out.as_flattened_mut())
 }
 
+/// The lookup key (plain SHA-1) of one chunk, for chunkers that need it as they cut
+/// (RapidCDC); a chunk to be stored must be confirmed first, as for [`lookup_keys_flat`].
+pub fn lookup_key(data: &[u8]) -> Fingerprint {
+    Sha1::digest(data).into()
+}
+
 /// Lookup keys (plain SHA-1, 4-lane SIMD) of many chunks, given as `(offset, length)`
 /// ranges of one buffer; 20 bytes per chunk written to `out` in order. A key stands for the
 /// chunk only where it is found stored; a chunk to be stored must be confirmed first
