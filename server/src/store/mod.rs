@@ -21,6 +21,7 @@ mod error;
 pub mod ingest;
 pub mod quarantine;
 pub mod recover;
+pub mod retention;
 pub mod stats;
 pub mod verify;
 pub mod versions;

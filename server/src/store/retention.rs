@@ -1,0 +1,1 @@
+//! Retention policies (being written).
