@@ -85,6 +85,8 @@ export interface TokenInfo {
   id: string;
   can: { backup: boolean; restore: boolean; delete: boolean; browse: boolean };
   describe: string;
+  /** Grows each time a prune deletes chunks (docs/STORAGE.md): the client index's validity. */
+  gc_epoch: number;
 }
 
 export class ApiError extends Error {

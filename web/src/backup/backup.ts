@@ -128,6 +128,26 @@ export interface BackupDeps {
   index: ClientIndex | null;
 }
 
+/**
+ * The client index is a cache of the server, checked before a backup trusts it: built under
+ * another `gc_epoch` (a prune deleted chunks since), it is dropped; otherwise a random sample
+ * of 64 of its fingerprints is asked for, and if the server lacks any (lost or quarantined
+ * chunks, a reset data directory) it is dropped too. Either way it ends up recording the
+ * server's current epoch. Resolves to whether it was dropped.
+ */
+export async function validateIndex(index: ClientIndex, api: Pick<Api, 'tokenInfo' | 'missing'>): Promise<boolean> {
+  const sample = index.stats().fingerprints > 0 ? await index.sample(64) : new Uint8Array(0);
+  const [{ gc_epoch }, missing] = await Promise.all([
+    api.tokenInfo(),
+    sample.length > 0 ? api.missing(sample) : Promise.resolve(new Uint8Array(0)),
+  ]);
+  if (await index.useEpoch(gc_epoch)) return true;
+  if (missing.length === 0) return false;
+  await index.clear();
+  await index.useEpoch(gc_epoch);
+  return true;
+}
+
 function candidates(msg: NewChunks): Candidate[] {
   const out: Candidate[] = [];
   let at = 0;
@@ -323,12 +343,8 @@ export class BackupJob {
     return this.progress;
   }
 
-  /** The client index is a cache of the server: if it names chunks the server lacks, drop it. */
   private async validateIndex() {
-    const index = this.deps.index;
-    if (!index || index.stats().fingerprints === 0) return;
-    const sample = await index.sample(64);
-    if (sample.length && (await this.deps.api.missing(sample)).length) await index.clear();
+    if (this.deps.index) await validateIndex(this.deps.index, this.deps.api);
   }
 
   private async backup(): Promise<VersionInfo> {

@@ -16,7 +16,11 @@
  *    that the newest tablet is rewritten as it fills;
  *  - `meta/state`: fingerprint count per tablet and a generation id;
  *  - `meta/bloom`: a checkpoint of the Bloom filter plus how many fingerprints
- *    (in insertion order) it covers.
+ *    (in insertion order) it covers;
+ *  - `meta/epoch`: the server's `gc_epoch` (docs/STORAGE.md) the index was built
+ *    under. A prune that deletes chunks moves the epoch, and any fingerprint
+ *    recorded before it may name a deleted chunk, so `useEpoch` drops an index
+ *    built under another epoch (or under none recorded) before it is trusted.
  *
  * Why checkpoint the Bloom filter instead of rebuilding it on open: rebuilding
  * reads every tablet (20 bytes per chunk ever stored: 2 MB at 100k, 20 MB at 1M)
@@ -71,8 +75,16 @@ export interface ClientIndex {
   lookup(fps: Uint8Array): Promise<Uint8Array>;
   /** Record fingerprints the server has acknowledged as stored (call only after the ack). Skips ones already present. Batched writes, one readwrite transaction per call. */
   add(fps: Uint8Array): Promise<void>;
-  /** Forget everything (e.g. the server lost data / a different server). */
+  /** Forget everything (e.g. the server lost data / a different server), the recorded epoch too. */
   clear(): Promise<void>;
+  /** The server's `gc_epoch` the index was built under; null when none is recorded. */
+  epoch(): number | null;
+  /**
+   * Makes the index fit for the server's current `gc_epoch`: if it holds fingerprints
+   * recorded under another epoch (or under none recorded), they are dropped first. Then
+   * records `epoch`. Resolves to whether it dropped anything.
+   */
+  useEpoch(epoch: number): Promise<boolean>;
   /** A random sample of up to n stored fingerprints (n*20 bytes), for validating the index against the server. */
   sample(n: number): Promise<Uint8Array>;
   stats(): ClientIndexStats;
@@ -131,9 +143,14 @@ interface BloomRecord {
   bytes: Uint8Array;
 }
 
+interface EpochRecord {
+  kind: 'epoch';
+  epoch: number;
+}
+
 interface IndexSchema extends DBSchema {
   tablets: { key: number; value: TabletRecord };
-  meta: { key: string; value: StateRecord | BloomRecord };
+  meta: { key: string; value: StateRecord | BloomRecord | EpochRecord };
 }
 
 type Db = IDBPDatabase<IndexSchema>;
@@ -173,6 +190,8 @@ class IdbClientIndex implements ClientIndex {
   /** Fingerprints covered by the persisted Bloom checkpoint. */
   private bloomCovered = 0;
   private generation = newGeneration();
+  /** The server's gc_epoch the fingerprints were recorded under (meta/epoch). */
+  private gcEpoch: number | null = null;
   private lookups = 0;
   private bloomNegatives = 0;
   private search: SearchStats = emptySearchStats();
@@ -280,9 +299,10 @@ class IdbClientIndex implements ClientIndex {
     const loaded = await this.withDb(async (db) => {
       const tx = db.transaction(['tablets', 'meta'], 'readonly');
       const meta = tx.objectStore('meta');
-      const [state, bloom, count] = await Promise.all([
+      const [state, bloom, epoch, count] = await Promise.all([
         meta.get('state'),
         meta.get('bloom'),
+        meta.get('epoch'),
         tx.objectStore('tablets').count(),
       ]);
       const lens = state?.kind === 'state' && state.format === FORMAT ? state.lens : [];
@@ -291,6 +311,7 @@ class IdbClientIndex implements ClientIndex {
       return {
         state: state?.kind === 'state' ? state : undefined,
         bloom: bloom?.kind === 'bloom' ? bloom : undefined,
+        epoch: epoch?.kind === 'epoch' ? epoch.epoch : null,
         count,
         lens,
         current,
@@ -320,6 +341,7 @@ class IdbClientIndex implements ClientIndex {
       stateRepaired = true;
     }
     this.generation = generation ?? newGeneration();
+    this.gcEpoch = loaded.epoch;
     this.tablets = new TabletIndex(
       { load: (id) => this.loadTablet(id) },
       this.tabletSize,
@@ -477,24 +499,53 @@ class IdbClientIndex implements ClientIndex {
   }
 
   clear(): Promise<void> {
+    return this.enqueue(() => this.clearNow(null));
+  }
+
+  /** Empties the stores and memory, then records `epoch` (in the same transaction) if given. */
+  private async clearNow(epoch: number | null): Promise<void> {
+    await this.withDb(async (db) => {
+      const tx = db.transaction(['tablets', 'meta'], 'readwrite');
+      const meta = tx.objectStore('meta');
+      const requests: Promise<unknown>[] = [tx.objectStore('tablets').clear(), meta.clear()];
+      if (epoch !== null) requests.push(meta.put({ kind: 'epoch', epoch }, 'epoch'));
+      requests.push(tx.done);
+      await Promise.all(requests);
+    });
+    this.gcEpoch = epoch;
+    this.generation = newGeneration();
+    this.tablets = new TabletIndex(
+      { load: (id) => this.loadTablet(id) },
+      this.tabletSize,
+      this.cachedTablets,
+      [],
+      undefined,
+    );
+    this.bloom = BloomFilter.create(INITIAL_BLOOM_CAPACITY, this.fpRate);
+    this.bloomCovered = 0;
+    this.lookups = 0;
+    this.bloomNegatives = 0;
+    this.search = emptySearchStats();
+  }
+
+  epoch(): number | null {
+    return this.gcEpoch;
+  }
+
+  useEpoch(epoch: number): Promise<boolean> {
+    if (!Number.isSafeInteger(epoch) || epoch < 0) return Promise.reject(new RangeError(`bad gc_epoch: ${epoch}`));
     return this.enqueue(async () => {
+      if (this.gcEpoch === epoch) return false;
+      if (this.tablets.total > 0) {
+        await this.clearNow(epoch);
+        return true;
+      }
       await this.withDb(async (db) => {
-        const tx = db.transaction(['tablets', 'meta'], 'readwrite');
-        await Promise.all([tx.objectStore('tablets').clear(), tx.objectStore('meta').clear(), tx.done]);
+        const tx = db.transaction('meta', 'readwrite');
+        await Promise.all([tx.store.put({ kind: 'epoch', epoch }, 'epoch'), tx.done]);
       });
-      this.generation = newGeneration();
-      this.tablets = new TabletIndex(
-        { load: (id) => this.loadTablet(id) },
-        this.tabletSize,
-        this.cachedTablets,
-        [],
-        undefined,
-      );
-      this.bloom = BloomFilter.create(INITIAL_BLOOM_CAPACITY, this.fpRate);
-      this.bloomCovered = 0;
-      this.lookups = 0;
-      this.bloomNegatives = 0;
-      this.search = emptySearchStats();
+      this.gcEpoch = epoch;
+      return false;
     });
   }
 
