@@ -65,6 +65,17 @@ export interface RepoStats {
   versions: number;
   logical_bytes: number;
   dedup_ratio: number | null;
+  /** Containers and their committed data bytes by kind, and the dead bytes in them (docs/STORAGE.md). */
+  layout: {
+    active_containers: number;
+    active_bytes: number;
+    archival_containers: number;
+    archival_bytes: number;
+    dead_bytes: number;
+  };
+  /** Freed by forget and prune over the repository's life. */
+  reclaimed_bytes: number;
+  gc_epoch: number;
   series: {
     id: number;
     source: string;
@@ -74,7 +85,53 @@ export interface RepoStats {
     files: number;
     new_stored_bytes: number;
     dedup_ratio: number | null;
+    /** Stored bytes of the chunks only this version references: what deleting it alone frees. */
+    unique_stored_bytes: number;
   }[];
+}
+
+/** A retention policy (docs/STORAGE.md, Expiry): a version is kept if any rule keeps it. */
+export interface RetentionPolicy {
+  keep_last?: number;
+  keep_hourly?: number;
+  keep_daily?: number;
+  keep_weekly?: number;
+  keep_monthly?: number;
+  keep_yearly?: number;
+  /** A duration such as `30d`, `36h`, `1y6m` (m = months, min = minutes). */
+  keep_within?: string;
+}
+
+export type KeepReason = 'last' | 'hourly' | 'daily' | 'weekly' | 'monthly' | 'yearly' | 'within';
+
+/** `POST forget`: by a policy (optionally for one source) or by version ids. */
+export type ForgetRequest = ({ policy: RetentionPolicy; source?: string } | { versions: number[] }) & {
+  dry_run?: boolean;
+};
+
+export interface PruneReport {
+  dry_run: boolean;
+  reclaimable_bytes: number;
+  reclaimed_bytes: number;
+  containers_deleted: number;
+  containers_icda: number;
+  containers_compacted: number;
+  bytes_rewritten: number;
+  chunks_deleted: number;
+  sweep: boolean;
+  seconds: number;
+}
+
+export interface ForgetResult {
+  dry_run: boolean;
+  remove: { id: number; source: string; time: number }[];
+  keep: { id: number; source: string; time: number; reasons?: KeepReason[] }[];
+  /** Stored bytes of the chunks no kept version references: what the removal frees. */
+  freed_bytes: number;
+  freed_chunks: number;
+  /** What the data directory shrank by (0 on a dry run). */
+  reclaimed_bytes: number;
+  prune: PruneReport | null;
 }
 
 /** What the presented token may do (docs/API.md, Authentication: scopes). */
@@ -201,8 +258,20 @@ export class Api {
     return this.json<VersionInfo & { manifest: Manifest }>(this.repoPath(`/versions/${id}`));
   }
 
+  /** Forgets one version and prunes what only it referenced. */
   deleteVersion(id: number) {
-    return this.json<{ deleted: number }>(this.repoPath(`/versions/${id}`), { method: 'DELETE' });
+    return this.json<{ deleted: number; reclaimed_bytes: number }>(this.repoPath(`/versions/${id}`), {
+      method: 'DELETE',
+    });
+  }
+
+  /** Removes the versions a policy or a list selects, then prunes; with `dry_run`, only says what would go. */
+  forget(req: ForgetRequest) {
+    return this.json<ForgetResult>(this.repoPath('/forget'), {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(req),
+    });
   }
 
   stats() {

@@ -9,13 +9,21 @@ import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
+import { RetentionPanel } from './RetentionPanel';
 
-/** Every version, grouped by source: look inside, download, delete. */
+/** What deleting one version frees, as a dry run answered (or could not answer). */
+type Freed = { id: number; bytes?: number; error?: string };
+
+/** Every version, grouped by source: look inside, download, delete, expire by a policy. */
 export function VersionsPanel({ api }: { api: Api }) {
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [browsing, setBrowsing] = useState<VersionInfo | null>(null);
   const [confirming, setConfirming] = useState<number | null>(null);
+  /** The bytes deleting the version being confirmed frees (a forget dry run). */
+  const [freed, setFreed] = useState<Freed | null>(null);
+  /** The last deletion: which version, and what the server's disk got back. */
+  const [deleted, setDeleted] = useState<{ id: number; reclaimed: number } | null>(null);
   /** The files an incomplete version lacks, once asked for. */
   const [missing, setMissing] = useState<{ id: number; files: SkippedFile[] } | null>(null);
   const restore = useRestore(api);
@@ -40,15 +48,37 @@ export function VersionsPanel({ api }: { api: Api }) {
     }
   };
 
-  const remove = async (id: number) => {
+  const askDelete = (id: number) => {
+    setConfirming(id);
+    setFreed({ id });
+    api.forget({ versions: [id], dry_run: true }).then(
+      (r) => setFreed((f) => (f?.id === id ? { id, bytes: r.freed_bytes } : f)),
+      (e: unknown) => setFreed((f) => (f?.id === id ? { id, error: e instanceof Error ? e.message : String(e) } : f)),
+    );
+  };
+
+  const cancelDelete = () => {
     setConfirming(null);
+    setFreed(null);
+  };
+
+  const remove = async (id: number) => {
+    cancelDelete();
     try {
-      await api.deleteVersion(id);
+      const r = await api.deleteVersion(id);
+      setDeleted({ id, reclaimed: r.reclaimed_bytes });
       forgetCommitted(api, id);
       if (browsing?.id === id) setBrowsing(null);
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
     }
+    load();
+  };
+
+  const expired = (ids: number[]) => {
+    for (const id of ids) forgetCommitted(api, id);
+    if (browsing && ids.includes(browsing.id)) setBrowsing(null);
+    setDeleted(null);
     load();
   };
 
@@ -78,6 +108,19 @@ export function VersionsPanel({ api }: { api: Api }) {
       )}
       {versions && versions.length === 0 && <p data-testid="versions-empty">No versions yet: back something up.</p>}
       {versions && versions.length > 0 && <VerifyButton api={api} onDone={load} />}
+      {versions && versions.length > 0 && (
+        <RetentionPanel api={api} sources={[...bySource.keys()]} onApplied={expired} />
+      )}
+      {deleted && (
+        <p
+          className="ok version-note"
+          data-testid="version-deleted"
+          data-version={deleted.id}
+          data-value={deleted.reclaimed}
+        >
+          Version {deleted.id} deleted; {bytes(deleted.reclaimed)} reclaimed on the server.
+        </p>
+      )}
       {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
       {[...bySource].map(([source, list]) => (
         <div key={source} className="source" data-testid="versions-source" data-source={source}>
@@ -150,14 +193,14 @@ export function VersionsPanel({ api }: { api: Api }) {
                             data-testid="version-delete-confirm"
                             onClick={() => remove(v.id)}
                           >
-                            Delete version {v.id}?
+                            Delete version {v.id}? <FreedText freed={freed?.id === v.id ? freed : null} />
                           </button>
-                          <button type="button" data-testid="version-delete-cancel" onClick={() => setConfirming(null)}>
+                          <button type="button" data-testid="version-delete-cancel" onClick={cancelDelete}>
                             Keep
                           </button>
                         </>
                       ) : (
-                        <button type="button" data-testid="version-delete" onClick={() => setConfirming(v.id)}>
+                        <button type="button" data-testid="version-delete" onClick={() => askDelete(v.id)}>
                           Delete
                         </button>
                       )}
@@ -193,4 +236,21 @@ export function VersionsPanel({ api }: { api: Api }) {
       )}
     </section>
   );
+}
+
+/** The bytes a deletion frees, inside its confirmation: counted, still being counted, or unknown. */
+function FreedText({ freed }: { freed: Freed | null }) {
+  if (freed?.bytes !== undefined)
+    return (
+      <span data-testid="version-delete-freed" data-value={freed.bytes}>
+        (frees {bytes(freed.bytes)})
+      </span>
+    );
+  if (freed?.error)
+    return (
+      <span data-testid="version-delete-freed-error" title={freed.error}>
+        (space freed unknown)
+      </span>
+    );
+  return <span>(counting what it frees…)</span>;
 }
