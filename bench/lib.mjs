@@ -4,7 +4,7 @@
 // benchmark that awaits them exits non-zero with a readable message.
 import { chromium } from '@playwright/test';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -73,16 +73,16 @@ export function dataset(pkg, count) {
 }
 
 /**
- * Starts target/release/ditto-server on PORT=0 with a fresh data directory (or `dataDir`).
- * Resolves to `{ appUrl, origin, token, dataDir, child, stop }`: `appUrl` is the page URL with
+ * Starts target/release/ditto-server on PORT=0 with a fresh data directory (or `dataDir`),
+ * with `env` added to its environment. Resolves to `{ appUrl, origin, token, dataDir, child, stop }`: `appUrl` is the page URL with
  * the token in its fragment; `stop()` ends the process (SIGTERM) and waits for it. The data
  * directory is left for the caller (`du`, then `rmSync`).
  */
-export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')) } = {}) {
+export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')), env = {} } = {}) {
   const bin = path.join(ROOT, 'target', 'release', 'ditto-server');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run npm run build:server`);
   const child = spawn(bin, ['serve'], {
-    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
+    env: { ...process.env, ...env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const appUrl = await new Promise((resolve, reject) => {
@@ -228,4 +228,83 @@ export function resticRepo(label) {
     run: (args, opts = {}) => execFileSync('restic', args, { env, encoding: 'utf8', ...opts }),
     remove: () => rmSync(repo, { recursive: true, force: true }),
   };
+}
+
+/** Throws unless `got` holds exactly the files of `want`, with the same bytes. Returns their count and total size. */
+export function sameTree(want, got, what) {
+  const a = walk(want);
+  const b = walk(got);
+  const missing = a.filter((f) => !b.includes(f));
+  const extra = b.filter((f) => !a.includes(f));
+  if (missing.length || extra.length)
+    throw new Error(
+      `${what}: file lists differ (missing ${missing.slice(0, 5).join(', ') || 'none'}; extra ${extra.slice(0, 5).join(', ') || 'none'})`,
+    );
+  let bytes = 0;
+  for (const f of a) {
+    const x = readFileSync(path.join(want, f));
+    if (!x.equals(readFileSync(path.join(got, f)))) throw new Error(`${what}: ${f} differs from the source`);
+    bytes += x.length;
+  }
+  return { files: a.length, bytes };
+}
+
+/**
+ * One restore of `version` as a zip in a fresh page of `browser` (Playwright), as a user coming
+ * back to restore (nothing of the backup left in memory): Versions, "Download zip", with the
+ * save picker hidden so it ends in a download. The zip is unpacked in a folder under `scratch`
+ * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (click
+ * to download on disk), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`,
+ * `containersMin` (the page's own figures, see docs/BENCHMARKS.md), `zipBytes, checked }`.
+ */
+export async function restoreZip(browser, server, version, folder, scratch) {
+  const page = await openApp(browser, server, { noSavePicker: true });
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.getByTestId('tab-versions').click();
+  const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
+  await zipButton.waitFor();
+
+  const failed = page
+    .getByTestId('restore-error')
+    .waitFor({ timeout: 600_000 })
+    .then(async () => {
+      throw new Error(`the restore failed: ${await page.getByTestId('restore-error').innerText()}`);
+    });
+  failed.catch(() => {}); // only matters if it wins the race below
+  const t0 = now();
+  const [download] = await Promise.all([
+    Promise.race([page.waitForEvent('download', { timeout: 600_000 }), failed]),
+    zipButton.click(),
+  ]);
+  const failure = await download.failure();
+  if (failure) throw new Error(`the download failed: ${failure}`);
+  await download.path(); // resolves once the file is complete on disk
+  const wallSeconds = now() - t0;
+  const done = page.getByTestId('restore-done');
+  await done.waitFor({ timeout: 60_000 });
+  const attr = async (name) => Number(await done.getAttribute(name));
+  const result = {
+    wallSeconds,
+    pageSeconds: (await attr('data-ms')) / 1000,
+    mbps: await attr('data-mbps'),
+    bytes: await attr('data-bytes'),
+    requests: await attr('data-requests'),
+    containersRead: await attr('data-containers-read'),
+    containersMin: await attr('data-containers-min'),
+  };
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+
+  const dir = mkdtempSync(path.join(scratch, 'zip-'));
+  const zip = path.join(dir, 'restore.zip');
+  await download.saveAs(zip);
+  await page.close();
+  result.zipBytes = readFileSync(zip).length;
+  const out = path.join(dir, 'out');
+  execFileSync('unzip', ['-q', zip, '-d', out]);
+  result.checked = sameTree(folder, out, `the zip of version ${version}`);
+  if (result.checked.bytes !== result.bytes)
+    throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
+  rmSync(dir, { recursive: true });
+  return result;
 }

@@ -6,10 +6,9 @@
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
 // (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3; --runs:
 // restores per tool, default 3, the medians are reported)
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import {
   apiJson,
   backupFolders,
@@ -20,8 +19,9 @@ import {
   now,
   openApp,
   resticRepo,
+  restoreZip,
+  sameTree,
   startServer,
-  walk,
 } from './lib.mjs';
 
 const { flag, option } = cli();
@@ -38,25 +38,6 @@ if (pickIndex < 0) throw new Error(`--restore ${pick}: not one of ${versions.map
 const chosen = versions[pickIndex];
 const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-restore-'));
 
-/** Throws unless `got` holds exactly the files of `want`, with the same bytes. Returns their total size. */
-function sameTree(want, got, what) {
-  const a = walk(want);
-  const b = walk(got);
-  const missing = a.filter((f) => !b.includes(f));
-  const extra = b.filter((f) => !a.includes(f));
-  if (missing.length || extra.length)
-    throw new Error(
-      `${what}: file lists differ (missing ${missing.slice(0, 5).join(', ') || 'none'}; extra ${extra.slice(0, 5).join(', ') || 'none'})`,
-    );
-  let bytes = 0;
-  for (const f of a) {
-    const x = readFileSync(path.join(want, f));
-    if (!x.equals(readFileSync(path.join(got, f)))) throw new Error(`${what}: ${f} differs from the source`);
-    bytes += x.length;
-  }
-  return { files: a.length, bytes };
-}
-
 /** The fewest containers holding the chunks of `version`, by the same rule as the page (first container listed). */
 async function containersMin(server, version) {
   const { manifest } = await apiJson(server, `/repos/default/versions/${version}`);
@@ -72,63 +53,6 @@ async function containersMin(server, version) {
   return used.size;
 }
 
-/**
- * One restore of `version` as a zip in a fresh page, as a user coming back to restore (nothing
- * of the backup left in memory), checked against `chosen` file by file.
- */
-async function restoreOnce(browser, server, version, run) {
-  const page = await openApp(browser, server, { noSavePicker: true });
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.getByTestId('tab-versions').click();
-  const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
-  await zipButton.waitFor();
-
-  const failed = page
-    .getByTestId('restore-error')
-    .waitFor({ timeout: 600_000 })
-    .then(async () => {
-      throw new Error(`the restore failed: ${await page.getByTestId('restore-error').innerText()}`);
-    });
-  failed.catch(() => {}); // only matters if it wins the race below
-  const t0 = now();
-  const [download] = await Promise.all([
-    Promise.race([page.waitForEvent('download', { timeout: 600_000 }), failed]),
-    zipButton.click(),
-  ]);
-  const failure = await download.failure();
-  if (failure) throw new Error(`the download failed: ${failure}`);
-  await download.path(); // resolves once the file is complete on disk
-  const wallSeconds = now() - t0;
-  const done = page.getByTestId('restore-done');
-  await done.waitFor({ timeout: 60_000 });
-  const attr = async (name) => Number(await done.getAttribute(name));
-  const result = {
-    wallSeconds,
-    pageSeconds: (await attr('data-ms')) / 1000,
-    mbps: await attr('data-mbps'),
-    bytes: await attr('data-bytes'),
-    requests: await attr('data-requests'),
-    containersRead: await attr('data-containers-read'),
-    containersMin: await attr('data-containers-min'),
-  };
-  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
-
-  const zip = path.join(scratch, `ditto-${run}.zip`);
-  await download.saveAs(zip);
-  await page.close();
-  result.zipBytes = readFileSync(zip).length;
-  const out = path.join(scratch, `ditto-${run}`);
-  mkdirSync(out);
-  execFileSync('unzip', ['-q', zip, '-d', out]);
-  result.checked = sameTree(chosen, out, `the zip of version ${version}`);
-  if (result.checked.bytes !== result.bytes)
-    throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
-  rmSync(out, { recursive: true });
-  rmSync(zip);
-  return result;
-}
-
 /** Backs the folders up through the UI, then restores the chosen one `runs` times. */
 async function ditto() {
   const server = await startServer();
@@ -139,7 +63,7 @@ async function ditto() {
     await backupPage.close();
     const version = backups[pickIndex].version;
     const results = [];
-    for (let run = 0; run < runs; run++) results.push(await restoreOnce(browser, server, version, run));
+    for (let run = 0; run < runs; run++) results.push(await restoreZip(browser, server, version, chosen, scratch));
     const min = await containersMin(server, version);
     for (const r of results)
       if (r.containersMin !== min)
