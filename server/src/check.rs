@@ -34,6 +34,8 @@ pub struct Report {
     pub bytes: u64,
     pub versions: u64,
     pub damaged_versions: Vec<i64>,
+    /// Bytes of table slots no index row names (moved or swept chunks awaiting compaction).
+    pub dead_bytes: u64,
 }
 
 struct Row {
@@ -159,64 +161,85 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
                 bytes.len() as u64 - data_end
             ));
         }
-        if rows.len() != c.count as usize {
-            rep.errors.push(format!(
-                "container {id}: index says {} chunks but has {} rows",
-                c.count,
-                rows.len()
-            ));
-        }
         if read_data {
             rep.containers_read += 1;
         }
+        // The table, slot by slot: every committed slot is in use and the slots' data runs
+        // back to back from the data offset. A slot no index row names is dead (its chunk
+        // was moved or swept; compaction frees it, docs/STORAGE.md).
+        let mut rows = rows.into_iter().peekable();
         let mut expect_offset = data_offset;
-        for (i, row) in rows.iter().enumerate() {
-            let fp_hex = to_hex(&row.fp);
-            if row.slot as usize != i || row.offset != expect_offset {
-                rep.errors.push(format!(
-                    "container {id}: chunk {fp_hex} at slot {} offset {} breaks the layout",
-                    row.slot, row.offset
-                ));
-            }
-            expect_offset = row.offset.saturating_add(row.stored_len as u64);
-            let so = slot_offset(row.slot) as usize;
-            match bytes
+        for slot in 0..c.count {
+            let so = slot_offset(slot) as usize;
+            let entry = match bytes
                 .get(so..so.saturating_add(TABLE_ENTRY_LEN))
                 .map(TableEntry::decode)
             {
-                Some(Ok(Some(t)))
-                    if t.fp == row.fp
-                        && t.offset == row.offset
-                        && t.stored_len == row.stored_len
-                        && t.raw_len == row.raw_len
-                        && t.codec == row.codec => {}
-                other => rep.errors.push(format!(
-                    "container {id}: table slot {} does not match the index row of {fp_hex}: {other:?}",
-                    row.slot
-                )),
-            }
-            if row.quarantined || !read_data {
-                continue;
-            }
-            rep.chunks += 1;
-            rep.bytes += row.stored_len as u64;
-            let Some(stored) = bytes.get(row.offset as usize..expect_offset as usize) else {
-                rep.errors.push(format!(
-                    "container {id}: chunk {fp_hex} lies outside the file"
-                ));
-                continue;
+                Some(Ok(Some(t))) => t,
+                other => {
+                    rep.errors.push(format!(
+                        "container {id}: committed table slot {slot} is not a chunk: {other:?}"
+                    ));
+                    break;
+                }
             };
-            if let Err(reason) = verify::verify_stored(&row.fp, row.codec, row.raw_len, stored) {
+            if entry.offset != expect_offset {
                 rep.errors.push(format!(
-                    "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"
+                    "container {id}: slot {slot} at offset {} breaks the layout (expected {expect_offset})",
+                    entry.offset
                 ));
-                found.push(Found {
-                    fp: row.fp,
-                    container_id: id as u64,
-                    offset: row.offset,
-                    reason,
-                });
             }
+            expect_offset = entry.offset.saturating_add(entry.stored_len as u64);
+            let mut indexed = false;
+            while let Some(row) = rows.next_if(|r| r.slot == slot) {
+                indexed = true;
+                let fp_hex = to_hex(&row.fp);
+                if !(entry.fp == row.fp
+                    && entry.offset == row.offset
+                    && entry.stored_len == row.stored_len
+                    && entry.raw_len == row.raw_len
+                    && entry.codec == row.codec)
+                {
+                    rep.errors.push(format!(
+                        "container {id}: table slot {slot} does not match the index row of {fp_hex}: {entry:?}"
+                    ));
+                    continue;
+                }
+                if row.quarantined || !read_data {
+                    continue;
+                }
+                rep.chunks += 1;
+                rep.bytes += row.stored_len as u64;
+                let Some(stored) = bytes.get(row.offset as usize..expect_offset as usize) else {
+                    rep.errors.push(format!(
+                        "container {id}: chunk {fp_hex} lies outside the file"
+                    ));
+                    continue;
+                };
+                if let Err(reason) = verify::verify_stored(&row.fp, row.codec, row.raw_len, stored)
+                {
+                    rep.errors.push(format!(
+                        "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"
+                    ));
+                    found.push(Found {
+                        fp: row.fp,
+                        container_id: id as u64,
+                        offset: row.offset,
+                        reason,
+                    });
+                }
+            }
+            if !indexed {
+                rep.dead_bytes += entry.stored_len as u64;
+            }
+        }
+        for row in rows {
+            rep.errors.push(format!(
+                "container {id}: index row of {} names slot {}, past its {} committed slots",
+                to_hex(&row.fp),
+                row.slot,
+                c.count
+            ));
         }
         if expect_offset != data_end {
             rep.errors.push(format!(

@@ -81,6 +81,13 @@ const MIGRATIONS: &[&str] = &[
     // 3: versions committed before `damaged` was counted may lack chunks that an older
     // recovery dropped without a trace: -1 = unknown, recounted when the server starts.
     "UPDATE versions SET damaged = -1 WHERE damaged = 0;",
+    // 4: garbage collection (docs/STORAGE.md): when a chunk was stored (pending chunks younger
+    // than the grace period are never swept; 0 = before this column, i.e. old), the epoch a
+    // client's cached view of the repository is valid for, and the bytes freed so far.
+    "ALTER TABLE chunks ADD COLUMN stored_ms INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE repos ADD COLUMN gc_epoch INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE repos ADD COLUMN reclaimed_bytes INTEGER NOT NULL DEFAULT 0;
+     CREATE INDEX IF NOT EXISTS containers_by_kind ON containers(repo_id, kind, newest_version);",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

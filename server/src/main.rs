@@ -28,7 +28,7 @@ use tower_http::{
     services::{ServeDir, ServeFile},
 };
 
-const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO [--scope full|backup|read] | token list REPO | token revoke REPO ID | check REPO [--read-data-subset n/m|P%] | stats REPO]
+const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO [--scope full|backup|read] | token list REPO | token revoke REPO ID | check REPO [--read-data-subset n/m|P%] | stats REPO | forget REPO (--keep-last N | --keep-hourly N | --keep-daily N | --keep-weekly N | --keep-monthly N | --keep-yearly N | --keep-within DUR)... [--source S] [--dry-run] | forget REPO --version ID... [--dry-run] | prune REPO [--dry-run]]
 environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist),
 HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default 30)";
 
@@ -199,6 +199,51 @@ fn main() {
             );
             std::process::exit(if rep.errors.is_empty() { 0 } else { 1 });
         }
+        ["forget", repo, rest @ ..] => {
+            let (policy, rest) =
+                store::retention::Policy::from_args(rest).unwrap_or_else(|e| die(e));
+            let (mut dry_run, mut source, mut ids) = (false, None, Vec::new());
+            let mut i = 0;
+            while i < rest.len() {
+                match (rest[i], rest.get(i + 1)) {
+                    ("--dry-run", _) => dry_run = true,
+                    ("--source", Some(s)) => {
+                        source = Some(s.to_string());
+                        i += 1;
+                    }
+                    ("--version", Some(v)) => {
+                        ids.push(
+                            v.parse::<i64>().ok().filter(|v| *v > 0).unwrap_or_else(|| {
+                                die(format!("--version {v:?}: not a version id"))
+                            }),
+                        );
+                        i += 1;
+                    }
+                    _ => usage(),
+                }
+                i += 1;
+            }
+            let sel = match (policy.is_empty(), ids.is_empty()) {
+                (false, true) => store::expiry::Selector::Policy { policy, source },
+                (true, false) if source.is_none() => store::expiry::Selector::Versions(ids),
+                _ => die("give keep rules (--keep-last N, ...) or --version ID, not both and not neither"),
+            };
+            let (st, id, _lock) = maintenance_store(repo);
+            let rep = st.forget(id, &sel, dry_run).unwrap_or_else(|e| die(e));
+            println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
+        }
+        ["prune", repo, rest @ ..] => {
+            let dry_run = match rest {
+                [] => false,
+                ["--dry-run"] => true,
+                _ => usage(),
+            };
+            let (st, id, _lock) = maintenance_store(repo);
+            let rep = st
+                .prune(id, dry_run, store::gc::Sweep::Full)
+                .unwrap_or_else(|e| die(e));
+            println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
+        }
         ["stats", repo] => {
             let conn = db::open_ro(&data_dir()).unwrap_or_else(|e| die(e));
             let id = store::repo_id(&conn, repo)
@@ -210,6 +255,40 @@ fn main() {
         ["help" | "--help" | "-h"] => println!("{USAGE}"),
         _ => usage(),
     }
+}
+
+/// The lock that makes one process the writer of a data directory (`serve`, and the CLI's
+/// forget and prune, which delete data: they need the server stopped, or go through it).
+fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(data_dir.join("server.lock"))
+        .map_err(|e| format!("cannot create the lock file: {e}"))?;
+    lock.try_lock().map_err(|_| {
+        format!(
+            "another ditto-server is already serving {}",
+            data_dir.display()
+        )
+    })?;
+    Ok(lock)
+}
+
+/// The store opened for a CLI maintenance command, with the data directory locked.
+fn maintenance_store(repo: &str) -> (store::Store, i64, std::fs::File) {
+    let dir = data_dir();
+    let lock = lock_data_dir(&dir).unwrap_or_else(|e| {
+        die(format!(
+            "{e}: stop it first, or use the page (Versions) or POST /api/v1/repos/{repo}/forget"
+        ))
+    });
+    let st = store::Store::open(&dir).unwrap_or_else(|e| die(e));
+    let id = st
+        .with_writer(|c| store::repo_id(c, repo))
+        .unwrap_or_else(|e| die(e))
+        .unwrap_or_else(|| die(format!("no repository named {repo:?}")));
+    (st, id, lock)
 }
 
 fn serve() {
@@ -229,18 +308,7 @@ fn serve() {
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let data_dir = data_dir();
     // One server per data directory: containers are appended by a single writer.
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(data_dir.join("server.lock"))
-        .unwrap_or_else(|e| die(format!("cannot create the lock file: {e}")));
-    if lock.try_lock().is_err() {
-        die(format!(
-            "another ditto-server is already serving {}",
-            data_dir.display()
-        ));
-    }
+    let lock = lock_data_dir(&data_dir).unwrap_or_else(|e| die(e));
     let web_dir = PathBuf::from(env_or("WEB_DIR", "web/dist"));
     let store = Arc::new(store::Store::open(&data_dir).unwrap_or_else(|e| die(e)));
     let stop_store = store.clone();
@@ -255,6 +323,10 @@ fn serve() {
             store::add_token(c, id, &token, store::Scope::Full)
         })
         .unwrap_or_else(|e| die(format!("cannot create the default repository: {e}")));
+    // Finish any layout work a stopped server left (cold chunks not yet moved).
+    for repo_id in store.repo_ids().unwrap_or_else(|e| die(e)) {
+        store::mover::kick(&store, repo_id);
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,6 +7,7 @@
 mod bundles;
 mod chunks;
 mod containers;
+mod maintenance;
 mod stats;
 mod token;
 mod verify;
@@ -59,11 +60,13 @@ pub fn router(store: Arc<Store>) -> Router {
         )
         .route(
             "/versions/{id}",
-            get(versions::version_get).delete(versions::version_delete),
+            get(versions::version_get).delete(maintenance::version_delete),
         )
         .route("/containers", get(containers::containers_list))
         .route("/containers/{id}", get(containers::container_get))
         .route("/verify", post(verify::verify))
+        .route("/forget", post(maintenance::forget))
+        .route("/prune", post(maintenance::prune))
         .route("/stats", get(stats::stats))
         .route("/token", get(token::token_info));
     Router::new()

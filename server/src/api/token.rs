@@ -3,7 +3,7 @@
 use axum::{extract::State, http::HeaderMap, Json};
 use serde_json::{json, Value};
 
-use super::{authorize, path_param, Need, RepoPath, St};
+use super::{authorize, blocking, path_param, Need, RepoPath, St};
 use crate::error::ApiResult;
 
 pub(super) async fn token_info(
@@ -14,6 +14,8 @@ pub(super) async fn token_info(
     let repo = path_param(repo)?;
     let access = authorize(&store, &headers, &repo, Need::Any).await?;
     let s = access.scope;
+    let repo_id = access.repo_id;
+    let gc_epoch = blocking(move || Ok(store.gc_epoch(repo_id)?)).await?;
     Ok(Json(json!({
         "repo": repo,
         "scope": s.as_str(),
@@ -25,5 +27,6 @@ pub(super) async fn token_info(
             "browse": s.can_browse(),
         },
         "describe": s.describe(),
+        "gc_epoch": gc_epoch,
     })))
 }

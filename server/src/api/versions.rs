@@ -1,4 +1,4 @@
-//! Version endpoints: commit a manifest, list, read, delete. The manifest is validated
+//! Version endpoints: commit a manifest, list, read (deleting is `maintenance.rs`). The manifest is validated
 //! here (paths, kinds, fingerprints); checking it against the index is the store's.
 
 use std::collections::HashSet;
@@ -75,13 +75,17 @@ pub(super) async fn versions_post(
     let access = authorize(&store, &headers, &repo, Need::Backup).await?;
     let repo_id = access.repo_id;
     let body = read_body(&headers, body, MAX_MANIFEST_BODY).await?;
+    let s = store.clone();
     let v = blocking(move || {
         let mut m: Manifest = parse_json(&body)?;
         drop(body);
         let recipes = validate_manifest(&mut m)?;
-        Ok(store.commit_version(repo_id, &m, &recipes, &access.id)?)
+        Ok(s.commit_version(repo_id, &m, &recipes, &access.id)?)
     })
     .await?;
+    // The chunks the previous version of this source dropped are cold now: the mover
+    // files them into archival containers in the background.
+    crate::store::mover::kick(&store, repo_id);
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
@@ -139,23 +143,6 @@ pub(super) async fn version_get(
         out.extend_from_slice(&manifest);
         out.push(b'}');
         Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
-    })
-    .await
-}
-
-pub(super) async fn version_delete(
-    State(store): St,
-    p: RepoItemPath,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let (repo, id) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
-        .await?
-        .repo_id;
-    let id = parse_id(&id, "version")?;
-    blocking(move || {
-        store.delete_version(repo_id, id)?;
-        Ok(Json(json!({ "deleted": id })))
     })
     .await
 }

@@ -168,6 +168,15 @@ impl Store {
                 None => None,
             },
         };
+        if stored.is_none() {
+            // Moved by the mover or compaction between the lookup and the open: the index
+            // has its new place. Only a chunk still indexed at this place is damaged.
+            if let Some(now) = chunk_loc(&*self.readers.get()?, repo_id, fp)? {
+                if now.container_id != loc.container_id || now.offset != loc.offset {
+                    return self.read_verified(repo_id, fp, &now, None, decode);
+                }
+            }
+        }
         let res = match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
             Some(stored) if decode || loc.codec > 1 => {

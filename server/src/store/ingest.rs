@@ -20,7 +20,7 @@ use super::{
     backend::ContainerBackend,
     chunks::{chunk_loc, ChunkLoc},
     containers::OpenContainer,
-    quarantine, verify, BadChunk, Store, StoreError, StoreResult, Writer,
+    now_ms, quarantine, verify, BadChunk, Store, StoreError, StoreResult, Writer,
 };
 
 /// Bundles of at least this many raw bytes are verified by two threads side by side. The
@@ -285,6 +285,7 @@ impl Store {
         // 2. index rows in one transaction.
         let commit = || -> rusqlite::Result<()> {
             let tx = w.conn.unchecked_transaction()?;
+            let stored_ms = now_ms() as i64;
             for t in &touched {
                 if t.oc.created {
                     tx.prepare_cached(
@@ -310,7 +311,7 @@ impl Store {
                     ])?;
                 }
                 let mut ins = tx.prepare_cached(
-                    "INSERT INTO chunks(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO chunks(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, stored_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 )?;
                 for (fp, slot, offset, stored, raw, codec) in &t.rows {
                     ins.execute(params![
@@ -321,7 +322,8 @@ impl Store {
                         *offset as i64,
                         stored,
                         raw,
-                        codec
+                        codec,
+                        stored_ms
                     ])?;
                 }
             }

@@ -17,8 +17,13 @@ pub mod auth;
 pub mod backend;
 pub mod chunks;
 pub mod containers;
+pub mod crashpoint;
 mod error;
+pub mod expiry;
+pub mod gc;
 pub mod ingest;
+pub mod layout;
+pub mod mover;
 pub mod quarantine;
 pub mod recover;
 pub mod retention;
@@ -35,10 +40,10 @@ pub use ingest::verify_entries;
 pub use stats::repo_stats;
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     fs,
     path::{Path, PathBuf},
-    sync::{Mutex, MutexGuard, RwLock},
+    sync::{atomic::AtomicBool, Mutex, MutexGuard, RwLock},
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -74,6 +79,12 @@ pub struct Store {
     /// `check`) makes it stale.
     fp_cache: RwLock<HashMap<i64, (i64, FpLengths)>>,
     wal: wal::WalGuard,
+    /// Held by one maintenance pass (mover, garbage collection) at a time: two would copy
+    /// the same chunks.
+    maintenance: Mutex<()>,
+    /// Repositories waiting for the background mover, and whether its thread runs.
+    mover_queue: Mutex<HashSet<i64>>,
+    mover_running: AtomicBool,
 }
 
 impl Store {
@@ -103,6 +114,9 @@ impl Store {
             containers: backend::LocalDisk::new(data_dir),
             fp_cache: RwLock::new(HashMap::new()),
             wal: wal::WalGuard::new(db::db_path(data_dir)),
+            maintenance: Mutex::new(()),
+            mover_queue: Mutex::new(HashSet::new()),
+            mover_running: AtomicBool::new(false),
             writer: Mutex::new(Writer {
                 conn,
                 next_container_id: max_id as u64 + 1,
@@ -186,6 +200,14 @@ impl Store {
     ) -> StoreResult<(Option<auth::TokenAccess>, Option<i64>)> {
         let conn = self.readers.get()?;
         Ok((token_access(&conn, token)?, repo_id(&conn, repo)?))
+    }
+
+    /// Every repository's id.
+    pub fn repo_ids(&self) -> StoreResult<Vec<i64>> {
+        let conn = self.readers.get()?;
+        let mut st = conn.prepare_cached("SELECT id FROM repos ORDER BY id")?;
+        let ids = st.query_map([], |r| r.get(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
     }
 
     /// Runs `f` with the writer connection (repo and token management).

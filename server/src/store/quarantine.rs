@@ -14,10 +14,7 @@
 use std::collections::HashSet;
 
 use rusqlite::{params, Connection};
-use wasm_core::{
-    format::{manifest::Manifest, parse_fp_hex},
-    hash::Fingerprint,
-};
+use wasm_core::hash::Fingerprint;
 
 use super::now_ms;
 
@@ -188,19 +185,6 @@ pub fn epoch(conn: &Connection) -> rusqlite::Result<i64> {
         .query_row([], |r| r.get(0))
 }
 
-/// The distinct fingerprints of a stored (zstd-compressed JSON) manifest.
-pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
-    let json = super::versions::decode_manifest(blob).map_err(|e| e.to_string())?;
-    let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
-    let mut fps = HashSet::new();
-    for e in &m.entries {
-        for h in &e.recipe {
-            fps.insert(parse_fp_hex(h).ok_or("bad fingerprint in a stored recipe")?);
-        }
-    }
-    Ok(fps)
-}
-
 /// Counts `versions.damaged` where it is unknown (-1, set by a schema migration); returns
 /// how many versions turned out damaged.
 pub fn recount_unknown(conn: &Connection) -> rusqlite::Result<usize> {
@@ -266,7 +250,7 @@ fn recount(
     let mut set = conn.prepare_cached("UPDATE versions SET damaged = ?2 WHERE id = ?1")?;
     for (vid, before, blob) in rows {
         // An unreadable manifest is `check`'s to report; it cannot be counted here.
-        let Ok(fps) = manifest_fps(&blob) else {
+        let Ok(fps) = super::versions::manifest_fps(&blob) else {
             continue;
         };
         if touched.is_some_and(|t| !fps.iter().any(|fp| t.contains(fp))) {

@@ -8,11 +8,17 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use wasm_core::{
-    format::manifest::{EntryKind, Manifest, VersionStats},
+    format::{
+        manifest::{EntryKind, Manifest, VersionStats},
+        parse_fp_hex,
+    },
     hash::Fingerprint,
 };
 
-use super::{backend::ContainerBackend, now_ms, stats::ratio, Store, StoreError, StoreResult};
+use super::{
+    backend::ContainerBackend, mover::layout_enabled, now_ms, stats::ratio, Store, StoreError,
+    StoreResult,
+};
 
 /// Compresses a manifest's JSON for its version row.
 pub fn encode_manifest(json: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -22,6 +28,19 @@ pub fn encode_manifest(json: &[u8]) -> std::io::Result<Vec<u8>> {
 /// The manifest JSON of a version row's blob.
 pub fn decode_manifest(blob: &[u8]) -> std::io::Result<Vec<u8>> {
     zstd::decode_all(blob)
+}
+
+/// The distinct fingerprints of a stored (zstd-compressed JSON) manifest.
+pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
+    let json = decode_manifest(blob).map_err(|e| e.to_string())?;
+    let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    let mut fps = HashSet::new();
+    for e in &m.entries {
+        for h in &e.recipe {
+            fps.insert(parse_fp_hex(h).ok_or("bad fingerprint in a stored recipe")?);
+        }
+    }
+    Ok(fps)
 }
 
 /// A version as listed: `stats` is its stored JSON; `damaged` counts its distinct chunks
@@ -90,7 +109,7 @@ impl Store {
         let json = serde_json::to_vec(manifest).map_err(|e| StoreError::Internal(e.to_string()))?;
         let blob = encode_manifest(&json)?;
 
-        let w = self.writer_for_write()?;
+        let mut w = self.writer_for_write()?;
         let tx = w.conn.unchecked_transaction()?;
         // Distinct fps in first-reference order, with what the index knows of them.
         let mut info: HashMap<Fingerprint, Option<(u32, u32, i64, bool)>> = HashMap::new();
@@ -166,7 +185,19 @@ impl Store {
                 st.execute(params![vid, cid])?;
             }
         }
+        // With the HiDeStore layout, the next version's new chunks start a container of
+        // their own, and the mover may evacuate this one (docs/STORAGE.md).
+        let layout = layout_enabled();
+        if layout {
+            tx.execute(
+                "UPDATE containers SET sealed = 1 WHERE repo_id = ?1 AND kind = 0 AND sealed = 0",
+                [repo_id],
+            )?;
+        }
         tx.commit()?;
+        if layout {
+            w.open.remove(&repo_id);
+        }
         drop(w);
         // The header copy of "newest version" is a hint; the index is authoritative.
         for cid in containers {
@@ -180,21 +211,6 @@ impl Store {
             "committed_at": committed,
             "stats": stats,
         }))
-    }
-
-    /// Deletes version `id` of the repository (its chunks stay).
-    pub fn delete_version(&self, repo_id: i64, id: i64) -> StoreResult<()> {
-        let w = self.writer_for_write()?;
-        let n = w.conn.execute(
-            "DELETE FROM versions WHERE id = ?1 AND repo_id = ?2",
-            params![id, repo_id],
-        )?;
-        if n == 0 {
-            return Err(StoreError::NotFound(format!(
-                "no version {id} in this repository"
-            )));
-        }
-        Ok(())
     }
 
     /// The repository's versions in id order; only those committed by token `own` if given.

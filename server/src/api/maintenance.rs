@@ -1,0 +1,146 @@
+//! Expiry and garbage collection endpoints: `POST forget`, `POST prune`, and `DELETE
+//! versions/{id}` (a forget of one version). The request is parsed here; what is removed
+//! and freed is the store's (docs/STORAGE.md).
+
+use axum::{body::Body, extract::State, http::HeaderMap, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{
+    authorize, blocking, parse_id, parse_json, path_param, read_body, Need, RepoItemPath, RepoPath,
+    St,
+};
+use crate::{
+    error::{ApiError, ApiResult},
+    store::{expiry::Selector, gc::Sweep, retention::Policy},
+};
+
+/// At most this many version ids in one forget.
+const MAX_FORGET_IDS: usize = 10_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForgetRequest {
+    #[serde(default)]
+    policy: Option<Policy>,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    versions: Option<Vec<i64>>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PruneRequest {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// The body as JSON, or the default for an empty one.
+fn json_or_default<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse_json(body)
+    }
+}
+
+pub(super) async fn forget(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
+        .await?
+        .repo_id;
+    let body = read_body(&headers, body, 1 << 20).await?;
+    blocking(move || {
+        let req: ForgetRequest = parse_json(&body)?;
+        let sel = match (req.policy, req.versions) {
+            (Some(policy), None) => {
+                if policy.is_empty() {
+                    return Err(ApiError::bad_request(
+                        "the policy keeps every version: give at least one keep rule",
+                    ));
+                }
+                if req
+                    .source
+                    .as_ref()
+                    .is_some_and(|s| s.is_empty() || s.len() > 256)
+                {
+                    return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
+                }
+                Selector::Policy {
+                    policy,
+                    source: req.source,
+                }
+            }
+            (None, Some(ids)) => {
+                if req.source.is_some() {
+                    return Err(ApiError::bad_request(
+                        "source goes with a policy, not with versions",
+                    ));
+                }
+                if ids.is_empty() || ids.len() > MAX_FORGET_IDS {
+                    return Err(ApiError::bad_request(format!(
+                        "versions: 1 to {MAX_FORGET_IDS} ids"
+                    )));
+                }
+                if ids.iter().any(|&id| id <= 0) {
+                    return Err(ApiError::bad_request("versions: ids are positive integers"));
+                }
+                Selector::Versions(ids)
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "give exactly one of policy and versions",
+                ))
+            }
+        };
+        let rep = store.forget(repo_id, &sel, req.dry_run)?;
+        Ok(Json(serde_json::to_value(rep).map_err(ApiError::internal)?))
+    })
+    .await
+}
+
+pub(super) async fn prune(
+    State(store): St,
+    repo: RepoPath,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let repo = path_param(repo)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
+        .await?
+        .repo_id;
+    let body = read_body(&headers, body, 64 << 10).await?;
+    blocking(move || {
+        let req: PruneRequest = json_or_default(&body)?;
+        let rep = store.prune(repo_id, req.dry_run, Sweep::Full)?;
+        Ok(Json(serde_json::to_value(rep).map_err(ApiError::internal)?))
+    })
+    .await
+}
+
+pub(super) async fn version_delete(
+    State(store): St,
+    p: RepoItemPath,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let (repo, id) = path_param(p)?;
+    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
+        .await?
+        .repo_id;
+    let id = parse_id(&id, "version")?;
+    blocking(move || {
+        let rep = store.forget(repo_id, &Selector::Versions(vec![id]), false)?;
+        Ok(Json(
+            json!({ "deleted": id, "reclaimed_bytes": rep.reclaimed_bytes }),
+        ))
+    })
+    .await
+}

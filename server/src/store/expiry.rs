@@ -1,0 +1,214 @@
+//! Expiry: removing versions chosen by a retention policy (`retention.rs`) or by id, then
+//! pruning (`gc.rs`); or, on a dry run, saying which versions would go and how many stored
+//! bytes that frees, by the same mark a prune uses (docs/STORAGE.md, "Expiry").
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+
+use super::{
+    chunks::FpSet,
+    crashpoint,
+    gc::{PruneReport, Sweep},
+    mover::layout_enabled,
+    retention::{self, Policy, Reason, VersionMeta},
+    versions::manifest_fps,
+    Store, StoreError, StoreResult,
+};
+
+/// Which versions to remove.
+pub enum Selector {
+    /// A retention policy, for one source or for each source separately.
+    Policy {
+        policy: Policy,
+        source: Option<String>,
+    },
+    /// These versions of the repository.
+    Versions(Vec<i64>),
+}
+
+#[derive(Debug, Serialize)]
+pub struct Listed {
+    pub id: i64,
+    pub source: String,
+    pub time: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Kept {
+    pub id: i64,
+    pub source: String,
+    pub time: i64,
+    pub reasons: Vec<Reason>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ForgetReport {
+    pub dry_run: bool,
+    pub remove: Vec<Listed>,
+    pub keep: Vec<Kept>,
+    /// Stored bytes (and count) of the chunks that only removed versions reference.
+    pub freed_bytes: i64,
+    pub freed_chunks: i64,
+    /// What the data directory shrank by (0 on a dry run).
+    pub reclaimed_bytes: i64,
+    pub prune: Option<PruneReport>,
+}
+
+impl Store {
+    /// Removes the versions `sel` picks and prunes, or with `dry_run` only reports.
+    pub fn forget(&self, repo_id: i64, sel: &Selector, dry_run: bool) -> StoreResult<ForgetReport> {
+        let all: Vec<VersionMeta> = {
+            let conn = self.readers.get()?;
+            let mut st = conn.prepare_cached(
+                "SELECT id, source, time FROM versions WHERE repo_id = ?1 ORDER BY id",
+            )?;
+            let it = st.query_map([repo_id], |r| {
+                Ok(VersionMeta {
+                    id: r.get(0)?,
+                    source: r.get(1)?,
+                    time: r.get(2)?,
+                })
+            })?;
+            it.collect::<Result<_, _>>()?
+        };
+        let by_id: HashMap<i64, &VersionMeta> = all.iter().map(|v| (v.id, v)).collect();
+        let (remove, keep): (Vec<i64>, Vec<(i64, Vec<Reason>)>) = match sel {
+            Selector::Policy { policy, source } => {
+                let s = retention::select(&all, policy, source.as_deref());
+                (s.remove, s.keep)
+            }
+            Selector::Versions(ids) => {
+                let want: HashSet<i64> = ids.iter().copied().collect();
+                if let Some(id) = want.iter().find(|id| !by_id.contains_key(id)) {
+                    return Err(StoreError::NotFound(format!(
+                        "no version {id} in this repository"
+                    )));
+                }
+                let mut remove: Vec<i64> = want.into_iter().collect();
+                remove.sort_unstable_by(|a, b| b.cmp(a));
+                let keep = all
+                    .iter()
+                    .rev()
+                    .filter(|v| !remove.contains(&v.id))
+                    .map(|v| (v.id, Vec::new()))
+                    .collect();
+                (remove, keep)
+            }
+        };
+        let removed: HashSet<i64> = remove.iter().copied().collect();
+        let (freed_bytes, freed_chunks) = self.freed_by(repo_id, &removed)?;
+        let listed = |id: &i64| {
+            let v = by_id[id];
+            Listed {
+                id: v.id,
+                source: v.source.clone(),
+                time: v.time,
+            }
+        };
+        let mut rep = ForgetReport {
+            dry_run,
+            remove: remove.iter().map(listed).collect(),
+            keep: keep
+                .into_iter()
+                .map(|(id, reasons)| {
+                    let v = by_id[&id];
+                    Kept {
+                        id,
+                        source: v.source.clone(),
+                        time: v.time,
+                        reasons,
+                    }
+                })
+                .collect(),
+            freed_bytes,
+            freed_chunks,
+            reclaimed_bytes: 0,
+            prune: None,
+        };
+        if dry_run || remove.is_empty() {
+            return Ok(rep);
+        }
+        {
+            let w = self.writer_for_write()?;
+            let tx = w.conn.unchecked_transaction()?;
+            let mut del =
+                tx.prepare_cached("DELETE FROM versions WHERE id = ?1 AND repo_id = ?2")?;
+            for id in &remove {
+                del.execute(params![id, repo_id])?;
+            }
+            drop(del);
+            tx.commit()?;
+        }
+        crashpoint::reached("forget:deleted");
+        // ICDA alone is exact when the removed versions are older than every kept one and
+        // none was a source's newest (its chunks are hot, in active containers).
+        let newest: HashSet<i64> = {
+            let mut m: HashMap<&str, i64> = HashMap::new();
+            for v in &all {
+                m.insert(&v.source, v.id);
+            }
+            m.into_values().collect()
+        };
+        let min_kept = all
+            .iter()
+            .filter(|v| !removed.contains(&v.id))
+            .map(|v| v.id)
+            .min()
+            .unwrap_or(i64::MAX);
+        let oldest_first = remove
+            .iter()
+            .all(|id| *id < min_kept && !newest.contains(id));
+        let sweep = if oldest_first && layout_enabled() {
+            Sweep::IcdaOnly
+        } else {
+            Sweep::Full
+        };
+        let p = self.prune(repo_id, false, sweep)?;
+        rep.reclaimed_bytes = p.reclaimed_bytes;
+        rep.prune = Some(p);
+        Ok(rep)
+    }
+
+    /// Stored bytes and count of the chunks that versions `removed` reference and no other
+    /// live version does.
+    fn freed_by(&self, repo_id: i64, removed: &HashSet<i64>) -> StoreResult<(i64, i64)> {
+        if removed.is_empty() {
+            return Ok((0, 0));
+        }
+        let conn = self.readers.get()?;
+        let tx = conn.unchecked_transaction()?;
+        let rows: Vec<(i64, Vec<u8>)> = {
+            let mut st =
+                tx.prepare_cached("SELECT id, manifest FROM versions WHERE repo_id = ?1")?;
+            let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            it.collect::<Result<_, _>>()?
+        };
+        let mut gone = FpSet::default();
+        let mut kept = FpSet::default();
+        for (id, blob) in &rows {
+            let fps = manifest_fps(blob).map_err(|e| {
+                StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
+            })?;
+            if removed.contains(id) {
+                gone.extend(fps);
+            } else {
+                kept.extend(fps);
+            }
+        }
+        let mut st =
+            tx.prepare_cached("SELECT stored_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let (mut bytes, mut count) = (0i64, 0i64);
+        for fp in gone.difference(&kept) {
+            if let Some(n) = st
+                .query_row(params![repo_id, &fp[..]], |r| r.get::<_, i64>(0))
+                .optional()?
+            {
+                bytes += n;
+                count += 1;
+            }
+        }
+        Ok((bytes, count))
+    }
+}

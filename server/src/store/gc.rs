@@ -1,0 +1,314 @@
+//! Garbage collection: ICDA (HiDeStore §4.5, the Isolated Container Deletion Algorithm),
+//! then mark and sweep, then compaction of the containers the sweep left sparse.
+//!
+//! ICDA deletes archival containers whose B_ID (`containers.newest_version`) is below the
+//! smallest live version id, without reading their chunks: every version that references a
+//! chunk of such a container has an id <= its B_ID (the mover groups cold chunks by the
+//! newest live version referencing them, and every commit raises the B_ID of each container
+//! it references), and no version with such an id is live. With versions expiring oldest
+//! first and the mover idle, this is exact: the removed versions' chunks that no kept
+//! version references are all in those containers.
+//!
+//! Mark and sweep covers the rest (a version deleted from the middle of a history, the
+//! newest version of a source deleted, the layout switched off): mark = the fingerprints of
+//! every live version's manifest; sweep = delete the index rows of the other chunks, except
+//! pending ones younger than the grace period (a backup in progress uploaded them and has
+//! not committed yet). Containers left without a live chunk are deleted; sparse ones are
+//! compacted by the mover's evacuation.
+//!
+//! Each deciding transaction runs under the writer lock after checking that the live
+//! versions are still those the mark read (else it marks again), increments the
+//! repository's `gc_epoch` when it deletes chunk rows, and files are unlinked only after it
+//! commits (docs/STORAGE.md, "Crash safety").
+
+use std::time::{Duration, Instant};
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use wasm_core::hash::Fingerprint;
+
+use super::{
+    crashpoint,
+    layout::Snapshot,
+    mover::{drop_container, layout_enabled, Moved, Source},
+    now_ms, Store, StoreResult,
+};
+
+/// Pending chunks younger than this are never swept (`DITTO_GC_GRACE_S` overrides).
+const GRACE: Duration = Duration::from_secs(86_400);
+/// A sweep gives up after this many marks that commits kept making stale.
+const MAX_MARKS: u32 = 8;
+
+pub fn grace() -> Duration {
+    std::env::var("DITTO_GC_GRACE_S")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(GRACE, Duration::from_secs)
+}
+
+/// What a prune did (or, on a dry run, would find).
+#[derive(Debug, Default, Serialize)]
+pub struct PruneReport {
+    pub dry_run: bool,
+    /// Container bytes no live chunk occupies, before the run (after the mover).
+    pub reclaimable_bytes: i64,
+    /// Container bytes unlinked minus container bytes written.
+    pub reclaimed_bytes: i64,
+    pub containers_deleted: u64,
+    /// Of `containers_deleted`, those ICDA deleted without reading their chunks.
+    pub containers_icda: u64,
+    pub containers_compacted: u64,
+    pub bytes_rewritten: u64,
+    pub chunks_deleted: u64,
+    /// Whether mark and sweep ran.
+    pub sweep: bool,
+    pub seconds: f64,
+    /// What the mover did first.
+    pub moved: Moved,
+}
+
+/// How much of a prune to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// ICDA only: versions expired oldest first, none of them a source's newest.
+    IcdaOnly,
+    /// ICDA, then mark and sweep.
+    Full,
+}
+
+impl Store {
+    /// Garbage-collects the repository: the mover first (so every cold chunk is in its
+    /// archival group), then ICDA, then (if `sweep` says so) mark and sweep, then
+    /// compaction. With `dry_run` only the mover runs and the reclaimable bytes are counted.
+    pub fn prune(&self, repo_id: i64, dry_run: bool, sweep: Sweep) -> StoreResult<PruneReport> {
+        let t0 = Instant::now();
+        let _maint = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rep = PruneReport {
+            dry_run,
+            moved: self.mover_pass(repo_id, "move")?,
+            ..Default::default()
+        };
+        rep.reclaimable_bytes = self.reclaimable(repo_id)?;
+        if dry_run {
+            rep.seconds = t0.elapsed().as_secs_f64();
+            return Ok(rep);
+        }
+        self.icda(repo_id, &mut rep)?;
+        if sweep == Sweep::Full || !layout_enabled() {
+            rep.sweep = true;
+            self.sweep(repo_id, &mut rep)?;
+        }
+        let compacted = self.mover_pass(repo_id, "compact")?;
+        rep.containers_compacted = compacted.containers_evacuated;
+        rep.bytes_rewritten = rep.moved.bytes_rewritten + compacted.bytes_rewritten;
+        rep.reclaimed_bytes += compacted.bytes_freed;
+        self.writer_for_write()?.conn.execute(
+            "UPDATE repos SET reclaimed_bytes = reclaimed_bytes + ?2 WHERE id = ?1",
+            params![repo_id, rep.reclaimed_bytes.max(0)],
+        )?;
+        rep.seconds = t0.elapsed().as_secs_f64();
+        Ok(rep)
+    }
+
+    /// Container data bytes that no live chunk occupies: dead slots plus chunks no live
+    /// version references (pending ones past the grace period included).
+    fn reclaimable(&self, repo_id: i64) -> StoreResult<i64> {
+        let conn = self.readers.get()?;
+        let tx = conn.unchecked_transaction()?;
+        let snap = Snapshot::take(&tx, repo_id)?;
+        let data: i64 = tx.query_row(
+            "SELECT COALESCE(SUM(data_end - data_offset), 0) FROM containers WHERE repo_id = ?1",
+            [repo_id],
+            |r| r.get(0),
+        )?;
+        let live: i64 = dead_rows(&tx, repo_id, &snap, true)?
+            .iter()
+            .map(|d| d.stored_len)
+            .sum();
+        Ok(data - live)
+    }
+
+    /// ICDA: deletes the archival containers below the smallest live version id, whole.
+    fn icda(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
+        let gone = {
+            let mut w = self.writer_for_write()?;
+            let tx = w.conn.unchecked_transaction()?;
+            let min_live: i64 = tx.query_row(
+                "SELECT COALESCE(MIN(id), 9223372036854775807) FROM versions WHERE repo_id = ?1",
+                [repo_id],
+                |r| r.get(0),
+            )?;
+            let gone: Vec<Source> = {
+                let mut st = tx.prepare_cached(
+                    "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = ?1 AND kind = 1 AND newest_version < ?2",
+                )?;
+                let it = st.query_map(params![repo_id, min_live], source_row)?;
+                it.collect::<Result<_, _>>()?
+            };
+            if gone.is_empty() {
+                return Ok(());
+            }
+            for c in &gone {
+                rep.chunks_deleted +=
+                    tx.execute("DELETE FROM chunks WHERE container_id = ?1", [c.id])? as u64;
+                drop_container(&tx, c.id)?;
+            }
+            bump_epoch(&tx, repo_id)?;
+            tx.commit()?;
+            if let Some(open) = w.open.get(&repo_id) {
+                if gone.iter().any(|c| c.id == open.id as i64) {
+                    w.open.remove(&repo_id);
+                }
+            }
+            gone
+        };
+        self.forget_fp_cache(repo_id);
+        crashpoint::reached("icda:switched");
+        let ids: Vec<i64> = gone.iter().map(|c| c.id).collect();
+        rep.reclaimed_bytes += self.unlink_containers(repo_id, &ids, &gone);
+        rep.containers_deleted += ids.len() as u64;
+        rep.containers_icda += ids.len() as u64;
+        Ok(())
+    }
+
+    /// Mark and sweep: deletes the rows of chunks no live version references (and pending
+    /// ones past the grace period) and the containers left without a live chunk.
+    fn sweep(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
+        for _ in 0..MAX_MARKS {
+            let snap = {
+                let conn = self.readers.get()?;
+                let tx = conn.unchecked_transaction()?;
+                let snap = Snapshot::take(&tx, repo_id)?;
+                // The rows themselves are read again under the writer lock below; the
+                // expensive part (the manifests) is read here without it.
+                drop(tx);
+                snap
+            };
+            let gone = {
+                let mut w = self.writer_for_write()?;
+                let tx = w.conn.unchecked_transaction()?;
+                if !snap.still_current(&tx, repo_id)? {
+                    continue;
+                }
+                let dead = dead_rows(&tx, repo_id, &snap, false)?;
+                if dead.is_empty() {
+                    return Ok(());
+                }
+                let mut touched: Vec<i64> = Vec::new();
+                {
+                    let mut del = tx.prepare_cached(
+                        "DELETE FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3",
+                    )?;
+                    for d in &dead {
+                        rep.chunks_deleted +=
+                            del.execute(params![repo_id, &d.fp[..], d.container_id])? as u64;
+                        touched.push(d.container_id);
+                    }
+                }
+                touched.sort_unstable();
+                touched.dedup();
+                let mut gone = Vec::new();
+                for id in touched {
+                    let left: i64 = tx.query_row(
+                        "SELECT COUNT(*) FROM chunks WHERE container_id = ?1",
+                        [id],
+                        |r| r.get(0),
+                    )?;
+                    if left == 0 {
+                        gone.push(tx.query_row(
+                            "SELECT id, kind, data_offset, data_end FROM containers WHERE id = ?1",
+                            [id],
+                            source_row,
+                        )?);
+                        drop_container(&tx, id)?;
+                    }
+                }
+                bump_epoch(&tx, repo_id)?;
+                tx.commit()?;
+                if let Some(open) = w.open.get(&repo_id) {
+                    if gone.iter().any(|c: &Source| c.id == open.id as i64) {
+                        w.open.remove(&repo_id);
+                    }
+                }
+                gone
+            };
+            self.forget_fp_cache(repo_id);
+            crashpoint::reached("sweep:switched");
+            let ids: Vec<i64> = gone.iter().map(|c| c.id).collect();
+            rep.reclaimed_bytes += self.unlink_containers(repo_id, &ids, &gone);
+            rep.containers_deleted += ids.len() as u64;
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// Drops the in-memory fingerprint set of a repository (chunks were deleted): the next
+    /// `chunks/missing` reloads it from the index.
+    fn forget_fp_cache(&self, repo_id: i64) {
+        self.fp_cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&repo_id);
+    }
+
+    /// The repository's `gc_epoch`.
+    pub fn gc_epoch(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self.readers.get()?.query_row(
+            "SELECT gc_epoch FROM repos WHERE id = ?1",
+            [repo_id],
+            |r| r.get(0),
+        )?)
+    }
+}
+
+fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Source> {
+    Ok(Source {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        data_offset: r.get(2)?,
+        data_end: r.get(3)?,
+    })
+}
+
+fn bump_epoch(tx: &Connection, repo_id: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE repos SET gc_epoch = gc_epoch + 1 WHERE id = ?1",
+        [repo_id],
+    )?;
+    Ok(())
+}
+
+/// A chunk row as the sweep sees it.
+pub(crate) struct DeadRow {
+    pub fp: Fingerprint,
+    pub container_id: i64,
+    pub stored_len: i64,
+}
+
+/// The chunk rows that are dead under `snap` (or, with `live`, those that are not).
+fn dead_rows(
+    conn: &Connection,
+    repo_id: i64,
+    snap: &Snapshot,
+    live: bool,
+) -> rusqlite::Result<Vec<DeadRow>> {
+    let young = now_ms() as i64 - grace().as_millis() as i64;
+    let mut st = conn.prepare_cached(
+        "SELECT fp, container_id, stored_len, first_version IS NULL AND stored_ms > ?2 FROM chunks WHERE repo_id = ?1",
+    )?;
+    let mut rows = st.query(params![repo_id, young])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let fp: Vec<u8> = r.get(0)?;
+        let fp: Fingerprint = fp.try_into().unwrap_or([0; 20]);
+        let is_live = snap.referenced(&fp) || r.get::<_, bool>(3)?;
+        if is_live == live {
+            out.push(DeadRow {
+                fp,
+                container_id: r.get(1)?,
+                stored_len: r.get(2)?,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,650 @@
+//! The HiDeStore mover (Li, Hua, Cao et al. 2024, §4.2, "chunk filter"): after a commit,
+//! cold chunks are copied out of active containers into archival containers grouped by the
+//! newest live version that references them, the index is switched to the copies in one
+//! transaction, and the evacuated containers are deleted. Compaction (§4.2, Fig. 6: sparse
+//! containers merged) is the same evacuation applied to containers with few live bytes,
+//! which garbage collection also uses after a sweep (`gc.rs`).
+//!
+//! Evacuating a container rewrites all of its live chunks, hot ones into new dense active
+//! containers, so the old file can be deleted whole: container files are never rewritten
+//! in place, and every step is a new file made durable before an index row points at it, or
+//! an index row removed before its file is unlinked. docs/STORAGE.md lists the steps, their
+//! crash points and the invariants.
+//!
+//! Concurrency: the copy runs without the writer lock; the switch takes it for one
+//! transaction and first checks that no version was committed or deleted since the
+//! snapshot that classified the chunks (else the copies are discarded and the pass starts
+//! over). Every row update names the slot it moves from, so a chunk quarantined or healed
+//! meanwhile keeps its new state. One maintenance pass (mover or garbage collection) runs at
+//! a time per store.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::{atomic::Ordering, Arc},
+};
+
+use rusqlite::{params, Connection};
+use wasm_core::{
+    format::container::{
+        slot_offset, ContainerHeader, ContainerKind, TableEntry, DEFAULT_TABLE_CAPACITY,
+        TARGET_DATA_BYTES,
+    },
+    hash::{to_hex, Fingerprint},
+};
+
+use super::{
+    backend::ContainerBackend,
+    containers::{containers_dir, fsync_dir},
+    crashpoint,
+    layout::{Class, Snapshot},
+    now_ms, quarantine, verify, Store, StoreResult,
+};
+
+/// An active container is evacuated when at least this fraction of its data bytes is cold
+/// (or unreferenced). 0 moves every cold chunk as soon as it is cold, which is what makes
+/// expiry by whole containers (ICDA) exact; docs/BENCHMARKS.md has the figures.
+const MOVE_THRESHOLD: f64 = 0.0;
+/// A container whose live bytes are below this fraction of its data bytes is compacted.
+const COMPACT_THRESHOLD: f64 = 0.5;
+/// At most this many bytes of containers are evacuated per switch.
+const BATCH_BYTES: i64 = 64 << 20;
+/// A pass gives up after this many abandoned switches in a row (versions kept changing).
+const MAX_RETRIES: u32 = 8;
+
+fn threshold(var: &str, default: f64) -> f64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|v| (0.0..=1.0).contains(v))
+        .unwrap_or(default)
+}
+
+pub fn move_threshold() -> f64 {
+    threshold("DITTO_MOVE_THRESHOLD", MOVE_THRESHOLD)
+}
+
+pub fn compact_threshold() -> f64 {
+    threshold("DITTO_COMPACT_THRESHOLD", COMPACT_THRESHOLD)
+}
+
+/// Whether the HiDeStore layout is on (`DITTO_LAYOUT=off` keeps every chunk where it was
+/// uploaded, in arrival order: the baseline the benchmark compares against).
+pub fn layout_enabled() -> bool {
+    std::env::var("DITTO_LAYOUT").map_or(true, |v| v != "off")
+}
+
+/// A container as an evacuation sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Source {
+    pub id: i64,
+    pub kind: u8,
+    pub data_offset: i64,
+    pub data_end: i64,
+}
+
+/// What a stored chunk row holds.
+struct Row {
+    fp: Fingerprint,
+    slot: u32,
+    offset: u64,
+    stored_len: u32,
+    raw_len: u32,
+    codec: u8,
+    committed: bool,
+}
+
+/// What one or more evacuations did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Moved {
+    pub containers_evacuated: u64,
+    pub containers_written: u64,
+    pub chunks_moved: u64,
+    pub bytes_rewritten: u64,
+    /// Container bytes unlinked minus container bytes written.
+    pub bytes_freed: i64,
+    pub passes_abandoned: u64,
+}
+
+impl Moved {
+    pub(crate) fn add(&mut self, o: &Moved) {
+        self.containers_evacuated += o.containers_evacuated;
+        self.containers_written += o.containers_written;
+        self.chunks_moved += o.chunks_moved;
+        self.bytes_rewritten += o.bytes_rewritten;
+        self.bytes_freed += o.bytes_freed;
+        self.passes_abandoned += o.passes_abandoned;
+    }
+}
+
+/// A destination: active, or the archival group of a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Dest {
+    Active,
+    Archival(i64),
+}
+
+/// A new container being filled in memory.
+struct Building {
+    kind: ContainerKind,
+    newest_version: i64,
+    data: Vec<u8>,
+    table: Vec<u8>,
+    /// (fp, old container, old slot, new slot, new offset relative to the data start)
+    moves: Vec<(Fingerprint, i64, u32, u32, u64)>,
+}
+
+impl Building {
+    fn new(dest: Dest) -> Building {
+        let (kind, newest_version) = match dest {
+            Dest::Active => (ContainerKind::Active, 0),
+            Dest::Archival(g) => (ContainerKind::Archival, g),
+        };
+        Building {
+            kind,
+            newest_version,
+            data: Vec::new(),
+            table: Vec::new(),
+            moves: Vec::new(),
+        }
+    }
+
+    fn has_room(&self, len: usize) -> bool {
+        self.moves.len() < DEFAULT_TABLE_CAPACITY as usize
+            && (self.moves.is_empty() || (self.data.len() + len) as u64 <= TARGET_DATA_BYTES)
+    }
+}
+
+/// A new container written and fsynced, not yet in the index.
+struct Written {
+    id: u64,
+    header: ContainerHeader,
+    data_end: u64,
+    moves: Vec<(Fingerprint, i64, u32, u32, u64)>,
+}
+
+impl Store {
+    /// Runs the mover over a repository until no container needs evacuating.
+    pub fn run_mover(&self, repo_id: i64) -> StoreResult<Moved> {
+        let _maint = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        self.mover_pass(repo_id, "move")
+    }
+
+    /// Evacuates misplaced (with the layout on) and sparse containers until none is left;
+    /// `point` names the crash points (`move`, or `compact` after a sweep). The caller holds
+    /// the maintenance lock.
+    pub(crate) fn mover_pass(&self, repo_id: i64, point: &str) -> StoreResult<Moved> {
+        let mut total = Moved::default();
+        let layout = layout_enabled();
+        let mut retries = 0;
+        let mut done: HashSet<i64> = HashSet::new();
+        loop {
+            let (snap, batch) = {
+                let open = self.open_container_id(repo_id);
+                let conn = self.readers.get()?;
+                let tx = conn.unchecked_transaction()?;
+                let snap = Snapshot::take(&tx, repo_id)?;
+                let batch = pick_for_move(&tx, repo_id, &snap, open, &done, layout)?;
+                (snap, batch)
+            };
+            if batch.is_empty() {
+                return Ok(total);
+            }
+            match self.evacuate(repo_id, &snap, &batch, point, layout)? {
+                Some(m) => {
+                    total.add(&m);
+                    retries = 0;
+                    // A container that could not be emptied (a chunk was appended or
+                    // re-pointed meanwhile) is not picked again in this pass.
+                    done.extend(batch.iter().map(|s| s.id));
+                }
+                None => {
+                    total.passes_abandoned += 1;
+                    retries += 1;
+                    if retries >= MAX_RETRIES {
+                        return Ok(total);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The id of the container the writer appends to in the repository, if one is open.
+    pub(crate) fn open_container_id(&self, repo_id: i64) -> Option<i64> {
+        self.writer().open.get(&repo_id).map(|oc| oc.id as i64)
+    }
+
+    /// Copies the live chunks of `sources` into new containers by class, switches the index
+    /// to the copies and deletes the sources it emptied. `None`: the versions changed since
+    /// `snap`, nothing was switched (the copies are deleted). `point` names the crash points
+    /// (`move` or `compact`); without `layout` every copy goes to an active container.
+    fn evacuate(
+        &self,
+        repo_id: i64,
+        snap: &Snapshot,
+        sources: &[Source],
+        point: &str,
+        layout: bool,
+    ) -> StoreResult<Option<Moved>> {
+        let mut moved = Moved::default();
+        // 1. Read and verify the live chunks, sort them into destinations.
+        let mut dests: BTreeMap<Dest, Vec<Building>> = BTreeMap::new();
+        let mut damaged: Vec<quarantine::Found> = Vec::new();
+        for src in sources {
+            let rows = live_rows(&*self.readers.get()?, src.id)?;
+            if rows.is_empty() {
+                continue;
+            }
+            let Some(file) = self.containers.open(repo_id, src.id as u64)? else {
+                continue; // a missing file is damage for reads and `check` to report
+            };
+            let len = (src.data_end - src.data_offset) as u32;
+            let Some(data) = self
+                .containers
+                .read_at(&file, src.data_offset as u64, len)?
+            else {
+                continue;
+            };
+            for r in rows {
+                let start = (r.offset - src.data_offset as u64) as usize;
+                let Some(stored) = data.get(start..start + r.stored_len as usize) else {
+                    continue;
+                };
+                if let Err(reason) = verify::verify_stored(&r.fp, r.codec, r.raw_len, stored) {
+                    eprintln!(
+                        "damaged chunk {} in container {} of repository {repo_id}: {reason}; quarantined",
+                        to_hex(&r.fp),
+                        src.id
+                    );
+                    damaged.push(quarantine::Found {
+                        fp: r.fp,
+                        container_id: src.id as u64,
+                        offset: r.offset,
+                        reason,
+                    });
+                    continue;
+                }
+                let dest = match snap.class(&r.fp, r.committed) {
+                    // Without the layout, compaction keeps every chunk active.
+                    _ if !layout => Dest::Active,
+                    Class::Hot | Class::Pending => Dest::Active,
+                    Class::Cold(g) => Dest::Archival(g),
+                    // Referenced by no live version: group 0, below every live version, so
+                    // the next expiry deletes its container whole unless a new version
+                    // references it first (its commit then raises the container's B_ID).
+                    Class::Unreferenced => Dest::Archival(0),
+                };
+                let list = dests.entry(dest).or_default();
+                if !list.last().is_some_and(|b| b.has_room(stored.len())) {
+                    list.push(Building::new(dest));
+                }
+                let b = list.last_mut().unwrap();
+                let new_slot = b.moves.len() as u32;
+                let rel = b.data.len() as u64;
+                b.table.extend_from_slice(
+                    &TableEntry {
+                        fp: r.fp,
+                        codec: r.codec,
+                        offset: rel, // made absolute when the data offset is known
+                        stored_len: r.stored_len,
+                        raw_len: r.raw_len,
+                    }
+                    .encode(),
+                );
+                b.data.extend_from_slice(stored);
+                b.moves.push((r.fp, src.id, r.slot, new_slot, rel));
+                moved.chunks_moved += 1;
+                moved.bytes_rewritten += r.stored_len as u64;
+            }
+            moved.containers_evacuated += 1;
+        }
+        // 2. Write the new containers whole and durably; no index row points at them yet.
+        let mut written: Vec<Written> = Vec::new();
+        let discard = |written: &[Written]| {
+            for w in written {
+                let _ = self.containers.delete(repo_id, w.id);
+            }
+        };
+        for b in dests.into_values().flatten() {
+            match self.write_whole(repo_id, snap, b) {
+                Ok(w) => written.push(w),
+                Err(e) => {
+                    discard(&written);
+                    return Err(e);
+                }
+            }
+        }
+        moved.containers_written = written.len() as u64;
+        crashpoint::reached(&format!("{point}:copied"));
+        // 3. Switch the index, unless the versions changed since the snapshot.
+        let emptied = {
+            let mut w = match self.writer_for_write() {
+                Ok(w) => w,
+                Err(e) => {
+                    discard(&written);
+                    return Err(e);
+                }
+            };
+            let res = (|| -> StoreResult<Option<Vec<i64>>> {
+                let tx = w.conn.unchecked_transaction()?;
+                if !snap.still_current(&tx, repo_id)? {
+                    return Ok(None);
+                }
+                quarantine::quarantine(&tx, repo_id, &damaged)?;
+                switch(&tx, repo_id, &written)?;
+                let mut emptied = Vec::new();
+                for src in sources {
+                    let left: i64 = tx.query_row(
+                        "SELECT COUNT(*) FROM chunks WHERE container_id = ?1",
+                        [src.id],
+                        |r| r.get(0),
+                    )?;
+                    if left == 0 {
+                        drop_container(&tx, src.id)?;
+                        emptied.push(src.id);
+                    }
+                }
+                tx.commit()?;
+                Ok(Some(emptied))
+            })();
+            match res {
+                Ok(Some(emptied)) => {
+                    if let Some(open) = w.open.get(&repo_id) {
+                        if emptied.contains(&(open.id as i64)) {
+                            w.open.remove(&repo_id);
+                        }
+                    }
+                    emptied
+                }
+                Ok(None) => {
+                    drop(w);
+                    discard(&written);
+                    return Ok(None);
+                }
+                Err(e) => {
+                    drop(w);
+                    discard(&written);
+                    return Err(e);
+                }
+            }
+        };
+        crashpoint::reached(&format!("{point}:switched"));
+        // 4. Free the emptied containers.
+        let written_bytes: i64 = written.iter().map(|w| w.data_end as i64).sum();
+        let freed = self.unlink_containers(repo_id, &emptied, sources);
+        moved.bytes_freed = freed - written_bytes;
+        Ok(Some(moved))
+    }
+
+    /// Writes a filled container as a new file (header, table, data), fsynced with its
+    /// directory.
+    fn write_whole(&self, repo_id: i64, snap: &Snapshot, mut b: Building) -> StoreResult<Written> {
+        let id = {
+            let mut w = self.writer();
+            let id = w.next_container_id;
+            w.next_container_id += 1;
+            id
+        };
+        let mut header = ContainerHeader::new(id, b.kind, now_ms());
+        // An active container's B_ID: the newest live version referencing any of its chunks.
+        header.newest_version = match b.kind {
+            ContainerKind::Archival => b.newest_version,
+            ContainerKind::Active => snap.max_id,
+        };
+        let base = header.data_offset;
+        for (i, m) in b.moves.iter_mut().enumerate() {
+            m.4 += base;
+            let at = i * wasm_core::format::container::TABLE_ENTRY_LEN + 24;
+            b.table[at..at + 8].copy_from_slice(&m.4.to_le_bytes());
+        }
+        let file = self
+            .containers
+            .create(repo_id, id, &header.encode(), base)?;
+        self.containers
+            .append_sync(&file, base, &b.data, slot_offset(0), &b.table)?;
+        Ok(Written {
+            id,
+            header,
+            data_end: base + b.data.len() as u64,
+            moves: b.moves,
+        })
+    }
+
+    /// Unlinks the files of containers whose rows are gone and fsyncs their directory;
+    /// returns the bytes freed (the committed sizes of `known`, or the file sizes).
+    pub(crate) fn unlink_containers(&self, repo_id: i64, ids: &[i64], known: &[Source]) -> i64 {
+        let mut freed = 0i64;
+        for id in ids {
+            let size = known
+                .iter()
+                .find(|s| s.id == *id)
+                .map(|s| s.data_end)
+                .unwrap_or(0);
+            match self.containers.delete(repo_id, *id as u64) {
+                Ok(()) => freed += size,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => eprintln!(
+                    "container {id} of repository {repo_id}: cannot delete ({e}); removed at the next start"
+                ),
+            }
+        }
+        if !ids.is_empty() {
+            let _ = fsync_dir(&containers_dir(&self.data_dir, repo_id));
+        }
+        freed
+    }
+}
+
+/// Inserts the rows of new containers and re-points the chunks they hold, each only if its
+/// row still names the slot it was copied from.
+fn switch(tx: &Connection, repo_id: i64, written: &[Written]) -> rusqlite::Result<()> {
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?;
+    let mut upd = tx.prepare_cached(
+        "UPDATE chunks SET container_id = ?1, slot = ?2, offset = ?3 WHERE repo_id = ?4 AND fp = ?5 AND container_id = ?6 AND slot = ?7",
+    )?;
+    for w in written {
+        let h = &w.header;
+        ins.execute(params![
+            w.id as i64,
+            repo_id,
+            h.kind as u8,
+            h.data_offset as i64,
+            w.data_end as i64,
+            w.moves.len() as i64,
+            h.newest_version,
+            h.created_ms as i64,
+            // Archival containers never take appends.
+            (h.kind == ContainerKind::Archival) as i64,
+        ])?;
+        for (fp, old_cid, old_slot, slot, offset) in &w.moves {
+            upd.execute(params![
+                w.id as i64,
+                slot,
+                *offset as i64,
+                repo_id,
+                &fp[..],
+                old_cid,
+                old_slot
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a container's row and the quarantine records of damaged copies in it.
+pub(crate) fn drop_container(tx: &Connection, id: i64) -> rusqlite::Result<()> {
+    tx.execute("DELETE FROM quarantine WHERE container_id = ?1", [id])?;
+    tx.execute("DELETE FROM containers WHERE id = ?1", [id])?;
+    Ok(())
+}
+
+/// The chunk rows pointing into container `id`, in slot order.
+fn live_rows(conn: &Connection, id: i64) -> rusqlite::Result<Vec<Row>> {
+    let mut st = conn.prepare_cached(
+        "SELECT fp, slot, offset, stored_len, raw_len, codec, first_version IS NOT NULL FROM chunks WHERE container_id = ?1 ORDER BY slot",
+    )?;
+    let rows = st.query_map([id], |r| {
+        let fp: Vec<u8> = r.get(0)?;
+        Ok(Row {
+            fp: fp.try_into().unwrap_or([0; 20]),
+            slot: r.get(1)?,
+            offset: r.get::<_, i64>(2)? as u64,
+            stored_len: r.get(3)?,
+            raw_len: r.get(4)?,
+            codec: r.get(5)?,
+            committed: r.get(6)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Per container: its data bytes, live bytes, and the live bytes in the wrong place (cold
+/// or unreferenced in an active container, hot or pending in an archival one).
+pub(crate) struct Occupancy {
+    pub src: Source,
+    pub live: i64,
+    pub misplaced: i64,
+}
+
+impl Occupancy {
+    pub fn data_bytes(&self) -> i64 {
+        self.src.data_end - self.src.data_offset
+    }
+}
+
+/// Every container of the repository with its occupancy under `snap`'s classes.
+pub(crate) fn occupancy(
+    conn: &Connection,
+    repo_id: i64,
+    snap: &Snapshot,
+) -> rusqlite::Result<Vec<Occupancy>> {
+    let mut out: BTreeMap<i64, Occupancy> = BTreeMap::new();
+    {
+        let mut st = conn.prepare_cached(
+            "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = ?1",
+        )?;
+        let rows = st.query_map([repo_id], |r| {
+            Ok(Source {
+                id: r.get(0)?,
+                kind: r.get(1)?,
+                data_offset: r.get(2)?,
+                data_end: r.get(3)?,
+            })
+        })?;
+        for s in rows {
+            let s = s?;
+            out.insert(
+                s.id,
+                Occupancy {
+                    src: s,
+                    live: 0,
+                    misplaced: 0,
+                },
+            );
+        }
+    }
+    let mut st = conn.prepare_cached(
+        "SELECT container_id, fp, stored_len, first_version IS NOT NULL FROM chunks WHERE repo_id = ?1",
+    )?;
+    let mut rows = st.query([repo_id])?;
+    while let Some(r) = rows.next()? {
+        let Some(o) = out.get_mut(&r.get::<_, i64>(0)?) else {
+            continue;
+        };
+        let fp: Vec<u8> = r.get(1)?;
+        let fp: Fingerprint = fp.try_into().unwrap_or([0; 20]);
+        let len: i64 = r.get(2)?;
+        o.live += len;
+        let archival = o.src.kind == ContainerKind::Archival as u8;
+        let misplaced = match snap.class(&fp, r.get(3)?) {
+            Class::Hot | Class::Pending => archival,
+            Class::Cold(_) | Class::Unreferenced => !archival,
+        };
+        if misplaced {
+            o.misplaced += len;
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
+/// The containers the mover should evacuate next (at most [`BATCH_BYTES`]): active ones
+/// with enough cold bytes, archival ones with enough hot bytes, and sparse ones; never the
+/// newest active container nor the open one (uploads append there).
+fn pick_for_move(
+    conn: &Connection,
+    repo_id: i64,
+    snap: &Snapshot,
+    open: Option<i64>,
+    done: &HashSet<i64>,
+    layout: bool,
+) -> rusqlite::Result<Vec<Source>> {
+    let newest_active: Option<i64> = conn.query_row(
+        "SELECT MAX(id) FROM containers WHERE repo_id = ?1 AND kind = 0",
+        [repo_id],
+        |r| r.get(0),
+    )?;
+    let (mv, compact) = (move_threshold(), compact_threshold());
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for o in occupancy(conn, repo_id, snap)? {
+        let id = o.src.id;
+        if Some(id) == newest_active || Some(id) == open || done.contains(&id) {
+            continue;
+        }
+        let data = o.data_bytes().max(1) as f64;
+        let wants = (layout && o.misplaced > 0 && o.misplaced as f64 >= mv * data)
+            || (o.live as f64) < compact * data;
+        if wants {
+            bytes += o.src.data_end;
+            batch.push(o.src);
+            if bytes >= BATCH_BYTES {
+                break;
+            }
+        }
+    }
+    Ok(batch)
+}
+
+/// Runs the mover in the background after commits: one thread per store at a time, which
+/// goes on while repositories are waiting.
+pub fn kick(store: &Arc<Store>, repo_id: i64) {
+    if !layout_enabled() {
+        return;
+    }
+    store
+        .mover_queue
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(repo_id);
+    if store.mover_running.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let store = Arc::clone(store);
+    std::thread::spawn(move || loop {
+        let next = {
+            let mut q = store.mover_queue.lock().unwrap_or_else(|p| p.into_inner());
+            let next = q.iter().next().copied();
+            if let Some(r) = next {
+                q.remove(&r);
+            }
+            next
+        };
+        let Some(repo_id) = next else {
+            store.mover_running.store(false, Ordering::Release);
+            // A kick between the empty check and the flag reset would be lost: look again.
+            let again = !store
+                .mover_queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty();
+            if again && !store.mover_running.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            return;
+        };
+        if let Err(e) = store.run_mover(repo_id) {
+            eprintln!("mover: repository {repo_id}: {e}");
+        }
+    });
+}
