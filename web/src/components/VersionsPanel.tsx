@@ -78,6 +78,7 @@ export function VersionsPanel({ api }: { api: Api }) {
   const expired = (ids: number[]) => {
     for (const id of ids) forgetCommitted(api, id);
     if (browsing && ids.includes(browsing.id)) setBrowsing(null);
+    cancelDelete(); // what a pending deletion would free has changed
     setDeleted(null);
     load();
   };
