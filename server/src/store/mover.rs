@@ -103,6 +103,8 @@ pub struct Moved {
     /// Container bytes unlinked minus container bytes written.
     pub bytes_freed: i64,
     pub passes_abandoned: u64,
+    /// The longest time one switch held the writer lock (uploads and commits wait that long).
+    pub longest_switch_ms: f64,
 }
 
 impl Moved {
@@ -113,6 +115,7 @@ impl Moved {
         self.bytes_rewritten += o.bytes_rewritten;
         self.bytes_freed += o.bytes_freed;
         self.passes_abandoned += o.passes_abandoned;
+        self.longest_switch_ms = self.longest_switch_ms.max(o.longest_switch_ms);
     }
 }
 
@@ -324,6 +327,7 @@ impl Store {
                     return Err(e);
                 }
             };
+            let locked = std::time::Instant::now();
             let res = (|| -> StoreResult<Option<Vec<i64>>> {
                 let tx = w.conn.unchecked_transaction()?;
                 if !snap.still_current(&tx, repo_id)? {
@@ -353,6 +357,7 @@ impl Store {
                             w.open.remove(&repo_id);
                         }
                     }
+                    moved.longest_switch_ms = locked.elapsed().as_secs_f64() * 1000.0;
                     emptied
                 }
                 Ok(None) => {
