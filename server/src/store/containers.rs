@@ -218,10 +218,10 @@ impl Store {
         start: u64,
         len: u64,
     ) -> StoreResult<Vec<u8>> {
-        let c = self
-            .containers
-            .open(repo_id, id)?
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        // Gone since its size was looked up: the mover or a prune emptied and deleted it.
+        let c = self.containers.open(repo_id, id)?.ok_or_else(|| {
+            StoreError::NotFound(format!("no container {id} in this repository"))
+        })?;
         let len = u32::try_from(len).map_err(|_| StoreError::Internal("range too long".into()))?;
         self.containers
             .read_at(&c, start, len)?

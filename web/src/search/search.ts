@@ -259,14 +259,30 @@ type Engine = (
   progress: (p: SearchProgress) => void,
 ) => Promise<SearchOutcome>;
 
-/** Runs `engine` under a fresh search id; its tiny records are removed afterwards. */
+/**
+ * The server's mover and prune delete containers they have emptied (docs/STORAGE.md): one
+ * listed when the search prepared can be gone when a worker reads it. The chunks are then
+ * in other containers, which a fresh listing names.
+ */
+const CONTAINER_GONE = /no container \d+ in this repository/;
+const ATTEMPTS = 3;
+
+/**
+ * Runs `engine` under a fresh search id; its tiny records are removed afterwards. A search
+ * that read a container the server has since moved starts over from a new listing.
+ */
 function withSearchId(engine: Engine) {
   return async (...args: Parameters<Engine> extends [string, ...infer Rest] ? Rest : never) => {
-    const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-    try {
-      return await engine(searchId, ...args);
-    } finally {
-      await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
+    for (let attempt = 1; ; attempt++) {
+      const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
+      try {
+        return await engine(searchId, ...args);
+      } catch (e) {
+        if (attempt < ATTEMPTS && e instanceof Error && CONTAINER_GONE.test(e.message)) continue;
+        throw e;
+      } finally {
+        await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
+      }
     }
   };
 }
