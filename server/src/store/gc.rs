@@ -175,24 +175,25 @@ impl Store {
     /// ones past the grace period) and the containers left without a live chunk.
     fn sweep(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
         for _ in 0..MAX_MARKS {
-            let snap = {
+            // The mark and the dead rows come from one read snapshot, without the writer
+            // lock. Under it, an unchanged set of versions means no commit referenced a dead
+            // chunk since; rows added since (uploads) are not in the list, and a row moved or
+            // quarantined since no longer matches its delete.
+            let (snap, dead) = {
                 let conn = self.readers.get()?;
                 let tx = conn.unchecked_transaction()?;
                 let snap = Snapshot::take(&tx, repo_id)?;
-                // The rows themselves are read again under the writer lock below; the
-                // expensive part (the manifests) is read here without it.
-                drop(tx);
-                snap
+                let dead = dead_rows(&tx, repo_id, &snap, false)?;
+                (snap, dead)
             };
+            if dead.is_empty() {
+                return Ok(());
+            }
             let gone = {
                 let mut w = self.writer_for_write()?;
                 let tx = w.conn.unchecked_transaction()?;
                 if !snap.still_current(&tx, repo_id)? {
                     continue;
-                }
-                let dead = dead_rows(&tx, repo_id, &snap, false)?;
-                if dead.is_empty() {
-                    return Ok(());
                 }
                 let mut touched: Vec<i64> = Vec::new();
                 {
