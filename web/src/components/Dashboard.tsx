@@ -105,10 +105,11 @@ export function Dashboard({ api }: { api: Api }) {
     const vs = scope ? data.versions.filter((v) => v.source === scope) : data.versions;
     let cumLogical = 0;
     let cumStored = 0;
+    const uniqueOf = new Map(data.stats.series.map((p) => [p.id, p.unique_stored_bytes]));
     const rows = vs.map((v) => {
       cumLogical += v.stats.logical_bytes;
       cumStored += v.stats.new_stored_bytes;
-      return { v, cumLogical, cumStored };
+      return { v, cumLogical, cumStored, unique: uniqueOf.get(v.id) ?? null };
     });
     const labels = vs.map((v) => (scope || sources.length === 1 ? `v${v.id}` : `${v.source} v${v.id}`));
     const series = (label: string, color: string, f: (r: (typeof rows)[number]) => number | null): ChartSeries => ({
@@ -154,6 +155,7 @@ export function Dashboard({ api }: { api: Api }) {
           ],
         },
         sent: { labels, series: [series('Bytes sent', '#d9822b', (r) => r.v.stats.new_stored_bytes)] },
+        unique: { labels, series: [series('Only this version', '#b00020', (r) => r.unique)] },
       },
     };
   }, [data, scope, sources, sourceChunks]);
@@ -217,6 +219,34 @@ export function Dashboard({ api }: { api: Api }) {
           </>
         )}
       </div>
+      {!scope && (
+        <div className="figures" data-testid="dash-layout">
+          <Figure
+            id="dash-active-bytes"
+            label={`Active (${s.layout.active_containers} container${s.layout.active_containers === 1 ? '' : 's'})`}
+            value={s.layout.active_bytes}
+            text={bytes(s.layout.active_bytes)}
+          />
+          <Figure
+            id="dash-archival-bytes"
+            label={`Archival (${s.layout.archival_containers} container${s.layout.archival_containers === 1 ? '' : 's'})`}
+            value={s.layout.archival_bytes}
+            text={bytes(s.layout.archival_bytes)}
+          />
+          <Figure
+            id="dash-dead-bytes"
+            label="Dead (awaiting compaction)"
+            value={s.layout.dead_bytes}
+            text={bytes(s.layout.dead_bytes)}
+          />
+          <Figure
+            id="dash-reclaimed"
+            label="Reclaimed by expiry"
+            value={s.reclaimed_bytes}
+            text={bytes(s.reclaimed_bytes)}
+          />
+        </div>
+      )}
       <div className="charts">
         <UPlotChart
           testId="chart-per-version"
@@ -258,6 +288,14 @@ export function Dashboard({ api }: { api: Api }) {
           series={view.charts.sent.series}
           yFormat={MB}
         />
+        <UPlotChart
+          testId="chart-unique"
+          title="Stored bytes only this version references (what deleting it frees)"
+          kind="bars"
+          xLabels={view.charts.unique.labels}
+          series={view.charts.unique.series}
+          yFormat={MB}
+        />
         {view.hist && (
           <UPlotChart
             testId="chart-chunk-sizes"
@@ -281,10 +319,13 @@ export function Dashboard({ api }: { api: Api }) {
             <th>Dedup ratio</th>
             <th>Cumulative logical</th>
             <th>Cumulative stored</th>
+            <th title="Stored bytes of the chunks no other version references: what deleting this version alone frees">
+              Only this version
+            </th>
           </tr>
         </thead>
         <tbody>
-          {view.rows.map(({ v, cumLogical, cumStored }) => (
+          {view.rows.map(({ v, cumLogical, cumStored, unique }) => (
             <tr key={v.id} data-testid="dash-row" data-version={v.id}>
               <td>{v.id}</td>
               <td>{v.source}</td>
@@ -305,6 +346,9 @@ export function Dashboard({ api }: { api: Api }) {
               </td>
               <td className="num" data-testid="d-cum-stored" data-value={cumStored}>
                 {bytes(cumStored)}
+              </td>
+              <td className="num" data-testid="d-unique" data-value={unique ?? ''}>
+                {unique === null ? '—' : bytes(unique)}
               </td>
             </tr>
           ))}

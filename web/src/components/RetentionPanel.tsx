@@ -237,7 +237,8 @@ export function RetentionPanel({
             data-removed={applied.removed.join(',')}
           >
             Removed {applied.removed.length} version{applied.removed.length === 1 ? '' : 's'};{' '}
-            {bytes(applied.reclaimed)} reclaimed on the server.
+            {bytes(applied.reclaimed)} reclaimed on the server's disk (the chunks, and whole container files they leave
+            empty).
           </p>
         )}
 
@@ -256,7 +257,8 @@ export function RetentionPanel({
                   <strong data-testid="retention-freed" data-value={current.freed_bytes}>
                     {bytes(current.freed_bytes)}
                   </strong>{' '}
-                  ({current.freed_chunks.toLocaleString('en')} chunk{current.freed_chunks === 1 ? '' : 's'}).
+                  of stored chunks ({current.freed_chunks.toLocaleString('en')} chunk
+                  {current.freed_chunks === 1 ? '' : 's'}).
                 </>
               )}
             </p>
