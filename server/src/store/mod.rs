@@ -85,6 +85,8 @@ pub struct Store {
     /// Repositories waiting for the background mover, and whether its thread runs.
     mover_queue: Mutex<HashSet<i64>>,
     mover_running: AtomicBool,
+    /// What the mover and compaction did per repository since the server started.
+    mover_totals: Mutex<HashMap<i64, mover::Moved>>,
 }
 
 impl Store {
@@ -117,6 +119,7 @@ impl Store {
             maintenance: Mutex::new(()),
             mover_queue: Mutex::new(HashSet::new()),
             mover_running: AtomicBool::new(false),
+            mover_totals: Mutex::new(HashMap::new()),
             writer: Mutex::new(Writer {
                 conn,
                 next_container_id: max_id as u64 + 1,

@@ -172,10 +172,27 @@ impl Store {
         self.mover_pass(repo_id, "move")
     }
 
+    /// What the mover and compaction did in the repository since the server started.
+    pub fn mover_totals(&self, repo_id: i64) -> Moved {
+        let t = self.mover_totals.lock().unwrap_or_else(|p| p.into_inner());
+        t.get(&repo_id).cloned().unwrap_or_default()
+    }
+
     /// Evacuates misplaced (with the layout on) and sparse containers until none is left;
     /// `point` names the crash points (`move`, or `compact` after a sweep). The caller holds
     /// the maintenance lock.
     pub(crate) fn mover_pass(&self, repo_id: i64, point: &str) -> StoreResult<Moved> {
+        let m = self.mover_run(repo_id, point)?;
+        self.mover_totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(repo_id)
+            .or_default()
+            .add(&m);
+        Ok(m)
+    }
+
+    fn mover_run(&self, repo_id: i64, point: &str) -> StoreResult<Moved> {
         let mut total = Moved::default();
         let layout = layout_enabled();
         let mut retries = 0;

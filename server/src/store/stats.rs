@@ -137,8 +137,12 @@ fn unique_stored_bytes(
 }
 
 impl Store {
-    /// [`repo_stats`] on a read connection.
+    /// [`repo_stats`] on a read connection, with what the mover did since the server
+    /// started.
     pub fn stats(&self, repo_id: i64, name: &str) -> StoreResult<Value> {
-        Ok(repo_stats(&*self.readers.get()?, repo_id, name)?)
+        let mut v = repo_stats(&*self.readers.get()?, repo_id, name)?;
+        v["layout"]["mover"] = serde_json::to_value(self.mover_totals(repo_id))
+            .map_err(|e| super::StoreError::Internal(e.to_string()))?;
+        Ok(v)
     }
 }
