@@ -274,6 +274,12 @@ test('the policy is remembered per source, and a backup after a prune starts fro
   await page.getByTestId('retention-keep_daily').fill('3');
   await page.getByTestId('retention-preview').click();
   await expect(page.getByTestId('retention-nothing')).toBeVisible();
+  // Edited after the preview, the policy has to be previewed again before anything applies.
+  await page.getByTestId('retention-keep_daily').fill('4');
+  await expect(page.getByTestId('retention-stale')).toBeVisible();
+  await expect(page.getByTestId('retention-result')).toHaveCount(0);
+  await page.getByTestId('retention-keep_daily').fill('3');
+  await expect(page.getByTestId('retention-nothing')).toBeVisible();
   await page.reload();
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await page.getByTestId('tab-versions').click();

@@ -106,8 +106,11 @@ export function RetentionPanel({
 
   // A source that disappeared (its last version removed) falls back to every source.
   useEffect(() => {
-    if (source && !sources.includes(source)) setSource('');
-  }, [source, sources]);
+    if (source && !sources.includes(source)) {
+      setSource('');
+      setForm(loadForm(api.repo, ''));
+    }
+  }, [api, source, sources]);
 
   const parsed = useMemo(() => policyOf(form), [form]);
   const key = 'policy' in parsed ? JSON.stringify({ policy: parsed.policy, source }) : null;
@@ -220,6 +223,11 @@ export function RetentionPanel({
           {'problem' in parsed && (
             <span className="muted" data-testid="retention-problem">
               {parsed.problem}
+            </span>
+          )}
+          {preview && !current && (
+            <span className="muted" data-testid="retention-stale">
+              The policy changed since the preview: preview again.
             </span>
           )}
           {error && (
