@@ -103,27 +103,42 @@ async function holdings(server) {
   for (const c of containers)
     for (const ch of c.chunks) {
       if (chunks.has(ch.fp)) duplicates++;
-      else chunks.set(ch.fp, { container: c.id, storedLen: ch.stored_len });
+      else chunks.set(ch.fp, { container: c.id, kind: c.kind, bid: c.newest_version, storedLen: ch.stored_len });
     }
   if (duplicates) throw new Error(`${duplicates} fingerprints are listed in more than one container`);
   return { list, fps, chunks };
 }
 
+/** Stored bytes of `fps` by the kind of container holding them: `{ active, archival, bids }`, `bids` the archival B_IDs. */
+function byKind(h, fps) {
+  const out = { active: 0, archival: 0, bids: new Set() };
+  for (const fp of fps) {
+    const c = h.chunks.get(fp);
+    out[c.kind] += c.storedLen;
+    if (c.kind === 'archival') out.bids.add(c.bid);
+  }
+  return { ...out, bids: [...out.bids].sort((a, b) => a - b) };
+}
+
 /**
  * The containers a restore of version `id` must read: `read` = the distinct containers holding
  * its distinct chunks, `min` = the fewest that could (its chunks' stored bytes over the
- * container size, rounded up).
+ * container size, rounded up); `holders`: the version's stored bytes in each of them, most
+ * first, as `kind:bytes`.
  */
 function readCost(h, id) {
-  const used = new Set();
+  const used = new Map();
   let storedBytes = 0;
   for (const fp of h.fps.get(id)) {
     const c = h.chunks.get(fp);
     if (!c) throw new Error(`chunk ${fp} of version ${id} is in no container`);
-    used.add(c.container);
+    const u = used.get(c.container) ?? { kind: c.kind, bytes: 0 };
+    u.bytes += c.storedLen;
+    used.set(c.container, u);
     storedBytes += c.storedLen;
   }
-  return { read: used.size, min: Math.ceil(storedBytes / CONTAINER_DATA_BYTES), storedBytes };
+  const holders = [...used.values()].sort((a, b) => b.bytes - a.bytes).map((u) => `${u.kind}:${u.bytes}`);
+  return { read: used.size, min: Math.ceil(storedBytes / CONTAINER_DATA_BYTES), storedBytes, holders };
 }
 
 /** The chunks referenced by a version of `removed` and by none of `kept`, and their stored bytes. */
@@ -139,8 +154,8 @@ function onlyIn(h, removed, kept) {
 
 /**
  * After a removal: throws if a chunk of a kept version is no longer stored (or a kept version
- * is damaged, or the live versions are not `kept`); returns the stored bytes of the chunks
- * that only removed versions referenced and that are still stored (what the removal left).
+ * is damaged, or the live versions are not `kept`); returns the chunks that only removed
+ * versions referenced and that are still stored (what the removal left) by container kind.
  */
 function checkAfter(h, freed, kept, what) {
   const ids = h.list.map((v) => v.id);
@@ -149,9 +164,10 @@ function checkAfter(h, freed, kept, what) {
   for (const id of kept)
     for (const fp of h.fps.get(id))
       if (!h.chunks.has(fp)) throw new Error(`${what}: chunk ${fp} of kept version ${id} is gone`);
-  let left = 0;
-  for (const fp of freed.fps) if (h.chunks.has(fp)) left += h.chunks.get(fp).storedLen;
-  return left;
+  return byKind(
+    h,
+    [...freed.fps].filter((fp) => h.chunks.has(fp)),
+  );
 }
 
 /**
@@ -185,6 +201,9 @@ async function ditto(layout) {
       active_containers: shape?.active_containers ?? null,
       archival_containers: shape?.archival_containers ?? null,
       dead_bytes_before: shape?.dead_bytes ?? null,
+      // The paper's Fig. 12 for every version, oldest first (the tables alone, no restore).
+      containers_read_by_version: ids.map((id) => readCost(h0, id).read),
+      containers_min_by_version: ids.map((id) => readCost(h0, id).min),
     };
 
     const browser = await launchBrowser();
@@ -205,6 +224,7 @@ async function ditto(layout) {
           [`${label}_restore_mbps`]: r.mbps,
           [`${label}_restore_seconds`]: r.wallSeconds,
           [`${label}_page_container_reads`]: r.containersRead,
+          [`${label}_holders`]: cost.holders.join(' '),
         });
       }
 
@@ -230,7 +250,9 @@ async function ditto(layout) {
         api_reclaimed_bytes: f.json.reclaimed_bytes,
         api_freed_bytes: dry.json.freed_bytes,
         ideal_reclaimable_bytes: freed.bytes,
-        unswept_bytes: left,
+        unswept_bytes: left.active + left.archival,
+        unswept_active_bytes: left.active,
+        unswept_archival_bids: left.bids.join(' '),
         dead_bytes_after: shape1?.dead_bytes ?? null,
         containers_deleted: f.json.prune?.containers_deleted ?? null,
         containers_icda: f.json.prune?.containers_icda ?? null,
@@ -250,7 +272,7 @@ async function ditto(layout) {
         middle_reclaimed_bytes: b1.data - b2.data,
         middle_api_reclaimed_bytes: d.json.reclaimed_bytes,
         middle_ideal_reclaimable_bytes: midFreed.bytes,
-        middle_unswept_bytes: checkAfter(h2, midFreed, rest, 'after the middle delete'),
+        middle_unswept_bytes: ((x) => x.active + x.archival)(checkAfter(h2, midFreed, rest, 'after the middle delete')),
         middle_dead_bytes_after: (await apiJson(server, '/repos/default/stats')).layout?.dead_bytes ?? null,
       });
 
@@ -383,11 +405,14 @@ try {
     );
   }
 
-  // Each figure is its median over the rounds (the same values in every round for the counts).
+  // Each figure is its median over the rounds (element by element for the per-version lists;
+  // texts are the first round's).
   const res = {};
   for (const k of Object.keys(rounds[0])) {
     const xs = rounds.map((x) => x[k]);
-    res[k] = xs.every((x) => typeof x === 'number') ? median(xs) : xs[0];
+    if (xs.every((x) => typeof x === 'number')) res[k] = median(xs);
+    else if (xs.every(Array.isArray)) res[k] = xs[0].map((_, i) => median(xs.map((x) => x[i])));
+    else res[k] = xs[0];
   }
   const anchor = Math.min(res.restic_prune_seconds, res.borg_prune_seconds);
   const ratio = (a, b) => (b > 0 ? +(a / b).toFixed(3) : null);
@@ -419,6 +444,14 @@ try {
     `${res.off_after_newest_containers_read} / ${res.off_after_newest_containers_min}`,
     res.off_after_newest_restore_mbps.toFixed(1),
   );
+  console.log('\ncontainers read / min per version (tables only, after the backups)');
+  for (const [i, name] of names.entries())
+    row(
+      name,
+      `${res.containers_read_by_version[i]} / ${res.containers_min_by_version[i]}`,
+      '',
+      `${res.off_containers_read_by_version[i]} / ${res.off_containers_min_by_version[i]}`,
+    );
   console.log();
   row('removal', 'seconds', 'reclaimed MB', 'ideal MB', 'API MB', 'dead MB');
   for (const [label, p, q] of [
