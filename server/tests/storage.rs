@@ -1240,7 +1240,7 @@ fn backups_survive_concurrent_expiry() {
                     api.prune(false);
                 }
                 rounds += 1;
-                std::thread::sleep(Duration::from_millis(40));
+                std::thread::sleep(Duration::from_millis(10));
             }
             rounds
         })
@@ -1248,7 +1248,7 @@ fn backups_survive_concurrent_expiry() {
     let clients: Vec<_> = (0..3u64)
         .map(|k| {
             let (api, shared) = (api.clone(), shared.clone());
-            std::thread::spawn(move || client(api, shared, k, 10))
+            std::thread::spawn(move || client(api, shared, k, 15))
         })
         .collect();
     let mut failed = None;
