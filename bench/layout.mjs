@@ -90,12 +90,15 @@ const { versions } = await apiJson(source, '/repos/default/versions');
 // 2. Replays into fresh servers with each setting.
 const settings = [
   { name: 'layout off', env: { DITTO_LAYOUT: 'off' } },
-  ...[0, 0.1, 0.25, 0.5].flatMap((move) =>
-    [0.5, 0.8].map((compact) => ({
-      name: `move>=${move} compact<${compact}`,
-      env: { DITTO_MOVE_THRESHOLD: String(move), DITTO_COMPACT_THRESHOLD: String(compact) },
-    })),
-  ),
+  ...[
+    [0, 0.5],
+    [0, 0.8],
+    [0, 0.95],
+    [0.25, 0.8],
+  ].map(([move, compact]) => ({
+    name: `move>=${move} compact<${compact}`,
+    env: { DITTO_MOVE_THRESHOLD: String(move), DITTO_COMPACT_THRESHOLD: String(compact) },
+  })),
 ];
 const rows = [];
 for (const s of settings) {

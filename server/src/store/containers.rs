@@ -219,9 +219,10 @@ impl Store {
         len: u64,
     ) -> StoreResult<Vec<u8>> {
         // Gone since its size was looked up: the mover or a prune emptied and deleted it.
-        let c = self.containers.open(repo_id, id)?.ok_or_else(|| {
-            StoreError::NotFound(format!("no container {id} in this repository"))
-        })?;
+        let c = self
+            .containers
+            .open(repo_id, id)?
+            .ok_or_else(|| StoreError::NotFound(format!("no container {id} in this repository")))?;
         let len = u32::try_from(len).map_err(|_| StoreError::Internal("range too long".into()))?;
         self.containers
             .read_at(&c, start, len)?

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
+use wasm_core::hash::Fingerprint;
 
 use super::{
     chunks::FpSet,
@@ -98,7 +99,8 @@ impl Store {
             }
         };
         let removed: HashSet<i64> = remove.iter().copied().collect();
-        let (freed_bytes, freed_chunks) = self.freed_by(repo_id, &removed)?;
+        let (freed_bytes, freed) = self.freed_by(repo_id, &removed)?;
+        let freed_chunks = freed.len() as i64;
         let listed = |id: &i64| {
             let v = by_id[id];
             Listed {
@@ -165,17 +167,39 @@ impl Store {
         } else {
             Sweep::Full
         };
-        let p = self.prune(repo_id, false, sweep)?;
+        let mut p = self.prune(repo_id, false, sweep)?;
+        // ICDA frees whole containers; a freed chunk it left (its container also holds
+        // chunks of kept versions, e.g. after an earlier middle deletion) is the sweep's.
+        if !p.sweep && self.any_stored(repo_id, &freed)? {
+            let more = self.prune(repo_id, false, Sweep::Full)?;
+            p.absorb(more);
+        }
         rep.reclaimed_bytes = p.reclaimed_bytes;
         rep.prune = Some(p);
         Ok(rep)
     }
 
-    /// Stored bytes and count of the chunks that versions `removed` reference and no other
-    /// live version does.
-    fn freed_by(&self, repo_id: i64, removed: &HashSet<i64>) -> StoreResult<(i64, i64)> {
+    /// Whether any of `fps` is stored.
+    fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool> {
+        let conn = self.readers.get()?;
+        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        for fp in fps {
+            if st.exists(params![repo_id, &fp[..]])? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The stored bytes of the chunks that versions `removed` reference and no other live
+    /// version does, and those chunks.
+    fn freed_by(
+        &self,
+        repo_id: i64,
+        removed: &HashSet<i64>,
+    ) -> StoreResult<(i64, Vec<Fingerprint>)> {
         if removed.is_empty() {
-            return Ok((0, 0));
+            return Ok((0, Vec::new()));
         }
         let conn = self.readers.get()?;
         let tx = conn.unchecked_transaction()?;
@@ -199,16 +223,16 @@ impl Store {
         }
         let mut st =
             tx.prepare_cached("SELECT stored_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
-        let (mut bytes, mut count) = (0i64, 0i64);
+        let (mut bytes, mut freed) = (0i64, Vec::new());
         for fp in gone.difference(&kept) {
             if let Some(n) = st
                 .query_row(params![repo_id, &fp[..]], |r| r.get::<_, i64>(0))
                 .optional()?
             {
                 bytes += n;
-                count += 1;
+                freed.push(*fp);
             }
         }
-        Ok((bytes, count))
+        Ok((bytes, freed))
     }
 }

@@ -67,6 +67,21 @@ pub struct PruneReport {
     pub moved: Moved,
 }
 
+impl PruneReport {
+    /// Adds what a second prune right after this one did.
+    pub fn absorb(&mut self, o: PruneReport) {
+        self.reclaimed_bytes += o.reclaimed_bytes;
+        self.containers_deleted += o.containers_deleted;
+        self.containers_icda += o.containers_icda;
+        self.containers_compacted += o.containers_compacted;
+        self.bytes_rewritten += o.bytes_rewritten;
+        self.chunks_deleted += o.chunks_deleted;
+        self.sweep |= o.sweep;
+        self.seconds += o.seconds;
+        self.moved.add(&o.moved);
+    }
+}
+
 /// How much of a prune to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sweep {

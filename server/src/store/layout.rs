@@ -100,6 +100,11 @@ impl Snapshot {
         }
     }
 
+    /// The newest live version referencing `fp` (0: none).
+    pub fn newest_ref(&self, fp: &Fingerprint) -> i64 {
+        self.newest_ref.get(fp).copied().unwrap_or(0)
+    }
+
     /// Whether any live version references `fp`.
     pub fn referenced(&self, fp: &Fingerprint) -> bool {
         self.newest_ref.contains_key(fp)

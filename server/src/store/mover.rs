@@ -44,10 +44,13 @@ use super::{
 /// (or unreferenced). 0 moves every cold chunk as soon as it is cold, which is what makes
 /// expiry by whole containers (ICDA) exact; docs/BENCHMARKS.md has the figures.
 const MOVE_THRESHOLD: f64 = 0.0;
-/// A container whose live bytes are below this fraction of its data bytes is compacted.
+/// Compaction threshold: an active container whose live bytes are below this fraction of a
+/// full container's is merged with the other such ones; an archival container whose live
+/// bytes are below this fraction of its data bytes is rewritten without its dead slots.
+/// docs/BENCHMARKS.md ("Storage engine") has the figures it is chosen from.
 const COMPACT_THRESHOLD: f64 = 0.5;
-/// At most this many bytes of containers are evacuated per switch.
-const BATCH_BYTES: i64 = 64 << 20;
+/// About this many bytes are copied per switch (one transaction under the writer lock).
+const BATCH_BYTES: i64 = 16 << 20;
 /// A pass gives up after this many abandoned switches in a row (versions kept changing).
 const MAX_RETRIES: u32 = 8;
 
@@ -197,27 +200,32 @@ impl Store {
         let layout = layout_enabled();
         let mut retries = 0;
         let mut done: HashSet<i64> = HashSet::new();
+        let mut snap: Option<Snapshot> = None;
         loop {
-            let (snap, batch) = {
+            let batch = {
                 let open = self.open_container_id(repo_id);
                 let conn = self.readers.get()?;
                 let tx = conn.unchecked_transaction()?;
-                let snap = Snapshot::take(&tx, repo_id)?;
-                let batch = pick_for_move(&tx, repo_id, &snap, open, &done, layout)?;
-                (snap, batch)
+                // The classes come from the manifests, read once per pass (the mover itself
+                // changes no version; a switch that finds them changed starts over).
+                if snap.is_none() {
+                    snap = Some(Snapshot::take(&tx, repo_id)?);
+                }
+                pick_for_move(&tx, repo_id, snap.as_ref().unwrap(), open, &done, layout)?
             };
             if batch.is_empty() {
                 return Ok(total);
             }
-            match self.evacuate(repo_id, &snap, &batch, point, layout)? {
+            match self.evacuate(repo_id, snap.as_ref().unwrap(), &batch, point, layout)? {
                 Some(m) => {
                     total.add(&m);
                     retries = 0;
-                    // A container that could not be emptied (a chunk was appended or
-                    // re-pointed meanwhile) is not picked again in this pass.
-                    done.extend(batch.iter().map(|s| s.id));
+                    // Each container is handled once per pass: one that kept live chunks
+                    // (placed right, or appended to meanwhile) is not picked again.
+                    done.extend(batch.iter().map(|p| p.src.id));
                 }
                 None => {
+                    snap = None;
                     total.passes_abandoned += 1;
                     retries += 1;
                     if retries >= MAX_RETRIES {
@@ -233,23 +241,26 @@ impl Store {
         self.writer().open.get(&repo_id).map(|oc| oc.id as i64)
     }
 
-    /// Copies the live chunks of `sources` into new containers by class, switches the index
-    /// to the copies and deletes the sources it emptied. `None`: the versions changed since
+    /// Copies chunks of the picked containers into new containers by class (all live chunks
+    /// of a container picked whole, else only its misplaced ones), switches the index to the
+    /// copies and deletes the containers it emptied. `None`: the versions changed since
     /// `snap`, nothing was switched (the copies are deleted). `point` names the crash points
     /// (`move` or `compact`); without `layout` every copy goes to an active container.
     fn evacuate(
         &self,
         repo_id: i64,
         snap: &Snapshot,
-        sources: &[Source],
+        picks: &[Pick],
         point: &str,
         layout: bool,
     ) -> StoreResult<Option<Moved>> {
+        let sources: Vec<Source> = picks.iter().map(|p| p.src.clone()).collect();
+        let sources = &sources[..];
         let mut moved = Moved::default();
         // 1. Read and verify the live chunks, sort them into destinations.
         let mut dests: BTreeMap<Dest, Vec<Building>> = BTreeMap::new();
         let mut damaged: Vec<quarantine::Found> = Vec::new();
-        for src in sources {
+        for Pick { src, whole } in picks {
             let rows = live_rows(&*self.readers.get()?, src.id)?;
             if rows.is_empty() {
                 continue;
@@ -269,6 +280,23 @@ impl Store {
                 let Some(stored) = data.get(start..start + r.stored_len as usize) else {
                     continue;
                 };
+                let dest = match snap.class(&r.fp, r.committed) {
+                    // Without the layout, compaction keeps every chunk active.
+                    _ if !layout => Dest::Active,
+                    Class::Hot | Class::Pending => Dest::Active,
+                    Class::Cold(g) => Dest::Archival(g),
+                    // Referenced by no live version: group 0, below every live version, so
+                    // the next expiry deletes its container whole unless a new version
+                    // references it first (its commit then raises the container's B_ID).
+                    Class::Unreferenced => Dest::Archival(0),
+                };
+                let in_place = match dest {
+                    Dest::Active => src.kind == ContainerKind::Active as u8,
+                    Dest::Archival(_) => src.kind == ContainerKind::Archival as u8,
+                };
+                if in_place && !whole {
+                    continue; // stays; its container keeps it
+                }
                 if let Err(reason) = verify::verify_stored(&r.fp, r.codec, r.raw_len, stored) {
                     eprintln!(
                         "damaged chunk {} in container {} of repository {repo_id}: {reason}; quarantined",
@@ -283,16 +311,6 @@ impl Store {
                     });
                     continue;
                 }
-                let dest = match snap.class(&r.fp, r.committed) {
-                    // Without the layout, compaction keeps every chunk active.
-                    _ if !layout => Dest::Active,
-                    Class::Hot | Class::Pending => Dest::Active,
-                    Class::Cold(g) => Dest::Archival(g),
-                    // Referenced by no live version: group 0, below every live version, so
-                    // the next expiry deletes its container whole unless a new version
-                    // references it first (its commit then raises the container's B_ID).
-                    Class::Unreferenced => Dest::Archival(0),
-                };
                 let list = dests.entry(dest).or_default();
                 if !list.last().is_some_and(|b| b.has_room(stored.len())) {
                     list.push(Building::new(dest));
@@ -362,6 +380,19 @@ impl Store {
                     if left == 0 {
                         drop_container(&tx, src.id)?;
                         emptied.push(src.id);
+                    } else if src.kind == ContainerKind::Archival as u8 {
+                        // Its B_ID may have been raised by a commit referencing a chunk that
+                        // has just moved out: lower it to what its remaining chunks need,
+                        // so that ICDA can delete it when their versions expire.
+                        let b_id = live_rows(&tx, src.id)?
+                            .iter()
+                            .map(|r| snap.newest_ref(&r.fp))
+                            .max()
+                            .unwrap_or(0);
+                        tx.execute(
+                            "UPDATE containers SET newest_version = ?2 WHERE id = ?1 AND newest_version > ?2",
+                            params![src.id, b_id],
+                        )?;
                     }
                 }
                 tx.commit()?;
@@ -590,9 +621,22 @@ pub(crate) fn occupancy(
     Ok(out.into_values().collect())
 }
 
-/// The containers the mover should evacuate next (at most [`BATCH_BYTES`]): active ones
-/// with enough cold bytes, archival ones with enough hot bytes, and sparse ones; never the
-/// newest active container nor the open one (uploads append there).
+/// A container to evacuate: `whole` (every live chunk copied: it is sparse) or only its
+/// misplaced chunks.
+pub(crate) struct Pick {
+    pub src: Source,
+    pub whole: bool,
+}
+
+/// The containers the mover should evacuate next (about [`BATCH_BYTES`] of them), never the
+/// one the writer has open:
+/// - with the layout on, those holding misplaced chunks (cold in an active container, hot in
+///   an archival one): only those chunks move, leaving dead slots;
+/// - sparse ones, whole: a container whose live bytes (that stay) are under the compaction
+///   threshold of its own data bytes (dead slots left by moves and sweeps), and an active
+///   container whose live bytes are under the threshold of a full container's, merged with
+///   the other such ones (when there are at least two) so that the newest versions sit in
+///   few dense containers. Archival chunks stay in their groups.
 fn pick_for_move(
     conn: &Connection,
     repo_id: i64,
@@ -600,26 +644,34 @@ fn pick_for_move(
     open: Option<i64>,
     done: &HashSet<i64>,
     layout: bool,
-) -> rusqlite::Result<Vec<Source>> {
-    let newest_active: Option<i64> = conn.query_row(
-        "SELECT MAX(id) FROM containers WHERE repo_id = ?1 AND kind = 0",
-        [repo_id],
-        |r| r.get(0),
-    )?;
+) -> rusqlite::Result<Vec<Pick>> {
     let (mv, compact) = (move_threshold(), compact_threshold());
+    let full = TARGET_DATA_BYTES as f64;
+    let occ: Vec<Occupancy> = occupancy(conn, repo_id, snap)?
+        .into_iter()
+        .filter(|o| Some(o.src.id) != open && !done.contains(&o.src.id))
+        .collect();
+    let active = |o: &Occupancy| o.src.kind == ContainerKind::Active as u8;
+    // Live bytes after the misplaced ones leave.
+    let staying = |o: &Occupancy| o.live - if layout { o.misplaced } else { 0 };
+    let sparse_active = occ
+        .iter()
+        .filter(|o| active(o) && (staying(o) as f64) < compact * full)
+        .count();
     let mut batch = Vec::new();
     let mut bytes = 0;
-    for o in occupancy(conn, repo_id, snap)? {
-        let id = o.src.id;
-        if Some(id) == newest_active || Some(id) == open || done.contains(&id) {
-            continue;
-        }
+    for o in occ {
         let data = o.data_bytes().max(1) as f64;
-        let wants = (layout && o.misplaced > 0 && o.misplaced as f64 >= mv * data)
-            || (o.live as f64) < compact * data;
-        if wants {
-            bytes += o.src.data_end;
-            batch.push(o.src);
+        let whole = if active(&o) {
+            let staying = staying(&o) as f64;
+            staying < compact * data || (sparse_active >= 2 && staying < compact * full)
+        } else {
+            (o.live as f64) < compact * data
+        };
+        let part = layout && o.misplaced > 0 && o.misplaced as f64 >= mv * data;
+        if whole || part {
+            bytes += if whole { o.live } else { o.misplaced };
+            batch.push(Pick { src: o.src, whole });
             if bytes >= BATCH_BYTES {
                 break;
             }
