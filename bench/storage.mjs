@@ -401,7 +401,12 @@ try {
       `round ${r + 1}/${runs}: expire ${s(round.expire_seconds)} s (layout off ${s(round.off_expire_seconds)} s),`,
       `restic ${s(round.restic_prune_seconds)} s, borg ${s(round.borg_prune_seconds)} s;`,
       `newest reads ${round.newest_containers_read} containers for ${round.newest_containers_min}`,
-      `(layout off ${round.off_newest_containers_read} for ${round.off_newest_containers_min})`,
+      `(layout off ${round.off_newest_containers_read} for ${round.off_newest_containers_min});`,
+      `forget reclaimed ${(round.reclaimed_bytes / 1e6).toFixed(2)} MB of ideal ${(round.ideal_reclaimable_bytes / 1e6).toFixed(2)}`,
+      round.unswept_bytes
+        ? `(left: ${(round.unswept_active_bytes / 1e6).toFixed(2)} MB in active containers, ` +
+            `${((round.unswept_bytes - round.unswept_active_bytes) / 1e6).toFixed(2)} MB in archival ones of B_ID ${round.unswept_archival_bids})`
+        : '',
     );
   }
 
@@ -494,6 +499,8 @@ try {
       restic_prune_seconds_runs: runsOf('restic_prune_seconds'),
       borg_prune_seconds_runs: runsOf('borg_prune_seconds'),
       reclaimed_bytes_runs: runsOf('reclaimed_bytes'),
+      reclaimed_vs_ideal_runs: rounds.map((x) => ratio(x.reclaimed_bytes, x.ideal_reclaimable_bytes)),
+      unswept_bytes_runs: runsOf('unswept_bytes'),
     }),
   );
 } finally {
