@@ -142,6 +142,7 @@ for (const s of settings) {
     write_amplification: +((uploaded + m.bytes_rewritten) / uploaded).toFixed(2),
     chunks_moved: m.chunks_moved,
     longest_switch_ms: +m.longest_switch_ms.toFixed(1),
+    switch_us_per_chunk: m.chunks_moved ? +((m.switch_ms * 1000) / m.chunks_moved).toFixed(1) : 0,
     dead_bytes: stats.layout.dead_bytes,
     active_containers: stats.layout.active_containers,
     archival_containers: stats.layout.archival_containers,

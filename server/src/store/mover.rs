@@ -51,6 +51,8 @@ const MOVE_THRESHOLD: f64 = 0.0;
 const COMPACT_THRESHOLD: f64 = 0.5;
 /// About this many bytes are copied per switch (one transaction under the writer lock).
 const BATCH_BYTES: i64 = 16 << 20;
+/// At most this many chunk rows are re-pointed per switch transaction.
+const SWITCH_ROWS: usize = 256;
 /// A pass gives up after this many abandoned switches in a row (versions kept changing).
 const MAX_RETRIES: u32 = 8;
 
@@ -108,6 +110,8 @@ pub struct Moved {
     pub passes_abandoned: u64,
     /// The longest time one switch held the writer lock (uploads and commits wait that long).
     pub longest_switch_ms: f64,
+    /// All switches together: the cost of keeping the location index right.
+    pub switch_ms: f64,
 }
 
 impl Moved {
@@ -119,6 +123,7 @@ impl Moved {
         self.bytes_freed += o.bytes_freed;
         self.passes_abandoned += o.passes_abandoned;
         self.longest_switch_ms = self.longest_switch_ms.max(o.longest_switch_ms);
+        self.switch_ms += o.switch_ms;
     }
 }
 
@@ -136,8 +141,11 @@ struct Building {
     data: Vec<u8>,
     table: Vec<u8>,
     /// (fp, old container, old slot, new slot, new offset relative to the data start)
-    moves: Vec<(Fingerprint, i64, u32, u32, u64)>,
+    moves: Vec<Move>,
 }
+
+/// A chunk's move: fp, old container, old slot, new slot, new offset.
+type Move = (Fingerprint, i64, u32, u32, u64);
 
 impl Building {
     fn new(dest: Dest) -> Building {
@@ -165,7 +173,7 @@ struct Written {
     id: u64,
     header: ContainerHeader,
     data_end: u64,
-    moves: Vec<(Fingerprint, i64, u32, u32, u64)>,
+    moves: Vec<Move>,
 }
 
 impl Store {
@@ -353,79 +361,166 @@ impl Store {
         }
         moved.containers_written = written.len() as u64;
         crashpoint::reached(&format!("{point}:copied"));
-        // 3. Switch the index, unless the versions changed since the snapshot.
-        let emptied = {
-            let mut w = match self.writer_for_write() {
-                Ok(w) => w,
-                Err(e) => {
-                    discard(&written);
-                    return Err(e);
-                }
-            };
-            let locked = std::time::Instant::now();
-            let res = (|| -> StoreResult<Option<Vec<i64>>> {
-                let tx = w.conn.unchecked_transaction()?;
-                if !snap.still_current(&tx, repo_id)? {
-                    return Ok(None);
-                }
-                quarantine::quarantine(&tx, repo_id, &damaged)?;
-                switch(&tx, repo_id, &written)?;
-                let mut emptied = Vec::new();
-                for src in sources {
-                    let left: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM chunks WHERE container_id = ?1",
-                        [src.id],
-                        |r| r.get(0),
-                    )?;
-                    if left == 0 {
-                        drop_container(&tx, src.id)?;
-                        emptied.push(src.id);
-                    } else if src.kind == ContainerKind::Archival as u8 {
-                        // Its B_ID may have been raised by a commit referencing a chunk that
-                        // has just moved out: lower it to what its remaining chunks need,
-                        // so that ICDA can delete it when their versions expire.
-                        let b_id = live_rows(&tx, src.id)?
-                            .iter()
-                            .map(|r| snap.newest_ref(&r.fp))
-                            .max()
-                            .unwrap_or(0);
-                        tx.execute(
-                            "UPDATE containers SET newest_version = ?2 WHERE id = ?1 AND newest_version > ?2",
-                            params![src.id, b_id],
-                        )?;
+        // 3. Switch the index in short transactions (at most SWITCH_ROWS moved chunks each,
+        //    so uploads and commits wait only that long), each only if the versions are still
+        //    those of the snapshot. A container switched in part keeps the rest as dead
+        //    slots; one not inserted yet is deleted.
+        let mut inserted = 0;
+        let mut abandoned = false;
+        for (i, nc) in written.iter().enumerate() {
+            for (j, part) in nc.moves.chunks(SWITCH_ROWS).enumerate() {
+                let res =
+                    self.switch_part(repo_id, snap, nc, part, j == 0, i == 0 && j == 0, &damaged);
+                match res {
+                    Ok(Some(ms)) => {
+                        moved.longest_switch_ms = moved.longest_switch_ms.max(ms);
+                        moved.switch_ms += ms;
+                    }
+                    Ok(None) => abandoned = true,
+                    Err(e) => {
+                        discard(&written[inserted..]);
+                        return Err(e);
                     }
                 }
-                tx.commit()?;
-                Ok(Some(emptied))
-            })();
-            match res {
-                Ok(Some(emptied)) => {
-                    if let Some(open) = w.open.get(&repo_id) {
-                        if emptied.contains(&(open.id as i64)) {
-                            w.open.remove(&repo_id);
-                        }
-                    }
-                    moved.longest_switch_ms = locked.elapsed().as_secs_f64() * 1000.0;
-                    emptied
-                }
-                Ok(None) => {
-                    drop(w);
-                    discard(&written);
-                    return Ok(None);
-                }
-                Err(e) => {
-                    drop(w);
-                    discard(&written);
-                    return Err(e);
+                if abandoned {
+                    break;
                 }
             }
+            if abandoned {
+                break;
+            }
+            inserted = i + 1;
+        }
+        let mut kept = written.len();
+        if abandoned {
+            // The container being switched when the versions changed has its row if its
+            // first part went through.
+            let first_in = written.get(inserted).is_some_and(|nc| {
+                self.readers
+                    .get()
+                    .and_then(|c| {
+                        c.query_row(
+                            "SELECT COUNT(*) FROM containers WHERE id = ?1",
+                            [nc.id as i64],
+                            |r| r.get::<_, i64>(0),
+                        )
+                    })
+                    .map_or(true, |n| n > 0)
+            });
+            kept = inserted + first_in as usize;
+            discard(&written[kept..]);
+        }
+        // 4. Drop the containers left without chunks; lower the B_ID of archival ones that
+        //    keep some.
+        let emptied = {
+            let mut w = self.writer_for_write()?;
+            let locked = std::time::Instant::now();
+            let tx = w.conn.unchecked_transaction()?;
+            let current = snap.still_current(&tx, repo_id)?;
+            let mut emptied = Vec::new();
+            for src in sources {
+                let left: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM chunks WHERE container_id = ?1",
+                    [src.id],
+                    |r| r.get(0),
+                )?;
+                if left == 0 {
+                    drop_container(&tx, src.id)?;
+                    emptied.push(src.id);
+                } else if current && src.kind == ContainerKind::Archival as u8 {
+                    // Its B_ID may have been raised by a commit referencing a chunk that
+                    // has just moved out: lower it to what its remaining chunks need, so
+                    // that ICDA can delete it when their versions expire.
+                    let b_id = live_rows(&tx, src.id)?
+                        .iter()
+                        .map(|r| snap.newest_ref(&r.fp))
+                        .max()
+                        .unwrap_or(0);
+                    tx.execute(
+                        "UPDATE containers SET newest_version = ?2 WHERE id = ?1 AND newest_version > ?2",
+                        params![src.id, b_id],
+                    )?;
+                }
+            }
+            tx.commit()?;
+            if let Some(open) = w.open.get(&repo_id) {
+                if emptied.contains(&(open.id as i64)) {
+                    w.open.remove(&repo_id);
+                }
+            }
+            let ms = locked.elapsed().as_secs_f64() * 1000.0;
+            moved.longest_switch_ms = moved.longest_switch_ms.max(ms);
+            moved.switch_ms += ms;
+            emptied
         };
         crashpoint::reached(&format!("{point}:switched"));
         // 4. Free the emptied containers.
-        let written_bytes: i64 = written.iter().map(|w| w.data_end as i64).sum();
+        let written_bytes: i64 = written[..kept].iter().map(|w| w.data_end as i64).sum();
         let freed = self.unlink_containers(repo_id, &emptied, sources);
         moved.bytes_freed = freed - written_bytes;
-        Ok(Some(moved))
+        Ok(if abandoned { None } else { Some(moved) })
+    }
+
+    /// One switch transaction: inserts the row of new container `nc` (`first`), quarantines
+    /// what the copy found damaged (`with_damage`), re-points the chunks of `part`, each only
+    /// if its row still names the slot it was copied from. `None` if the versions changed
+    /// since `snap` (nothing done); else how long the writer lock was held, in ms.
+    #[allow(clippy::too_many_arguments)]
+    fn switch_part(
+        &self,
+        repo_id: i64,
+        snap: &Snapshot,
+        nc: &Written,
+        part: &[Move],
+        first: bool,
+        with_damage: bool,
+        damaged: &[quarantine::Found],
+    ) -> StoreResult<Option<f64>> {
+        let w = self.writer_for_write()?;
+        let locked = std::time::Instant::now();
+        let tx = w.conn.unchecked_transaction()?;
+        if !snap.still_current(&tx, repo_id)? {
+            return Ok(None);
+        }
+        if with_damage {
+            quarantine::quarantine(&tx, repo_id, damaged)?;
+        }
+        if first {
+            let h = &nc.header;
+            tx.prepare_cached(
+                "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                nc.id as i64,
+                repo_id,
+                h.kind as u8,
+                h.data_offset as i64,
+                nc.data_end as i64,
+                nc.moves.len() as i64,
+                h.newest_version,
+                h.created_ms as i64,
+                // Archival containers never take appends.
+                (h.kind == ContainerKind::Archival) as i64,
+            ])?;
+        }
+        {
+            let mut upd = tx.prepare_cached(
+                "UPDATE chunks SET container_id = ?1, slot = ?2, offset = ?3 WHERE repo_id = ?4 AND fp = ?5 AND container_id = ?6 AND slot = ?7",
+            )?;
+            for (fp, old_cid, old_slot, slot, offset) in part {
+                upd.execute(params![
+                    nc.id as i64,
+                    slot,
+                    *offset as i64,
+                    repo_id,
+                    &fp[..],
+                    old_cid,
+                    old_slot
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(Some(locked.elapsed().as_secs_f64() * 1000.0))
     }
 
     /// Writes a filled container as a new file (header, table, data), fsynced with its
@@ -485,44 +580,6 @@ impl Store {
         }
         freed
     }
-}
-
-/// Inserts the rows of new containers and re-points the chunks they hold, each only if its
-/// row still names the slot it was copied from.
-fn switch(tx: &Connection, repo_id: i64, written: &[Written]) -> rusqlite::Result<()> {
-    let mut ins = tx.prepare_cached(
-        "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?;
-    let mut upd = tx.prepare_cached(
-        "UPDATE chunks SET container_id = ?1, slot = ?2, offset = ?3 WHERE repo_id = ?4 AND fp = ?5 AND container_id = ?6 AND slot = ?7",
-    )?;
-    for w in written {
-        let h = &w.header;
-        ins.execute(params![
-            w.id as i64,
-            repo_id,
-            h.kind as u8,
-            h.data_offset as i64,
-            w.data_end as i64,
-            w.moves.len() as i64,
-            h.newest_version,
-            h.created_ms as i64,
-            // Archival containers never take appends.
-            (h.kind == ContainerKind::Archival) as i64,
-        ])?;
-        for (fp, old_cid, old_slot, slot, offset) in &w.moves {
-            upd.execute(params![
-                w.id as i64,
-                slot,
-                *offset as i64,
-                repo_id,
-                &fp[..],
-                old_cid,
-                old_slot
-            ])?;
-        }
-    }
-    Ok(())
 }
 
 /// Removes a container's row and the quarantine records of damaged copies in it.
