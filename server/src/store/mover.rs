@@ -752,7 +752,24 @@ pub fn kick(store: &Arc<Store>, repo_id: i64) {
         return;
     }
     let store = Arc::clone(store);
-    std::thread::spawn(move || loop {
+    std::thread::spawn(move || {
+        lower_priority();
+        mover_loop(store)
+    });
+}
+
+/// The background mover yields the CPU to uploads and restores: on Linux a thread has its
+/// own nice value.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority take no pointers; a failure only leaves the priority.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
+fn mover_loop(store: Arc<Store>) {
+    loop {
         let next = {
             let mut q = store.mover_queue.lock().unwrap_or_else(|p| p.into_inner());
             let next = q.iter().next().copied();
@@ -777,5 +794,5 @@ pub fn kick(store: &Arc<Store>, repo_id: i64) {
         if let Err(e) = store.run_mover(repo_id) {
             eprintln!("mover: repository {repo_id}: {e}");
         }
-    });
+    }
 }
