@@ -407,6 +407,7 @@ try {
         ? `(left: ${(round.unswept_active_bytes / 1e6).toFixed(2)} MB in active containers, ` +
             `${((round.unswept_bytes - round.unswept_active_bytes) / 1e6).toFixed(2)} MB in archival ones of B_ID ${round.unswept_archival_bids})`
         : '',
+      round.dead_bytes_after ? `(${(round.dead_bytes_after / 1e6).toFixed(2)} MB dead slots left)` : '',
     );
   }
 
