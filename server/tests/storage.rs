@@ -812,6 +812,14 @@ impl Oracle<'_> {
         let conts = self.check(&format!("{ctx}, before"));
         let files_before = check_disk(self.dir, &conts, ctx);
         let after = self.model.without(&remove);
+        // ICDA's rule: archival containers whose B_ID is below the smallest live version
+        // once these are gone hold nothing a live version references, and go whole.
+        let min_live = after.live.keys().next().copied().unwrap_or(i64::MAX);
+        let expired: Vec<u64> = conts
+            .iter()
+            .filter(|c| c.archival && c.newest < min_live)
+            .map(|c| c.id)
+            .collect();
         let refs_before = self.model.referenced();
         let refs_after = after.referenced();
         let freed: Vec<&String> = refs_before.difference(&refs_after).collect();
@@ -874,6 +882,22 @@ impl Oracle<'_> {
         self.deleted_any = true;
         let conts = self.check(&format!("{ctx}, after"));
         let files_after = check_disk(self.dir, &conts, ctx);
+        let left: Vec<u64> = conts
+            .iter()
+            .map(|c| c.id)
+            .filter(|id| expired.contains(id))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{ctx}: archival containers {left:?} have a B_ID below the oldest live version {min_live} and survived"
+        );
+        if !expired.is_empty() && r["prune"].is_object() {
+            assert!(
+                r["prune"]["containers_icda"].as_u64() >= Some(1),
+                "{ctx}: archival containers {expired:?} expired, but ICDA deleted none: {}",
+                r["prune"]
+            );
+        }
         let reclaimed = r["reclaimed_bytes"].as_i64().expect("reclaimed_bytes");
         assert_eq!(
             files_before as i64 - files_after as i64,
@@ -882,8 +906,9 @@ impl Oracle<'_> {
         );
         self.reclaimed += reclaimed as u64;
         eprintln!(
-            "gc oracle, {ctx}: removed {remove:?}, {} chunks ({freed_bytes} bytes) freed, {reclaimed} bytes reclaimed, prune {}",
+            "gc oracle, {ctx}: removed {remove:?}, {} chunks ({freed_bytes} bytes) freed, {} archival containers expired, {reclaimed} bytes reclaimed, prune {}",
             freed.len(),
+            expired.len(),
             r["prune"]
         );
         check_dead(self.api, &conts, ctx);
