@@ -318,7 +318,7 @@ impl Api {
         serde_json::from_value(j["missing"].clone()).unwrap()
     }
 
-    /// Uploads `fps` from `pool` in bundles of at most about 8 MiB.
+    /// Uploads the chunks `fps` names (all in `chunks`) in bundles of at most about 8 MiB.
     fn upload(&self, chunks: &HashMap<String, TestChunk>, fps: &[String]) {
         let mut batch: Vec<TestChunk> = Vec::new();
         let mut bytes = 0;
@@ -761,8 +761,9 @@ struct Oracle<'a> {
     pool: Pool,
     model: Model,
     hist: Histories,
-    /// Archival containers whose B_ID must equal the group of every chunk: none of their
-    /// chunks was referenced again or lost its newest version since the mover wrote them.
+    /// Containers whose B_ID a commit raised: the chunks left in them may belong to lower
+    /// groups. Every other archival container's B_ID equals the group of each of its chunks
+    /// until the first deletion.
     raised: HashSet<u64>,
     deleted_any: bool,
     reclaimed: u64,
