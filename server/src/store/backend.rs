@@ -54,8 +54,12 @@ pub trait ContainerBackend {
     /// index is the authority, the container's copy a hint for reading it alone.
     fn hint_newest_version(&self, repo_id: i64, id: u64, version: i64);
 
-    /// Removes container `id` (one created for a bundle whose index commit failed).
+    /// Removes container `id` (one created for a bundle whose index commit failed, or one
+    /// the mover or garbage collection emptied).
     fn delete(&self, repo_id: i64, id: u64) -> std::io::Result<()>;
+
+    /// Makes the deletions of the repository's containers so far durable.
+    fn sync_deletes(&self, repo_id: i64) -> std::io::Result<()>;
 }
 
 /// The open container of the store's backend.
@@ -142,5 +146,9 @@ impl ContainerBackend for LocalDisk {
 
     fn delete(&self, repo_id: i64, id: u64) -> std::io::Result<()> {
         fs::remove_file(container_path(&self.data_dir, repo_id, id))
+    }
+
+    fn sync_deletes(&self, repo_id: i64) -> std::io::Result<()> {
+        fsync_dir(&containers_dir(&self.data_dir, repo_id))
     }
 }

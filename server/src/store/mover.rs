@@ -34,7 +34,6 @@ use wasm_core::{
 
 use super::{
     backend::ContainerBackend,
-    containers::{containers_dir, fsync_dir},
     crashpoint,
     layout::{Class, Snapshot},
     now_ms, quarantine, verify, Store, StoreResult,
@@ -576,7 +575,8 @@ impl Store {
             }
         }
         if !ids.is_empty() {
-            let _ = fsync_dir(&containers_dir(&self.data_dir, repo_id));
+            // Not durable yet is harmless: the rows are gone, recovery deletes the files.
+            let _ = self.containers.sync_deletes(repo_id);
         }
         freed
     }
