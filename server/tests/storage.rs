@@ -1555,39 +1555,71 @@ enum Trigger {
     Mover,
     /// `forget` of these versions (indices into the history).
     Forget(&'static [usize]),
+    /// The history's backups with the point armed: the mover a commit starts reaches it.
+    Backup,
+}
+
+/// A backup that stops at the first request the server does not answer (it crashed).
+fn try_backup(api: &Api, chunks: &HashMap<String, TestChunk>, v: &Ver) -> Result<i64, String> {
+    let fps: Vec<String> = v.fps().into_iter().collect();
+    let r = api.try_call(
+        "POST",
+        "/chunks/missing",
+        Some(&json!({ "fingerprints": fps })),
+    )?;
+    assert_eq!(r.status, 200, "chunks/missing");
+    let miss: Vec<String> = serde_json::from_value(r.json()["missing"].clone()).unwrap();
+    for part in miss.chunks(16) {
+        let batch: Vec<TestChunk> = part.iter().map(|h| chunks[h].clone()).collect();
+        let r = try_request(
+            &api.agent,
+            "POST",
+            &format!("{}/api/v1/repos/default/bundles", api.base),
+            Some(&api.token),
+            &[],
+            Some(&bundle(&batch)),
+        )?;
+        assert_eq!(r.status, 200, "bundle refused");
+    }
+    let r = api.try_call("POST", "/versions", Some(&v.manifest()))?;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    Ok(r.json()["id"].as_i64().unwrap())
 }
 
 fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
-    let ctx = format!("crash at {point}");
+    let ctx = format!("crash at {point} ({trigger:?})");
     let dir = TempDir::new("crashpoint");
     // 1. the history; without the mover when the mover is what crashes
     let mut env = engine_env();
     if matches!(trigger, Trigger::Mover) {
         env.push(("DITTO_LAYOUT", "off"));
     }
-    let mut s = spawn(&dir.0, &env).unwrap_or_else(|st| panic!("{ctx}: server exited {st}"));
-    let api = Api::of(&s);
     let mut model = Model::default();
-    for v in &h.versions {
-        let id = api.backup(&h.pool.chunks, v);
-        model.live.insert(id, Ver { id, ..v.clone() });
-    }
-    api.settle();
-    let conts = api.containers();
-    if matches!(trigger, Trigger::Forget(_)) {
-        let archival = conts.iter().filter(|c| c.archival).count();
-        assert!(
-            archival >= 2,
-            "{ctx}: the mover made {archival} archival containers of the history, so expiry has no archival groups to work on"
+    if !matches!(trigger, Trigger::Backup) {
+        let mut s = spawn(&dir.0, &env).unwrap_or_else(|st| panic!("{ctx}: server exited {st}"));
+        let api = Api::of(&s);
+        for v in &h.versions {
+            let id = api.backup(&h.pool.chunks, v);
+            model.live.insert(id, Ver { id, ..v.clone() });
+        }
+        api.settle();
+        let conts = api.containers();
+        if matches!(trigger, Trigger::Forget(_)) {
+            let archival = conts.iter().filter(|c| c.archival).count();
+            assert!(
+                archival >= 2,
+                "{ctx}: the mover made {archival} archival containers of the history, so expiry has no archival groups to work on"
+            );
+            check_layout(&conts, &model, None, &ctx);
+        }
+        assert_eq!(
+            s.stop(Duration::from_secs(10)).map(|st| st.success()),
+            Some(true),
+            "{ctx}: clean stop"
         );
-        check_layout(&conts, &model, None, &ctx);
     }
     let ids: Vec<i64> = model.live.keys().copied().collect();
-    assert_eq!(
-        s.stop(Duration::from_secs(10)).map(|st| st.success()),
-        Some(true),
-        "{ctx}: clean stop"
-    );
+    let mut in_flight: Option<&Ver> = None;
 
     // 2. the crash
     env.retain(|e| e.0 != "DITTO_LAYOUT");
@@ -1597,7 +1629,20 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
         Ok(mut s) => {
             let api = Api::of(&s);
             let removing: BTreeSet<i64> = match trigger {
-                Trigger::Mover => {
+                Trigger::Backup | Trigger::Mover => {
+                    if matches!(trigger, Trigger::Backup) {
+                        for v in &h.versions {
+                            match try_backup(&api, &h.pool.chunks, v) {
+                                Ok(id) => {
+                                    model.live.insert(id, Ver { id, ..v.clone() });
+                                }
+                                Err(_) => {
+                                    in_flight = Some(v);
+                                    break;
+                                }
+                            }
+                        }
+                    }
                     if wait_exit(&mut s, Duration::from_secs(3)).is_none() {
                         let r = api.try_call("POST", "/prune", Some(&json!({ "dry_run": true })));
                         if let Ok(r) = r {
@@ -1649,6 +1694,25 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
         "{ctx}: the forget was past deleting its versions"
     );
     model = model.without(&removing);
+    // a commit whose answer the crash cut off is there whole or not at all
+    let unknown: Vec<i64> = live
+        .iter()
+        .filter(|id| !model.live.contains_key(id) && !removing.contains(id))
+        .copied()
+        .collect();
+    match (unknown.as_slice(), in_flight) {
+        ([], _) => {}
+        ([id], Some(v)) => {
+            model.live.insert(
+                *id,
+                Ver {
+                    id: *id,
+                    ..v.clone()
+                },
+            );
+        }
+        _ => panic!("{ctx}: versions {unknown:?} appeared"),
+    }
     api.settle();
     let conts = api.containers();
     check_disk(&dir.0, &conts, &format!("{ctx}, after recovery"));
@@ -1677,9 +1741,11 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
 fn every_persistence_point_survives_a_crash() {
     let t0 = Instant::now();
     let h = crash_history();
-    let plan: [(&str, Trigger); 7] = [
+    let plan: [(&str, Trigger); 9] = [
         ("move:copied", Trigger::Mover),
         ("move:switched", Trigger::Mover),
+        ("move:copied", Trigger::Backup),
+        ("move:switched", Trigger::Backup),
         ("forget:deleted", Trigger::Forget(&[0, 1])),
         ("icda:switched", Trigger::Forget(&[0])),
         ("sweep:switched", Trigger::Forget(&[1])),
