@@ -75,7 +75,8 @@ function dirBytes(dir) {
   let sqlite = 0;
   for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
     if (!e.isFile()) continue;
-    const n = statSync(path.join(e.parentPath ?? e.path, e.name)).size;
+    // A file unlinked since the listing (a container the server just freed) counts as gone.
+    const n = statSync(path.join(e.parentPath ?? e.path, e.name), { throwIfNoEntry: false })?.size ?? 0;
     if (e.name.includes('.sqlite3')) sqlite += n;
     else data += n;
   }
