@@ -737,7 +737,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("server")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--keep", help="keep the recorded trace and failing states here")
+    ap.add_argument("--keep", help="keep the trace and the failing states (as the crash left them) here")
     ap.add_argument("--save", metavar="DIR", help="keep the recorded trace and acknowledgements for --replay")
     ap.add_argument("--replay", metavar="DIR", help="replay what --save kept instead of recording")
     ap.add_argument(
@@ -806,10 +806,13 @@ def replay(binary, work, trace, root, acks, args):
             failures.append((where, bad))
             print(f"FAIL {where}: " + "; ".join(bad[:5]), flush=True)
             if args.keep:
-                shutil.copytree(out, os.path.join(args.keep, os.path.basename(out)))
+                # The state as the crash left it, and the server's report on it.
+                shutil.copytree(out + ".orig", os.path.join(args.keep, os.path.basename(out)))
                 if os.path.exists(out + ".log"):
                     shutil.copy(out + ".log", args.keep)
         shutil.rmtree(out)
+        if args.keep:
+            shutil.rmtree(out + ".orig")
         if os.path.exists(out + ".log"):
             os.remove(out + ".log")
 
@@ -839,6 +842,8 @@ def replay(binary, work, trace, root, acks, args):
                 out = os.path.join(work, f"cut{cut}-{mode}")
                 os.mkdir(out)
                 model.materialise(out, entries)
+                if args.keep:
+                    shutil.copytree(out, out + ".orig")
                 queue.append(pool.submit(check, out, t_crash, where))
                 while len(queue) > 2 * args.jobs or (queue and queue[0].done()):
                     collect(queue.pop(0))
