@@ -162,6 +162,16 @@ fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
     assert!(out.contains(&format!("container {cid}")), "{out}");
 
     let s = Server::start(&dir.0);
+    // The mover (kicked at startup; a dry-run prune runs it to the end) leaves the damaged
+    // container where recovery set it aside, with its quarantine records.
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &s.token,
+        &json!({"dry_run": true}),
+    );
+    assert_eq!(r.status, 200);
+    let url = s.repo_url("default", &format!("/chunks/{}", mine[0].hex()));
+    request("GET", &url, Some(&s.token), &[], None).expect_error(500, "damaged");
     // The other repository is untouched.
     assert_restores(&s, "other", &other_token, &theirs);
     let (code, out) = cli(&dir.0, &["check", "other"]);

@@ -632,7 +632,9 @@ pub(crate) fn occupancy(
     let mut out: BTreeMap<i64, Occupancy> = BTreeMap::new();
     {
         let mut st = conn.prepare_cached(
-            "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = ?1",
+            // A damaged container stays as recovery left it (sealed, its chunks quarantined,
+            // kept for inspection): `check` names it and reads answer `damaged`.
+            "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = ?1 AND damage IS NULL",
         )?;
         let rows = st.query_map([repo_id], |r| {
             Ok(Source {
