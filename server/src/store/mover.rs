@@ -26,8 +26,8 @@ use std::{
 use rusqlite::{params, Connection};
 use wasm_core::{
     format::container::{
-        slot_offset, ContainerHeader, ContainerKind, TableEntry, DEFAULT_TABLE_CAPACITY,
-        TARGET_DATA_BYTES,
+        data_offset_for, slot_offset, ContainerHeader, ContainerKind, TableEntry,
+        DEFAULT_TABLE_CAPACITY, TARGET_DATA_BYTES,
     },
     hash::{to_hex, Fingerprint},
 };
@@ -532,6 +532,10 @@ impl Store {
             id
         };
         let mut header = ContainerHeader::new(id, b.kind, now_ms());
+        // Written whole, it never takes appends: a table of exactly its chunks, not the
+        // 80 KiB of slots an upload container reserves (most archival groups are small).
+        header.table_capacity = b.moves.len().max(1) as u32;
+        header.data_offset = data_offset_for(header.table_capacity);
         // An active container's B_ID: the newest live version referencing any of its chunks.
         header.newest_version = match b.kind {
             ContainerKind::Archival => b.newest_version,
