@@ -170,11 +170,7 @@ impl Store {
             }
             bump_epoch(&tx, repo_id)?;
             tx.commit()?;
-            if let Some(open) = w.open.get(&repo_id) {
-                if gone.iter().any(|c| c.id == open.id as i64) {
-                    w.open.remove(&repo_id);
-                }
-            }
+            w.close_if_dropped(repo_id, gone.iter().map(|c| c.id));
             gone
         };
         self.forget_fp_cache(repo_id);
@@ -241,11 +237,7 @@ impl Store {
                 }
                 bump_epoch(&tx, repo_id)?;
                 tx.commit()?;
-                if let Some(open) = w.open.get(&repo_id) {
-                    if gone.iter().any(|c: &Source| c.id == open.id as i64) {
-                        w.open.remove(&repo_id);
-                    }
-                }
+                w.close_if_dropped(repo_id, gone.iter().map(|c: &Source| c.id));
                 gone
             };
             self.forget_fp_cache(repo_id);

@@ -67,6 +67,19 @@ struct Writer {
     open: HashMap<i64, OpenContainer>,
 }
 
+impl Writer {
+    /// Forgets the repository's open container if it is among `dropped` (containers whose
+    /// rows were just deleted): the next upload opens the newest one the index has.
+    fn close_if_dropped(&mut self, repo_id: i64, mut dropped: impl Iterator<Item = i64>) {
+        if let Some(open) = self.open.get(&repo_id) {
+            let id = open.id as i64;
+            if dropped.any(|d| d == id) {
+                self.open.remove(&repo_id);
+            }
+        }
+    }
+}
+
 pub struct Store {
     data_dir: PathBuf,
     readers: ReadPool,

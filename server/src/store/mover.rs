@@ -442,11 +442,7 @@ impl Store {
                 }
             }
             tx.commit()?;
-            if let Some(open) = w.open.get(&repo_id) {
-                if emptied.contains(&(open.id as i64)) {
-                    w.open.remove(&repo_id);
-                }
-            }
+            w.close_if_dropped(repo_id, emptied.iter().copied());
             let ms = locked.elapsed().as_secs_f64() * 1000.0;
             moved.longest_switch_ms = moved.longest_switch_ms.max(ms);
             moved.switch_ms += ms;
