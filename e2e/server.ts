@@ -83,3 +83,17 @@ export async function repoJson<T>(server: RunningServer, p: string): Promise<T> 
   expect(res.status, p).toBe(200);
   return (await res.json()) as T;
 }
+
+/**
+ * Waits until the server's HiDeStore mover, which a commit starts in the background, has
+ * finished (a dry-run prune runs it to the end and deletes nothing), so that container
+ * figures and chunk places read next stay put.
+ */
+export async function settleLayout(server: RunningServer): Promise<void> {
+  const res = await fetch(`${server.url}/api/v1/repos/default/prune`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ dry_run: true }),
+  });
+  expect(res.status, 'prune (dry run)').toBe(200);
+}

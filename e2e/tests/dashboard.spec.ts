@@ -1,6 +1,6 @@
 import { expect, test, type Page } from '@playwright/test';
 import { npmVersions } from '../datasets';
-import { repoJson, startServer, type RunningServer } from '../server';
+import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 
@@ -53,6 +53,7 @@ test('the dashboard shows the server’s numbers, per repository and per source'
   // Two sources: three releases of the package, and the newest again under another name.
   for (const f of folders) await backUp(page, f, PKG);
   await backUp(page, folders[2], `${PKG}-copy`);
+  await settleLayout(server);
 
   const stats = await api<Stats>('/stats');
   const { versions } = await api<{ versions: Version[] }>('/versions');

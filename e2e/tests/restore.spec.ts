@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
-import { repoJson, startServer, type RunningServer } from '../server';
+import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 
@@ -204,6 +204,7 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
   const target = files[Math.floor(files.length / 2)];
   const fp = target.recipe[0];
   const blamed = files.find((f) => f.recipe.includes(fp))!.path;
+  await settleLayout(server);
   const { containers } = await api<{ containers: Container[] }>('/containers');
   const c = containers.find((x) => x.chunks.some((ch) => ch.fp === fp))!;
   const ch = c.chunks.find((x) => x.fp === fp)!;
