@@ -7,7 +7,7 @@
 import { rmSync } from 'node:fs';
 import { openApp, launchBrowser, backupFolders, cli, dataset, du, startServer, apiJson } from './lib.mjs';
 
-const { quick } = cli();
+const quick = cli().flag('quick');
 const folders = dataset('typescript', quick ? 4 : 10);
 const CONTAINER = 4 << 20;
 
