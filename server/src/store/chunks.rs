@@ -201,6 +201,7 @@ impl Store {
 
     /// The distinct fingerprints of `fps` (request order) that are not committed.
     pub fn missing(&self, repo_id: i64, fps: Vec<Fingerprint>) -> StoreResult<Vec<Fingerprint>> {
+        self.backup_activity();
         let mut seen: FpSet = FpSet::with_capacity_and_hasher(fps.len(), Default::default());
         let unique: Vec<Fingerprint> = fps.into_iter().filter(|fp| seen.insert(*fp)).collect();
         if let Some(out) = self.with_cache(repo_id, |set| {

@@ -123,6 +123,7 @@ struct Touched {
 impl Store {
     /// Stores the chunks not yet stored; `entries` must already be verified.
     pub fn ingest(&self, repo_id: i64, entries: &[BundleEntry<'_>]) -> StoreResult<IngestResult> {
+        self.backup_activity();
         let mut w = self.writer_for_write()?;
         let mut seen = HashSet::with_capacity(entries.len());
         let mut new: Vec<&BundleEntry<'_>> = Vec::new();

@@ -43,7 +43,10 @@ use std::{
     collections::{HashMap, HashSet},
     fs,
     path::{Path, PathBuf},
-    sync::{atomic::AtomicBool, Mutex, MutexGuard, RwLock},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Mutex, MutexGuard, RwLock,
+    },
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -100,6 +103,9 @@ pub struct Store {
     mover_running: AtomicBool,
     /// What the mover and compaction did per repository since the server started.
     mover_totals: Mutex<HashMap<i64, mover::Moved>>,
+    /// When a backup last asked, uploaded or committed (unix ms): the background mover
+    /// waits for a quiet moment.
+    last_backup_ms: AtomicU64,
 }
 
 impl Store {
@@ -133,12 +139,18 @@ impl Store {
             mover_queue: Mutex::new(HashSet::new()),
             mover_running: AtomicBool::new(false),
             mover_totals: Mutex::new(HashMap::new()),
+            last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 conn,
                 next_container_id: max_id as u64 + 1,
                 open: HashMap::new(),
             }),
         })
+    }
+
+    /// Notes that a backup is at work (a missing query, an upload, a commit).
+    fn backup_activity(&self) {
+        self.last_backup_ms.store(now_ms(), Ordering::Relaxed);
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {

@@ -50,6 +50,10 @@ const MOVE_THRESHOLD: f64 = 0.0;
 const COMPACT_THRESHOLD: f64 = 0.5;
 /// About this many bytes are copied per switch (one transaction under the writer lock).
 const BATCH_BYTES: i64 = 16 << 20;
+/// The background mover starts once backups have been quiet this long ...
+const QUIET: std::time::Duration = std::time::Duration::from_millis(1500);
+/// ... or once it has waited this long (a server that is never quiet still gets its layout).
+const MAX_DEFER: std::time::Duration = std::time::Duration::from_secs(60);
 /// At most this many chunk rows are re-pointed per switch transaction.
 const SWITCH_ROWS: usize = 256;
 /// A pass gives up after this many abandoned switches in a row (versions kept changing).
@@ -180,6 +184,21 @@ impl Store {
     pub fn run_mover(&self, repo_id: i64) -> StoreResult<Moved> {
         let _maint = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         self.mover_pass(repo_id, "move")
+    }
+
+    /// Waits until no backup has asked, uploaded or committed for [`QUIET`], or at most
+    /// [`MAX_DEFER`]: on a machine of few cores the mover's reads, hashing and fsyncs would
+    /// otherwise slow the backup that follows a commit (HiDeStore moves chunks offline).
+    fn wait_until_quiet(&self) {
+        let start = std::time::Instant::now();
+        loop {
+            let last = self.last_backup_ms.load(Ordering::Relaxed);
+            let quiet = now_ms().saturating_sub(last);
+            if quiet >= QUIET.as_millis() as u64 || start.elapsed() >= MAX_DEFER {
+                return;
+            }
+            std::thread::sleep(QUIET - std::time::Duration::from_millis(quiet));
+        }
     }
 
     /// What the mover and compaction did in the repository since the server started.
@@ -793,6 +812,7 @@ fn mover_loop(store: Arc<Store>) {
             }
             return;
         };
+        store.wait_until_quiet();
         if let Err(e) = store.run_mover(repo_id) {
             eprintln!("mover: repository {repo_id}: {e}");
         }

@@ -106,6 +106,7 @@ impl Store {
             }
         }
         stats.skipped_files = manifest.skipped.len() as u64;
+        self.backup_activity();
         let json = serde_json::to_vec(manifest).map_err(|e| StoreError::Internal(e.to_string()))?;
         let blob = encode_manifest(&json)?;
 
