@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
-import { repoJson, startServer, type RunningServer } from '../server';
+import { repoJson, startServer, type RunningServer, settleLayout } from '../server';
 
 /**
  * Expiry through the page: versions that each own chunks, a keep-last policy previewed and
@@ -109,13 +109,8 @@ interface Listing {
 
 /** The containers with their chunk tables, once the mover (which runs after each commit) is idle. */
 async function settledContainers(): Promise<Listing> {
-  let last = JSON.stringify(await repoJson<Listing>(server, '/containers'));
-  for (;;) {
-    await new Promise((r) => setTimeout(r, 300));
-    const now = JSON.stringify(await repoJson<Listing>(server, '/containers'));
-    if (now === last) return JSON.parse(now) as Listing;
-    last = now;
-  }
+  await settleLayout(server);
+  return repoJson<Listing>(server, '/containers');
 }
 
 /**

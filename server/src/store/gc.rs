@@ -103,8 +103,12 @@ impl Store {
             moved: self.mover_pass(repo_id, "move")?,
             ..Default::default()
         };
+        // The mover's own net frees count: `reclaimed_bytes` is what the data directory
+        // shrank by over the whole run.
+        rep.reclaimed_bytes = rep.moved.bytes_freed;
         rep.reclaimable_bytes = self.reclaimable(repo_id)?;
         if dry_run {
+            rep.reclaimed_bytes = 0;
             rep.seconds = t0.elapsed().as_secs_f64();
             return Ok(rep);
         }
