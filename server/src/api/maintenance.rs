@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    authorize, blocking, parse_id, parse_json, path_param, read_body, Need, RepoItemPath, RepoPath,
-    St,
+    authorize, blocking, json_or_default, parse_id, parse_json, path_param, read_body, Need,
+    RepoItemPath, RepoPath, St,
 };
 use crate::{
     error::{ApiError, ApiResult},
@@ -36,15 +36,6 @@ struct ForgetRequest {
 struct PruneRequest {
     #[serde(default)]
     dry_run: bool,
-}
-
-/// The body as JSON, or the default for an empty one.
-fn json_or_default<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> ApiResult<T> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        Ok(T::default())
-    } else {
-        parse_json(body)
-    }
 }
 
 pub(super) async fn forget(

@@ -253,6 +253,15 @@ fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))
 }
 
+/// The body as JSON, or the default for an empty (or blank) one.
+fn json_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse_json(body)
+    }
+}
+
 #[derive(Deserialize)]
 struct FpList {
     fingerprints: Vec<String>,

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_core::hash::to_hex;
 
-use super::{authorize, blocking, parse_json, path_param, read_body, Need, RepoPath, St};
+use super::{authorize, blocking, json_or_default, path_param, read_body, Need, RepoPath, St};
 use crate::{
     error::{ApiError, ApiResult},
     store::verify::Subset,
@@ -31,11 +31,7 @@ pub(super) async fn verify(
         .repo_id;
     let body = read_body(&headers, body, 64 << 10).await?;
     blocking(move || {
-        let req: VerifyRequest = if body.iter().all(u8::is_ascii_whitespace) {
-            VerifyRequest::default()
-        } else {
-            parse_json(&body)?
-        };
+        let req: VerifyRequest = json_or_default(&body)?;
         let subset = Subset::parse(req.subset.as_deref().unwrap_or("all"))
             .map_err(|e| ApiError::bad_request(format!("subset: {e}")))?;
         let v = store.verify(repo_id, subset)?;
