@@ -54,7 +54,11 @@ fn flip(path: &Path, offset: u64, mask: u8) {
 /// Where chunk `hex` is stored: (container id, offset in the file), once the mover (which
 /// a commit starts in the background) has finished, so that the place stays put.
 fn chunk_place(s: &Server, repo: &str, token: &str, hex: &str) -> (u64, u64) {
-    let r = post_json(&s.repo_url(repo, "/prune"), token, &json!({"dry_run": true}));
+    let r = post_json(
+        &s.repo_url(repo, "/prune"),
+        token,
+        &json!({"dry_run": true}),
+    );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     for c in containers(s, repo, token) {
         for ch in c["chunks"].as_array().unwrap() {
