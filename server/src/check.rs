@@ -14,8 +14,8 @@ use wasm_core::{
 };
 
 use crate::{
-    db,
     store::{
+        index::sqlite::{self as db, Sql},
         self,
         quarantine::{self, Found},
         recover::{self, IndexContainer, INDEX_COLUMNS},
@@ -69,8 +69,8 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
     let mut found: Vec<Found> = Vec::new();
     // One read snapshot for the containers and the index.
     let tx = conn.unchecked_transaction().map_err(q)?;
-    let repo_id = store::repo_id(&tx, repo)
-        .map_err(q)?
+    let repo_id = store::repo_id(&Sql(&*tx), repo)
+        .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no repository named {repo:?}"))?;
 
     let mut by_container: HashMap<i64, Vec<Row>> = HashMap::new();

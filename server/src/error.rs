@@ -116,7 +116,7 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => ApiError::not_found(what),
             StoreError::Internal(e) => ApiError::internal(e),
             StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
-            StoreError::Db(e) => ApiError::internal(format!("database: {e}")),
+            StoreError::Index(e) => ApiError::internal(format!("index: {e}")),
         }
     }
 }

@@ -9,7 +9,6 @@
 
 mod api;
 mod check;
-mod db;
 mod error;
 mod http;
 mod store;
@@ -23,6 +22,7 @@ use std::{
 };
 
 use axum::{http::StatusCode, response::IntoResponse};
+use store::index::{self, IndexRead, IndexWrite, IndexWriter};
 use tower_http::{
     catch_panic::CatchPanicLayer,
     services::{ServeDir, ServeFile},
@@ -100,10 +100,20 @@ fn usage() -> ! {
     std::process::exit(2)
 }
 
-fn existing_repo(conn: &rusqlite::Connection, name: &str) -> i64 {
-    store::repo_id(conn, name)
+fn existing_repo(ix: &dyn IndexRead, name: &str) -> i64 {
+    store::repo_id(ix, name)
         .unwrap_or_else(|e| die(e))
         .unwrap_or_else(|| die(format!("no repository named {name:?}")))
+}
+
+/// Runs `f` in one write transaction of the data directory's index (the CLI's repository
+/// and token commands), committed if it returns.
+fn in_index_tx<T>(f: impl FnOnce(&dyn IndexWrite) -> T) -> T {
+    let (_, mut writer) = index::sqlite::open(&data_dir()).unwrap_or_else(|e| die(e));
+    let tx = writer.begin().unwrap_or_else(|e| die(e));
+    let out = f(&*tx);
+    tx.commit().unwrap_or_else(|e| die(e));
+    out
 }
 
 fn main() {
@@ -115,18 +125,17 @@ fn main() {
             if !store::valid_repo_name(name) {
                 die("repository names are [a-z0-9][a-z0-9_-]{0,63}");
             }
-            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
-            if store::repo_id(&conn, name)
-                .unwrap_or_else(|e| die(e))
-                .is_some()
-            {
-                die(format!("repository {name:?} already exists"));
-            }
             let token = store::new_token().unwrap_or_else(|e| die(e));
-            let tx = conn.unchecked_transaction().unwrap_or_else(|e| die(e));
-            let id = store::create_repo(&tx, name).unwrap_or_else(|e| die(e));
-            store::add_token(&tx, id, &token, store::Scope::Full).unwrap_or_else(|e| die(e));
-            tx.commit().unwrap_or_else(|e| die(e));
+            in_index_tx(|tx| {
+                if store::repo_id(tx, name)
+                    .unwrap_or_else(|e| die(e))
+                    .is_some()
+                {
+                    die(format!("repository {name:?} already exists"));
+                }
+                let id = store::create_repo(tx, name).unwrap_or_else(|e| die(e));
+                store::add_token(tx, id, &token, store::Scope::Full).unwrap_or_else(|e| die(e));
+            });
             println!("{token}");
         }
         ["token", "create", repo, rest @ ..] => {
@@ -137,16 +146,19 @@ fn main() {
                 }
                 _ => usage(),
             };
-            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
-            let id = existing_repo(&conn, repo);
             let token = store::new_token().unwrap_or_else(|e| die(e));
-            store::add_token(&conn, id, &token, scope).unwrap_or_else(|e| die(e));
+            in_index_tx(|tx| {
+                let id = existing_repo(tx, repo);
+                store::add_token(tx, id, &token, scope).unwrap_or_else(|e| die(e));
+            });
             println!("{token}");
         }
         ["token", "list", repo] => {
-            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
-            let id = existing_repo(&conn, repo);
-            for t in store::auth::list_tokens(&conn, id).unwrap_or_else(|e| die(e)) {
+            let tokens = in_index_tx(|tx| {
+                let id = existing_repo(tx, repo);
+                store::auth::list_tokens(tx, id).unwrap_or_else(|e| die(e))
+            });
+            for t in tokens {
                 println!(
                     "{}  {:<6}  created {}",
                     t.id,
@@ -157,9 +169,11 @@ fn main() {
         }
         ["token", "revoke", repo, prefix] => {
             use store::auth::RevokeError;
-            let conn = db::open_rw(&data_dir()).unwrap_or_else(|e| die(e));
-            let id = existing_repo(&conn, repo);
-            match store::auth::revoke_token(&conn, id, prefix).unwrap_or_else(|e| die(e)) {
+            let revoked = in_index_tx(|tx| {
+                let id = existing_repo(tx, repo);
+                store::auth::revoke_token(tx, id, prefix).unwrap_or_else(|e| die(e))
+            });
+            match revoked {
                 Ok(full) => println!("revoked {full}"),
                 Err(RevokeError::TooShort) => die("a token id is at least 6 hex digits"),
                 Err(RevokeError::NoMatch) => die(format!("no token {prefix} in {repo:?}")),
@@ -245,10 +259,8 @@ fn main() {
             println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
         }
         ["stats", repo] => {
-            let conn = db::open_ro(&data_dir()).unwrap_or_else(|e| die(e));
-            let id = store::repo_id(&conn, repo)
-                .unwrap_or_else(|e| die(e))
-                .unwrap_or_else(|| die(format!("no repository named {repo:?}")));
+            let conn = index::sqlite::open_ro(&data_dir()).unwrap_or_else(|e| die(e));
+            let id = existing_repo(&index::sqlite::Sql(&conn), repo);
             let s = store::repo_stats(&conn, id, repo).unwrap_or_else(|e| die(e));
             println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         }
@@ -285,7 +297,7 @@ fn maintenance_store(repo: &str) -> (store::Store, i64, std::fs::File) {
     });
     let st = store::Store::open(&dir).unwrap_or_else(|e| die(e));
     let id = st
-        .with_writer(|c| store::repo_id(c, repo))
+        .with_tx(|tx| store::repo_id(tx, repo))
         .unwrap_or_else(|e| die(e))
         .unwrap_or_else(|| die(format!("no repository named {repo:?}")));
     (st, id, lock)
@@ -315,12 +327,12 @@ fn serve() {
     let token = default_token(&data_dir)
         .unwrap_or_else(|e| die(format!("cannot create the default token: {e}")));
     store
-        .with_writer(|c| {
-            let id = match store::repo_id(c, "default")? {
+        .with_tx(|tx| {
+            let id = match store::repo_id(tx, "default")? {
                 Some(id) => id,
-                None => store::create_repo(c, "default")?,
+                None => store::create_repo(tx, "default")?,
             };
-            store::add_token(c, id, &token, store::Scope::Full)
+            store::add_token(tx, id, &token, store::Scope::Full)
         })
         .unwrap_or_else(|e| die(format!("cannot create the default repository: {e}")));
     // Finish any layout work a stopped server left (cold chunks not yet moved).

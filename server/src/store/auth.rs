@@ -6,10 +6,10 @@
 //! search; never change anything). What each operation needs is decided by the API layer
 //! from [`Scope`]'s predicates, so the rules live in one place.
 
-use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 
-use super::now_ms;
+use super::index::{repos::TokenRow, IndexRead, IndexWrite};
+use super::{now_ms, StoreResult};
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,44 +112,39 @@ pub fn valid_repo_name(name: &str) -> bool {
             .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
 }
 
-pub fn repo_id(conn: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached("SELECT id FROM repos WHERE name = ?1")?
-        .query_row([name], |r| r.get(0))
-        .optional()
+pub fn repo_id(ix: &dyn IndexRead, name: &str) -> StoreResult<Option<i64>> {
+    ix.repo_id(name)
 }
 
-pub fn create_repo(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
-    conn.execute(
-        "INSERT INTO repos(name, created_ms) VALUES (?1, ?2)",
-        params![name, now_ms() as i64],
-    )?;
-    Ok(conn.last_insert_rowid())
+pub fn create_repo(ix: &dyn IndexWrite, name: &str) -> StoreResult<i64> {
+    ix.create_repo(name, now_ms() as i64)
 }
 
 /// Records a token (by its hash) for a repository; returns its id.
 pub fn add_token(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     token: &str,
     scope: Scope,
-) -> rusqlite::Result<String> {
+) -> StoreResult<String> {
     let hash = hash_token(token);
-    conn.execute(
-        "INSERT OR IGNORE INTO tokens(hash, repo_id, created_ms, scope) VALUES (?1, ?2, ?3, ?4)",
-        params![hash, repo_id, now_ms() as i64, scope.as_str()],
+    let id = token_id(&hash);
+    ix.add_token(
+        repo_id,
+        &TokenRow {
+            hash,
+            scope: scope.as_str().to_string(),
+            created_ms: now_ms() as i64,
+        },
     )?;
-    Ok(token_id(&hash))
+    Ok(id)
 }
 
 /// The repository and scope of a token, or `None` for an unknown (or revoked) one.
-pub fn token_access(conn: &Connection, token: &str) -> rusqlite::Result<Option<TokenAccess>> {
+pub fn token_access(ix: &dyn IndexRead, token: &str) -> StoreResult<Option<TokenAccess>> {
     let hash = hash_token(token);
-    let row: Option<(i64, String)> = conn
-        .prepare_cached("SELECT repo_id, scope FROM tokens WHERE hash = ?1")?
-        .query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
     // A scope this version does not know (written by a newer server) grants nothing.
-    Ok(row.and_then(|(repo_id, scope)| {
+    Ok(ix.token(&hash)?.and_then(|(repo_id, scope)| {
         Some(TokenAccess {
             repo_id,
             scope: Scope::parse(&scope)?,
@@ -158,26 +153,18 @@ pub fn token_access(conn: &Connection, token: &str) -> rusqlite::Result<Option<T
     }))
 }
 
-pub fn list_tokens(conn: &Connection, repo_id: i64) -> rusqlite::Result<Vec<TokenInfo>> {
-    let mut st = conn.prepare(
-        "SELECT hash, scope, created_ms FROM tokens WHERE repo_id = ?1 ORDER BY created_ms, hash",
-    )?;
-    let rows = st.query_map([repo_id], |r| {
-        let hash: Vec<u8> = r.get(0)?;
-        let scope: String = r.get(1)?;
-        Ok((token_id(&hash), Scope::parse(&scope), r.get(2)?))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        if let (id, Some(scope), created_ms) = row? {
-            out.push(TokenInfo {
-                id,
-                scope,
-                created_ms,
-            });
-        }
-    }
-    Ok(out)
+pub fn list_tokens(ix: &dyn IndexRead, repo_id: i64) -> StoreResult<Vec<TokenInfo>> {
+    Ok(ix
+        .tokens(repo_id)?
+        .into_iter()
+        .filter_map(|t| {
+            Some(TokenInfo {
+                id: token_id(&t.hash),
+                scope: Scope::parse(&t.scope)?,
+                created_ms: t.created_ms,
+            })
+        })
+        .collect())
 }
 
 /// Why a revoke did nothing.
@@ -192,27 +179,24 @@ pub enum RevokeError {
 
 /// Deletes the repository's token whose id starts with `prefix`; returns its full id.
 pub fn revoke_token(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     prefix: &str,
-) -> rusqlite::Result<Result<String, RevokeError>> {
+) -> StoreResult<Result<String, RevokeError>> {
     let prefix = prefix.to_ascii_lowercase();
     if prefix.len() < 6 || !prefix.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Ok(Err(RevokeError::TooShort));
     }
-    let mut st = conn.prepare("SELECT hash FROM tokens WHERE repo_id = ?1")?;
-    let hashes: Vec<Vec<u8>> = st
-        .query_map([repo_id], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    let hits: Vec<&Vec<u8>> = hashes
+    let tokens = ix.tokens(repo_id)?;
+    let hits: Vec<&TokenRow> = tokens
         .iter()
-        .filter(|h| token_id(h).starts_with(&prefix))
+        .filter(|t| token_id(&t.hash).starts_with(&prefix))
         .collect();
     match hits.as_slice() {
         [] => Ok(Err(RevokeError::NoMatch)),
-        [hash] => {
-            conn.execute("DELETE FROM tokens WHERE hash = ?1", [hash])?;
-            Ok(Ok(token_id(hash)))
+        [t] => {
+            ix.delete_token(&t.hash)?;
+            Ok(Ok(token_id(&t.hash)))
         }
         many => Ok(Err(RevokeError::Ambiguous(many.len()))),
     }

@@ -39,7 +39,8 @@ pub enum StoreError {
     /// unencodable value).
     Internal(String),
     Io(std::io::Error),
-    Db(rusqlite::Error),
+    /// The index backend failed (its own message).
+    Index(String),
 }
 
 /// Why an uploaded chunk is refused.
@@ -96,7 +97,7 @@ impl std::fmt::Display for StoreError {
             StoreError::NotFound(what) => f.write_str(what),
             StoreError::Internal(e) => f.write_str(e),
             StoreError::Io(e) => write!(f, "i/o: {e}"),
-            StoreError::Db(e) => write!(f, "database: {e}"),
+            StoreError::Index(e) => write!(f, "index: {e}"),
         }
     }
 }
@@ -116,15 +117,6 @@ impl From<std::io::Error> for StoreError {
             StoreError::NoSpace(e.to_string())
         } else {
             StoreError::Io(e)
-        }
-    }
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DiskFull) => StoreError::NoSpace(e.to_string()),
-            _ => StoreError::Db(e),
         }
     }
 }

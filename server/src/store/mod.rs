@@ -20,6 +20,7 @@ pub mod containers;
 pub mod crashpoint;
 mod error;
 pub mod expiry;
+pub mod index;
 pub mod gc;
 pub mod ingest;
 pub mod layout;
@@ -30,7 +31,6 @@ pub mod retention;
 pub mod stats;
 pub mod verify;
 pub mod versions;
-mod wal;
 
 pub use auth::{add_token, create_repo, new_token, repo_id, token_access, valid_repo_name, Scope};
 pub use chunks::Lookup;
@@ -53,7 +53,8 @@ use std::{
 use rusqlite::Connection;
 use wasm_core::hash::{to_hex, Fingerprint};
 
-use crate::db::{self, ReadPool};
+use index::sqlite::{self as db, ReadPool, Sql};
+use index::{IndexRead, IndexTx, IndexWrite};
 use chunks::FpLengths;
 use containers::OpenContainer;
 
@@ -71,6 +72,11 @@ struct Writer {
 }
 
 impl Writer {
+    /// Starts a write transaction of the index.
+    fn begin(&mut self) -> StoreResult<Box<dyn IndexTx + '_>> {
+        Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
+    }
+
     /// Forgets the repository's open container if it is among `dropped` (containers whose
     /// rows were just deleted): the next upload opens the newest one the index has.
     fn close_if_dropped(&mut self, repo_id: i64, mut dropped: impl Iterator<Item = i64>) {
@@ -94,7 +100,7 @@ pub struct Store {
     /// quarantine epoch it was loaded at: a chunk quarantined since (by this process or by
     /// `check`) makes it stale.
     fp_cache: RwLock<HashMap<i64, (i64, FpLengths)>>,
-    wal: wal::WalGuard,
+    wal: db::wal::WalGuard,
     /// Held by one maintenance pass (mover, garbage collection) at a time: two would copy
     /// the same chunks.
     maintenance: Mutex<()>,
@@ -134,7 +140,7 @@ impl Store {
             readers: ReadPool::new(data_dir),
             containers: backend::LocalDisk::new(data_dir),
             fp_cache: RwLock::new(HashMap::new()),
-            wal: wal::WalGuard::new(db::db_path(data_dir)),
+            wal: db::wal::WalGuard::new(db::db_path(data_dir)),
             maintenance: Mutex::new(()),
             mover_queue: Mutex::new(HashSet::new()),
             mover_running: AtomicBool::new(false),
@@ -202,48 +208,39 @@ impl Store {
         Ok(v)
     }
 
-    /// The repository's damage as the index knows it: the damaged versions (id, count of
-    /// their chunks not stored) and the count of distinct chunks still quarantined.
-    pub fn damage(&self, repo_id: i64) -> StoreResult<(Vec<(i64, i64)>, i64)> {
-        let conn = self.readers.get()?;
-        let mut st = conn.prepare_cached(
-            "SELECT id, damaged FROM versions WHERE repo_id = ?1 AND damaged > 0 ORDER BY id",
-        )?;
-        let versions = st
-            .query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
-        let quarantined: i64 = conn.query_row(
-            "SELECT COUNT(DISTINCT fp) FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL",
-            [repo_id],
-            |r| r.get(0),
-        )?;
-        Ok((versions, quarantined))
-    }
-
     /// What `token` gives access to, and the id of repository `repo`, read in one snapshot.
     pub fn access(
         &self,
         token: &str,
         repo: &str,
     ) -> StoreResult<(Option<auth::TokenAccess>, Option<i64>)> {
-        let conn = self.readers.get()?;
-        Ok((token_access(&conn, token)?, repo_id(&conn, repo)?))
+        let ix = self.snapshot()?;
+        Ok((token_access(&*ix, token)?, repo_id(&*ix, repo)?))
     }
 
     /// Every repository's id.
     pub fn repo_ids(&self) -> StoreResult<Vec<i64>> {
-        let conn = self.readers.get()?;
-        let mut st = conn.prepare_cached("SELECT id FROM repos ORDER BY id")?;
-        let ids = st.query_map([], |r| r.get(0))?;
-        Ok(ids.collect::<Result<_, _>>()?)
+        self.index()?.repo_ids()
     }
 
-    /// Runs `f` with the writer connection (repo and token management).
-    pub fn with_writer<T>(
-        &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
-    ) -> rusqlite::Result<T> {
-        f(&self.writer().conn)
+    /// Runs `f` in one write transaction (repository and token management), committed if
+    /// it succeeds.
+    pub fn with_tx<T>(&self, f: impl FnOnce(&dyn IndexWrite) -> StoreResult<T>) -> StoreResult<T> {
+        let mut w = self.writer_for_write()?;
+        let tx = w.begin()?;
+        let out = f(&*tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Reads of the index, each consistent on its own.
+    fn index(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
+        Ok(Box::new(Sql(self.readers.get()?)))
+    }
+
+    /// Reads that all see one state of the index, until dropped.
+    fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
+        Ok(Box::new(Sql(db::ReadTx::begin(self.readers.get()?)?)))
     }
 
     /// Folds the write-ahead log into the database file and empties it (at a clean stop:

@@ -268,3 +268,24 @@ fn recount(
     }
     Ok(())
 }
+
+impl super::Store {
+    /// The repository's damage as the index knows it: the damaged versions (id, count of
+    /// their chunks not stored) and the count of distinct chunks still quarantined.
+    pub fn damage(&self, repo_id: i64) -> super::StoreResult<(Vec<(i64, i64)>, i64)> {
+        let conn = self.readers.get()?;
+        let mut st = conn.prepare_cached(
+            "SELECT id, damaged FROM versions WHERE repo_id = ?1 AND damaged > 0 ORDER BY id",
+        )?;
+        let versions = st
+            .query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let quarantined: i64 = conn.query_row(
+            "SELECT COUNT(DISTINCT fp) FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL",
+            [repo_id],
+            |r| r.get(0),
+        )?;
+        Ok((versions, quarantined))
+    }
+
+}

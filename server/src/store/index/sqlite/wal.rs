@@ -19,7 +19,7 @@ use std::{
 
 use rusqlite::Connection;
 
-use super::StoreError;
+use crate::store::StoreError;
 
 pub struct WalGuard {
     path: PathBuf,

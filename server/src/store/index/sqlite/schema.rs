@@ -1,4 +1,4 @@
-//! SQLite metadata: schema, connections, a small pool of readers.
+//! The SQLite schema and its migrations, connections, a small pool of readers.
 
 use std::{
     path::{Path, PathBuf},

@@ -1,0 +1,92 @@
+//! The index: the store's record of repositories and tokens, containers, chunk locations,
+//! versions and quarantine (docs/FORMAT.md "Index", docs/STORAGE.md "Backends"). Store
+//! modules speak to it only through the traits here, never in SQL, so that a second backend
+//! (PostgreSQL, beside the embedded SQLite of [`sqlite`]) implements the same traits and the
+//! same tests run against both.
+//!
+//! The traits are split by concept, one file each, as the store is: [`repos`] (repositories
+//! and tokens), [`chunks`] (chunk locations), [`containers`] (container rows),
+//! [`versions`] (versions and their manifests), [`quarantine`] (damaged copies) and
+//! [`maintenance`] (what the layout mover, expiry and garbage collection ask). Each concept
+//! has a read trait and a write trait; [`IndexRead`] and [`IndexWrite`] gather them.
+//!
+//! What every backend guarantees (docs/STORAGE.md "Backends"):
+//! - one writer at a time ([`IndexWriter`], held under the store's writer lock); its
+//!   changes become visible all together at [`IndexTx::commit`] and survive a crash once
+//!   `commit` returns, or not at all;
+//! - [`Index::snapshot`] reads one consistent state across statements, however many
+//!   commits happen meanwhile; [`Index::read`] is consistent per call only (cheaper);
+//! - ids (repositories, containers, versions) only grow and are never reused.
+
+pub mod chunks;
+pub mod containers;
+pub mod maintenance;
+pub mod quarantine;
+pub mod repos;
+pub mod sqlite;
+pub mod versions;
+
+pub use chunks::{ChunkRead, ChunkWrite};
+pub use containers::{ContainerRead, ContainerWrite};
+pub use maintenance::{MaintenanceRead, MaintenanceWrite};
+pub use quarantine::{QuarantineRead, QuarantineWrite};
+pub use repos::{RepoRead, RepoWrite};
+pub use versions::{VersionRead, VersionWrite};
+
+use super::StoreResult;
+
+/// Every read the store makes of the index.
+pub trait IndexRead:
+    RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead
+{
+}
+
+impl<T> IndexRead for T where
+    T: RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead + ?Sized
+{
+}
+
+/// Every change the store makes to the index (inside a transaction; reads see the
+/// transaction's own changes).
+pub trait IndexWrite:
+    IndexRead + RepoWrite + ChunkWrite + ContainerWrite + VersionWrite + QuarantineWrite + MaintenanceWrite
+{
+}
+
+impl<T> IndexWrite for T where
+    T: IndexRead
+        + RepoWrite
+        + ChunkWrite
+        + ContainerWrite
+        + VersionWrite
+        + QuarantineWrite
+        + MaintenanceWrite
+        + ?Sized
+{
+}
+
+/// A write transaction: nothing of it is visible to readers, or survives a crash, before
+/// `commit`; dropping it uncommitted rolls it back.
+pub trait IndexTx: IndexWrite {
+    fn commit(self: Box<Self>) -> StoreResult<()>;
+}
+
+/// The shared, read side of an index: any number of readers at once.
+pub trait Index: Send + Sync {
+    /// Reads, each consistent on its own.
+    fn read(&self) -> StoreResult<Box<dyn IndexRead + '_>>;
+    /// Reads that all see one state of the index (a read transaction), until dropped.
+    fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>>;
+}
+
+/// The single writer of an index (the store holds it under its writer lock).
+pub trait IndexWriter: Send {
+    /// Starts a write transaction.
+    fn begin(&mut self) -> StoreResult<Box<dyn IndexTx + '_>>;
+    /// Refuses writes the backend can no longer make durable (SQLite: its write-ahead log
+    /// was removed under the running server).
+    fn check_writable(&self) -> StoreResult<()>;
+    /// Compacts what a clean stop can compact (SQLite: folds the write-ahead log into the
+    /// database file). Committed data is durable either way.
+    fn checkpoint(&mut self) -> StoreResult<()>;
+}

@@ -1,0 +1,136 @@
+//! The embedded index backend: one SQLite database (`ditto.sqlite3`, WAL mode,
+//! `synchronous=FULL`) in the data directory. One writer connection makes every change;
+//! readers come from a small pool of read-only connections. Every SQL statement of the
+//! server is in this module, one file per concept of [`super`].
+
+mod chunks;
+mod containers;
+mod maintenance;
+mod quarantine;
+mod repos;
+mod schema;
+mod versions;
+pub(crate) mod wal;
+
+use std::{ops::Deref, path::Path};
+
+use rusqlite::{Connection, Transaction};
+use wasm_core::hash::Fingerprint;
+
+pub use schema::{db_path, open_ro, open_rw, PooledConn, ReadPool};
+
+use super::{Index, IndexRead, IndexTx, IndexWriter};
+use crate::store::{StoreError, StoreResult};
+
+/// The index traits, implemented over any SQLite connection: a pooled reader, a read or
+/// write transaction, or a plain connection (the CLI's).
+pub struct Sql<C>(pub C);
+
+impl<C: Deref<Target = Connection>> Sql<C> {
+    fn c(&self) -> &Connection {
+        &self.0
+    }
+}
+
+impl IndexTx for Sql<Transaction<'_>> {
+    fn commit(self: Box<Self>) -> StoreResult<()> {
+        Ok(self.0.commit()?)
+    }
+}
+
+/// A pooled reader inside a read transaction (`BEGIN` … `ROLLBACK` when dropped).
+pub struct ReadTx<'a>(PooledConn<'a>);
+
+impl<'a> ReadTx<'a> {
+    pub(crate) fn begin(conn: PooledConn<'a>) -> rusqlite::Result<ReadTx<'a>> {
+        conn.execute_batch("BEGIN DEFERRED")?;
+        Ok(ReadTx(conn))
+    }
+}
+
+impl Deref for ReadTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.0
+    }
+}
+
+impl Drop for ReadTx<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.execute_batch("ROLLBACK");
+    }
+}
+
+/// The read side: the pool of read-only connections.
+pub struct SqliteIndex {
+    pool: ReadPool,
+}
+
+impl Index for SqliteIndex {
+    fn read(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
+        Ok(Box::new(Sql(self.pool.get()?)))
+    }
+    fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
+        Ok(Box::new(Sql(ReadTx::begin(self.pool.get()?)?)))
+    }
+}
+
+/// The writer connection, and the guard of its write-ahead log (`wal.rs`).
+pub struct SqliteWriter {
+    conn: Connection,
+    wal: wal::WalGuard,
+}
+
+impl SqliteWriter {
+    /// The connection, for the store modules not yet speaking through the traits.
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl IndexWriter for SqliteWriter {
+    fn begin(&mut self) -> StoreResult<Box<dyn IndexTx + '_>> {
+        Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
+    }
+    fn check_writable(&self) -> StoreResult<()> {
+        self.wal.check(&self.conn)
+    }
+    fn checkpoint(&mut self) -> StoreResult<()> {
+        // Readers still inside a transaction would make TRUNCATE wait: not for long.
+        self.conn
+            .busy_timeout(std::time::Duration::from_secs(1))?;
+        Ok(self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?)
+    }
+}
+
+/// Opens (creating and migrating if needed) the database of `data_dir`: its readers and its
+/// writer.
+pub fn open(data_dir: &Path) -> StoreResult<(SqliteIndex, SqliteWriter)> {
+    let conn = open_rw(data_dir)?;
+    Ok((
+        SqliteIndex {
+            pool: ReadPool::new(data_dir),
+        },
+        SqliteWriter {
+            conn,
+            wal: wal::WalGuard::new(db_path(data_dir)),
+        },
+    ))
+}
+
+/// A fingerprint column (always 20 bytes as written; anything else reads as zeros, which
+/// matches no chunk).
+fn fp_of(blob: Vec<u8>) -> Fingerprint {
+    blob.try_into().unwrap_or([0; 20])
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::NoSpace(e.to_string()),
+            _ => StoreError::Index(e.to_string()),
+        }
+    }
+}
