@@ -35,14 +35,27 @@ pub use versions::{VersionRead, VersionWrite};
 
 use super::StoreResult;
 
+/// TRANSITIONAL (removed when every store module speaks through the traits): the SQLite
+/// connection under an index handle, for code not converted yet.
+pub trait Transitional {
+    fn sqlite_conn(&self) -> &rusqlite::Connection;
+}
+
 /// Every read the store makes of the index.
 pub trait IndexRead:
-    RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead
+    RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead + Transitional
 {
 }
 
 impl<T> IndexRead for T where
-    T: RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead + ?Sized
+    T: RepoRead
+        + ChunkRead
+        + ContainerRead
+        + VersionRead
+        + QuarantineRead
+        + MaintenanceRead
+        + Transitional
+        + ?Sized
 {
 }
 

@@ -32,6 +32,12 @@ impl<C: Deref<Target = Connection>> Sql<C> {
     }
 }
 
+impl<C: Deref<Target = Connection>> super::Transitional for Sql<C> {
+    fn sqlite_conn(&self) -> &Connection {
+        &self.0
+    }
+}
+
 impl IndexTx for Sql<Transaction<'_>> {
     fn commit(self: Box<Self>) -> StoreResult<()> {
         Ok(self.0.commit()?)
