@@ -20,6 +20,8 @@
 
 pub mod chunks;
 pub mod containers;
+#[cfg(test)]
+mod contract;
 pub mod maintenance;
 pub mod quarantine;
 pub mod repos;
@@ -62,7 +64,13 @@ impl<T> IndexRead for T where
 /// Every change the store makes to the index (inside a transaction; reads see the
 /// transaction's own changes).
 pub trait IndexWrite:
-    IndexRead + RepoWrite + ChunkWrite + ContainerWrite + VersionWrite + QuarantineWrite + MaintenanceWrite
+    IndexRead
+    + RepoWrite
+    + ChunkWrite
+    + ContainerWrite
+    + VersionWrite
+    + QuarantineWrite
+    + MaintenanceWrite
 {
 }
 

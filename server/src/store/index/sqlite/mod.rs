@@ -103,8 +103,7 @@ impl IndexWriter for SqliteWriter {
     }
     fn checkpoint(&mut self) -> StoreResult<()> {
         // Readers still inside a transaction would make TRUNCATE wait: not for long.
-        self.conn
-            .busy_timeout(std::time::Duration::from_secs(1))?;
+        self.conn.busy_timeout(std::time::Duration::from_secs(1))?;
         Ok(self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?)
@@ -138,5 +137,27 @@ impl From<rusqlite::Error> for StoreError {
             Some(rusqlite::ErrorCode::DiskFull) => StoreError::NoSpace(e.to_string()),
             _ => StoreError::Index(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::super::{contract, Index, IndexWriter};
+
+    #[test]
+    fn sqlite_keeps_the_index_contract() {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let base =
+            std::env::temp_dir().join(format!("ditto-index-contract-{}", std::process::id()));
+        let open = || -> (Box<dyn Index>, Box<dyn IndexWriter>) {
+            let dir = base.join(N.fetch_add(1, Ordering::Relaxed).to_string());
+            std::fs::create_dir_all(&dir).unwrap();
+            let (ix, w) = super::open(&dir).unwrap();
+            (Box::new(ix), Box::new(w))
+        };
+        contract::run_all(&open);
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -16,7 +16,9 @@ impl<C: Deref<Target = Connection>> RepoRead for Sql<C> {
     }
 
     fn repo_ids(&self) -> StoreResult<Vec<i64>> {
-        let mut st = self.c().prepare_cached("SELECT id FROM repos ORDER BY id")?;
+        let mut st = self
+            .c()
+            .prepare_cached("SELECT id FROM repos ORDER BY id")?;
         let ids = st.query_map([], |r| r.get(0))?;
         Ok(ids.collect::<Result<_, _>>()?)
     }
