@@ -13,14 +13,12 @@ use wasm_core::{
     hash::{to_hex, Fingerprint},
 };
 
-use crate::{
-    store::{
-        index::sqlite::{self as db, Sql},
-        self,
-        quarantine::{self, Found},
-        recover::{self, IndexContainer, INDEX_COLUMNS},
-        verify::{self, Subset},
-    },
+use crate::store::{
+    self,
+    index::sqlite::{self as db, Sql},
+    quarantine::{self, Found},
+    recover::{self, IndexContainer, INDEX_COLUMNS},
+    verify::{self, Subset},
 };
 
 #[derive(Default)]

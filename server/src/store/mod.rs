@@ -20,8 +20,8 @@ pub mod containers;
 pub mod crashpoint;
 mod error;
 pub mod expiry;
-pub mod index;
 pub mod gc;
+pub mod index;
 pub mod ingest;
 pub mod layout;
 pub mod mover;
@@ -53,10 +53,10 @@ use std::{
 use rusqlite::Connection;
 use wasm_core::hash::{to_hex, Fingerprint};
 
-use index::sqlite::{self as db, ReadPool, Sql};
-use index::{IndexRead, IndexTx, IndexWrite};
 use chunks::FpLengths;
 use containers::OpenContainer;
+use index::sqlite::{self as db, ReadPool, Sql};
+use index::{IndexRead, IndexTx, IndexWrite};
 
 pub fn now_ms() -> u64 {
     SystemTime::now()
