@@ -7,7 +7,7 @@ use wasm_core::format::bundle::{
     decode_bundle, BundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_CHUNKS, MAX_CHUNK_RAW,
 };
 
-use super::{authorize, blocking, path_param, read_body, Need, RepoPath, St};
+use super::{blocking, read_body, Authorized, Backup, St};
 use crate::{
     error::{ApiError, ApiResult},
     store,
@@ -15,14 +15,11 @@ use crate::{
 
 pub(super) async fn bundles(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<Backup>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Backup)
-        .await?
-        .repo_id;
+    let repo_id = auth.repo_id();
     let body = read_body(&headers, body, MAX_BUNDLE_BYTES).await?;
     blocking(move || {
         let entries = decode_bundle(&body).map_err(|e| {

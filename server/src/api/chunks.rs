@@ -19,8 +19,9 @@ use wasm_core::{
 };
 
 use super::{
-    authorize, blocking, is_binary, octets, parse_fp, parse_json, path_param, read_body, FpList,
-    Need, RepoItemPath, RepoPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_MISSING_BODY, MAX_MISSING_FPS,
+    blocking, is_binary, octets, parse_fp, parse_json, path_param, read_body, Any, Authorized,
+    FpList, ReadData, RepoItemPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_MISSING_BODY,
+    MAX_MISSING_FPS,
 };
 use crate::{
     error::{ApiError, ApiResult},
@@ -66,16 +67,17 @@ fn fp_list(body: &[u8], binary: bool) -> ApiResult<Vec<Fingerprint>> {
     Ok(fps)
 }
 
-/// on a blocking thread.
+/// The shared front of `chunks/missing` and `chunks/lengths`: reads the fingerprint list
+/// (binary or JSON) and answers with `answer(store, repo_id, fps, binary)` on a blocking
+/// thread.
 async fn fp_query(
     store: Arc<Store>,
-    repo: RepoPath,
+    auth: Authorized<Any>,
     headers: HeaderMap,
     body: Body,
     answer: fn(&Store, i64, Vec<Fingerprint>, bool) -> ApiResult<Response>,
 ) -> ApiResult<Response> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Any).await?.repo_id;
+    let repo_id = auth.repo_id();
     let binary = is_binary(&headers);
     let body = read_body(&headers, body, MAX_MISSING_BODY).await?;
     blocking(move || answer(&store, repo_id, fp_list(&body, binary)?, binary)).await
@@ -83,11 +85,11 @@ async fn fp_query(
 
 pub(super) async fn missing(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<Any>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    fp_query(store, repo, headers, body, |store, repo_id, fps, binary| {
+    fp_query(store, auth, headers, body, |store, repo_id, fps, binary| {
         let out = store.missing(repo_id, fps)?;
         Ok(if binary {
             octets(out.concat())
@@ -101,11 +103,11 @@ pub(super) async fn missing(
 
 pub(super) async fn lengths(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<Any>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    fp_query(store, repo, headers, body, |store, repo_id, fps, binary| {
+    fp_query(store, auth, headers, body, |store, repo_id, fps, binary| {
         let out = store.raw_lengths(repo_id, &fps)?;
         Ok(if binary {
             octets(out.iter().flat_map(|n| n.to_le_bytes()).collect())
@@ -118,13 +120,11 @@ pub(super) async fn lengths(
 
 pub(super) async fn chunk_get(
     State(store): St,
+    auth: Authorized<ReadData>,
     p: RepoItemPath,
-    headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let (repo, fp) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
-        .await?
-        .repo_id;
+    let (_, fp) = path_param(p)?;
+    let repo_id = auth.repo_id();
     let fp = parse_fp(&fp)?;
     blocking(move || {
         let loc = match store.locate(repo_id, &fp)? {
@@ -155,14 +155,11 @@ pub(super) async fn chunk_get(
 
 pub(super) async fn chunks_get(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<ReadData>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
-        .await?
-        .repo_id;
+    let repo_id = auth.repo_id();
     let body = read_body(&headers, body, MAX_GET_BODY).await?;
     let (locs, decode) = {
         let store = store.clone();

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_core::hash::to_hex;
 
-use super::{authorize, blocking, parse_id, path_param, Need, RepoItemPath, RepoPath, St};
+use super::{blocking, parse_id, path_param, Authorized, ReadData, RepoItemPath, St};
 use crate::error::{ApiError, ApiResult};
 
 #[derive(Deserialize)]
@@ -21,14 +21,10 @@ pub(super) struct ContainersQuery {
 
 pub(super) async fn containers_list(
     State(store): St,
-    repo: RepoPath,
-    headers: HeaderMap,
+    auth: Authorized<ReadData>,
     q: Result<Query<ContainersQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
-        .await?
-        .repo_id;
+    let repo_id = auth.repo_id();
     let with_chunks = q
         .map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?
         .chunks
@@ -92,13 +88,12 @@ fn parse_range(h: &str, len: u64) -> Result<Option<(u64, u64)>, ()> {
 
 pub(super) async fn container_get(
     State(store): St,
+    auth: Authorized<ReadData>,
     p: RepoItemPath,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let (repo, id) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
-        .await?
-        .repo_id;
+    let (_, id) = path_param(p)?;
+    let repo_id = auth.repo_id();
     let id = parse_id(&id, "container")?;
     let range = headers
         .get(header::RANGE)

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    authorize, blocking, json_or_default, parse_id, parse_json, path_param, read_body, Need,
-    RepoItemPath, RepoPath, St,
+    blocking, json_or_default, parse_id, parse_json, path_param, read_body, Authorized, Delete,
+    RepoItemPath, St,
 };
 use crate::{
     error::{ApiError, ApiResult},
@@ -40,14 +40,11 @@ struct PruneRequest {
 
 pub(super) async fn forget(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<Delete>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
-        .await?
-        .repo_id;
+    let repo_id = auth.repo_id();
     let body = read_body(&headers, body, 1 << 20).await?;
     blocking(move || {
         let req: ForgetRequest = parse_json(&body)?;
@@ -100,14 +97,11 @@ pub(super) async fn forget(
 
 pub(super) async fn prune(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<Delete>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
-        .await?
-        .repo_id;
+    let repo_id = auth.repo_id();
     let body = read_body(&headers, body, 64 << 10).await?;
     blocking(move || {
         let req: PruneRequest = json_or_default(&body)?;
@@ -119,13 +113,11 @@ pub(super) async fn prune(
 
 pub(super) async fn version_delete(
     State(store): St,
+    auth: Authorized<Delete>,
     p: RepoItemPath,
-    headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let (repo, id) = path_param(p)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Delete)
-        .await?
-        .repo_id;
+    let (_, id) = path_param(p)?;
+    let repo_id = auth.repo_id();
     let id = parse_id(&id, "version")?;
     blocking(move || {
         let rep = store.forget(repo_id, &Selector::Versions(vec![id]), false)?;

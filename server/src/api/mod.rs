@@ -13,12 +13,12 @@ mod token;
 mod verify;
 mod versions;
 
-use std::sync::Arc;
+use std::{marker::PhantomData, sync::Arc};
 
 use axum::{
     body::Body,
-    extract::{rejection::PathRejection, Path, State},
-    http::{header, HeaderMap, StatusCode},
+    extract::{rejection::PathRejection, FromRequestParts, Path, RawPathParams, State},
+    http::{header, request::Parts, HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     routing::{get, post},
     Json, Router,
@@ -44,7 +44,6 @@ pub const MAX_MANIFEST_BODY: usize = 256 << 20;
 const DRAIN_CAP: usize = 64 << 20;
 
 type St = State<Arc<Store>>;
-type RepoPath = Result<Path<String>, PathRejection>;
 type RepoItemPath = Result<Path<(String, String)>, PathRejection>;
 
 pub fn router(store: Arc<Store>) -> Router {
@@ -129,6 +128,57 @@ enum Need {
     Delete,
 }
 
+/// A [`Need`] as a type, so that a handler states what it needs in its signature
+/// (`Authorized<ReadData>`).
+trait Needs {
+    const NEED: Need;
+}
+
+macro_rules! needs {
+    ($($name:ident),*) => {$(
+        struct $name;
+        impl Needs for $name {
+            const NEED: Need = Need::$name;
+        }
+    )*};
+}
+needs!(Any, Backup, ReadData, Browse, Delete);
+
+/// The repository of a request under `/repos/{repo}`, its bearer token checked for what the
+/// handler needs (`N`). Extracting it answers 401, 403 or 404 before the handler runs.
+struct Authorized<N> {
+    repo: String,
+    access: TokenAccess,
+    need: PhantomData<N>,
+}
+
+impl<N> Authorized<N> {
+    fn repo_id(&self) -> i64 {
+        self.access.repo_id
+    }
+}
+
+impl<N: Needs + Send> FromRequestParts<Arc<Store>> for Authorized<N> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, store: &Arc<Store>) -> ApiResult<Self> {
+        let params = RawPathParams::from_request_parts(parts, store)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("bad path: {e}")))?;
+        let repo = params
+            .iter()
+            .find(|(name, _)| *name == "repo")
+            .map(|(_, v)| v.to_string())
+            .ok_or_else(|| ApiError::internal("route without a {repo} parameter"))?;
+        let access = authorize(store, &parts.headers, &repo, N::NEED).await?;
+        Ok(Authorized {
+            repo,
+            access,
+            need: PhantomData,
+        })
+    }
+}
+
 /// Authenticates the bearer token for `repo` and checks that its scope allows `need`.
 async fn authorize(
     store: &Arc<Store>,
@@ -184,7 +234,6 @@ fn forbidden(msg: String) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg)
 }
 
-/// What the presented token may do, for the page to show and to offer only what works.
 /// How long a request body may pause between two pieces (`HEADER_TIMEOUT`, set once at
 /// start by `main`).
 pub static BODY_IDLE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
@@ -276,8 +325,6 @@ fn is_binary(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/octet-stream"))
 }
 
-/// The shared front of `chunks/missing` and `chunks/lengths`: authorizes, reads the
-/// fingerprint list (binary or JSON) and answers with `answer(store, repo_id, fps, binary)`
 fn octets(bytes: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
 }

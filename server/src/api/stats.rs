@@ -1,19 +1,11 @@
 //! `GET stats`: repository totals and the per-version series.
 
-use axum::{extract::State, http::HeaderMap, Json};
+use axum::{extract::State, Json};
 use serde_json::Value;
 
-use super::{authorize, blocking, path_param, Need, RepoPath, St};
+use super::{blocking, Authorized, Browse, St};
 use crate::error::ApiResult;
 
-pub(super) async fn stats(
-    State(store): St,
-    repo: RepoPath,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::Browse)
-        .await?
-        .repo_id;
-    blocking(move || Ok(Json(store.stats(repo_id, &repo)?))).await
+pub(super) async fn stats(State(store): St, auth: Authorized<Browse>) -> ApiResult<Json<Value>> {
+    blocking(move || Ok(Json(store.stats(auth.repo_id(), &auth.repo)?))).await
 }

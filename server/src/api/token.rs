@@ -1,18 +1,14 @@
 //! `GET token`: what the presented token may do.
 
-use axum::{extract::State, http::HeaderMap, Json};
+use axum::{extract::State, Json};
 use serde_json::{json, Value};
 
-use super::{authorize, blocking, path_param, Need, RepoPath, St};
+use super::{blocking, Any, Authorized, St};
 use crate::error::ApiResult;
 
-pub(super) async fn token_info(
-    State(store): St,
-    repo: RepoPath,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+/// What the presented token may do, for the page to show and to offer only what works.
+pub(super) async fn token_info(State(store): St, auth: Authorized<Any>) -> ApiResult<Json<Value>> {
+    let (repo, access) = (auth.repo, auth.access);
     let s = access.scope;
     let repo_id = access.repo_id;
     let gc_epoch = blocking(move || Ok(store.gc_epoch(repo_id)?)).await?;

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_core::hash::to_hex;
 
-use super::{authorize, blocking, json_or_default, path_param, read_body, Need, RepoPath, St};
+use super::{blocking, json_or_default, read_body, Authorized, ReadData, St};
 use crate::{
     error::{ApiError, ApiResult},
     store::verify::Subset,
@@ -21,14 +21,11 @@ struct VerifyRequest {
 /// containers), quarantines the damaged ones and says which versions are damaged.
 pub(super) async fn verify(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<ReadData>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let repo_id = authorize(&store, &headers, &repo, Need::ReadData)
-        .await?
-        .repo_id;
+    let repo_id = auth.repo_id();
     let body = read_body(&headers, body, 64 << 10).await?;
     blocking(move || {
         let req: VerifyRequest = json_or_default(&body)?;

@@ -17,8 +17,8 @@ use wasm_core::{
 };
 
 use super::{
-    authorize, blocking, forbidden, parse_fp, parse_id, parse_json, path_param, read_body, Need,
-    RepoItemPath, RepoPath, St, MAX_MANIFEST_BODY,
+    blocking, forbidden, parse_fp, parse_id, parse_json, path_param, read_body, Any, Authorized,
+    Backup, RepoItemPath, St, MAX_MANIFEST_BODY,
 };
 use crate::{
     error::{ApiError, ApiResult},
@@ -67,12 +67,11 @@ fn validate_manifest(m: &mut Manifest) -> ApiResult<Vec<Vec<Fingerprint>>> {
 
 pub(super) async fn versions_post(
     State(store): St,
-    repo: RepoPath,
+    auth: Authorized<Backup>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let repo = path_param(repo)?;
-    let access = authorize(&store, &headers, &repo, Need::Backup).await?;
+    let access = auth.access;
     let repo_id = access.repo_id;
     let body = read_body(&headers, body, MAX_MANIFEST_BODY).await?;
     let s = store.clone();
@@ -99,11 +98,9 @@ fn version_summary(v: &VersionRow) -> Value {
 
 pub(super) async fn versions_list(
     State(store): St,
-    repo: RepoPath,
-    headers: HeaderMap,
+    auth: Authorized<Any>,
 ) -> ApiResult<Json<Value>> {
-    let repo = path_param(repo)?;
-    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let access = auth.access;
     let repo_id = access.repo_id;
     blocking(move || {
         // A token that may not browse sees only the versions it committed.
@@ -120,11 +117,11 @@ pub(super) async fn versions_list(
 
 pub(super) async fn version_get(
     State(store): St,
+    auth: Authorized<Any>,
     p: RepoItemPath,
-    headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let (repo, id) = path_param(p)?;
-    let access = authorize(&store, &headers, &repo, Need::Any).await?;
+    let (_, id) = path_param(p)?;
+    let access = auth.access;
     let repo_id = access.repo_id;
     let id = parse_id(&id, "version")?;
     blocking(move || {
