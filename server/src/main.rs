@@ -261,7 +261,8 @@ fn main() {
         ["stats", repo] => {
             let conn = index::sqlite::open_ro(&data_dir()).unwrap_or_else(|e| die(e));
             let id = existing_repo(&index::sqlite::Sql(&conn), repo);
-            let s = store::repo_stats(&conn, id, repo).unwrap_or_else(|e| die(e));
+            let s =
+                store::repo_stats(&index::sqlite::Sql(&conn), id, repo).unwrap_or_else(|e| die(e));
             println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         }
         ["help" | "--help" | "-h"] => println!("{USAGE}"),

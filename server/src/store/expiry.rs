@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 use wasm_core::hash::Fingerprint;
 
@@ -60,20 +59,7 @@ pub struct ForgetReport {
 impl Store {
     /// Removes the versions `sel` picks and prunes, or with `dry_run` only reports.
     pub fn forget(&self, repo_id: i64, sel: &Selector, dry_run: bool) -> StoreResult<ForgetReport> {
-        let all: Vec<VersionMeta> = {
-            let conn = self.readers.get()?;
-            let mut st = conn.prepare_cached(
-                "SELECT id, source, time FROM versions WHERE repo_id = ?1 ORDER BY id",
-            )?;
-            let it = st.query_map([repo_id], |r| {
-                Ok(VersionMeta {
-                    id: r.get(0)?,
-                    source: r.get(1)?,
-                    time: r.get(2)?,
-                })
-            })?;
-            it.collect::<Result<_, _>>()?
-        };
+        let all: Vec<VersionMeta> = self.index()?.version_metas(repo_id)?;
         let by_id: HashMap<i64, &VersionMeta> = all.iter().map(|v| (v.id, v)).collect();
         let (remove, keep): (Vec<i64>, Vec<(i64, Vec<Reason>)>) = match sel {
             Selector::Policy { policy, source } => {
@@ -133,14 +119,9 @@ impl Store {
             return Ok(rep);
         }
         {
-            let w = self.writer_for_write()?;
-            let tx = w.conn.unchecked_transaction()?;
-            let mut del =
-                tx.prepare_cached("DELETE FROM versions WHERE id = ?1 AND repo_id = ?2")?;
-            for id in &remove {
-                del.execute(params![id, repo_id])?;
-            }
-            drop(del);
+            let mut w = self.writer_for_write()?;
+            let tx = w.begin()?;
+            tx.delete_versions(repo_id, &remove)?;
             tx.commit()?;
         }
         crashpoint::reached("forget:deleted");
@@ -181,14 +162,7 @@ impl Store {
 
     /// Whether any of `fps` is stored.
     fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool> {
-        let conn = self.readers.get()?;
-        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
-        for fp in fps {
-            if st.exists(params![repo_id, &fp[..]])? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        self.index()?.any_stored(repo_id, fps)
     }
 
     /// The stored bytes of the chunks that versions `removed` reference and no other live
@@ -201,14 +175,8 @@ impl Store {
         if removed.is_empty() {
             return Ok((0, Vec::new()));
         }
-        let conn = self.readers.get()?;
-        let tx = conn.unchecked_transaction()?;
-        let rows: Vec<(i64, Vec<u8>)> = {
-            let mut st =
-                tx.prepare_cached("SELECT id, manifest FROM versions WHERE repo_id = ?1")?;
-            let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            it.collect::<Result<_, _>>()?
-        };
+        let ix = self.snapshot()?;
+        let rows = ix.manifests(repo_id)?;
         let mut gone = FpSet::default();
         let mut kept = FpSet::default();
         for (id, blob) in &rows {
@@ -221,14 +189,9 @@ impl Store {
                 kept.extend(fps);
             }
         }
-        let mut st =
-            tx.prepare_cached("SELECT stored_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
         let (mut bytes, mut freed) = (0i64, Vec::new());
         for fp in gone.difference(&kept) {
-            if let Some(n) = st
-                .query_row(params![repo_id, &fp[..]], |r| r.get::<_, i64>(0))
-                .optional()?
-            {
+            if let Some(n) = ix.stored_len(repo_id, fp)? {
                 bytes += n;
                 freed.push(*fp);
             }

@@ -23,14 +23,14 @@
 
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection};
 use serde::Serialize;
 use wasm_core::hash::Fingerprint;
 
 use super::{
     crashpoint,
+    index::IndexRead,
     layout::Snapshot,
-    mover::{drop_container, layout_enabled, Moved, Source},
+    mover::{layout_enabled, Moved, Source},
     now_ms, Store, StoreResult,
 };
 
@@ -121,10 +121,12 @@ impl Store {
         rep.containers_compacted = compacted.containers_evacuated;
         rep.bytes_rewritten = rep.moved.bytes_rewritten + compacted.bytes_rewritten;
         rep.reclaimed_bytes += compacted.bytes_freed;
-        self.writer_for_write()?.conn.execute(
-            "UPDATE repos SET reclaimed_bytes = reclaimed_bytes + ?2 WHERE id = ?1",
-            params![repo_id, rep.reclaimed_bytes.max(0)],
-        )?;
+        {
+            let mut w = self.writer_for_write()?;
+            let tx = w.begin()?;
+            tx.add_reclaimed_bytes(repo_id, rep.reclaimed_bytes.max(0))?;
+            tx.commit()?;
+        }
         rep.seconds = t0.elapsed().as_secs_f64();
         Ok(rep)
     }
@@ -132,15 +134,10 @@ impl Store {
     /// Container data bytes that no live chunk occupies: dead slots plus chunks no live
     /// version references (pending ones past the grace period included).
     fn reclaimable(&self, repo_id: i64) -> StoreResult<i64> {
-        let conn = self.readers.get()?;
-        let tx = conn.unchecked_transaction()?;
-        let snap = Snapshot::take(&tx, repo_id)?;
-        let data: i64 = tx.query_row(
-            "SELECT COALESCE(SUM(data_end - data_offset), 0) FROM containers WHERE repo_id = ?1",
-            [repo_id],
-            |r| r.get(0),
-        )?;
-        let live: i64 = dead_rows(&tx, repo_id, &snap, true)?
+        let ix = self.snapshot()?;
+        let snap = Snapshot::take(&*ix, repo_id)?;
+        let data = ix.data_bytes(repo_id)?;
+        let live: i64 = dead_rows(&*ix, repo_id, &snap, true)?
             .iter()
             .map(|d| d.stored_len)
             .sum();
@@ -151,28 +148,17 @@ impl Store {
     fn icda(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
         let gone = {
             let mut w = self.writer_for_write()?;
-            let tx = w.conn.unchecked_transaction()?;
-            let min_live: i64 = tx.query_row(
-                "SELECT COALESCE(MIN(id), 9223372036854775807) FROM versions WHERE repo_id = ?1",
-                [repo_id],
-                |r| r.get(0),
-            )?;
-            let gone: Vec<Source> = {
-                let mut st = tx.prepare_cached(
-                    "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = ?1 AND kind = 1 AND newest_version < ?2",
-                )?;
-                let it = st.query_map(params![repo_id, min_live], source_row)?;
-                it.collect::<Result<_, _>>()?
-            };
+            let tx = w.begin()?;
+            let min_live = tx.min_live_version(repo_id)?;
+            let gone = tx.archival_below(repo_id, min_live)?;
             if gone.is_empty() {
                 return Ok(());
             }
             for c in &gone {
-                rep.chunks_deleted +=
-                    tx.execute("DELETE FROM chunks WHERE container_id = ?1", [c.id])? as u64;
-                drop_container(&tx, c.id)?;
+                rep.chunks_deleted += tx.delete_container_chunks(c.id)?;
+                tx.drop_container(c.id)?;
             }
-            bump_epoch(&tx, repo_id)?;
+            tx.bump_gc_epoch(repo_id)?;
             tx.commit()?;
             w.close_if_dropped(repo_id, gone.iter().map(|c| c.id));
             gone
@@ -195,10 +181,9 @@ impl Store {
             // chunk since; rows added since (uploads) are not in the list, and a row moved or
             // quarantined since no longer matches its delete.
             let (snap, dead) = {
-                let conn = self.readers.get()?;
-                let tx = conn.unchecked_transaction()?;
-                let snap = Snapshot::take(&tx, repo_id)?;
-                let dead = dead_rows(&tx, repo_id, &snap, false)?;
+                let ix = self.snapshot()?;
+                let snap = Snapshot::take(&*ix, repo_id)?;
+                let dead = dead_rows(&*ix, repo_id, &snap, false)?;
                 (snap, dead)
             };
             if dead.is_empty() {
@@ -206,40 +191,25 @@ impl Store {
             }
             let gone = {
                 let mut w = self.writer_for_write()?;
-                let tx = w.conn.unchecked_transaction()?;
-                if !snap.still_current(&tx, repo_id)? {
+                let tx = w.begin()?;
+                if !snap.still_current(&*tx, repo_id)? {
                     continue;
                 }
                 let mut touched: Vec<i64> = Vec::new();
-                {
-                    let mut del = tx.prepare_cached(
-                        "DELETE FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3",
-                    )?;
-                    for d in &dead {
-                        rep.chunks_deleted +=
-                            del.execute(params![repo_id, &d.fp[..], d.container_id])? as u64;
-                        touched.push(d.container_id);
-                    }
+                for d in &dead {
+                    rep.chunks_deleted += tx.delete_chunk_in(repo_id, &d.fp, d.container_id)?;
+                    touched.push(d.container_id);
                 }
                 touched.sort_unstable();
                 touched.dedup();
                 let mut gone = Vec::new();
                 for id in touched {
-                    let left: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM chunks WHERE container_id = ?1",
-                        [id],
-                        |r| r.get(0),
-                    )?;
-                    if left == 0 {
-                        gone.push(tx.query_row(
-                            "SELECT id, kind, data_offset, data_end FROM containers WHERE id = ?1",
-                            [id],
-                            source_row,
-                        )?);
-                        drop_container(&tx, id)?;
+                    if tx.container_chunk_count(id)? == 0 {
+                        gone.push(tx.container_source(id)?);
+                        tx.drop_container(id)?;
                     }
                 }
-                bump_epoch(&tx, repo_id)?;
+                tx.bump_gc_epoch(repo_id)?;
                 tx.commit()?;
                 w.close_if_dropped(repo_id, gone.iter().map(|c: &Source| c.id));
                 gone
@@ -265,29 +235,8 @@ impl Store {
 
     /// The repository's `gc_epoch`.
     pub fn gc_epoch(&self, repo_id: i64) -> StoreResult<i64> {
-        Ok(self.readers.get()?.query_row(
-            "SELECT gc_epoch FROM repos WHERE id = ?1",
-            [repo_id],
-            |r| r.get(0),
-        )?)
+        self.index()?.gc_epoch(repo_id)
     }
-}
-
-fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Source> {
-    Ok(Source {
-        id: r.get(0)?,
-        kind: r.get(1)?,
-        data_offset: r.get(2)?,
-        data_end: r.get(3)?,
-    })
-}
-
-fn bump_epoch(tx: &Connection, repo_id: i64) -> rusqlite::Result<()> {
-    tx.execute(
-        "UPDATE repos SET gc_epoch = gc_epoch + 1 WHERE id = ?1",
-        [repo_id],
-    )?;
-    Ok(())
 }
 
 /// A chunk row as the sweep sees it.
@@ -299,28 +248,23 @@ pub(crate) struct DeadRow {
 
 /// The chunk rows that are dead under `snap` (or, with `live`, those that are not).
 fn dead_rows(
-    conn: &Connection,
+    ix: &dyn IndexRead,
     repo_id: i64,
     snap: &Snapshot,
     live: bool,
-) -> rusqlite::Result<Vec<DeadRow>> {
+) -> StoreResult<Vec<DeadRow>> {
     let young = now_ms() as i64 - grace().as_millis() as i64;
-    let mut st = conn.prepare_cached(
-        "SELECT fp, container_id, stored_len, first_version IS NULL AND stored_ms > ?2 FROM chunks WHERE repo_id = ?1",
-    )?;
-    let mut rows = st.query(params![repo_id, young])?;
     let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let fp: Vec<u8> = r.get(0)?;
-        let fp: Fingerprint = fp.try_into().unwrap_or([0; 20]);
-        let is_live = snap.referenced(&fp) || r.get::<_, bool>(3)?;
+    ix.gc_chunks(repo_id, young, &mut |c| {
+        let is_live = snap.referenced(&c.fp) || c.young_pending;
         if is_live == live {
             out.push(DeadRow {
-                fp,
-                container_id: r.get(1)?,
-                stored_len: r.get(2)?,
+                fp: c.fp,
+                container_id: c.container_id,
+                stored_len: c.stored_len,
             });
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }

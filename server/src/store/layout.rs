@@ -11,10 +11,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::Connection;
 use wasm_core::hash::Fingerprint;
 
-use super::{chunks::FpHasher, versions::manifest_fps, StoreError, StoreResult};
+use super::{chunks::FpHasher, index::IndexRead, versions::manifest_fps, StoreError, StoreResult};
 
 type FpMap<V> = HashMap<Fingerprint, V, std::hash::BuildHasherDefault<FpHasher>>;
 
@@ -46,40 +45,28 @@ pub struct Snapshot {
     hot: HashSet<Fingerprint, std::hash::BuildHasherDefault<FpHasher>>,
 }
 
-/// Count and highest id of the repository's live versions.
-pub fn version_mark(conn: &Connection, repo_id: i64) -> rusqlite::Result<(i64, i64)> {
-    conn.prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM versions WHERE repo_id = ?1")?
-        .query_row([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))
-}
-
 impl Snapshot {
-    /// Reads every live manifest of the repository (in `conn`'s current transaction, if any).
-    pub fn take(conn: &Connection, repo_id: i64) -> StoreResult<Snapshot> {
-        let rows: Vec<(i64, String, Vec<u8>)> = {
-            let mut st = conn.prepare_cached(
-                "SELECT id, source, manifest FROM versions WHERE repo_id = ?1 ORDER BY id",
-            )?;
-            let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-            it.collect::<Result<_, _>>()?
-        };
+    /// Reads every live manifest of the repository (in `ix`'s transaction, if it has one).
+    pub fn take(ix: &dyn IndexRead, repo_id: i64) -> StoreResult<Snapshot> {
+        let rows = ix.live_manifests(repo_id)?;
         let mut newest_of_source: HashMap<&str, i64> = HashMap::new();
-        for (id, source, _) in &rows {
-            newest_of_source.insert(source, *id); // ascending ids: the last one wins
+        for v in &rows {
+            newest_of_source.insert(&v.source, v.id); // ascending ids: the last one wins
         }
         let newest: HashSet<i64> = newest_of_source.values().copied().collect();
         let mut snap = Snapshot {
             count: rows.len() as i64,
-            max_id: rows.last().map_or(0, |r| r.0),
+            max_id: rows.last().map_or(0, |r| r.id),
             newest_ref: FpMap::default(),
             hot: Default::default(),
         };
-        for (id, _, blob) in &rows {
-            let fps = manifest_fps(blob).map_err(|e| {
-                StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
+        for v in &rows {
+            let fps = manifest_fps(&v.manifest).map_err(|e| {
+                StoreError::Internal(format!("version {}: unreadable manifest: {e}", v.id))
             })?;
-            let is_newest = newest.contains(id);
+            let is_newest = newest.contains(&v.id);
             for fp in fps {
-                snap.newest_ref.insert(fp, *id); // ascending ids: the newest wins
+                snap.newest_ref.insert(fp, v.id); // ascending ids: the newest wins
                 if is_newest {
                     snap.hot.insert(fp);
                 }
@@ -111,7 +98,7 @@ impl Snapshot {
     }
 
     /// Whether the live versions are still those this snapshot read.
-    pub fn still_current(&self, conn: &Connection, repo_id: i64) -> rusqlite::Result<bool> {
-        Ok(version_mark(conn, repo_id)? == (self.count, self.max_id))
+    pub fn still_current(&self, ix: &dyn IndexRead, repo_id: i64) -> StoreResult<bool> {
+        Ok(ix.version_mark(repo_id)? == (self.count, self.max_id))
     }
 }

@@ -23,21 +23,26 @@ use std::{
     sync::{atomic::Ordering, Arc},
 };
 
-use rusqlite::{params, Connection};
 use wasm_core::{
     format::container::{
         data_offset_for, slot_offset, ContainerHeader, ContainerKind, TableEntry,
         DEFAULT_TABLE_CAPACITY, TARGET_DATA_BYTES,
     },
-    hash::{to_hex, Fingerprint},
+    hash::to_hex,
 };
 
 use super::{
     backend::ContainerBackend,
     crashpoint,
+    index::{
+        maintenance::{ChunkMove, WrittenContainer},
+        IndexRead,
+    },
     layout::{Class, Snapshot},
     now_ms, quarantine, verify, Store, StoreResult,
 };
+
+pub(crate) use super::index::maintenance::Source;
 
 /// An active container is evacuated when at least this fraction of its data bytes is cold
 /// (or unreferenced). 0 moves every cold chunk as soon as it is cold, which is what makes
@@ -79,26 +84,6 @@ pub fn compact_threshold() -> f64 {
 /// uploaded, in arrival order: the baseline the benchmark compares against).
 pub fn layout_enabled() -> bool {
     std::env::var("DITTO_LAYOUT").map_or(true, |v| v != "off")
-}
-
-/// A container as an evacuation sees it.
-#[derive(Debug, Clone)]
-pub(crate) struct Source {
-    pub id: i64,
-    pub kind: u8,
-    pub data_offset: i64,
-    pub data_end: i64,
-}
-
-/// What a stored chunk row holds.
-struct Row {
-    fp: Fingerprint,
-    slot: u32,
-    offset: u64,
-    stored_len: u32,
-    raw_len: u32,
-    codec: u8,
-    committed: bool,
 }
 
 /// What one or more evacuations did.
@@ -148,7 +133,7 @@ struct Building {
 }
 
 /// A chunk's move: fp, old container, old slot, new slot, new offset.
-type Move = (Fingerprint, i64, u32, u32, u64);
+type Move = ChunkMove;
 
 impl Building {
     fn new(dest: Dest) -> Building {
@@ -230,14 +215,13 @@ impl Store {
         loop {
             let batch = {
                 let open = self.open_container_id(repo_id);
-                let conn = self.readers.get()?;
-                let tx = conn.unchecked_transaction()?;
+                let ix = self.snapshot()?;
                 // The classes come from the manifests, read once per pass (the mover itself
                 // changes no version; a switch that finds them changed starts over).
                 if snap.is_none() {
-                    snap = Some(Snapshot::take(&tx, repo_id)?);
+                    snap = Some(Snapshot::take(&*ix, repo_id)?);
                 }
-                pick_for_move(&tx, repo_id, snap.as_ref().unwrap(), open, &done, layout)?
+                pick_for_move(&*ix, repo_id, snap.as_ref().unwrap(), open, &done, layout)?
             };
             if batch.is_empty() {
                 return Ok(total);
@@ -287,7 +271,7 @@ impl Store {
         let mut dests: BTreeMap<Dest, Vec<Building>> = BTreeMap::new();
         let mut damaged: Vec<quarantine::Found> = Vec::new();
         for Pick { src, whole } in picks {
-            let rows = live_rows(&*self.readers.get()?, src.id)?;
+            let rows = self.index()?.live_rows(src.id)?;
             if rows.is_empty() {
                 continue;
             }
@@ -414,16 +398,9 @@ impl Store {
             // The container being switched when the versions changed has its row if its
             // first part went through.
             let first_in = written.get(inserted).is_some_and(|nc| {
-                self.readers
-                    .get()
-                    .and_then(|c| {
-                        c.query_row(
-                            "SELECT COUNT(*) FROM containers WHERE id = ?1",
-                            [nc.id as i64],
-                            |r| r.get::<_, i64>(0),
-                        )
-                    })
-                    .map_or(true, |n| n > 0)
+                self.index()
+                    .and_then(|ix| ix.container_exists(nc.id as i64))
+                    .unwrap_or(true)
             });
             kept = inserted + first_in as usize;
             discard(&written[kept..]);
@@ -433,31 +410,24 @@ impl Store {
         let emptied = {
             let mut w = self.writer_for_write()?;
             let locked = std::time::Instant::now();
-            let tx = w.conn.unchecked_transaction()?;
-            let current = snap.still_current(&tx, repo_id)?;
+            let tx = w.begin()?;
+            let current = snap.still_current(&*tx, repo_id)?;
             let mut emptied = Vec::new();
             for src in sources {
-                let left: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM chunks WHERE container_id = ?1",
-                    [src.id],
-                    |r| r.get(0),
-                )?;
-                if left == 0 {
-                    drop_container(&tx, src.id)?;
+                if tx.container_chunk_count(src.id)? == 0 {
+                    tx.drop_container(src.id)?;
                     emptied.push(src.id);
                 } else if current && src.kind == ContainerKind::Archival as u8 {
                     // Its B_ID may have been raised by a commit referencing a chunk that
                     // has just moved out: lower it to what its remaining chunks need, so
                     // that ICDA can delete it when their versions expire.
-                    let b_id = live_rows(&tx, src.id)?
+                    let b_id = tx
+                        .live_rows(src.id)?
                         .iter()
                         .map(|r| snap.newest_ref(&r.fp))
                         .max()
                         .unwrap_or(0);
-                    tx.execute(
-                        "UPDATE containers SET newest_version = ?2 WHERE id = ?1 AND newest_version > ?2",
-                        params![src.id, b_id],
-                    )?;
+                    tx.lower_newest_version(src.id, b_id)?;
                 }
             }
             tx.commit()?;
@@ -490,49 +460,31 @@ impl Store {
         with_damage: bool,
         damaged: &[quarantine::Found],
     ) -> StoreResult<Option<f64>> {
-        let w = self.writer_for_write()?;
+        let mut w = self.writer_for_write()?;
         let locked = std::time::Instant::now();
-        let tx = w.conn.unchecked_transaction()?;
-        if !snap.still_current(&tx, repo_id)? {
+        let tx = w.begin()?;
+        if !snap.still_current(&*tx, repo_id)? {
             return Ok(None);
         }
         if with_damage {
-            quarantine::quarantine(&tx, repo_id, damaged)?;
+            quarantine::quarantine(tx.sqlite_conn(), repo_id, damaged)?;
         }
         if first {
             let h = &nc.header;
-            tx.prepare_cached(
-                "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                nc.id as i64,
+            tx.insert_written_container(&WrittenContainer {
+                id: nc.id as i64,
                 repo_id,
-                h.kind as u8,
-                h.data_offset as i64,
-                nc.data_end as i64,
-                nc.moves.len() as i64,
-                h.newest_version,
-                h.created_ms as i64,
+                kind: h.kind as u8,
+                data_offset: h.data_offset as i64,
+                data_end: nc.data_end as i64,
+                chunk_count: nc.moves.len() as i64,
+                newest_version: h.newest_version,
+                created_ms: h.created_ms as i64,
                 // Archival containers never take appends.
-                (h.kind == ContainerKind::Archival) as i64,
-            ])?;
+                sealed: h.kind == ContainerKind::Archival,
+            })?;
         }
-        {
-            let mut upd = tx.prepare_cached(
-                "UPDATE chunks SET container_id = ?1, slot = ?2, offset = ?3 WHERE repo_id = ?4 AND fp = ?5 AND container_id = ?6 AND slot = ?7",
-            )?;
-            for (fp, old_cid, old_slot, slot, offset) in part {
-                upd.execute(params![
-                    nc.id as i64,
-                    slot,
-                    *offset as i64,
-                    repo_id,
-                    &fp[..],
-                    old_cid,
-                    old_slot
-                ])?;
-            }
-        }
+        tx.repoint_chunks(repo_id, nc.id as i64, part)?;
         tx.commit()?;
         Ok(Some(locked.elapsed().as_secs_f64() * 1000.0))
     }
@@ -601,33 +553,6 @@ impl Store {
     }
 }
 
-/// Removes a container's row and the quarantine records of damaged copies in it.
-pub(crate) fn drop_container(tx: &Connection, id: i64) -> rusqlite::Result<()> {
-    tx.execute("DELETE FROM quarantine WHERE container_id = ?1", [id])?;
-    tx.execute("DELETE FROM containers WHERE id = ?1", [id])?;
-    Ok(())
-}
-
-/// The chunk rows pointing into container `id`, in slot order.
-fn live_rows(conn: &Connection, id: i64) -> rusqlite::Result<Vec<Row>> {
-    let mut st = conn.prepare_cached(
-        "SELECT fp, slot, offset, stored_len, raw_len, codec, first_version IS NOT NULL FROM chunks WHERE container_id = ?1 ORDER BY slot",
-    )?;
-    let rows = st.query_map([id], |r| {
-        let fp: Vec<u8> = r.get(0)?;
-        Ok(Row {
-            fp: fp.try_into().unwrap_or([0; 20]),
-            slot: r.get(1)?,
-            offset: r.get::<_, i64>(2)? as u64,
-            stored_len: r.get(3)?,
-            raw_len: r.get(4)?,
-            codec: r.get(5)?,
-            committed: r.get(6)?,
-        })
-    })?;
-    rows.collect()
-}
-
 /// Per container: its data bytes, live bytes, and the live bytes in the wrong place (cold
 /// or unreferenced in an active container, hot or pending in an archival one).
 pub(crate) struct Occupancy {
@@ -644,58 +569,41 @@ impl Occupancy {
 
 /// Every container of the repository with its occupancy under `snap`'s classes.
 pub(crate) fn occupancy(
-    conn: &Connection,
+    ix: &dyn IndexRead,
     repo_id: i64,
     snap: &Snapshot,
-) -> rusqlite::Result<Vec<Occupancy>> {
-    let mut out: BTreeMap<i64, Occupancy> = BTreeMap::new();
-    {
-        let mut st = conn.prepare_cached(
-            // A damaged container stays as recovery left it (sealed, its chunks quarantined,
-            // kept for inspection): `check` names it and reads answer `damaged`.
-            "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = ?1 AND damage IS NULL",
-        )?;
-        let rows = st.query_map([repo_id], |r| {
-            Ok(Source {
-                id: r.get(0)?,
-                kind: r.get(1)?,
-                data_offset: r.get(2)?,
-                data_end: r.get(3)?,
-            })
-        })?;
-        for s in rows {
-            let s = s?;
-            out.insert(
+) -> StoreResult<Vec<Occupancy>> {
+    // A damaged container stays as recovery left it (sealed, its chunks quarantined, kept
+    // for inspection): `check` names it and reads answer `damaged`.
+    let mut out: BTreeMap<i64, Occupancy> = ix
+        .undamaged_containers(repo_id)?
+        .into_iter()
+        .map(|s| {
+            (
                 s.id,
                 Occupancy {
                     src: s,
                     live: 0,
                     misplaced: 0,
                 },
-            );
-        }
-    }
-    let mut st = conn.prepare_cached(
-        "SELECT container_id, fp, stored_len, first_version IS NOT NULL FROM chunks WHERE repo_id = ?1",
-    )?;
-    let mut rows = st.query([repo_id])?;
-    while let Some(r) = rows.next()? {
-        let Some(o) = out.get_mut(&r.get::<_, i64>(0)?) else {
-            continue;
+            )
+        })
+        .collect();
+    ix.placed_chunks(repo_id, &mut |c| {
+        let Some(o) = out.get_mut(&c.container_id) else {
+            return Ok(());
         };
-        let fp: Vec<u8> = r.get(1)?;
-        let fp: Fingerprint = fp.try_into().unwrap_or([0; 20]);
-        let len: i64 = r.get(2)?;
-        o.live += len;
+        o.live += c.stored_len;
         let archival = o.src.kind == ContainerKind::Archival as u8;
-        let misplaced = match snap.class(&fp, r.get(3)?) {
+        let misplaced = match snap.class(&c.fp, c.committed) {
             Class::Hot | Class::Pending => archival,
             Class::Cold(_) | Class::Unreferenced => !archival,
         };
         if misplaced {
-            o.misplaced += len;
+            o.misplaced += c.stored_len;
         }
-    }
+        Ok(())
+    })?;
     Ok(out.into_values().collect())
 }
 
@@ -716,16 +624,16 @@ pub(crate) struct Pick {
 ///   the other such ones (when there are at least two) so that the newest versions sit in
 ///   few dense containers. Archival chunks stay in their groups.
 fn pick_for_move(
-    conn: &Connection,
+    ix: &dyn IndexRead,
     repo_id: i64,
     snap: &Snapshot,
     open: Option<i64>,
     done: &HashSet<i64>,
     layout: bool,
-) -> rusqlite::Result<Vec<Pick>> {
+) -> StoreResult<Vec<Pick>> {
     let (mv, compact) = (move_threshold(), compact_threshold());
     let full = TARGET_DATA_BYTES as f64;
-    let occ: Vec<Occupancy> = occupancy(conn, repo_id, snap)?
+    let occ: Vec<Occupancy> = occupancy(ix, repo_id, snap)?
         .into_iter()
         .filter(|o| Some(o.src.id) != open && !done.contains(&o.src.id))
         .collect();

@@ -1,8 +1,140 @@
-//! What the layout mover, expiry and garbage collection ask of the index (store::layout, mover, expiry, gc).
+//! What the layout mover, expiry and garbage collection ask of the index (store::layout,
+//! mover, expiry, gc): live manifests and the mark of the live versions, chunk rows by
+//! container and by class, container rows to evacuate or delete, and the repository's
+//! `gc_epoch` and reclaimed bytes.
 
-#[allow(unused_imports)]
+use wasm_core::hash::Fingerprint;
+
 use crate::store::StoreResult;
 
-pub trait MaintenanceRead {}
+/// A container as an evacuation or a deletion sees it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub id: i64,
+    pub kind: u8,
+    pub data_offset: i64,
+    pub data_end: i64,
+}
 
-pub trait MaintenanceWrite {}
+/// A live version's manifest (stored, zstd-compressed JSON) with its source.
+pub struct LiveManifest {
+    pub id: i64,
+    pub source: String,
+    pub manifest: Vec<u8>,
+}
+
+/// A chunk row pointing into a container, as the mover copies it.
+pub struct LiveRow {
+    pub fp: Fingerprint,
+    pub slot: u32,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub codec: u8,
+    /// Its `first_version` is set.
+    pub committed: bool,
+}
+
+/// A chunk row as garbage collection weighs it.
+pub struct GcChunk {
+    pub fp: Fingerprint,
+    pub container_id: i64,
+    pub stored_len: i64,
+    /// Uploaded, never committed, and stored after the grace limit: a backup in progress.
+    pub young_pending: bool,
+}
+
+/// A chunk row as the mover's occupancy counts it.
+pub struct PlacedChunk {
+    pub container_id: i64,
+    pub fp: Fingerprint,
+    pub stored_len: i64,
+    /// Its `first_version` is set.
+    pub committed: bool,
+}
+
+/// A container the mover wrote whole, for its index row.
+pub struct WrittenContainer {
+    pub id: i64,
+    pub repo_id: i64,
+    pub kind: u8,
+    pub data_offset: i64,
+    pub data_end: i64,
+    pub chunk_count: i64,
+    pub newest_version: i64,
+    pub created_ms: i64,
+    /// It takes no appends.
+    pub sealed: bool,
+}
+
+/// A chunk's move: fp, old container, old slot, new slot, new offset.
+pub type ChunkMove = (Fingerprint, i64, u32, u32, u64);
+
+pub trait MaintenanceRead {
+    /// Count and highest id (0: none) of the repository's live versions.
+    fn version_mark(&self, repo_id: i64) -> StoreResult<(i64, i64)>;
+    /// The repository's live versions with their manifests, in id order.
+    fn live_manifests(&self, repo_id: i64) -> StoreResult<Vec<LiveManifest>>;
+    /// The smallest live version id of the repository (`i64::MAX`: none).
+    fn min_live_version(&self, repo_id: i64) -> StoreResult<i64>;
+    /// The repository's `gc_epoch`.
+    fn gc_epoch(&self, repo_id: i64) -> StoreResult<i64>;
+    /// The repository's `gc_epoch` and the bytes its prunes reclaimed.
+    fn gc_counters(&self, repo_id: i64) -> StoreResult<(i64, i64)>;
+    /// The data bytes of all the repository's containers.
+    fn data_bytes(&self, repo_id: i64) -> StoreResult<i64>;
+    /// The repository's archival containers whose newest version (B_ID) is below `below`.
+    fn archival_below(&self, repo_id: i64, below: i64) -> StoreResult<Vec<Source>>;
+    /// The repository's containers that recovery did not find damaged.
+    fn undamaged_containers(&self, repo_id: i64) -> StoreResult<Vec<Source>>;
+    /// Container `id` (an error if it has no row).
+    fn container_source(&self, id: i64) -> StoreResult<Source>;
+    /// Whether container `id` has a row.
+    fn container_exists(&self, id: i64) -> StoreResult<bool>;
+    /// How many chunk rows point into container `id`.
+    fn container_chunk_count(&self, id: i64) -> StoreResult<i64>;
+    /// The chunk rows pointing into container `id`, in slot order.
+    fn live_rows(&self, id: i64) -> StoreResult<Vec<LiveRow>>;
+    /// Whether any of `fps` is stored in the repository.
+    fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool>;
+    /// Every chunk row of the repository, streamed; `young_pending` for those uncommitted
+    /// and stored after `young_ms`.
+    fn gc_chunks(
+        &self,
+        repo_id: i64,
+        young_ms: i64,
+        f: &mut dyn FnMut(GcChunk) -> StoreResult<()>,
+    ) -> StoreResult<()>;
+    /// Every chunk row of the repository with its container, streamed.
+    fn placed_chunks(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(PlacedChunk) -> StoreResult<()>,
+    ) -> StoreResult<()>;
+}
+
+pub trait MaintenanceWrite {
+    /// Adds `bytes` to the repository's reclaimed bytes.
+    fn add_reclaimed_bytes(&self, repo_id: i64, bytes: i64) -> StoreResult<()>;
+    /// Increments the repository's `gc_epoch` (chunk rows were deleted).
+    fn bump_gc_epoch(&self, repo_id: i64) -> StoreResult<()>;
+    /// Deletes every chunk row pointing into container `id`; returns how many.
+    fn delete_container_chunks(&self, id: i64) -> StoreResult<u64>;
+    /// Deletes chunk `fp`'s row if it still points into container `container_id`; returns
+    /// how many rows went (0 or 1).
+    fn delete_chunk_in(
+        &self,
+        repo_id: i64,
+        fp: &Fingerprint,
+        container_id: i64,
+    ) -> StoreResult<u64>;
+    /// Removes a container's row and the quarantine records of damaged copies in it.
+    fn drop_container(&self, id: i64) -> StoreResult<()>;
+    /// Lowers container `id`'s newest version (B_ID) to `b_id` if it is above.
+    fn lower_newest_version(&self, id: i64, b_id: i64) -> StoreResult<()>;
+    /// Records a container the mover wrote.
+    fn insert_written_container(&self, c: &WrittenContainer) -> StoreResult<()>;
+    /// Re-points the chunks of `moves` to their new slots in container `to`, each only if
+    /// its row still names the slot it was copied from.
+    fn repoint_chunks(&self, repo_id: i64, to: i64, moves: &[ChunkMove]) -> StoreResult<()>;
+}

@@ -1,13 +1,224 @@
 use std::ops::Deref;
 
-use rusqlite::Connection;
+use rusqlite::{params, Connection, OptionalExtension};
+use wasm_core::hash::Fingerprint;
 
-#[allow(unused_imports)]
-use super::{fp_of, Sql};
+use super::Sql;
+use crate::store::index::versions::{
+    ChunkTotals, CommitChunk, NewVersion, SeriesRow, Totals, VersionRecord, VersionRow,
+};
 use crate::store::index::{VersionRead, VersionWrite};
-#[allow(unused_imports)]
+use crate::store::retention::VersionMeta;
 use crate::store::StoreResult;
 
-impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {}
+/// The columns of a [`VersionRow`], in the order [`version_row`] reads them.
+const VERSION_ROW: &str = "id, source, time, committed_ms, stats, damaged";
 
-impl<C: Deref<Target = Connection>> VersionWrite for Sql<C> {}
+fn version_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VersionRow> {
+    Ok(VersionRow {
+        id: r.get(0)?,
+        source: r.get(1)?,
+        time: r.get(2)?,
+        committed_ms: r.get(3)?,
+        stats: r.get(4)?,
+        damaged: r.get(5)?,
+    })
+}
+
+impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
+    fn versions(&self, repo_id: i64, own: Option<&str>) -> StoreResult<Vec<VersionRow>> {
+        let mut st = self.c().prepare_cached(&format!(
+            "SELECT {VERSION_ROW} FROM versions
+             WHERE repo_id = ?1 AND (?2 IS NULL OR token_id = ?2) ORDER BY id"
+        ))?;
+        let rows = st.query_map(params![repo_id, own], version_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn version(&self, repo_id: i64, id: i64) -> StoreResult<Option<VersionRecord>> {
+        Ok(self
+            .c()
+            .prepare_cached(&format!(
+                "SELECT {VERSION_ROW}, manifest, token_id FROM versions WHERE id = ?1 AND repo_id = ?2"
+            ))?
+            .query_row(params![id, repo_id], |r| {
+                Ok(VersionRecord {
+                    row: version_row(r)?,
+                    manifest: r.get(6)?,
+                    token_id: r.get(7)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn version_metas(&self, repo_id: i64) -> StoreResult<Vec<VersionMeta>> {
+        let mut st = self.c().prepare_cached(
+            "SELECT id, source, time FROM versions WHERE repo_id = ?1 ORDER BY id",
+        )?;
+        let it = st.query_map([repo_id], |r| {
+            Ok(VersionMeta {
+                id: r.get(0)?,
+                source: r.get(1)?,
+                time: r.get(2)?,
+            })
+        })?;
+        Ok(it.collect::<Result<_, _>>()?)
+    }
+
+    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, Vec<u8>)>> {
+        let mut st = self
+            .c()
+            .prepare_cached("SELECT id, manifest FROM versions WHERE repo_id = ?1")?;
+        let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(it.collect::<Result<_, _>>()?)
+    }
+
+    fn version_series(&self, repo_id: i64) -> StoreResult<Vec<SeriesRow>> {
+        let mut st = self.c().prepare(
+            "SELECT id, source, time, committed_ms, stats, manifest FROM versions WHERE repo_id = ?1 ORDER BY id",
+        )?;
+        let it = st.query_map([repo_id], |r| {
+            Ok(SeriesRow {
+                id: r.get(0)?,
+                source: r.get(1)?,
+                time: r.get(2)?,
+                committed_ms: r.get(3)?,
+                stats: r.get(4)?,
+                manifest: r.get(5)?,
+            })
+        })?;
+        Ok(it.collect::<Result<_, _>>()?)
+    }
+
+    fn commit_chunk(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<CommitChunk>> {
+        Ok(self
+            .c()
+            .prepare_cached(
+                "SELECT stored_len, raw_len, container_id, first_version IS NULL FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+            )?
+            .query_row(params![repo_id, &fp[..]], |r| {
+                Ok(CommitChunk {
+                    stored_len: r.get(0)?,
+                    raw_len: r.get(1)?,
+                    container_id: r.get(2)?,
+                    uncommitted: r.get(3)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn stored_len(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<i64>> {
+        Ok(self
+            .c()
+            .prepare_cached("SELECT stored_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?
+            .query_row(params![repo_id, &fp[..]], |r| r.get::<_, i64>(0))
+            .optional()?)
+    }
+
+    fn chunk_totals(&self, repo_id: i64) -> StoreResult<ChunkTotals> {
+        Ok(self.c().query_row(
+            "SELECT COUNT(*), COALESCE(SUM(raw_len), 0), COALESCE(SUM(stored_len), 0) FROM chunks WHERE repo_id = ?1",
+            [repo_id],
+            |r| {
+                Ok(ChunkTotals {
+                    count: r.get(0)?,
+                    raw_bytes: r.get(1)?,
+                    stored_bytes: r.get(2)?,
+                })
+            },
+        )?)
+    }
+
+    fn container_totals(&self, repo_id: i64) -> StoreResult<Totals> {
+        Ok(self.c().query_row(
+            "SELECT COUNT(*), COALESCE(SUM(data_end), 0) FROM containers WHERE repo_id = ?1",
+            [repo_id],
+            |r| {
+                Ok(Totals {
+                    count: r.get(0)?,
+                    bytes: r.get(1)?,
+                })
+            },
+        )?)
+    }
+
+    fn container_kind_totals(&self, repo_id: i64, kind: u8) -> StoreResult<Totals> {
+        Ok(self.c().query_row(
+            "SELECT COUNT(*), COALESCE(SUM(data_end - data_offset), 0) FROM containers WHERE repo_id = ?1 AND kind = ?2",
+            params![repo_id, kind],
+            |r| {
+                Ok(Totals {
+                    count: r.get(0)?,
+                    bytes: r.get(1)?,
+                })
+            },
+        )?)
+    }
+
+    fn chunk_sizes(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(Fingerprint, i64) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut st = self
+            .c()
+            .prepare("SELECT fp, stored_len FROM chunks WHERE repo_id = ?1")?;
+        let mut it = st.query([repo_id])?;
+        while let Some(r) = it.next()? {
+            let fp: Vec<u8> = r.get(0)?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            f(fp, r.get(1)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl<C: Deref<Target = Connection>> VersionWrite for Sql<C> {
+    fn insert_version(&self, v: &NewVersion<'_>) -> StoreResult<i64> {
+        self.c().execute(
+            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest, token_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![v.repo_id, v.source, v.time, v.committed_ms, v.stats, v.manifest, v.token_id],
+        )?;
+        Ok(self.c().last_insert_rowid())
+    }
+
+    fn mark_first_version(&self, repo_id: i64, vid: i64, fps: &[Fingerprint]) -> StoreResult<()> {
+        let mut st = self.c().prepare_cached(
+            "UPDATE chunks SET first_version = ?1 WHERE repo_id = ?2 AND fp = ?3 AND first_version IS NULL",
+        )?;
+        for fp in fps {
+            st.execute(params![vid, repo_id, &fp[..]])?;
+        }
+        Ok(())
+    }
+
+    fn set_newest_version(&self, vid: i64, ids: &[i64]) -> StoreResult<()> {
+        let mut st = self
+            .c()
+            .prepare_cached("UPDATE containers SET newest_version = ?1 WHERE id = ?2")?;
+        for cid in ids {
+            st.execute(params![vid, cid])?;
+        }
+        Ok(())
+    }
+
+    fn seal_active(&self, repo_id: i64) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE containers SET sealed = 1 WHERE repo_id = ?1 AND kind = 0 AND sealed = 0",
+            [repo_id],
+        )?;
+        Ok(())
+    }
+
+    fn delete_versions(&self, repo_id: i64, ids: &[i64]) -> StoreResult<()> {
+        let mut del = self
+            .c()
+            .prepare_cached("DELETE FROM versions WHERE id = ?1 AND repo_id = ?2")?;
+        for id in ids {
+            del.execute(params![id, repo_id])?;
+        }
+        Ok(())
+    }
+}
