@@ -497,7 +497,7 @@ impl Store {
             return Ok(None);
         }
         if with_damage {
-            quarantine::quarantine(&tx, repo_id, damaged)?;
+            quarantine::quarantine(&super::index::sqlite::Sql(&*tx), repo_id, damaged)?;
         }
         if first {
             let h = &nc.header;
