@@ -15,9 +15,12 @@ use wasm_core::{
 
 use crate::store::{
     self,
-    index::sqlite::{self as db, Sql},
+    index::{
+        sqlite::{self as db, Sql},
+        ContainerRead,
+    },
     quarantine::{self, Found},
-    recover::{self, IndexContainer, INDEX_COLUMNS},
+    recover::{self, IndexContainer},
     verify::{self, Subset},
 };
 
@@ -104,15 +107,9 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
                 .push(row);
         }
     }
-    let containers: Vec<IndexContainer> = {
-        let mut st = tx
-            .prepare(&format!(
-                "SELECT {INDEX_COLUMNS} FROM containers WHERE repo_id = ?1 ORDER BY id"
-            ))
-            .map_err(q)?;
-        let it = st.query_map([repo_id], recover::index_row).map_err(q)?;
-        it.collect::<Result<_, _>>().map_err(q)?
-    };
+    let containers: Vec<IndexContainer> = Sql(&*tx)
+        .repo_containers(repo_id)
+        .map_err(|e| e.to_string())?;
     for c in containers {
         let id = c.id;
         rep.containers += 1;
@@ -293,7 +290,7 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
 
     if !found.is_empty() {
         let tx = conn.unchecked_transaction().map_err(q)?;
-        quarantine::quarantine(&tx, repo_id, &found).map_err(q)?;
+        quarantine::quarantine(&Sql(&*tx), repo_id, &found).map_err(|e| e.to_string())?;
         tx.commit().map_err(q)?;
         for f in &found {
             raw_len_of.remove(&f.fp);
@@ -349,6 +346,6 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
     }
     // Keep the versions' damage counts right for the API (a quarantine above, or rows that
     // an older server dropped).
-    quarantine::recount_versions(&conn, repo_id, None, false).map_err(q)?;
+    quarantine::recount_versions(&Sql(&conn), repo_id, None, false).map_err(|e| e.to_string())?;
     Ok(rep)
 }

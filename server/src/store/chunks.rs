@@ -9,46 +9,17 @@ use std::{
     hash::{BuildHasherDefault, Hasher},
 };
 
-use rusqlite::{params, Connection, OptionalExtension};
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{to_hex, Fingerprint},
 };
 
+pub use super::index::chunks::ChunkLoc;
 use super::{
     backend::{ContainerBackend, Handle},
+    index::IndexRead,
     quarantine, verify, Store, StoreError, StoreResult,
 };
-
-/// Where a stored chunk lives.
-#[derive(Debug, Clone, Copy)]
-pub struct ChunkLoc {
-    pub container_id: u64,
-    pub offset: u64,
-    pub stored_len: u32,
-    pub raw_len: u32,
-    pub codec: u8,
-}
-
-pub fn chunk_loc(
-    conn: &Connection,
-    repo_id: i64,
-    fp: &Fingerprint,
-) -> rusqlite::Result<Option<ChunkLoc>> {
-    conn.prepare_cached(
-        "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
-    )?
-    .query_row(params![repo_id, &fp[..]], |r| {
-        Ok(ChunkLoc {
-            container_id: r.get::<_, i64>(0)? as u64,
-            offset: r.get::<_, i64>(1)? as u64,
-            stored_len: r.get(2)?,
-            raw_len: r.get(3)?,
-            codec: r.get(4)?,
-        })
-    })
-    .optional()
-}
 
 /// What the index says of a requested chunk.
 pub enum Lookup {
@@ -89,13 +60,13 @@ pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
 pub(crate) type FpLengths = HashMap<Fingerprint, u32, BuildHasherDefault<FpHasher>>;
 
 /// Repositories with more chunks than this are not cached in memory (about 40 bytes per
-/// chunk); `chunks/missing` and `chunks/lengths` then ask SQLite for each fingerprint.
+/// chunk); `chunks/missing` and `chunks/lengths` then ask the index for each fingerprint.
 const MAX_CACHED_CHUNKS: i64 = 16_000_000;
 
 impl Store {
     /// Where a chunk is, or why it cannot be served.
     pub fn locate(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Lookup> {
-        self.lookup(&*self.readers.get()?, repo_id, fp)
+        self.lookup(&*self.index()?, repo_id, fp)
     }
 
     /// Where each of `fps` is (request order); `Unavailable` lists the damaged and the
@@ -105,11 +76,11 @@ impl Store {
         repo_id: i64,
         fps: &[Fingerprint],
     ) -> StoreResult<Vec<(Fingerprint, ChunkLoc)>> {
-        let conn = self.readers.get()?;
+        let ix = self.index()?;
         let mut locs = Vec::with_capacity(fps.len());
         let (mut damaged, mut missing) = (Vec::new(), Vec::new());
         for fp in fps {
-            match self.lookup(&conn, repo_id, fp)? {
+            match self.lookup(&*ix, repo_id, fp)? {
                 Lookup::Stored(l) => locs.push((*fp, l)),
                 Lookup::Damaged => damaged.push(*fp),
                 Lookup::Missing => missing.push(*fp),
@@ -130,10 +101,10 @@ impl Store {
         }
     }
 
-    fn lookup(&self, conn: &Connection, repo_id: i64, fp: &Fingerprint) -> StoreResult<Lookup> {
-        Ok(match chunk_loc(conn, repo_id, fp)? {
+    fn lookup(&self, ix: &dyn IndexRead, repo_id: i64, fp: &Fingerprint) -> StoreResult<Lookup> {
+        Ok(match ix.chunk_location(repo_id, fp)? {
             Some(loc) => Lookup::Stored(loc),
-            None if quarantine::is_quarantined(conn, repo_id, fp)? => Lookup::Damaged,
+            None if ix.is_quarantined(repo_id, fp)? => Lookup::Damaged,
             None => Lookup::Missing,
         })
     }
@@ -171,7 +142,7 @@ impl Store {
         if stored.is_none() {
             // Moved by the mover or compaction between the lookup and the open: the index
             // has its new place. Only a chunk still indexed at this place is damaged.
-            if let Some(now) = chunk_loc(&*self.readers.get()?, repo_id, fp)? {
+            if let Some(now) = self.index()?.chunk_location(repo_id, fp)? {
                 if now.container_id != loc.container_id || now.offset != loc.offset {
                     return self.read_verified(repo_id, fp, &now, None, decode);
                 }
@@ -213,11 +184,10 @@ impl Store {
         })? {
             return Ok(out);
         }
-        let conn = self.readers.get()?;
-        let mut st = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let ix = self.index()?;
         let mut out = Vec::new();
         for fp in unique {
-            if !st.exists(params![repo_id, &fp[..]])? {
+            if !ix.chunk_stored(repo_id, &fp)? {
                 out.push(fp);
             }
         }
@@ -233,24 +203,19 @@ impl Store {
         })? {
             return Ok(out);
         }
-        let conn = self.readers.get()?;
-        let mut st =
-            conn.prepare_cached("SELECT raw_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let ix = self.index()?;
         let mut out = Vec::with_capacity(fps.len());
         for fp in fps {
-            let n: Option<u32> = st
-                .query_row(params![repo_id, &fp[..]], |r| r.get(0))
-                .optional()?;
-            out.push(n.unwrap_or(0));
+            out.push(ix.chunk_raw_len(repo_id, fp)?.unwrap_or(0));
         }
         Ok(out)
     }
 
     /// Answers `f` from the repository's in-memory fingerprint set, loading it (again, if a
     /// chunk was quarantined since it was loaded) unless the repository is too large: then
-    /// `None`, and the caller asks SQLite.
+    /// `None`, and the caller asks the index.
     fn with_cache<T>(&self, repo_id: i64, f: impl Fn(&FpLengths) -> T) -> StoreResult<Option<T>> {
-        let epoch = quarantine::epoch(&*self.readers.get()?)?;
+        let epoch = self.index()?.quarantine_epoch()?;
         for _ in 0..2 {
             {
                 let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
@@ -271,7 +236,7 @@ impl Store {
     /// writer lock so that no commit slips between the scan and the cache insertion, and
     /// reads the quarantine epoch in the same snapshot as the fingerprints.
     fn load_fp_cache(&self, repo_id: i64, min_epoch: i64) -> StoreResult<bool> {
-        let w = self.writer();
+        let mut w = self.writer();
         if self
             .fp_cache
             .read()
@@ -281,27 +246,17 @@ impl Store {
         {
             return Ok(true);
         }
-        let tx = w.conn.unchecked_transaction()?;
-        let epoch = quarantine::epoch(&tx)?;
-        let n: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM chunks WHERE repo_id = ?1",
-            [repo_id],
-            |r| r.get(0),
-        )?;
+        let tx = w.begin()?;
+        let epoch = tx.quarantine_epoch()?;
+        let n = tx.chunk_count(repo_id)?;
         if n > MAX_CACHED_CHUNKS {
             return Ok(false);
         }
         let mut set = FpLengths::with_capacity_and_hasher(n as usize, Default::default());
-        {
-            let mut st = tx.prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
-            let mut rows = st.query([repo_id])?;
-            while let Some(r) = rows.next()? {
-                let fp: Vec<u8> = r.get(0)?;
-                if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
-                    set.insert(fp, r.get(1)?);
-                }
-            }
-        }
+        tx.chunk_raw_lens(repo_id, &mut |fp, raw_len| {
+            set.insert(fp, raw_len);
+            Ok(())
+        })?;
         tx.commit()?;
         self.fp_cache
             .write()

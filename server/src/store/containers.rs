@@ -9,15 +9,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use rusqlite::{params, Connection, OptionalExtension};
-use wasm_core::{
-    format::container::{ContainerHeader, ContainerKind, TARGET_DATA_BYTES},
-    hash::Fingerprint,
-};
+use wasm_core::format::container::{ContainerHeader, ContainerKind, TARGET_DATA_BYTES};
 
+use super::index::containers::{ListedChunk, ListedContainer};
 use super::{
     backend::{ContainerBackend, Handle},
-    now_ms, recover, Store, StoreError, StoreResult,
+    now_ms, recover, Store, StoreError, StoreResult, Writer,
 };
 
 pub fn containers_dir(data_dir: &Path, repo_id: i64) -> PathBuf {
@@ -62,18 +59,12 @@ impl Store {
     /// The repository's newest container, to append to if it has room. A sealed one gets no
     /// more chunks; one that fails the checks recovery makes is sealed and its chunks are
     /// quarantined (`recover.rs`), so that uploads go on into a new container.
-    pub(crate) fn reopen_last(
+    pub(super) fn reopen_last(
         &self,
-        conn: &Connection,
+        w: &mut Writer,
         repo_id: i64,
     ) -> StoreResult<Option<OpenContainer>> {
-        let row = conn
-            .prepare_cached(&format!(
-                "SELECT {}, sealed FROM containers WHERE repo_id = ?1 AND kind = 0 ORDER BY id DESC LIMIT 1",
-                recover::INDEX_COLUMNS
-            ))?
-            .query_row([repo_id], |r| Ok((recover::index_row(r)?, r.get::<_, bool>(9)?)))
-            .optional()?;
+        let row = w.begin()?.newest_active_container(repo_id)?;
         let Some((c, sealed)) = row else {
             return Ok(None);
         };
@@ -84,7 +75,9 @@ impl Store {
         let (file, h) = match recover::open_for_append(&path, &c) {
             Ok(v) => v,
             Err(reason) => {
-                let n = recover::condemn(conn, &c, None, &reason)?;
+                let tx = w.begin()?;
+                let n = recover::condemn(&*tx, &c, None, &reason)?;
+                tx.commit()?;
                 eprintln!(
                     "container {} of repository {repo_id} is damaged: {reason}; sealed, {n} chunk(s) quarantined",
                     c.id
@@ -132,27 +125,6 @@ impl Store {
     }
 }
 
-/// A stored chunk as a container listing shows it.
-pub struct ListedChunk {
-    pub fp: Fingerprint,
-    pub codec: u8,
-    pub offset: i64,
-    pub stored_len: u32,
-    pub raw_len: u32,
-}
-
-/// A container as the index knows it.
-pub struct ListedContainer {
-    pub id: i64,
-    pub kind: u8,
-    pub newest_version: i64,
-    pub data_offset: i64,
-    /// Committed end of data: the bytes a client may read.
-    pub size: i64,
-    /// Its chunks in slot order (empty unless asked for).
-    pub chunks: Vec<ListedChunk>,
-}
-
 impl Store {
     /// The repository's containers in id order, with their chunks if `with_chunks`; one
     /// snapshot for both.
@@ -161,51 +133,24 @@ impl Store {
         repo_id: i64,
         with_chunks: bool,
     ) -> StoreResult<Vec<ListedContainer>> {
-        let conn = self.readers.get()?;
-        let tx = conn.unchecked_transaction()?;
+        let ix = self.snapshot()?;
         let mut tables: HashMap<i64, Vec<ListedChunk>> = HashMap::new();
         if with_chunks {
-            let mut st = tx.prepare_cached(
-                "SELECT container_id, fp, codec, offset, stored_len, raw_len FROM chunks WHERE repo_id = ?1 ORDER BY container_id, slot",
-            )?;
-            let mut rows = st.query([repo_id])?;
-            while let Some(r) = rows.next()? {
-                let fp: Vec<u8> = r.get(1)?;
-                tables.entry(r.get(0)?).or_default().push(ListedChunk {
-                    fp: fp.try_into().unwrap_or([0; 20]),
-                    codec: r.get(2)?,
-                    offset: r.get(3)?,
-                    stored_len: r.get(4)?,
-                    raw_len: r.get(5)?,
-                });
-            }
+            ix.listed_chunks(repo_id, &mut |container_id, chunk| {
+                tables.entry(container_id).or_default().push(chunk);
+                Ok(())
+            })?;
         }
-        let mut st = tx.prepare_cached(
-            "SELECT id, kind, newest_version, data_offset, data_end FROM containers WHERE repo_id = ?1 ORDER BY id",
-        )?;
-        let mut rows = st.query([repo_id])?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            let id: i64 = r.get(0)?;
-            out.push(ListedContainer {
-                id,
-                kind: r.get(1)?,
-                newest_version: r.get(2)?,
-                data_offset: r.get(3)?,
-                size: r.get(4)?,
-                chunks: tables.remove(&id).unwrap_or_default(),
-            });
+        let mut out = ix.listed_containers(repo_id)?;
+        for c in &mut out {
+            c.chunks = tables.remove(&c.id).unwrap_or_default();
         }
         Ok(out)
     }
 
     /// The committed size of container `id` of the repository.
     pub fn container_size(&self, repo_id: i64, id: i64) -> StoreResult<u64> {
-        let conn = self.readers.get()?;
-        let size: Option<i64> = conn
-            .prepare_cached("SELECT data_end FROM containers WHERE id = ?1 AND repo_id = ?2")?
-            .query_row(params![id, repo_id], |r| r.get(0))
-            .optional()?;
+        let size = self.index()?.container_data_end(repo_id, id)?;
         size.map(|n| n as u64)
             .ok_or_else(|| StoreError::NotFound(format!("no container {id} in this repository")))
     }

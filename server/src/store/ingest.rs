@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 
-use rusqlite::params;
 use wasm_core::{
     compress::{Decompressor, CODEC_ZSTD},
     format::{
@@ -18,8 +17,9 @@ use wasm_core::{
 
 use super::{
     backend::ContainerBackend,
-    chunks::{chunk_loc, ChunkLoc},
+    chunks::ChunkLoc,
     containers::OpenContainer,
+    index::{chunks::NewChunk, containers::NewContainer},
     now_ms, quarantine, verify, BadChunk, Store, StoreError, StoreResult, Writer,
 };
 
@@ -117,7 +117,7 @@ struct Touched {
     start_slots: u32,
     data: Vec<u8>,
     table: Vec<u8>,
-    rows: Vec<(Fingerprint, u32, u64, u32, u32, u8)>, // fp, slot, offset, stored, raw, codec
+    rows: Vec<NewChunk>,
 }
 
 impl Store {
@@ -128,11 +128,14 @@ impl Store {
         let mut seen = HashSet::with_capacity(entries.len());
         let mut new: Vec<&BundleEntry<'_>> = Vec::new();
         let mut dups: Vec<(&BundleEntry<'_>, ChunkLoc)> = Vec::new();
-        for e in entries {
-            if seen.insert(e.fp) {
-                match chunk_loc(&w.conn, repo_id, &e.fp)? {
-                    None => new.push(e),
-                    Some(loc) => dups.push((e, loc)),
+        {
+            let ix = w.begin()?;
+            for e in entries {
+                if seen.insert(e.fp) {
+                    match ix.chunk_location(repo_id, &e.fp)? {
+                        None => new.push(e),
+                        Some(loc) => dups.push((e, loc)),
+                    }
                 }
             }
         }
@@ -163,12 +166,12 @@ impl Store {
             }
         }
         if !bad.is_empty() {
-            let tx = w.conn.unchecked_transaction()?;
-            quarantine::quarantine(&tx, repo_id, &bad)?;
+            let tx = w.begin()?;
+            quarantine::quarantine(&*tx, repo_id, &bad)?;
             tx.commit()?;
             w.open.remove(&repo_id);
         }
-        let healing = quarantine::healing(&w.conn, repo_id, new.iter().map(|e| e.fp))?;
+        let healing = quarantine::healing(&*w.begin()?, repo_id, new.iter().map(|e| e.fp))?;
         let result = IngestResult {
             chunks: entries.len() as u64,
             stored: new.len() as u64,
@@ -216,9 +219,7 @@ impl Store {
         let mut touched: Vec<Touched> = Vec::new();
         let mut cur: Option<Touched> = match w.open.remove(&repo_id) {
             Some(oc) => Some(oc),
-            None => self
-                .reopen_last(&w.conn, repo_id)
-                .map_err(|e| (e, vec![]))?,
+            None => self.reopen_last(w, repo_id).map_err(|e| (e, vec![]))?,
         }
         .map(|oc| Touched {
             start_end: oc.data_end,
@@ -262,8 +263,14 @@ impl Store {
             };
             t.table.extend_from_slice(&entry.encode());
             t.data.extend_from_slice(e.payload);
-            t.rows
-                .push((e.fp, slot, offset, entry.stored_len, e.raw_len, entry.codec));
+            t.rows.push(NewChunk {
+                fp: e.fp,
+                slot,
+                offset,
+                stored_len: entry.stored_len,
+                raw_len: e.raw_len,
+                codec: entry.codec,
+            });
             t.oc.slots += 1;
             t.oc.data_end += len;
         }
@@ -284,55 +291,30 @@ impl Store {
                 .map_err(|e| fail(e.into()))?;
         }
         // 2. index rows in one transaction.
-        let commit = || -> rusqlite::Result<()> {
-            let tx = w.conn.unchecked_transaction()?;
+        let mut commit = || -> StoreResult<()> {
+            let tx = w.begin()?;
             let stored_ms = now_ms() as i64;
             for t in &touched {
                 if t.oc.created {
-                    tx.prepare_cached(
-                        "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
-                    )?
-                    .execute(params![
-                        t.oc.id as i64,
+                    tx.insert_container(&NewContainer {
+                        id: t.oc.id,
                         repo_id,
-                        t.oc.kind as u8,
-                        t.oc.data_offset as i64,
-                        t.oc.data_end as i64,
-                        t.oc.slots,
-                        t.oc.created_ms as i64
-                    ])?;
+                        kind: t.oc.kind as u8,
+                        data_offset: t.oc.data_offset,
+                        data_end: t.oc.data_end,
+                        chunk_count: t.oc.slots,
+                        created_ms: t.oc.created_ms,
+                    })?;
                 } else {
-                    tx.prepare_cached(
-                        "UPDATE containers SET data_end = ?1, chunk_count = ?2 WHERE id = ?3",
-                    )?
-                    .execute(params![
-                        t.oc.data_end as i64,
-                        t.oc.slots,
-                        t.oc.id as i64
-                    ])?;
+                    tx.extend_container(t.oc.id, t.oc.data_end, t.oc.slots)?;
                 }
-                let mut ins = tx.prepare_cached(
-                    "INSERT INTO chunks(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, stored_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?;
-                for (fp, slot, offset, stored, raw, codec) in &t.rows {
-                    ins.execute(params![
-                        repo_id,
-                        &fp[..],
-                        t.oc.id as i64,
-                        slot,
-                        *offset as i64,
-                        stored,
-                        raw,
-                        codec,
-                        stored_ms
-                    ])?;
-                }
+                tx.insert_chunks(repo_id, t.oc.id, stored_ms, &t.rows)?;
             }
             let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
-            quarantine::stored(&tx, repo_id, &fps, healing)?;
+            quarantine::stored(&*tx, repo_id, &fps, healing)?;
             tx.commit()
         };
-        commit().map_err(|e| fail(e.into()))?;
+        commit().map_err(fail)?;
         // 3. committed: the last container stays open for the next bundle.
         Ok(touched.pop().map(|t| {
             let mut oc = t.oc;

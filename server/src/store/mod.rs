@@ -120,8 +120,13 @@ impl Store {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
-        let mut report = recover::recover(&conn, data_dir).map_err(|e| format!("recovery: {e}"))?;
-        let damaged = quarantine::recount_unknown(&conn).map_err(|e| format!("database: {e}"))?;
+        let mut begin = || -> StoreResult<Box<dyn IndexTx + '_>> {
+            Ok(Box::new(Sql(conn.unchecked_transaction()?)))
+        };
+        let mut report = recover::recover(&Sql(&conn), &mut begin, data_dir)
+            .map_err(|e| format!("recovery: {e}"))?;
+        let damaged = quarantine::recount_unknown(&Sql(&conn), &mut begin)
+            .map_err(|e| format!("database: {e}"))?;
         if damaged > 0 {
             report.push(format!(
                 "{damaged} version(s) reference chunks that are not stored: listed as damaged"
@@ -189,8 +194,8 @@ impl Store {
             );
         }
         let mut w = self.writer_for_write()?;
-        let tx = w.conn.unchecked_transaction()?;
-        let moved = quarantine::quarantine(&tx, repo_id, found)?;
+        let tx = w.begin()?;
+        let moved = quarantine::quarantine(&*tx, repo_id, found)?;
         tx.commit()?;
         // The open container may be the damaged one: reloaded (and checked) on next use.
         w.open.remove(&repo_id);
@@ -200,10 +205,7 @@ impl Store {
     /// Verifies the stored chunks of the containers in `subset` and quarantines the damaged
     /// ones (the verify endpoint).
     pub fn verify(&self, repo_id: i64, subset: verify::Subset) -> StoreResult<verify::Verified> {
-        let v = {
-            let conn = self.readers.get()?;
-            verify::verify_repo(&self.containers, &conn, repo_id, subset)?
-        };
+        let v = verify::verify_repo(&self.containers, &*self.snapshot()?, repo_id, subset)?;
         self.quarantine_found(repo_id, &v.damaged)?;
         Ok(v)
     }

@@ -467,7 +467,7 @@ impl Store {
             return Ok(None);
         }
         if with_damage {
-            quarantine::quarantine(tx.sqlite_conn(), repo_id, damaged)?;
+            quarantine::quarantine(&*tx, repo_id, damaged)?;
         }
         if first {
             let h = &nc.header;

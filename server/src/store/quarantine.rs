@@ -13,58 +13,29 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{params, Connection};
 use wasm_core::hash::Fingerprint;
 
-use super::now_ms;
-
-/// A damaged copy found by a read: quarantined only if the index still points there (a
-/// concurrent upload may have healed it already).
-#[derive(Debug, Clone)]
-pub struct Found {
-    pub fp: Fingerprint,
-    pub container_id: u64,
-    pub offset: u64,
-    pub reason: String,
-}
-
-const MOVE_ROW: &str = "INSERT INTO quarantine(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, first_version, reason, found_ms)
-    SELECT repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, first_version, ?5, ?6
-    FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3 AND offset = ?4";
+pub use super::index::quarantine::Found;
+use super::index::{quarantine::Recount, IndexRead, IndexTx, IndexWrite};
+use super::{now_ms, StoreResult};
 
 /// Moves the index rows of `found` into quarantine and recounts the versions that reference
 /// them. Runs in the caller's transaction. Returns the fingerprints actually quarantined.
 pub fn quarantine(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     found: &[Found],
-) -> rusqlite::Result<Vec<Fingerprint>> {
+) -> StoreResult<Vec<Fingerprint>> {
     let mut moved = Vec::new();
-    {
-        let mut ins = conn.prepare_cached(MOVE_ROW)?;
-        let mut del = conn.prepare_cached(
-            "DELETE FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3 AND offset = ?4",
-        )?;
-        let now = now_ms() as i64;
-        for f in found {
-            let at = params![repo_id, &f.fp[..], f.container_id as i64, f.offset as i64];
-            if ins.execute(params![
-                repo_id,
-                &f.fp[..],
-                f.container_id as i64,
-                f.offset as i64,
-                f.reason,
-                now
-            ])? > 0
-            {
-                del.execute(at)?;
-                moved.push(f.fp);
-            }
+    let now = now_ms() as i64;
+    for f in found {
+        if ix.quarantine_chunk(repo_id, f, now)? {
+            moved.push(f.fp);
         }
     }
     if !moved.is_empty() {
         let touched: HashSet<Fingerprint> = moved.iter().copied().collect();
-        recount_versions(conn, repo_id, Some(&touched), false)?;
+        recount_versions(ix, repo_id, Some(&touched), false)?;
     }
     Ok(moved)
 }
@@ -72,73 +43,39 @@ pub fn quarantine(
 /// Quarantines the chunks of one container: all of them, or (`past = Some(len)`) those whose
 /// bytes reach past `len`. For recovery: a damaged header, a missing or short file.
 pub fn quarantine_container(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     container_id: u64,
     past: Option<u64>,
     reason: &str,
-) -> rusqlite::Result<Vec<Fingerprint>> {
-    let found: Vec<Found> = {
-        let mut st = conn.prepare_cached(
-            "SELECT fp, offset, stored_len FROM chunks WHERE container_id = ?1 AND repo_id = ?2 ORDER BY slot",
-        )?;
-        let rows = st.query_map(params![container_id as i64, repo_id], |r| {
-            Ok((
-                r.get::<_, Vec<u8>>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (fp, offset, stored) = row?;
-            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
-                continue;
-            };
-            let end = (offset as u64).saturating_add(stored as u64);
-            if past.is_none_or(|len| end > len) {
-                out.push(Found {
-                    fp,
-                    container_id,
-                    offset: offset as u64,
-                    reason: reason.to_string(),
-                });
-            }
-        }
-        out
-    };
-    quarantine(conn, repo_id, &found)
-}
-
-/// Whether `fp` has a damaged copy that no upload has replaced yet.
-pub fn is_quarantined(conn: &Connection, repo_id: i64, fp: &Fingerprint) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT 1 FROM quarantine WHERE repo_id = ?1 AND fp = ?2 AND healed_ms IS NULL LIMIT 1",
-    )?
-    .exists(params![repo_id, &fp[..]])
-}
-
-/// Whether the repository has any damaged chunk not yet replaced (a cheap test that lets
-/// uploads skip the per-chunk lookups of [`healing`] in the normal case).
-pub fn any_open(conn: &Connection, repo_id: i64) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT 1 FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL LIMIT 1",
-    )?
-    .exists([repo_id])
+) -> StoreResult<Vec<Fingerprint>> {
+    let found: Vec<Found> = ix
+        .container_chunk_extents(repo_id, container_id)?
+        .into_iter()
+        .filter(|&(_, offset, stored)| past.is_none_or(|len| offset.saturating_add(stored) > len))
+        .map(|(fp, offset, _)| Found {
+            fp,
+            container_id,
+            offset,
+            reason: reason.to_string(),
+        })
+        .collect();
+    quarantine(ix, repo_id, &found)
 }
 
 /// Of `fps` (about to be stored), those that replace a quarantined copy.
 pub fn healing(
-    conn: &Connection,
+    ix: &dyn IndexRead,
     repo_id: i64,
     fps: impl Iterator<Item = Fingerprint>,
-) -> rusqlite::Result<Vec<Fingerprint>> {
-    if !any_open(conn, repo_id)? {
+) -> StoreResult<Vec<Fingerprint>> {
+    // A cheap test first: uploads skip the per-chunk lookups in the normal case.
+    if !ix.any_quarantined(repo_id)? {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for fp in fps {
-        if is_quarantined(conn, repo_id, &fp)? {
+        if ix.is_quarantined(repo_id, &fp)? {
             out.push(fp);
         }
     }
@@ -150,63 +87,35 @@ pub fn healing(
 /// first referenced the chunk (so later versions' "new bytes" stats stay right), and the
 /// damaged versions that reference any of `stored` are recounted.
 pub fn stored(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     stored: &[Fingerprint],
     healing: &[Fingerprint],
-) -> rusqlite::Result<()> {
+) -> StoreResult<()> {
     let now = now_ms() as i64;
-    {
-        let mut first = conn.prepare_cached(
-            "UPDATE chunks SET first_version = (SELECT first_version FROM quarantine q WHERE q.repo_id = ?1 AND q.fp = ?2 ORDER BY id DESC LIMIT 1) WHERE repo_id = ?1 AND fp = ?2 AND first_version IS NULL",
-        )?;
-        let mut close = conn.prepare_cached(
-            "UPDATE quarantine SET healed_ms = ?3 WHERE repo_id = ?1 AND fp = ?2 AND healed_ms IS NULL",
-        )?;
-        for fp in healing {
-            first.execute(params![repo_id, &fp[..]])?;
-            close.execute(params![repo_id, &fp[..], now])?;
-        }
+    for fp in healing {
+        ix.heal_quarantined(repo_id, fp, now)?;
     }
-    let any_damaged = conn
-        .prepare_cached("SELECT 1 FROM versions WHERE repo_id = ?1 AND damaged > 0 LIMIT 1")?
-        .exists([repo_id])?;
-    if any_damaged {
+    if ix.any_damaged_version(repo_id)? {
         let touched: HashSet<Fingerprint> = stored.iter().copied().collect();
-        recount_versions(conn, repo_id, Some(&touched), true)?;
+        recount_versions(ix, repo_id, Some(&touched), true)?;
     }
     Ok(())
 }
 
-/// The highest quarantine row id: it grows whenever any process (the server, or `check`)
-/// quarantines a chunk, so the server can tell that its in-memory fingerprint sets are stale.
-pub fn epoch(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.prepare_cached("SELECT COALESCE(MAX(id), 0) FROM quarantine")?
-        .query_row([], |r| r.get(0))
-}
-
-/// Counts `versions.damaged` where it is unknown (-1, set by a schema migration); returns
-/// how many versions turned out damaged.
-pub fn recount_unknown(conn: &Connection) -> rusqlite::Result<usize> {
-    let repos: Vec<i64> = {
-        let mut st = conn.prepare("SELECT DISTINCT repo_id FROM versions WHERE damaged < 0")?;
-        let it = st.query_map([], |r| r.get(0))?;
-        it.collect::<Result<_, _>>()?
-    };
+/// Counts `versions.damaged` where it is unknown (-1, set by a schema migration), one
+/// transaction per repository (`begin` starts one); returns how many versions turned out
+/// damaged.
+pub fn recount_unknown<'c>(
+    ix: &dyn IndexRead,
+    begin: &mut dyn FnMut() -> StoreResult<Box<dyn IndexTx + 'c>>,
+) -> StoreResult<usize> {
+    let repos = ix.repos_with_unknown_damage()?;
     let mut damaged = 0;
     for repo_id in repos {
-        let tx = conn.unchecked_transaction()?;
-        recount(
-            &tx,
-            repo_id,
-            None,
-            "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged < 0",
-        )?;
-        damaged += tx.query_row(
-            "SELECT COUNT(*) FROM versions WHERE repo_id = ?1 AND damaged > 0",
-            [repo_id],
-            |r| r.get::<_, i64>(0),
-        )? as usize;
+        let tx = begin()?;
+        recount(&*tx, repo_id, None, Recount::Unknown)?;
+        damaged += tx.damaged_version_count(repo_id)? as usize;
         tx.commit()?;
     }
     Ok(damaged)
@@ -216,41 +125,33 @@ pub fn recount_unknown(conn: &Connection) -> rusqlite::Result<usize> {
 /// the versions of `repo_id` (only those already damaged when `only_damaged`; only those
 /// referencing a chunk of `touched` when given).
 pub fn recount_versions(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     touched: Option<&HashSet<Fingerprint>>,
     only_damaged: bool,
-) -> rusqlite::Result<()> {
+) -> StoreResult<()> {
     recount(
-        conn,
+        ix,
         repo_id,
         touched,
         if only_damaged {
-            "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged > 0"
+            Recount::Damaged
         } else {
-            "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1"
+            Recount::All
         },
     )
 }
 
-/// [`recount_versions`] over the versions `select` picks (`id, damaged, manifest` of
-/// repository `?1`).
+/// [`recount_versions`] over the versions `which` picks.
 fn recount(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     repo_id: i64,
     touched: Option<&HashSet<Fingerprint>>,
-    select: &str,
-) -> rusqlite::Result<()> {
-    let rows: Vec<(i64, i64, Vec<u8>)> = {
-        let mut st = conn.prepare_cached(select)?;
-        let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        it.collect::<Result<_, _>>()?
-    };
-    let mut exists = conn.prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
-    let mut set = conn.prepare_cached("UPDATE versions SET damaged = ?2 WHERE id = ?1")?;
-    for (vid, before, blob) in rows {
+    which: Recount,
+) -> StoreResult<()> {
+    for v in ix.versions_to_recount(repo_id, which)? {
         // An unreadable manifest is `check`'s to report; it cannot be counted here.
-        let Ok(fps) = super::versions::manifest_fps(&blob) else {
+        let Ok(fps) = super::versions::manifest_fps(&v.manifest) else {
             continue;
         };
         if touched.is_some_and(|t| !fps.iter().any(|fp| t.contains(fp))) {
@@ -258,12 +159,12 @@ fn recount(
         }
         let mut n = 0i64;
         for fp in &fps {
-            if !exists.exists(params![repo_id, &fp[..]])? {
+            if !ix.chunk_stored(repo_id, fp)? {
                 n += 1;
             }
         }
-        if n != before {
-            set.execute(params![vid, n])?;
+        if n != v.damaged {
+            ix.set_version_damage(v.id, n)?;
         }
     }
     Ok(())
@@ -272,20 +173,10 @@ fn recount(
 impl super::Store {
     /// The repository's damage as the index knows it: the damaged versions (id, count of
     /// their chunks not stored) and the count of distinct chunks still quarantined.
-    pub fn damage(&self, repo_id: i64) -> super::StoreResult<(Vec<(i64, i64)>, i64)> {
-        let conn = self.readers.get()?;
-        let mut st = conn.prepare_cached(
-            "SELECT id, damaged FROM versions WHERE repo_id = ?1 AND damaged > 0 ORDER BY id",
-        )?;
-        let versions = st
-            .query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
-        let quarantined: i64 = conn.query_row(
-            "SELECT COUNT(DISTINCT fp) FROM quarantine WHERE repo_id = ?1 AND healed_ms IS NULL",
-            [repo_id],
-            |r| r.get(0),
-        )?;
+    pub fn damage(&self, repo_id: i64) -> StoreResult<(Vec<(i64, i64)>, i64)> {
+        let ix = self.index()?;
+        let versions = ix.damaged_versions(repo_id)?;
+        let quarantined = ix.quarantined_count(repo_id)?;
         Ok((versions, quarantined))
     }
-
 }

@@ -13,45 +13,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use rusqlite::{params, Connection};
 use wasm_core::format::container::{
     data_offset_for, slot_offset, ContainerHeader, HEADER_LEN, NEWEST_VERSION_OFFSET,
     TABLE_ENTRY_LEN,
 };
 
-use super::{container_path, containers::fsync_dir, quarantine};
-
-/// A container as the index records it.
-#[derive(Debug, Clone)]
-pub struct IndexContainer {
-    pub id: i64,
-    pub repo_id: i64,
-    pub kind: u8,
-    pub data_offset: i64,
-    pub data_end: i64,
-    pub count: u32,
-    pub newest: i64,
-    pub created_ms: i64,
-    /// Damage found earlier (the container is sealed and its chunks were quarantined).
-    pub damage: Option<String>,
-}
-
-pub const INDEX_COLUMNS: &str =
-    "id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, damage";
-
-pub fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexContainer> {
-    Ok(IndexContainer {
-        id: r.get(0)?,
-        repo_id: r.get(1)?,
-        kind: r.get(2)?,
-        data_offset: r.get(3)?,
-        data_end: r.get(4)?,
-        count: r.get(5)?,
-        newest: r.get(6)?,
-        created_ms: r.get(7)?,
-        damage: r.get(8)?,
-    })
-}
+pub use super::index::containers::IndexContainer;
+use super::index::{IndexRead, IndexTx, IndexWrite};
+use super::{container_path, containers::fsync_dir, quarantine, StoreResult};
 
 /// Checks a container header against the index: every field must be what the server wrote
 /// (the "newest version" hint excepted, which recovery rewrites). Returns the decoded header
@@ -104,49 +73,27 @@ pub fn validate_header(hb: &[u8], c: &IndexContainer) -> Result<ContainerHeader,
 }
 
 /// Seals a damaged container and quarantines its chunks (all of them, or those past `past`
-/// bytes), in one transaction. Returns how many chunks were quarantined.
+/// bytes), in the caller's transaction. Returns how many chunks were quarantined.
 pub fn condemn(
-    conn: &Connection,
+    ix: &dyn IndexWrite,
     c: &IndexContainer,
     past: Option<u64>,
     reason: &str,
-) -> rusqlite::Result<usize> {
-    let tx = conn.unchecked_transaction()?;
-    tx.execute(
-        "UPDATE containers SET sealed = 1, damage = ?2 WHERE id = ?1",
-        params![c.id, reason],
-    )?;
-    let n = quarantine::quarantine_container(&tx, c.repo_id, c.id as u64, past, reason)?.len();
-    tx.commit()?;
-    Ok(n)
+) -> StoreResult<usize> {
+    ix.seal_damaged_container(c.id, reason)?;
+    Ok(quarantine::quarantine_container(ix, c.repo_id, c.id as u64, past, reason)?.len())
 }
 
-enum Fault {
-    /// The container is damaged: seal it, quarantine its chunks (those past the byte count
-    /// when given).
-    Damaged(String, Option<u64>),
-    Db(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for Fault {
-    fn from(e: rusqlite::Error) -> Self {
-        Fault::Db(e)
-    }
-}
-
-/// Makes container files agree with the committed index. Returns what it changed. Only a
-/// database error is fatal; a damaged container is reported and set aside.
-pub fn recover(conn: &Connection, data_dir: &Path) -> Result<Vec<String>, String> {
+/// Makes container files agree with the committed index (read through `ix`; each damaged
+/// container is set aside in a transaction of its own, which `begin` starts). Returns what
+/// it changed. Only an index error is fatal; a damaged container is reported and set aside.
+pub fn recover<'c>(
+    ix: &dyn IndexRead,
+    begin: &mut dyn FnMut() -> StoreResult<Box<dyn IndexTx + 'c>>,
+    data_dir: &Path,
+) -> Result<Vec<String>, String> {
     let mut report = Vec::new();
-    let rows: Vec<IndexContainer> = {
-        let mut st = conn
-            .prepare(&format!(
-                "SELECT {INDEX_COLUMNS} FROM containers ORDER BY id"
-            ))
-            .map_err(|e| e.to_string())?;
-        let it = st.query_map([], index_row).map_err(|e| e.to_string())?;
-        it.collect::<Result<_, _>>().map_err(|e| e.to_string())?
-    };
+    let rows = ix.all_containers().map_err(|e| e.to_string())?;
     let mut known: HashSet<PathBuf> = HashSet::new();
     for c in rows {
         let path = container_path(data_dir, c.repo_id, c.id as u64);
@@ -154,16 +101,18 @@ pub fn recover(conn: &Connection, data_dir: &Path) -> Result<Vec<String>, String
         if c.damage.is_some() {
             continue; // set aside earlier; its file is kept as it is, for inspection
         }
-        match recover_one(conn, &path, &c, &mut report) {
-            Ok(()) => {}
-            Err(Fault::Db(e)) => return Err(e.to_string()),
-            Err(Fault::Damaged(reason, past)) => {
-                let n = condemn(conn, &c, past, &reason).map_err(|e| e.to_string())?;
-                report.push(format!(
-                    "container {} (repository {}) is damaged: {reason}; sealed, {n} chunk(s) quarantined",
-                    c.id, c.repo_id
-                ));
-            }
+        if let Err((reason, past)) = recover_one(&path, &c, &mut report) {
+            let n = begin()
+                .and_then(|tx| {
+                    let n = condemn(&*tx, &c, past, &reason)?;
+                    tx.commit()?;
+                    Ok(n)
+                })
+                .map_err(|e| e.to_string())?;
+            report.push(format!(
+                "container {} (repository {}) is damaged: {reason}; sealed, {n} chunk(s) quarantined",
+                c.id, c.repo_id
+            ));
         }
     }
     // Container files that no committed row refers to were never acknowledged.
@@ -202,14 +151,13 @@ pub fn recover(conn: &Connection, data_dir: &Path) -> Result<Vec<String>, String
     Ok(report)
 }
 
-fn recover_one(
-    conn: &Connection,
-    path: &Path,
-    c: &IndexContainer,
-    report: &mut Vec<String>,
-) -> Result<(), Fault> {
+/// Why a container is damaged, and (when given) the byte count past which its chunks are
+/// lost: it is sealed and those chunks are quarantined.
+type Damaged = (String, Option<u64>);
+
+fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Result<(), Damaged> {
     let id = c.id;
-    let damaged = |what: String| Fault::Damaged(what, None);
+    let damaged = |what: String| (what, None);
     let file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -238,7 +186,7 @@ fn recover_one(
     } else if len < data_end {
         // Committed bytes are gone (the disk lied about fsync, or the file was cut): the
         // chunks that lay there are damaged, and the container takes no more appends.
-        return Err(Fault::Damaged(
+        return Err((
             format!(
                 "its file is {} bytes shorter than committed",
                 data_end - len
@@ -270,7 +218,6 @@ fn recover_one(
         file.sync_all()
             .map_err(|e| damaged(format!("cannot fsync it: {e}")))?;
     }
-    let _ = conn;
     Ok(())
 }
 

@@ -2,13 +2,15 @@
 //! decode a chunk's stored bytes and compare their fingerprint with the one it is stored
 //! under, so a damaged copy is found (and quarantined) instead of served.
 
-use rusqlite::{params, Connection};
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{fingerprint, Fingerprint},
 };
 
-use super::{backend::ContainerBackend, chunks::decode_stored, quarantine::Found, StoreError};
+use super::{
+    backend::ContainerBackend, chunks::decode_stored, index::IndexRead, quarantine::Found,
+    StoreError,
+};
 
 /// Decodes stored bytes to the raw chunk and checks its fingerprint; `Err` says why the copy
 /// is damaged.
@@ -122,25 +124,18 @@ pub struct Verified {
     pub damaged: Vec<Found>,
 }
 
-/// Reads and verifies every committed chunk of the repository's containers in `subset`.
-/// Reads only; quarantining what it found is the caller's (it needs the writer).
+/// Reads and verifies every committed chunk of the repository's containers in `subset`,
+/// all from `ix` (one snapshot). Reads only; quarantining what it found is the caller's (it
+/// needs the writer).
 pub fn verify_repo<B: ContainerBackend>(
     backend: &B,
-    conn: &Connection,
+    ix: &dyn IndexRead,
     repo_id: i64,
     subset: Subset,
 ) -> Result<Verified, StoreError> {
     let salt = salt();
-    let tx = conn.unchecked_transaction()?; // one snapshot
-    let containers: Vec<i64> = {
-        let mut st = tx.prepare("SELECT id FROM containers WHERE repo_id = ?1 ORDER BY id")?;
-        let it = st.query_map([repo_id], |r| r.get(0))?;
-        it.collect::<Result<_, _>>()?
-    };
+    let containers = ix.container_ids(repo_id)?;
     let mut out = Verified::default();
-    let mut st = tx.prepare(
-        "SELECT fp, offset, stored_len, raw_len, codec FROM chunks WHERE container_id = ?1 AND repo_id = ?2 ORDER BY slot",
-    )?;
     for cid in containers {
         if !subset.includes(cid as u64, salt) {
             continue;
@@ -149,21 +144,12 @@ pub fn verify_repo<B: ContainerBackend>(
         // A missing file or a short read is damage; any other I/O error is the server's
         // trouble, not the data's, and must not quarantine anything.
         let file = backend.open(repo_id, cid as u64)?;
-        let mut rows = st.query(params![cid, repo_id])?;
-        while let Some(r) = rows.next()? {
-            let fp: Vec<u8> = r.get(0)?;
-            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
-                continue;
-            };
-            let offset = r.get::<_, i64>(1)? as u64;
-            let stored_len: u32 = r.get(2)?;
-            let raw_len: u32 = r.get(3)?;
-            let codec: u8 = r.get(4)?;
+        ix.container_chunks(repo_id, cid as u64, &mut |fp, loc| {
             out.chunks += 1;
-            out.bytes += stored_len as u64;
+            out.bytes += loc.stored_len as u64;
             let res = match &file {
-                Some(f) => match backend.read_at(f, offset, stored_len) {
-                    Ok(Some(buf)) => verify_stored(&fp, codec, raw_len, &buf),
+                Some(f) => match backend.read_at(f, loc.offset, loc.stored_len) {
+                    Ok(Some(buf)) => verify_stored(&fp, loc.codec, loc.raw_len, &buf),
                     Ok(None) => Err("its container file is shorter than the index says".into()),
                     Err(e) => return Err(e.into()),
                 },
@@ -173,11 +159,12 @@ pub fn verify_repo<B: ContainerBackend>(
                 out.damaged.push(Found {
                     fp,
                     container_id: cid as u64,
-                    offset,
+                    offset: loc.offset,
                     reason,
                 });
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(out)
 }

@@ -1,8 +1,70 @@
 //! Chunk locations: where each stored chunk of a repository is (store::chunks, ingest).
 
-#[allow(unused_imports)]
+use wasm_core::hash::Fingerprint;
+
 use crate::store::StoreResult;
 
-pub trait ChunkRead {}
+/// Where a stored chunk lives.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkLoc {
+    pub container_id: u64,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub codec: u8,
+}
 
-pub trait ChunkWrite {}
+/// A chunk about to be recorded in slot `slot` of its container.
+#[derive(Debug, Clone, Copy)]
+pub struct NewChunk {
+    pub fp: Fingerprint,
+    pub slot: u32,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub codec: u8,
+}
+
+pub trait ChunkRead {
+    /// Where the repository's chunk `fp` is stored, if it is.
+    fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>>;
+    /// Whether the repository stores chunk `fp`.
+    fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool>;
+    /// The raw length of the repository's chunk `fp`, if stored.
+    fn chunk_raw_len(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<u32>>;
+    /// How many chunks the repository stores.
+    fn chunk_count(&self, repo_id: i64) -> StoreResult<i64>;
+    /// Every stored chunk of the repository with its raw length, streamed (in no particular
+    /// order; malformed fingerprints are skipped).
+    fn chunk_raw_lens(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(Fingerprint, u32) -> StoreResult<()>,
+    ) -> StoreResult<()>;
+    /// The place (offset, stored length) of each stored chunk of one container of the
+    /// repository, in slot order (malformed fingerprints are skipped).
+    fn container_chunk_extents(
+        &self,
+        repo_id: i64,
+        container_id: u64,
+    ) -> StoreResult<Vec<(Fingerprint, u64, u64)>>;
+    /// The stored chunks of one container of the repository in slot order, streamed
+    /// (malformed fingerprints are skipped).
+    fn container_chunks(
+        &self,
+        repo_id: i64,
+        container_id: u64,
+        f: &mut dyn FnMut(Fingerprint, ChunkLoc) -> StoreResult<()>,
+    ) -> StoreResult<()>;
+}
+
+pub trait ChunkWrite {
+    /// Records chunks appended to container `container_id` of the repository.
+    fn insert_chunks(
+        &self,
+        repo_id: i64,
+        container_id: u64,
+        stored_ms: i64,
+        chunks: &[NewChunk],
+    ) -> StoreResult<()>;
+}

@@ -1,13 +1,152 @@
 use std::ops::Deref;
 
-use rusqlite::Connection;
+use rusqlite::{params, Connection, OptionalExtension};
+use wasm_core::hash::Fingerprint;
 
-#[allow(unused_imports)]
-use super::{fp_of, Sql};
-use crate::store::index::{ChunkRead, ChunkWrite};
-#[allow(unused_imports)]
+use super::Sql;
+use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkWrite, NewChunk};
 use crate::store::StoreResult;
 
-impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {}
+impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
+    fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>> {
+        Ok(self
+            .c()
+            .prepare_cached(
+                "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+            )?
+            .query_row(params![repo_id, &fp[..]], |r| {
+                Ok(ChunkLoc {
+                    container_id: r.get::<_, i64>(0)? as u64,
+                    offset: r.get::<_, i64>(1)? as u64,
+                    stored_len: r.get(2)?,
+                    raw_len: r.get(3)?,
+                    codec: r.get(4)?,
+                })
+            })
+            .optional()?)
+    }
 
-impl<C: Deref<Target = Connection>> ChunkWrite for Sql<C> {}
+    fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool> {
+        Ok(self
+            .c()
+            .prepare_cached("SELECT 1 FROM chunks WHERE repo_id = ?1 AND fp = ?2")?
+            .exists(params![repo_id, &fp[..]])?)
+    }
+
+    fn chunk_raw_len(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<u32>> {
+        Ok(self
+            .c()
+            .prepare_cached("SELECT raw_len FROM chunks WHERE repo_id = ?1 AND fp = ?2")?
+            .query_row(params![repo_id, &fp[..]], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn chunk_count(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self.c().query_row(
+            "SELECT COUNT(*) FROM chunks WHERE repo_id = ?1",
+            [repo_id],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn chunk_raw_lens(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(Fingerprint, u32) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut st = self
+            .c()
+            .prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
+        let mut rows = st.query([repo_id])?;
+        while let Some(r) = rows.next()? {
+            let fp: Vec<u8> = r.get(0)?;
+            if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
+                f(fp, r.get(1)?)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn container_chunk_extents(
+        &self,
+        repo_id: i64,
+        container_id: u64,
+    ) -> StoreResult<Vec<(Fingerprint, u64, u64)>> {
+        let mut st = self.c().prepare_cached(
+            "SELECT fp, offset, stored_len FROM chunks WHERE container_id = ?1 AND repo_id = ?2 ORDER BY slot",
+        )?;
+        let rows = st.query_map(params![container_id as i64, repo_id], |r| {
+            Ok((
+                r.get::<_, Vec<u8>>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (fp, offset, stored) = row?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            out.push((fp, offset as u64, stored as u64));
+        }
+        Ok(out)
+    }
+
+    fn container_chunks(
+        &self,
+        repo_id: i64,
+        container_id: u64,
+        f: &mut dyn FnMut(Fingerprint, ChunkLoc) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut st = self.c().prepare_cached(
+            "SELECT fp, offset, stored_len, raw_len, codec FROM chunks WHERE container_id = ?1 AND repo_id = ?2 ORDER BY slot",
+        )?;
+        let mut rows = st.query(params![container_id as i64, repo_id])?;
+        while let Some(r) = rows.next()? {
+            let fp: Vec<u8> = r.get(0)?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            f(
+                fp,
+                ChunkLoc {
+                    container_id,
+                    offset: r.get::<_, i64>(1)? as u64,
+                    stored_len: r.get(2)?,
+                    raw_len: r.get(3)?,
+                    codec: r.get(4)?,
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl<C: Deref<Target = Connection>> ChunkWrite for Sql<C> {
+    fn insert_chunks(
+        &self,
+        repo_id: i64,
+        container_id: u64,
+        stored_ms: i64,
+        chunks: &[NewChunk],
+    ) -> StoreResult<()> {
+        let mut ins = self.c().prepare_cached(
+            "INSERT INTO chunks(repo_id, fp, container_id, slot, offset, stored_len, raw_len, codec, stored_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        for c in chunks {
+            ins.execute(params![
+                repo_id,
+                &c.fp[..],
+                container_id as i64,
+                c.slot,
+                c.offset as i64,
+                c.stored_len,
+                c.raw_len,
+                c.codec,
+                stored_ms
+            ])?;
+        }
+        Ok(())
+    }
+}
