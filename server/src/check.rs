@@ -15,10 +15,7 @@ use wasm_core::{
 
 use crate::store::{
     self,
-    index::{
-        sqlite::{self as db, Sql},
-        ContainerRead,
-    },
+    index::{self, Index, IndexWriter},
     quarantine::{self, Found},
     recover::{self, IndexContainer},
     verify::{self, Subset},
@@ -51,65 +48,51 @@ struct Row {
 }
 
 /// Whether container `id` still has an index row, read outside the check's snapshot.
-fn still_indexed(data_dir: &Path, id: i64) -> bool {
-    db::open_ro(data_dir)
-        .and_then(|c| {
-            c.query_row("SELECT COUNT(*) FROM containers WHERE id = ?1", [id], |r| {
-                r.get::<_, i64>(0)
-            })
-        })
-        .map_or(true, |n| n > 0)
+fn still_indexed(ix: &dyn Index, id: i64) -> bool {
+    ix.read()
+        .and_then(|r| r.container_exists(id))
+        .unwrap_or(true)
 }
 
 pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, String> {
     // Read-write: the schema may need its migrations, and damage found is quarantined.
-    let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
-    let q = |e: rusqlite::Error| e.to_string();
+    let (ix, writer) = index::sqlite::open(data_dir).map_err(|e| format!("database: {e}"))?;
+    let q = |e: store::StoreError| e.to_string();
     let salt = verify::salt();
     let mut rep = Report::default();
     let mut found: Vec<Found> = Vec::new();
     // One read snapshot for the containers and the index.
-    let tx = conn.unchecked_transaction().map_err(q)?;
-    let repo_id = store::repo_id(&Sql(&*tx), repo)
-        .map_err(|e| e.to_string())?
+    let snap = ix.snapshot().map_err(q)?;
+    let repo_id = store::repo_id(&*snap, repo)
+        .map_err(q)?
         .ok_or_else(|| format!("no repository named {repo:?}"))?;
 
     let mut by_container: HashMap<i64, Vec<Row>> = HashMap::new();
     let mut raw_len_of: HashMap<Fingerprint, u32> = HashMap::new();
-    for (sql, quarantined) in [
-        ("SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1", false),
-        ("SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM quarantine WHERE repo_id = ?1", true),
-    ] {
-        let mut st = tx.prepare(sql).map_err(q)?;
-        let mut rows = st.query([repo_id]).map_err(q)?;
-        while let Some(r) = rows.next().map_err(q)? {
-            let fp: Vec<u8> = r.get(1).map_err(q)?;
-            let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) else {
+    for quarantined in [false, true] {
+        snap.slot_rows(repo_id, quarantined, &mut |r| {
+            let Ok(fp) = <Fingerprint>::try_from(r.fp.as_slice()) else {
                 rep.errors
                     .push("index row with a malformed fingerprint".into());
-                continue;
-            };
-            let row = Row {
-                fp,
-                slot: r.get(2).map_err(q)?,
-                offset: r.get::<_, i64>(3).map_err(q)? as u64,
-                stored_len: r.get(4).map_err(q)?,
-                raw_len: r.get(5).map_err(q)?,
-                codec: r.get(6).map_err(q)?,
-                quarantined,
+                return Ok(());
             };
             if !quarantined {
-                raw_len_of.insert(fp, row.raw_len);
+                raw_len_of.insert(fp, r.raw_len);
             }
-            by_container
-                .entry(r.get(0).map_err(q)?)
-                .or_default()
-                .push(row);
-        }
+            by_container.entry(r.container_id).or_default().push(Row {
+                fp,
+                slot: r.slot,
+                offset: r.offset,
+                stored_len: r.stored_len,
+                raw_len: r.raw_len,
+                codec: r.codec,
+                quarantined,
+            });
+            Ok(())
+        })
+        .map_err(q)?;
     }
-    let containers: Vec<IndexContainer> = Sql(&*tx)
-        .repo_containers(repo_id)
-        .map_err(|e| e.to_string())?;
+    let containers: Vec<IndexContainer> = snap.repo_containers(repo_id).map_err(q)?;
     for c in containers {
         let id = c.id;
         rep.containers += 1;
@@ -138,7 +121,7 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
             Ok(b) => b,
             // A running server's mover or prune deleted it after this snapshot was read:
             // its chunks are elsewhere now (or were garbage).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !still_indexed(data_dir, id) => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !still_indexed(&ix, id) => {
                 rep.containers -= 1;
                 continue;
             }
@@ -277,28 +260,21 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
             rows.len()
         ));
     }
-    let versions: Vec<(i64, Vec<u8>)> = {
-        let mut st = tx
-            .prepare("SELECT id, manifest FROM versions WHERE repo_id = ?1 ORDER BY id")
-            .map_err(q)?;
-        let it = st
-            .query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(q)?;
-        it.collect::<Result<_, _>>().map_err(q)?
-    };
-    drop(tx);
+    let versions = snap.live_manifests(repo_id).map_err(q)?;
+    drop(snap);
 
     if !found.is_empty() {
-        let tx = conn.unchecked_transaction().map_err(q)?;
-        quarantine::quarantine(&Sql(&*tx), repo_id, &found).map_err(|e| e.to_string())?;
+        let tx = writer.begin().map_err(q)?;
+        quarantine::quarantine(&*tx, repo_id, &found).map_err(q)?;
         tx.commit().map_err(q)?;
         for f in &found {
             raw_len_of.remove(&f.fp);
         }
     }
-    for (vid, blob) in versions {
+    for v in versions {
+        let vid = v.id;
         rep.versions += 1;
-        let m: Manifest = match store::versions::decode_manifest(&blob)
+        let m: Manifest = match store::versions::decode_manifest(&v.manifest)
             .map_err(|e| e.to_string())
             .and_then(|j| serde_json::from_slice(&j).map_err(|e| e.to_string()))
         {
@@ -346,6 +322,8 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
     }
     // Keep the versions' damage counts right for the API (a quarantine above, or rows that
     // an older server dropped).
-    quarantine::recount_versions(&Sql(&conn), repo_id, None, false).map_err(|e| e.to_string())?;
+    let tx = writer.begin().map_err(q)?;
+    quarantine::recount_versions(&*tx, repo_id, None, false).map_err(q)?;
+    tx.commit().map_err(q)?;
     Ok(rep)
 }

@@ -22,7 +22,7 @@ use std::{
 };
 
 use axum::{http::StatusCode, response::IntoResponse};
-use store::index::{self, IndexRead, IndexWrite, IndexWriter};
+use store::index::{self, Index, IndexRead, IndexWrite, IndexWriter};
 use tower_http::{
     catch_panic::CatchPanicLayer,
     services::{ServeDir, ServeFile},
@@ -109,7 +109,7 @@ fn existing_repo(ix: &dyn IndexRead, name: &str) -> i64 {
 /// Runs `f` in one write transaction of the data directory's index (the CLI's repository
 /// and token commands), committed if it returns.
 fn in_index_tx<T>(f: impl FnOnce(&dyn IndexWrite) -> T) -> T {
-    let (_, mut writer) = index::sqlite::open(&data_dir()).unwrap_or_else(|e| die(e));
+    let (_, writer) = index::sqlite::open(&data_dir()).unwrap_or_else(|e| die(e));
     let tx = writer.begin().unwrap_or_else(|e| die(e));
     let out = f(&*tx);
     tx.commit().unwrap_or_else(|e| die(e));
@@ -259,10 +259,10 @@ fn main() {
             println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
         }
         ["stats", repo] => {
-            let conn = index::sqlite::open_ro(&data_dir()).unwrap_or_else(|e| die(e));
-            let id = existing_repo(&index::sqlite::Sql(&conn), repo);
-            let s =
-                store::repo_stats(&index::sqlite::Sql(&conn), id, repo).unwrap_or_else(|e| die(e));
+            let ix = index::sqlite::reader(&data_dir());
+            let snap = ix.snapshot().unwrap_or_else(|e| die(e));
+            let id = existing_repo(&*snap, repo);
+            let s = store::repo_stats(&*snap, id, repo).unwrap_or_else(|e| die(e));
             println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         }
         ["help" | "--help" | "-h"] => println!("{USAGE}"),

@@ -236,7 +236,7 @@ impl Store {
     /// writer lock so that no commit slips between the scan and the cache insertion, and
     /// reads the quarantine epoch in the same snapshot as the fingerprints.
     fn load_fp_cache(&self, repo_id: i64, min_epoch: i64) -> StoreResult<bool> {
-        let mut w = self.writer();
+        let w = self.writer();
         if self
             .fp_cache
             .read()

@@ -119,7 +119,7 @@ impl Store {
             return Ok(rep);
         }
         {
-            let mut w = self.writer_for_write()?;
+            let w = self.writer_for_write()?;
             let tx = w.begin()?;
             tx.delete_versions(repo_id, &remove)?;
             tx.commit()?;

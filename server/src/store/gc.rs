@@ -122,7 +122,7 @@ impl Store {
         rep.bytes_rewritten = rep.moved.bytes_rewritten + compacted.bytes_rewritten;
         rep.reclaimed_bytes += compacted.bytes_freed;
         {
-            let mut w = self.writer_for_write()?;
+            let w = self.writer_for_write()?;
             let tx = w.begin()?;
             tx.add_reclaimed_bytes(repo_id, rep.reclaimed_bytes.max(0))?;
             tx.commit()?;

@@ -291,7 +291,7 @@ impl Store {
                 .map_err(|e| fail(e.into()))?;
         }
         // 2. index rows in one transaction.
-        let mut commit = || -> StoreResult<()> {
+        let commit = || -> StoreResult<()> {
             let tx = w.begin()?;
             let stored_ms = now_ms() as i64;
             for t in &touched {

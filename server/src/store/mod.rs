@@ -50,13 +50,11 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use rusqlite::Connection;
 use wasm_core::hash::{to_hex, Fingerprint};
 
 use chunks::FpLengths;
 use containers::OpenContainer;
-use index::sqlite::{self as db, ReadPool, Sql};
-use index::{IndexRead, IndexTx, IndexWrite};
+use index::{Index, IndexRead, IndexTx, IndexWrite, IndexWriter};
 
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -66,15 +64,15 @@ pub fn now_ms() -> u64 {
 }
 
 struct Writer {
-    conn: Connection,
+    ix: Box<dyn IndexWriter>,
     next_container_id: u64,
     open: HashMap<i64, OpenContainer>,
 }
 
 impl Writer {
     /// Starts a write transaction of the index.
-    fn begin(&mut self) -> StoreResult<Box<dyn IndexTx + '_>> {
-        Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
+    fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
+        self.ix.begin()
     }
 
     /// Forgets the repository's open container if it is among `dropped` (containers whose
@@ -91,7 +89,8 @@ impl Writer {
 
 pub struct Store {
     data_dir: PathBuf,
-    readers: ReadPool,
+    /// The index's read side (snapshots and reads); the writer holds its write side.
+    ix: Box<dyn Index>,
     containers: backend::LocalDisk,
     writer: Mutex<Writer>,
     /// Exact in-memory copy of each repository's committed fingerprints with their raw
@@ -100,7 +99,6 @@ pub struct Store {
     /// quarantine epoch it was loaded at: a chunk quarantined since (by this process or by
     /// `check`) makes it stale.
     fp_cache: RwLock<HashMap<i64, (i64, FpLengths)>>,
-    wal: db::wal::WalGuard,
     /// Held by one maintenance pass (mover, garbage collection) at a time: two would copy
     /// the same chunks.
     maintenance: Mutex<()>,
@@ -119,14 +117,11 @@ impl Store {
     pub fn open(data_dir: &Path) -> Result<Store, String> {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-        let conn = db::open_rw(data_dir).map_err(|e| format!("database: {e}"))?;
-        let mut begin = || -> StoreResult<Box<dyn IndexTx + '_>> {
-            Ok(Box::new(Sql(conn.unchecked_transaction()?)))
-        };
-        let mut report = recover::recover(&Sql(&conn), &mut begin, data_dir)
+        let db = |e: StoreError| format!("database: {e}");
+        let (ix, writer) = index::sqlite::open(data_dir).map_err(db)?;
+        let mut report = recover::recover(&*ix.read().map_err(db)?, &writer, data_dir)
             .map_err(|e| format!("recovery: {e}"))?;
-        let damaged = quarantine::recount_unknown(&Sql(&conn), &mut begin)
-            .map_err(|e| format!("database: {e}"))?;
+        let damaged = quarantine::recount_unknown(&*ix.read().map_err(db)?, &writer).map_err(db)?;
         if damaged > 0 {
             report.push(format!(
                 "{damaged} version(s) reference chunks that are not stored: listed as damaged"
@@ -135,25 +130,20 @@ impl Store {
         if !report.is_empty() {
             eprintln!("recovery: {}", report.join("; "));
         }
-        let max_id: i64 = conn
-            .query_row("SELECT COALESCE(MAX(id), 0) FROM containers", [], |r| {
-                r.get(0)
-            })
-            .map_err(|e| format!("database: {e}"))?;
+        let max_id = ix.read().and_then(|r| r.max_container_id()).map_err(db)?;
         Ok(Store {
             data_dir: data_dir.to_path_buf(),
-            readers: ReadPool::new(data_dir),
+            ix: Box::new(ix),
             containers: backend::LocalDisk::new(data_dir),
             fp_cache: RwLock::new(HashMap::new()),
-            wal: db::wal::WalGuard::new(db::db_path(data_dir)),
             maintenance: Mutex::new(()),
             mover_queue: Mutex::new(HashSet::new()),
             mover_running: AtomicBool::new(false),
             mover_totals: Mutex::new(HashMap::new()),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
-                conn,
-                next_container_id: max_id as u64 + 1,
+                ix: Box::new(writer),
+                next_container_id: max_id + 1,
                 open: HashMap::new(),
             }),
         })
@@ -168,10 +158,11 @@ impl Store {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The writer, for a write: refused if the write-ahead log is gone (`wal.rs`).
+    /// The writer, for a write: refused if the index cannot make writes durable any more
+    /// (SQLite: its write-ahead log is gone, `index/sqlite/wal.rs`).
     fn writer_for_write(&self) -> StoreResult<MutexGuard<'_, Writer>> {
         let w = self.writer();
-        self.wal.check(&w.conn)?;
+        w.ix.check_writable()?;
         Ok(w)
     }
 
@@ -228,7 +219,7 @@ impl Store {
     /// Runs `f` in one write transaction (repository and token management), committed if
     /// it succeeds.
     pub fn with_tx<T>(&self, f: impl FnOnce(&dyn IndexWrite) -> StoreResult<T>) -> StoreResult<T> {
-        let mut w = self.writer_for_write()?;
+        let w = self.writer_for_write()?;
         let tx = w.begin()?;
         let out = f(&*tx)?;
         tx.commit()?;
@@ -237,22 +228,18 @@ impl Store {
 
     /// Reads of the index, each consistent on its own.
     fn index(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
-        Ok(Box::new(Sql(self.readers.get()?)))
+        self.ix.read()
     }
 
     /// Reads that all see one state of the index, until dropped.
     fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
-        Ok(Box::new(Sql(db::ReadTx::begin(self.readers.get()?)?)))
+        self.ix.snapshot()
     }
 
-    /// Folds the write-ahead log into the database file and empties it (at a clean stop:
-    /// otherwise up to ~4 MiB of already-committed pages stay in `ditto.sqlite3-wal`).
-    /// Committed data is durable either way; this only compacts.
-    pub fn checkpoint(&self) -> rusqlite::Result<()> {
-        let w = self.writer();
-        // Readers still inside a transaction would make TRUNCATE wait: not for long.
-        w.conn.busy_timeout(std::time::Duration::from_secs(1))?;
-        w.conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+    /// Compacts the index at a clean stop (SQLite: folds the write-ahead log into the
+    /// database file, otherwise up to ~4 MiB of committed pages stay in
+    /// `ditto.sqlite3-wal`). Committed data is durable either way.
+    pub fn checkpoint(&self) -> StoreResult<()> {
+        self.writer().ix.checkpoint()
     }
 }

@@ -460,7 +460,7 @@ impl Store {
         with_damage: bool,
         damaged: &[quarantine::Found],
     ) -> StoreResult<Option<f64>> {
-        let mut w = self.writer_for_write()?;
+        let w = self.writer_for_write()?;
         let locked = std::time::Instant::now();
         let tx = w.begin()?;
         if !snap.still_current(&*tx, repo_id)? {

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use wasm_core::hash::Fingerprint;
 
 pub use super::index::quarantine::Found;
-use super::index::{quarantine::Recount, IndexRead, IndexTx, IndexWrite};
+use super::index::{quarantine::Recount, IndexRead, IndexWrite, IndexWriter};
 use super::{now_ms, StoreResult};
 
 /// Moves the index rows of `found` into quarantine and recounts the versions that reference
@@ -104,16 +104,12 @@ pub fn stored(
 }
 
 /// Counts `versions.damaged` where it is unknown (-1, set by a schema migration), one
-/// transaction per repository (`begin` starts one); returns how many versions turned out
-/// damaged.
-pub fn recount_unknown<'c>(
-    ix: &dyn IndexRead,
-    begin: &mut dyn FnMut() -> StoreResult<Box<dyn IndexTx + 'c>>,
-) -> StoreResult<usize> {
+/// transaction of `writer` per repository; returns how many versions turned out damaged.
+pub fn recount_unknown(ix: &dyn IndexRead, writer: &dyn IndexWriter) -> StoreResult<usize> {
     let repos = ix.repos_with_unknown_damage()?;
     let mut damaged = 0;
     for repo_id in repos {
-        let tx = begin()?;
+        let tx = writer.begin()?;
         recount(&*tx, repo_id, None, Recount::Unknown)?;
         damaged += tx.damaged_version_count(repo_id)? as usize;
         tx.commit()?;

@@ -19,7 +19,7 @@ use wasm_core::format::container::{
 };
 
 pub use super::index::containers::IndexContainer;
-use super::index::{IndexRead, IndexTx, IndexWrite};
+use super::index::{IndexRead, IndexWrite, IndexWriter};
 use super::{container_path, containers::fsync_dir, quarantine, StoreResult};
 
 /// Checks a container header against the index: every field must be what the server wrote
@@ -85,11 +85,11 @@ pub fn condemn(
 }
 
 /// Makes container files agree with the committed index (read through `ix`; each damaged
-/// container is set aside in a transaction of its own, which `begin` starts). Returns what
-/// it changed. Only an index error is fatal; a damaged container is reported and set aside.
-pub fn recover<'c>(
+/// container is set aside in a transaction of its own of `writer`). Returns what it
+/// changed. Only an index error is fatal; a damaged container is reported and set aside.
+pub fn recover(
     ix: &dyn IndexRead,
-    begin: &mut dyn FnMut() -> StoreResult<Box<dyn IndexTx + 'c>>,
+    writer: &dyn IndexWriter,
     data_dir: &Path,
 ) -> Result<Vec<String>, String> {
     let mut report = Vec::new();
@@ -102,7 +102,8 @@ pub fn recover<'c>(
             continue; // set aside earlier; its file is kept as it is, for inspection
         }
         if let Err((reason, past)) = recover_one(&path, &c, &mut report) {
-            let n = begin()
+            let n = writer
+                .begin()
                 .and_then(|tx| {
                     let n = condemn(&*tx, &c, past, &reason)?;
                     tx.commit()?;

@@ -25,6 +25,18 @@ pub struct NewChunk {
     pub codec: u8,
 }
 
+/// An index row that names a container slot, as `check` compares it with the container's
+/// table. The fingerprint is as stored (`check` reports one that is not 20 bytes).
+pub struct SlotRow {
+    pub container_id: i64,
+    pub fp: Vec<u8>,
+    pub slot: u32,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub codec: u8,
+}
+
 pub trait ChunkRead {
     /// Where the repository's chunk `fp` is stored, if it is.
     fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>>;
@@ -48,6 +60,14 @@ pub trait ChunkRead {
         repo_id: i64,
         container_id: u64,
     ) -> StoreResult<Vec<(Fingerprint, u64, u64)>>;
+    /// Every row of the repository that names a container slot, streamed in no particular
+    /// order: its stored chunks, or (`quarantined`) its quarantined copies.
+    fn slot_rows(
+        &self,
+        repo_id: i64,
+        quarantined: bool,
+        f: &mut dyn FnMut(SlotRow) -> StoreResult<()>,
+    ) -> StoreResult<()>;
     /// The stored chunks of one container of the repository in slot order, streamed
     /// (malformed fingerprints are skipped).
     fn container_chunks(

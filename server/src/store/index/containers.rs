@@ -52,6 +52,9 @@ pub struct ListedContainer {
 }
 
 pub trait ContainerRead {
+    /// The highest container id in the index (0 if none): the store numbers new
+    /// containers from the next one.
+    fn max_container_id(&self) -> StoreResult<u64>;
     /// Every container of every repository, in id order.
     fn all_containers(&self) -> StoreResult<Vec<IndexContainer>>;
     /// The repository's containers, in id order.

@@ -83,7 +83,7 @@ fn ids_grow_and_tokens_dedupe(ix: &dyn Index, w: &mut dyn IndexWriter) {
     tx.delete_token(&[1; 32]).unwrap();
     tx.commit().unwrap();
     assert_eq!(ix.read().unwrap().token(&[1; 32]).unwrap(), None);
-    // A deleted repository's id is never handed out again: ids only grow.
+    // Ids keep growing across transactions.
     let tx = w.begin().unwrap();
     let c = tx.create_repo("z", 1).unwrap();
     tx.commit().unwrap();

@@ -16,7 +16,8 @@
 //!   `commit` returns, or not at all;
 //! - [`Index::snapshot`] reads one consistent state across statements, however many
 //!   commits happen meanwhile; [`Index::read`] is consistent per call only (cheaper);
-//! - ids (repositories, containers, versions) only grow and are never reused.
+//! - repository and version ids only grow and are never reused (version ids order the
+//!   B_ID rule); container ids are the store's (the next after [`ContainerRead::max_container_id`]).
 
 pub mod chunks;
 pub mod containers;
@@ -37,15 +38,9 @@ pub use versions::{VersionRead, VersionWrite};
 
 use super::StoreResult;
 
-/// TRANSITIONAL (removed when every store module speaks through the traits): the SQLite
-/// connection under an index handle, for code not converted yet.
-pub trait Transitional {
-    fn sqlite_conn(&self) -> &rusqlite::Connection;
-}
-
 /// Every read the store makes of the index.
 pub trait IndexRead:
-    RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead + Transitional
+    RepoRead + ChunkRead + ContainerRead + VersionRead + QuarantineRead + MaintenanceRead
 {
 }
 
@@ -56,7 +51,6 @@ impl<T> IndexRead for T where
         + VersionRead
         + QuarantineRead
         + MaintenanceRead
-        + Transitional
         + ?Sized
 {
 }
@@ -102,12 +96,13 @@ pub trait Index: Send + Sync {
 
 /// The single writer of an index (the store holds it under its writer lock).
 pub trait IndexWriter: Send {
-    /// Starts a write transaction.
-    fn begin(&mut self) -> StoreResult<Box<dyn IndexTx + '_>>;
+    /// Starts a write transaction. One at a time: the caller serialises (the store's
+    /// writer lock).
+    fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>>;
     /// Refuses writes the backend can no longer make durable (SQLite: its write-ahead log
     /// was removed under the running server).
     fn check_writable(&self) -> StoreResult<()>;
     /// Compacts what a clean stop can compact (SQLite: folds the write-ahead log into the
     /// database file). Committed data is durable either way.
-    fn checkpoint(&mut self) -> StoreResult<()>;
+    fn checkpoint(&self) -> StoreResult<()>;
 }

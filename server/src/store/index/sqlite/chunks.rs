@@ -4,7 +4,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use wasm_core::hash::Fingerprint;
 
 use super::Sql;
-use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkWrite, NewChunk};
+use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkWrite, NewChunk, SlotRow};
 use crate::store::StoreResult;
 
 impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
@@ -91,6 +91,31 @@ impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
             out.push((fp, offset as u64, stored as u64));
         }
         Ok(out)
+    }
+
+    fn slot_rows(
+        &self,
+        repo_id: i64,
+        quarantined: bool,
+        f: &mut dyn FnMut(SlotRow) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let table = if quarantined { "quarantine" } else { "chunks" };
+        let mut st = self.c().prepare(&format!(
+            "SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM {table} WHERE repo_id = ?1"
+        ))?;
+        let mut rows = st.query([repo_id])?;
+        while let Some(r) = rows.next()? {
+            f(SlotRow {
+                container_id: r.get(0)?,
+                fp: r.get(1)?,
+                slot: r.get(2)?,
+                offset: r.get::<_, i64>(3)? as u64,
+                stored_len: r.get(4)?,
+                raw_len: r.get(5)?,
+                codec: r.get(6)?,
+            })?;
+        }
+        Ok(())
     }
 
     fn container_chunks(

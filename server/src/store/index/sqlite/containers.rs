@@ -27,6 +27,15 @@ fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexContainer> {
 }
 
 impl<C: Deref<Target = Connection>> ContainerRead for Sql<C> {
+    fn max_container_id(&self) -> StoreResult<u64> {
+        let max: i64 =
+            self.c()
+                .query_row("SELECT COALESCE(MAX(id), 0) FROM containers", [], |r| {
+                    r.get(0)
+                })?;
+        Ok(max.max(0) as u64)
+    }
+
     fn all_containers(&self) -> StoreResult<Vec<IndexContainer>> {
         let mut st = self.c().prepare(&format!(
             "SELECT {INDEX_COLUMNS} FROM containers ORDER BY id"

@@ -10,14 +10,14 @@ mod quarantine;
 mod repos;
 mod schema;
 mod versions;
-pub(crate) mod wal;
+mod wal;
 
 use std::{ops::Deref, path::Path};
 
 use rusqlite::{Connection, Transaction};
 use wasm_core::hash::Fingerprint;
 
-pub use schema::{db_path, open_ro, open_rw, PooledConn, ReadPool};
+use schema::{db_path, open_rw, PooledConn, ReadPool};
 
 use super::{Index, IndexRead, IndexTx, IndexWriter};
 use crate::store::{StoreError, StoreResult};
@@ -32,12 +32,6 @@ impl<C: Deref<Target = Connection>> Sql<C> {
     }
 }
 
-impl<C: Deref<Target = Connection>> super::Transitional for Sql<C> {
-    fn sqlite_conn(&self) -> &Connection {
-        &self.0
-    }
-}
-
 impl IndexTx for Sql<Transaction<'_>> {
     fn commit(self: Box<Self>) -> StoreResult<()> {
         Ok(self.0.commit()?)
@@ -48,7 +42,7 @@ impl IndexTx for Sql<Transaction<'_>> {
 pub struct ReadTx<'a>(PooledConn<'a>);
 
 impl<'a> ReadTx<'a> {
-    pub(crate) fn begin(conn: PooledConn<'a>) -> rusqlite::Result<ReadTx<'a>> {
+    fn begin(conn: PooledConn<'a>) -> rusqlite::Result<ReadTx<'a>> {
         conn.execute_batch("BEGIN DEFERRED")?;
         Ok(ReadTx(conn))
     }
@@ -87,21 +81,14 @@ pub struct SqliteWriter {
     wal: wal::WalGuard,
 }
 
-impl SqliteWriter {
-    /// The connection, for the store modules not yet speaking through the traits.
-    pub fn conn(&self) -> &Connection {
-        &self.conn
-    }
-}
-
 impl IndexWriter for SqliteWriter {
-    fn begin(&mut self) -> StoreResult<Box<dyn IndexTx + '_>> {
+    fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
     }
     fn check_writable(&self) -> StoreResult<()> {
         self.wal.check(&self.conn)
     }
-    fn checkpoint(&mut self) -> StoreResult<()> {
+    fn checkpoint(&self) -> StoreResult<()> {
         // Readers still inside a transaction would make TRUNCATE wait: not for long.
         self.conn.busy_timeout(std::time::Duration::from_secs(1))?;
         Ok(self
@@ -115,14 +102,19 @@ impl IndexWriter for SqliteWriter {
 pub fn open(data_dir: &Path) -> StoreResult<(SqliteIndex, SqliteWriter)> {
     let conn = open_rw(data_dir)?;
     Ok((
-        SqliteIndex {
-            pool: ReadPool::new(data_dir),
-        },
+        reader(data_dir),
         SqliteWriter {
             conn,
             wal: wal::WalGuard::new(db_path(data_dir)),
         },
     ))
+}
+
+/// The readers of an existing database, without a writer (the CLI's read-only commands).
+pub fn reader(data_dir: &Path) -> SqliteIndex {
+    SqliteIndex {
+        pool: ReadPool::new(data_dir),
+    }
 }
 
 /// A fingerprint column (always 20 bytes as written; anything else reads as zeros, which
