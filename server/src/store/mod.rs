@@ -1,17 +1,19 @@
-//! The repository store: containers on disk, index in SQLite, recovery. It speaks in
-//! storage terms only (`StoreError`, plain values); `crate::api` turns them into HTTP.
+//! The repository store: containers (behind `backend::ContainerBackend`), the index
+//! (behind the traits of `index`, SQLite by default), recovery. It speaks in storage terms
+//! only (`StoreError`, plain values); `crate::api` turns them into HTTP.
 //!
 //! Write rule (docs/FORMAT.md, "Writing and recovery rules"): chunk bytes are appended to
-//! container files and fsynced, then the index rows are committed in one SQLite
+//! container files and fsynced, then the index rows are committed in one index
 //! transaction, then the caller is answered. The index is the authority on what is
-//! committed; startup recovery makes the files agree with it. One writer connection, behind
-//! a mutex, makes every index change; reads use the pool of read-only connections.
+//! committed; startup recovery makes the files agree with it. One `IndexWriter`, behind a
+//! mutex, makes every index change; reads and snapshots come from the `Index`.
 //!
 //! One module per concept: `auth` (repositories and tokens), `backend` (the container
-//! operations, local disk behind a trait), `containers` (container files and the open
-//! container), `ingest` (verifying and storing uploaded chunks), `chunks`
-//! (finding, reading and verifying stored chunks), `versions`, `stats`, `verify`,
-//! `quarantine`, `recover` (startup recovery), `wal` (the write-ahead-log guard).
+//! operations, local disk behind a trait), `index` (the index traits and their SQLite
+//! backend), `containers` (container files and the open container), `ingest` (verifying and
+//! storing uploaded chunks), `chunks` (finding, reading and verifying stored chunks),
+//! `versions`, `stats`, `verify`, `quarantine`, `recover` (startup recovery), and the
+//! storage engine of docs/STORAGE.md: `layout`, `mover`, `expiry`, `retention`, `gc`.
 
 pub mod auth;
 pub mod backend;
