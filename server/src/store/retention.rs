@@ -285,14 +285,8 @@ impl Policy {
     }
 }
 
-/// What a selection needs of a version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionMeta {
-    pub id: i64,
-    pub source: String,
-    /// The manifest's `time`: unix milliseconds, client clock.
-    pub time: i64,
-}
+/// What a selection needs of a version (as the index lists it).
+pub use super::index::versions::VersionMeta;
 
 /// The outcome of a policy: the versions kept, each with the rules that keep it (in the
 /// order of [`Reason`]; none under an empty policy), and the versions removed. Both lists

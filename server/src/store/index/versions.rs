@@ -2,7 +2,7 @@
 
 use wasm_core::hash::Fingerprint;
 
-use crate::store::{retention::VersionMeta, StoreResult};
+use crate::store::StoreResult;
 
 /// A version as listed: `stats` is its stored JSON; `damaged` counts its distinct chunks
 /// that are not stored (-1: not counted yet).
@@ -66,6 +66,15 @@ pub struct ChunkTotals {
 pub struct Totals {
     pub count: i64,
     pub bytes: i64,
+}
+
+/// What a retention policy needs of a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionMeta {
+    pub id: i64,
+    pub source: String,
+    /// The manifest's `time`: unix milliseconds, client clock.
+    pub time: i64,
 }
 
 pub trait VersionRead {

@@ -5,10 +5,9 @@ use wasm_core::hash::Fingerprint;
 
 use super::Sql;
 use crate::store::index::versions::{
-    ChunkTotals, CommitChunk, NewVersion, SeriesRow, Totals, VersionRecord, VersionRow,
+    ChunkTotals, CommitChunk, NewVersion, SeriesRow, Totals, VersionMeta, VersionRecord, VersionRow,
 };
 use crate::store::index::{VersionRead, VersionWrite};
-use crate::store::retention::VersionMeta;
 use crate::store::StoreResult;
 
 /// The columns of a [`VersionRow`], in the order [`version_row`] reads them.
