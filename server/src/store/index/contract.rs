@@ -2,7 +2,12 @@
 //! backend runs: transactions are atomic and isolated, snapshots stable, ids grow. The
 //! store's own suites (`server/tests`) cover the concepts through the real server.
 
-use super::{repos::TokenRow, Index, IndexWriter};
+use wasm_core::hash::Fingerprint;
+
+use super::{
+    chunks::NewChunk, containers::NewContainer, maintenance::WrittenContainer, quarantine::Found,
+    repos::TokenRow, versions::NewVersion, Index, IndexWrite, IndexWriter,
+};
 
 /// Runs every contract test against a fresh, empty index made by `open`.
 pub fn run_all(open: &dyn Fn() -> (Box<dyn Index>, Box<dyn IndexWriter>)) {
@@ -12,6 +17,8 @@ pub fn run_all(open: &dyn Fn() -> (Box<dyn Index>, Box<dyn IndexWriter>)) {
     snapshot_is_stable(&*ix, &mut *w);
     let (ix, mut w) = open();
     ids_grow_and_tokens_dedupe(&*ix, &mut *w);
+    let (ix, mut w) = open();
+    chunks_move_quarantine_and_go(&*ix, &mut *w);
 }
 
 fn commit_is_atomic_and_visible(ix: &dyn Index, w: &mut dyn IndexWriter) {
@@ -88,6 +95,150 @@ fn ids_grow_and_tokens_dedupe(ix: &dyn Index, w: &mut dyn IndexWriter) {
     let c = tx.create_repo("z", 1).unwrap();
     tx.commit().unwrap();
     assert!(c > b);
+}
+
+/// A chunk's life: stored in a container, referenced by a version, re-pointed by a move
+/// (only where the row still names the old slot), quarantined (then not stored), healed,
+/// and its container dropped with its rows.
+fn chunks_move_quarantine_and_go(ix: &dyn Index, w: &mut dyn IndexWriter) {
+    let fp = |b: u8| -> Fingerprint { [b; 20] };
+    let tx = w.begin().unwrap();
+    let repo = tx.create_repo("r", 1).unwrap();
+    let other = tx.create_repo("o", 1).unwrap();
+    container(&*tx, 1, repo);
+    tx.insert_chunks(
+        repo,
+        1,
+        5,
+        &[chunk(1, 0, 64), chunk(2, 1, 96), chunk(3, 2, 128)],
+    )
+    .unwrap();
+    tx.extend_container(1, 160, 3).unwrap();
+    let v1 = tx
+        .insert_version(&NewVersion {
+            repo_id: repo,
+            source: "src",
+            time: 10,
+            committed_ms: 11,
+            stats: "{}",
+            manifest: b"m1",
+            token_id: "t",
+        })
+        .unwrap();
+    tx.commit().unwrap();
+
+    let r = ix.snapshot().unwrap();
+    assert_eq!(r.max_container_id().unwrap(), 1);
+    assert_eq!(r.chunk_count(repo).unwrap(), 3);
+    assert_eq!(
+        r.chunk_count(other).unwrap(),
+        0,
+        "rows belong to their repository"
+    );
+    let loc = r.chunk_location(repo, &fp(2)).unwrap().unwrap();
+    assert_eq!((loc.container_id, loc.offset, loc.stored_len), (1, 96, 32));
+    assert!(r.chunk_location(other, &fp(2)).unwrap().is_none());
+    let versions = r.versions(repo, None).unwrap();
+    assert_eq!(versions.len(), 1);
+    assert_eq!((versions[0].id, versions[0].time), (v1, 10));
+    drop(r);
+
+    // The mover's switch: chunk 1 moves to container 2; chunk 2's move names a slot it no
+    // longer holds and is skipped.
+    let tx = w.begin().unwrap();
+    tx.insert_written_container(&WrittenContainer {
+        id: 2,
+        repo_id: repo,
+        kind: 1,
+        data_offset: 64,
+        data_end: 96,
+        chunk_count: 1,
+        newest_version: v1,
+        created_ms: 1,
+        sealed: true,
+    })
+    .unwrap();
+    tx.repoint_chunks(repo, 2, &[(fp(1), 1, 0, 0, 64), (fp(2), 1, 7, 1, 96)])
+        .unwrap();
+    tx.commit().unwrap();
+    let r = ix.read().unwrap();
+    assert_eq!(
+        r.chunk_location(repo, &fp(1))
+            .unwrap()
+            .unwrap()
+            .container_id,
+        2
+    );
+    assert_eq!(
+        r.chunk_location(repo, &fp(2))
+            .unwrap()
+            .unwrap()
+            .container_id,
+        1
+    );
+    assert_eq!(r.max_container_id().unwrap(), 2);
+    drop(r);
+
+    // Quarantine: only where the row still points; afterwards the chunk is not stored.
+    let tx = w.begin().unwrap();
+    let found = |b: u8, container_id: u64, offset: u64| Found {
+        fp: fp(b),
+        container_id,
+        offset,
+        reason: "test".into(),
+    };
+    assert!(!tx.quarantine_chunk(repo, &found(3, 2, 128), 50).unwrap());
+    assert!(tx.quarantine_chunk(repo, &found(3, 1, 128), 50).unwrap());
+    tx.commit().unwrap();
+    let r = ix.read().unwrap();
+    assert!(!r.chunk_stored(repo, &fp(3)).unwrap());
+    assert!(r.is_quarantined(repo, &fp(3)).unwrap());
+    assert_eq!(r.quarantined_count(repo).unwrap(), 1);
+    drop(r);
+    let tx = w.begin().unwrap();
+    tx.heal_quarantined(repo, &fp(3), 60).unwrap();
+    tx.commit().unwrap();
+    assert!(!ix.read().unwrap().is_quarantined(repo, &fp(3)).unwrap());
+
+    // Garbage collection: a container's rows and the container go together, and the
+    // epoch that clients' caches are valid for moves.
+    let epoch = ix.read().unwrap().gc_epoch(repo).unwrap();
+    let tx = w.begin().unwrap();
+    assert_eq!(tx.delete_container_chunks(1).unwrap(), 1);
+    tx.drop_container(1).unwrap();
+    tx.bump_gc_epoch(repo).unwrap();
+    tx.delete_versions(repo, &[v1]).unwrap();
+    tx.commit().unwrap();
+    let r = ix.read().unwrap();
+    assert!(r.gc_epoch(repo).unwrap() > epoch);
+    assert_eq!(r.container_ids(repo).unwrap(), vec![2]);
+    assert_eq!(r.chunk_count(repo).unwrap(), 1);
+    assert!(r.versions(repo, None).unwrap().is_empty());
+}
+
+fn container(tx: &dyn IndexWrite, id: u64, repo_id: i64) {
+    tx.insert_container(&NewContainer {
+        id,
+        repo_id,
+        kind: 0,
+        data_offset: 64,
+        data_end: 64,
+        chunk_count: 0,
+        created_ms: 1,
+    })
+    .unwrap();
+}
+
+/// Chunk `b` (fingerprint all `b`) in slot `slot` at `offset`, 32 stored bytes.
+fn chunk(b: u8, slot: u32, offset: u64) -> NewChunk {
+    NewChunk {
+        fp: [b; 20],
+        slot,
+        offset,
+        stored_len: 32,
+        raw_len: 40,
+        codec: 1,
+    }
 }
 
 fn token(byte: u8, scope: &str, created_ms: i64) -> TokenRow {
