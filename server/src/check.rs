@@ -15,7 +15,7 @@ use wasm_core::{
 
 use crate::store::{
     self,
-    index::{self, Index, IndexWriter},
+    index::{self, chunks::ChunkRow, Index, IndexWriter},
     quarantine::{self, Found},
     recover::{self, IndexContainer},
     verify::{self, Subset},
@@ -70,17 +70,12 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
     let mut by_container: HashMap<i64, Vec<Row>> = HashMap::new();
     let mut raw_len_of: HashMap<Fingerprint, u32> = HashMap::new();
     for quarantined in [false, true] {
-        snap.slot_rows(repo_id, quarantined, &mut |r| {
-            let Ok(fp) = <Fingerprint>::try_from(r.fp.as_slice()) else {
-                rep.errors
-                    .push("index row with a malformed fingerprint".into());
-                return Ok(());
-            };
+        let mut add = |r: ChunkRow| {
             if !quarantined {
-                raw_len_of.insert(fp, r.raw_len);
+                raw_len_of.insert(r.fp, r.raw_len);
             }
             by_container.entry(r.container_id).or_default().push(Row {
-                fp,
+                fp: r.fp,
                 slot: r.slot,
                 offset: r.offset,
                 stored_len: r.stored_len,
@@ -89,7 +84,12 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
                 quarantined,
             });
             Ok(())
-        })
+        };
+        if quarantined {
+            snap.quarantined_rows(repo_id, &mut add)
+        } else {
+            snap.chunk_rows(repo_id, &mut add)
+        }
         .map_err(q)?;
     }
     let containers: Vec<IndexContainer> = snap.repo_containers(repo_id).map_err(q)?;

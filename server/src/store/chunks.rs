@@ -253,8 +253,8 @@ impl Store {
             return Ok(false);
         }
         let mut set = FpLengths::with_capacity_and_hasher(n as usize, Default::default());
-        tx.chunk_raw_lens(repo_id, &mut |fp, raw_len| {
-            set.insert(fp, raw_len);
+        tx.chunk_rows(repo_id, &mut |r| {
+            set.insert(r.fp, r.raw_len);
             Ok(())
         })?;
         tx.commit()?;

@@ -255,13 +255,15 @@ fn dead_rows(
 ) -> StoreResult<Vec<DeadRow>> {
     let young = now_ms() as i64 - grace().as_millis() as i64;
     let mut out = Vec::new();
-    ix.gc_chunks(repo_id, young, &mut |c| {
-        let is_live = snap.referenced(&c.fp) || c.young_pending;
+    ix.chunk_rows(repo_id, &mut |c| {
+        // Uploaded, never committed, and stored within the grace period: a backup at work.
+        let young_pending = !c.committed && c.stored_ms > young;
+        let is_live = snap.referenced(&c.fp) || young_pending;
         if is_live == live {
             out.push(DeadRow {
                 fp: c.fp,
                 container_id: c.container_id,
-                stored_len: c.stored_len,
+                stored_len: c.stored_len as i64,
             });
         }
         Ok(())

@@ -589,18 +589,18 @@ pub(crate) fn occupancy(
             )
         })
         .collect();
-    ix.placed_chunks(repo_id, &mut |c| {
+    ix.chunk_rows(repo_id, &mut |c| {
         let Some(o) = out.get_mut(&c.container_id) else {
             return Ok(());
         };
-        o.live += c.stored_len;
+        o.live += c.stored_len as i64;
         let archival = o.src.kind == ContainerKind::Archival as u8;
         let misplaced = match snap.class(&c.fp, c.committed) {
             Class::Hot | Class::Pending => archival,
             Class::Cold(_) | Class::Unreferenced => !archival,
         };
         if misplaced {
-            o.misplaced += c.stored_len;
+            o.misplaced += c.stored_len as i64;
         }
         Ok(())
     })?;

@@ -92,9 +92,9 @@ fn unique_stored_bytes(
         }
     }
     let mut out: HashMap<i64, i64> = rows.iter().map(|r| (r.id, 0)).collect();
-    ix.chunk_sizes(repo_id, &mut |fp, stored_len| {
-        if let Some(Some(id)) = owner.get(&fp) {
-            *out.entry(*id).or_default() += stored_len;
+    ix.chunk_rows(repo_id, &mut |r| {
+        if let Some(Some(id)) = owner.get(&r.fp) {
+            *out.entry(*id).or_default() += r.stored_len as i64;
         }
         Ok(())
     })?;

@@ -25,19 +25,30 @@ pub struct NewChunk {
     pub codec: u8,
 }
 
-/// An index row that names a container slot, as `check` compares it with the container's
-/// table. The fingerprint is as stored (`check` reports one that is not 20 bytes).
-pub struct SlotRow {
+/// A chunk row whole, as the repository-wide scans read it (the fingerprint cache, check,
+/// statistics, the mover's occupancy, garbage collection), or a quarantined copy's row.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkRow {
+    pub fp: Fingerprint,
     pub container_id: i64,
-    pub fp: Vec<u8>,
     pub slot: u32,
     pub offset: u64,
     pub stored_len: u32,
     pub raw_len: u32,
     pub codec: u8,
+    /// A committed version references it (its first version is set).
+    pub committed: bool,
+    /// When it was stored (unix ms; 0 before the column existed).
+    pub stored_ms: i64,
 }
 
 pub trait ChunkRead {
+    /// Every stored chunk of the repository, streamed in no particular order.
+    fn chunk_rows(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+    ) -> StoreResult<()>;
     /// Where the repository's chunk `fp` is stored, if it is.
     fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>>;
     /// Whether the repository stores chunk `fp`.
@@ -46,13 +57,6 @@ pub trait ChunkRead {
     fn chunk_raw_len(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<u32>>;
     /// How many chunks the repository stores.
     fn chunk_count(&self, repo_id: i64) -> StoreResult<i64>;
-    /// Every stored chunk of the repository with its raw length, streamed (in no particular
-    /// order; malformed fingerprints are skipped).
-    fn chunk_raw_lens(
-        &self,
-        repo_id: i64,
-        f: &mut dyn FnMut(Fingerprint, u32) -> StoreResult<()>,
-    ) -> StoreResult<()>;
     /// The place (offset, stored length) of each stored chunk of one container of the
     /// repository, in slot order (malformed fingerprints are skipped).
     fn container_chunk_extents(
@@ -60,14 +64,6 @@ pub trait ChunkRead {
         repo_id: i64,
         container_id: u64,
     ) -> StoreResult<Vec<(Fingerprint, u64, u64)>>;
-    /// Every row of the repository that names a container slot, streamed in no particular
-    /// order: its stored chunks, or (`quarantined`) its quarantined copies.
-    fn slot_rows(
-        &self,
-        repo_id: i64,
-        quarantined: bool,
-        f: &mut dyn FnMut(SlotRow) -> StoreResult<()>,
-    ) -> StoreResult<()>;
     /// The stored chunks of one container of the repository in slot order, streamed
     /// (malformed fingerprints are skipped).
     fn container_chunks(

@@ -35,24 +35,6 @@ pub struct LiveRow {
     pub committed: bool,
 }
 
-/// A chunk row as garbage collection weighs it.
-pub struct GcChunk {
-    pub fp: Fingerprint,
-    pub container_id: i64,
-    pub stored_len: i64,
-    /// Uploaded, never committed, and stored after the grace limit: a backup in progress.
-    pub young_pending: bool,
-}
-
-/// A chunk row as the mover's occupancy counts it.
-pub struct PlacedChunk {
-    pub container_id: i64,
-    pub fp: Fingerprint,
-    pub stored_len: i64,
-    /// Its `first_version` is set.
-    pub committed: bool,
-}
-
 /// A container the mover wrote whole, for its index row.
 pub struct WrittenContainer {
     pub id: i64,
@@ -97,20 +79,6 @@ pub trait MaintenanceRead {
     fn live_rows(&self, id: i64) -> StoreResult<Vec<LiveRow>>;
     /// Whether any of `fps` is stored in the repository.
     fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool>;
-    /// Every chunk row of the repository, streamed; `young_pending` for those uncommitted
-    /// and stored after `young_ms`.
-    fn gc_chunks(
-        &self,
-        repo_id: i64,
-        young_ms: i64,
-        f: &mut dyn FnMut(GcChunk) -> StoreResult<()>,
-    ) -> StoreResult<()>;
-    /// Every chunk row of the repository with its container, streamed.
-    fn placed_chunks(
-        &self,
-        repo_id: i64,
-        f: &mut dyn FnMut(PlacedChunk) -> StoreResult<()>,
-    ) -> StoreResult<()>;
 }
 
 pub trait MaintenanceWrite {

@@ -3,6 +3,7 @@
 
 use wasm_core::hash::Fingerprint;
 
+use super::chunks::ChunkRow;
 use crate::store::StoreResult;
 
 /// A damaged copy found by a read: quarantined only if the index still points there (a
@@ -33,6 +34,13 @@ pub struct VersionDamage {
 }
 
 pub trait QuarantineRead {
+    /// Every quarantined copy of the repository (healed or not), streamed in no particular
+    /// order (`committed` as the row it was; `stored_ms` 0).
+    fn quarantined_rows(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+    ) -> StoreResult<()>;
     /// Whether `fp` has a damaged copy that no upload has replaced yet.
     fn is_quarantined(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool>;
     /// Whether the repository has any damaged copy not replaced yet.

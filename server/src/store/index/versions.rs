@@ -98,13 +98,6 @@ pub trait VersionRead {
     fn container_totals(&self, repo_id: i64) -> StoreResult<Totals>;
     /// The repository's containers of one kind: how many, and their data bytes.
     fn container_kind_totals(&self, repo_id: i64, kind: u8) -> StoreResult<Totals>;
-    /// Every stored chunk of the repository (fingerprint, stored length), streamed; rows
-    /// whose fingerprint is not 20 bytes are skipped.
-    fn chunk_sizes(
-        &self,
-        repo_id: i64,
-        f: &mut dyn FnMut(Fingerprint, i64) -> StoreResult<()>,
-    ) -> StoreResult<()>;
 }
 
 pub trait VersionWrite {

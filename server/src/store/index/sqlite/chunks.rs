@@ -3,11 +3,50 @@ use std::ops::Deref;
 use rusqlite::{params, Connection, OptionalExtension};
 use wasm_core::hash::Fingerprint;
 
-use super::Sql;
-use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkWrite, NewChunk, SlotRow};
+use super::{fp_of, Sql};
+use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, NewChunk};
 use crate::store::StoreResult;
 
+/// Streams the rows `sql` selects: the columns of a [`ChunkRow`] in its order, one
+/// parameter (the repository).
+pub(super) fn chunk_rows_of(
+    c: &Connection,
+    sql: &str,
+    repo_id: i64,
+    f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let mut st = c.prepare(sql)?;
+    let mut rows = st.query([repo_id])?;
+    while let Some(r) = rows.next()? {
+        f(ChunkRow {
+            fp: fp_of(r.get(0)?),
+            container_id: r.get(1)?,
+            slot: r.get(2)?,
+            offset: r.get::<_, i64>(3)? as u64,
+            stored_len: r.get(4)?,
+            raw_len: r.get(5)?,
+            codec: r.get(6)?,
+            committed: r.get(7)?,
+            stored_ms: r.get(8)?,
+        })?;
+    }
+    Ok(())
+}
+
 impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
+    fn chunk_rows(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        chunk_rows_of(
+            self.c(),
+            "SELECT fp, container_id, slot, offset, stored_len, raw_len, codec, first_version IS NOT NULL, stored_ms FROM chunks WHERE repo_id = ?1",
+            repo_id,
+            f,
+        )
+    }
+
     fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>> {
         Ok(self
             .c()
@@ -49,24 +88,6 @@ impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
         )?)
     }
 
-    fn chunk_raw_lens(
-        &self,
-        repo_id: i64,
-        f: &mut dyn FnMut(Fingerprint, u32) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let mut st = self
-            .c()
-            .prepare("SELECT fp, raw_len FROM chunks WHERE repo_id = ?1")?;
-        let mut rows = st.query([repo_id])?;
-        while let Some(r) = rows.next()? {
-            let fp: Vec<u8> = r.get(0)?;
-            if let Ok(fp) = <Fingerprint>::try_from(fp.as_slice()) {
-                f(fp, r.get(1)?)?;
-            }
-        }
-        Ok(())
-    }
-
     fn container_chunk_extents(
         &self,
         repo_id: i64,
@@ -91,31 +112,6 @@ impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
             out.push((fp, offset as u64, stored as u64));
         }
         Ok(out)
-    }
-
-    fn slot_rows(
-        &self,
-        repo_id: i64,
-        quarantined: bool,
-        f: &mut dyn FnMut(SlotRow) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let table = if quarantined { "quarantine" } else { "chunks" };
-        let mut st = self.c().prepare(&format!(
-            "SELECT container_id, fp, slot, offset, stored_len, raw_len, codec FROM {table} WHERE repo_id = ?1"
-        ))?;
-        let mut rows = st.query([repo_id])?;
-        while let Some(r) = rows.next()? {
-            f(SlotRow {
-                container_id: r.get(0)?,
-                fp: r.get(1)?,
-                slot: r.get(2)?,
-                offset: r.get::<_, i64>(3)? as u64,
-                stored_len: r.get(4)?,
-                raw_len: r.get(5)?,
-                codec: r.get(6)?,
-            })?;
-        }
-        Ok(())
     }
 
     fn container_chunks(

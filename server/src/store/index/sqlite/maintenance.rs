@@ -5,7 +5,7 @@ use wasm_core::hash::Fingerprint;
 
 use super::{fp_of, Sql};
 use crate::store::index::maintenance::{
-    ChunkMove, GcChunk, LiveManifest, LiveRow, PlacedChunk, Source, WrittenContainer,
+    ChunkMove, LiveManifest, LiveRow, Source, WrittenContainer,
 };
 use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
@@ -144,47 +144,6 @@ impl<C: Deref<Target = Connection>> MaintenanceRead for Sql<C> {
             }
         }
         Ok(false)
-    }
-
-    fn gc_chunks(
-        &self,
-        repo_id: i64,
-        young_ms: i64,
-        f: &mut dyn FnMut(GcChunk) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let mut st = self.c().prepare_cached(
-            "SELECT fp, container_id, stored_len, first_version IS NULL AND stored_ms > ?2 FROM chunks WHERE repo_id = ?1",
-        )?;
-        let mut rows = st.query(params![repo_id, young_ms])?;
-        while let Some(r) = rows.next()? {
-            f(GcChunk {
-                fp: fp_of(r.get(0)?),
-                container_id: r.get(1)?,
-                stored_len: r.get(2)?,
-                young_pending: r.get(3)?,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn placed_chunks(
-        &self,
-        repo_id: i64,
-        f: &mut dyn FnMut(PlacedChunk) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let mut st = self.c().prepare_cached(
-            "SELECT container_id, fp, stored_len, first_version IS NOT NULL FROM chunks WHERE repo_id = ?1",
-        )?;
-        let mut rows = st.query([repo_id])?;
-        while let Some(r) = rows.next()? {
-            f(PlacedChunk {
-                container_id: r.get(0)?,
-                fp: fp_of(r.get(1)?),
-                stored_len: r.get(2)?,
-                committed: r.get(3)?,
-            })?;
-        }
-        Ok(())
     }
 }
 

@@ -3,7 +3,8 @@ use std::ops::Deref;
 use rusqlite::{params, Connection};
 use wasm_core::hash::Fingerprint;
 
-use super::Sql;
+use super::{chunks::chunk_rows_of, Sql};
+use crate::store::index::chunks::ChunkRow;
 use crate::store::index::quarantine::{
     Found, QuarantineRead, QuarantineWrite, Recount, VersionDamage,
 };
@@ -14,6 +15,19 @@ const MOVE_ROW: &str = "INSERT INTO quarantine(repo_id, fp, container_id, slot, 
     FROM chunks WHERE repo_id = ?1 AND fp = ?2 AND container_id = ?3 AND offset = ?4";
 
 impl<C: Deref<Target = Connection>> QuarantineRead for Sql<C> {
+    fn quarantined_rows(
+        &self,
+        repo_id: i64,
+        f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        chunk_rows_of(
+            self.c(),
+            "SELECT fp, container_id, slot, offset, stored_len, raw_len, codec, first_version IS NOT NULL, 0 FROM quarantine WHERE repo_id = ?1",
+            repo_id,
+            f,
+        )
+    }
+
     fn is_quarantined(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool> {
         Ok(self
             .c()

@@ -153,25 +153,6 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
             },
         )?)
     }
-
-    fn chunk_sizes(
-        &self,
-        repo_id: i64,
-        f: &mut dyn FnMut(Fingerprint, i64) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let mut st = self
-            .c()
-            .prepare("SELECT fp, stored_len FROM chunks WHERE repo_id = ?1")?;
-        let mut it = st.query([repo_id])?;
-        while let Some(r) = it.next()? {
-            let fp: Vec<u8> = r.get(0)?;
-            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
-                continue;
-            };
-            f(fp, r.get(1)?)?;
-        }
-        Ok(())
-    }
 }
 
 impl<C: Deref<Target = Connection>> VersionWrite for Sql<C> {
