@@ -474,8 +474,19 @@ fn dupadj_pairs_neighbours_of_duplicates() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 fn super_features_detect_small_edits_and_ignore_unrelated_chunks() {
-    let p = Params::DARE;
-    let mut rng = Rng(0x5EED_0006);
+    for (p, seed) in [(Params::DARE, 6), (Params::DITTO, 7)] {
+        super_feature_properties(p, Rng(0x5EED_0000 + seed));
+    }
+    assert_eq!(Params::default(), Params::DITTO);
+    assert!(!Params {
+        super_features: 3,
+        features_per_sf: 3,
+        sample_bits: 0
+    }
+    .valid());
+}
+
+fn super_feature_properties(p: Params, mut rng: Rng) {
     let (mut shared, mut unrelated) = (0usize, 0usize);
     for t in 0..TRIALS {
         let chunk = if t % 2 == 0 {
@@ -503,14 +514,16 @@ fn super_features_detect_small_edits_and_ignore_unrelated_chunks() {
             unrelated += 1;
         }
     }
-    eprintln!("small edits sharing a super-feature: {shared}/{TRIALS}; unrelated: {unrelated}");
+    eprintln!(
+        "{p:?}: small edits sharing a super-feature: {shared}/{TRIALS}; unrelated: {unrelated}"
+    );
     // One edit of up to 16 bytes in a chunk of 2-16 KiB: a super-feature survives unless
     // the edit touches the window of both features' maxima in all three groups.
     assert!(
         shared * 100 >= TRIALS * 95,
-        "small edits share a super-feature in {shared} of {TRIALS}"
+        "{p:?}: small edits share a super-feature in {shared} of {TRIALS}"
     );
-    assert!(unrelated <= TRIALS / 100, "unrelated chunks: {unrelated}");
+    assert!(unrelated * 100 <= TRIALS, "unrelated chunks: {unrelated}");
 
     // The index finds the edited chunk's original among many, and forgets the oldest.
     let mut index = SuperFeatureIndex::new(p, 100);

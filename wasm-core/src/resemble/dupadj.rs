@@ -67,13 +67,10 @@ pub fn pairs(
         let old_recipe = old[anchor.recipe];
         for step in [1isize, -1] {
             let mut k: isize = 1;
-            loop {
-                let (Some(ni), Some(oj)) = (
-                    i.checked_add_signed(step * k),
-                    anchor.index.checked_add_signed(step * k),
-                ) else {
-                    break;
-                };
+            while let (Some(ni), Some(oj)) = (
+                i.checked_add_signed(step * k),
+                anchor.index.checked_add_signed(step * k),
+            ) {
                 if ni >= new.len() || oj >= old_recipe.len() {
                     break;
                 }
