@@ -22,6 +22,22 @@
 //! search included, only decodes: [`delta::DeltaDecoder`] and [`delta::decode_chain`] build for
 //! wasm32 like the rest of the engine.
 
+//! The policy the delta pass follows (measured choices in docs/BENCHMARKS.md, "Resemblance and
+//! delta (probe)"):
+//! - a DupAdj pair is kept only if its delta is at most [`DUPADJ_MAX_RATIO`] of the chunk's own
+//!   zstd size, else the chunk goes on to the super-features: §3.2 ends a walk at a dissimilar
+//!   pair, and a neighbour that drifted out of alignment after an insertion often still beats
+//!   zstd by a little while a better base exists elsewhere;
+//! - a candidate base already at the depth cap is replaced by its nearest ancestor below the
+//!   cap (its ancestors resemble it, so they likely resemble the chunk too);
+//! - chains are capped at [`delta::MAX_CHAIN_DEPTH`] links, and only chunks below the cap
+//!   enter the super-feature index ([`superfeature::Params::DITTO`] parameters);
+//! - any delta is kept only if it is smaller than the chunk's own zstd encoding.
+
+/// Largest delta size, as a fraction of the chunk's own zstd size, at which the delta pass
+/// accepts a DupAdj pair (see the policy above).
+pub const DUPADJ_MAX_RATIO: f64 = 0.5;
+
 pub mod delta;
 pub mod dupadj;
 pub mod superfeature;
