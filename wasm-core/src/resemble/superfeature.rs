@@ -25,8 +25,8 @@
 //! (`h = 2h + G[byte]`, 32 bits, so each value covers the last 32 bytes), the hash of our
 //! chunkers: one shift and one add per byte instead of a table-driven Rabin window, and just
 //! as content-defined. Its table is our own (not the chunkers'), so features do not correlate
-//! with the chunkers' cut conditions. The transforms run in [`LANES`] independent lanes that
-//! the compiler vectorises (SSE/AVX natively, simd128 in Wasm).
+//! with the chunkers' cut conditions. The transforms run in [`LANES`] independent lanes, a
+//! fixed-width loop the compiler may vectorise.
 //!
 //! [`SuperFeatureIndex`] is the in-memory index of §3.1's "SFeature hash table", bounded: it
 //! holds at most a fixed number of chunks and forgets the oldest first.
