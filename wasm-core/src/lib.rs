@@ -9,6 +9,7 @@ pub mod chunk;
 pub mod compress;
 pub mod format;
 pub mod hash;
+pub mod resemble;
 pub mod search;
 
 #[cfg(target_arch = "wasm32")]

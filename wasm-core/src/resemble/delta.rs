@@ -1,0 +1,304 @@
+//! Codec 2, `delta`: a chunk stored as its differences from a similar stored chunk, its base
+//! (DARE §3.4 delta compression; docs/FORMAT.md, "Codec 2: delta", is the contract).
+//!
+//! DARE uses Xdelta. We use zstd, already in the engine for codec 1: compressing a chunk with
+//! the base's raw bytes referenced as a *prefix* lets zstd's match finder copy from the base
+//! as if it preceded the chunk, so a chunk that shares most of its bytes with the base
+//! encodes to little more than its edits, and decoding is zstd decompression with the same
+//! prefix. The prefix API treats the base as raw content whatever its first bytes are; the
+//! dictionary API would read a base starting with the zstd dictionary magic as a structured
+//! dictionary and fail on it.
+//!
+//! Unlike DARE (one level only, §3.4), a base may itself be a delta chunk; the chain depth is
+//! capped by the delta pass at [`MAX_CHAIN_DEPTH`] and [`decode_chain`] refuses longer chains,
+//! so a loop in stored data ends in an error, never in an endless walk.
+//!
+//! The decoder runs on untrusted bytes (a container on disk, a server response) and must
+//! never panic nor allocate beyond the chunk size limit: every length comes from the caller's
+//! declared raw length, itself checked against [`MAX_CHUNK_RAW`], and the frame's own content
+//! size must agree with it before anything is allocated.
+
+use crate::format::bundle::MAX_CHUNK_RAW;
+use crate::hash::{Fingerprint, FINGERPRINT_LEN};
+use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
+
+/// Codec byte of a delta chunk.
+pub const CODEC_DELTA: u8 = 2;
+
+/// The only delta method defined: a zstd frame with the base as a reference prefix.
+pub const METHOD_ZSTD_PREFIX: u8 = 1;
+
+/// Bytes before the encoding: base fingerprint and method byte.
+pub const HEADER_LEN: usize = FINGERPRINT_LEN + 1;
+
+/// Longest chain of delta links a reader follows (docs/FORMAT.md, chain rule).
+pub const MAX_CHAIN_DEPTH: usize = 4;
+
+/// Default zstd level of the delta frames (the same as codec 1's upload level; see
+/// docs/BENCHMARKS.md, "Resemblance and delta (probe)", for the levels measured).
+pub const DEFAULT_DELTA_LEVEL: i32 = 3;
+
+/// Why a delta payload was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeltaError {
+    /// Fewer bytes than the header.
+    Truncated(usize),
+    /// A method byte other than [`METHOD_ZSTD_PREFIX`].
+    UnknownMethod(u8),
+    /// The payload names another base than the one handed to the decoder.
+    WrongBase,
+    /// The declared raw length exceeds the chunk size limit.
+    TooLarge(usize),
+    /// The frame's content size is missing or differs from the declared raw length.
+    LengthMismatch { declared: usize, frame: Option<u64> },
+    /// The frame does not end exactly at the end of the payload.
+    TrailingBytes,
+    /// zstd refused the frame.
+    Corrupt(String),
+    /// A chain of delta links longer than [`MAX_CHAIN_DEPTH`] (or a loop).
+    ChainTooLong,
+    /// A chunk of the chain is not available to the caller, or is not decodable.
+    Base(String),
+}
+
+impl std::fmt::Display for DeltaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeltaError::Truncated(n) => write!(f, "delta payload of {n} bytes is truncated"),
+            DeltaError::UnknownMethod(m) => write!(f, "unknown delta method {m}"),
+            DeltaError::WrongBase => write!(f, "delta names another base chunk"),
+            DeltaError::TooLarge(n) => write!(f, "delta raw length {n} exceeds the chunk limit"),
+            DeltaError::LengthMismatch { declared, frame } => write!(
+                f,
+                "delta frame content size {frame:?} differs from raw length {declared}"
+            ),
+            DeltaError::TrailingBytes => write!(f, "bytes after the delta frame"),
+            DeltaError::Corrupt(e) => write!(f, "delta frame does not decode: {e}"),
+            DeltaError::ChainTooLong => {
+                write!(f, "delta chain longer than {MAX_CHAIN_DEPTH} links")
+            }
+            DeltaError::Base(e) => write!(f, "delta base unavailable: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DeltaError {}
+
+/// The base fingerprint a delta payload names (what the caller must fetch to decode it).
+pub fn base_of(payload: &[u8]) -> Result<Fingerprint, DeltaError> {
+    if payload.len() < HEADER_LEN {
+        return Err(DeltaError::Truncated(payload.len()));
+    }
+    Ok(payload[..FINGERPRINT_LEN].try_into().expect("20 bytes"))
+}
+
+/// Reusable delta encoder (keeps its zstd context across chunks, as
+/// [`crate::compress::Compressor`] does: a fresh context per chunk costs more than encoding
+/// a small chunk).
+pub struct DeltaEncoder {
+    cctx: CCtx<'static>,
+    level: i32,
+    out: Vec<u8>,
+}
+
+fn zstd_err(code: usize) -> DeltaError {
+    DeltaError::Corrupt(zstd_safe::get_error_name(code).to_string())
+}
+
+/// Extends a borrow of the base to the context's lifetime.
+///
+/// SAFETY (for both callers): the context reads the prefix only while making or decoding the
+/// next frame, inside the same call that references it, and that call resets the context's
+/// parameters and dictionaries before returning (`SessionAndParameters` drops the prefix), so
+/// no pointer into `base` survives the borrow.
+unsafe fn extend(base: &[u8]) -> &'static [u8] {
+    std::mem::transmute::<&[u8], &'static [u8]>(base)
+}
+
+impl DeltaEncoder {
+    pub fn new(level: i32) -> Result<Self, DeltaError> {
+        let cctx =
+            CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))?;
+        Ok(DeltaEncoder {
+            cctx,
+            level,
+            out: Vec::new(),
+        })
+    }
+
+    /// Encodes `raw` against `base` (whose fingerprint is `base_fp`); returns the whole
+    /// stored payload (header and frame), valid until the next call.
+    pub fn encode(
+        &mut self,
+        base_fp: &Fingerprint,
+        base: &[u8],
+        raw: &[u8],
+    ) -> Result<&[u8], DeltaError> {
+        if raw.len() > MAX_CHUNK_RAW as usize {
+            return Err(DeltaError::TooLarge(raw.len()));
+        }
+        self.out.clear();
+        self.out.extend_from_slice(base_fp);
+        self.out.push(METHOD_ZSTD_PREFIX);
+        self.out
+            .resize(HEADER_LEN + zstd_safe::compress_bound(raw.len()), 0);
+        // zstd drops the part of a prefix that overlaps the input in memory, so a chunk that
+        // lies inside its base's buffer is copied out first.
+        let overlap = {
+            let (b, r) = (base.as_ptr_range(), raw.as_ptr_range());
+            !base.is_empty() && !raw.is_empty() && r.start < b.end && b.start < r.end
+        };
+        let res = if overlap {
+            let copy = raw.to_vec();
+            self.frame(base, &copy)
+        } else {
+            self.frame(base, raw)
+        };
+        // Always drop the prefix, also after a failure (see `extend`).
+        let reset = self
+            .cctx
+            .reset(zstd_safe::ResetDirective::SessionAndParameters)
+            .map_err(zstd_err);
+        let n = res?;
+        reset?;
+        self.out.truncate(HEADER_LEN + n);
+        Ok(&self.out)
+    }
+
+    fn frame(&mut self, base: &[u8], raw: &[u8]) -> Result<usize, DeltaError> {
+        let c = &mut self.cctx;
+        c.set_parameter(CParameter::CompressionLevel(self.level))
+            .map_err(zstd_err)?;
+        c.set_parameter(CParameter::ContentSizeFlag(true))
+            .map_err(zstd_err)?;
+        c.set_parameter(CParameter::ChecksumFlag(false))
+            .map_err(zstd_err)?;
+        c.set_parameter(CParameter::DictIdFlag(false))
+            .map_err(zstd_err)?;
+        // SAFETY: see `extend`; `encode` resets the context before `base`'s borrow ends.
+        c.ref_prefix(unsafe { extend(base) }).map_err(zstd_err)?;
+        c.compress2(&mut self.out[HEADER_LEN..], raw)
+            .map_err(zstd_err)
+    }
+}
+
+/// Reusable delta decoder.
+pub struct DeltaDecoder {
+    dctx: DCtx<'static>,
+}
+
+impl DeltaDecoder {
+    pub fn new() -> Result<Self, DeltaError> {
+        let dctx =
+            DCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))?;
+        Ok(DeltaDecoder { dctx })
+    }
+
+    /// Decodes a delta payload into `raw_len` bytes against `base`, the raw bytes of the chunk
+    /// whose fingerprint is `base_fp`. The result's fingerprint is the caller's to check.
+    pub fn decode(
+        &mut self,
+        payload: &[u8],
+        base_fp: &Fingerprint,
+        base: &[u8],
+        raw_len: usize,
+    ) -> Result<Vec<u8>, DeltaError> {
+        let named = base_of(payload)?;
+        if payload[FINGERPRINT_LEN] != METHOD_ZSTD_PREFIX {
+            return Err(DeltaError::UnknownMethod(payload[FINGERPRINT_LEN]));
+        }
+        if &named != base_fp {
+            return Err(DeltaError::WrongBase);
+        }
+        if raw_len > MAX_CHUNK_RAW as usize {
+            return Err(DeltaError::TooLarge(raw_len));
+        }
+        let frame = &payload[HEADER_LEN..];
+        let declared = zstd_safe::get_frame_content_size(frame)
+            .map_err(|_| DeltaError::Corrupt("bad frame header".into()))?;
+        if declared != Some(raw_len as u64) {
+            return Err(DeltaError::LengthMismatch {
+                declared: raw_len,
+                frame: declared,
+            });
+        }
+        let size = zstd_safe::find_frame_compressed_size(frame).map_err(zstd_err)?;
+        if size != frame.len() {
+            return Err(DeltaError::TrailingBytes);
+        }
+        let mut out = vec![0u8; raw_len];
+        let res = self.frame(frame, base, &mut out);
+        let reset = self
+            .dctx
+            .reset(zstd_safe::ResetDirective::SessionAndParameters)
+            .map_err(zstd_err);
+        let n = res?;
+        reset?;
+        if n != raw_len {
+            return Err(DeltaError::LengthMismatch {
+                declared: raw_len,
+                frame: Some(n as u64),
+            });
+        }
+        Ok(out)
+    }
+
+    fn frame(&mut self, frame: &[u8], base: &[u8], out: &mut [u8]) -> Result<usize, DeltaError> {
+        // SAFETY: see `extend`; `decode` resets the context before `base`'s borrow ends.
+        self.dctx
+            .ref_prefix(unsafe { extend(base) })
+            .map_err(zstd_err)?;
+        self.dctx.decompress(out, frame).map_err(zstd_err)
+    }
+}
+
+/// What [`decode_chain`] needs to know of a stored chunk: its codec, stored bytes and raw
+/// length.
+pub struct Stored {
+    pub codec: u8,
+    pub bytes: Vec<u8>,
+    pub raw_len: usize,
+}
+
+/// Decodes the chunk `fp` whatever its codec, following delta links through `fetch` (which
+/// returns a stored chunk by fingerprint) for at most [`MAX_CHAIN_DEPTH`] links. Every
+/// decoded chunk of the chain, the requested one included, is checked against its
+/// fingerprint: a base is trusted only once it is verified.
+pub fn decode_chain<F>(fp: &Fingerprint, mut fetch: F) -> Result<Vec<u8>, DeltaError>
+where
+    F: FnMut(&Fingerprint) -> Result<Stored, String>,
+{
+    // Walk down to the first non-delta chunk, remembering the deltas on the way.
+    let mut links: Vec<(Fingerprint, Stored)> = Vec::new();
+    let mut cur = *fp;
+    let mut raw = loop {
+        let s = fetch(&cur).map_err(DeltaError::Base)?;
+        if s.codec == CODEC_DELTA {
+            if links.len() == MAX_CHAIN_DEPTH {
+                return Err(DeltaError::ChainTooLong);
+            }
+            let base = base_of(&s.bytes)?;
+            links.push((cur, s));
+            cur = base;
+            continue;
+        }
+        let raw =
+            crate::compress::decompress(s.codec, &s.bytes, s.raw_len).map_err(DeltaError::Base)?;
+        if crate::hash::fingerprint(&raw) != cur {
+            return Err(DeltaError::Base("base fingerprint mismatch".into()));
+        }
+        break raw;
+    };
+    let mut dec = DeltaDecoder::new()?;
+    while let Some((chunk_fp, s)) = links.pop() {
+        let next = dec.decode(&s.bytes, &cur, &raw, s.raw_len)?;
+        if crate::hash::fingerprint(&next) != chunk_fp {
+            return Err(DeltaError::Corrupt(
+                "decoded delta fingerprint mismatch".into(),
+            ));
+        }
+        raw = next;
+        cur = chunk_fp;
+    }
+    Ok(raw)
+}
