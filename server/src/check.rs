@@ -15,7 +15,7 @@ use wasm_core::{
 
 use crate::store::{
     self,
-    index::{self, chunks::ChunkRow, Index, IndexWriter},
+    index::{self, chunks::ChunkRow, Index},
     quarantine::{self, Found},
     recover::{self, IndexContainer},
     verify::{self, Subset},
@@ -54,9 +54,14 @@ fn still_indexed(ix: &dyn Index, id: i64) -> bool {
         .unwrap_or(true)
 }
 
-pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, String> {
+pub fn check(
+    data_dir: &Path,
+    database_url: Option<&str>,
+    repo: &str,
+    subset: Subset,
+) -> Result<Report, String> {
     // Read-write: the schema may need its migrations, and damage found is quarantined.
-    let (ix, writer) = index::sqlite::open(data_dir).map_err(|e| format!("database: {e}"))?;
+    let (ix, writer) = index::open(data_dir, database_url).map_err(|e| format!("database: {e}"))?;
     let q = |e: store::StoreError| e.to_string();
     let salt = verify::salt();
     let mut rep = Report::default();
@@ -121,7 +126,7 @@ pub fn check(data_dir: &Path, repo: &str, subset: Subset) -> Result<Report, Stri
             Ok(b) => b,
             // A running server's mover or prune deleted it after this snapshot was read:
             // its chunks are elsewhere now (or were garbage).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !still_indexed(&ix, id) => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !still_indexed(&*ix, id) => {
                 rep.containers -= 1;
                 continue;
             }

@@ -95,6 +95,16 @@ fn data_dir() -> PathBuf {
     d
 }
 
+/// The PostgreSQL database holding the index (`DATABASE_URL`), if not the embedded SQLite.
+fn database_url() -> Option<String> {
+    std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty())
+}
+
+/// The data directory's index (`DATABASE_URL`'s database, or the SQLite file).
+fn open_index() -> (Box<dyn Index>, Box<dyn IndexWriter>) {
+    index::open(&data_dir(), database_url().as_deref()).unwrap_or_else(|e| die(e))
+}
+
 fn usage() -> ! {
     eprintln!("{USAGE}");
     std::process::exit(2)
@@ -109,7 +119,7 @@ fn existing_repo(ix: &dyn IndexRead, name: &str) -> i64 {
 /// Runs `f` in one write transaction of the data directory's index (the CLI's repository
 /// and token commands), committed if it returns.
 fn in_index_tx<T>(f: impl FnOnce(&dyn IndexWrite) -> T) -> T {
-    let (_, writer) = index::sqlite::open(&data_dir()).unwrap_or_else(|e| die(e));
+    let (_, writer) = open_index();
     let tx = writer.begin().unwrap_or_else(|e| die(e));
     let out = f(&*tx);
     tx.commit().unwrap_or_else(|e| die(e));
@@ -189,7 +199,8 @@ fn main() {
                     .unwrap_or_else(|e| die(format!("--read-data-subset {e}"))),
                 _ => usage(),
             };
-            let rep = check::check(&data_dir(), repo, subset).unwrap_or_else(|e| die(e));
+            let rep = check::check(&data_dir(), database_url().as_deref(), repo, subset)
+                .unwrap_or_else(|e| die(e));
             for w in &rep.warnings {
                 println!("warning: {w}");
             }
@@ -259,7 +270,7 @@ fn main() {
             println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
         }
         ["stats", repo] => {
-            let ix = index::sqlite::reader(&data_dir());
+            let (ix, _) = open_index();
             let snap = ix.snapshot().unwrap_or_else(|e| die(e));
             let id = existing_repo(&*snap, repo);
             let s = store::repo_stats(&*snap, id, repo).unwrap_or_else(|e| die(e));
@@ -296,7 +307,7 @@ fn maintenance_store(repo: &str) -> (store::Store, i64, std::fs::File) {
             "{e}: stop it first, or use the page (Versions) or POST /api/v1/repos/{repo}/forget"
         ))
     });
-    let st = store::Store::open(&dir).unwrap_or_else(|e| die(e));
+    let st = store::Store::open(&dir, database_url().as_deref()).unwrap_or_else(|e| die(e));
     let id = st
         .with_tx(|tx| store::repo_id(tx, repo))
         .unwrap_or_else(|e| die(e))
@@ -323,7 +334,9 @@ fn serve() {
     // One server per data directory: containers are appended by a single writer.
     let lock = lock_data_dir(&data_dir).unwrap_or_else(|e| die(e));
     let web_dir = PathBuf::from(env_or("WEB_DIR", "web/dist"));
-    let store = Arc::new(store::Store::open(&data_dir).unwrap_or_else(|e| die(e)));
+    let store = Arc::new(
+        store::Store::open(&data_dir, database_url().as_deref()).unwrap_or_else(|e| die(e)),
+    );
     let stop_store = store.clone();
     let token = default_token(&data_dir)
         .unwrap_or_else(|e| die(format!("cannot create the default token: {e}")));

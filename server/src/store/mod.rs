@@ -115,15 +115,17 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens the store and runs crash recovery.
-    pub fn open(data_dir: &Path) -> Result<Store, String> {
+    /// Opens the store and runs crash recovery; the index is PostgreSQL's at `database_url`
+    /// when given, else the embedded SQLite file.
+    pub fn open(data_dir: &Path, database_url: Option<&str>) -> Result<Store, String> {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let db = |e: StoreError| format!("database: {e}");
-        let (ix, writer) = index::sqlite::open(data_dir).map_err(db)?;
-        let mut report = recover::recover(&*ix.read().map_err(db)?, &writer, data_dir)
+        let (ix, writer) = index::open(data_dir, database_url).map_err(db)?;
+        let mut report = recover::recover(&*ix.read().map_err(db)?, &*writer, data_dir)
             .map_err(|e| format!("recovery: {e}"))?;
-        let damaged = quarantine::recount_unknown(&*ix.read().map_err(db)?, &writer).map_err(db)?;
+        let damaged =
+            quarantine::recount_unknown(&*ix.read().map_err(db)?, &*writer).map_err(db)?;
         if damaged > 0 {
             report.push(format!(
                 "{damaged} version(s) reference chunks that are not stored: listed as damaged"
@@ -135,7 +137,7 @@ impl Store {
         let max_id = ix.read().and_then(|r| r.max_container_id()).map_err(db)?;
         Ok(Store {
             data_dir: data_dir.to_path_buf(),
-            ix: Box::new(ix),
+            ix,
             containers: backend::LocalDisk::new(data_dir),
             fp_cache: RwLock::new(HashMap::new()),
             maintenance: Mutex::new(()),
@@ -144,7 +146,7 @@ impl Store {
             mover_totals: Mutex::new(HashMap::new()),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
-                ix: Box::new(writer),
+                ix: writer,
                 next_container_id: max_id + 1,
                 open: HashMap::new(),
             }),

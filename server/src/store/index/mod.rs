@@ -24,6 +24,7 @@ pub mod containers;
 #[cfg(test)]
 mod contract;
 pub mod maintenance;
+pub mod postgres;
 pub mod quarantine;
 pub mod repos;
 pub mod sqlite;
@@ -35,6 +36,8 @@ pub use maintenance::{MaintenanceRead, MaintenanceWrite};
 pub use quarantine::{QuarantineRead, QuarantineWrite};
 pub use repos::{RepoRead, RepoWrite};
 pub use versions::{VersionRead, VersionWrite};
+
+use std::path::Path;
 
 use super::StoreResult;
 
@@ -105,4 +108,22 @@ pub trait IndexWriter: Send {
     /// Compacts what a clean stop can compact (SQLite: folds the write-ahead log into the
     /// database file). Committed data is durable either way.
     fn checkpoint(&self) -> StoreResult<()>;
+}
+
+/// Opens the index of a data directory: PostgreSQL when `database_url` is given (the
+/// server's `DATABASE_URL`), otherwise the embedded SQLite file in `data_dir`.
+pub fn open(
+    data_dir: &Path,
+    database_url: Option<&str>,
+) -> StoreResult<(Box<dyn Index>, Box<dyn IndexWriter>)> {
+    Ok(match database_url {
+        Some(url) => {
+            let (ix, w) = postgres::open(url)?;
+            (Box::new(ix), Box::new(w))
+        }
+        None => {
+            let (ix, w) = sqlite::open(data_dir)?;
+            (Box::new(ix), Box::new(w))
+        }
+    })
 }

@@ -102,19 +102,14 @@ impl IndexWriter for SqliteWriter {
 pub fn open(data_dir: &Path) -> StoreResult<(SqliteIndex, SqliteWriter)> {
     let conn = open_rw(data_dir)?;
     Ok((
-        reader(data_dir),
+        SqliteIndex {
+            pool: ReadPool::new(data_dir),
+        },
         SqliteWriter {
             conn,
             wal: wal::WalGuard::new(db_path(data_dir)),
         },
     ))
-}
-
-/// The readers of an existing database, without a writer (the CLI's read-only commands).
-pub fn reader(data_dir: &Path) -> SqliteIndex {
-    SqliteIndex {
-        pool: ReadPool::new(data_dir),
-    }
 }
 
 /// A fingerprint column (always 20 bytes as written; anything else reads as zeros, which

@@ -1,0 +1,105 @@
+//! The PostgreSQL schema: the tables of `sqlite/schema.rs` at its latest migration, in
+//! PostgreSQL's types (every integer `BIGINT`, blobs `BYTEA`). `schema_version` records the
+//! version a database is at; a database newer than this server is refused.
+
+use postgres::Client;
+
+use crate::store::{StoreError, StoreResult};
+
+/// The schema version this server writes; bump it with a migration step below.
+const VERSION: i64 = 1;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS repos(
+  id BIGSERIAL PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  created_ms BIGINT NOT NULL,
+  gc_epoch BIGINT NOT NULL DEFAULT 0,
+  reclaimed_bytes BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS tokens(
+  hash BYTEA PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  scope TEXT NOT NULL DEFAULT 'full');
+CREATE TABLE IF NOT EXISTS containers(
+  id BIGINT PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  kind BIGINT NOT NULL,
+  data_offset BIGINT NOT NULL,
+  data_end BIGINT NOT NULL,
+  chunk_count BIGINT NOT NULL,
+  newest_version BIGINT NOT NULL DEFAULT 0,
+  created_ms BIGINT NOT NULL,
+  sealed BIGINT NOT NULL DEFAULT 0,
+  damage TEXT);
+CREATE INDEX IF NOT EXISTS containers_by_repo ON containers(repo_id, id);
+CREATE INDEX IF NOT EXISTS containers_by_kind ON containers(repo_id, kind, newest_version);
+CREATE TABLE IF NOT EXISTS chunks(
+  repo_id BIGINT NOT NULL,
+  fp BYTEA NOT NULL,
+  container_id BIGINT NOT NULL,
+  slot BIGINT NOT NULL,
+  "offset" BIGINT NOT NULL,
+  stored_len BIGINT NOT NULL,
+  raw_len BIGINT NOT NULL,
+  codec BIGINT NOT NULL,
+  first_version BIGINT,
+  stored_ms BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY(repo_id, fp));
+CREATE INDEX IF NOT EXISTS chunks_by_container ON chunks(container_id, slot);
+CREATE TABLE IF NOT EXISTS versions(
+  id BIGSERIAL PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  source TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  committed_ms BIGINT NOT NULL,
+  stats TEXT NOT NULL,
+  manifest BYTEA NOT NULL,
+  damaged BIGINT NOT NULL DEFAULT 0,
+  token_id TEXT);
+CREATE INDEX IF NOT EXISTS versions_by_repo ON versions(repo_id, id);
+CREATE TABLE IF NOT EXISTS quarantine(
+  id BIGSERIAL PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  fp BYTEA NOT NULL,
+  container_id BIGINT NOT NULL,
+  slot BIGINT NOT NULL,
+  "offset" BIGINT NOT NULL,
+  stored_len BIGINT NOT NULL,
+  raw_len BIGINT NOT NULL,
+  codec BIGINT NOT NULL,
+  first_version BIGINT,
+  reason TEXT NOT NULL,
+  found_ms BIGINT NOT NULL,
+  healed_ms BIGINT);
+CREATE INDEX IF NOT EXISTS quarantine_by_fp ON quarantine(repo_id, fp);
+CREATE INDEX IF NOT EXISTS quarantine_by_container ON quarantine(container_id, slot);
+"#;
+
+/// Creates the schema in an empty database (in one transaction, under an advisory lock so
+/// that two servers starting together do not both create it); refuses a newer one.
+pub fn migrate(client: &mut Client) -> StoreResult<()> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute("SELECT pg_advisory_xact_lock(7306477)")?;
+    tx.batch_execute(SCHEMA)?;
+    let at: Option<i64> = tx
+        .query_opt("SELECT version FROM schema_version", &[])?
+        .map(|r| r.get(0));
+    match at {
+        None => {
+            tx.execute(
+                "INSERT INTO schema_version(version) VALUES ($1)",
+                &[&VERSION],
+            )?;
+        }
+        Some(v) if v > VERSION => {
+            return Err(StoreError::Index(format!(
+                "the database is at schema version {v}, newer than this server's {VERSION}"
+            )))
+        }
+        Some(_) => {}
+    }
+    tx.commit()?;
+    Ok(())
+}
