@@ -26,7 +26,10 @@ impl<G: DerefMut<Target = Client>> RepoRead for Pg<G> {
     fn token(&self, hash: &[u8]) -> StoreResult<Option<(i64, String)>> {
         Ok(self
             .c()
-            .query_opt("SELECT repo_id, scope FROM tokens WHERE hash = $1", &[&hash])?
+            .query_opt(
+                "SELECT repo_id, scope FROM tokens WHERE hash = $1",
+                &[&hash],
+            )?
             .map(|r| Ok::<_, postgres::Error>((r.try_get(0)?, r.try_get(1)?)))
             .transpose()?)
     }
