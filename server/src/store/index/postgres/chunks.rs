@@ -1,75 +1,177 @@
 use std::ops::DerefMut;
 
-use postgres::Client;
-#[allow(unused_imports)]
+use postgres::{fallible_iterator::FallibleIterator, types::ToSql, Client};
 use wasm_core::hash::Fingerprint;
 
-use super::Pg;
-#[allow(unused_imports)]
-use crate::store::index::{
-    chunks::*, containers::*, maintenance::*, quarantine::*, repos::*, versions::*,
-};
+use super::{fp_of, Pg};
+use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, NewChunk};
 use crate::store::StoreResult;
 
+/// Streams the rows `sql` selects: the columns of a [`ChunkRow`] in its order, one
+/// parameter (the repository).
+pub(super) fn chunk_rows_of(
+    c: &mut Client,
+    sql: &str,
+    repo_id: i64,
+    f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let mut rows = c.query_raw(sql, [repo_id])?;
+    while let Some(r) = rows.next()? {
+        f(ChunkRow {
+            fp: fp_of(r.try_get(0)?),
+            container_id: r.try_get(1)?,
+            slot: r.try_get::<_, i64>(2)? as u32,
+            offset: r.try_get::<_, i64>(3)? as u64,
+            stored_len: r.try_get::<_, i64>(4)? as u32,
+            raw_len: r.try_get::<_, i64>(5)? as u32,
+            codec: r.try_get::<_, i64>(6)? as u8,
+            committed: r.try_get(7)?,
+            stored_ms: r.try_get(8)?,
+        })?;
+    }
+    Ok(())
+}
+
+/// A chunk's location from the columns `container_id, "offset", stored_len, raw_len,
+/// codec` at `at`.. (the container id is the caller's when it is known).
+fn loc_at(r: &postgres::Row, at: usize, container_id: u64) -> Result<ChunkLoc, postgres::Error> {
+    Ok(ChunkLoc {
+        container_id,
+        offset: r.try_get::<_, i64>(at)? as u64,
+        stored_len: r.try_get::<_, i64>(at + 1)? as u32,
+        raw_len: r.try_get::<_, i64>(at + 2)? as u32,
+        codec: r.try_get::<_, i64>(at + 3)? as u8,
+    })
+}
+
 impl<G: DerefMut<Target = Client>> ChunkRead for Pg<G> {
-    #[allow(unused_variables)]
     fn chunk_rows(
         &self,
-        _repo_id: i64,
-        _f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
+        repo_id: i64,
+        f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
     ) -> StoreResult<()> {
-        unimplemented!("postgres: chunk_rows")
+        chunk_rows_of(
+            &mut self.c(),
+            r#"SELECT fp, container_id, slot, "offset", stored_len, raw_len, codec, first_version IS NOT NULL, stored_ms FROM chunks WHERE repo_id = $1"#,
+            repo_id,
+            f,
+        )
     }
 
-    #[allow(unused_variables)]
-    fn chunk_location(&self, _repo_id: i64, _fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>> {
-        unimplemented!("postgres: chunk_location")
+    fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>> {
+        let row = self.c().query_opt(
+            r#"SELECT container_id, "offset", stored_len, raw_len, codec FROM chunks WHERE repo_id = $1 AND fp = $2"#,
+            &[&repo_id, &&fp[..]],
+        )?;
+        Ok(row
+            .map(|r| loc_at(&r, 1, r.try_get::<_, i64>(0)? as u64))
+            .transpose()?)
     }
 
-    #[allow(unused_variables)]
-    fn chunk_stored(&self, _repo_id: i64, _fp: &Fingerprint) -> StoreResult<bool> {
-        unimplemented!("postgres: chunk_stored")
+    fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool> {
+        Ok(self
+            .c()
+            .query_opt(
+                "SELECT 1 FROM chunks WHERE repo_id = $1 AND fp = $2",
+                &[&repo_id, &&fp[..]],
+            )?
+            .is_some())
     }
 
-    #[allow(unused_variables)]
-    fn chunk_raw_len(&self, _repo_id: i64, _fp: &Fingerprint) -> StoreResult<Option<u32>> {
-        unimplemented!("postgres: chunk_raw_len")
+    fn chunk_raw_len(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<u32>> {
+        Ok(self
+            .c()
+            .query_opt(
+                "SELECT raw_len FROM chunks WHERE repo_id = $1 AND fp = $2",
+                &[&repo_id, &&fp[..]],
+            )?
+            .map(|r| r.try_get::<_, i64>(0).map(|n| n as u32))
+            .transpose()?)
     }
 
-    #[allow(unused_variables)]
-    fn chunk_count(&self, _repo_id: i64) -> StoreResult<i64> {
-        unimplemented!("postgres: chunk_count")
+    fn chunk_count(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self
+            .c()
+            .query_one(
+                "SELECT COUNT(*) FROM chunks WHERE repo_id = $1",
+                &[&repo_id],
+            )?
+            .try_get(0)?)
     }
 
-    #[allow(unused_variables)]
     fn container_chunk_extents(
         &self,
-        _repo_id: i64,
-        _container_id: u64,
+        repo_id: i64,
+        container_id: u64,
     ) -> StoreResult<Vec<(Fingerprint, u64, u64)>> {
-        unimplemented!("postgres: container_chunk_extents")
+        let rows = self.c().query(
+            r#"SELECT fp, "offset", stored_len FROM chunks WHERE container_id = $1 AND repo_id = $2 ORDER BY slot"#,
+            &[&(container_id as i64), &repo_id],
+        )?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let fp: Vec<u8> = r.try_get(0)?;
+            let offset: i64 = r.try_get(1)?;
+            let stored: i64 = r.try_get(2)?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            out.push((fp, offset as u64, stored as u64));
+        }
+        Ok(out)
     }
 
-    #[allow(unused_variables)]
     fn container_chunks(
         &self,
-        _repo_id: i64,
-        _container_id: u64,
-        _f: &mut dyn FnMut(Fingerprint, ChunkLoc) -> StoreResult<()>,
+        repo_id: i64,
+        container_id: u64,
+        f: &mut dyn FnMut(Fingerprint, ChunkLoc) -> StoreResult<()>,
     ) -> StoreResult<()> {
-        unimplemented!("postgres: container_chunks")
+        let mut c = self.c();
+        let params: [&(dyn ToSql + Sync); 2] = [&(container_id as i64), &repo_id];
+        let mut rows = c.query_raw(
+            r#"SELECT fp, "offset", stored_len, raw_len, codec FROM chunks WHERE container_id = $1 AND repo_id = $2 ORDER BY slot"#,
+            params,
+        )?;
+        while let Some(r) = rows.next()? {
+            let fp: Vec<u8> = r.try_get(0)?;
+            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                continue;
+            };
+            f(fp, loc_at(&r, 1, container_id)?)?;
+        }
+        Ok(())
     }
 }
 
 impl<G: DerefMut<Target = Client>> ChunkWrite for Pg<G> {
-    #[allow(unused_variables)]
     fn insert_chunks(
         &self,
-        _repo_id: i64,
-        _container_id: u64,
-        _stored_ms: i64,
-        _chunks: &[NewChunk],
+        repo_id: i64,
+        container_id: u64,
+        stored_ms: i64,
+        chunks: &[NewChunk],
     ) -> StoreResult<()> {
-        unimplemented!("postgres: insert_chunks")
+        let mut c = self.c();
+        let ins = c.prepare(
+            r#"INSERT INTO chunks(repo_id, fp, container_id, slot, "offset", stored_len, raw_len, codec, stored_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
+        )?;
+        for ch in chunks {
+            c.execute(
+                &ins,
+                &[
+                    &repo_id,
+                    &&ch.fp[..],
+                    &(container_id as i64),
+                    &(ch.slot as i64),
+                    &(ch.offset as i64),
+                    &(ch.stored_len as i64),
+                    &(ch.raw_len as i64),
+                    &(ch.codec as i64),
+                    &stored_ms,
+                ],
+            )?;
+        }
+        Ok(())
     }
 }
