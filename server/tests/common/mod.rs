@@ -33,7 +33,7 @@ pub fn on_sqlite() -> bool {
 
 /// The database of a data directory when the suite runs on PostgreSQL: one per directory
 /// (every server and CLI run on it shares it), created on first use.
-fn database_url(data_dir: &Path) -> Option<String> {
+pub fn database_url(data_dir: &Path) -> Option<String> {
     use std::{collections::HashSet, sync::Mutex};
     static CREATED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let admin = on_postgres()?;
