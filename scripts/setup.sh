@@ -16,6 +16,7 @@ command -v rg >/dev/null || apt_pkgs+=(ripgrep)
 command -v bc >/dev/null || apt_pkgs+=(bc)
 command -v strace >/dev/null || apt_pkgs+=(strace)      # the power-loss test records the server with it
 command -v unzip >/dev/null || apt_pkgs+=(unzip)        # e2e: restored zips are checked with it
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_pkgs+=(postgresql) # the index's PostgreSQL backend suite
 if ((${#apt_pkgs[@]})); then
   log "apt: ${apt_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

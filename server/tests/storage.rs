@@ -12,7 +12,7 @@ use std::{
     io::{BufRead, BufReader, Read},
     os::unix::process::ExitStatusExt,
     path::Path,
-    process::{Command, ExitStatus, Stdio},
+    process::{ExitStatus, Stdio},
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex,
@@ -1470,10 +1470,9 @@ fn expiry_race(layout: bool) {
 
 /// Starts the server; `Err(status)` if it exits before printing its startup line.
 fn spawn(dir: &Path, env: &[(&str, &str)]) -> Result<Server, ExitStatus> {
-    let mut child = Command::new(BIN)
+    let mut child = server_cmd(dir)
         .arg("serve")
         .env("PORT", "0")
-        .env("DATA_DIR", dir)
         .env("WEB_DIR", dir.join("no-web"))
         .envs(env.iter().copied())
         .stdout(Stdio::piped())

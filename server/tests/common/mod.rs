@@ -17,6 +17,67 @@ use wasm_core::{
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ditto-server");
 
+/// The PostgreSQL server the suite runs against instead of SQLite (`DITTO_TEST_PG`, an
+/// admin database's URL, set by `npm run test:pg`), if any.
+pub fn on_postgres() -> Option<String> {
+    std::env::var("DITTO_TEST_PG")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// Whether the suite runs on SQLite: the checks of SQLite's own files (its write-ahead
+/// log, its migrations) apply only then.
+pub fn on_sqlite() -> bool {
+    on_postgres().is_none()
+}
+
+/// The database of a data directory when the suite runs on PostgreSQL: one per directory
+/// (every server and CLI run on it shares it), created on first use.
+fn database_url(data_dir: &Path) -> Option<String> {
+    use std::{collections::HashSet, sync::Mutex};
+    static CREATED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let admin = on_postgres()?;
+    let name: String = format!("t_{}", data_dir.display())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // PostgreSQL names are at most 63 bytes: keep the unique tail (pid and counter).
+    let name = format!("t{}", &name[name.len().saturating_sub(60)..]);
+    let mut created = CREATED.lock().unwrap_or_else(|p| p.into_inner());
+    if created
+        .get_or_insert_with(HashSet::new)
+        .insert(name.clone())
+    {
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("DITTO_TEST_PG {admin}: {e}"));
+        c.batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
+        ))
+        .unwrap();
+    }
+    let (base, _) = admin
+        .rsplit_once('/')
+        .expect("DITTO_TEST_PG ends in a database name");
+    Some(format!("{base}/{name}"))
+}
+
+/// `ditto-server` on `data_dir` (and its database when the suite runs on PostgreSQL).
+pub fn server_cmd(data_dir: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env("DATA_DIR", data_dir);
+    match database_url(data_dir) {
+        Some(url) => cmd.env("DATABASE_URL", url),
+        None => cmd.env_remove("DATABASE_URL"),
+    };
+    cmd
+}
+
 /// A temporary data directory, removed on drop.
 pub struct TempDir(pub PathBuf);
 
@@ -55,10 +116,9 @@ impl Server {
     /// With extra environment variables and, if given, a file size limit (RLIMIT_FSIZE, in
     /// bytes) on the server process: a write past it fails as a full disk would.
     pub fn start_with(data_dir: &Path, env: &[(&str, &str)], max_file: Option<u64>) -> Server {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = server_cmd(data_dir);
         cmd.arg("serve")
             .env("PORT", "0")
-            .env("DATA_DIR", data_dir)
             .env("WEB_DIR", data_dir.join("no-web"))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
@@ -372,9 +432,8 @@ pub fn get_chunks(
 
 /// Runs `ditto-server ARGS` against `data_dir`; returns (exit code, stdout).
 pub fn cli(data_dir: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
+    let out = server_cmd(data_dir)
         .args(args)
-        .env("DATA_DIR", data_dir)
         .output()
         .expect("run ditto-server");
     (
