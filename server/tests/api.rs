@@ -1089,6 +1089,27 @@ fn sigterm_stops_cleanly_and_folds_the_wal() {
     assert_eq!(cli(&dir.0, &["check", "default"]).0, 0);
 }
 
+/// Two data directories naming one PostgreSQL database would number containers apart and
+/// lose each other's files: the second server is refused. (On SQLite the database is inside
+/// the data directory, whose lock `one_server_per_data_dir` tests.)
+#[test]
+fn one_server_per_database() {
+    if on_sqlite() {
+        return;
+    }
+    let (a, b) = (TempDir::new("db-a"), TempDir::new("db-b"));
+    let _s = Server::start(&a.0);
+    let out = server_cmd(&b.0)
+        .arg("serve")
+        .env("PORT", "0")
+        .env("DATABASE_URL", database_url(&a.0).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already serving this database"), "{err}");
+}
+
 #[test]
 fn one_server_per_data_dir() {
     let dir = TempDir::new("lock");

@@ -122,6 +122,7 @@ impl Store {
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let db = |e: StoreError| format!("database: {e}");
         let (ix, writer) = index::open(data_dir, database_url).map_err(db)?;
+        writer.claim().map_err(db)?;
         let mut report = recover::recover(&*ix.read().map_err(db)?, &*writer, data_dir)
             .map_err(|e| format!("recovery: {e}"))?;
         let damaged =

@@ -33,7 +33,7 @@ pub fn on_sqlite() -> bool {
 
 /// The database of a data directory when the suite runs on PostgreSQL: one per directory
 /// (every server and CLI run on it shares it), created on first use.
-fn database_url(data_dir: &Path) -> Option<String> {
+pub fn database_url(data_dir: &Path) -> Option<String> {
     use std::{collections::HashSet, sync::Mutex};
     static CREATED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let admin = on_postgres()?;
@@ -56,10 +56,11 @@ fn database_url(data_dir: &Path) -> Option<String> {
     {
         let mut c = postgres::Client::connect(&admin, postgres::NoTls)
             .unwrap_or_else(|e| panic!("DITTO_TEST_PG {admin}: {e}"));
-        c.batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
-        ))
-        .unwrap();
+        // One statement each: PostgreSQL runs a multi-statement string as one transaction,
+        // which DROP and CREATE DATABASE refuse.
+        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
     }
     let (base, _) = admin
         .rsplit_once('/')

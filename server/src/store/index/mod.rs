@@ -102,6 +102,11 @@ pub trait IndexWriter: Send {
     /// Starts a write transaction. One at a time: the caller serialises (the store's
     /// writer lock).
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>>;
+    /// Makes this writer the only store writer of the index until it is dropped, or fails
+    /// if another holds it (SQLite: the data directory's lock already does, the database
+    /// being inside it; PostgreSQL: a session advisory lock, since several data directories
+    /// could name one database).
+    fn claim(&self) -> StoreResult<()>;
     /// Refuses writes the backend can no longer make durable (SQLite: its write-ahead log
     /// was removed under the running server).
     fn check_writable(&self) -> StoreResult<()>;

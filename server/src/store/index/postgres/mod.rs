@@ -153,6 +153,9 @@ impl Index for PgIndex {
     }
 }
 
+/// The advisory lock key of the store's writer (one serving server per database).
+const STORE_WRITER_LOCK: i64 = 0x6469_7474_6f77;
+
 /// The writer connection.
 pub struct PgWriter {
     client: RefCell<Client>,
@@ -161,6 +164,20 @@ pub struct PgWriter {
 impl IndexWriter for PgWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         Ok(Box::new(Pg::begin(self.client.borrow_mut(), "BEGIN")?))
+    }
+    fn claim(&self) -> StoreResult<()> {
+        let held: bool = self
+            .client
+            .borrow_mut()
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&STORE_WRITER_LOCK])?
+            .get(0);
+        if held {
+            Ok(())
+        } else {
+            Err(StoreError::Index(
+                "another ditto-server is already serving this database".into(),
+            ))
+        }
     }
     fn check_writable(&self) -> StoreResult<()> {
         // A lost connection fails the transaction's first statement with its own error.

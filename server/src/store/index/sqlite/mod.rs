@@ -85,6 +85,9 @@ impl IndexWriter for SqliteWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
     }
+    fn claim(&self) -> StoreResult<()> {
+        Ok(())
+    }
     fn check_writable(&self) -> StoreResult<()> {
         self.wal.check(&self.conn)
     }
