@@ -113,7 +113,10 @@ impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
     fn container_chunk_count(&self, id: i64) -> StoreResult<i64> {
         Ok(self
             .c()
-            .query_one("SELECT COUNT(*) FROM chunks WHERE container_id = $1", &[&id])?
+            .query_one(
+                "SELECT COUNT(*) FROM chunks WHERE container_id = $1",
+                &[&id],
+            )?
             .get(0))
     }
 
