@@ -1,126 +1,250 @@
 use std::ops::DerefMut;
 
-use postgres::Client;
-#[allow(unused_imports)]
+use postgres::{Client, Row};
 use wasm_core::hash::Fingerprint;
 
-use super::Pg;
-#[allow(unused_imports)]
-use crate::store::index::{
-    chunks::*, containers::*, maintenance::*, quarantine::*, repos::*, versions::*,
+use super::{fp_of, Pg};
+use crate::store::index::maintenance::{
+    ChunkMove, LiveManifest, LiveRow, Source, WrittenContainer,
 };
+use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
 
+fn source_row(r: &Row) -> Source {
+    Source {
+        id: r.get(0),
+        kind: r.get::<_, i64>(1) as u8,
+        data_offset: r.get(2),
+        data_end: r.get(3),
+    }
+}
+
 impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
-    #[allow(unused_variables)]
-    fn version_mark(&self, _repo_id: i64) -> StoreResult<(i64, i64)> {
-        unimplemented!("postgres: version_mark")
+    fn version_mark(&self, repo_id: i64) -> StoreResult<(i64, i64)> {
+        let r = self.c().query_one(
+            "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM versions WHERE repo_id = $1",
+            &[&repo_id],
+        )?;
+        Ok((r.get(0), r.get(1)))
     }
 
-    #[allow(unused_variables)]
-    fn live_manifests(&self, _repo_id: i64) -> StoreResult<Vec<LiveManifest>> {
-        unimplemented!("postgres: live_manifests")
+    fn live_manifests(&self, repo_id: i64) -> StoreResult<Vec<LiveManifest>> {
+        let rows = self.c().query(
+            "SELECT id, source, manifest FROM versions WHERE repo_id = $1 ORDER BY id",
+            &[&repo_id],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| LiveManifest {
+                id: r.get(0),
+                source: r.get(1),
+                manifest: r.get(2),
+            })
+            .collect())
     }
 
-    #[allow(unused_variables)]
-    fn min_live_version(&self, _repo_id: i64) -> StoreResult<i64> {
-        unimplemented!("postgres: min_live_version")
+    fn min_live_version(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self
+            .c()
+            .query_one(
+                "SELECT COALESCE(MIN(id), 9223372036854775807) FROM versions WHERE repo_id = $1",
+                &[&repo_id],
+            )?
+            .get(0))
     }
 
-    #[allow(unused_variables)]
-    fn gc_epoch(&self, _repo_id: i64) -> StoreResult<i64> {
-        unimplemented!("postgres: gc_epoch")
+    fn gc_epoch(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self
+            .c()
+            .query_one("SELECT gc_epoch FROM repos WHERE id = $1", &[&repo_id])?
+            .get(0))
     }
 
-    #[allow(unused_variables)]
-    fn gc_counters(&self, _repo_id: i64) -> StoreResult<(i64, i64)> {
-        unimplemented!("postgres: gc_counters")
+    fn gc_counters(&self, repo_id: i64) -> StoreResult<(i64, i64)> {
+        let r = self.c().query_one(
+            "SELECT gc_epoch, reclaimed_bytes FROM repos WHERE id = $1",
+            &[&repo_id],
+        )?;
+        Ok((r.get(0), r.get(1)))
     }
 
-    #[allow(unused_variables)]
-    fn data_bytes(&self, _repo_id: i64) -> StoreResult<i64> {
-        unimplemented!("postgres: data_bytes")
+    fn data_bytes(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self
+            .c()
+            .query_one(
+                "SELECT COALESCE(SUM(data_end - data_offset), 0)::BIGINT FROM containers WHERE repo_id = $1",
+                &[&repo_id],
+            )?
+            .get(0))
     }
 
-    #[allow(unused_variables)]
-    fn archival_below(&self, _repo_id: i64, _below: i64) -> StoreResult<Vec<Source>> {
-        unimplemented!("postgres: archival_below")
+    fn archival_below(&self, repo_id: i64, below: i64) -> StoreResult<Vec<Source>> {
+        let rows = self.c().query(
+            "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = $1 AND kind = 1 AND newest_version < $2 ORDER BY id",
+            &[&repo_id, &below],
+        )?;
+        Ok(rows.iter().map(source_row).collect())
     }
 
-    #[allow(unused_variables)]
-    fn undamaged_containers(&self, _repo_id: i64) -> StoreResult<Vec<Source>> {
-        unimplemented!("postgres: undamaged_containers")
+    fn undamaged_containers(&self, repo_id: i64) -> StoreResult<Vec<Source>> {
+        let rows = self.c().query(
+            "SELECT id, kind, data_offset, data_end FROM containers WHERE repo_id = $1 AND damage IS NULL ORDER BY id",
+            &[&repo_id],
+        )?;
+        Ok(rows.iter().map(source_row).collect())
     }
 
-    #[allow(unused_variables)]
-    fn container_source(&self, _id: i64) -> StoreResult<Source> {
-        unimplemented!("postgres: container_source")
+    fn container_source(&self, id: i64) -> StoreResult<Source> {
+        let r = self.c().query_one(
+            "SELECT id, kind, data_offset, data_end FROM containers WHERE id = $1",
+            &[&id],
+        )?;
+        Ok(source_row(&r))
     }
 
-    #[allow(unused_variables)]
-    fn container_exists(&self, _id: i64) -> StoreResult<bool> {
-        unimplemented!("postgres: container_exists")
+    fn container_exists(&self, id: i64) -> StoreResult<bool> {
+        let n: i64 = self
+            .c()
+            .query_one("SELECT COUNT(*) FROM containers WHERE id = $1", &[&id])?
+            .get(0);
+        Ok(n > 0)
     }
 
-    #[allow(unused_variables)]
-    fn container_chunk_count(&self, _id: i64) -> StoreResult<i64> {
-        unimplemented!("postgres: container_chunk_count")
+    fn container_chunk_count(&self, id: i64) -> StoreResult<i64> {
+        Ok(self
+            .c()
+            .query_one(
+                "SELECT COUNT(*) FROM chunks WHERE container_id = $1",
+                &[&id],
+            )?
+            .get(0))
     }
 
-    #[allow(unused_variables)]
-    fn live_rows(&self, _id: i64) -> StoreResult<Vec<LiveRow>> {
-        unimplemented!("postgres: live_rows")
+    fn live_rows(&self, id: i64) -> StoreResult<Vec<LiveRow>> {
+        let rows = self.c().query(
+            "SELECT fp, slot, \"offset\", stored_len, raw_len, codec, first_version IS NOT NULL FROM chunks WHERE container_id = $1 ORDER BY slot",
+            &[&id],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| LiveRow {
+                fp: fp_of(r.get(0)),
+                slot: r.get::<_, i64>(1) as u32,
+                offset: r.get::<_, i64>(2) as u64,
+                stored_len: r.get::<_, i64>(3) as u32,
+                raw_len: r.get::<_, i64>(4) as u32,
+                codec: r.get::<_, i64>(5) as u8,
+                committed: r.get(6),
+            })
+            .collect())
     }
 
-    #[allow(unused_variables)]
-    fn any_stored(&self, _repo_id: i64, _fps: &[Fingerprint]) -> StoreResult<bool> {
-        unimplemented!("postgres: any_stored")
+    fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool> {
+        if fps.is_empty() {
+            return Ok(false);
+        }
+        let fps: Vec<&[u8]> = fps.iter().map(|fp| &fp[..]).collect();
+        Ok(self
+            .c()
+            .query_one(
+                "SELECT EXISTS(SELECT 1 FROM chunks WHERE repo_id = $1 AND fp = ANY($2))",
+                &[&repo_id, &fps],
+            )?
+            .get(0))
     }
 }
 
 impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
-    #[allow(unused_variables)]
-    fn add_reclaimed_bytes(&self, _repo_id: i64, _bytes: i64) -> StoreResult<()> {
-        unimplemented!("postgres: add_reclaimed_bytes")
+    fn add_reclaimed_bytes(&self, repo_id: i64, bytes: i64) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE repos SET reclaimed_bytes = reclaimed_bytes + $2 WHERE id = $1",
+            &[&repo_id, &bytes],
+        )?;
+        Ok(())
     }
 
-    #[allow(unused_variables)]
-    fn bump_gc_epoch(&self, _repo_id: i64) -> StoreResult<()> {
-        unimplemented!("postgres: bump_gc_epoch")
+    fn bump_gc_epoch(&self, repo_id: i64) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE repos SET gc_epoch = gc_epoch + 1 WHERE id = $1",
+            &[&repo_id],
+        )?;
+        Ok(())
     }
 
-    #[allow(unused_variables)]
-    fn delete_container_chunks(&self, _id: i64) -> StoreResult<u64> {
-        unimplemented!("postgres: delete_container_chunks")
+    fn delete_container_chunks(&self, id: i64) -> StoreResult<u64> {
+        Ok(self
+            .c()
+            .execute("DELETE FROM chunks WHERE container_id = $1", &[&id])?)
     }
 
-    #[allow(unused_variables)]
     fn delete_chunk_in(
         &self,
-        _repo_id: i64,
-        _fp: &Fingerprint,
-        _container_id: i64,
+        repo_id: i64,
+        fp: &Fingerprint,
+        container_id: i64,
     ) -> StoreResult<u64> {
-        unimplemented!("postgres: delete_chunk_in")
+        Ok(self.c().execute(
+            "DELETE FROM chunks WHERE repo_id = $1 AND fp = $2 AND container_id = $3",
+            &[&repo_id, &&fp[..], &container_id],
+        )?)
     }
 
-    #[allow(unused_variables)]
-    fn drop_container(&self, _id: i64) -> StoreResult<()> {
-        unimplemented!("postgres: drop_container")
+    fn drop_container(&self, id: i64) -> StoreResult<()> {
+        self.c()
+            .execute("DELETE FROM quarantine WHERE container_id = $1", &[&id])?;
+        self.c()
+            .execute("DELETE FROM containers WHERE id = $1", &[&id])?;
+        Ok(())
     }
 
-    #[allow(unused_variables)]
-    fn lower_newest_version(&self, _id: i64, _b_id: i64) -> StoreResult<()> {
-        unimplemented!("postgres: lower_newest_version")
+    fn lower_newest_version(&self, id: i64, b_id: i64) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE containers SET newest_version = $2 WHERE id = $1 AND newest_version > $2",
+            &[&id, &b_id],
+        )?;
+        Ok(())
     }
 
-    #[allow(unused_variables)]
-    fn insert_written_container(&self, _c: &WrittenContainer) -> StoreResult<()> {
-        unimplemented!("postgres: insert_written_container")
+    fn insert_written_container(&self, c: &WrittenContainer) -> StoreResult<()> {
+        self.c().execute(
+            "INSERT INTO containers(id, repo_id, kind, data_offset, data_end, chunk_count, newest_version, created_ms, sealed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &c.id,
+                &c.repo_id,
+                &(c.kind as i64),
+                &c.data_offset,
+                &c.data_end,
+                &c.chunk_count,
+                &c.newest_version,
+                &c.created_ms,
+                &(c.sealed as i64),
+            ],
+        )?;
+        Ok(())
     }
 
-    #[allow(unused_variables)]
-    fn repoint_chunks(&self, _repo_id: i64, _to: i64, _moves: &[ChunkMove]) -> StoreResult<()> {
-        unimplemented!("postgres: repoint_chunks")
+    fn repoint_chunks(&self, repo_id: i64, to: i64, moves: &[ChunkMove]) -> StoreResult<()> {
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.c();
+        let upd = c.prepare(
+            "UPDATE chunks SET container_id = $1, slot = $2, \"offset\" = $3 WHERE repo_id = $4 AND fp = $5 AND container_id = $6 AND slot = $7",
+        )?;
+        for (fp, old_cid, old_slot, slot, offset) in moves {
+            c.execute(
+                &upd,
+                &[
+                    &to,
+                    &(*slot as i64),
+                    &(*offset as i64),
+                    &repo_id,
+                    &&fp[..],
+                    old_cid,
+                    &(*old_slot as i64),
+                ],
+            )?;
+        }
+        Ok(())
     }
 }
