@@ -208,7 +208,6 @@ pub fn open(url: &str) -> StoreResult<(PgIndex, PgWriter)> {
 
 /// A fingerprint column (always 20 bytes as written; anything else reads as zeros, which
 /// matches no chunk).
-#[allow(dead_code)]
 fn fp_of(blob: Vec<u8>) -> Fingerprint {
     blob.try_into().unwrap_or([0; 20])
 }

@@ -20,7 +20,7 @@ impl<G: DerefMut<Target = Client>> QuarantineRead for Pg<G> {
         repo_id: i64,
         f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
     ) -> StoreResult<()> {
-        chunk_rows_of_tmp(
+        super::chunks::chunk_rows_of(
             &mut self.c(),
             r#"SELECT fp, container_id, slot, "offset", stored_len, raw_len, codec, first_version IS NOT NULL, 0::BIGINT FROM quarantine WHERE repo_id = $1"#,
             repo_id,
@@ -169,32 +169,4 @@ impl<G: DerefMut<Target = Client>> QuarantineWrite for Pg<G> {
         )?;
         Ok(())
     }
-}
-
-/// TEMPORARY (h5): a private copy of h4's `super::chunks::chunk_rows_of` for testing before
-/// it is merged; the lead replaces the call above with `super::chunks::chunk_rows_of` and
-/// removes this. Streams the rows `sql` selects (the columns of a [`ChunkRow`] in its order,
-/// one parameter: the repository).
-fn chunk_rows_of_tmp(
-    c: &mut Client,
-    sql: &str,
-    repo_id: i64,
-    f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
-) -> StoreResult<()> {
-    use postgres::fallible_iterator::FallibleIterator;
-    let mut rows = c.query_raw(sql, [repo_id])?;
-    while let Some(r) = rows.next()? {
-        f(ChunkRow {
-            fp: super::fp_of(r.try_get(0)?),
-            container_id: r.try_get(1)?,
-            slot: r.try_get::<_, i64>(2)? as u32,
-            offset: r.try_get::<_, i64>(3)? as u64,
-            stored_len: r.try_get::<_, i64>(4)? as u32,
-            raw_len: r.try_get::<_, i64>(5)? as u32,
-            codec: r.try_get::<_, i64>(6)? as u8,
-            committed: r.try_get(7)?,
-            stored_ms: r.try_get(8)?,
-        })?;
-    }
-    Ok(())
 }
