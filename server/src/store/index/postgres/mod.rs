@@ -218,7 +218,11 @@ impl From<postgres::Error> for StoreError {
             Some(c) if *c == postgres::error::SqlState::DISK_FULL => {
                 StoreError::NoSpace(e.to_string())
             }
-            _ => StoreError::Index(format!("{e}")),
+            // The server's own words (a deadlock, a constraint) rather than "db error".
+            _ => StoreError::Index(match e.as_db_error() {
+                Some(db) => format!("{} ({})", db.message(), db.code().code()),
+                None => e.to_string(),
+            }),
         }
     }
 }

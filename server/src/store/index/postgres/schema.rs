@@ -78,27 +78,36 @@ CREATE INDEX IF NOT EXISTS quarantine_by_container ON quarantine(container_id, s
 "#;
 
 /// Creates the schema in an empty database (in one transaction, under an advisory lock so
-/// that two servers starting together do not both create it); refuses a newer one.
+/// that two servers starting together do not both create it); refuses a newer one. A
+/// database already at this version is left untouched: `CREATE INDEX IF NOT EXISTS` would
+/// still lock each table, and deadlock with a running server's writes.
 pub fn migrate(client: &mut Client) -> StoreResult<()> {
     let mut tx = client.transaction()?;
     tx.batch_execute("SELECT pg_advisory_xact_lock(7306477)")?;
-    tx.batch_execute(SCHEMA)?;
-    let at: Option<i64> = tx
-        .query_opt("SELECT version FROM schema_version", &[])?
-        .map(|r| r.get(0));
+    let exists: bool = tx
+        .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])?
+        .get(0);
+    let at: Option<i64> = if exists {
+        tx.query_opt("SELECT version FROM schema_version", &[])?
+            .map(|r| r.get(0))
+    } else {
+        None
+    };
     match at {
-        None => {
-            tx.execute(
-                "INSERT INTO schema_version(version) VALUES ($1)",
-                &[&VERSION],
-            )?;
-        }
         Some(v) if v > VERSION => {
             return Err(StoreError::Index(format!(
                 "the database is at schema version {v}, newer than this server's {VERSION}"
             )))
         }
-        Some(_) => {}
+        Some(v) if v == VERSION => {}
+        _ => {
+            tx.batch_execute(SCHEMA)?;
+            tx.execute("DELETE FROM schema_version", &[])?;
+            tx.execute(
+                "INSERT INTO schema_version(version) VALUES ($1)",
+                &[&VERSION],
+            )?;
+        }
     }
     tx.commit()?;
     Ok(())
