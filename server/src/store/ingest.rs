@@ -129,13 +129,14 @@ impl Store {
         let mut new: Vec<&BundleEntry<'_>> = Vec::new();
         let mut dups: Vec<(&BundleEntry<'_>, ChunkLoc)> = Vec::new();
         {
-            let ix = w.begin()?;
-            for e in entries {
-                if seen.insert(e.fp) {
-                    match ix.chunk_location(repo_id, &e.fp)? {
-                        None => new.push(e),
-                        Some(loc) => dups.push((e, loc)),
-                    }
+            let firsts: Vec<&BundleEntry<'_>> =
+                entries.iter().filter(|e| seen.insert(e.fp)).collect();
+            let fps: Vec<Fingerprint> = firsts.iter().map(|e| e.fp).collect();
+            let locs = w.begin()?.chunk_locations(repo_id, &fps)?;
+            for (e, loc) in firsts.into_iter().zip(locs) {
+                match loc {
+                    None => new.push(e),
+                    Some(loc) => dups.push((e, loc)),
                 }
             }
         }

@@ -51,6 +51,17 @@ pub trait ChunkRead {
     ) -> StoreResult<()>;
     /// Where the repository's chunk `fp` is stored, if it is.
     fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>>;
+    /// [`Self::chunk_location`] of each of `fps`, in their order (a backend where each
+    /// statement is a network round trip answers them in one).
+    fn chunk_locations(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<ChunkLoc>>> {
+        fps.iter()
+            .map(|fp| self.chunk_location(repo_id, fp))
+            .collect()
+    }
     /// Whether the repository stores chunk `fp`.
     fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool>;
     /// The raw length of the repository's chunk `fp`, if stored.

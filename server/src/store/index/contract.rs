@@ -138,6 +138,13 @@ fn chunks_move_quarantine_and_go(ix: &dyn Index, w: &mut dyn IndexWriter) {
     let loc = r.chunk_location(repo, &fp(2)).unwrap().unwrap();
     assert_eq!((loc.container_id, loc.offset, loc.stored_len), (1, 96, 32));
     assert!(r.chunk_location(other, &fp(2)).unwrap().is_none());
+    // Batched lookups answer in the order asked, absent ones and repeats included.
+    let locs = r
+        .chunk_locations(repo, &[fp(3), fp(9), fp(2), fp(3)])
+        .unwrap();
+    let offsets: Vec<Option<u64>> = locs.iter().map(|l| l.map(|l| l.offset)).collect();
+    assert_eq!(offsets, vec![Some(128), None, Some(96), Some(128)]);
+    assert!(r.chunk_locations(repo, &[]).unwrap().is_empty());
     let versions = r.versions(repo, None).unwrap();
     assert_eq!(versions.len(), 1);
     assert_eq!((versions[0].id, versions[0].time), (v1, 10));

@@ -68,6 +68,24 @@ impl<G: DerefMut<Target = Client>> ChunkRead for Pg<G> {
             .transpose()?)
     }
 
+    fn chunk_locations(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<ChunkLoc>>> {
+        let keys: Vec<&[u8]> = fps.iter().map(|fp| &fp[..]).collect();
+        let rows = self.c().query(
+            r#"SELECT fp, container_id, "offset", stored_len, raw_len, codec FROM chunks WHERE repo_id = $1 AND fp = ANY($2)"#,
+            &[&repo_id, &keys],
+        )?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let loc = loc_at(r, 2, r.try_get::<_, i64>(1)? as u64)?;
+            found.insert(fp_of(r.try_get(0)?), loc);
+        }
+        Ok(fps.iter().map(|fp| found.get(fp).copied()).collect())
+    }
+
     fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool> {
         Ok(self
             .c()
@@ -152,26 +170,37 @@ impl<G: DerefMut<Target = Client>> ChunkWrite for Pg<G> {
         stored_ms: i64,
         chunks: &[NewChunk],
     ) -> StoreResult<()> {
-        let mut c = self.c();
-        let ins = c.prepare(
-            r#"INSERT INTO chunks(repo_id, fp, container_id, slot, "offset", stored_len, raw_len, codec, stored_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
-        )?;
-        for ch in chunks {
-            c.execute(
-                &ins,
-                &[
-                    &repo_id,
-                    &&ch.fp[..],
-                    &(container_id as i64),
-                    &(ch.slot as i64),
-                    &(ch.offset as i64),
-                    &(ch.stored_len as i64),
-                    &(ch.raw_len as i64),
-                    &(ch.codec as i64),
-                    &stored_ms,
-                ],
-            )?;
+        if chunks.is_empty() {
+            return Ok(());
         }
+        // One statement for the whole batch (a bundle's chunks): a round trip per chunk
+        // would bound ingest by the network's latency.
+        let fps: Vec<&[u8]> = chunks.iter().map(|ch| &ch.fp[..]).collect();
+        let col = |f: fn(&NewChunk) -> i64| chunks.iter().map(f).collect::<Vec<i64>>();
+        let (slots, offsets, stored, raw, codecs) = (
+            col(|ch| ch.slot as i64),
+            col(|ch| ch.offset as i64),
+            col(|ch| ch.stored_len as i64),
+            col(|ch| ch.raw_len as i64),
+            col(|ch| ch.codec as i64),
+        );
+        self.c().execute(
+            r#"INSERT INTO chunks(repo_id, fp, container_id, slot, "offset", stored_len, raw_len, codec, stored_ms)
+               SELECT $1, fp, $2, slot, o, sl, rl, codec, $3
+               FROM UNNEST($4::BYTEA[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[], $8::BIGINT[], $9::BIGINT[])
+                 AS t(fp, slot, o, sl, rl, codec)"#,
+            &[
+                &repo_id,
+                &(container_id as i64),
+                &stored_ms,
+                &fps,
+                &slots,
+                &offsets,
+                &stored,
+                &raw,
+                &codecs,
+            ],
+        )?;
         Ok(())
     }
 }
