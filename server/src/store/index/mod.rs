@@ -1,8 +1,8 @@
 //! The index: the store's record of repositories and tokens, containers, chunk locations,
 //! versions and quarantine (docs/FORMAT.md "Index", docs/STORAGE.md "Backends"). Store
-//! modules speak to it only through the traits here, never in SQL, so that a second backend
-//! (PostgreSQL, beside the embedded SQLite of [`sqlite`]) implements the same traits and the
-//! same tests run against both.
+//! modules speak to it only through the traits here, never in SQL. Two backends implement
+//! them: the embedded SQLite of [`sqlite`] and [`postgres`] (`DATABASE_URL`); the contract
+//! tests (`contract.rs`) and the server suite run against both.
 //!
 //! The traits are split by concept, one file each, as the store is: [`repos`] (repositories
 //! and tokens), [`chunks`] (chunk locations), [`containers`] (container rows),
@@ -17,7 +17,9 @@
 //! - [`Index::snapshot`] reads one consistent state across statements, however many
 //!   commits happen meanwhile; [`Index::read`] is consistent per call only (cheaper);
 //! - repository and version ids only grow and are never reused (version ids order the
-//!   B_ID rule); container ids are the store's (the next after [`ContainerRead::max_container_id`]).
+//!   B_ID rule); container ids are the store's (the next after
+//!   [`ContainerRead::max_container_id`]);
+//! - one serving writer per index ([`IndexWriter::claim`]).
 
 pub mod chunks;
 pub mod containers;
