@@ -26,6 +26,7 @@ pub mod containers;
 #[cfg(test)]
 mod contract;
 pub mod maintenance;
+mod pool;
 pub mod postgres;
 pub mod quarantine;
 pub mod repos;
@@ -40,6 +41,8 @@ pub use repos::{RepoRead, RepoWrite};
 pub use versions::{VersionRead, VersionWrite};
 
 use std::path::Path;
+
+use wasm_core::hash::Fingerprint;
 
 use super::StoreResult;
 
@@ -133,4 +136,10 @@ pub fn open(
             (Box::new(ix), Box::new(w))
         }
     })
+}
+
+/// A fingerprint column as a backend reads it (always 20 bytes as written; anything else
+/// reads as zeros, which matches no chunk).
+fn fp_of(blob: Vec<u8>) -> Fingerprint {
+    blob.try_into().unwrap_or([0; 20])
 }

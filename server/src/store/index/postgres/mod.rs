@@ -22,13 +22,11 @@ mod versions;
 use std::{
     cell::{Cell, RefCell, RefMut},
     ops::DerefMut,
-    sync::Mutex,
 };
 
 use postgres::{Client, NoTls};
-use wasm_core::hash::Fingerprint;
 
-use super::{Index, IndexRead, IndexTx, IndexWriter};
+use super::{fp_of, pool::Pool, Index, IndexRead, IndexTx, IndexWriter};
 use crate::store::{StoreError, StoreResult};
 
 /// The index traits over one PostgreSQL connection (`G` owns or borrows it), optionally
@@ -75,70 +73,13 @@ impl<G: DerefMut<Target = Client>> IndexTx for Pg<G> {
     }
 }
 
-/// Read connections, reused across requests.
-struct Pool {
-    url: String,
-    idle: Mutex<Vec<Client>>,
-}
-
-/// A pooled connection, returned to the pool when dropped (unless it broke).
-pub struct Pooled<'a> {
-    pool: &'a Pool,
-    client: Option<Client>,
-}
-
-impl std::ops::Deref for Pooled<'_> {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        self.client
-            .as_ref()
-            .expect("pooled client present until drop")
-    }
-}
-
-impl DerefMut for Pooled<'_> {
-    fn deref_mut(&mut self) -> &mut Client {
-        self.client
-            .as_mut()
-            .expect("pooled client present until drop")
-    }
-}
-
-impl Drop for Pooled<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
-            if c.is_closed() {
-                return;
-            }
-            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < 16 {
-                idle.push(c);
-            }
-        }
-    }
-}
-
-impl Pool {
-    fn get(&self) -> StoreResult<Pooled<'_>> {
-        let popped = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let client = match popped {
-            Some(c) => c,
-            None => connect(&self.url)?,
-        };
-        Ok(Pooled {
-            pool: self,
-            client: Some(client),
-        })
-    }
-}
-
 fn connect(url: &str) -> StoreResult<Client> {
     Ok(Client::connect(url, NoTls)?)
 }
 
 /// The read side: a pool of connections.
 pub struct PgIndex {
-    pool: Pool,
+    pool: Pool<Client>,
 }
 
 impl Index for PgIndex {
@@ -195,21 +136,15 @@ pub fn open(url: &str) -> StoreResult<(PgIndex, PgWriter)> {
     schema::migrate(&mut client)?;
     Ok((
         PgIndex {
-            pool: Pool {
-                url: url.to_string(),
-                idle: Mutex::new(Vec::new()),
+            pool: {
+                let url = url.to_string();
+                Pool::new(move || connect(&url), |c| !c.is_closed())
             },
         },
         PgWriter {
             client: RefCell::new(client),
         },
     ))
-}
-
-/// A fingerprint column (always 20 bytes as written; anything else reads as zeros, which
-/// matches no chunk).
-fn fp_of(blob: Vec<u8>) -> Fingerprint {
-    blob.try_into().unwrap_or([0; 20])
 }
 
 impl From<postgres::Error> for StoreError {

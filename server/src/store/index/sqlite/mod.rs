@@ -15,11 +15,14 @@ mod wal;
 use std::{ops::Deref, path::Path};
 
 use rusqlite::{Connection, Transaction};
-use wasm_core::hash::Fingerprint;
 
-use schema::{db_path, open_rw, PooledConn, ReadPool};
+use schema::{db_path, open_ro, open_rw};
 
-use super::{Index, IndexRead, IndexTx, IndexWriter};
+use super::{
+    fp_of,
+    pool::{Pool, Pooled},
+    Index, IndexRead, IndexTx, IndexWriter,
+};
 use crate::store::{StoreError, StoreResult};
 
 /// The index traits, implemented over any SQLite connection: a pooled reader, a read or
@@ -39,10 +42,10 @@ impl IndexTx for Sql<Transaction<'_>> {
 }
 
 /// A pooled reader inside a read transaction (`BEGIN` … `ROLLBACK` when dropped).
-pub struct ReadTx<'a>(PooledConn<'a>);
+pub struct ReadTx<'a>(Pooled<'a, Connection>);
 
 impl<'a> ReadTx<'a> {
-    fn begin(conn: PooledConn<'a>) -> rusqlite::Result<ReadTx<'a>> {
+    fn begin(conn: Pooled<'a, Connection>) -> rusqlite::Result<ReadTx<'a>> {
         conn.execute_batch("BEGIN DEFERRED")?;
         Ok(ReadTx(conn))
     }
@@ -63,7 +66,7 @@ impl Drop for ReadTx<'_> {
 
 /// The read side: the pool of read-only connections.
 pub struct SqliteIndex {
-    pool: ReadPool,
+    pool: Pool<Connection>,
 }
 
 impl Index for SqliteIndex {
@@ -106,19 +109,16 @@ pub fn open(data_dir: &Path) -> StoreResult<(SqliteIndex, SqliteWriter)> {
     let conn = open_rw(data_dir)?;
     Ok((
         SqliteIndex {
-            pool: ReadPool::new(data_dir),
+            pool: {
+                let dir = data_dir.to_path_buf();
+                Pool::new(move || Ok(open_ro(&dir)?), |_| true)
+            },
         },
         SqliteWriter {
             conn,
             wal: wal::WalGuard::new(db_path(data_dir)),
         },
     ))
-}
-
-/// A fingerprint column (always 20 bytes as written; anything else reads as zeros, which
-/// matches no chunk).
-fn fp_of(blob: Vec<u8>) -> Fingerprint {
-    blob.try_into().unwrap_or([0; 20])
 }
 
 impl From<rusqlite::Error> for StoreError {

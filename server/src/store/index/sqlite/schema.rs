@@ -1,8 +1,7 @@
-//! The SQLite schema and its migrations, connections, a small pool of readers.
+//! The SQLite schema and its migrations, and its connections.
 
 use std::{
     path::{Path, PathBuf},
-    sync::Mutex,
     time::Duration,
 };
 
@@ -141,54 +140,4 @@ pub fn open_ro(data_dir: &Path) -> rusqlite::Result<Connection> {
     )?;
     configure(&conn)?;
     Ok(conn)
-}
-
-/// Read-only connections, reused across requests.
-pub struct ReadPool {
-    data_dir: PathBuf,
-    idle: Mutex<Vec<Connection>>,
-}
-
-pub struct PooledConn<'a> {
-    pool: &'a ReadPool,
-    conn: Option<Connection>,
-}
-
-impl std::ops::Deref for PooledConn<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        self.conn.as_ref().unwrap()
-    }
-}
-
-impl Drop for PooledConn<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < 16 {
-                idle.push(c);
-            }
-        }
-    }
-}
-
-impl ReadPool {
-    pub fn new(data_dir: &Path) -> Self {
-        ReadPool {
-            data_dir: data_dir.to_path_buf(),
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    pub fn get(&self) -> rusqlite::Result<PooledConn<'_>> {
-        let popped = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match popped {
-            Some(c) => c,
-            None => open_ro(&self.data_dir)?,
-        };
-        Ok(PooledConn {
-            pool: self,
-            conn: Some(conn),
-        })
-    }
 }
