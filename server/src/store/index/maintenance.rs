@@ -5,6 +5,7 @@
 
 use wasm_core::hash::Fingerprint;
 
+use super::chunks::ChunkRow;
 use crate::store::StoreResult;
 
 /// A container as an evacuation or a deletion sees it.
@@ -21,18 +22,6 @@ pub struct LiveManifest {
     pub id: i64,
     pub source: String,
     pub manifest: Vec<u8>,
-}
-
-/// A chunk row pointing into a container, as the mover copies it.
-pub struct LiveRow {
-    pub fp: Fingerprint,
-    pub slot: u32,
-    pub offset: u64,
-    pub stored_len: u32,
-    pub raw_len: u32,
-    pub codec: u8,
-    /// Its `first_version` is set.
-    pub committed: bool,
 }
 
 /// A container the mover wrote whole, for its index row.
@@ -76,7 +65,7 @@ pub trait MaintenanceRead {
     /// How many chunk rows point into container `id`.
     fn container_chunk_count(&self, id: i64) -> StoreResult<i64>;
     /// The chunk rows pointing into container `id`, in slot order.
-    fn live_rows(&self, id: i64) -> StoreResult<Vec<LiveRow>>;
+    fn live_rows(&self, id: i64) -> StoreResult<Vec<ChunkRow>>;
     /// Whether any of `fps` is stored in the repository.
     fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool>;
 }

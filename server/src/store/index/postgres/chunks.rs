@@ -8,14 +8,14 @@ use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, New
 use crate::store::StoreResult;
 
 /// Streams the rows `sql` selects: the columns of a [`ChunkRow`] in its order, one
-/// parameter (the repository).
+/// parameter (a repository or a container id).
 pub(super) fn chunk_rows_of(
     c: &mut Client,
     sql: &str,
-    repo_id: i64,
+    key: i64,
     f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
 ) -> StoreResult<()> {
-    let mut rows = c.query_raw(sql, [repo_id])?;
+    let mut rows = c.query_raw(sql, [key])?;
     while let Some(r) = rows.next()? {
         f(ChunkRow {
             fp: fp_of(r.try_get(0)?),

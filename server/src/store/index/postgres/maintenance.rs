@@ -3,10 +3,9 @@ use std::ops::DerefMut;
 use postgres::{Client, Row};
 use wasm_core::hash::Fingerprint;
 
-use super::{fp_of, Pg};
-use crate::store::index::maintenance::{
-    ChunkMove, LiveManifest, LiveRow, Source, WrittenContainer,
-};
+use super::{chunks::chunk_rows_of, Pg};
+use crate::store::index::chunks::ChunkRow;
+use crate::store::index::maintenance::{ChunkMove, LiveManifest, Source, WrittenContainer};
 use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
 
@@ -120,23 +119,18 @@ impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
             .get(0))
     }
 
-    fn live_rows(&self, id: i64) -> StoreResult<Vec<LiveRow>> {
-        let rows = self.c().query(
-            "SELECT fp, slot, \"offset\", stored_len, raw_len, codec, first_version IS NOT NULL FROM chunks WHERE container_id = $1 ORDER BY slot",
-            &[&id],
+    fn live_rows(&self, id: i64) -> StoreResult<Vec<ChunkRow>> {
+        let mut out = Vec::new();
+        chunk_rows_of(
+            &mut self.c(),
+            r#"SELECT fp, container_id, slot, "offset", stored_len, raw_len, codec, first_version IS NOT NULL, stored_ms FROM chunks WHERE container_id = $1 ORDER BY slot"#,
+            id,
+            &mut |r| {
+                out.push(r);
+                Ok(())
+            },
         )?;
-        Ok(rows
-            .iter()
-            .map(|r| LiveRow {
-                fp: fp_of(r.get(0)),
-                slot: r.get::<_, i64>(1) as u32,
-                offset: r.get::<_, i64>(2) as u64,
-                stored_len: r.get::<_, i64>(3) as u32,
-                raw_len: r.get::<_, i64>(4) as u32,
-                codec: r.get::<_, i64>(5) as u8,
-                committed: r.get(6),
-            })
-            .collect())
+        Ok(out)
     }
 
     fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool> {

@@ -8,15 +8,15 @@ use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, New
 use crate::store::StoreResult;
 
 /// Streams the rows `sql` selects: the columns of a [`ChunkRow`] in its order, one
-/// parameter (the repository).
+/// parameter (a repository or a container id).
 pub(super) fn chunk_rows_of(
     c: &Connection,
     sql: &str,
-    repo_id: i64,
+    key: i64,
     f: &mut dyn FnMut(ChunkRow) -> StoreResult<()>,
 ) -> StoreResult<()> {
-    let mut st = c.prepare(sql)?;
-    let mut rows = st.query([repo_id])?;
+    let mut st = c.prepare_cached(sql)?;
+    let mut rows = st.query([key])?;
     while let Some(r) = rows.next()? {
         f(ChunkRow {
             fp: fp_of(r.get(0)?),

@@ -3,10 +3,9 @@ use std::ops::Deref;
 use rusqlite::{params, Connection};
 use wasm_core::hash::Fingerprint;
 
-use super::{fp_of, Sql};
-use crate::store::index::maintenance::{
-    ChunkMove, LiveManifest, LiveRow, Source, WrittenContainer,
-};
+use super::{chunks::chunk_rows_of, Sql};
+use crate::store::index::chunks::ChunkRow;
+use crate::store::index::maintenance::{ChunkMove, LiveManifest, Source, WrittenContainer};
 use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
 
@@ -116,22 +115,18 @@ impl<C: Deref<Target = Connection>> MaintenanceRead for Sql<C> {
         )?)
     }
 
-    fn live_rows(&self, id: i64) -> StoreResult<Vec<LiveRow>> {
-        let mut st = self.c().prepare_cached(
-            "SELECT fp, slot, offset, stored_len, raw_len, codec, first_version IS NOT NULL FROM chunks WHERE container_id = ?1 ORDER BY slot",
+    fn live_rows(&self, id: i64) -> StoreResult<Vec<ChunkRow>> {
+        let mut out = Vec::new();
+        chunk_rows_of(
+            self.c(),
+            "SELECT fp, container_id, slot, offset, stored_len, raw_len, codec, first_version IS NOT NULL, stored_ms FROM chunks WHERE container_id = ?1 ORDER BY slot",
+            id,
+            &mut |r| {
+                out.push(r);
+                Ok(())
+            },
         )?;
-        let rows = st.query_map([id], |r| {
-            Ok(LiveRow {
-                fp: fp_of(r.get(0)?),
-                slot: r.get(1)?,
-                offset: r.get::<_, i64>(2)? as u64,
-                stored_len: r.get(3)?,
-                raw_len: r.get(4)?,
-                codec: r.get(5)?,
-                committed: r.get(6)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(out)
     }
 
     fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool> {
