@@ -17,7 +17,7 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     if [[ $backend == postgres ]]; then
       db=bench_$round
       psql -q "$DITTO_TEST_PG" -c "CREATE DATABASE $db" >/dev/null
-      export DATABASE_URL="postgres://postgres@127.0.0.1:$port/$db"
+      export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/$db"
     else
       unset DATABASE_URL
     fi
