@@ -2,7 +2,7 @@
 //! verifies them against the index. Chunks found damaged are quarantined (the server then
 //! asks for them again); versions that reference chunks not stored are named.
 
-use std::{collections::HashMap, fs, path::Path};
+use std::{collections::HashMap, path::Path};
 
 use wasm_core::{
     format::{
@@ -15,6 +15,7 @@ use wasm_core::{
 
 use crate::store::{
     self,
+    backend::container_name,
     index::{self, chunks::ChunkRow, Index},
     quarantine::{self, Found},
     recover::{self, IndexContainer},
@@ -62,6 +63,7 @@ pub fn check(
 ) -> Result<Report, String> {
     // Read-write: the schema may need its migrations, and damage found is quarantined.
     let (ix, writer) = index::open(data_dir, database_url).map_err(|e| format!("database: {e}"))?;
+    let backend = store::backend::from_env(data_dir)?;
     let q = |e: store::StoreError| e.to_string();
     let salt = verify::salt();
     let mut rep = Report::default();
@@ -121,19 +123,25 @@ pub fn check(
             }
             continue;
         }
-        let path = store::container_path(data_dir, c.repo_id, id as u64);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
+        let bytes = match backend.read_all(c.repo_id, id as u64) {
+            Ok(Some(b)) => b,
             // A running server's mover or prune deleted it after this snapshot was read:
             // its chunks are elsewhere now (or were garbage).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !still_indexed(&*ix, id) => {
+            Ok(None) if !still_indexed(&*ix, id) => {
                 rep.containers -= 1;
+                continue;
+            }
+            Ok(None) => {
+                rep.errors.push(format!(
+                    "container {id}: cannot read {}: it does not exist",
+                    container_name(c.repo_id, id as u64)
+                ));
                 continue;
             }
             Err(e) => {
                 rep.errors.push(format!(
                     "container {id}: cannot read {}: {e}",
-                    path.display()
+                    container_name(c.repo_id, id as u64)
                 ));
                 continue;
             }

@@ -16,9 +16,7 @@ use wasm_core::{
 
 pub use super::index::chunks::ChunkLoc;
 use super::{
-    backend::{ContainerBackend, Handle},
-    index::IndexRead,
-    quarantine, verify, Store, StoreError, StoreResult,
+    backend::Handle, index::IndexRead, quarantine, verify, Store, StoreError, StoreResult,
 };
 
 /// What the index says of a requested chunk.
@@ -58,6 +56,28 @@ impl Hasher for FpHasher {
 pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
 /// Committed fingerprint -> raw length of the chunk.
 pub(crate) type FpLengths = HashMap<Fingerprint, u32, BuildHasherDefault<FpHasher>>;
+
+/// What an in-memory fingerprint set was loaded at: the index's quarantine epoch (moves
+/// when a chunk is quarantined) and the repository's `gc_epoch` (moves when chunk rows are
+/// deleted). A set loaded at older epochs may name chunks no longer stored.
+#[derive(Clone, Copy)]
+pub(crate) struct Epochs {
+    quarantine: i64,
+    gc: i64,
+}
+
+impl Epochs {
+    fn read(ix: &dyn IndexRead, repo_id: i64) -> StoreResult<Epochs> {
+        Ok(Epochs {
+            quarantine: ix.quarantine_epoch()?,
+            gc: ix.gc_epoch(repo_id)?,
+        })
+    }
+
+    fn covers(&self, other: Epochs) -> bool {
+        self.quarantine >= other.quarantine && self.gc >= other.gc
+    }
+}
 
 /// Repositories with more chunks than this are not cached in memory (about 40 bytes per
 /// chunk); `chunks/missing` and `chunks/lengths` then ask the index for each fingerprint.
@@ -212,15 +232,16 @@ impl Store {
     }
 
     /// Answers `f` from the repository's in-memory fingerprint set, loading it (again, if a
-    /// chunk was quarantined since it was loaded) unless the repository is too large: then
+    /// chunk was quarantined or chunk rows were deleted since it was loaded, by this
+    /// process or another sharing the index) unless the repository is too large: then
     /// `None`, and the caller asks the index.
     fn with_cache<T>(&self, repo_id: i64, f: impl Fn(&FpLengths) -> T) -> StoreResult<Option<T>> {
-        let epoch = self.index()?.quarantine_epoch()?;
+        let epoch = Epochs::read(&*self.index()?, repo_id)?;
         for _ in 0..2 {
             {
                 let cache = self.fp_cache.read().unwrap_or_else(|p| p.into_inner());
                 if let Some((at, set)) = cache.get(&repo_id) {
-                    if *at >= epoch {
+                    if at.covers(epoch) {
                         return Ok(Some(f(set)));
                     }
                 }
@@ -234,20 +255,20 @@ impl Store {
 
     /// Loads a repository's fingerprints into memory unless it is too large. Holds the
     /// writer lock so that no commit slips between the scan and the cache insertion, and
-    /// reads the quarantine epoch in the same snapshot as the fingerprints.
-    fn load_fp_cache(&self, repo_id: i64, min_epoch: i64) -> StoreResult<bool> {
+    /// reads the epochs in the same snapshot as the fingerprints.
+    fn load_fp_cache(&self, repo_id: i64, min_epoch: Epochs) -> StoreResult<bool> {
         let w = self.writer();
         if self
             .fp_cache
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&repo_id)
-            .is_some_and(|(at, _)| *at >= min_epoch)
+            .is_some_and(|(at, _)| at.covers(min_epoch))
         {
             return Ok(true);
         }
         let tx = w.begin()?;
-        let epoch = tx.quarantine_epoch()?;
+        let epoch = Epochs::read(&*tx, repo_id)?;
         let n = tx.chunk_count(repo_id)?;
         if n > MAX_CACHED_CHUNKS {
             return Ok(false);

@@ -9,11 +9,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use wasm_core::format::container::{ContainerHeader, ContainerKind, TARGET_DATA_BYTES};
+use wasm_core::format::container::{
+    data_offset_for, slot_offset, ContainerHeader, ContainerKind, TABLE_ENTRY_LEN,
+    TARGET_DATA_BYTES,
+};
 
 use super::index::containers::{ListedChunk, ListedContainer};
 use super::{
-    backend::{ContainerBackend, Handle},
+    backend::{Handle, Whole},
     now_ms, recover, Store, StoreError, StoreResult, Writer,
 };
 
@@ -87,7 +90,7 @@ impl Store {
         };
         let oc = OpenContainer {
             id: c.id as u64,
-            file,
+            file: Handle::File(file),
             kind: h.kind,
             capacity: h.table_capacity,
             data_offset: c.data_offset as u64,
@@ -103,6 +106,44 @@ impl Store {
                 None
             },
         )
+    }
+
+    /// Writes new container `id` whole and durably (no index row points at it yet): its
+    /// table entries (`table`), whose offsets are relative to the data start and made
+    /// absolute here, then `data`. Its table has exactly `count` slots, since it never
+    /// takes appends. Returns its id and header.
+    pub(crate) fn write_new_container(
+        &self,
+        repo_id: i64,
+        id: u64,
+        kind: ContainerKind,
+        newest_version: i64,
+        table: &mut [u8],
+        data: &[u8],
+    ) -> StoreResult<ContainerHeader> {
+        let count = table.len() / TABLE_ENTRY_LEN;
+        let mut header = ContainerHeader::new(id, kind, now_ms());
+        header.table_capacity = count.max(1) as u32;
+        header.data_offset = data_offset_for(header.table_capacity);
+        header.newest_version = newest_version;
+        let base = header.data_offset;
+        for i in 0..count {
+            let at = i * TABLE_ENTRY_LEN + 24;
+            let rel = u64::from_le_bytes(table[at..at + 8].try_into().unwrap());
+            table[at..at + 8].copy_from_slice(&(rel + base).to_le_bytes());
+        }
+        self.containers.write_whole(
+            repo_id,
+            id,
+            &Whole {
+                header: &header.encode(),
+                table_at: slot_offset(0),
+                table,
+                data_at: base,
+                data,
+            },
+        )?;
+        Ok(header)
     }
 
     pub(crate) fn create_container(&self, repo_id: i64, id: u64) -> std::io::Result<OpenContainer> {

@@ -97,7 +97,7 @@ impl Store {
     /// compaction. With `dry_run` only the mover runs and the reclaimable bytes are counted.
     pub fn prune(&self, repo_id: i64, dry_run: bool, sweep: Sweep) -> StoreResult<PruneReport> {
         let t0 = Instant::now();
-        let _maint = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let _maint = self.maintenance()?;
         let mut rep = PruneReport {
             dry_run,
             moved: self.mover_pass(repo_id, "move")?,

@@ -10,16 +10,18 @@ use wasm_core::{
     compress::{Decompressor, CODEC_ZSTD},
     format::{
         bundle::{BundleEntry, Codec},
-        container::{slot_offset, TableEntry},
+        container::{
+            slot_offset, ContainerHeader, ContainerKind, TableEntry, DEFAULT_TABLE_CAPACITY,
+            TABLE_ENTRY_LEN, TARGET_DATA_BYTES,
+        },
     },
     hash::{fingerprint, to_hex, Fingerprint},
 };
 
 use super::{
-    backend::ContainerBackend,
     chunks::ChunkLoc,
     containers::OpenContainer,
-    index::{chunks::NewChunk, containers::NewContainer},
+    index::{chunks::NewChunk, containers::NewContainer, maintenance::WrittenContainer},
     now_ms, quarantine, verify, BadChunk, Store, StoreError, StoreResult, Writer,
 };
 
@@ -216,6 +218,9 @@ impl Store {
         new: &[&BundleEntry<'_>],
         healing: &[Fingerprint],
     ) -> Result<Option<OpenContainer>, (StoreError, Vec<u64>)> {
+        if !self.containers.appends() {
+            return self.append_whole(w, repo_id, new, healing).map(|()| None);
+        }
         let mut created_ids = Vec::new();
         let mut touched: Vec<Touched> = Vec::new();
         let mut cur: Option<Touched> = match w.open.remove(&repo_id) {
@@ -237,8 +242,9 @@ impl Store {
                 if let Some(t) = cur.take() {
                     touched.push(t);
                 }
-                let id = w.next_container_id;
-                w.next_container_id += 1;
+                let id =
+                    w.ix.next_container_id()
+                        .map_err(|e| (e, created_ids.clone()))?;
                 created_ids.push(id);
                 let oc = self
                     .create_container(repo_id, id)
@@ -322,5 +328,105 @@ impl Store {
             oc.created = false;
             oc
         }))
+    }
+}
+
+impl Store {
+    /// Stores the new chunks of a bundle in containers of their own, written whole (a
+    /// backend whose containers take no appends: object storage). Other servers may share
+    /// the index then: a chunk one of them committed since the lookup keeps its row, and
+    /// its copy here becomes dead bytes that compaction reclaims.
+    fn append_whole(
+        &self,
+        w: &mut Writer,
+        repo_id: i64,
+        new: &[&BundleEntry<'_>],
+        healing: &[Fingerprint],
+    ) -> Result<(), (StoreError, Vec<u64>)> {
+        let mut created: Vec<u64> = Vec::new();
+        let fail = |e: StoreError, created: &[u64]| (e, created.to_vec());
+        let mut written: Vec<(ContainerHeader, u64, Vec<NewChunk>)> = Vec::new();
+        let mut rest = new;
+        while !rest.is_empty() {
+            // As many chunks as fill one container (at least one).
+            let mut n = 0;
+            let mut bytes = 0u64;
+            while n < rest.len()
+                && (n == 0
+                    || (n < DEFAULT_TABLE_CAPACITY as usize
+                        && bytes + rest[n].payload.len() as u64 <= TARGET_DATA_BYTES))
+            {
+                bytes += rest[n].payload.len() as u64;
+                n += 1;
+            }
+            let (part, tail) = rest.split_at(n);
+            rest = tail;
+            let mut table = Vec::with_capacity(n * TABLE_ENTRY_LEN);
+            let mut data = Vec::with_capacity(bytes as usize);
+            let mut rows = Vec::with_capacity(n);
+            for (slot, e) in part.iter().enumerate() {
+                let entry = TableEntry {
+                    fp: e.fp,
+                    codec: e.codec as u8,
+                    offset: data.len() as u64,
+                    stored_len: e.payload.len() as u32,
+                    raw_len: e.raw_len,
+                };
+                table.extend_from_slice(&entry.encode());
+                rows.push(NewChunk {
+                    fp: e.fp,
+                    slot: slot as u32,
+                    offset: entry.offset,
+                    stored_len: entry.stored_len,
+                    raw_len: e.raw_len,
+                    codec: entry.codec,
+                });
+                data.extend_from_slice(e.payload);
+            }
+            let id = w.ix.next_container_id().map_err(|e| fail(e, &created))?;
+            created.push(id);
+            let header = self
+                .write_new_container(repo_id, id, ContainerKind::Active, 0, &mut table, &data)
+                .map_err(|e| fail(e, &created))?;
+            for r in &mut rows {
+                r.offset += header.data_offset;
+            }
+            let data_end = header.data_offset + data.len() as u64;
+            written.push((header, data_end, rows));
+        }
+        let commit = || -> StoreResult<()> {
+            let tx = w.begin()?;
+            let stored_ms = now_ms() as i64;
+            let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
+            let now: HashSet<Fingerprint> = fps
+                .iter()
+                .zip(tx.chunk_locations(repo_id, &fps)?)
+                .filter(|(_, loc)| loc.is_some())
+                .map(|(fp, _)| *fp)
+                .collect();
+            for (h, data_end, rows) in &written {
+                tx.insert_written_container(&WrittenContainer {
+                    id: h.id as i64,
+                    repo_id,
+                    kind: h.kind as u8,
+                    data_offset: h.data_offset as i64,
+                    data_end: *data_end as i64,
+                    chunk_count: rows.len() as i64,
+                    newest_version: h.newest_version,
+                    created_ms: h.created_ms as i64,
+                    sealed: true,
+                })?;
+                let rows: Vec<NewChunk> = rows
+                    .iter()
+                    .filter(|r| !now.contains(&r.fp))
+                    .cloned()
+                    .collect();
+                tx.insert_chunks(repo_id, h.id, stored_ms, &rows)?;
+            }
+            let stored: Vec<Fingerprint> = fps.into_iter().filter(|fp| !now.contains(fp)).collect();
+            quarantine::stored(&*tx, repo_id, &stored, healing)?;
+            tx.commit()
+        };
+        commit().map_err(|e| fail(e, &created))
     }
 }

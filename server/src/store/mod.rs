@@ -3,14 +3,16 @@
 //! only (`StoreError`, plain values); `crate::api` turns them into HTTP.
 //!
 //! Write rule (docs/FORMAT.md, "Writing and recovery rules"): chunk bytes are appended to
-//! container files and fsynced, then the index rows are committed in one index
-//! transaction, then the caller is answered. The index is the authority on what is
-//! committed; startup recovery makes the files agree with it. One `IndexWriter`, behind a
-//! mutex, makes every index change; reads and snapshots come from the `Index`.
+//! container files and fsynced (or put as whole objects), then the index rows are
+//! committed in one index transaction, then the caller is answered. The index is the
+//! authority on what is committed; startup recovery makes the containers agree with it.
+//! One `IndexWriter`, behind a mutex, makes every index change of this process; reads and
+//! snapshots come from the `Index`. Replicas sharing a PostgreSQL index and a bucket are
+//! docs/STORAGE.md "Replicas".
 //!
 //! One module per concept: `auth` (repositories and tokens), `backend` (the container
-//! operations, local disk behind a trait), `index` (the index traits and their SQLite
-//! backend), `containers` (container files and the open container), `ingest` (verifying and
+//! operations: local disk or object storage), `index` (the index traits and their SQLite
+//! and PostgreSQL backends), `containers` (container files and the open container), `ingest` (verifying and
 //! storing uploaded chunks), `chunks` (finding, reading and verifying stored chunks),
 //! `versions`, `stats`, `verify`, `quarantine`, `recover` (startup recovery), and the
 //! storage engine of docs/STORAGE.md: `layout`, `mover`, `expiry`, `retention`, `gc`.
@@ -67,7 +69,6 @@ pub fn now_ms() -> u64 {
 
 struct Writer {
     ix: Box<dyn IndexWriter>,
-    next_container_id: u64,
     open: HashMap<i64, OpenContainer>,
 }
 
@@ -93,16 +94,17 @@ pub struct Store {
     data_dir: PathBuf,
     /// The index's read side (snapshots and reads); the writer holds its write side.
     ix: Box<dyn Index>,
-    containers: backend::LocalDisk,
+    containers: Box<dyn backend::ContainerBackend>,
     writer: Mutex<Writer>,
     /// Exact in-memory copy of each repository's committed fingerprints with their raw
     /// lengths (loaded on first use, extended after each commit), for fast
-    /// `chunks/missing` and `chunks/lengths` answers. Each set is tagged with the
-    /// quarantine epoch it was loaded at: a chunk quarantined since (by this process or by
-    /// `check`) makes it stale.
-    fp_cache: RwLock<HashMap<i64, (i64, FpLengths)>>,
+    /// `chunks/missing` and `chunks/lengths` answers. Each set is tagged with the epochs it
+    /// was loaded at (`chunks::Epochs`): a chunk quarantined or deleted since (by this
+    /// process, by `check`, or by another server sharing the index) makes it stale.
+    fp_cache: RwLock<HashMap<i64, (chunks::Epochs, FpLengths)>>,
     /// Held by one maintenance pass (mover, garbage collection) at a time: two would copy
-    /// the same chunks.
+    /// the same chunks. Across servers sharing the index, the index's maintenance lease
+    /// does the same ([`Store::maintenance`]).
     maintenance: Mutex<()>,
     /// Repositories waiting for the background mover, and whether its thread runs.
     mover_queue: Mutex<HashSet<i64>>,
@@ -121,10 +123,16 @@ impl Store {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let db = |e: StoreError| format!("database: {e}");
+        let containers = backend::from_env(data_dir)?;
         let (ix, writer) = index::open(data_dir, database_url).map_err(db)?;
-        writer.claim().map_err(db)?;
-        let mut report = recover::recover(&*ix.read().map_err(db)?, &*writer, data_dir)
-            .map_err(|e| format!("recovery: {e}"))?;
+        // Replicas share an index only when their containers live in one object store.
+        writer.claim(!containers.appends()).map_err(db)?;
+        let mut report = if containers.appends() {
+            recover::recover(&*ix.read().map_err(db)?, &*writer, data_dir)
+        } else {
+            recover::sweep_objects(&*ix.read().map_err(db)?, &*containers)
+        }
+        .map_err(|e| format!("recovery: {e}"))?;
         let damaged =
             quarantine::recount_unknown(&*ix.read().map_err(db)?, &*writer).map_err(db)?;
         if damaged > 0 {
@@ -135,11 +143,10 @@ impl Store {
         if !report.is_empty() {
             eprintln!("recovery: {}", report.join("; "));
         }
-        let max_id = ix.read().and_then(|r| r.max_container_id()).map_err(db)?;
         Ok(Store {
             data_dir: data_dir.to_path_buf(),
             ix,
-            containers: backend::LocalDisk::new(data_dir),
+            containers,
             fp_cache: RwLock::new(HashMap::new()),
             maintenance: Mutex::new(()),
             mover_queue: Mutex::new(HashSet::new()),
@@ -148,7 +155,6 @@ impl Store {
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 ix: writer,
-                next_container_id: max_id + 1,
                 open: HashMap::new(),
             }),
         })
@@ -157,6 +163,13 @@ impl Store {
     /// Notes that a backup is at work (a missing query, an upload, a commit).
     fn backup_activity(&self) {
         self.last_backup_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Waits until this is the only maintenance pass running on the index, in this process
+    /// and in any other server sharing it; holds that until dropped.
+    fn maintenance(&self) -> StoreResult<(MutexGuard<'_, ()>, index::Lease)> {
+        let local = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        Ok((local, self.ix.maintenance_lease()?))
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {
@@ -201,7 +214,7 @@ impl Store {
     /// Verifies the stored chunks of the containers in `subset` and quarantines the damaged
     /// ones (the verify endpoint).
     pub fn verify(&self, repo_id: i64, subset: verify::Subset) -> StoreResult<verify::Verified> {
-        let v = verify::verify_repo(&self.containers, &*self.snapshot()?, repo_id, subset)?;
+        let v = verify::verify_repo(&*self.containers, &*self.snapshot()?, repo_id, subset)?;
         self.quarantine_found(repo_id, &v.damaged)?;
         Ok(v)
     }

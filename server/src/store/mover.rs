@@ -25,14 +25,12 @@ use std::{
 
 use wasm_core::{
     format::container::{
-        data_offset_for, slot_offset, ContainerHeader, ContainerKind, TableEntry,
-        DEFAULT_TABLE_CAPACITY, TARGET_DATA_BYTES,
+        ContainerHeader, ContainerKind, TableEntry, DEFAULT_TABLE_CAPACITY, TARGET_DATA_BYTES,
     },
     hash::to_hex,
 };
 
 use super::{
-    backend::ContainerBackend,
     crashpoint,
     index::{
         maintenance::{ChunkMove, WrittenContainer},
@@ -167,7 +165,7 @@ struct Written {
 impl Store {
     /// Runs the mover over a repository until no container needs evacuating.
     pub fn run_mover(&self, repo_id: i64) -> StoreResult<Moved> {
-        let _maint = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let _maint = self.maintenance()?;
         self.mover_pass(repo_id, "move")
     }
 
@@ -489,40 +487,24 @@ impl Store {
         Ok(Some(locked.elapsed().as_secs_f64() * 1000.0))
     }
 
-    /// Writes a filled container as a new file (header, table, data), fsynced with its
-    /// directory.
+    /// Writes a filled container whole and durably (`write_new_container`).
     fn write_whole(&self, repo_id: i64, snap: &Snapshot, mut b: Building) -> StoreResult<Written> {
-        let id = {
-            let mut w = self.writer();
-            let id = w.next_container_id;
-            w.next_container_id += 1;
-            id
-        };
-        let mut header = ContainerHeader::new(id, b.kind, now_ms());
-        // Written whole, it never takes appends: a table of exactly its chunks, not the
-        // 80 KiB of slots an upload container reserves (most archival groups are small).
-        header.table_capacity = b.moves.len().max(1) as u32;
-        header.data_offset = data_offset_for(header.table_capacity);
         // An active container's B_ID: the newest live version referencing any of its chunks.
-        header.newest_version = match b.kind {
+        let newest_version = match b.kind {
             ContainerKind::Archival => b.newest_version,
             ContainerKind::Active => snap.max_id,
         };
+        let id = self.writer().ix.next_container_id()?;
+        let header =
+            self.write_new_container(repo_id, id, b.kind, newest_version, &mut b.table, &b.data)?;
         let base = header.data_offset;
-        for (i, m) in b.moves.iter_mut().enumerate() {
+        for m in b.moves.iter_mut() {
             m.4 += base;
-            let at = i * wasm_core::format::container::TABLE_ENTRY_LEN + 24;
-            b.table[at..at + 8].copy_from_slice(&m.4.to_le_bytes());
         }
-        let file = self
-            .containers
-            .create(repo_id, id, &header.encode(), base)?;
-        self.containers
-            .append_sync(&file, base, &b.data, slot_offset(0), &b.table)?;
         Ok(Written {
-            id,
-            header,
+            id: header.id,
             data_end: base + b.data.len() as u64,
+            header,
             moves: b.moves,
         })
     }

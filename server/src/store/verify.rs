@@ -127,8 +127,8 @@ pub struct Verified {
 /// Reads and verifies every committed chunk of the repository's containers in `subset`,
 /// all from `ix` (one snapshot). Reads only; quarantining what it found is the caller's (it
 /// needs the writer).
-pub fn verify_repo<B: ContainerBackend>(
-    backend: &B,
+pub fn verify_repo(
+    backend: &dyn ContainerBackend,
     ix: &dyn IndexRead,
     repo_id: i64,
     subset: Subset,

@@ -15,7 +15,6 @@ use wasm_core::{
 };
 
 use super::{
-    backend::ContainerBackend,
     index::versions::{CommitChunk, NewVersion},
     mover::layout_enabled,
     now_ms,

@@ -24,7 +24,8 @@ pub struct LiveManifest {
     pub manifest: Vec<u8>,
 }
 
-/// A container the mover wrote whole, for its index row.
+/// A container written whole (by the mover, or for an upload to object storage), for its
+/// index row.
 pub struct WrittenContainer {
     pub id: i64,
     pub repo_id: i64,

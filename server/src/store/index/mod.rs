@@ -16,10 +16,15 @@
 //!   `commit` returns, or not at all;
 //! - [`Index::snapshot`] reads one consistent state across statements, however many
 //!   commits happen meanwhile; [`Index::read`] is consistent per call only (cheaper);
-//! - repository and version ids only grow and are never reused (version ids order the
-//!   B_ID rule); container ids are the store's (the next after
-//!   [`ContainerRead::max_container_id`]);
-//! - one serving writer per index ([`IndexWriter::claim`]).
+//! - repository, version and container ids only grow and are never reused (version ids
+//!   order the B_ID rule; [`IndexWriter::next_container_id`] hands out container ids, so
+//!   that servers sharing one index never pick the same);
+//! - write transactions are serialised, also across the processes of servers sharing one
+//!   index (PostgreSQL: every write transaction starts by taking one transaction-scoped
+//!   advisory lock), so a store's write checks its state exactly as with one process;
+//! - one serving writer per index, or several when their containers live in one shared
+//!   object store ([`IndexWriter::claim`]); one maintenance pass at a time across them
+//!   ([`Index::maintenance_lease`]).
 
 pub mod chunks;
 pub mod containers;
@@ -100,6 +105,24 @@ pub trait Index: Send + Sync {
     fn read(&self) -> StoreResult<Box<dyn IndexRead + '_>>;
     /// Reads that all see one state of the index (a read transaction), until dropped.
     fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>>;
+    /// Waits until this process is the only one running maintenance (the mover, expiry,
+    /// garbage collection) on the index, and holds that until the lease is dropped, or the
+    /// process dies (PostgreSQL: a session advisory lock on a connection of its own, so a
+    /// killed replica's lease ends with its connection). SQLite: one process per index
+    /// already, nothing to wait for.
+    fn maintenance_lease(&self) -> StoreResult<Lease>;
+}
+
+/// Held while a maintenance pass runs; dropping it lets another process's pass start.
+pub struct Lease {
+    _held: Option<Box<dyn Send>>,
+}
+
+impl Lease {
+    /// A lease that `held` keeps until dropped (`None`: nothing to hold).
+    pub fn new(held: Option<Box<dyn Send>>) -> Lease {
+        Lease { _held: held }
+    }
 }
 
 /// The single writer of an index (the store holds it under its writer lock).
@@ -107,11 +130,16 @@ pub trait IndexWriter: Send {
     /// Starts a write transaction. One at a time: the caller serialises (the store's
     /// writer lock).
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>>;
-    /// Makes this writer the only store writer of the index until it is dropped, or fails
-    /// if another holds it (SQLite: the data directory's lock already does, the database
-    /// being inside it; PostgreSQL: a session advisory lock, since several data directories
-    /// could name one database).
-    fn claim(&self) -> StoreResult<()>;
+    /// Makes this writer a store writer of the index until it is dropped, or fails if
+    /// another server's claim excludes it. Without `shared`, this one must be alone
+    /// (containers on its local disk); with `shared`, other shared claims may hold too
+    /// (replicas whose containers live in one object store). SQLite: the data directory's
+    /// lock already makes it alone, the database being inside it; PostgreSQL: a session
+    /// advisory lock, exclusive or shared, since several data directories can name one
+    /// database.
+    fn claim(&self, shared: bool) -> StoreResult<()>;
+    /// A container id no server of the index has had (outside any transaction).
+    fn next_container_id(&self) -> StoreResult<u64>;
     /// Refuses writes the backend can no longer make durable (SQLite: its write-ahead log
     /// was removed under the running server).
     fn check_writable(&self) -> StoreResult<()>;

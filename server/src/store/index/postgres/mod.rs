@@ -1,10 +1,14 @@
-//! The PostgreSQL index backend (issue 21): the same traits as [`super::sqlite`], for a
-//! server whose metadata lives in a PostgreSQL database (`DATABASE_URL`). One writer
-//! connection makes every change (the store's writer lock serialises it); readers come from
-//! a small pool. A snapshot is a `REPEATABLE READ READ ONLY` transaction; a write
-//! transaction runs at `READ COMMITTED` under the single writer, which is what the store's
-//! transactions assume of SQLite too. The schema is `schema.rs`; one file per concept, as
-//! for SQLite, holds the statements.
+//! The PostgreSQL index backend (issue 21): the same traits as [`super::sqlite`], for
+//! servers whose metadata lives in a PostgreSQL database (`DATABASE_URL`). Per server, one
+//! writer connection makes every change (the store's writer lock serialises it); readers
+//! come from a small pool. A snapshot is a `REPEATABLE READ READ ONLY` transaction. A write
+//! transaction runs at `READ COMMITTED` and first takes one transaction-scoped advisory lock
+//! (`WRITE_LOCK`), so that the write transactions of every replica sharing the database run
+//! one after another: each sees all that committed before it, which is what the store's
+//! checks assume of SQLite's single writer too. Container ids come from a sequence, shared
+//! by the replicas; the maintenance lease is a session advisory lock on a connection of its
+//! own. The schema is `schema.rs`; one file per concept, as for SQLite, holds the
+//! statements.
 //!
 //! PostgreSQL spells some things differently from SQLite: `$1` parameters, `offset` quoted
 //! (a reserved word), `ON CONFLICT DO NOTHING`, `RETURNING id`, `= ANY($n)` for lists, and
@@ -26,7 +30,7 @@ use std::{
 
 use postgres::{Client, NoTls};
 
-use super::{fp_of, pool::Pool, Index, IndexRead, IndexTx, IndexWriter};
+use super::{fp_of, pool::Pool, Index, IndexRead, IndexTx, IndexWriter, Lease};
 use crate::store::{StoreError, StoreResult};
 
 /// The index traits over one PostgreSQL connection (`G` owns or borrows it), optionally
@@ -77,9 +81,10 @@ fn connect(url: &str) -> StoreResult<Client> {
     Ok(Client::connect(url, NoTls)?)
 }
 
-/// The read side: a pool of connections.
+/// The read side: a pool of connections, and the URL for the maintenance lease's own.
 pub struct PgIndex {
     pool: Pool<Client>,
+    url: String,
 }
 
 impl Index for PgIndex {
@@ -92,10 +97,19 @@ impl Index for PgIndex {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
         )?))
     }
+    fn maintenance_lease(&self) -> StoreResult<Lease> {
+        let mut c = connect(&self.url)?;
+        c.execute("SELECT pg_advisory_lock($1)", &[&MAINTENANCE_LOCK])?;
+        Ok(Lease::new(Some(Box::new(c))))
+    }
 }
 
-/// The advisory lock key of the store's writer (one serving server per database).
+/// Advisory lock keys. `STORE_WRITER_LOCK`: held by every serving server, shared by
+/// replicas, exclusive by one alone. `WRITE_LOCK`: held by a write transaction.
+/// `MAINTENANCE_LOCK`: held by the server running maintenance.
 const STORE_WRITER_LOCK: i64 = 0x6469_7474_6f77;
+const WRITE_LOCK: i64 = 0x6469_7474_6f78;
+const MAINTENANCE_LOCK: i64 = 0x6469_7474_6f79;
 
 /// The writer connection.
 pub struct PgWriter {
@@ -104,21 +118,39 @@ pub struct PgWriter {
 
 impl IndexWriter for PgWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
-        Ok(Box::new(Pg::begin(self.client.borrow_mut(), "BEGIN")?))
+        Ok(Box::new(Pg::begin(
+            self.client.borrow_mut(),
+            &format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
+        )?))
     }
-    fn claim(&self) -> StoreResult<()> {
+    fn claim(&self, shared: bool) -> StoreResult<()> {
+        let f = if shared {
+            "pg_try_advisory_lock_shared"
+        } else {
+            "pg_try_advisory_lock"
+        };
         let held: bool = self
             .client
             .borrow_mut()
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&STORE_WRITER_LOCK])?
+            .query_one(&format!("SELECT {f}($1)"), &[&STORE_WRITER_LOCK])?
             .get(0);
-        if held {
-            Ok(())
-        } else {
-            Err(StoreError::Index(
-                "another ditto-server is already serving this database".into(),
-            ))
+        match (held, shared) {
+            (true, _) => Ok(()),
+            (false, false) => Err(StoreError::Index(
+                "another ditto-server is already serving this database (servers can share one only with their containers in object storage)".into(),
+            )),
+            (false, true) => Err(StoreError::Index(
+                "a ditto-server keeping containers on its local disk is serving this database".into(),
+            )),
         }
+    }
+    fn next_container_id(&self) -> StoreResult<u64> {
+        let id: i64 = self
+            .client
+            .borrow_mut()
+            .query_one("SELECT nextval('container_ids')", &[])?
+            .get(0);
+        Ok(id as u64)
     }
     fn check_writable(&self) -> StoreResult<()> {
         // A lost connection fails the transaction's first statement with its own error.
@@ -140,6 +172,7 @@ pub fn open(url: &str) -> StoreResult<(PgIndex, PgWriter)> {
                 let url = url.to_string();
                 Pool::new(move || connect(&url), |c| !c.is_closed())
             },
+            url: url.to_string(),
         },
         PgWriter {
             client: RefCell::new(client),

@@ -7,7 +7,7 @@ use postgres::Client;
 use crate::store::{StoreError, StoreResult};
 
 /// The schema version this server writes; bump it with a migration step below.
-const VERSION: i64 = 1;
+const VERSION: i64 = 2;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL);
@@ -75,6 +75,14 @@ CREATE TABLE IF NOT EXISTS quarantine(
   healed_ms BIGINT);
 CREATE INDEX IF NOT EXISTS quarantine_by_fp ON quarantine(repo_id, fp);
 CREATE INDEX IF NOT EXISTS quarantine_by_container ON quarantine(container_id, slot);
+CREATE SEQUENCE IF NOT EXISTS container_ids;
+"#;
+
+/// Version 2: container ids from a sequence (servers sharing the database take ids from
+/// it), starting after the largest id in use.
+const TO_2: &str = r#"
+CREATE SEQUENCE IF NOT EXISTS container_ids;
+SELECT setval('container_ids', COALESCE((SELECT MAX(id) FROM containers), 0) + 1, false);
 "#;
 
 /// Creates the schema in an empty database (in one transaction, under an advisory lock so
@@ -100,6 +108,10 @@ pub fn migrate(client: &mut Client) -> StoreResult<()> {
             )))
         }
         Some(v) if v == VERSION => {}
+        Some(1) => {
+            tx.batch_execute(TO_2)?;
+            tx.execute("UPDATE schema_version SET version = $1", &[&VERSION])?;
+        }
         _ => {
             tx.batch_execute(SCHEMA)?;
             tx.execute("DELETE FROM schema_version", &[])?;

@@ -21,7 +21,7 @@ use schema::{db_path, open_ro, open_rw};
 use super::{
     fp_of,
     pool::{Pool, Pooled},
-    Index, IndexRead, IndexTx, IndexWriter,
+    ContainerRead, Index, IndexRead, IndexTx, IndexWriter, Lease,
 };
 use crate::store::{StoreError, StoreResult};
 
@@ -76,20 +76,35 @@ impl Index for SqliteIndex {
     fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
         Ok(Box::new(Sql(ReadTx::begin(self.pool.get()?)?)))
     }
+    fn maintenance_lease(&self) -> StoreResult<Lease> {
+        Ok(Lease::new(None))
+    }
 }
 
 /// The writer connection, and the guard of its write-ahead log (`wal.rs`).
 pub struct SqliteWriter {
     conn: Connection,
     wal: wal::WalGuard,
+    /// The last container id handed out (0: not read from the database yet); one process
+    /// writes the database, so a counter in memory is enough.
+    last_container_id: std::cell::Cell<u64>,
 }
 
 impl IndexWriter for SqliteWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
     }
-    fn claim(&self) -> StoreResult<()> {
+    fn claim(&self, _shared: bool) -> StoreResult<()> {
         Ok(())
+    }
+    fn next_container_id(&self) -> StoreResult<u64> {
+        if self.last_container_id.get() == 0 {
+            let max = Sql(&self.conn).max_container_id()?;
+            self.last_container_id.set(max);
+        }
+        let id = self.last_container_id.get() + 1;
+        self.last_container_id.set(id);
+        Ok(id)
     }
     fn check_writable(&self) -> StoreResult<()> {
         self.wal.check(&self.conn)
@@ -117,6 +132,7 @@ pub fn open(data_dir: &Path) -> StoreResult<(SqliteIndex, SqliteWriter)> {
         SqliteWriter {
             conn,
             wal: wal::WalGuard::new(db_path(data_dir)),
+            last_container_id: std::cell::Cell::new(0),
         },
     ))
 }
