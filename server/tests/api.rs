@@ -1099,10 +1099,13 @@ fn one_server_per_database() {
     }
     let (a, b) = (TempDir::new("db-a"), TempDir::new("db-b"));
     let _s = Server::start(&a.0);
+    // With containers on its local disk, whether the first one keeps them there too or in
+    // object storage (then it shares the database only with replicas that do).
     let out = server_cmd(&b.0)
         .arg("serve")
         .env("PORT", "0")
         .env("DATABASE_URL", database_url(&a.0).unwrap())
+        .env("DITTO_S3_BUCKET", "")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -186,11 +186,25 @@ impl Store {
             return Ok(result);
         }
         let w = &mut *w;
-        let outcome = self.append(w, repo_id, &new, &healing);
-        match outcome {
-            Ok(last) => {
+        let outcome = if self.containers.appends() {
+            self.append(w, repo_id, &new, &healing).map(|last| {
                 if let Some(oc) = last {
                     w.open.insert(repo_id, oc);
+                }
+                HashSet::new()
+            })
+        } else {
+            self.append_whole(w, repo_id, &new, &healing)
+        };
+        match outcome {
+            Ok(already) => {
+                let mut result = result;
+                // Stored by another server since the lookup: duplicates after all.
+                for e in new.iter().filter(|e| already.contains(&e.fp)) {
+                    result.stored -= 1;
+                    result.duplicates += 1;
+                    result.stored_bytes -= e.payload.len() as u64;
+                    result.raw_bytes -= e.raw_len as u64;
                 }
                 let mut cache = self.fp_cache.write().unwrap_or_else(|p| p.into_inner());
                 if let Some((_, set)) = cache.get_mut(&repo_id) {
@@ -218,9 +232,6 @@ impl Store {
         new: &[&BundleEntry<'_>],
         healing: &[Fingerprint],
     ) -> Result<Option<OpenContainer>, (StoreError, Vec<u64>)> {
-        if !self.containers.appends() {
-            return self.append_whole(w, repo_id, new, healing).map(|()| None);
-        }
         let mut created_ids = Vec::new();
         let mut touched: Vec<Touched> = Vec::new();
         let mut cur: Option<Touched> = match w.open.remove(&repo_id) {
@@ -335,14 +346,15 @@ impl Store {
     /// Stores the new chunks of a bundle in containers of their own, written whole (a
     /// backend whose containers take no appends: object storage). Other servers may share
     /// the index then: a chunk one of them committed since the lookup keeps its row, and
-    /// its copy here becomes dead bytes that compaction reclaims.
+    /// its copy here becomes dead bytes that compaction reclaims. Returns those chunks.
+    #[allow(clippy::type_complexity)]
     fn append_whole(
         &self,
         w: &mut Writer,
         repo_id: i64,
         new: &[&BundleEntry<'_>],
         healing: &[Fingerprint],
-    ) -> Result<(), (StoreError, Vec<u64>)> {
+    ) -> Result<HashSet<Fingerprint>, (StoreError, Vec<u64>)> {
         let mut created: Vec<u64> = Vec::new();
         let fail = |e: StoreError, created: &[u64]| (e, created.to_vec());
         let mut written: Vec<(ContainerHeader, u64, Vec<NewChunk>)> = Vec::new();
@@ -394,7 +406,7 @@ impl Store {
             let data_end = header.data_offset + data.len() as u64;
             written.push((header, data_end, rows));
         }
-        let commit = || -> StoreResult<()> {
+        let commit = || -> StoreResult<HashSet<Fingerprint>> {
             let tx = w.begin()?;
             let stored_ms = now_ms() as i64;
             let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
@@ -425,7 +437,8 @@ impl Store {
             }
             let stored: Vec<Fingerprint> = fps.into_iter().filter(|fp| !now.contains(fp)).collect();
             quarantine::stored(&*tx, repo_id, &stored, healing)?;
-            tx.commit()
+            tx.commit()?;
+            Ok(now)
         };
         commit().map_err(|e| fail(e, &created))
     }
