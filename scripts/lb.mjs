@@ -3,9 +3,9 @@
  * A round-robin HTTP load balancer for trying several `ditto-server` replicas behind one
  * address (the scale-out e2e spec and `npm run bench:scale`). Each request, not each
  * connection, goes to the next upstream, so one browser's keep-alive connection spreads its
- * uploads over every replica. Bodies stream both ways. An upstream that refuses the
- * connection yields a 502 `{"error"}`, except for GET and HEAD, which are safe to repeat and
- * go to the next upstream instead.
+ * uploads over every replica. Bodies stream both ways. A request whose upstream refuses
+ * the connection goes to the next upstream (as does a failed GET or HEAD, safe to repeat);
+ * when none is left, or an upstream fails mid-request, the answer is a 502 `{"error"}`.
  *
  *   node scripts/lb.mjs --port 0 --to http://127.0.0.1:A,http://127.0.0.1:B
  *
@@ -76,10 +76,21 @@ export function startBalancer(upstreams, port = 0) {
           upRes.on('error', () => res.destroy());
         },
       );
+      // The request body flows only once the upstream has accepted the connection, so a
+      // request to a dead upstream has consumed nothing and can go to the next one whole.
+      let connected = false;
+      const send = () => {
+        connected = true;
+        if (!retryable) req.pipe(up);
+      };
+      up.on('socket', (s) => {
+        if (s.connecting) s.once('connect', send);
+        else send();
+      });
       up.on('error', (err) => {
-        // GET and HEAD change nothing, so a failed one may be repeated on the next upstream
-        // as long as nothing of its answer has gone out yet.
-        if (retryable && !res.headersSent && tries < targets.length) {
+        // GET and HEAD change nothing, so a failed one may be repeated as long as nothing of
+        // its answer has gone out yet; any other only if it never reached the upstream.
+        if ((retryable || !connected) && !res.headersSent && tries < targets.length) {
           attempt();
           return;
         }
@@ -89,7 +100,6 @@ export function startBalancer(upstreams, port = 0) {
         if (!res.writableFinished) up.destroy();
       });
       if (retryable) up.end();
-      else req.pipe(up);
     };
     attempt();
   });
