@@ -4,8 +4,11 @@
 // compared byte for byte with its folder; then restic backs up the same folders and restores
 // the same release, timed, as a reference. Prints a table and, last, one JSON line.
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
+// [--no-restic]
 // (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3; --runs:
-// restores per tool, default 3, the medians are reported)
+// restores per tool, default 3, the medians are reported; --no-restic: ditto only, as
+// `npm run bench:scale` does for a server whose environment puts it on PostgreSQL + S3,
+// which the server started here inherits)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,6 +32,7 @@ const quick = flag('quick');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 const runs = Number(option('runs', 3));
+const withRestic = !flag('no-restic');
 if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
 const versions = dataset(pkg, count);
@@ -103,12 +107,12 @@ function restic() {
 
 try {
   const d = await ditto();
-  const rs = restic();
+  const rs = withRestic ? restic() : [];
   const first = d.results[0];
   const mb = first.checked.bytes / 1e6;
   const pageSeconds = median(d.results.map((r) => r.pageSeconds));
   const wallSeconds = median(d.results.map((r) => r.wallSeconds));
-  const resticSeconds = median(rs);
+  const resticSeconds = withRestic ? median(rs) : NaN;
   const list = (xs) => xs.map((x) => x.toFixed(2)).join(' ');
   const row = (tool, s, all) =>
     console.log(tool.padEnd(34), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
@@ -128,7 +132,7 @@ try {
     wallSeconds,
     d.results.map((r) => r.wallSeconds),
   );
-  row('restic restore', resticSeconds, rs);
+  if (withRestic) row('restic restore', resticSeconds, rs);
   console.log(
     `\nditto: ${first.requests} chunk requests, ${first.containersRead} container reads, ` +
       `${first.containersMin} containers hold the version's chunks\n`,
@@ -149,9 +153,11 @@ try {
       requests: first.requests,
       containers_read: first.containersRead,
       containers_min: first.containersMin,
-      restic_restore_seconds: +resticSeconds.toFixed(3),
-      restic_restore_mbps: +(mb / resticSeconds).toFixed(2),
-      speed_vs_restic: +(resticSeconds / wallSeconds).toFixed(3),
+      ...(withRestic && {
+        restic_restore_seconds: +resticSeconds.toFixed(3),
+        restic_restore_mbps: +(mb / resticSeconds).toFixed(2),
+        speed_vs_restic: +(resticSeconds / wallSeconds).toFixed(3),
+      }),
     }),
   );
 } finally {
