@@ -24,7 +24,7 @@ cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$base-run" "$base-results"
+  rm -rf "$base-run" "$base-results" "$base-restore"
   s3_stop
   pg_stop
 }
@@ -116,7 +116,9 @@ log "restore: typescript-10, one server on PostgreSQL$([[ $use_s3 == 0 ]] || ech
 scale_env scale_restore
 bash scripts/build.sh wasm web
 # shellcheck disable=SC2086 # BENCH_RESTORE_ARGS is a list of arguments
-restore=$(node bench/restore.mjs --no-restic ${BENCH_RESTORE_ARGS:-} | tee /dev/stderr | tail -1)
+node bench/restore.mjs --no-restic ${BENCH_RESTORE_ARGS:-} >"$base-restore"
+cat "$base-restore"
+restore=$(tail -1 "$base-restore")
 embedded_env
 
 node - "$results" "$restore" "$use_s3" <<'EOF'
