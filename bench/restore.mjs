@@ -66,6 +66,15 @@ async function ditto() {
     const backups = await backupFolders(backupPage, versions, pkg);
     await backupPage.close();
     const version = backups[pickIndex].version;
+    // The mover runs in the background after each commit; a dry-run prune runs it to the end,
+    // so that every restore reads the same, settled layout (a slower index, PostgreSQL, can
+    // otherwise still be moving chunks during the first restores).
+    const settle = await fetch(`${server.origin}/api/v1/repos/default/prune`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ dry_run: true }),
+    });
+    if (settle.status !== 200) throw new Error(`prune (dry run): ${settle.status} ${await settle.text()}`);
     const results = [];
     for (let run = 0; run < runs; run++) results.push(await restoreZip(browser, server, version, chosen, scratch));
     const min = await containersMin(server, version);
