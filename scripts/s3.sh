@@ -45,7 +45,7 @@ s3_start() {
     fi
     S3_PORT=$((S3_PORT + 1))
   done
-  code=$(s3_curl PUT "http://127.0.0.1:$S3_PORT/$S3_BUCKET")
+  code=$(s3_curl PUT "http://127.0.0.1:$S3_PORT/$S3_BUCKET") || true
   [[ $code == 200 ]] || { cat "$S3_DIR/server.log"; die "CreateBucket $S3_BUCKET answered $code"; }
   export DITTO_TEST_S3="http://127.0.0.1:$S3_PORT"
   export DITTO_TEST_S3_ROOT="$S3_DIR/root"

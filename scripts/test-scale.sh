@@ -23,7 +23,9 @@ log "server suite on PostgreSQL + S3"
 cargo test -p ditto-server --no-fail-fast -- --include-ignored --test-threads=2 || status=1
 
 log "e2e: two replicas behind a balancer (Chromium)"
-# `cargo test` above built target/debug/ditto-server, which the spec starts.
+# `cargo test` above built the debug ditto-server, which the spec starts.
+export DITTO_SERVER_BIN=${DITTO_SERVER_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/ditto-server}
 export DITTO_E2E_PG=$DITTO_TEST_PG DITTO_E2E_S3=$DITTO_TEST_S3
+bash scripts/build.sh wasm web
 npx playwright test -c e2e replicas.spec.ts || status=1
 exit $status
