@@ -73,13 +73,13 @@ export function dataset(pkg, count) {
 }
 
 /**
- * Starts target/release/ditto-server on PORT=0 with a fresh data directory (or `dataDir`),
+ * Starts target/release/ditto-server (or `DITTO_SERVER_BIN`) on PORT=0 with a fresh data directory (or `dataDir`),
  * with `env` added to its environment. Resolves to `{ appUrl, origin, token, dataDir, child, stop }`: `appUrl` is the page URL with
  * the token in its fragment; `stop()` ends the process (SIGTERM) and waits for it. The data
  * directory is left for the caller (`du`, then `rmSync`).
  */
 export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')), env = {} } = {}) {
-  const bin = path.join(ROOT, 'target', 'release', 'ditto-server');
+  const bin = process.env.DITTO_SERVER_BIN ?? path.join(ROOT, 'target', 'release', 'ditto-server');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run npm run build:server`);
   const child = spawn(bin, ['serve'], {
     env: { ...process.env, ...env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },

@@ -4,8 +4,11 @@
 // compared byte for byte with its folder; then restic backs up the same folders and restores
 // the same release, timed, as a reference. Prints a table and, last, one JSON line.
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
+// [--no-restic]
 // (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3; --runs:
-// restores per tool, default 3, the medians are reported)
+// restores per tool, default 3, the medians are reported; --no-restic: ditto only, as
+// `npm run bench:scale` does for a server whose environment puts it on PostgreSQL + S3,
+// which the server started here inherits)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,6 +32,7 @@ const quick = flag('quick');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 const runs = Number(option('runs', 3));
+const withRestic = !flag('no-restic');
 if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
 const versions = dataset(pkg, count);
@@ -62,6 +66,15 @@ async function ditto() {
     const backups = await backupFolders(backupPage, versions, pkg);
     await backupPage.close();
     const version = backups[pickIndex].version;
+    // The mover runs in the background after each commit; a dry-run prune runs it to the end,
+    // so that every restore reads the same, settled layout (a slower index, PostgreSQL, can
+    // otherwise still be moving chunks during the first restores).
+    const settle = await fetch(`${server.origin}/api/v1/repos/default/prune`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ dry_run: true }),
+    });
+    if (settle.status !== 200) throw new Error(`prune (dry run): ${settle.status} ${await settle.text()}`);
     const results = [];
     for (let run = 0; run < runs; run++) results.push(await restoreZip(browser, server, version, chosen, scratch));
     const min = await containersMin(server, version);
@@ -103,12 +116,12 @@ function restic() {
 
 try {
   const d = await ditto();
-  const rs = restic();
+  const rs = withRestic ? restic() : [];
   const first = d.results[0];
   const mb = first.checked.bytes / 1e6;
   const pageSeconds = median(d.results.map((r) => r.pageSeconds));
   const wallSeconds = median(d.results.map((r) => r.wallSeconds));
-  const resticSeconds = median(rs);
+  const resticSeconds = withRestic ? median(rs) : NaN;
   const list = (xs) => xs.map((x) => x.toFixed(2)).join(' ');
   const row = (tool, s, all) =>
     console.log(tool.padEnd(34), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
@@ -128,7 +141,7 @@ try {
     wallSeconds,
     d.results.map((r) => r.wallSeconds),
   );
-  row('restic restore', resticSeconds, rs);
+  if (withRestic) row('restic restore', resticSeconds, rs);
   console.log(
     `\nditto: ${first.requests} chunk requests, ${first.containersRead} container reads, ` +
       `${first.containersMin} containers hold the version's chunks\n`,
@@ -149,9 +162,11 @@ try {
       requests: first.requests,
       containers_read: first.containersRead,
       containers_min: first.containersMin,
-      restic_restore_seconds: +resticSeconds.toFixed(3),
-      restic_restore_mbps: +(mb / resticSeconds).toFixed(2),
-      speed_vs_restic: +(resticSeconds / wallSeconds).toFixed(3),
+      ...(withRestic && {
+        restic_restore_seconds: +resticSeconds.toFixed(3),
+        restic_restore_mbps: +(mb / resticSeconds).toFixed(2),
+        speed_vs_restic: +(resticSeconds / wallSeconds).toFixed(3),
+      }),
     }),
   );
 } finally {

@@ -27,15 +27,18 @@ export function serverBinary(): string {
 
 /**
  * `maxFileBytes` caps every file the server writes (RLIMIT_FSIZE through util-linux's
- * `prlimit`): a write past it fails as on a full disk.
+ * `prlimit`): a write past it fails as on a full disk. `env` adds to the server's
+ * environment (`DATABASE_URL`, `DITTO_S3_*`: replicas on a shared database and bucket).
  */
-export async function startServer(opts: { dataDir?: string; maxFileBytes?: number } = {}): Promise<RunningServer> {
+export async function startServer(
+  opts: { dataDir?: string; maxFileBytes?: number; env?: Record<string, string> } = {},
+): Promise<RunningServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), 'ditto-e2e-'));
   const [cmd, args] = opts.maxFileBytes
     ? ['prlimit', [`--fsize=${opts.maxFileBytes}`, '--', serverBinary(), 'serve']]
     : [serverBinary(), ['serve']];
   const child = spawn(cmd, args, {
-    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
+    env: { ...process.env, ...opts.env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

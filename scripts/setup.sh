@@ -39,6 +39,14 @@ if ! command -v wasm-pack >/dev/null; then
   cargo install -q wasm-pack
 fi
 
+# The S3-compatible object store the scale-out suites run against (scripts/s3.sh). Newer
+# releases need a newer rustc than the toolchain here.
+want_s3=0.14.1
+if [[ $(s3s-fs --version 2>/dev/null | awk '{print $2}') != "$want_s3" ]]; then
+  log "s3s-fs $want_s3 (building from source, ~2 min)"
+  cargo install -q s3s-fs --version "$want_s3" --features binary
+fi
+
 log "npm dependencies"
 npm ci --no-audit --no-fund --loglevel=error
 

@@ -2,15 +2,21 @@
 //!
 //! Starts the release server on a temporary data directory and measures, over loopback:
 //! - ingest throughput of new chunks: pre-built ~4 MiB bundles of incompressible chunks
-//!   (4-16 KiB, codec raw) uploaded by 2 concurrent clients; the server verifies every SHA-1,
+//!   (4-16 KiB, codec raw) uploaded by concurrent clients (2 unless `BENCH_CLIENTS`); the server verifies every SHA-1,
 //!   appends to containers, fsyncs, commits the index, then answers;
 //! - latency of one `chunks/missing` query with 100 000 fingerprints (JSON), median of 5.
 //!
 //! The last line printed is `{"ingest_mbps": .., "missing_100k_ms": ..}` (MB = 10^6 bytes).
+//!
+//! `BENCH_URL` and `BENCH_TOKEN` (a running server's base URL and a full token of its
+//! `default` repository, which must be empty) measure that server instead of starting one:
+//! replicas behind a balancer (`npm run bench:scale`). `BENCH_CLIENTS` (default 2) sets the
+//! number of concurrent uploading clients.
 
 use std::{
     io::{BufRead, BufReader, Read},
-    process::{Command, Stdio},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -122,16 +128,16 @@ fn build_bundles(
     (bundles, fps, raw_total, stored_total)
 }
 
-/// Uploads all bundles with 2 concurrent clients; returns the seconds taken.
-fn upload_all(bundles: &[Vec<u8>], url: &str, token: &str) -> f64 {
+/// Uploads all bundles with `clients` concurrent clients; returns the seconds taken.
+fn upload_all(bundles: &[Vec<u8>], url: &str, token: &str, clients: usize) -> f64 {
     let t0 = Instant::now();
     std::thread::scope(|s| {
-        for k in 0..2 {
+        for k in 0..clients {
             s.spawn(move || {
                 let agent = ureq::AgentBuilder::new()
                     .timeout(Duration::from_secs(120))
                     .build();
-                for b in bundles.iter().skip(k).step_by(2) {
+                for b in bundles.iter().skip(k).step_by(clients) {
                     let (st, body) = post(&agent, url, token, "application/x-ditto-bundle", b);
                     assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
                 }
@@ -141,42 +147,79 @@ fn upload_all(bundles: &[Vec<u8>], url: &str, token: &str) -> f64 {
     t0.elapsed().as_secs_f64()
 }
 
+/// The server under test: one started on a temporary data directory (with this process's
+/// environment, so `DATABASE_URL` and `DITTO_S3_*` apply to it), or a running one.
+struct Target {
+    base: String,
+    token: String,
+    own: Option<(Child, PathBuf)>,
+}
+
+impl Target {
+    fn start() -> Target {
+        if let (Ok(base), Ok(token)) = (std::env::var("BENCH_URL"), std::env::var("BENCH_TOKEN")) {
+            return Target {
+                base: base.trim_end_matches('/').to_string(),
+                token,
+                own: None,
+            };
+        }
+        let bin = std::env::var("DITTO_SERVER_BIN").expect("DITTO_SERVER_BIN");
+        let data_dir = std::env::temp_dir().join(format!("ditto-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data_dir);
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let mut child = Command::new(&bin)
+            .arg("serve")
+            .env("PORT", "0")
+            .env("DATA_DIR", &data_dir)
+            .env("WEB_DIR", data_dir.join("none"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let rest = line
+            .trim()
+            .strip_prefix("Ditto is running. Open ")
+            .expect("startup line");
+        let (base, token) = rest.split_once("/#token=").unwrap();
+        Target {
+            base: base.to_string(),
+            token: token.to_string(),
+            own: Some((child, data_dir)),
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if let Some((child, data_dir)) = &mut self.own {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(data_dir);
+        }
+    }
+}
+
 fn main() {
-    let bin = std::env::var("DITTO_SERVER_BIN").expect("DITTO_SERVER_BIN");
     let total_mb = env_num("BENCH_INGEST_MB", 256);
-    let data_dir = std::env::temp_dir().join(format!("ditto-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data_dir);
-    std::fs::create_dir_all(&data_dir).unwrap();
-    let mut child = Command::new(&bin)
-        .arg("serve")
-        .env("PORT", "0")
-        .env("DATA_DIR", &data_dir)
-        .env("WEB_DIR", data_dir.join("none"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let rest = line
-        .trim()
-        .strip_prefix("Ditto is running. Open ")
-        .expect("startup line");
-    let (base, token) = rest.split_once("/#token=").unwrap();
-    let (base, token) = (base.to_string(), token.to_string());
+    let clients = env_num("BENCH_CLIENTS", 2).max(1);
+    let target = Target::start();
+    let (base, token) = (target.base.clone(), target.token.clone());
 
     // Pre-build the bundles (not timed).
     let mut rng = Rng(0x5EED_1234_5678_9ABC);
     let (bundles, fps, raw_total, _) = build_bundles(&mut rng, total_mb << 20, false);
     println!(
-        "ingest: {} bundles, {} chunks, {:.1} MB of new incompressible chunks, 2 clients",
+        "ingest: {} bundles, {} chunks, {:.1} MB of new incompressible chunks, {clients} clients",
         bundles.len(),
         fps.len(),
         raw_total as f64 / 1e6
     );
     let url = format!("{base}/api/v1/repos/default/bundles");
-    let secs = upload_all(&bundles, &url, &token);
+    let secs = upload_all(&bundles, &url, &token, clients);
     let ingest_mbps = raw_total as f64 / 1e6 / secs;
     println!("ingest: {secs:.2} s -> {ingest_mbps:.1} MB/s");
     drop(bundles);
@@ -184,7 +227,7 @@ fn main() {
     // The same with compressible chunks sent as zstd (what the browser does).
     let zstd_mb = env_num("BENCH_ZSTD_MB", 64);
     let (zb, zfps, zraw, zstored) = build_bundles(&mut rng, zstd_mb << 20, true);
-    let zsecs = upload_all(&zb, &url, &token);
+    let zsecs = upload_all(&zb, &url, &token, clients);
     let zstd_mbps = zraw as f64 / 1e6 / zsecs;
     println!(
         "ingest zstd: {} chunks, {:.1} MB raw as {:.1} MB zstd: {zsecs:.2} s -> {zstd_mbps:.1} MB/s of raw data",
@@ -233,9 +276,7 @@ fn main() {
         fps.len().min(50_000),
         bin_times[2]
     );
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&data_dir);
+    drop(target);
     println!(
         "{{\"ingest_mbps\":{:.1},\"missing_100k_ms\":{:.1},\"ingest_zstd_raw_mbps\":{:.1}}}",
         ingest_mbps, missing_ms, zstd_mbps

@@ -1037,10 +1037,7 @@ fn check_detects_corruption() {
     let off = c["chunks"][3]["offset"].as_u64().unwrap();
     drop(s);
     assert_eq!(cli(&dir.0, &["check", "default"]).0, 0);
-    let path = dir
-        .0
-        .join("repos/1/containers")
-        .join(format!("{:010}.dct", c["id"].as_u64().unwrap()));
+    let path = container_file(&dir.0, 1, c["id"].as_u64().unwrap());
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[off as usize + 1] ^= 0x55;
     std::fs::write(&path, &bytes).unwrap();

@@ -511,13 +511,11 @@ impl Api {
 /// container row, `<id as 10 digits>.dct`, of the row's committed size, and nothing else.
 /// Returns their total size.
 fn check_disk(dir: &Path, conts: &[Cont], ctx: &str) -> u64 {
-    let cdir = dir.join("repos/1/containers");
     let mut files: BTreeMap<String, u64> = BTreeMap::new();
-    for e in std::fs::read_dir(&cdir).unwrap_or_else(|e| panic!("{}: {e}", cdir.display())) {
-        let e = e.unwrap();
+    for p in container_files(dir, 1) {
         files.insert(
-            e.file_name().to_string_lossy().into_owned(),
-            e.metadata().unwrap().len(),
+            p.file_name().unwrap().to_string_lossy().into_owned(),
+            std::fs::metadata(&p).unwrap().len(),
         );
     }
     let rows: BTreeMap<String, u64> = conts

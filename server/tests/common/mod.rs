@@ -68,13 +68,116 @@ pub fn database_url(data_dir: &Path) -> Option<String> {
     Some(format!("{base}/{name}"))
 }
 
-/// `ditto-server` on `data_dir` (and its database when the suite runs on PostgreSQL).
+/// The S3-compatible object store the suite keeps containers on instead of the data
+/// directory (`DITTO_TEST_S3`, its endpoint URL, set by `npm run test:scale`), if any.
+fn s3_endpoint() -> Option<String> {
+    std::env::var("DITTO_TEST_S3")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// Whether the suite keeps containers on object storage.
+pub fn on_s3() -> bool {
+    s3_endpoint().is_some()
+}
+
+fn s3_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("DITTO_TEST_S3 is set but {name} is not"))
+}
+
+/// The object key prefix of a data directory when the suite runs on object storage: one
+/// per directory, as with its database, so that tests share one bucket without meeting.
+pub fn s3_prefix(data_dir: &Path) -> String {
+    let name = data_dir
+        .file_name()
+        .unwrap_or(data_dir.as_os_str())
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>();
+    format!("t-{name}")
+}
+
+/// Where the objects of a data directory live as files: s3s-fs keeps object `KEY` of
+/// bucket `B` as `ROOT/B/KEY`.
+fn s3_files(data_dir: &Path) -> PathBuf {
+    PathBuf::from(s3_env("DITTO_TEST_S3_ROOT"))
+        .join(s3_env("DITTO_TEST_S3_BUCKET"))
+        .join(s3_prefix(data_dir))
+}
+
+/// The folder holding the repositories' container folders of a data directory
+/// (`<repos>/<repo id>/containers/`): the data directory's `repos`, or the object store's
+/// files under the directory's prefix.
+pub fn repos_dir(data_dir: &Path) -> PathBuf {
+    if on_s3() {
+        s3_files(data_dir).join("repos")
+    } else {
+        data_dir.join("repos")
+    }
+}
+
+/// The file of container `id` of repository `repo_id` (FORMAT.md: `<id as 10 digits>.dct`),
+/// on local disk or, on object storage, the store's file of its object.
+pub fn container_file(data_dir: &Path, repo_id: u64, id: u64) -> PathBuf {
+    repos_dir(data_dir)
+        .join(repo_id.to_string())
+        .join("containers")
+        .join(format!("{id:010}.dct"))
+}
+
+/// Every container file of repository `repo_id`, sorted. On local disk the folder must
+/// exist; on object storage a repository without objects has no folder.
+pub fn container_files(data_dir: &Path, repo_id: u64) -> Vec<PathBuf> {
+    let dir = repos_dir(data_dir)
+        .join(repo_id.to_string())
+        .join("containers");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if on_s3() && e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("{}: {e}", dir.display()),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| !on_s3() || p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// `ditto-server` on `data_dir` (and its database when the suite runs on PostgreSQL, its
+/// bucket prefix when it runs on object storage).
 pub fn server_cmd(data_dir: &Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env("DATA_DIR", data_dir);
     match database_url(data_dir) {
         Some(url) => cmd.env("DATABASE_URL", url),
         None => cmd.env_remove("DATABASE_URL"),
+    };
+    match s3_endpoint() {
+        Some(endpoint) => cmd
+            .env("DITTO_S3_ENDPOINT", endpoint)
+            .env("DITTO_S3_REGION", "us-east-1")
+            .env("DITTO_S3_BUCKET", s3_env("DITTO_TEST_S3_BUCKET"))
+            .env("DITTO_S3_ACCESS_KEY_ID", s3_env("DITTO_TEST_S3_KEY"))
+            .env("DITTO_S3_SECRET_ACCESS_KEY", s3_env("DITTO_TEST_S3_SECRET"))
+            .env("DITTO_S3_PREFIX", s3_prefix(data_dir)),
+        None => [
+            "DITTO_S3_ENDPOINT",
+            "DITTO_S3_REGION",
+            "DITTO_S3_BUCKET",
+            "DITTO_S3_ACCESS_KEY_ID",
+            "DITTO_S3_SECRET_ACCESS_KEY",
+            "DITTO_S3_PREFIX",
+        ]
+        .iter()
+        .fold(&mut cmd, |c, k| c.env_remove(k)),
     };
     cmd
 }
@@ -99,6 +202,10 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        // The directory's objects go with it (the store's own metadata files stay, unread).
+        if on_s3() {
+            let _ = std::fs::remove_dir_all(s3_files(&self.0));
+        }
     }
 }
 
