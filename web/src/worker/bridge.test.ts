@@ -34,8 +34,11 @@ interface FakeWorker extends WorkerLike {
   sent: ArrayBuffer[];
 }
 
-/** Spawns fake workers; `initFails` makes the init of the given serial numbers throw. */
-function fakes(opts: { initFails?: (serial: number) => string | null } = {}) {
+/**
+ * Spawns fake workers; `initFails` makes the init of the given serial numbers throw,
+ * `initMs` makes it take that long.
+ */
+function fakes(opts: { initFails?: (serial: number) => string | null; initMs?: (serial: number) => number } = {}) {
   const spawned: FakeWorker[] = [];
   const spawn = (): WorkerLike => {
     const serial = spawned.length;
@@ -65,7 +68,7 @@ function fakes(opts: { initFails?: (serial: number) => string | null } = {}) {
         worker.terminated = true;
       },
       crash(message) {
-        setTimeout(() => worker.onerror?.({ message, preventDefault() {} } as ErrorEvent));
+        setTimeout(() => worker.onerror?.({ message } as ErrorEvent));
       },
       garble() {
         setTimeout(() => worker.onmessageerror?.(new MessageEvent('messageerror')));
@@ -89,7 +92,8 @@ function fakes(opts: { initFails?: (serial: number) => string | null } = {}) {
         },
         whoami: () => ({ init: initValue, serial }),
       },
-      (data) => {
+      async (data) => {
+        await tick(opts.initMs?.(serial) ?? 0);
         const why = opts.initFails?.(serial);
         if (why) throw new Error(why);
         initValue = data;
@@ -156,6 +160,16 @@ describe('worker bridge', () => {
     expect(spawned).toHaveLength(3);
   });
 
+  it('replaces a worker that crashes while the others still start', async () => {
+    const { spawn, spawned } = fakes({ initMs: (serial) => (serial === 1 ? 50 : 0) });
+    const starting = start(spawn, 2);
+    await tick(20);
+    spawned[0].crash('died early');
+    const pool = await starting;
+    expect(await pool.call(0, 'whoami', null)).toEqual({ init: 'module', serial: 2 });
+    expect(await pool.call(1, 'whoami', null)).toEqual({ init: 'module', serial: 1 });
+  });
+
   it('treats an unreadable message as a crash', async () => {
     const { spawn, spawned } = fakes();
     const pool = await start(spawn);
@@ -188,7 +202,7 @@ describe('worker bridge', () => {
     const spawn = () => {
       const w = inner();
       // The script fails before the bridge is set up: the init message is never answered.
-      w.postMessage = () => w.onerror?.({ message: 'SyntaxError in worker.js', preventDefault() {} } as ErrorEvent);
+      w.postMessage = () => w.onerror?.({ message: 'SyntaxError in worker.js' } as ErrorEvent);
       return w;
     };
     await expect(start(spawn)).rejects.toThrow('test worker failed to start: SyntaxError in worker.js');

@@ -238,10 +238,7 @@ function startWorker(spawn: () => WorkerLike, init: unknown, name: string): Prom
       if (msg.bridge === 'ready') resolve(worker);
       else if (msg.bridge === 'initFailed') fail(msg.message);
     };
-    worker.onerror = (e: ErrorEvent) => {
-      e.preventDefault?.();
-      fail(e.message || 'its script did not load');
-    };
+    worker.onerror = (e: ErrorEvent) => fail(e.message || 'its script did not load');
     worker.onmessageerror = () => fail('its answer could not be read');
     const msg: ToWorker = { bridge: 'init', data: init };
     worker.postMessage(msg, []);
@@ -258,19 +255,26 @@ export class WorkerPool<T extends Protocol<T>> {
 
   static async start<T extends Protocol<T>>(opts: PoolOptions): Promise<WorkerPool<T>> {
     const pool = new WorkerPool<T>(opts);
+    pool.slots = Array.from({ length: Math.max(1, opts.size) }, () => ({
+      worker: null,
+      pending: new Map(),
+      backlog: [],
+      starting: true,
+    }));
+    // Each worker is watched from the moment it is ready: one that dies while the others
+    // start is replaced like any crashed worker.
     const started = await Promise.allSettled(
-      Array.from({ length: Math.max(1, opts.size) }, () => startWorker(opts.spawn, opts.init, opts.name)),
+      pool.slots.map((slot) =>
+        startWorker(opts.spawn, opts.init, opts.name).then((worker) => {
+          slot.starting = false;
+          pool.attach(slot, worker);
+        }),
+      ),
     );
     const failed = started.find((s) => s.status === 'rejected');
     if (failed) {
-      for (const s of started) if (s.status === 'fulfilled') s.value.terminate();
+      pool.terminate();
       throw failed.reason;
-    }
-    for (const s of started) {
-      if (s.status !== 'fulfilled') continue;
-      const slot: Slot = { worker: null, pending: new Map(), backlog: [], starting: false };
-      pool.slots.push(slot);
-      pool.attach(slot, s.value);
     }
     return pool;
   }
@@ -350,10 +354,7 @@ export class WorkerPool<T extends Protocol<T>> {
   private attach(slot: Slot, worker: WorkerLike) {
     slot.worker = worker;
     worker.onmessage = (e: MessageEvent) => this.receive(slot, e.data as FromWorker);
-    worker.onerror = (e: ErrorEvent) => {
-      e.preventDefault?.();
-      this.crashed(slot, worker, e.message || 'unknown error');
-    };
+    worker.onerror = (e: ErrorEvent) => this.crashed(slot, worker, e.message || 'unknown error');
     worker.onmessageerror = () => this.crashed(slot, worker, 'a message from it could not be read');
   }
 
