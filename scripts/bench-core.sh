@@ -23,8 +23,10 @@ rnd_bin=$(node -e 'console.log(JSON.parse(process.argv[1]).random)' "$files")
 
 log "building (release): native bench, Wasm for Node and for the browser"
 cargo test --release -q -p wasm-core --test bench_core --no-run >&2 2>"$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
-wasm-pack --quiet build wasm-core --release --target nodejs --out-dir pkg-bench >&2
-wasm-pack --quiet build wasm-core --release --target web --out-dir pkg-bench-web >&2
+# `bench`: the measured loops and Wasm-resident buffers (wasm-core/src/bindings/bench.rs),
+# which the page's build (scripts/build.sh) leaves out.
+wasm-pack --quiet build wasm-core --release --target nodejs --out-dir pkg-bench -- --features bench >&2
+wasm-pack --quiet build wasm-core --release --target web --out-dir pkg-bench-web -- --features bench >&2
 
 log "native"
 DITTO_BENCH_DATASET="$cache/ds/typescript" DITTO_BENCH_CONCAT="$ts_bin" DITTO_BENCH_RANDOM_FILE="$rnd_bin" \

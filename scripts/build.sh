@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 build_wasm() {
   if stale web/src/wasm-pkg/wasm_core_bg.wasm wasm-core/src wasm-core/Cargo.toml Cargo.lock .cargo; then
     log "wasm-core -> web/src/wasm-pkg (wasm32 + simd128)"
+    # Without the `bench` feature: the page's Wasm carries only what the workers call.
     wasm-pack --log-level warn build wasm-core --release --target web --out-dir ../web/src/wasm-pkg --no-pack
   fi
 }

@@ -14,6 +14,3 @@ pub mod search;
 
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;
-
-#[cfg(target_arch = "wasm32")]
-pub mod search_bindings;

@@ -1,6 +1,6 @@
 //! The worker-facing bindings, exercised inside Wasm (Node): ChunkEngine's batches cover
 //! the input in order, match the chunker run on the whole buffer, and carry the right
-//! fingerprints and bytes; fingerprintMany equals plain SHA-1 on ordinary data; the
+//! fingerprints; fingerprintMany equals plain SHA-1 on ordinary data; the
 //! multi-buffer SHA-1's simd128 lanes agree with the portable lanes.
 #![cfg(target_arch = "wasm32")]
 
@@ -17,17 +17,20 @@ fn run_engine(kind: &str, data: &[u8], block: usize) -> Vec<(usize, usize)> {
     .0
 }
 
-/// Feeds `data` to `e` in `block`-byte pieces, checking every batch's bytes and fingerprints;
-/// the chunks and the engine.
+/// Feeds `data` to `e` in `block`-byte pieces, checking that the batches follow each other
+/// without gaps and carry their chunks' fingerprints; the chunks and the engine.
 fn drive(mut e: ChunkEngine, data: &[u8], block: usize) -> (Vec<(usize, usize)>, ChunkEngine) {
     let mut got = Vec::new();
     let mut take = |e: &ChunkEngine, n: u32| {
-        let (off, len, fps, bytes) = (e.offsets(), e.lengths(), e.fingerprints(), e.batch_bytes());
+        let (off, len, fps) = (e.offsets(), e.lengths(), e.fingerprints());
         assert_eq!(off.len(), n as usize);
         for i in 0..off.len() {
             let (o, l) = (off[i] as usize, len[i] as usize);
-            let rel = o - off[0] as usize;
-            assert_eq!(&bytes[rel..rel + l], &data[o..o + l]);
+            assert_eq!(
+                o,
+                got.last().map_or(0, |&(po, pl)| po + pl),
+                "batches follow each other"
+            );
             assert_eq!(
                 &fps[20 * i..20 * i + 20],
                 &wasm_core::hash::fingerprint(&data[o..o + l])
@@ -63,7 +66,6 @@ fn engine_with_recipe_hints_equals_plain_default() {
         }
     }
     let hints = RecipeHints::new(&fps, &lens, &counts).unwrap();
-    assert_eq!(hints.chunks() as usize, lens.len());
     for (data, file) in [(&v2, 0), (&v2, -1), (&v2, 1), (&other, 1), (&v1, 0)] {
         let want = run_engine("default", data, 1 << 20);
         for block in [5000, 1 << 20] {
@@ -123,45 +125,6 @@ fn simd_lanes_match_portable_lanes() {
     // The fingerprints the restore worker checks: plain SHA-1 here (no attack blocks).
     let fps = fingerprint_many(&buf, &offsets, &lengths).unwrap();
     assert_eq!(fps, simd);
-}
-
-#[wasm_bindgen_test]
-fn engine_with_rapidcdc_hints() {
-    let v1 = wasm_core::chunk::twostage::test_text(41, 500_000);
-    let mut v2 = v1.clone();
-    v2.splice(250_000..250_000, b"edit".iter().copied());
-    let plain = run_engine("default", &v1, 1 << 16);
-    let mut fps = Vec::new();
-    let mut lens = Vec::new();
-    for &(o, l) in &plain {
-        fps.extend_from_slice(&wasm_core::hash::fingerprint(&v1[o..o + l]));
-        lens.push(l as u32);
-    }
-    let mut e = ChunkEngine::new("default", None, None, None, None).unwrap();
-    e.set_hints(&fps, &lens, None).unwrap();
-    let mut covered = 0usize;
-    let mut n = 0;
-    for b in v2.chunks(100_000) {
-        n += e.push(b).unwrap();
-        for (i, (&o, &l)) in e.offsets().iter().zip(e.lengths().iter()).enumerate() {
-            assert_eq!(o as usize, covered);
-            let want = wasm_core::hash::fingerprint(&v2[covered..covered + l as usize]);
-            assert_eq!(&e.fingerprints()[20 * i..20 * i + 20], &want);
-            covered += l as usize;
-        }
-    }
-    n += e.finish().unwrap();
-    for (i, &l) in e.lengths().iter().enumerate() {
-        let want = wasm_core::hash::fingerprint(&v2[covered..covered + l as usize]);
-        assert_eq!(&e.fingerprints()[20 * i..20 * i + 20], &want);
-        covered += l as usize;
-    }
-    assert_eq!(covered, v2.len());
-    assert!(n > 0);
-    assert!(
-        e.set_hints(&fps, &lens, None).is_err(),
-        "hints after push are refused"
-    );
 }
 
 /// SegmentChunker chained over segments (the worker-pool split of a large file) gives the

@@ -9,7 +9,7 @@ import { SearchPanel } from './components/SearchPanel';
 import { TokenBadge } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
-import { compileCore } from './wasm/loader';
+import { coreModule } from './wasm/loader';
 import { CorePool } from './worker/pool';
 
 type Engine =
@@ -28,7 +28,7 @@ export function App() {
   useEffect(() => {
     let pool: CorePool | undefined;
     (async () => {
-      pool = await CorePool.create(await compileCore());
+      pool = await CorePool.create(await coreModule());
       const jobs = await JobStore.open();
       let index: ClientIndex | null = null;
       let indexError: string | undefined;

@@ -12,7 +12,7 @@ import {
   type SearchScope,
 } from '../search/search';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
-import { SearchWorkers } from '../search/workers';
+import { startSearchWorkers, type SearchWorkers } from '../search/workers';
 import { bytes } from './format';
 
 /** An outcome and the number of the run that produced it (tests wait for their run). */
@@ -48,7 +48,7 @@ export function SearchPanel({ api }: { api: Api }) {
   }, [api]);
   useEffect(
     () => () => {
-      void workers.current?.then((w) => w.terminate());
+      void workers.current?.then((w) => w.terminate('search cancelled'));
     },
     [],
   );
@@ -65,14 +65,14 @@ export function SearchPanel({ api }: { api: Api }) {
     const key = JSON.stringify([query, scope]);
     setOutcomes((o) => (o.key === key ? { ...o, [engine]: undefined } : { key }));
     try {
-      workers.current ??= SearchWorkers.create();
+      workers.current ??= startSearchWorkers();
       const w = await workers.current;
       const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, setProgress);
       setOutcomes((o) => (o.key === key ? { ...o, [engine]: { ...outcome, seq } } : o));
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
       // A failed worker may be in any state: start afresh next time.
-      void workers.current?.then((w) => w.terminate());
+      void workers.current?.then((w) => w.terminate('search cancelled'));
       workers.current = null;
     } finally {
       setBusy(null);
@@ -80,7 +80,7 @@ export function SearchPanel({ api }: { api: Api }) {
   };
 
   const cancel = () => {
-    void workers.current?.then((w) => w.terminate());
+    void workers.current?.then((w) => w.terminate('search cancelled'));
     workers.current = null;
   };
 

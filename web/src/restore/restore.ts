@@ -13,7 +13,7 @@ import { ApiError } from '../api/client';
 import { fpHex } from '../backup/hex';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
-import { DamagedChunkError, RestoreWorkers } from './workers';
+import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
 
 export interface RestoreItem {
   /** The name in the archive (sanitised, unique). */
@@ -299,10 +299,10 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   };
   report(true);
 
-  let workers: RestoreWorkers | null = null;
   let source: ChunkSource | null = null;
   const getSource = async () => {
-    workers ??= await RestoreWorkers.create();
+    // The workers stay warm after this restore: the next one starts at once.
+    const workers = await restoreWorkers();
     source ??= new ChunkSource(api, plan, workers, items, controller.signal, (containers) => {
       progress.requestsDone++;
       progress.containersRead += containers;
@@ -318,7 +318,6 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const finish = (error?: unknown) => {
     if (finished) return;
     finished = true;
-    workers?.terminate();
     if (error === undefined) {
       progress.phase = 'done';
       report(true);

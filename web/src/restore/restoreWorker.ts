@@ -8,12 +8,10 @@
 import init, { decompressChunk, fingerprintMany } from '../wasm-pkg/wasm_core.js';
 import { decodeBundle } from '../backup/bundle';
 import { FP_LEN, fpHex } from '../backup/hex';
-import type { RestoreRequest, RestoreResponse } from './protocol';
+import { expose, transfer, type Reply } from '../worker/bridge';
+import type { Damaged, RestoreApi, Verified } from './protocol';
 
-const scope = self as unknown as DedicatedWorkerGlobalScope;
-const post = (msg: RestoreResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
-
-function verify(id: number, bundle: Uint8Array) {
+function verify(bundle: Uint8Array): Reply<Verified | Damaged> {
   const chunks = decodeBundle(bundle);
   const n = chunks.length;
   const offsets = new Uint32Array(n);
@@ -29,7 +27,7 @@ function verify(id: number, bundle: Uint8Array) {
   for (let k = 0; k < n; k++) {
     const c = chunks[k];
     fps.set(c.fp, k * FP_LEN);
-    const bad = (reason: string) => post({ type: 'bad', id, index: k, fp: fpHex(c.fp), reason });
+    const bad = (reason: string): Damaged => ({ type: 'bad', index: k, fp: fpHex(c.fp), reason });
     if (c.codec === 0) {
       if (c.stored.byteLength !== c.rawLen)
         return bad(`stored length ${c.stored.byteLength} != raw length ${c.rawLen}`);
@@ -51,29 +49,23 @@ function verify(id: number, bundle: Uint8Array) {
   for (let k = 0; k < n; k++) {
     for (let j = 0; j < FP_LEN; j++) {
       if (digests[k * FP_LEN + j] !== fps[k * FP_LEN + j]) {
-        return post({
+        return {
           type: 'bad',
-          id,
           index: k,
           fp: fpHex(fps, k),
           reason: `its bytes fingerprint as ${fpHex(digests, k)}, not as its fingerprint`,
-        });
+        };
       }
     }
   }
-  post({ type: 'verified', id, fps, offsets, lengths, raw }, [fps.buffer, offsets.buffer, lengths.buffer, raw.buffer]);
+  return transfer({ type: 'verified', fps, offsets, lengths, raw }, [
+    fps.buffer,
+    offsets.buffer,
+    lengths.buffer,
+    raw.buffer,
+  ]);
 }
 
-scope.onmessage = async (event: MessageEvent<RestoreRequest>) => {
-  const msg = event.data;
-  if (msg.type === 'init') {
-    await init({ module_or_path: msg.module });
-    post({ type: 'ready' });
-    return;
-  }
-  try {
-    verify(msg.id, msg.bundle);
-  } catch (e) {
-    post({ type: 'failed', id: msg.id, message: e instanceof Error ? e.message : String(e) });
-  }
-};
+expose<RestoreApi>({ verify }, async (module) => {
+  await init({ module_or_path: module as WebAssembly.Module });
+});

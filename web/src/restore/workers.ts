@@ -1,8 +1,13 @@
-/** A small pool of restore workers sharing one compiled wasm-core module. */
-import { compileCore } from '../wasm/loader';
-import type { RestoreRequest, RestoreResponse } from './protocol';
+/**
+ * The restore workers: a small pool on the worker bridge, started on the first restore and
+ * kept warm for the next ones (starting workers and instantiating the engine costs every
+ * restore otherwise).
+ */
+import { coreModule } from '../wasm/loader';
+import { WorkerError, WorkerPool } from '../worker/bridge';
+import type { RestoreApi, Verified } from './protocol';
 
-export type Verified = Extract<RestoreResponse, { type: 'verified' }>;
+export type { Verified } from './protocol';
 
 /** A chunk that failed verification. */
 export class DamagedChunkError extends Error {
@@ -14,63 +19,43 @@ export class DamagedChunkError extends Error {
   }
 }
 
-let modulePromise: Promise<WebAssembly.Module> | null = null;
-
-interface Slot {
-  worker: Worker;
-  busy: number;
-}
-
 export class RestoreWorkers {
-  private nextId = 1;
-  private pending = new Map<number, { resolve: (v: Verified) => void; reject: (e: Error) => void }>();
-
-  private constructor(private slots: Slot[]) {
-    for (const s of slots) s.worker.onmessage = (e: MessageEvent<RestoreResponse>) => this.receive(s, e.data);
-  }
+  private constructor(private pool: WorkerPool<RestoreApi>) {}
 
   static async create(count = Math.max(1, Math.min(2, navigator.hardwareConcurrency || 1))): Promise<RestoreWorkers> {
-    modulePromise ??= compileCore();
-    const module = await modulePromise;
-    const slots = await Promise.all(
-      Array.from({ length: count }, async () => {
-        const worker = new Worker(new URL('./restoreWorker.ts', import.meta.url), { type: 'module' });
-        await new Promise<void>((resolve, reject) => {
-          worker.onmessage = (e: MessageEvent<RestoreResponse>) => e.data.type === 'ready' && resolve();
-          worker.onerror = (e) => reject(new Error(`restore worker failed to start: ${e.message}`));
-          worker.postMessage({ type: 'init', module } satisfies RestoreRequest);
-        });
-        return { worker, busy: 0 };
-      }),
-    );
-    return new RestoreWorkers(slots);
-  }
-
-  private receive(slot: Slot, msg: RestoreResponse) {
-    if (msg.type === 'ready') return;
-    const p = this.pending.get(msg.id);
-    if (!p) return;
-    this.pending.delete(msg.id);
-    slot.busy--;
-    if (msg.type === 'verified') p.resolve(msg);
-    else if (msg.type === 'bad') p.reject(new DamagedChunkError(msg.fp, msg.reason));
-    else p.reject(new Error(`the chunks could not be read: ${msg.message}`));
-  }
-
-  /** Decodes and verifies a bundle (its buffer is transferred). */
-  verify(bundle: Uint8Array): Promise<Verified> {
-    const slot = this.slots.reduce((a, b) => (b.busy < a.busy ? b : a));
-    const id = this.nextId++;
-    slot.busy++;
-    return new Promise<Verified>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      slot.worker.postMessage({ type: 'verify', id, bundle } satisfies RestoreRequest, [bundle.buffer]);
+    const pool = await WorkerPool.start<RestoreApi>({
+      name: 'restore',
+      spawn: () => new Worker(new URL('./restoreWorker.ts', import.meta.url), { type: 'module' }),
+      size: count,
+      init: await coreModule(),
     });
+    return new RestoreWorkers(pool);
+  }
+
+  /** Decodes and verifies a bundle (its buffer is transferred) on the least busy worker. */
+  async verify(bundle: Uint8Array): Promise<Verified> {
+    let r;
+    try {
+      r = await this.pool.call(this.pool.leastLoaded(), 'verify', bundle, { transfer: [bundle.buffer] });
+    } catch (e) {
+      throw e instanceof WorkerError ? new Error(`the chunks could not be read: ${e.message}`) : e;
+    }
+    if (r.type === 'bad') throw new DamagedChunkError(r.fp, r.reason);
+    return r;
   }
 
   terminate() {
-    for (const s of this.slots) s.worker.terminate();
-    for (const p of this.pending.values()) p.reject(new Error('restore cancelled'));
-    this.pending.clear();
+    this.pool.terminate('restore cancelled');
   }
+}
+
+let shared: Promise<RestoreWorkers> | null = null;
+
+/** The page's restore workers, started on first use and kept for every later restore. */
+export function restoreWorkers(): Promise<RestoreWorkers> {
+  shared ??= RestoreWorkers.create().catch((e: unknown) => {
+    shared = null;
+    throw e;
+  });
+  return shared;
 }

@@ -1,4 +1,5 @@
-/** Messages between the page and a search worker (DedupSearch and the naive baseline). */
+/** The search workers' protocol (DedupSearch and the naive baseline), over the worker bridge. */
+import type { Method } from '../worker/bridge';
 
 /** What every worker of one search needs to know. */
 export interface SearchQuery {
@@ -38,18 +39,6 @@ export interface FileBatch {
   lengths: Uint32Array;
 }
 
-export type SearchRequest =
-  | { type: 'init'; module: WebAssembly.Module }
-  /** Starts a search in this worker; `searchId` keys its tiny records in IndexedDB. */
-  | { type: 'begin'; id: number; query: SearchQuery; maxKeywordLen: number; searchId: string; server: ServerAccess }
-  | { type: 'scan'; id: number; job: ContainerJob }
-  /** Ends the physical phase in this worker: answers with its encoded result database. */
-  | { type: 'finishScan'; id: number }
-  /** Logical phase: merge the databases, then walk the recipes. */
-  | { type: 'logical'; id: number; dbs: Uint8Array[]; files: FileBatch }
-  /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
-  | { type: 'naive'; id: number; files: FileBatch; requestBytes: number };
-
 export type PhysicalStats = {
   chunks: number;
   bytes: number;
@@ -74,13 +63,27 @@ export type DbStats = {
   infixLists: number;
 };
 
-export type SearchResponse =
-  | { type: 'ready' }
-  | { type: 'begun'; id: number; keywords: Uint8Array[] }
-  /** `storedBytes` read from the server for this container. */
-  | { type: 'scanned'; id: number; storedBytes: number }
-  | { type: 'scanFinished'; id: number; db: Uint8Array; stats: PhysicalStats }
-  /** Matches as (file, keyword, offset) triples. */
-  | { type: 'logicalDone'; id: number; matches: Float64Array; stats: LogicalStats; db: DbStats; tinyFetched: number }
-  | { type: 'naiveDone'; id: number; matches: Float64Array; bytes: number; storedBytes: number }
-  | { type: 'failed'; id: number; message: string };
+export interface SearchApi {
+  /**
+   * Starts a search in this worker; `searchId` keys its tiny records in IndexedDB. Answers
+   * the parsed keywords.
+   */
+  begin: Method<
+    { query: SearchQuery; maxKeywordLen: number; searchId: string; server: ServerAccess },
+    { keywords: Uint8Array[] }
+  >;
+  /** Scans one container; answers the `storedBytes` read from the server for it. */
+  scan: Method<ContainerJob, { storedBytes: number }>;
+  /** Ends the physical phase in this worker: answers with its encoded result database. */
+  finishScan: Method<null, { db: Uint8Array; stats: PhysicalStats }>;
+  /** Logical phase: merge the databases, then walk the recipes. Matches as (file, keyword, offset) triples. */
+  logical: Method<
+    { dbs: Uint8Array[]; files: FileBatch },
+    { matches: Float64Array; stats: LogicalStats; db: DbStats; tinyFetched: number }
+  >;
+  /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
+  naive: Method<
+    { files: FileBatch; requestBytes: number },
+    { matches: Float64Array; bytes: number; storedBytes: number }
+  >;
+}

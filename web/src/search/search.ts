@@ -225,7 +225,7 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery, searc
   const server = { base: api.base || location.origin, repo: api.repo, token: api.token };
   const answers = await Promise.all(
     Array.from({ length: workers.size }, (_, w) =>
-      workers.ask<'begun'>(w, { type: 'begin', query, maxKeywordLen: MAX_KEYWORD_LEN, searchId, server }),
+      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, searchId, server }),
     ),
   );
   return answers[0].keywords;
@@ -313,24 +313,25 @@ async function dedupSearchAs(
     workers,
     jobs,
     async (w, job) => {
-      const r = await workers.ask<'scanned'>(w, { type: 'scan', job });
+      const r = await workers.call(w, 'scan', job);
       storedBytesRead += r.storedBytes;
     },
     () => progress({ phase: 'physical', done: ++done, total: jobs.length }),
   );
   const finished = await Promise.all(
-    Array.from({ length: workers.size }, (_, w) => workers.ask<'scanFinished'>(w, { type: 'finishScan' })),
+    Array.from({ length: workers.size }, (_, w) => workers.call(w, 'finishScan', null)),
   );
   const t2 = performance.now();
 
   progress({ phase: 'logical', done: 0, total: prepared.files.length });
   const files = batch(prepared.files);
   const dbs = finished.map((f) => f.db);
-  const r = await workers.ask<'logicalDone'>(0, { type: 'logical', dbs, files }, [
-    ...dbs.map((d) => d.buffer),
-    files.fps.buffer,
-    files.lengths.buffer,
-  ]);
+  const r = await workers.call(
+    0,
+    'logical',
+    { dbs, files },
+    { transfer: [...dbs.map((d) => d.buffer), files.fps.buffer, files.lengths.buffer] },
+  );
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
 
@@ -412,10 +413,12 @@ async function naiveSearchAs(
       // Two requests per full job, so a job's files arrive in pieces (one downloads while one
       // is scanned; the e2e's small data exercises the same path as large data).
       const requestBytes = Math.max(64 << 10, jobBytes / 2);
-      const r = await workers.ask<'naiveDone'>(w, { type: 'naive', files: b, requestBytes }, [
-        b.fps.buffer,
-        b.lengths.buffer,
-      ]);
+      const r = await workers.call(
+        w,
+        'naive',
+        { files: b, requestBytes },
+        { transfer: [b.fps.buffer, b.lengths.buffer] },
+      );
       matches.push(r.matches);
       storedBytesRead += r.storedBytes;
       naiveBytes += r.bytes;

@@ -9,10 +9,8 @@ import init, { ContainerScan, NaiveScan, RecipeSearch, SearchKeywords } from '..
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
 import { TinyStore } from './tinystore';
-import type { ContainerJob, FileBatch, SearchQuery, SearchRequest, SearchResponse } from './protocol';
-
-const scope = self as unknown as DedicatedWorkerGlobalScope;
-const post = (msg: SearchResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
+import { expose, transfer } from '../worker/bridge';
+import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
 interface Current {
   query: SearchQuery;
@@ -130,53 +128,37 @@ async function naive(files: FileBatch, requestBytes: number) {
   }
 }
 
-scope.onmessage = async (event: MessageEvent<SearchRequest>) => {
-  const msg = event.data;
-  if (msg.type === 'init') {
-    await init({ module_or_path: msg.module });
-    post({ type: 'ready' });
-    return;
-  }
-  try {
-    switch (msg.type) {
-      case 'begin': {
-        release();
-        const keywords = new SearchKeywords(msg.query.keywords, msg.query.hex, msg.maxKeywordLen);
-        cur = {
-          query: msg.query,
-          keywords,
-          scan: new ContainerScan(keywords),
-          tiny: await TinyStore.open(msg.searchId),
-          api: new Api(msg.server.token, msg.server.repo, msg.server.base),
-        };
-        const list = Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i));
-        post({ type: 'begun', id: msg.id, keywords: list });
-        break;
-      }
-      case 'scan':
-        post({ type: 'scanned', id: msg.id, storedBytes: await scanContainer(msg.job) });
-        break;
-      case 'finishScan': {
-        const c = need();
-        const [chunks, bytes, exactMatches, tinyRecords, tinyBytes] = c.scan.stats();
-        const db = c.scan.finish();
-        post({ type: 'scanFinished', id: msg.id, db, stats: { chunks, bytes, exactMatches, tinyRecords, tinyBytes } }, [
-          db.buffer,
-        ]);
-        break;
-      }
-      case 'logical': {
-        const r = await logical(msg.dbs, msg.files);
-        post({ type: 'logicalDone', id: msg.id, ...r }, [r.matches.buffer]);
-        break;
-      }
-      case 'naive': {
-        const r = await naive(msg.files, msg.requestBytes);
-        post({ type: 'naiveDone', id: msg.id, ...r }, [r.matches.buffer]);
-        break;
-      }
-    }
-  } catch (e) {
-    post({ type: 'failed', id: msg.id, message: e instanceof Error ? e.message : String(e) });
-  }
-};
+expose<SearchApi>(
+  {
+    begin: async ({ query, maxKeywordLen, searchId, server }) => {
+      release();
+      const keywords = new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
+      cur = {
+        query,
+        keywords,
+        scan: new ContainerScan(keywords),
+        tiny: await TinyStore.open(searchId),
+        api: new Api(server.token, server.repo, server.base),
+      };
+      return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
+    },
+    scan: async (job) => ({ storedBytes: await scanContainer(job) }),
+    finishScan: () => {
+      const c = need();
+      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes] = c.scan.stats();
+      const db = c.scan.finish();
+      return transfer({ db, stats: { chunks, bytes, exactMatches, tinyRecords, tinyBytes } }, [db.buffer]);
+    },
+    logical: async ({ dbs, files }) => {
+      const r = await logical(dbs, files);
+      return transfer(r, [r.matches.buffer]);
+    },
+    naive: async ({ files, requestBytes }) => {
+      const r = await naive(files, requestBytes);
+      return transfer(r, [r.matches.buffer]);
+    },
+  },
+  async (module) => {
+    await init({ module_or_path: module as WebAssembly.Module });
+  },
+);

@@ -1,7 +1,8 @@
 /**
- * Loads the wasm-core module once on the main thread; workers receive the compiled
- * `WebAssembly.Module` (compiling per worker wastes time, and `.wasm` imports inside
- * workers go missing in production builds).
+ * Loads the wasm-core module once on the main thread for every worker pool (`coreModule`);
+ * workers receive the compiled `WebAssembly.Module` in their init message (compiling per
+ * worker or per pool wastes time, and `.wasm` imports inside workers go missing in
+ * production builds).
  */
 import wasmUrl from '../wasm-pkg/wasm_core_bg.wasm?url';
 
@@ -20,7 +21,7 @@ export function hasWasmSimd(): boolean {
 
 export class UnsupportedBrowserError extends Error {}
 
-export async function compileCore(): Promise<WebAssembly.Module> {
+async function compileCore(): Promise<WebAssembly.Module> {
   if (typeof WebAssembly !== 'object') {
     throw new UnsupportedBrowserError('This browser does not support WebAssembly.');
   }
@@ -32,4 +33,16 @@ export async function compileCore(): Promise<WebAssembly.Module> {
   const response = await fetch(wasmUrl);
   if (!response.ok) throw new Error(`Could not load the Ditto engine (${response.status} ${wasmUrl}).`);
   return WebAssembly.compile(await response.arrayBuffer());
+}
+
+let compiled: Promise<WebAssembly.Module> | null = null;
+
+/** The page's one compiled wasm-core module, shared by every pool (compiled on first use). */
+export function coreModule(): Promise<WebAssembly.Module> {
+  compiled ??= compileCore().catch((e: unknown) => {
+    // A failed fetch may succeed later (the server restarted): do not keep the failure.
+    compiled = null;
+    throw e;
+  });
+  return compiled;
 }

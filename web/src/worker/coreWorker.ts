@@ -15,15 +15,13 @@
  * they run one after another.
  */
 import init, { ChunkEngine, FileHasher, NewChunkBatch, RecipeHints, SegmentChunker } from '../wasm-pkg/wasm_core.js';
-import { WHOLE_READ, type NewChunks, type WorkerRequest, type WorkerResponse } from './protocol';
+import { expose, transfer, type Context } from './bridge';
+import { WHOLE_READ, type CoreApi, type CoreEvent, type CoreSignal, type NewChunks } from './protocol';
 import { FP_LEN } from '../backup/hex';
 import { FingerprintSet } from '../dedupindex/fpset';
 import { ReadAhead, streamBlocks, type BlockStream } from './readahead';
 import { settle } from './settle';
 import { warmUp } from './warmup';
-
-const scope = self as unknown as DedicatedWorkerGlobalScope;
-const post = (msg: WorkerResponse, transfer: Transferable[] = []) => scope.postMessage(msg, transfer);
 
 /** Report progress at most this often, so messages do not dominate small blocks. */
 const PROGRESS_EVERY = 8 << 20;
@@ -53,7 +51,40 @@ let known = new FingerprintSet(0);
 let hints: RecipeHints | null = null;
 /** New chunks of the running job, collected in Wasm memory (one job at a time per worker). */
 let batch: NewChunkBatch | null = null;
-const credits = new Map<number, { outstanding: number; wake?: () => void }>();
+
+type Ctx = Context<CoreEvent, CoreSignal>;
+
+/**
+ * A chunk job's signals from the page: credits for the batches it took, and (segment jobs)
+ * where the previous segment's chunks end. Listens from the job's arrival, so neither is
+ * missed while the job waits behind others.
+ */
+class JobSignals {
+  outstanding = 0;
+  private wakeCredit?: () => void;
+  private entry?: number;
+  private wakeEntry?: (entry: number) => void;
+
+  constructor(ctx: Ctx) {
+    ctx.onSignal((s) => {
+      if (s.type === 'credit') {
+        this.outstanding--;
+        this.wakeCredit?.();
+      } else if (this.wakeEntry) this.wakeEntry(s.entry);
+      else this.entry = s.entry;
+    });
+  }
+
+  /** Resolves once fewer than `max` batches are uncredited. */
+  async credit(max: number) {
+    while (this.outstanding >= max) await new Promise<void>((r) => (this.wakeCredit = r));
+  }
+
+  entryPoint(): Promise<number> {
+    if (this.entry !== undefined) return Promise.resolve(this.entry);
+    return new Promise((resolve) => (this.wakeEntry = resolve));
+  }
+}
 /**
  * Reads of every queued file and batch job start on arrival (segments of large files are
  * read in place instead, see `readInPlace`). Tried and rejected here: BYOB readers (several
@@ -65,7 +96,7 @@ const reads = new ReadAhead(READ_AHEAD, BLOCK);
 /** Jobs run one at a time, in arrival order (they share `batch`); reads run ahead of them. */
 let tail: Promise<void> = Promise.resolve();
 
-async function hashFile(id: number, blocks: BlockStream) {
+async function hashFile(ctx: Ctx, blocks: BlockStream) {
   const hasher = new FileHasher();
   try {
     let bytes = 0;
@@ -74,11 +105,11 @@ async function hashFile(id: number, blocks: BlockStream) {
       hasher.update(block);
       bytes += block.byteLength;
       if (bytes - reported >= PROGRESS_EVERY) {
-        post({ type: 'progress', id, bytes });
+        ctx.emit({ type: 'progress', bytes });
         reported = bytes;
       }
     }
-    post({ type: 'hashed', id, sha1: hasher.finish(), bytes });
+    return { sha1: hasher.finish(), bytes };
   } finally {
     hasher.free();
   }
@@ -88,10 +119,9 @@ async function hashFile(id: number, blocks: BlockStream) {
  * The page side of one job's new chunks: batches of ~BATCH_BYTES copied out of Wasm
  * memory once and transferred, at most MAX_UNCREDITED outstanding.
  */
-function sink(id: number) {
-  const credit = { outstanding: 0 } as { outstanding: number; wake?: () => void };
-  credits.set(id, credit);
-  batch!.clear();
+function sink(ctx: Ctx, signals: JobSignals) {
+  if (!batch) throw new Error('no backup job in this worker (setKnown first)');
+  batch.clear();
   const flush = async () => {
     const b = batch!;
     if (!b.count()) return;
@@ -103,20 +133,19 @@ function sink(id: number) {
       stored: b.stored(),
     };
     b.clear();
-    post({ type: 'newChunks', id, ...msg }, [
+    ctx.emit({ type: 'newChunks', ...msg }, [
       msg.fps.buffer,
       msg.codecs.buffer,
       msg.rawLengths.buffer,
       msg.storedLengths.buffer,
       msg.stored.buffer,
     ]);
-    credit.outstanding++;
-    while (credit.outstanding >= MAX_UNCREDITED) await new Promise<void>((r) => (credit.wake = r));
+    signals.outstanding++;
+    await signals.credit(MAX_UNCREDITED);
   };
   return {
     flush,
     full: () => batch!.storedSize() >= BATCH_BYTES,
-    done: () => credits.delete(id),
   };
 }
 
@@ -193,22 +222,18 @@ async function chunkStream(
   }
 }
 
-async function chunkFile(id: number, prevFile: number, blocks: BlockStream) {
-  const out = sink(id);
+async function chunkFile(ctx: Ctx, signals: JobSignals, prevFile: number, blocks: BlockStream) {
+  const out = sink(ctx, signals);
   const recipe = new RecipeParts();
   let reported = 0;
-  try {
-    const bytes = await chunkStream(blocks, prevFile, recipe, out, (bytes) => {
-      if (bytes - reported < PROGRESS_EVERY) return;
-      post({ type: 'progress', id, bytes });
-      reported = bytes;
-    });
-    await out.flush();
-    const { fps, lengths } = recipe.pack();
-    post({ type: 'chunked', id, fps, lengths, bytes, predicted: recipe.predicted }, [fps.buffer, lengths.buffer]);
-  } finally {
-    out.done();
-  }
+  const bytes = await chunkStream(blocks, prevFile, recipe, out, (bytes) => {
+    if (bytes - reported < PROGRESS_EVERY) return;
+    ctx.emit({ type: 'progress', bytes });
+    reported = bytes;
+  });
+  await out.flush();
+  const { fps, lengths } = recipe.pack();
+  return transfer({ fps, lengths, bytes, predicted: recipe.predicted }, [fps.buffer, lengths.buffer]);
 }
 
 async function concat(blocks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
@@ -227,47 +252,50 @@ async function concat(blocks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
  * (a file changed or vanished since it was picked), each file is read on its own so that
  * the error names the file and the others are still backed up.
  */
-async function chunkBatch(id: number, files: File[], sizes: number[], prevFiles: number[], blocks: BlockStream) {
-  const out = sink(id);
+async function chunkBatch(
+  ctx: Ctx,
+  signals: JobSignals,
+  files: File[],
+  sizes: number[],
+  prevFiles: number[],
+  blocks: BlockStream,
+) {
+  const out = sink(ctx, signals);
   const recipe = new RecipeParts();
   const counts = new Uint32Array(files.length);
   const errors: (string | null)[] = files.map(() => null);
   let bytes = 0;
-  try {
-    const whole = await concat(blocks).catch(() => null);
-    if (whole && whole.length === sizes.reduce((a, b) => a + b, 0)) {
-      let at = 0;
-      for (let k = 0; k < files.length; k++) {
-        const before = recipe.count;
-        bytes += await chunkStream([whole.subarray(at, at + sizes[k])], prevFiles[k], recipe, out);
-        counts[k] = recipe.count - before;
-        at += sizes[k];
-      }
-    } else {
-      for (let k = 0; k < files.length; k++) {
-        const m = recipe.mark();
-        const own = reads.open(files[k]);
-        try {
-          bytes += await chunkStream(own, prevFiles[k], recipe, out);
-          counts[k] = recipe.count - m.count;
-        } catch (e) {
-          recipe.rollback(m);
-          errors[k] = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-        } finally {
-          own.close();
-        }
+  const whole = await concat(blocks).catch(() => null);
+  if (whole && whole.length === sizes.reduce((a, b) => a + b, 0)) {
+    let at = 0;
+    for (let k = 0; k < files.length; k++) {
+      const before = recipe.count;
+      bytes += await chunkStream([whole.subarray(at, at + sizes[k])], prevFiles[k], recipe, out);
+      counts[k] = recipe.count - before;
+      at += sizes[k];
+    }
+  } else {
+    for (let k = 0; k < files.length; k++) {
+      const m = recipe.mark();
+      const own = reads.open(files[k]);
+      try {
+        bytes += await chunkStream(own, prevFiles[k], recipe, out);
+        counts[k] = recipe.count - m.count;
+      } catch (e) {
+        recipe.rollback(m);
+        errors[k] = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      } finally {
+        own.close();
       }
     }
-    await out.flush();
-    const { fps, lengths } = recipe.pack();
-    post({ type: 'batchChunked', id, fps, lengths, counts, errors, bytes, predicted: recipe.predicted }, [
-      fps.buffer,
-      lengths.buffer,
-      counts.buffer,
-    ]);
-  } finally {
-    out.done();
   }
+  await out.flush();
+  const { fps, lengths } = recipe.pack();
+  return transfer({ fps, lengths, counts, errors, bytes, predicted: recipe.predicted }, [
+    fps.buffer,
+    lengths.buffer,
+    counts.buffer,
+  ]);
 }
 
 /** A BYOB read that has not settled by then is given up for plain slice reads. */
@@ -315,15 +343,6 @@ async function* readInPlace(blob: Blob, start: number, stop: number): AsyncGener
   }
 }
 
-/** Entry points of segment jobs (sent by the page once the previous segment is selected). */
-const entries = new Map<number, { value?: number; wake?: (v: number) => void }>();
-
-function entryOf(id: number): Promise<number> {
-  const e = entries.get(id);
-  if (e?.value !== undefined) return Promise.resolve(e.value);
-  return new Promise((resolve) => entries.set(id, { wake: resolve }));
-}
-
 /**
  * One segment of a large file (SS-CDC): read it (plus 32 bytes of history and up to 64 KiB
  * past its end), mark the candidates (stage 1, in parallel with the other workers' segments),
@@ -331,47 +350,65 @@ function entryOf(id: number): Promise<number> {
  * pass the exit on at once, then hash and pack this segment's chunks.
  */
 async function chunkSegment(
-  id: number,
+  ctx: Ctx,
+  signals: JobSignals,
   seg: SegmentChunker,
   blocks: AsyncIterable<Uint8Array>,
   start: number,
   stop: number,
 ) {
-  const out = sink(id);
   try {
+    const out = sink(ctx, signals);
     for await (const block of blocks) seg.push(block);
     seg.scan();
-    post({ type: 'progress', id, bytes: stop - start });
-    const entry = await entryOf(id);
+    ctx.emit({ type: 'progress', bytes: stop - start });
+    const entry = await signals.entryPoint();
     if (Number.isNaN(entry)) throw new Error('an earlier segment of this file failed');
     const n = seg.select(entry);
-    post({ type: 'segmentExit', id, exit: seg.exit() });
+    ctx.emit({ type: 'segmentExit', exit: seg.exit() });
     seg.hash();
     const { fps, fresh } = settle(seg, n, known);
     const lengths = seg.lengths();
     if (fresh.length) batch!.addFromSegment(seg, fresh);
     await out.flush();
-    post({ type: 'chunked', id, fps, lengths, bytes: stop - start, predicted: 0 }, [fps.buffer, lengths.buffer]);
+    return transfer({ fps, lengths, bytes: stop - start, predicted: 0 }, [fps.buffer, lengths.buffer]);
   } finally {
     seg.free();
-    entries.delete(id);
-    out.done();
   }
 }
 
-scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
-  const msg = event.data;
-  switch (msg.type) {
-    case 'init':
-      await init({ module_or_path: msg.module });
-      try {
-        warmUp();
-      } catch (e) {
-        console.warn('engine warm-up failed (only the first backup is slower):', e);
-      }
-      post({ type: 'ready' });
-      return;
-    case 'setKnown':
+/** All of `blob` as one block: one `arrayBuffer()`, no slice (see WHOLE_READ). */
+const readWhole = (blob: Blob) => reads.open(blob, 0, blob.size, Math.max(1, blob.size));
+/** A file's blocks: read whole when small, else streamed. */
+const readFile = (file: File) => (file.size <= WHOLE_READ ? readWhole(file) : streamBlocks(file));
+
+/**
+ * Runs a job after the jobs before it; `prepare` runs now, so its reads start on arrival.
+ * Its blocks are closed once it has run.
+ */
+function enqueue<R>(prepare: () => { run: () => Promise<R>; blocks?: BlockStream }): Promise<R> {
+  let job: { run: () => Promise<R>; blocks?: BlockStream };
+  try {
+    job = prepare();
+  } catch (e) {
+    job = { run: () => Promise.reject(e) };
+  }
+  const result = tail.then(job.run).finally(() => job.blocks?.close());
+  tail = result.then(
+    () => {},
+    () => {},
+  );
+  return result;
+}
+
+expose<CoreApi>(
+  {
+    hashFile: ({ file }, ctx) =>
+      enqueue(() => {
+        const blocks = readFile(file);
+        return { blocks, run: () => hashFile(ctx, blocks) };
+      }),
+    setKnown: (msg) => {
       known = FingerprintSet.fromPacked(msg.fps);
       batch?.free();
       batch = new NewChunkBatch(msg.zstdLevel);
@@ -383,55 +420,35 @@ scope.onmessage = async (event: MessageEvent<WorkerRequest>) => {
         // Hints only save time: without them every chunk is found by scanning.
         console.warn('RapidCDC hints refused, chunking without them:', e);
       }
-      return;
-    case 'credit': {
-      const c = credits.get(msg.id);
-      if (c) {
-        c.outstanding--;
-        c.wake?.();
-      }
-      return;
+    },
+    chunkFile: ({ file, prevFile }, ctx) =>
+      enqueue(() => {
+        const signals = new JobSignals(ctx);
+        const blocks = readFile(file);
+        return { blocks, run: () => chunkFile(ctx, signals, prevFile, blocks) };
+      }),
+    chunkBatch: ({ files, all, sizes, prevFiles }, ctx) =>
+      enqueue(() => {
+        const signals = new JobSignals(ctx);
+        const blocks = readWhole(all);
+        return { blocks, run: () => chunkBatch(ctx, signals, files, sizes, prevFiles, blocks) };
+      }),
+    chunkSegment: ({ file, start, stop }, ctx) =>
+      enqueue(() => {
+        const signals = new JobSignals(ctx);
+        // Read when the job runs, not ahead: one BYOB reader per worker at a time.
+        const seg = new SegmentChunker(file.size, start, stop);
+        return {
+          run: () => chunkSegment(ctx, signals, seg, readInPlace(file, seg.readFrom(), seg.readTo()), start, stop),
+        };
+      }),
+  },
+  async (module) => {
+    await init({ module_or_path: module as WebAssembly.Module });
+    try {
+      warmUp();
+    } catch (e) {
+      console.warn('engine warm-up failed (only the first backup is slower):', e);
     }
-    case 'segmentEntry': {
-      const e = entries.get(msg.id);
-      if (e?.wake) e.wake(msg.entry);
-      else entries.set(msg.id, { value: msg.entry });
-      return;
-    }
-    case 'hashFile':
-    case 'chunkFile':
-    case 'chunkBatch':
-    case 'chunkSegment':
-      queueJob(msg);
-  }
-};
-
-/** All of `blob` as one block: one `arrayBuffer()`, no slice (see WHOLE_READ). */
-const readWhole = (blob: Blob) => reads.open(blob, 0, blob.size, Math.max(1, blob.size));
-
-/** Starts the job's reads now and runs it after the jobs before it. */
-function queueJob(msg: Extract<WorkerRequest, { type: 'hashFile' | 'chunkFile' | 'chunkBatch' | 'chunkSegment' }>) {
-  let run: () => Promise<void>;
-  let blocks: BlockStream | undefined;
-  try {
-    if (msg.type === 'chunkSegment') {
-      // Read when the job runs, not ahead: one BYOB reader per worker at a time.
-      const seg = new SegmentChunker(msg.file.size, msg.start, msg.stop);
-      run = () => chunkSegment(msg.id, seg, readInPlace(msg.file, seg.readFrom(), seg.readTo()), msg.start, msg.stop);
-    } else if (msg.type === 'chunkBatch') {
-      const b = (blocks = readWhole(msg.all));
-      run = () => chunkBatch(msg.id, msg.files, msg.sizes, msg.prevFiles, b);
-    } else {
-      const b = (blocks = msg.file.size <= WHOLE_READ ? readWhole(msg.file) : streamBlocks(msg.file));
-      run = () => (msg.type === 'hashFile' ? hashFile(msg.id, b) : chunkFile(msg.id, msg.prevFile, b));
-    }
-  } catch (e) {
-    run = () => Promise.reject(e);
-  }
-  tail = tail
-    .then(run)
-    .catch((e: unknown) => {
-      post({ type: 'failed', id: msg.id, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
-    })
-    .finally(() => blocks?.close());
-}
+  },
+);

@@ -3,8 +3,21 @@
  * Jobs (one file or segment each) go to the worker with the fewest bytes queued, up to
  * DEPTH jobs and DEPTH_BYTES per worker: a worker reads its queued jobs' files while it chunks the first
  * (file reads are round trips to the browser process and dominate small files).
+ *
+ * This is the scheduling only: messages, crashes and worker start-up are the worker
+ * bridge's (bridge.ts). A crashed worker's jobs fail and its replacement is given the
+ * running backup's known set again.
  */
-import { WHOLE_READ, type NewChunks, type WorkerRequest, type WorkerResponse } from './protocol';
+import { WorkerPool, type Request } from './bridge';
+import {
+  WHOLE_READ,
+  type BatchChunked,
+  type Chunked,
+  type CoreApi,
+  type CoreEvent,
+  type CoreSignal,
+  type NewChunks,
+} from './protocol';
 import { FP_LEN } from '../backup/hex';
 import type { RecipeHintsData } from '../backup/hints';
 
@@ -35,26 +48,38 @@ function heldWhileQueued(size: number) {
   return size <= WHOLE_READ ? size : 0;
 }
 
-interface Job {
-  request: (id: number) => WorkerRequest;
+/** A request of a chunk or hash job, as the scheduler sees it. */
+type JobRequest<R> = Request<R, CoreSignal>;
+
+/** What a job needs besides its request. */
+interface JobSpec<R> {
+  /** Sends the job to worker `w`; `onEvent` gets what it emits while it runs. */
+  send: (w: number, onEvent: (e: CoreEvent) => void) => JobRequest<R>;
   /** Bytes the job reads (balances the workers). */
   bytes: number;
-  /** Bytes the job holds in memory while queued (its reads start on arrival). */
-  held: number;
+  /** Bytes the job holds in memory while queued (its reads start on arrival); defaults to `bytes`. */
+  held?: number;
   onProgress?: (bytes: number) => void;
   /** New chunks of a chunk job; the worker reads on once the returned promise settles. */
   onNewChunks?: (chunks: NewChunks) => Promise<void>;
-  /** Called once the request is posted to `worker` (segment jobs then send their entry). */
-  onStart?: (worker: Worker, id: number) => void;
+  /** Called once the request is sent (segment jobs then send their entry). */
+  onStart?: (request: JobRequest<R>) => void;
   /** A segment job's exit (where the next segment's chunks start). */
   onExit?: (exit: number) => void;
-  resolve: (result: WorkerResponse) => void;
+}
+
+/** A queued job: what the scheduler counts, and how to start it on a slot. */
+interface Job {
+  bytes: number;
+  held: number;
+  launch: (slot: Slot) => void;
   reject: (err: Error) => void;
 }
 
 interface Slot {
-  worker: Worker;
-  jobs: Map<number, Job>;
+  /** The worker's index in the bridge's pool. */
+  w: number;
+  jobs: Set<Job>;
   /** Bytes of the jobs in `jobs`. */
   bytes: number;
   /** Bytes the jobs in `jobs` hold (see `Job.held`): what DEPTH_BYTES caps. */
@@ -64,29 +89,25 @@ interface Slot {
 export class CorePool {
   private slots: Slot[] = [];
   private queue: Job[] = [];
-  private nextId = 1;
+  /** The running backup's `setKnown`, given again to a worker that replaces a crashed one. */
+  private known: CoreApi['setKnown']['arg'] | null = null;
   /** Chunks found by RapidCDC prediction instead of scanning, since the pool started. */
   predictedChunks = 0;
 
+  private constructor(private workers: WorkerPool<CoreApi>) {
+    this.slots = Array.from({ length: workers.size }, (_, w) => ({ w, jobs: new Set(), bytes: 0, held: 0 }));
+  }
+
   static async create(module: WebAssembly.Module, size = navigator.hardwareConcurrency || 2) {
-    const pool = new CorePool();
-    await Promise.all(
-      Array.from({ length: Math.max(1, size) }, async () => {
-        const worker = new Worker(new URL('./coreWorker.ts', import.meta.url), { type: 'module' });
-        const slot: Slot = { worker, jobs: new Map(), bytes: 0, held: 0 };
-        await new Promise<void>((resolve, reject) => {
-          worker.onmessage = (e: MessageEvent<WorkerResponse>) => {
-            if (e.data.type === 'ready') resolve();
-          };
-          worker.onerror = (e) => reject(new Error(`worker failed to start: ${e.message}`));
-          const init: WorkerRequest = { type: 'init', module };
-          worker.postMessage(init);
-        });
-        worker.onmessage = (e: MessageEvent<WorkerResponse>) => pool.onMessage(slot, e.data);
-        worker.onerror = (e) => pool.onCrash(slot, e.message);
-        pool.slots.push(slot);
-      }),
-    );
+    let pool: CorePool | undefined;
+    const workers = await WorkerPool.start<CoreApi>({
+      name: 'core',
+      spawn: () => new Worker(new URL('./coreWorker.ts', import.meta.url), { type: 'module' }),
+      size: Math.max(1, size),
+      init: module,
+      onRestart: (w) => pool?.restarted(w),
+    });
+    pool = new CorePool(workers);
     return pool;
   }
 
@@ -99,18 +120,27 @@ export class CorePool {
    * previous version's recipes to predict chunks from.
    */
   setKnown(fps: Uint8Array, zstdLevel: number, hints: RecipeHintsData | null = null) {
-    for (const s of this.slots)
-      s.worker.postMessage({ type: 'setKnown', fps, zstdLevel, hints } satisfies WorkerRequest);
+    this.known = { fps, zstdLevel, hints };
+    for (const s of this.slots) this.sendKnown(s.w);
+  }
+
+  private sendKnown(w: number) {
+    if (!this.known) return;
+    // A worker that cannot take it fails the backup's chunk jobs with the reason.
+    this.workers.call(w, 'setKnown', this.known).catch((e: unknown) => console.warn('setKnown failed:', e));
+  }
+
+  private restarted(w: number) {
+    this.sendKnown(w);
   }
 
   async hashFile(file: File, onProgress?: (bytes: number) => void): Promise<string> {
     const r = await this.run({
-      request: (id) => ({ type: 'hashFile', id, file }),
+      send: (w, onEvent) => this.workers.request(w, 'hashFile', { file }, { onEvent }),
       bytes: file.size,
       held: heldWhileQueued(file.size),
       onProgress,
     });
-    if (r.type !== 'hashed') throw new Error('unexpected worker reply');
     return r.sha1;
   }
 
@@ -122,13 +152,13 @@ export class CorePool {
     onProgress?: (bytes: number) => void,
   ): Promise<ChunkedFile> {
     const r = await this.run({
-      request: (id) => ({ type: 'chunkFile', id, file, prevFile }),
+      send: (w, onEvent) => this.workers.request(w, 'chunkFile', { file, prevFile }, { onEvent }),
       bytes: file.size,
       held: heldWhileQueued(file.size),
       onNewChunks,
       onProgress,
     });
-    if (r.type !== 'chunked') throw new Error('unexpected worker reply');
+    this.predictedChunks += r.predicted;
     return { fps: r.fps, lengths: r.lengths };
   }
 
@@ -143,13 +173,14 @@ export class CorePool {
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
   ): Promise<BatchResult[]> {
-    const r = await this.run({
-      request: (id) => ({ type: 'chunkBatch', id, files, all: new Blob(files), sizes, prevFiles }),
+    const r: BatchChunked = await this.run({
+      send: (w, onEvent) =>
+        this.workers.request(w, 'chunkBatch', { files, all: new Blob(files), sizes, prevFiles }, { onEvent }),
       bytes: sizes.reduce((a, b) => a + b, 0),
       onNewChunks,
       onProgress,
     });
-    if (r.type !== 'batchChunked') throw new Error('unexpected worker reply');
+    this.predictedChunks += r.predicted;
     onProgress?.(r.bytes);
     let at = 0;
     return files.map((_, k) => {
@@ -179,7 +210,7 @@ export class CorePool {
   ): Promise<ChunkedFile> {
     const count = Math.max(1, Math.ceil(file.size / segment));
     const done = new Array<number>(count).fill(0);
-    const jobs: Promise<WorkerResponse>[] = [];
+    const jobs: Promise<Chunked>[] = [];
     // Queued back to back, in file order: a segment waits only for earlier ones, which the
     // FIFO queue has already handed to a worker, so the wait always ends.
     let entry: Promise<number> = Promise.resolve(0);
@@ -192,12 +223,12 @@ export class CorePool {
       entry = new Promise<number>((res, rej) => ((exited = res), (failed = rej)));
       entry.catch(() => {});
       const job = this.run({
-        request: (id) => ({ type: 'chunkSegment', id, file, start, stop }),
+        send: (w, onEvent) => this.workers.request(w, 'chunkSegment', { file, start, stop }, { onEvent }),
         bytes: stop - start,
-        onStart: (worker, id) =>
+        onStart: (request) =>
           myEntry.then(
-            (e) => worker.postMessage({ type: 'segmentEntry', id, entry: e } satisfies WorkerRequest),
-            () => worker.postMessage({ type: 'segmentEntry', id, entry: NaN } satisfies WorkerRequest),
+            (entry) => request.signal({ type: 'segmentEntry', entry }),
+            () => request.signal({ type: 'segmentEntry', entry: NaN }),
           ),
         onExit: exited,
         onNewChunks,
@@ -212,12 +243,11 @@ export class CorePool {
     }
     const parts = await Promise.all(jobs);
     let n = 0;
-    for (const r of parts) if (r.type === 'chunked') n += r.lengths.length;
+    for (const r of parts) n += r.lengths.length;
     const fps = new Uint8Array(n * FP_LEN);
     const lengths = new Uint32Array(n);
     let at = 0;
     for (const r of parts) {
-      if (r.type !== 'chunked') throw new Error('unexpected worker reply');
       fps.set(r.fps, at * FP_LEN);
       lengths.set(r.lengths, at);
       at += r.lengths.length;
@@ -226,19 +256,55 @@ export class CorePool {
   }
 
   terminate() {
-    for (const s of this.slots) {
-      s.worker.terminate();
-      for (const j of s.jobs.values()) j.reject(new Error('cancelled'));
-    }
+    this.workers.terminate('cancelled');
     for (const j of this.queue) j.reject(new Error('cancelled'));
-    this.slots = [];
     this.queue = [];
+    for (const s of this.slots) (s.jobs.clear(), (s.bytes = s.held = 0));
   }
 
-  /** Queues a job; `held` defaults to `bytes` (the job's reads hold all they read). */
-  private run(job: Omit<Job, 'resolve' | 'reject' | 'held'> & { held?: number }): Promise<WorkerResponse> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ ...job, held: job.held ?? job.bytes, resolve, reject });
+  /** Queues a job; resolves with its answer once a worker has run it. */
+  private run<R>(spec: JobSpec<R>): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const job: Job = {
+        bytes: spec.bytes,
+        held: spec.held ?? spec.bytes,
+        reject,
+        launch: (slot) => {
+          let settled = false;
+          const settle = () => {
+            if (settled) return false;
+            settled = true;
+            this.finish(slot, job);
+            return true;
+          };
+          const onEvent = (e: CoreEvent) => {
+            if (settled) return;
+            switch (e.type) {
+              case 'progress':
+                spec.onProgress?.(e.bytes);
+                return;
+              case 'segmentExit':
+                spec.onExit?.(e.exit);
+                return;
+              case 'newChunks': {
+                const credit = () => request.signal({ type: 'credit' });
+                (spec.onNewChunks?.(e) ?? Promise.resolve()).then(credit, (err: unknown) => {
+                  if (settle()) reject(err instanceof Error ? err : new Error(String(err)));
+                  // The worker is waiting for credit: let it go on; its answer is ignored.
+                  credit();
+                });
+              }
+            }
+          };
+          const request = spec.send(slot.w, onEvent);
+          spec.onStart?.(request);
+          request.answer.then(
+            (r) => settle() && resolve(r),
+            (err: unknown) => settle() && reject(err instanceof Error ? err : new Error(String(err))),
+          );
+        },
+      };
+      this.queue.push(job);
       this.pump();
     });
   }
@@ -253,64 +319,18 @@ export class CorePool {
       }
       if (!slot) return;
       const job = this.queue.shift()!;
-      const id = this.nextId++;
-      slot.jobs.set(id, job);
+      slot.jobs.add(job);
       slot.bytes += job.bytes;
       slot.held += job.held;
-      slot.worker.postMessage(job.request(id));
-      job.onStart?.(slot.worker, id);
+      job.launch(slot);
     }
   }
 
-  private finish(slot: Slot, id: number): Job | undefined {
-    const job = slot.jobs.get(id);
-    if (job) {
-      slot.jobs.delete(id);
-      slot.bytes -= job.bytes;
-      slot.held -= job.held;
-    }
-    return job;
-  }
-
-  private onMessage(slot: Slot, msg: WorkerResponse) {
-    if (!('id' in msg)) return;
-    const job = slot.jobs.get(msg.id);
-    if (!job) return;
-    switch (msg.type) {
-      case 'progress':
-        job.onProgress?.(msg.bytes);
-        return;
-      case 'segmentExit':
-        job.onExit?.(msg.exit);
-        return;
-      case 'newChunks': {
-        const credit = () => slot.worker.postMessage({ type: 'credit', id: msg.id } satisfies WorkerRequest);
-        (job.onNewChunks?.(msg) ?? Promise.resolve()).then(credit, (e: unknown) => {
-          this.finish(slot, msg.id);
-          job.reject(e instanceof Error ? e : new Error(String(e)));
-          // The worker is waiting for credit: let it go on; its replies are ignored.
-          credit();
-          this.pump();
-        });
-        return;
-      }
-      case 'failed':
-        this.finish(slot, msg.id);
-        job.reject(new Error(msg.message));
-        break;
-      default:
-        this.finish(slot, msg.id);
-        if (msg.type === 'chunked' || msg.type === 'batchChunked') this.predictedChunks += msg.predicted;
-        job.resolve(msg);
-    }
-    this.pump();
-  }
-
-  private onCrash(slot: Slot, message: string) {
-    const jobs = [...slot.jobs.values()];
-    slot.jobs.clear();
-    slot.bytes = slot.held = 0;
-    for (const job of jobs) job.reject(new Error(`worker crashed: ${message}`));
+  /** Takes a job that ended (answered, failed, or given up) off its slot and hands out more. */
+  private finish(slot: Slot, job: Job) {
+    if (!slot.jobs.delete(job)) return;
+    slot.bytes -= job.bytes;
+    slot.held -= job.held;
     this.pump();
   }
 }

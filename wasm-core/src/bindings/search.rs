@@ -1,5 +1,5 @@
-//! The wasm-bindgen surface of DedupSearch ([`crate::search`]) for the page's search
-//! workers. Thin wrappers: the algorithms and their tests live in `search`.
+//! DedupSearch ([`crate::search`]) and the naive baseline for the page's search workers.
+//! Thin wrappers: the algorithms and their tests live in `search`.
 //!
 //! ```js
 //! const kw = new SearchKeywords("DEDUP\nUP", /* hex */ false, 2048);

@@ -1,0 +1,55 @@
+//! The wasm-bindgen surface the Web Workers call, one module per concern. Thin wrappers
+//! only: the work is done by the plain Rust modules, which are tested natively and in Wasm.
+//!
+//! - [`hashing`]: plain SHA-1 of whole files (`FileHasher`).
+//! - [`chunk_engine`]: chunking and fingerprinting one file (`ChunkEngine`, `RecipeHints`).
+//! - [`segments`]: one segment of a large file split across workers (`SegmentChunker`).
+//! - [`upload`]: a worker's new chunks, compressed and packed for upload (`NewChunkBatch`).
+//! - [`restore`]: verifying fetched chunks (`fingerprintMany`, `decompressChunk`).
+//! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
+//! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
+//!   call, kept out of the page's Wasm.
+//!
+//! Everything exported here is called from `web/src` (the workers, or the vitest tests that
+//! drive the engine as a worker does); an export nothing calls is removed, not kept.
+
+use wasm_bindgen::prelude::*;
+
+use crate::chunk;
+
+pub mod chunk_engine;
+pub mod hashing;
+pub mod restore;
+pub mod search;
+pub mod segments;
+pub mod upload;
+
+#[cfg(feature = "bench")]
+pub mod bench;
+
+pub use chunk_engine::{ChunkEngine, RecipeHints};
+pub use hashing::{sha1_hex, FileHasher};
+pub use restore::{decompress_chunk, fingerprint_many};
+pub use segments::SegmentChunker;
+pub use upload::NewChunkBatch;
+
+fn js_err(e: String) -> JsError {
+    JsError::new(&e)
+}
+
+fn build_chunker(
+    kind: &str,
+    min: Option<u32>,
+    avg: Option<u32>,
+    max: Option<u32>,
+    level: Option<u32>,
+) -> Result<chunk::DynChunker, JsError> {
+    chunk::make_chunker_or_default(
+        kind,
+        min.map(|v| v as usize),
+        avg.map(|v| v as usize),
+        max.map(|v| v as usize),
+        level,
+    )
+    .map_err(js_err)
+}
