@@ -12,11 +12,15 @@ use common::*;
 use serde_json::{json, Value};
 
 /// A replica: the shared database and key prefix are those of `shared`, its own data
-/// directory `own` (its lock and nothing else).
+/// directory `own` (its lock and nothing else), and the default grace before unnamed
+/// objects are swept (another replica's upload may be in flight when one starts).
 fn replica(shared: &TempDir, own: &TempDir) -> Server {
     Server::start_with(
         &shared.0,
-        &[("DATA_DIR", own.0.to_str().unwrap())],
+        &[
+            ("DATA_DIR", own.0.to_str().unwrap()),
+            ("DITTO_ORPHAN_GRACE_S", "900"),
+        ],
         None,
     )
 }

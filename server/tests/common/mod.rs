@@ -167,7 +167,10 @@ pub fn server_cmd(data_dir: &Path) -> Command {
             .env("DITTO_S3_BUCKET", s3_env("DITTO_TEST_S3_BUCKET"))
             .env("DITTO_S3_ACCESS_KEY_ID", s3_env("DITTO_TEST_S3_KEY"))
             .env("DITTO_S3_SECRET_ACCESS_KEY", s3_env("DITTO_TEST_S3_SECRET"))
-            .env("DITTO_S3_PREFIX", s3_prefix(data_dir)),
+            .env("DITTO_S3_PREFIX", s3_prefix(data_dir))
+            // One server per prefix: an object no row names is a crash's leftover at once,
+            // not possibly another replica's upload in flight.
+            .env("DITTO_ORPHAN_GRACE_S", "0"),
         None => [
             "DITTO_S3_ENDPOINT",
             "DITTO_S3_REGION",

@@ -201,28 +201,70 @@ mod tests {
 
     use super::super::{contract, Index, IndexWriter};
 
-    /// Runs against the server that `DITTO_TEST_PG` names (an admin database's URL;
-    /// `npm run test:pg` starts one), each contract test in a database of its own.
+    /// A fresh database on the server that `DITTO_TEST_PG` names (an admin database's URL;
+    /// `npm run test:pg` starts one): its URL.
+    fn fresh_database(tag: &str) -> String {
+        let admin = std::env::var("DITTO_TEST_PG").expect("DITTO_TEST_PG: npm run test:pg");
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "{tag}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        match admin.rsplit_once('/') {
+            Some((base, _)) => format!("{base}/{name}"),
+            None => panic!("DITTO_TEST_PG is not a URL ending in a database name"),
+        }
+    }
+
+    /// Runs the contract, each test in a database of its own.
     #[test]
     #[ignore = "needs PostgreSQL: npm run test:pg"]
     fn postgres_keeps_the_index_contract() {
-        let admin = std::env::var("DITTO_TEST_PG").expect("DITTO_TEST_PG: npm run test:pg");
-        static N: AtomicU32 = AtomicU32::new(0);
         let open = || -> (Box<dyn Index>, Box<dyn IndexWriter>) {
-            let name = format!(
-                "contract_{}_{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            );
-            let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
-            c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-            let url = match admin.rsplit_once('/') {
-                Some((base, _)) => format!("{base}/{name}"),
-                None => panic!("DITTO_TEST_PG is not a URL ending in a database name"),
-            };
-            let (ix, w) = super::open(&url).unwrap();
+            let (ix, w) = super::open(&fresh_database("contract")).unwrap();
             (Box::new(ix), Box::new(w))
         };
         contract::run_all(&open);
+    }
+
+    /// What replicas rely on: shared claims coexist and exclude a lone one, container ids
+    /// never repeat across writers, and the maintenance lease is held by one at a time.
+    #[test]
+    #[ignore = "needs PostgreSQL: npm run test:pg"]
+    fn postgres_serves_replicas() {
+        let url = fresh_database("replicas");
+        let (ix1, w1) = super::open(&url).unwrap();
+        let (ix2, w2) = super::open(&url).unwrap();
+        w1.claim(true).unwrap();
+        w2.claim(true).unwrap();
+        let (_, lone) = super::open(&url).unwrap();
+        assert!(lone.claim(false).is_err(), "a lone server is refused");
+
+        let mut ids: Vec<u64> = (0..50)
+            .flat_map(|_| [w1.next_container_id().unwrap(), w2.next_container_id().unwrap()])
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 100, "no container id handed out twice");
+
+        let lease = ix1.maintenance_lease().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            let second = ix2.maintenance_lease().unwrap();
+            tx.send(t0.elapsed()).unwrap();
+            drop(second);
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+            "a second lease waits while the first is held"
+        );
+        drop(lease);
+        let waited = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert!(waited >= std::time::Duration::from_millis(300));
+        waiter.join().unwrap();
     }
 }
