@@ -180,6 +180,9 @@ fn kill9_during_uploads() {
             })
             .collect();
         let delay = 40 + (rng.next().unwrap() as u64 * 256 + rng.next().unwrap() as u64) % 300;
+        // A bundle into object storage is a PUT and a PostgreSQL commit away: a wider
+        // window lets as many bundles and commits through before the kill.
+        let delay = if on_s3() { delay * 3 } else { delay };
         std::thread::sleep(Duration::from_millis(delay));
         let still_running = handles.iter().all(|h| !h.is_finished());
         s.kill9();

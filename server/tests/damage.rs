@@ -170,6 +170,12 @@ fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 1, "check must fail:\n{out}");
     assert!(out.contains(&format!("container {cid}")), "{out}");
+    if on_s3() {
+        // Objects are never repaired at startup (reads verify every chunk they serve, and
+        // `check` reports the header, above); setting a container aside is the local disk's
+        // recovery.
+        return;
+    }
 
     let s = Server::start(&dir.0);
     // The mover (kicked at startup; a dry-run prune runs it to the end) leaves the damaged
@@ -371,6 +377,9 @@ fn verify_endpoint_and_partial_check() {
 
 #[test]
 fn damaged_or_cut_newest_container_does_not_stop_uploads() {
+    if on_s3() {
+        return; // objects take no appends: there is no newest container to reopen
+    }
     let dir = TempDir::new("newest");
     let mut s = Server::start(&dir.0);
     let first = chunks(5, 4);
@@ -535,6 +544,9 @@ fn removed_wal_refuses_writes_and_keeps_what_was_acknowledged() {
 
 #[test]
 fn out_of_space_is_507_and_nothing_half_stored() {
+    if on_s3() {
+        return; // containers are written to the object store, not under the file size limit
+    }
     let dir = TempDir::new("nospace");
     // A file size limit stands in for a full disk: writes past it fail (EFBIG).
     let s = Server::start_with(&dir.0, &[], Some(1 << 20));

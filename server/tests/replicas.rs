@@ -143,7 +143,10 @@ fn replicas_share_one_database_and_bucket() {
     std::thread::sleep(Duration::from_millis(400));
     a.kill9();
     let acked: HashSet<[u8; 20]> = uploader.join().unwrap().into_iter().collect();
-    assert!(!acked.is_empty(), "some bundles were acknowledged before the kill");
+    assert!(
+        !acked.is_empty(),
+        "some bundles were acknowledged before the kill"
+    );
     let acked_chunks: Vec<TestChunk> = doomed
         .iter()
         .filter(|c| acked.contains(&c.fp))

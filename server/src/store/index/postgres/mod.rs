@@ -244,7 +244,12 @@ mod tests {
         assert!(lone.claim(false).is_err(), "a lone server is refused");
 
         let mut ids: Vec<u64> = (0..50)
-            .flat_map(|_| [w1.next_container_id().unwrap(), w2.next_container_id().unwrap()])
+            .flat_map(|_| {
+                [
+                    w1.next_container_id().unwrap(),
+                    w2.next_container_id().unwrap(),
+                ]
+            })
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -259,7 +264,8 @@ mod tests {
             drop(second);
         });
         assert!(
-            rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
             "a second lease waits while the first is held"
         );
         drop(lease);
