@@ -68,7 +68,8 @@ export async function startServer(
     process: child,
     appUrl,
     async stop({ keepData = false, signal = 'SIGTERM' } = {}) {
-      if (child.exitCode === null) {
+      // A process ended by a signal has no exit code, only a signal code.
+      if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
         child.kill(signal);
         await exited;
