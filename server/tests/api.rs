@@ -922,15 +922,7 @@ fn concurrent_overlapping_uploads() {
             barrier.wait();
             let mut stored = 0;
             for part in mine.chunks(13) {
-                let r = try_request(
-                    &a,
-                    "POST",
-                    &format!("{base}/api/v1/repos/default/bundles"),
-                    Some(&t),
-                    &[],
-                    Some(&bundle(part)),
-                )
-                .unwrap();
+                let r = upload_at(&a, &base, &t, part).unwrap();
                 assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
                 stored += r.json()["stored"].as_u64().unwrap();
             }

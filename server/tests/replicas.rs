@@ -86,15 +86,7 @@ fn replicas_share_one_database_and_bucket() {
             barrier.wait();
             let mut stored = 0;
             for part in mine.chunks(7) {
-                let r = try_request(
-                    &ag,
-                    "POST",
-                    &format!("{base}/api/v1/repos/default/bundles"),
-                    Some(&token),
-                    &[],
-                    Some(&bundle(part)),
-                )
-                .unwrap();
+                let r = upload_at(&ag, &base, &token, part).unwrap();
                 assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
                 stored += r.json()["stored"].as_u64().unwrap();
             }
@@ -126,14 +118,7 @@ fn replicas_share_one_database_and_bucket() {
         let ag = agent();
         let mut acked: Vec<[u8; 20]> = Vec::new();
         for part in to_send.chunks(10) {
-            match try_request(
-                &ag,
-                "POST",
-                &format!("{base}/api/v1/repos/default/bundles"),
-                Some(&token),
-                &[],
-                Some(&bundle(part)),
-            ) {
+            match upload_at(&ag, &base, &token, part) {
                 Ok(r) if r.status == 200 => acked.extend(part.iter().map(|c| c.fp)),
                 _ => break,
             }

@@ -493,10 +493,21 @@ pub fn upload(
     token: &str,
     chunks: &[TestChunk],
 ) -> Result<Resp, String> {
+    upload_at(agent, &s.base, token, chunks)
+}
+
+/// [`upload`] to the default repository of the server at `base` (for threads, which take
+/// the base URL rather than the `Server`).
+pub fn upload_at(
+    agent: &ureq::Agent,
+    base: &str,
+    token: &str,
+    chunks: &[TestChunk],
+) -> Result<Resp, String> {
     try_request(
         agent,
         "POST",
-        &s.repo_url("default", "/bundles"),
+        &format!("{base}/api/v1/repos/default/bundles"),
         Some(token),
         &[("Content-Type", "application/x-ditto-bundle")],
         Some(&bundle(chunks)),
