@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     error::{ApiError, ApiResult},
-    store::{Lookup, Store, StoreError},
+    store::{chunks::ChunkReader, Lookup, Store, StoreError},
 };
 
 /// `chunks/get` reads and verifies up to this many bytes of its answer before it sends the
@@ -187,9 +187,11 @@ pub(super) async fn chunks_get(
         let mut buf = BytesMut::with_capacity(512 << 10);
         buf.extend_from_slice(&encode_header(locs.len() as u32));
         let mut sent = false;
-        for (fp, loc) in locs {
-            let res = reader.read(&fp, &loc, decode);
-            let (codec, payload) = match res {
+        let mut rest = &locs[..];
+        while !rest.is_empty() {
+            let (run, tail) = rest.split_at(ChunkReader::run_len(rest));
+            rest = tail;
+            let read = match reader.read_run(run, decode) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("chunks/get: {e}");
@@ -197,19 +199,21 @@ pub(super) async fn chunks_get(
                     return;
                 }
             };
-            let h = EntryHeader {
-                fp,
-                codec: Codec::from_u8(codec).unwrap_or(Codec::Raw),
-                raw_len: loc.raw_len,
-                stored_len: payload.len() as u32,
-            };
-            buf.extend_from_slice(&encode_entry_header(&h));
-            buf.extend_from_slice(&payload);
-            let send_at = if sent { 256 << 10 } else { VERIFY_AHEAD };
-            if buf.len() >= send_at {
-                sent = true;
-                if tx.blocking_send(Piece::Data(buf.split().freeze())).is_err() {
-                    return; // client went away
+            for ((fp, loc), (codec, payload)) in run.iter().zip(read) {
+                let h = EntryHeader {
+                    fp: *fp,
+                    codec: Codec::from_u8(codec).unwrap_or(Codec::Raw),
+                    raw_len: loc.raw_len,
+                    stored_len: payload.len() as u32,
+                };
+                buf.extend_from_slice(&encode_entry_header(&h));
+                buf.extend_from_slice(&payload);
+                let send_at = if sent { 256 << 10 } else { VERIFY_AHEAD };
+                if buf.len() >= send_at {
+                    sent = true;
+                    if tx.blocking_send(Piece::Data(buf.split().freeze())).is_err() {
+                        return; // client went away
+                    }
                 }
             }
         }

@@ -159,6 +159,19 @@ impl Store {
                 None => None,
             },
         };
+        self.verify_read(repo_id, fp, loc, stored, decode)
+    }
+
+    /// The rest of [`Store::read_verified`], once the stored bytes are read (`None`: the
+    /// container is gone or shorter than the index says).
+    fn verify_read(
+        &self,
+        repo_id: i64,
+        fp: &Fingerprint,
+        loc: &ChunkLoc,
+        stored: Option<Vec<u8>>,
+        decode: bool,
+    ) -> StoreResult<(u8, Vec<u8>)> {
         if stored.is_none() {
             // Moved by the mover or compaction between the lookup and the open: the index
             // has its new place. Only a chunk still indexed at this place is damaged.
@@ -319,5 +332,130 @@ impl ChunkReader<'_> {
             self.files.get(&loc.container_id),
             decode,
         )
+    }
+
+    /// How many of `locs` (from the first) one read can serve: the run of chunks that
+    /// follow each other in one container with gaps of at most [`RUN_GAP`] bytes, spanning
+    /// at most [`RUN_SPAN`].
+    pub fn run_len(locs: &[(Fingerprint, ChunkLoc)]) -> usize {
+        let Some((_, first)) = locs.first() else {
+            return 0;
+        };
+        let mut end = first.offset + first.stored_len as u64;
+        let mut n = 1;
+        for (_, l) in &locs[1..] {
+            let l_end = l.offset + l.stored_len as u64;
+            if l.container_id != first.container_id
+                || l.offset < end
+                || l.offset - end > RUN_GAP
+                || l_end - first.offset > RUN_SPAN
+            {
+                break;
+            }
+            end = l_end;
+            n += 1;
+        }
+        n
+    }
+
+    /// Reads and verifies a run of chunks ([`ChunkReader::run_len`]) with one read of the
+    /// container (one ranged GET on object storage, where a request's latency, not its
+    /// size, is the cost); each is verified as [`ChunkReader::read`] does.
+    pub fn read_run(
+        &mut self,
+        run: &[(Fingerprint, ChunkLoc)],
+        decode: bool,
+    ) -> StoreResult<Vec<(u8, Vec<u8>)>> {
+        if run.len() < 2 {
+            return run.iter().map(|(fp, l)| self.read(fp, l, decode)).collect();
+        }
+        let (first, last) = (&run[0].1, &run[run.len() - 1].1);
+        let start = first.offset;
+        let len = (last.offset + last.stored_len as u64 - start) as u32;
+        // Opened (and kept) as a single read would.
+        if !self.files.contains_key(&first.container_id) {
+            if self.files.len() > 64 {
+                self.files.clear();
+            }
+            if let Some(c) = self
+                .store
+                .containers
+                .open(self.repo_id, first.container_id)?
+            {
+                self.files.insert(first.container_id, c);
+            }
+        }
+        let span = match self.files.get(&first.container_id) {
+            Some(c) => self.store.containers.read_at(c, start, len)?,
+            None => None,
+        };
+        let Some(span) = span else {
+            // Gone or cut: each chunk takes the single read's way (moved, or damaged).
+            return run.iter().map(|(fp, l)| self.read(fp, l, decode)).collect();
+        };
+        run.iter()
+            .map(|(fp, l)| {
+                let at = (l.offset - start) as usize;
+                let stored = span[at..at + l.stored_len as usize].to_vec();
+                self.store
+                    .verify_read(self.repo_id, fp, l, Some(stored), decode)
+            })
+            .collect()
+    }
+}
+
+/// Chunks closer than this in a container are read together (the bytes between them are
+/// read and dropped): cheaper than another request.
+const RUN_GAP: u64 = 64 << 10;
+/// One read covers at most this many bytes of a container.
+const RUN_SPAN: u64 = 4 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(container_id: u64, offset: u64, stored_len: u32) -> (Fingerprint, ChunkLoc) {
+        let loc = ChunkLoc {
+            container_id,
+            offset,
+            stored_len,
+            raw_len: stored_len,
+            codec: 0,
+        };
+        ([offset as u8; 20], loc)
+    }
+
+    #[test]
+    fn a_run_is_close_chunks_of_one_container_in_order() {
+        assert_eq!(ChunkReader::run_len(&[]), 0);
+        // Adjacent, then a small gap: one run; another container ends it.
+        let locs = [
+            at(1, 100, 10),
+            at(1, 110, 10),
+            at(1, 1000, 5),
+            at(2, 1005, 5),
+        ];
+        assert_eq!(ChunkReader::run_len(&locs), 3);
+        // Going backwards (or repeating a chunk) ends a run.
+        assert_eq!(ChunkReader::run_len(&[at(1, 100, 10), at(1, 50, 10)]), 1);
+        assert_eq!(ChunkReader::run_len(&[at(1, 100, 10), at(1, 100, 10)]), 1);
+        // A gap wider than RUN_GAP ends it, as does a span beyond RUN_SPAN.
+        assert_eq!(
+            ChunkReader::run_len(&[at(1, 0, 10), at(1, 10 + RUN_GAP + 1, 10)]),
+            1
+        );
+        assert_eq!(
+            ChunkReader::run_len(&[at(1, 0, 10), at(1, 10 + RUN_GAP, 10)]),
+            2
+        );
+        let big = (RUN_SPAN / 2) as u32;
+        assert_eq!(
+            ChunkReader::run_len(&[
+                at(1, 0, big),
+                at(1, big as u64, big),
+                at(1, 2 * big as u64, 1)
+            ]),
+            2
+        );
     }
 }
