@@ -15,7 +15,6 @@ suite() { # name, command...
 suite "build: wasm-core (wasm32+simd128) and web bundle" bash scripts/build.sh wasm web
 suite "cargo test (workspace, native)" cargo test --workspace --no-fail-fast
 suite "server suite on PostgreSQL (throwaway cluster)" bash scripts/test-pg.sh
-suite "server suite on PostgreSQL + S3, replicas" bash scripts/test-scale.sh
 suite "wasm tests (wasm-bindgen-test in Node)" cargo test -p wasm-core --target wasm32-unknown-unknown --tests --no-fail-fast
 suite "web unit tests (vitest)" npm run --silent test -w web
 suite "web typecheck (tsc strict)" npm run --silent typecheck -w web
