@@ -110,7 +110,7 @@ fn replicas_share_one_database_and_bucket() {
     }
 
     // 3. A replica killed mid-upload: everything it acknowledged reads back through the
-    //    other, and what it did not is simply missing there.
+    //    other, and the backup goes on there.
     let doomed = chunks(50, 400);
     let (base, token) = (a.base.clone(), a.token.clone());
     let to_send = doomed.clone();
@@ -147,12 +147,13 @@ fn replicas_share_one_database_and_bucket() {
         &b.token,
         &json!({ "fingerprints": doomed.iter().map(TestChunk::hex).collect::<Vec<_>>() }),
     );
+    // B loads its fingerprint set now, after the kill: every acknowledged chunk is in it.
+    // One the kill cut off may be missing or stored (committed before its answer was sent).
     let missing: HashSet<String> = serde_json::from_value(r.json()["missing"].clone()).unwrap();
-    for c in &doomed {
-        assert_eq!(
-            missing.contains(&c.hex()),
-            !acked.contains(&c.fp),
-            "missing exactly when not acknowledged"
+    for c in doomed.iter().filter(|c| acked.contains(&c.fp)) {
+        assert!(
+            !missing.contains(&c.hex()),
+            "an acknowledged chunk is not missing"
         );
     }
     // The backup goes on through the surviving replica.

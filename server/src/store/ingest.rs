@@ -134,7 +134,9 @@ impl Store {
             let firsts: Vec<&BundleEntry<'_>> =
                 entries.iter().filter(|e| seen.insert(e.fp)).collect();
             let fps: Vec<Fingerprint> = firsts.iter().map(|e| e.fp).collect();
-            let locs = w.begin()?.chunk_locations(repo_id, &fps)?;
+            // Read outside a write transaction (the writer lock keeps this process's commits
+            // out meanwhile; another replica's are caught at the commit).
+            let locs = self.index()?.chunk_locations(repo_id, &fps)?;
             for (e, loc) in firsts.into_iter().zip(locs) {
                 match loc {
                     None => new.push(e),
@@ -174,7 +176,7 @@ impl Store {
             tx.commit()?;
             w.open.remove(&repo_id);
         }
-        let healing = quarantine::healing(&*w.begin()?, repo_id, new.iter().map(|e| e.fp))?;
+        let healing = quarantine::healing(&*self.index()?, repo_id, new.iter().map(|e| e.fp))?;
         let result = IngestResult {
             chunks: entries.len() as u64,
             stored: new.len() as u64,
