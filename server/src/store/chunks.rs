@@ -57,8 +57,8 @@ pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
 /// Committed fingerprint -> raw length of the chunk.
 pub(crate) type FpLengths = HashMap<Fingerprint, u32, BuildHasherDefault<FpHasher>>;
 
-/// What an in-memory fingerprint set was loaded at: the index's quarantine epoch (moves
-/// when a chunk is quarantined) and the repository's `gc_epoch` (moves when chunk rows are
+/// What an in-memory fingerprint set was loaded at: the repository's quarantine epoch
+/// (moves when one of its chunks is quarantined) and the repository's `gc_epoch` (moves when chunk rows are
 /// deleted). A set loaded at older epochs may name chunks no longer stored.
 #[derive(Clone, Copy)]
 pub(crate) struct Epochs {
@@ -69,7 +69,7 @@ pub(crate) struct Epochs {
 impl Epochs {
     fn read(ix: &dyn IndexRead, repo_id: i64) -> StoreResult<Epochs> {
         Ok(Epochs {
-            quarantine: ix.quarantine_epoch()?,
+            quarantine: ix.quarantine_epoch(repo_id)?,
             gc: ix.gc_epoch(repo_id)?,
         })
     }
@@ -281,7 +281,7 @@ impl Store {
         {
             return Ok(true);
         }
-        let tx = w.begin()?;
+        let tx = w.begin(repo_id)?;
         let epoch = Epochs::read(&*tx, repo_id)?;
         let n = tx.chunk_count(repo_id)?;
         if n > MAX_CACHED_CHUNKS {

@@ -67,7 +67,7 @@ impl Store {
         w: &mut Writer,
         repo_id: i64,
     ) -> StoreResult<Option<OpenContainer>> {
-        let row = w.begin()?.newest_active_container(repo_id)?;
+        let row = w.begin(repo_id)?.newest_active_container(repo_id)?;
         let Some((c, sealed)) = row else {
             return Ok(None);
         };
@@ -78,7 +78,7 @@ impl Store {
         let (file, h) = match recover::open_for_append(&path, &c) {
             Ok(v) => v,
             Err(reason) => {
-                let tx = w.begin()?;
+                let tx = w.begin(repo_id)?;
                 let n = recover::condemn(&*tx, &c, None, &reason)?;
                 tx.commit()?;
                 eprintln!(

@@ -120,7 +120,7 @@ impl Store {
         }
         {
             let w = self.writer_for_write()?;
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             tx.delete_versions(repo_id, &remove)?;
             tx.commit()?;
         }

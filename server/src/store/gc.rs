@@ -123,7 +123,7 @@ impl Store {
         rep.reclaimed_bytes += compacted.bytes_freed;
         {
             let w = self.writer_for_write()?;
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             tx.add_reclaimed_bytes(repo_id, rep.reclaimed_bytes.max(0))?;
             tx.commit()?;
         }
@@ -148,7 +148,7 @@ impl Store {
     fn icda(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
         let gone = {
             let mut w = self.writer_for_write()?;
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             let min_live = tx.min_live_version(repo_id)?;
             let gone = tx.archival_below(repo_id, min_live)?;
             if gone.is_empty() {
@@ -191,7 +191,7 @@ impl Store {
             }
             let gone = {
                 let mut w = self.writer_for_write()?;
-                let tx = w.begin()?;
+                let tx = w.begin(repo_id)?;
                 if !snap.still_current(&*tx, repo_id)? {
                     continue;
                 }

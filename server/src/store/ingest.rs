@@ -171,7 +171,7 @@ impl Store {
             }
         }
         if !bad.is_empty() {
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             quarantine::quarantine(&*tx, repo_id, &bad)?;
             tx.commit()?;
             w.open.remove(&repo_id);
@@ -312,7 +312,7 @@ impl Store {
         }
         // 2. index rows in one transaction.
         let commit = || -> StoreResult<()> {
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             let stored_ms = now_ms() as i64;
             for t in &touched {
                 if t.oc.created {
@@ -409,7 +409,7 @@ impl Store {
             written.push((header, data_end, rows));
         }
         let commit = || -> StoreResult<HashSet<Fingerprint>> {
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             let stored_ms = now_ms() as i64;
             let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
             let now: HashSet<Fingerprint> = fps

@@ -73,8 +73,13 @@ struct Writer {
 }
 
 impl Writer {
-    /// Starts a write transaction of the index.
-    fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
+    /// Starts a write transaction of the index that touches repository `repo_id` only.
+    fn begin(&self, repo_id: i64) -> StoreResult<Box<dyn IndexTx + '_>> {
+        self.ix.begin_repo(repo_id)
+    }
+
+    /// Starts a write transaction of the index that may touch any repository.
+    fn begin_any(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         self.ix.begin()
     }
 
@@ -203,7 +208,7 @@ impl Store {
             );
         }
         let mut w = self.writer_for_write()?;
-        let tx = w.begin()?;
+        let tx = w.begin(repo_id)?;
         let moved = quarantine::quarantine(&*tx, repo_id, found)?;
         tx.commit()?;
         // The open container may be the damaged one: reloaded (and checked) on next use.
@@ -238,7 +243,7 @@ impl Store {
     /// it succeeds.
     pub fn with_tx<T>(&self, f: impl FnOnce(&dyn IndexWrite) -> StoreResult<T>) -> StoreResult<T> {
         let w = self.writer_for_write()?;
-        let tx = w.begin()?;
+        let tx = w.begin_any()?;
         let out = f(&*tx)?;
         tx.commit()?;
         Ok(out)

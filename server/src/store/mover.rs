@@ -408,7 +408,7 @@ impl Store {
         let emptied = {
             let mut w = self.writer_for_write()?;
             let locked = std::time::Instant::now();
-            let tx = w.begin()?;
+            let tx = w.begin(repo_id)?;
             let current = snap.still_current(&*tx, repo_id)?;
             let mut emptied = Vec::new();
             for src in sources {
@@ -460,7 +460,7 @@ impl Store {
     ) -> StoreResult<Option<f64>> {
         let w = self.writer_for_write()?;
         let locked = std::time::Instant::now();
-        let tx = w.begin()?;
+        let tx = w.begin(repo_id)?;
         if !snap.still_current(&*tx, repo_id)? {
             return Ok(None);
         }

@@ -82,7 +82,7 @@ impl Store {
         let blob = encode_manifest(&json)?;
 
         let mut w = self.writer_for_write()?;
-        let tx = w.begin()?;
+        let tx = w.begin(repo_id)?;
         // Distinct fps in first-reference order, with what the index knows of them.
         let mut info: HashMap<Fingerprint, Option<CommitChunk>> = HashMap::new();
         let mut order: Vec<Fingerprint> = Vec::new();

@@ -19,9 +19,10 @@
 //! - repository, version and container ids only grow and are never reused (version ids
 //!   order the B_ID rule; [`IndexWriter::next_container_id`] hands out container ids, so
 //!   that servers sharing one index never pick the same);
-//! - write transactions are serialised, also across the processes of servers sharing one
-//!   index (PostgreSQL: every write transaction starts by taking one transaction-scoped
-//!   advisory lock), so a store's write checks its state exactly as with one process;
+//! - write transactions of one repository are serialised, also across the processes of
+//!   servers sharing one index (PostgreSQL: each starts by taking its repository's
+//!   transaction-scoped advisory lock; one that may touch any repository takes them all),
+//!   so a store's write checks its state exactly as with one process;
 //! - one serving writer per index, or several when their containers live in one shared
 //!   object store ([`IndexWriter::claim`]); one maintenance pass at a time across them
 //!   ([`Index::maintenance_lease`]).
@@ -127,9 +128,18 @@ impl Lease {
 
 /// The single writer of an index (the store holds it under its writer lock).
 pub trait IndexWriter: Send {
-    /// Starts a write transaction. One at a time: the caller serialises (the store's
-    /// writer lock).
+    /// Starts a write transaction that may touch any repository. One at a time per writer:
+    /// the caller serialises (the store's writer lock); across the writers sharing the
+    /// index, it runs alone.
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>>;
+    /// Starts a write transaction that touches only repository `repo_id` (besides handing
+    /// out ids): across the writers sharing the index it runs alone among those of the same
+    /// repository and beside those of others. Every invariant the store's transactions
+    /// check is one repository's.
+    fn begin_repo(&self, repo_id: i64) -> StoreResult<Box<dyn IndexTx + '_>> {
+        let _ = repo_id;
+        self.begin()
+    }
     /// Makes this writer a store writer of the index until it is dropped, or fails if
     /// another server's claim excludes it. Without `shared`, this one must be alone
     /// (containers on its local disk); with `shared`, other shared claims may hold too

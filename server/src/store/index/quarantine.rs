@@ -47,10 +47,12 @@ pub trait QuarantineRead {
     fn any_quarantined(&self, repo_id: i64) -> StoreResult<bool>;
     /// How many distinct chunks of the repository are quarantined and not replaced yet.
     fn quarantined_count(&self, repo_id: i64) -> StoreResult<i64>;
-    /// The highest quarantine record id: it grows whenever any process (the server, or
-    /// `check`) quarantines a chunk, so the server can tell that its in-memory fingerprint
-    /// sets are stale.
-    fn quarantine_epoch(&self) -> StoreResult<i64>;
+    /// The highest quarantine record id of the repository: it grows whenever any process
+    /// (a server, or `check`) quarantines one of its chunks, so a server can tell that its
+    /// in-memory fingerprint set is stale. Per repository, because a repository's write
+    /// transactions commit in the order they take their ids; different repositories' may
+    /// not.
+    fn quarantine_epoch(&self, repo_id: i64) -> StoreResult<i64>;
     /// The repository's damaged versions (id, count of their chunks not stored), by id.
     fn damaged_versions(&self, repo_id: i64) -> StoreResult<Vec<(i64, i64)>>;
     /// How many of the repository's versions are damaged.

@@ -2,10 +2,11 @@
 //! servers whose metadata lives in a PostgreSQL database (`DATABASE_URL`). Per server, one
 //! writer connection makes every change (the store's writer lock serialises it); readers
 //! come from a small pool. A snapshot is a `REPEATABLE READ READ ONLY` transaction. A write
-//! transaction runs at `READ COMMITTED` and first takes one transaction-scoped advisory lock
-//! (`WRITE_LOCK`), so that the write transactions of every replica sharing the database run
-//! one after another: each sees all that committed before it, which is what the store's
-//! checks assume of SQLite's single writer too. Container ids come from a sequence, shared
+//! transaction runs at `READ COMMITTED` and first takes transaction-scoped advisory locks
+//! (its repository's, or all of them), so that the write transactions of one repository run
+//! one after another across every replica sharing the database: each sees all that
+//! committed before it, which is what the store's checks assume of SQLite's single writer
+//! too. Container ids come from a sequence, shared
 //! by the replicas; the maintenance lease is a session advisory lock on a connection of its
 //! own. The schema is `schema.rs`; one file per concept, as for SQLite, holds the
 //! statements.
@@ -105,11 +106,15 @@ impl Index for PgIndex {
 }
 
 /// Advisory lock keys. `STORE_WRITER_LOCK`: held by every serving server, shared by
-/// replicas, exclusive by one alone. `WRITE_LOCK`: held by a write transaction.
-/// `MAINTENANCE_LOCK`: held by the server running maintenance.
+/// replicas, exclusive by one alone. `WRITE_LOCK`: held by a write transaction, exclusive
+/// by one that may touch any repository, shared by one of a single repository, which also
+/// holds its repository's key in `REPO_LOCK_SPACE` (the two-key form: repository ids fit 32
+/// bits for as long as that many repositories are not created). `MAINTENANCE_LOCK`: held by
+/// the server running maintenance.
 const STORE_WRITER_LOCK: i64 = 0x6469_7474_6f77;
 const WRITE_LOCK: i64 = 0x6469_7474_6f78;
 const MAINTENANCE_LOCK: i64 = 0x6469_7474_6f79;
+const REPO_LOCK_SPACE: i32 = 0x6474_6f72;
 
 /// The writer connection.
 pub struct PgWriter {
@@ -121,6 +126,18 @@ impl IndexWriter for PgWriter {
         Ok(Box::new(Pg::begin(
             self.client.borrow_mut(),
             &format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
+        )?))
+    }
+    fn begin_repo(&self, repo_id: i64) -> StoreResult<Box<dyn IndexTx + '_>> {
+        // Shared on the whole (a transaction of any repository excludes it), exclusive on
+        // the repository: repositories' writes run side by side across replicas.
+        let repo = repo_id as i32;
+        Ok(Box::new(Pg::begin(
+            self.client.borrow_mut(),
+            &format!(
+                "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}); \
+                 SELECT pg_advisory_xact_lock({REPO_LOCK_SPACE}, {repo})"
+            ),
         )?))
     }
     fn claim(&self, shared: bool) -> StoreResult<()> {
@@ -231,7 +248,8 @@ mod tests {
     }
 
     /// What replicas rely on: shared claims coexist and exclude a lone one, container ids
-    /// never repeat across writers, and the maintenance lease is held by one at a time.
+    /// never repeat across writers, write transactions are serialised per repository, and
+    /// the maintenance lease is held by one at a time.
     #[test]
     #[ignore = "needs PostgreSQL: npm run test:pg"]
     fn postgres_serves_replicas() {
@@ -254,6 +272,48 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), 100, "no container id handed out twice");
+
+        // A repository's write transactions wait for each other, other repositories' do
+        // not, and one that may touch any waits for all.
+        let held = w1.begin_repo(1).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = std::thread::spawn(move || {
+            for repo in [2, 1] {
+                let t = w2.begin_repo(repo).unwrap();
+                tx.send(repo).unwrap();
+                t.commit().unwrap();
+            }
+            let t = w2.begin().unwrap();
+            tx.send(0).unwrap();
+            t.commit().unwrap();
+        });
+        let wait = std::time::Duration::from_secs(10);
+        let short = std::time::Duration::from_millis(300);
+        assert_eq!(
+            rx.recv_timeout(wait).unwrap(),
+            2,
+            "another repository goes on"
+        );
+        assert!(rx.recv_timeout(short).is_err(), "the same repository waits");
+        held.commit().unwrap();
+        assert_eq!(rx.recv_timeout(wait).unwrap(), 1);
+        assert_eq!(rx.recv_timeout(wait).unwrap(), 0);
+        other.join().unwrap();
+        let held = w1.begin().unwrap();
+        let (_, w3) = super::open(&url).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = std::thread::spawn(move || {
+            let t = w3.begin_repo(3).unwrap();
+            tx.send(()).unwrap();
+            t.commit().unwrap();
+        });
+        assert!(
+            rx.recv_timeout(short).is_err(),
+            "a transaction of any repository excludes all"
+        );
+        held.commit().unwrap();
+        rx.recv_timeout(wait).unwrap();
+        other.join().unwrap();
 
         let lease = ix1.maintenance_lease().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();

@@ -58,10 +58,13 @@ impl<G: DerefMut<Target = Client>> QuarantineRead for Pg<G> {
             .try_get(0)?)
     }
 
-    fn quarantine_epoch(&self) -> StoreResult<i64> {
+    fn quarantine_epoch(&self, repo_id: i64) -> StoreResult<i64> {
         Ok(self
             .c()
-            .query_one("SELECT COALESCE(MAX(id), 0) FROM quarantine", &[])?
+            .query_one(
+                "SELECT COALESCE(MAX(id), 0) FROM quarantine WHERE repo_id = $1",
+                &[&repo_id],
+            )?
             .try_get(0)?)
     }
 

@@ -54,11 +54,11 @@ impl<C: Deref<Target = Connection>> QuarantineRead for Sql<C> {
         )?)
     }
 
-    fn quarantine_epoch(&self) -> StoreResult<i64> {
+    fn quarantine_epoch(&self, repo_id: i64) -> StoreResult<i64> {
         Ok(self
             .c()
-            .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM quarantine")?
-            .query_row([], |r| r.get(0))?)
+            .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM quarantine WHERE repo_id = ?1")?
+            .query_row([repo_id], |r| r.get(0))?)
     }
 
     fn damaged_versions(&self, repo_id: i64) -> StoreResult<Vec<(i64, i64)>> {
