@@ -61,7 +61,7 @@ start_replica() {
   PORT=0 DATA_DIR=$dir WEB_DIR=$dir/none "$DITTO_SERVER_BIN" serve >"$out" 2>"$dir.err" &
   pids+=($!)
   local tries=0
-  until grep -q "Open http" "$out"; do
+  until grep -qs "Open http" "$out"; do
     kill -0 "${pids[-1]}" 2>/dev/null || { cat "$dir.err"; die "replica on $dir exited"; }
     ((++tries < 300)) || die "replica on $dir did not start"
     sleep 0.1
@@ -98,7 +98,7 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
         start_replica; ups+=",$url"
         node scripts/lb.mjs --port 0 --to "$ups" >"$base-run/lb.out" &
         pids+=($!)
-        until grep -q "listening on" "$base-run/lb.out"; do
+        until grep -qs "listening on" "$base-run/lb.out"; do
           kill -0 "${pids[-1]}" 2>/dev/null || die "lb.mjs exited"
           sleep 0.1
         done
