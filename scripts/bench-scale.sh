@@ -7,7 +7,8 @@
 # interleaved, ROUNDS rounds (default 3), a fresh data directory, database and key prefix
 # every run; ingest MB/s and the latency of a 100 000-fingerprint `chunks/missing` query.
 # Then the restore benchmark's ditto half (bench/restore.mjs --no-restic: typescript-10 backed
-# up through the page, the newest restored as a zip) on one replica on PostgreSQL + S3.
+# up through the page, the newest restored as a zip) on one replica on PostgreSQL + S3, and
+# the same on the embedded default as its anchor.
 # One line per run ("round N embedded|1|2 {json}"), the restore's own output, and last one JSON
 # line of medians. BENCH_CLIENTS (default 4, the same for all three) sets the concurrent
 # uploaders; BENCH_INGEST_MB / BENCH_ZSTD_MB as for bench:server; BENCH_RESTORE_ARGS is passed
@@ -112,17 +113,22 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
   done
 done
 
+bash scripts/build.sh wasm web
 log "restore: typescript-10, one server on PostgreSQL$([[ $use_s3 == 0 ]] || echo " + S3")"
 scale_env scale_restore
-bash scripts/build.sh wasm web
 # shellcheck disable=SC2086 # BENCH_RESTORE_ARGS is a list of arguments
 node bench/restore.mjs --no-restic ${BENCH_RESTORE_ARGS:-} >"$base-restore"
 cat "$base-restore"
 restore=$(tail -1 "$base-restore")
+log "restore: the same on the embedded default (the anchor)"
 embedded_env
+# shellcheck disable=SC2086
+node bench/restore.mjs --no-restic ${BENCH_RESTORE_ARGS:-} >"$base-restore"
+cat "$base-restore"
+restore_embedded=$(tail -1 "$base-restore")
 
-node - "$results" "$restore" "$use_s3" <<'EOF'
-const [file, restore, useS3] = process.argv.slice(2);
+node - "$results" "$restore" "$restore_embedded" "$use_s3" <<'EOF'
+const [file, restore, restoreEmbedded, useS3] = process.argv.slice(2);
 const runs = require('fs').readFileSync(file, 'utf8').trim().split('\n').map((l) => {
   const i = l.indexOf(' ');
   return [l.slice(0, i), JSON.parse(l.slice(i + 1))];
@@ -140,6 +146,7 @@ console.log(JSON.stringify({
   missing_100k_ms_2: median('2', 'missing_100k_ms'),
   embedded_missing_100k_ms: median('embedded', 'missing_100k_ms'),
   restore_mbps_s3: JSON.parse(restore).restore_mbps,
+  restore_mbps_embedded: JSON.parse(restoreEmbedded).restore_mbps,
   ...(useS3 === '0' && { object_storage: false }),
   clients: Number(process.env.BENCH_CLIENTS),
   rounds: runs.filter(([s]) => s === 'embedded').length,
