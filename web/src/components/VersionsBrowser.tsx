@@ -82,6 +82,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
       items,
       expectedBytes: items.reduce((n, i) => n + (i.kind === 'file' ? i.size : 0), 0),
       format: 'zip',
+      version: version.id,
     });
   };
   const restoreFile = (path: string) => {
@@ -94,6 +95,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
       items: [{ name: baseName(path), path, kind: 'file', size: e.size, mtime: e.mtime, recipe: e.recipe }],
       expectedBytes: e.size,
       format: 'file',
+      version: version.id,
     });
   };
 

@@ -94,6 +94,7 @@ export function VersionsPanel({ api }: { api: Api }) {
       items,
       expectedBytes: v.stats.logical_bytes,
       format: 'zip',
+      version: v.id,
     });
   };
 

@@ -13,6 +13,8 @@ export interface RestoreRequest {
   /** Bytes of file content, known before the items (the in-memory fallback is gated on it). */
   expectedBytes: number;
   format: 'zip' | 'file';
+  /** The version the items come from (the restore plans from its chunk locations). */
+  version: number;
 }
 
 export interface RestoreState {
@@ -42,6 +44,7 @@ export function useRestore(api: Api) {
           api,
           items: typeof request.items === 'function' ? await request.items() : request.items,
           format: request.format,
+          version: request.version,
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
