@@ -11,6 +11,7 @@ import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
 import { fpHex } from '../backup/hex';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
+import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
 import { zipPieces, type ZipEntry, type ZipPiece } from './zip';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
@@ -271,8 +272,12 @@ export interface RestoreJob {
 export interface RestoreOptions {
   api: Api;
   items: RestoreItem[];
-  /** 'zip' = an archive of all items; 'file' = the bytes of the single file item. */
-  format: 'zip' | 'file';
+  /**
+   * 'zip' = an archive of all items; 'file' = the bytes of the single file item; 'folder' =
+   * every item written into `folder` (the stream then carries no bytes: read it to the end).
+   */
+  format: 'zip' | 'file' | 'folder';
+  folder?: FolderTarget;
   /** The version restored: its chunks are located with `versions/{id}/locations`. */
   version?: number;
   /** Chunk locations known already (tests); otherwise the version's, else the repository's. */
@@ -286,6 +291,7 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const { api, items, format } = opts;
   const files = items.filter((i) => i.kind === 'file');
   if (format === 'file' && files.length !== 1) throw new RestoreError('a single-file restore needs exactly one file');
+  if (format === 'folder' && !opts.folder) throw new RestoreError('a restore into a folder needs the folder');
   const locations =
     opts.locations ??
     (opts.version !== undefined ? (await versionLocations(api, opts.version)).locations : await chunkLocations(api));
@@ -378,6 +384,28 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
       }
     }
     stream = pull(zipPieces(entries()));
+  } else if (format === 'folder') {
+    const target = opts.folder!;
+    stream = pull(
+      (async function* () {
+        let k = 0;
+        for (const item of items) {
+          if (item.kind === 'dir') {
+            await target.dir(item.name);
+            continue;
+          }
+          const w = await target.create(item.name);
+          try {
+            for await (const p of filePieces(k)) await w.write(p.bytes as Uint8Array<ArrayBuffer>);
+            await w.close();
+          } catch (e) {
+            await w.abort().catch(() => {});
+            throw e;
+          }
+          k++;
+        }
+      })(),
+    );
   } else {
     stream = pull(
       (async function* () {

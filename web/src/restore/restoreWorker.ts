@@ -5,7 +5,7 @@
  * with the collision-detecting multi-buffer SHA-1 the backup used and compared with the one
  * it is stored under, and its CRC-32 computed for the zip. Nothing unverified leaves here.
  */
-import init, { verifyBundle } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkEngine, verifyBundle } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
 import type { Damaged, RestoreApi, Verified } from './protocol';
@@ -33,6 +33,35 @@ function verify(bundle: Uint8Array): Reply<Verified | Damaged> {
   return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw }, [out.buffer, offsets.buffer]);
 }
 
-expose<RestoreApi>({ verify }, async (module) => {
+/** Reads `file` in blocks through the chunker; every chunk confirmed (see worker/settle.ts). */
+async function fingerprintFile(file: File): Promise<Reply<Uint8Array>> {
+  const engine = new ChunkEngine('default');
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const take = (n: number) => {
+    if (!n) return;
+    engine.confirm(Uint32Array.from({ length: n }, (_, i) => i));
+    const fps = engine.fingerprints().slice(0, n * FP_LEN);
+    parts.push(fps);
+    total += fps.length;
+  };
+  try {
+    const BLOCK = 4 << 20;
+    for (let at = 0; at < file.size; at += BLOCK)
+      take(engine.push(new Uint8Array(await file.slice(at, at + BLOCK).arrayBuffer())));
+    take(engine.finish());
+  } finally {
+    engine.free();
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return transfer(out, [out.buffer]);
+}
+
+expose<RestoreApi>({ verify, fingerprintFile }, async (module) => {
   await init({ module_or_path: module as WebAssembly.Module });
 });
