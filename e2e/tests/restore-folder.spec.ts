@@ -146,3 +146,24 @@ test('a refused folder permission is said plainly and nothing is fetched', async
   await expect(page.getByTestId('restore-error')).toContainText('Permission to write into the folder was refused');
   expect(asked).toBe(0);
 });
+
+test('preview a file in the page: its text, with the terms highlighted', async ({ page }) => {
+  await openWithOpfsPicker(page);
+  let downloads = 0;
+  page.on('download', () => downloads++);
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-browse').click();
+  await expect(page.getByTestId('version-browser')).toBeVisible();
+  const rel = 'package.json';
+  const text = readFileSync(path.join(folder, rel), 'utf8');
+  await page.locator(`[data-testid=preview-file][data-path="${rel}"]`).click();
+  const pre = page.getByTestId('preview-text');
+  await expect(pre).toBeVisible();
+  expect(await pre.textContent()).toBe(text);
+  await page.getByTestId('preview-highlight').fill('Preact');
+  const want = text.match(/preact/gi)?.length ?? 0;
+  expect(want).toBeGreaterThan(0);
+  await expect(pre).toHaveAttribute('data-hits', String(want));
+  await expect(pre.locator('mark')).toHaveCount(want);
+  expect(downloads).toBe(0);
+});
