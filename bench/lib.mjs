@@ -4,6 +4,7 @@
 // benchmark that awaits them exits non-zero with a readable message.
 import { chromium } from '@playwright/test';
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -306,5 +307,83 @@ export async function restoreZip(browser, server, version, folder, scratch) {
   if (result.checked.bytes !== result.bytes)
     throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
   rmSync(dir, { recursive: true });
+  return result;
+}
+
+/**
+ * One restore of `version` into a folder in a fresh page (Playwright): Versions, "Restore
+ * into folder…", with the folder picker stubbed to an empty directory of the origin private
+ * file system (Playwright cannot drive the real picker; OPFS is a real on-disk folder of the
+ * browser profile). Every restored file is hashed in the page and compared with `folder`;
+ * the directory is removed after. Resolves to `{ wallSeconds` (click to the last file
+ * closed), `pageSeconds`, `mbps`, `bytes`, `requests }`.
+ */
+export async function restoreFolder(browser, server, version, folder, dirName) {
+  const page = await browser.newPage();
+  await page.addInitScript((name) => {
+    Object.defineProperty(window, 'showDirectoryPicker', {
+      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle(name, { create: true }),
+      configurable: true,
+    });
+  }, dirName);
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(server.appUrl);
+  await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+  await page.evaluate((name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true }).catch(() => {})), dirName);
+  await page.getByTestId('tab-versions').click();
+  const button = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-folder]`);
+  await button.waitFor();
+  const t0 = now();
+  await button.click();
+  const done = page.getByTestId('restore-done');
+  await Promise.race([
+    done.waitFor({ timeout: 600_000 }),
+    page
+      .getByTestId('restore-error')
+      .waitFor({ timeout: 600_000 })
+      .then(async () => {
+        throw new Error(`the folder restore failed: ${await page.getByTestId('restore-error').innerText()}`);
+      }),
+  ]);
+  const wallSeconds = now() - t0;
+  const attr = async (name) => Number(await done.getAttribute(name));
+  const result = {
+    wallSeconds,
+    pageSeconds: (await attr('data-ms')) / 1000,
+    mbps: await attr('data-mbps'),
+    bytes: await attr('data-bytes'),
+    requests: await attr('data-requests'),
+  };
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+  const got = await page.evaluate(async (name) => {
+    const out = {};
+    const visit = async (dir, rel) => {
+      for await (const [n, h] of dir.entries()) {
+        const r = rel ? `${rel}/${n}` : n;
+        if (h.kind === 'directory') await visit(h, r);
+        else {
+          const d = new Uint8Array(await crypto.subtle.digest('SHA-1', await (await h.getFile()).arrayBuffer()));
+          out[r] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
+        }
+      }
+    };
+    await visit(await (await navigator.storage.getDirectory()).getDirectoryHandle(name), '');
+    return out;
+  }, dirName);
+  const want = walk(folder);
+  if (JSON.stringify(Object.keys(got).sort()) !== JSON.stringify(want))
+    throw new Error(`the folder restore of version ${version}: file lists differ`);
+  let bytes = 0;
+  for (const f of want) {
+    const b = readFileSync(path.join(folder, f));
+    bytes += b.length;
+    if (createHash('sha1').update(b).digest('hex') !== got[f])
+      throw new Error(`the folder restore of version ${version}: ${f} differs from the source`);
+  }
+  if (bytes !== result.bytes) throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${bytes}`);
+  await page.evaluate((name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true })), dirName);
+  await page.close();
+  result.checked = { files: want.length, bytes };
   return result;
 }

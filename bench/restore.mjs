@@ -1,14 +1,16 @@
-// Restore benchmark: typescript-10 backed up through the real UI (headless Chromium, real
-// release server), then the newest release (or --restore RELEASE) restored as a zip in a
-// fresh page ("Download zip", no save picker, so it ends in a download), unpacked and
-// compared byte for byte with its folder; then restic backs up the same folders and restores
-// the same release, timed, as a reference. Prints a table and, last, one JSON line.
+// Restore benchmark (docs/BENCHMARKS.md): typescript-10 backed up through the real UI
+// (headless Chromium, real release server), one version per release, then their parent
+// folder (the 10 releases side by side, ~213 MB) backed up as one more source. Restored, in
+// fresh pages and interleaved run by run: (a) the largest release and (b) the parent folder,
+// each as a zip ("Download zip", no save picker, so it ends in a download, unpacked and
+// compared byte for byte) and into a folder ("Restore into folder…", the picker stubbed to an
+// OPFS directory, every file hashed in the page and compared). restic backs up the same
+// folders and restores the same two snapshots, timed, as the reference. Prints a table and,
+// last, one JSON line.
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
-// [--no-restic]
-// (--restore: another of the backed-up releases instead of the newest, e.g. 6.0.3; --runs:
-// restores per tool, default 3, the medians are reported; --no-restic: ditto only, as
-// `npm run bench:scale` does for a server whose environment puts it on PostgreSQL + S3,
-// which the server started here inherits)
+// [--no-restic] [--no-parent]
+// (--restore: (a) is this release instead of the largest; --runs: restores per tool and
+// target, default 3, medians reported; --no-restic: ditto only; --no-parent: skip (b))
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,11 +19,13 @@ import {
   backupFolders,
   cli,
   dataset,
+  du,
   launchBrowser,
   median,
   now,
   openApp,
   resticRepo,
+  restoreFolder,
   restoreZip,
   sameTree,
   startServer,
@@ -33,13 +37,17 @@ const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 const runs = Number(option('runs', 3));
 const withRestic = !flag('no-restic');
+const withParent = !flag('no-parent');
 if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
 const versions = dataset(pkg, count);
-const pick = option('restore', path.basename(versions[versions.length - 1]));
+const largest = versions.reduce((a, b) => (du(b) > du(a) ? b : a));
+const pick = option('restore', path.basename(largest));
 const pickIndex = versions.findIndex((v) => path.basename(v) === pick);
 if (pickIndex < 0) throw new Error(`--restore ${pick}: not one of ${versions.map((v) => path.basename(v)).join(', ')}`);
-const chosen = versions[pickIndex];
+const parent = path.dirname(versions[0]);
+const targets = [{ key: 'a', label: `${pkg} ${pick}`, folder: versions[pickIndex] }];
+if (withParent) targets.push({ key: 'b', label: `${path.basename(parent)}/ (all releases, one source)`, folder: parent });
 const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-restore-'));
 
 /** The fewest containers holding the chunks of `version`, by the same rule as the page (first container listed). */
@@ -57,31 +65,39 @@ async function containersMin(server, version) {
   return used.size;
 }
 
-/** Backs the folders up through the UI, then restores the chosen one `runs` times. */
+/** Backs the folders up, then restores each target `runs` times as a zip and into a folder, interleaved. */
 async function ditto() {
   const server = await startServer();
   const browser = await launchBrowser();
   try {
     const backupPage = await openApp(browser, server);
     const backups = await backupFolders(backupPage, versions, pkg);
+    targets[0].version = backups[pickIndex].version;
+    if (withParent) targets[1].version = (await backupFolders(backupPage, [parent], `${pkg}-all`))[0].version;
     await backupPage.close();
-    const version = backups[pickIndex].version;
     // The mover runs in the background after each commit; a dry-run prune runs it to the end,
-    // so that every restore reads the same, settled layout (a slower index, PostgreSQL, can
-    // otherwise still be moving chunks during the first restores).
+    // so that every restore reads the same, settled layout.
     const settle = await fetch(`${server.origin}/api/v1/repos/default/prune`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ dry_run: true }),
     });
     if (settle.status !== 200) throw new Error(`prune (dry run): ${settle.status} ${await settle.text()}`);
-    const results = [];
-    for (let run = 0; run < runs; run++) results.push(await restoreZip(browser, server, version, chosen, scratch));
-    const min = await containersMin(server, version);
-    for (const r of results)
-      if (r.containersMin !== min)
-        throw new Error(`the page says containers_min ${r.containersMin}, the API's tables give ${min}`);
-    return { version, results };
+    for (const t of targets) {
+      t.zip = [];
+      t.dir = [];
+    }
+    for (let run = 0; run < runs; run++)
+      for (const t of targets) {
+        t.zip.push(await restoreZip(browser, server, t.version, t.folder, scratch));
+        t.dir.push(await restoreFolder(browser, server, t.version, t.folder, `bench-${t.key}-${run}`));
+      }
+    for (const t of targets) {
+      const min = await containersMin(server, t.version);
+      for (const r of t.zip)
+        if (r.containersMin !== min)
+          throw new Error(`the page says containers_min ${r.containersMin}, the API's tables give ${min}`);
+    }
   } finally {
     await browser.close();
     await server.stop();
@@ -89,7 +105,7 @@ async function ditto() {
   }
 }
 
-/** restic: one snapshot per version (as bench:backup), then `runs` timed restores of the chosen one. */
+/** restic: one snapshot per release (as bench:backup) and one of the parent, then `runs` timed restores of each target. */
 function restic() {
   const repo = resticRepo('restore');
   try {
@@ -98,77 +114,76 @@ function restic() {
       repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
       ids.push(JSON.parse(repo.run(['snapshots', '--json', 'latest']))[0].short_id);
     }
-    const seconds = [];
-    for (let run = 0; run < runs; run++) {
-      const target = path.join(scratch, `restic-${run}`);
-      const t0 = now();
-      repo.run(['restore', '-q', ids[pickIndex], '--target', target]);
-      seconds.push(now() - t0);
-      // A snapshot of `.` restores into the target itself.
-      sameTree(chosen, target, 'restic restore');
-      rmSync(target, { recursive: true });
+    targets[0].snapshot = ids[pickIndex];
+    if (withParent) {
+      repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: parent });
+      targets[1].snapshot = JSON.parse(repo.run(['snapshots', '--json', 'latest', '--path', parent]))[0].short_id;
     }
-    return seconds;
+    for (const t of targets) t.restic = [];
+    for (let run = 0; run < runs; run++)
+      for (const t of targets) {
+        const target = path.join(scratch, `restic-${t.key}-${run}`);
+        const t0 = now();
+        repo.run(['restore', '-q', t.snapshot, '--target', target]);
+        t.restic.push(now() - t0);
+        // A snapshot of `.` restores into the target itself.
+        sameTree(t.folder, target, 'restic restore');
+        rmSync(target, { recursive: true });
+      }
   } finally {
     repo.remove();
   }
 }
 
 try {
-  const d = await ditto();
-  const rs = withRestic ? restic() : [];
-  const first = d.results[0];
-  const mb = first.checked.bytes / 1e6;
-  const pageSeconds = median(d.results.map((r) => r.pageSeconds));
-  const wallSeconds = median(d.results.map((r) => r.wallSeconds));
-  const resticSeconds = withRestic ? median(rs) : NaN;
+  await ditto();
+  if (withRestic) restic();
   const list = (xs) => xs.map((x) => x.toFixed(2)).join(' ');
-  const row = (tool, s, all) =>
-    console.log(tool.padEnd(34), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
-  console.log(
-    `\n${pkg} ${pick} (${pickIndex + 1} of ${versions.length}, version ${d.version}): ` +
-      `${mb.toFixed(1)} MB, ${first.checked.files} files, zip ${(first.zipBytes / 1e6).toFixed(1)} MB, ` +
-      `byte-identical in all ${runs} runs\n`,
-  );
-  console.log('restore (median of runs)'.padEnd(34), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
-  row(
-    'ditto, page clock (fetch->zip)',
-    pageSeconds,
-    d.results.map((r) => r.pageSeconds),
-  );
-  row(
-    'ditto, click to download on disk',
-    wallSeconds,
-    d.results.map((r) => r.wallSeconds),
-  );
-  if (withRestic) row('restic restore', resticSeconds, rs);
-  console.log(
-    `\nditto: ${first.requests} chunk requests, ${first.containersRead} container reads, ` +
-      `${first.containersMin} containers hold the version's chunks\n`,
-  );
-  console.log(
-    JSON.stringify({
-      package: pkg,
-      versions: versions.length,
-      version: pick,
-      runs,
-      files: first.checked.files,
-      logical_bytes: first.checked.bytes,
-      zip_bytes: first.zipBytes,
-      restore_mbps: median(d.results.map((r) => r.mbps)),
-      restore_page_seconds: +pageSeconds.toFixed(3),
-      restore_seconds: +wallSeconds.toFixed(3),
-      restore_wall_mbps: +(mb / wallSeconds).toFixed(2),
-      requests: first.requests,
-      containers_read: first.containersRead,
-      containers_min: first.containersMin,
+  const out = { package: pkg, versions: versions.length, runs };
+  for (const t of targets) {
+    const mb = t.zip[0].checked.bytes / 1e6;
+    const row = (tool, all) => {
+      const s = median(all);
+      console.log(tool.padEnd(36), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
+      return s;
+    };
+    console.log(
+      `\n(${t.key}) ${t.label}, version ${t.version}: ${mb.toFixed(1)} MB, ${t.zip[0].checked.files} files, ` +
+        `zip ${(t.zip[0].zipBytes / 1e6).toFixed(1)} MB, byte-identical in all ${runs} runs of each\n`,
+    );
+    console.log('restore (median of runs)'.padEnd(36), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
+    const zipPage = row('ditto zip, page clock (fetch->zip)', t.zip.map((r) => r.pageSeconds));
+    const zipWall = row('ditto zip, click to download on disk', t.zip.map((r) => r.wallSeconds));
+    const dirPage = row('ditto folder, page clock', t.dir.map((r) => r.pageSeconds));
+    const dirWall = row('ditto folder, click to last file', t.dir.map((r) => r.wallSeconds));
+    const rs = withRestic ? row('restic restore', t.restic) : NaN;
+    console.log(
+      `\nditto zip: ${t.zip[0].requests} chunk requests, ${t.zip[0].containersRead} container reads, ` +
+        `${t.zip[0].containersMin} containers hold the version's chunks`,
+    );
+    const p = t.key === 'b' ? '' : 'a_';
+    Object.assign(out, {
+      [`${p}version`]: t.key === 'a' ? pick : path.basename(parent),
+      [`${p}files`]: t.zip[0].checked.files,
+      [`${p}logical_bytes`]: t.zip[0].checked.bytes,
+      [`${p}restore_mbps`]: median(t.zip.map((r) => r.mbps)),
+      [`${p}restore_page_seconds`]: +zipPage.toFixed(3),
+      [`${p}restore_seconds`]: +zipWall.toFixed(3),
+      [`${p}restore_folder_mbps`]: median(t.dir.map((r) => r.mbps)),
+      [`${p}restore_folder_page_seconds`]: +dirPage.toFixed(3),
+      [`${p}restore_folder_seconds`]: +dirWall.toFixed(3),
+      [`${p}requests`]: t.zip[0].requests,
+      [`${p}containers_read`]: t.zip[0].containersRead,
+      [`${p}containers_min`]: t.zip[0].containersMin,
       ...(withRestic && {
-        restic_restore_seconds: +resticSeconds.toFixed(3),
-        restic_restore_mbps: +(mb / resticSeconds).toFixed(2),
-        speed_vs_restic: +(resticSeconds / wallSeconds).toFixed(3),
+        [`${p}restic_restore_seconds`]: +rs.toFixed(3),
+        [`${p}speed_vs_restic`]: +(rs / zipWall).toFixed(3),
+        [`${p}folder_speed_vs_restic`]: +(rs / dirWall).toFixed(3),
       }),
-    }),
-  );
+    });
+  }
+  console.log();
+  console.log(JSON.stringify(out));
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }

@@ -76,10 +76,18 @@ test('back up three releases, restore version 2 as a zip identical to its folder
     String(v2.stats.new_stored_bytes),
   );
 
+  // The restore plans from the version's own chunk locations, not the repository's table.
+  const apiPaths: string[] = [];
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith('/api/v1/repos/')) apiPaths.push(u.pathname);
+  });
   const [download] = await Promise.all([
     page.waitForEvent('download'),
     row(page, ids[1]).getByTestId('version-zip').click(),
   ]);
+  expect(apiPaths).toContain(`/api/v1/repos/default/versions/${ids[1]}/locations`);
+  expect(apiPaths.filter((p) => p.endsWith('/containers'))).toEqual([]);
   const zip = testInfo.outputPath('v2.zip');
   await download.saveAs(zip);
   v2Zip = zip;

@@ -278,9 +278,8 @@ fn round_trip() {
         json!([to_hex(&absent)])
     );
 
-    // 5. containers: the JSON table matches the raw bytes, which parse as FORMAT.md says.
     // On object storage each bundle is a container of its own, which the mover merges after
-    // the commit: a dry-run prune runs it to the end, so the listing stays put.
+    // the commit: a dry-run prune runs it to the end, so locations and listings stay put.
     if on_s3() {
         let r = post_json(
             &s.repo_url("default", "/prune"),
@@ -289,6 +288,80 @@ fn round_trip() {
         );
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     }
+
+    // 4b. the version's chunk locations (binary): each distinct chunk once, in order of
+    // first reference, where the repository's container tables say it is
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/versions/{vid}/locations")),
+        Some(&t),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/x-ditto-locations")
+    );
+    let le32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let body = &r.body;
+    assert_eq!(&body[..4], b"DLOC");
+    assert_eq!((le32(body, 4), le32(body, 8), le32(body, 12)), (1, 40, 0));
+    assert_eq!(body.len(), 16 + 40 * 48);
+    let mut order: Vec<String> = Vec::new();
+    for e in got["manifest"]["entries"].as_array().unwrap() {
+        for h in e["recipe"].as_array().unwrap() {
+            let h = h.as_str().unwrap().to_string();
+            if !order.contains(&h) {
+                order.push(h);
+            }
+        }
+    }
+    let table = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .json();
+    for (k, want_fp) in order.iter().enumerate() {
+        let rec = &body[16 + k * 48..16 + (k + 1) * 48];
+        assert_eq!(&to_hex(rec[..20].try_into().unwrap()), want_fp);
+        let (cid, off) = (le64(rec, 20), le64(rec, 28));
+        let c = table["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"].as_u64() == Some(cid))
+            .expect("a listed container");
+        let ch = c["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|ch| ch["fp"] == json!(want_fp))
+            .expect("the chunk in its container's table");
+        assert_eq!(ch["offset"].as_u64(), Some(off));
+        assert_eq!(ch["stored_len"].as_u64(), Some(le32(rec, 36) as u64));
+        assert_eq!(ch["raw_len"].as_u64(), Some(le32(rec, 40) as u64));
+        assert_eq!(ch["codec"].as_u64(), Some(rec[44] as u64));
+        assert_eq!(&rec[45..], &[0, 0, 0]);
+    }
+    for bad in ["/versions/0/locations", "/versions/x/locations"] {
+        request("GET", &s.repo_url("default", bad), Some(&t), &[], None)
+            .expect_error(400, "bad_request");
+    }
+    request(
+        "GET",
+        &s.repo_url("default", "/versions/999/locations"),
+        Some(&t),
+        &[],
+        None,
+    )
+    .expect_error(404, "not_found");
+
+    // 5. containers: the JSON table matches the raw bytes, which parse as FORMAT.md says.
     let cs = request(
         "GET",
         &s.repo_url("default", "/containers"),
@@ -628,6 +701,7 @@ fn auth_matrix() {
         ("POST", "/bundles".into(), Some(bundle_body.clone())),
         ("GET", "/versions".into(), None),
         ("GET", "/versions/1".into(), None),
+        ("GET", "/versions/1/locations".into(), None),
         ("DELETE", "/versions/1".into(), None),
         ("POST", "/versions".into(), Some(b"{}".to_vec())),
         ("GET", format!("/chunks/{}", chunk.hex()), None),

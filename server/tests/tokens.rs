@@ -103,6 +103,7 @@ fn backup_tokens_add_versions_but_cannot_read_or_destroy() {
         ),
         ("GET", "/containers".to_string(), None),
         ("GET", "/containers/1".to_string(), None),
+        ("GET", format!("/versions/{my_id}/locations"), None),
         ("GET", "/stats".to_string(), None),
         ("POST", "/verify".to_string(), Some(json!({}))),
         ("DELETE", format!("/versions/{my_id}"), None),
@@ -159,6 +160,7 @@ fn read_tokens_restore_and_browse_but_change_nothing() {
     for path in [
         "/versions".to_string(),
         format!("/versions/{id}"),
+        format!("/versions/{id}/locations"),
         format!("/chunks/{}", chunks[0].hex()),
         "/containers".to_string(),
         "/stats".to_string(),

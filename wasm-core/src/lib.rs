@@ -7,9 +7,11 @@
 
 pub mod chunk;
 pub mod compress;
+pub mod crc32;
 pub mod format;
 pub mod hash;
 pub mod resemble;
+pub mod restore;
 pub mod search;
 
 #[cfg(target_arch = "wasm32")]

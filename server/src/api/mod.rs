@@ -61,6 +61,7 @@ pub fn router(store: Arc<Store>) -> Router {
             "/versions/{id}",
             get(versions::version_get).delete(maintenance::version_delete),
         )
+        .route("/versions/{id}/locations", get(versions::version_locations))
         .route("/containers", get(containers::containers_list))
         .route("/containers/{id}", get(containers::container_get))
         .route("/verify", post(verify::verify))

@@ -18,7 +18,7 @@ use wasm_core::{
 
 use super::{
     blocking, forbidden, parse_fp, parse_id, parse_json, path_param, read_body, Any, Authorized,
-    Backup, RepoItemPath, St, MAX_MANIFEST_BODY,
+    Backup, ReadData, RepoItemPath, St, MAX_MANIFEST_BODY,
 };
 use crate::{
     error::{ApiError, ApiResult},
@@ -140,6 +140,27 @@ pub(super) async fn version_get(
         out.extend_from_slice(&manifest);
         out.push(b'}');
         Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    })
+    .await
+}
+
+/// Where the chunks of one version are, in binary (docs/API.md): a restore plans from it.
+pub(super) async fn version_locations(
+    State(store): St,
+    auth: Authorized<ReadData>,
+    p: RepoItemPath,
+) -> ApiResult<Response> {
+    let (_, id) = path_param(p)?;
+    let access = auth.access;
+    let repo_id = access.repo_id;
+    let id = parse_id(&id, "version")?;
+    blocking(move || {
+        let body = store.version_locations(repo_id, id)?.encode();
+        Ok((
+            [(header::CONTENT_TYPE, "application/x-ditto-locations")],
+            body,
+        )
+            .into_response())
     })
     .await
 }

@@ -28,6 +28,7 @@ pub mod gc;
 pub mod index;
 pub mod ingest;
 pub mod layout;
+pub mod locations;
 pub mod mover;
 pub mod quarantine;
 pub mod recover;

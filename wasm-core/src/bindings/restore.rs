@@ -3,7 +3,44 @@
 
 use wasm_bindgen::prelude::*;
 
-use crate::hash;
+use crate::{hash, restore};
+
+/// Verifies a whole `chunks/get` bundle ([`restore::verify_bundle`]) in one call. The answer
+/// is one buffer, so the worker hands it to the page without copying; little-endian:
+/// verified: `0u32, n, fps (20 n), raw lengths (4 n), CRC-32s (4 n), raw bytes`;
+/// refused: `1u32, chunk index (0xffffffff: the bundle itself), fingerprint (20), reason
+/// (UTF-8)`.
+#[wasm_bindgen(js_name = verifyBundle)]
+pub fn verify_bundle(bundle: &[u8]) -> Vec<u8> {
+    match restore::verify_bundle(bundle) {
+        Ok(v) => {
+            let n = v.fps.len();
+            let mut out = Vec::with_capacity(8 + n * 28 + v.raw.len());
+            out.extend_from_slice(&0u32.to_le_bytes());
+            out.extend_from_slice(&(n as u32).to_le_bytes());
+            for fp in &v.fps {
+                out.extend_from_slice(fp);
+            }
+            for l in &v.lengths {
+                out.extend_from_slice(&l.to_le_bytes());
+            }
+            for c in &v.crcs {
+                out.extend_from_slice(&c.to_le_bytes());
+            }
+            out.extend_from_slice(&v.raw);
+            out
+        }
+        Err(e) => {
+            let (k, fp) = e.chunk.unwrap_or((u32::MAX as usize, [0; 20]));
+            let mut out = Vec::with_capacity(28 + e.reason.len());
+            out.extend_from_slice(&1u32.to_le_bytes());
+            out.extend_from_slice(&(k as u32).to_le_bytes());
+            out.extend_from_slice(&fp);
+            out.extend_from_slice(e.reason.as_bytes());
+            out
+        }
+    }
+}
 
 /// Chunk fingerprints ([`crate::hash::fingerprint`]) of many ranges of one buffer: 20 bytes
 /// per range.
@@ -32,10 +69,4 @@ pub(super) fn checked_ranges(
         ranges.push((o, l));
     }
     Ok(ranges)
-}
-
-/// Decodes one stored chunk (restore, search); throws on a bad frame or length.
-#[wasm_bindgen(js_name = decompressChunk)]
-pub fn decompress_chunk(codec: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, JsError> {
-    crate::compress::decompress(codec, stored, raw_len).map_err(|e| JsError::new(&e))
 }

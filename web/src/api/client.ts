@@ -292,6 +292,12 @@ export class Api {
     return new Uint8Array(await res.arrayBuffer());
   }
 
+  /** Where the chunks of version `id` are, as the server encodes it (restore/locations.ts decodes it). */
+  async versionLocations(id: number, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.call(this.repoPath(`/versions/${id}/locations`), {}, signal);
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
   /** Bytes `[start, end)` of container `id` (a Range request; search reads containers whole). */
   async containerBytes(id: number, start: number, end: number, signal?: AbortSignal): Promise<Uint8Array> {
     const res = await this.call(

@@ -1,7 +1,8 @@
 import { useEffect, useMemo, useState } from 'react';
 import type { Api, Manifest, VersionInfo } from '../api/client';
-import { selectItems } from '../restore/restore';
+import { selectItems, type RestoreItem } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
+import { FilePreview } from './FilePreview';
 import { bytes } from './format';
 import type { RestoreRequest } from './VersionsRestore';
 
@@ -59,6 +60,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
   const [manifest, setManifest] = useState<Manifest | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [open, setOpen] = useState<Set<string>>(new Set(['']));
+  const [preview, setPreview] = useState<RestoreItem | null>(null);
 
   useEffect(() => {
     setManifest(null);
@@ -82,6 +84,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
       items,
       expectedBytes: items.reduce((n, i) => n + (i.kind === 'file' ? i.size : 0), 0),
       format: 'zip',
+      version: version.id,
     });
   };
   const restoreFile = (path: string) => {
@@ -94,6 +97,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
       items: [{ name: baseName(path), path, kind: 'file', size: e.size, mtime: e.mtime, recipe: e.recipe }],
       expectedBytes: e.size,
       format: 'file',
+      version: version.id,
     });
   };
 
@@ -145,6 +149,27 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
               Download
             </button>
           )}
+          {c.kind === 'file' && (
+            <button
+              type="button"
+              data-testid="preview-file"
+              data-path={c.path}
+              onClick={() => {
+                const e = manifest?.entries.find((x) => x.path === c.path && x.kind === 'file');
+                if (e)
+                  setPreview({
+                    name: baseName(c.path),
+                    path: c.path,
+                    kind: 'file',
+                    size: e.size,
+                    mtime: e.mtime,
+                    recipe: e.recipe,
+                  });
+              }}
+            >
+              Preview
+            </button>
+          )}
         </span>
         {c.kind === 'dir' && open.has(c.path) && <ul className="tree">{render(c, depth + 1)}</ul>}
       </li>
@@ -168,6 +193,15 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
               Download as zip
             </button>
           </p>
+          {preview && (
+            <FilePreview
+              key={preview.path}
+              api={api}
+              version={version.id}
+              item={preview}
+              onClose={() => setPreview(null)}
+            />
+          )}
           <ul className="tree">{render(tree, 0)}</ul>
         </>
       )}

@@ -7,6 +7,7 @@ import { sanitizeEntryName } from '../restore/sanitize';
 import { bytes, ratio } from './format';
 import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
+import { canPickFolder } from '../restore/folder';
 import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
 import { RetentionPanel } from './RetentionPanel';
@@ -94,6 +95,19 @@ export function VersionsPanel({ api }: { api: Api }) {
       items,
       expectedBytes: v.stats.logical_bytes,
       format: 'zip',
+      version: v.id,
+    });
+  };
+
+  const folderWhole = (v: VersionInfo) => {
+    const items = async () => selectItems((await api.version(v.id)).manifest).items;
+    restore.run({
+      label: `Version ${v.id} into a folder`,
+      filename: '',
+      items,
+      expectedBytes: v.stats.logical_bytes,
+      format: 'folder',
+      version: v.id,
     });
   };
 
@@ -186,6 +200,16 @@ export function VersionsPanel({ api }: { api: Api }) {
                       >
                         Download zip
                       </button>
+                      {canPickFolder() && (
+                        <button
+                          type="button"
+                          data-testid="version-folder"
+                          disabled={restore.busy}
+                          onClick={() => folderWhole(v)}
+                        >
+                          Restore into folder…
+                        </button>
+                      )}
                       {confirming === v.id ? (
                         <>
                           <button

@@ -1,7 +1,9 @@
 import { useCallback, useRef, useState } from 'react';
 import type { Api } from '../api/client';
 import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress } from '../restore/restore';
+import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { chooseSink, writeToSink } from '../restore/sink';
+import { restoreWorkers } from '../restore/workers';
 import { bytes, duration } from './format';
 
 export interface RestoreRequest {
@@ -12,7 +14,10 @@ export interface RestoreRequest {
   items: RestoreItem[] | (() => Promise<RestoreItem[]>);
   /** Bytes of file content, known before the items (the in-memory fallback is gated on it). */
   expectedBytes: number;
-  format: 'zip' | 'file';
+  /** 'folder': written into a folder the user picks (files already there unchanged are skipped). */
+  format: 'zip' | 'file' | 'folder';
+  /** The version the items come from (the restore plans from its chunk locations). */
+  version: number;
 }
 
 export interface RestoreState {
@@ -20,6 +25,8 @@ export interface RestoreState {
   progress: RestoreProgress | null;
   error?: string;
   done?: boolean;
+  /** Restore into a folder: files found there already identical, not fetched. */
+  skipped?: { files: number; bytes: number };
 }
 
 /** Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write. */
@@ -32,6 +39,31 @@ export function useRestore(api: Api) {
       if (job.current) return;
       setState({ request, progress: null });
       try {
+        if (request.format === 'folder') {
+          // The picker must come before any other await (it needs the click's gesture).
+          const dir = await pickFolder();
+          if (!dir) {
+            setState(null);
+            return;
+          }
+          const target = new FolderTarget(dir);
+          const all = typeof request.items === 'function' ? await request.items() : request.items;
+          const present = await skipPresent(target, all, await restoreWorkers());
+          setState((s) => (s ? { ...s, skipped: { files: present.skippedFiles, bytes: present.skippedBytes } } : s));
+          const j = await startRestore({
+            api,
+            items: present.items,
+            format: 'folder',
+            folder: target,
+            version: request.version,
+            onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
+          });
+          job.current = j;
+          await j.stream.pipeTo(new WritableStream());
+          await j.done;
+          setState((s) => (s ? { ...s, done: true } : s));
+          return;
+        }
         // The save picker must come before any other await (it needs the click's gesture).
         const sink = await chooseSink(request.filename, request.expectedBytes, request.format === 'zip');
         if (!sink) {
@@ -42,6 +74,7 @@ export function useRestore(api: Api) {
           api,
           items: typeof request.items === 'function' ? await request.items() : request.items,
           format: request.format,
+          version: request.version,
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
@@ -93,8 +126,11 @@ export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState
           data-containers-read={p.containersRead}
           data-containers-min={p.containersMin}
           data-requests={p.requestsDone}
+          data-skipped-files={state.skipped?.files ?? 0}
         >
           Restored {p.filesTotal} files, {bytes(p.bytesTotal)}, every chunk verified.
+          {state.skipped &&
+            ` ${state.skipped.files} files (${bytes(state.skipped.bytes)}) were already in the folder unchanged.`}
         </span>
       )}
       {state.error && (

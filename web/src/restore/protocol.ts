@@ -1,12 +1,16 @@
 /** The restore workers' protocol (decode + verify chunks with wasm-core), over the worker bridge. */
 import type { Method } from '../worker/bridge';
 
-/** Every chunk verified: raw bytes back to back, chunk k at offsets[k], fps n*20 in order. */
+/**
+ * Every chunk verified: raw bytes back to back, chunk k at offsets[k], fps n*20 in order,
+ * crcs[k] the CRC-32 of chunk k (the zip's checksums are combined from them).
+ */
 export interface Verified {
   type: 'verified';
   fps: Uint8Array;
   offsets: Uint32Array;
   lengths: Uint32Array;
+  crcs: Uint32Array;
   raw: Uint8Array;
 }
 
@@ -21,4 +25,9 @@ export interface Damaged {
 export interface RestoreApi {
   /** A `chunks/get` answer (transferred): decode every chunk, recompute its fingerprint and compare. */
   verify: Method<Uint8Array, Verified | Damaged>;
+  /**
+   * A file on disk cut with the backup's chunker and every chunk named by its fingerprint
+   * (20 bytes each): a restore into a folder compares it with the recipe to skip the file.
+   */
+  fingerprintFile: Method<File, Uint8Array>;
 }

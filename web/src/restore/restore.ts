@@ -7,11 +7,13 @@
  * default), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
  * to disk with backpressure; the fallback builds a Blob (see sink.ts for its size gate).
  */
-import { makeZip } from 'client-zip';
 import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
 import { fpHex } from '../backup/hex';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
+import type { FolderTarget } from './folder';
+import { versionLocations } from './locations';
+import { zipPieces, type ZipEntry, type ZipPiece } from './zip';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
 import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
 
@@ -96,6 +98,20 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
   return locs;
 }
 
+/** A stream that pulls `it` one piece at a time (backpressure: nothing is read ahead). */
+function pull(it: AsyncGenerator<Uint8Array>): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    async pull(ctl) {
+      const r = await it.next();
+      if (r.done) ctl.close();
+      else ctl.enqueue(r.value);
+    },
+    async cancel() {
+      await it.return(undefined);
+    },
+  });
+}
+
 /** DOS dates in zips start at 1980; a hostile or unknown mtime must not break the archive. */
 function zipDate(mtime: number): Date {
   const min = Date.UTC(1980, 0, 2);
@@ -104,7 +120,7 @@ function zipDate(mtime: number): Date {
 }
 
 interface Fetched {
-  chunks: Map<string, Uint8Array>;
+  chunks: Map<string, ZipPiece>;
 }
 
 /**
@@ -112,7 +128,7 @@ interface Fetched {
  * being written, and keeps the plan's restore cache between windows.
  */
 class ChunkSource {
-  private have = new Map<string, Uint8Array>();
+  private have = new Map<string, ZipPiece>();
   private cached = new Set<string>();
   private window = -1;
   private loads = new Map<number, Promise<Fetched>>();
@@ -146,7 +162,7 @@ class ChunkSource {
     );
   }
 
-  private async fetchRequest(fps: string[], into: Map<string, Uint8Array>) {
+  private async fetchRequest(fps: string[], into: Map<string, ZipPiece>) {
     let bundle: Uint8Array;
     try {
       bundle = await this.api.getChunks(fps, this.signal);
@@ -184,7 +200,7 @@ class ChunkSource {
         throw new RestoreError(
           `The server answered chunk ${got} where ${fps[k]} (of "${this.fileOf(fps[k])}") was asked for.`,
         );
-      into.set(got, v.raw.subarray(v.offsets[k], v.offsets[k] + v.lengths[k]));
+      into.set(got, { bytes: v.raw.subarray(v.offsets[k], v.offsets[k] + v.lengths[k]), crc: v.crcs[k] });
     }
   }
 
@@ -193,7 +209,7 @@ class ChunkSource {
     if (!p) {
       const reqs = this.plan.windows[w].requests;
       p = (async () => {
-        const chunks = new Map<string, Uint8Array>();
+        const chunks = new Map<string, ZipPiece>();
         // Two requests in flight: one on the wire while the other is being verified.
         let next = 0;
         const lane = async () => {
@@ -217,11 +233,11 @@ class ChunkSource {
       // Keep only what the plan keeps; copy kept chunks out of their request buffers so
       // those buffers can be freed.
       const keep = this.plan.windows[this.window].keep;
-      const have = new Map<string, Uint8Array>();
+      const have = new Map<string, ZipPiece>();
       const cached = new Set<string>();
       for (const fp of keep) {
         const c = this.have.get(fp)!;
-        have.set(fp, this.cached.has(fp) ? c : c.slice());
+        have.set(fp, this.cached.has(fp) ? c : { bytes: c.bytes.slice(), crc: c.crc });
         cached.add(fp);
       }
       this.have = have;
@@ -234,7 +250,8 @@ class ChunkSource {
     for (const [fp, c] of fetched.chunks) this.have.set(fp, c);
   }
 
-  async chunk(ref: number): Promise<Uint8Array> {
+  /** The bytes of reference `ref` of the plan, with their CRC-32. */
+  async chunk(ref: number): Promise<ZipPiece> {
     while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) await this.advance();
     if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
     const c = this.have.get(this.plan.refs[ref]);
@@ -255,8 +272,15 @@ export interface RestoreJob {
 export interface RestoreOptions {
   api: Api;
   items: RestoreItem[];
-  /** 'zip' = an archive of all items; 'file' = the bytes of the single file item. */
-  format: 'zip' | 'file';
+  /**
+   * 'zip' = an archive of all items; 'file' = the bytes of the single file item; 'folder' =
+   * every item written into `folder` (the stream then carries no bytes: read it to the end).
+   */
+  format: 'zip' | 'file' | 'folder';
+  folder?: FolderTarget;
+  /** The version restored: its chunks are located with `versions/{id}/locations`. */
+  version?: number;
+  /** Chunk locations known already (tests); otherwise the version's, else the repository's. */
   locations?: Map<string, ChunkLoc>;
   planOptions?: PlanOptions;
   onProgress?: (p: RestoreProgress) => void;
@@ -267,7 +291,10 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const { api, items, format } = opts;
   const files = items.filter((i) => i.kind === 'file');
   if (format === 'file' && files.length !== 1) throw new RestoreError('a single-file restore needs exactly one file');
-  const locations = opts.locations ?? (await chunkLocations(api));
+  if (format === 'folder' && !opts.folder) throw new RestoreError('a restore into a folder needs the folder');
+  const locations =
+    opts.locations ??
+    (opts.version !== undefined ? (await versionLocations(api, opts.version)).locations : await chunkLocations(api));
   const plan = planRestore(
     files.map((f) => ({ name: f.path, size: f.size, recipe: f.recipe })),
     (fp) => locations.get(fp),
@@ -331,14 +358,14 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     }
   };
 
-  async function* fileBytes(k: number): AsyncGenerator<Uint8Array> {
+  async function* filePieces(k: number): AsyncGenerator<ZipPiece> {
     const f = plan.files[k];
     const src = await getSource();
     let n = 0;
     for (let i = f.refStart; i < f.refEnd; i++) {
       const c = await src.chunk(i);
-      n += c.byteLength;
-      progress.bytesDone += c.byteLength;
+      n += c.bytes.byteLength;
+      progress.bytesDone += c.bytes.byteLength;
       report();
       yield c;
     }
@@ -349,26 +376,70 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
 
   let stream: ReadableStream<Uint8Array>;
   if (format === 'zip') {
-    async function* entries() {
+    function* entries(): Generator<ZipEntry> {
       let k = 0;
       for (const item of items) {
-        if (item.kind === 'dir') yield { name: item.name + '/', lastModified: zipDate(item.mtime) };
-        else yield { name: item.name, lastModified: zipDate(item.mtime), size: item.size, input: fileBytes(k++) };
+        if (item.kind === 'dir') yield { name: item.name + '/', lastModified: zipDate(item.mtime), dir: true };
+        else yield { name: item.name, lastModified: zipDate(item.mtime), size: item.size, data: filePieces(k++) };
       }
     }
-    stream = makeZip(entries(), { buffersAreUTF8: true });
+    stream = pull(zipPieces(entries()));
+  } else if (format === 'folder') {
+    const target = opts.folder!;
+    // Opening and closing a file costs a round trip to the browser's file system (and, for a
+    // picked folder, a swap file moved into place), whatever its size: files are written
+    // several at a time, each in one write, while the next ones are assembled.
+    const MAX_FILES = 16;
+    const MAX_BYTES = 64 << 20;
+    const writing = new Set<Promise<void>>();
+    let pendingBytes = 0;
+    let failed: unknown = null;
+    const writeFile = (name: string, parts: Uint8Array[], size: number) => {
+      pendingBytes += size;
+      const p = (async () => {
+        const w = await target.create(name);
+        try {
+          if (parts.length) await w.write(new Blob(parts as Uint8Array<ArrayBuffer>[]));
+          await w.close();
+        } catch (e) {
+          await w.abort().catch(() => {});
+          throw e;
+        }
+      })()
+        .catch((e: unknown) => {
+          failed ??= e;
+        })
+        .finally(() => {
+          pendingBytes -= size;
+          writing.delete(p);
+        });
+      writing.add(p);
+    };
+    stream = pull(
+      (async function* () {
+        let k = 0;
+        for (const item of items) {
+          if (failed) throw failed;
+          if (item.kind === 'dir') {
+            await target.dir(item.name);
+            continue;
+          }
+          const parts: Uint8Array[] = [];
+          for await (const p of filePieces(k)) parts.push(p.bytes);
+          k++;
+          writeFile(item.name, parts, item.size);
+          while (writing.size >= MAX_FILES || pendingBytes > MAX_BYTES) await Promise.race(writing);
+        }
+        await Promise.all(writing);
+        if (failed) throw failed;
+      })(),
+    );
   } else {
-    const it = fileBytes(0);
-    stream = new ReadableStream<Uint8Array>({
-      async pull(ctl) {
-        const r = await it.next();
-        if (r.done) ctl.close();
-        else ctl.enqueue(r.value);
-      },
-      async cancel() {
-        await it.return(undefined);
-      },
-    });
+    stream = pull(
+      (async function* () {
+        for await (const p of filePieces(0)) yield p.bytes;
+      })(),
+    );
   }
   // Observe the end of the stream whoever reads it, and stop on the first error.
   const observed = stream.pipeThrough(

@@ -1,71 +1,67 @@
 /// <reference lib="webworker" />
 /**
- * A restore worker: turns a `chunks/get` bundle into verified raw chunks. zstd chunks are
- * decompressed with wasm-core (capped at their raw length), then every chunk's fingerprint
- * (wasm-core's collision-detecting SHA-1, the same function the backup used) is computed in one
- * call and compared with the one it is stored under. Nothing unverified leaves here.
+ * A restore worker: turns a `chunks/get` bundle into verified raw chunks with one wasm-core
+ * call (`verifyBundle`): every chunk decoded (zstd capped at its raw length), fingerprinted
+ * with the collision-detecting multi-buffer SHA-1 the backup used and compared with the one
+ * it is stored under, and its CRC-32 computed for the zip. Nothing unverified leaves here.
  */
-import init, { decompressChunk, fingerprintMany } from '../wasm-pkg/wasm_core.js';
-import { decodeBundle } from '../backup/bundle';
+import init, { ChunkEngine, verifyBundle } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
 import type { Damaged, RestoreApi, Verified } from './protocol';
 
 function verify(bundle: Uint8Array): Reply<Verified | Damaged> {
-  const chunks = decodeBundle(bundle);
-  const n = chunks.length;
+  const out = verifyBundle(bundle);
+  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  if (dv.getUint32(0, true) !== 0) {
+    const index = dv.getUint32(4, true);
+    const reason = new TextDecoder().decode(out.subarray(28));
+    if (index === 0xffffffff) throw new Error(`the chunks could not be read: ${reason}`);
+    return { type: 'bad', index, fp: fpHex(out.subarray(8, 8 + FP_LEN)), reason };
+  }
+  const n = dv.getUint32(4, true);
+  // Views into the one buffer wasm-core answered (it starts 8-aligned, every part is 4-aligned).
+  const fps = out.subarray(8, 8 + n * FP_LEN);
+  const lengths = new Uint32Array(out.buffer, out.byteOffset + 8 + n * FP_LEN, n);
+  const crcs = new Uint32Array(out.buffer, out.byteOffset + 8 + n * (FP_LEN + 4), n);
+  const raw = out.subarray(8 + n * (FP_LEN + 8));
   const offsets = new Uint32Array(n);
-  const lengths = new Uint32Array(n);
-  let total = 0;
-  chunks.forEach((c, k) => {
-    offsets[k] = total;
-    lengths[k] = c.rawLen;
-    total += c.rawLen;
-  });
-  const raw = new Uint8Array(total);
-  const fps = new Uint8Array(n * FP_LEN);
-  for (let k = 0; k < n; k++) {
-    const c = chunks[k];
-    fps.set(c.fp, k * FP_LEN);
-    const bad = (reason: string): Damaged => ({ type: 'bad', index: k, fp: fpHex(c.fp), reason });
-    if (c.codec === 0) {
-      if (c.stored.byteLength !== c.rawLen)
-        return bad(`stored length ${c.stored.byteLength} != raw length ${c.rawLen}`);
-      raw.set(c.stored, offsets[k]);
-    } else if (c.codec === 1) {
-      let out: Uint8Array;
-      try {
-        out = decompressChunk(1, c.stored, c.rawLen);
-      } catch (e) {
-        return bad(`its zstd data does not decode (${e instanceof Error ? e.message : String(e)})`);
-      }
-      if (out.byteLength !== c.rawLen) return bad(`it decodes to ${out.byteLength} bytes, not ${c.rawLen}`);
-      raw.set(out, offsets[k]);
-    } else {
-      return bad(`codec ${c.codec} is not supported by this restore`);
-    }
+  for (let k = 0, at = 0; k < n; k++) {
+    offsets[k] = at;
+    at += lengths[k];
   }
-  const digests = fingerprintMany(raw, offsets, lengths);
-  for (let k = 0; k < n; k++) {
-    for (let j = 0; j < FP_LEN; j++) {
-      if (digests[k * FP_LEN + j] !== fps[k * FP_LEN + j]) {
-        return {
-          type: 'bad',
-          index: k,
-          fp: fpHex(fps, k),
-          reason: `its bytes fingerprint as ${fpHex(digests, k)}, not as its fingerprint`,
-        };
-      }
-    }
-  }
-  return transfer({ type: 'verified', fps, offsets, lengths, raw }, [
-    fps.buffer,
-    offsets.buffer,
-    lengths.buffer,
-    raw.buffer,
-  ]);
+  return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw }, [out.buffer, offsets.buffer]);
 }
 
-expose<RestoreApi>({ verify }, async (module) => {
+/** Reads `file` in blocks through the chunker; every chunk confirmed (see worker/settle.ts). */
+async function fingerprintFile(file: File): Promise<Reply<Uint8Array>> {
+  const engine = new ChunkEngine('default');
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const take = (n: number) => {
+    if (!n) return;
+    engine.confirm(Uint32Array.from({ length: n }, (_, i) => i));
+    const fps = engine.fingerprints().slice(0, n * FP_LEN);
+    parts.push(fps);
+    total += fps.length;
+  };
+  try {
+    const BLOCK = 4 << 20;
+    for (let at = 0; at < file.size; at += BLOCK)
+      take(engine.push(new Uint8Array(await file.slice(at, at + BLOCK).arrayBuffer())));
+    take(engine.finish());
+  } finally {
+    engine.free();
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return transfer(out, [out.buffer]);
+}
+
+expose<RestoreApi>({ verify, fingerprintFile }, async (module) => {
   await init({ module_or_path: module as WebAssembly.Module });
 });

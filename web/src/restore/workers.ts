@@ -44,6 +44,11 @@ export class RestoreWorkers {
     return r;
   }
 
+  /** The fingerprints (20 bytes each) of `file` as the backup would cut it. */
+  async fingerprintFile(file: File): Promise<Uint8Array> {
+    return this.pool.call(this.pool.leastLoaded(), 'fingerprintFile', file);
+  }
+
   terminate() {
     this.pool.terminate('restore cancelled');
   }

@@ -1,0 +1,169 @@
+import { expect, test, type Page } from '@playwright/test';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { npmVersions, walk } from '../datasets';
+import { repoJson, startServer, type RunningServer } from '../server';
+
+const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
+
+let server: RunningServer;
+let folder: string;
+let version = 0;
+
+test.describe.configure({ mode: 'serial' });
+
+test.beforeAll(async () => {
+  folder = npmVersions(PKG, 1)[0];
+  server = await startServer();
+});
+test.afterAll(async () => {
+  await server?.stop();
+});
+
+/** The folder picker stubbed to a directory of the origin private file system (Playwright cannot drive the real one). */
+async function openWithOpfsPicker(page: Page) {
+  await page.addInitScript(() => {
+    Object.defineProperty(window, 'showDirectoryPicker', {
+      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle('restored', { create: true }),
+      configurable: true,
+    });
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+}
+
+/** Every file of the OPFS restore folder: relative path -> SHA-1 hex. */
+async function opfsTree(page: Page): Promise<Record<string, string>> {
+  return page.evaluate(async () => {
+    const out: Record<string, string> = {};
+    const visit = async (dir: FileSystemDirectoryHandle, rel: string) => {
+      for await (const [name, h] of (
+        dir as unknown as { entries(): AsyncIterable<[string, FileSystemHandle]> }
+      ).entries()) {
+        const r = rel ? `${rel}/${name}` : name;
+        if (h.kind === 'directory') await visit(h as FileSystemDirectoryHandle, r);
+        else {
+          const bytes = await (await (h as FileSystemFileHandle).getFile()).arrayBuffer();
+          const d = new Uint8Array(await crypto.subtle.digest('SHA-1', bytes));
+          out[r] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
+        }
+      }
+    };
+    await visit(await (await navigator.storage.getDirectory()).getDirectoryHandle('restored'), '');
+    return out;
+  });
+}
+
+function sourceTree(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const rel of walk(folder))
+    out[rel] = createHash('sha1')
+      .update(readFileSync(path.join(folder, rel)))
+      .digest('hex');
+  return out;
+}
+
+/** Restores the version into the folder; returns the fingerprints the page asked the server for. */
+async function restoreIntoFolder(page: Page): Promise<string[]> {
+  const asked: string[] = [];
+  const listen = (r: { url(): string; postData(): string | null }) => {
+    if (r.url().endsWith('/chunks/get')) asked.push(...(JSON.parse(r.postData() ?? '{}').fingerprints as string[]));
+  };
+  page.on('request', listen);
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await expect(page.getByTestId('restore-done')).toBeVisible({ timeout: 60_000 });
+  page.off('request', listen);
+  return asked;
+}
+
+test('restore into a folder: byte-identical, then only a changed file is fetched again', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithOpfsPicker(page);
+  await page.getByTestId('folder-input').setInputFiles(folder);
+  await page.getByTestId('source-label').fill(PKG);
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
+  version = Number(await page.getByTestId('backup-done').getAttribute('data-version'));
+
+  const first = await restoreIntoFolder(page);
+  const want = sourceTree();
+  expect(await opfsTree(page)).toEqual(want);
+  expect(first.length).toBeGreaterThan(0);
+  await expect(page.getByTestId('restore-done')).toHaveAttribute('data-skipped-files', '0');
+
+  // Change the largest file in the folder (same size, other bytes), then restore again.
+  const { manifest } = await repoJson<{
+    manifest: { entries: { path: string; kind: string; size: number; recipe: string[] }[] };
+  }>(server, `/versions/${version}`);
+  const files = manifest.entries.filter((e) => e.kind === 'file');
+  const biggest = files.reduce((a, b) => (b.size > a.size ? b : a));
+  const rel = Object.keys(want).find((r) => biggest.path === r || biggest.path.endsWith('/' + r))!;
+  expect(rel, 'the largest file in the restored tree').toBeTruthy();
+  await page.evaluate(async (rel) => {
+    let dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('restored');
+    const parts = rel.split('/');
+    for (const p of parts.slice(0, -1)) dir = await dir.getDirectoryHandle(p);
+    const h = await dir.getFileHandle(parts[parts.length - 1]);
+    const bytes = new Uint8Array(await (await h.getFile()).arrayBuffer());
+    for (let i = 0; i < bytes.length; i += 4096) bytes[i] ^= 0xff;
+    const w = await h.createWritable();
+    await w.write(bytes);
+    await w.close();
+  }, rel);
+  expect((await opfsTree(page))[rel]).not.toBe(want[rel]);
+
+  const second = await restoreIntoFolder(page);
+  expect(await opfsTree(page)).toEqual(want);
+  await expect(page.getByTestId('restore-done')).toHaveAttribute('data-skipped-files', String(files.length - 1));
+  // Only the changed file's chunks were fetched, each once.
+  expect(second.length).toBeGreaterThan(0);
+  expect(new Set(second)).toEqual(new Set(biggest.recipe));
+  expect(second.length).toBe(new Set(biggest.recipe).size);
+  expect(second.length).toBeLessThan(first.length);
+  expect(errors).toEqual([]);
+});
+
+test('a refused folder permission is said plainly and nothing is fetched', async ({ page }) => {
+  await page.addInitScript(() => {
+    Object.defineProperty(window, 'showDirectoryPicker', {
+      value: async () => {
+        throw new DOMException('The user denied permission.', 'NotAllowedError');
+      },
+      configurable: true,
+    });
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  let asked = 0;
+  page.on('request', (r) => {
+    if (r.url().includes('/chunks/get')) asked++;
+  });
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await expect(page.getByTestId('restore-error')).toContainText('Permission to write into the folder was refused');
+  expect(asked).toBe(0);
+});
+
+test('preview a file in the page: its text, with the terms highlighted', async ({ page }) => {
+  await openWithOpfsPicker(page);
+  let downloads = 0;
+  page.on('download', () => downloads++);
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-browse').click();
+  await expect(page.getByTestId('version-browser')).toBeVisible();
+  const rel = 'package.json';
+  const text = readFileSync(path.join(folder, rel), 'utf8');
+  await page.locator(`[data-testid=preview-file][data-path="${rel}"]`).click();
+  const pre = page.getByTestId('preview-text');
+  await expect(pre).toBeVisible();
+  expect(await pre.textContent()).toBe(text);
+  await page.getByTestId('preview-highlight').fill('Preact');
+  const want = text.match(/preact/gi)?.length ?? 0;
+  expect(want).toBeGreaterThan(0);
+  await expect(pre).toHaveAttribute('data-hits', String(want));
+  await expect(pre.locator('mark')).toHaveCount(want);
+  expect(downloads).toBe(0);
+});

@@ -1,0 +1,128 @@
+/**
+ * Restore into a folder the user picks (File System Access API): files are written straight
+ * into it, and a file already there with the same size and the same chunks (cut and
+ * fingerprinted locally with the backup's chunker) is left alone, so only what the folder
+ * lacks is fetched (desync's `--seed` idea).
+ */
+import { fpHex } from '../backup/hex';
+import type { RestoreItem } from './restore';
+import type { RestoreWorkers } from './workers';
+
+type DirectoryPicker = (opts?: { mode?: 'read' | 'readwrite'; id?: string }) => Promise<FileSystemDirectoryHandle>;
+interface PermissionHandle {
+  queryPermission?: (d: { mode: 'readwrite' }) => Promise<PermissionState>;
+  requestPermission?: (d: { mode: 'readwrite' }) => Promise<PermissionState>;
+}
+
+export class FolderError extends Error {}
+
+/** Whether this browser can restore into a folder. */
+export function canPickFolder(): boolean {
+  return typeof (window as unknown as { showDirectoryPicker?: DirectoryPicker }).showDirectoryPicker === 'function';
+}
+
+/**
+ * Asks for the folder (call it first in a click handler: the picker needs the gesture) and
+ * for permission to write into it. Null when the user dismissed the picker.
+ */
+export async function pickFolder(): Promise<FileSystemDirectoryHandle | null> {
+  const picker = (window as unknown as { showDirectoryPicker?: DirectoryPicker }).showDirectoryPicker;
+  if (typeof picker !== 'function') throw new FolderError('This browser cannot write into a folder; download a zip.');
+  let dir: FileSystemDirectoryHandle;
+  try {
+    dir = await picker({ mode: 'readwrite', id: 'ditto-restore' });
+  } catch (e) {
+    if (e instanceof DOMException && e.name === 'AbortError') return null;
+    if (e instanceof DOMException && (e.name === 'NotAllowedError' || e.name === 'SecurityError'))
+      throw new FolderError(`Permission to write into the folder was refused (${e.message}). Nothing was restored.`);
+    throw e;
+  }
+  const h = dir as unknown as PermissionHandle;
+  const state = h.queryPermission ? await h.queryPermission({ mode: 'readwrite' }) : 'granted';
+  if (state !== 'granted' && (!h.requestPermission || (await h.requestPermission({ mode: 'readwrite' })) !== 'granted'))
+    throw new FolderError(`Permission to write into "${dir.name}" was refused. Nothing was restored.`);
+  return dir;
+}
+
+/** A folder being restored into: directory handles by path, created on demand. */
+export class FolderTarget {
+  private dirs = new Map<string, Promise<FileSystemDirectoryHandle>>();
+
+  constructor(readonly root: FileSystemDirectoryHandle) {
+    this.dirs.set('', Promise.resolve(root));
+  }
+
+  dir(path: string): Promise<FileSystemDirectoryHandle> {
+    let d = this.dirs.get(path);
+    if (!d) {
+      const cut = path.lastIndexOf('/');
+      const parent = cut < 0 ? '' : path.slice(0, cut);
+      d = this.dir(parent).then((p) => p.getDirectoryHandle(path.slice(cut + 1), { create: true }));
+      this.dirs.set(path, d);
+    }
+    return d;
+  }
+
+  private split(name: string): [string, string] {
+    const cut = name.lastIndexOf('/');
+    return cut < 0 ? ['', name] : [name.slice(0, cut), name.slice(cut + 1)];
+  }
+
+  /** The file at `name` if it exists. */
+  async existing(name: string): Promise<File | null> {
+    const [dir, base] = this.split(name);
+    try {
+      return await (await (await this.dir(dir)).getFileHandle(base)).getFile();
+    } catch (e) {
+      if (e instanceof DOMException && (e.name === 'NotFoundError' || e.name === 'TypeMismatchError')) return null;
+      throw e;
+    }
+  }
+
+  /** A writable replacing the file at `name` (created if missing). */
+  async create(name: string): Promise<FileSystemWritableFileStream> {
+    const [dir, base] = this.split(name);
+    const handle = await (await this.dir(dir)).getFileHandle(base, { create: true });
+    return handle.createWritable({ keepExistingData: false });
+  }
+}
+
+export interface PresentCheck {
+  /** Items still to restore (every directory, and the files that differ or are missing). */
+  items: RestoreItem[];
+  skippedFiles: number;
+  skippedBytes: number;
+}
+
+/** Leaves out the files the folder already holds with the same size and chunks. */
+export async function skipPresent(
+  target: FolderTarget,
+  items: RestoreItem[],
+  workers: RestoreWorkers,
+  signal?: AbortSignal,
+): Promise<PresentCheck> {
+  const out: RestoreItem[] = [];
+  let skippedFiles = 0;
+  let skippedBytes = 0;
+  for (const item of items) {
+    signal?.throwIfAborted();
+    if (item.kind === 'file') {
+      const file = await target.existing(item.name);
+      if (file && file.size === item.size && (await sameChunks(file, item.recipe, workers))) {
+        skippedFiles++;
+        skippedBytes += item.size;
+        continue;
+      }
+    }
+    out.push(item);
+  }
+  return { items: out, skippedFiles, skippedBytes };
+}
+
+async function sameChunks(file: File, recipe: readonly string[], workers: RestoreWorkers): Promise<boolean> {
+  if (file.size === 0) return recipe.length === 0;
+  const fps = await workers.fingerprintFile(file);
+  if (fps.length !== recipe.length * 20) return false;
+  for (let k = 0; k < recipe.length; k++) if (fpHex(fps, k) !== recipe[k]) return false;
+  return true;
+}

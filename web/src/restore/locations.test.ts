@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { decodeLocations, LocationsError } from './locations';
+
+/** The server's encoding (server/src/store/locations.rs), written out field by field. */
+function encode(recs: { fp: number; container: number; offset: number; stored: number; raw: number; codec: number }[]) {
+  const out = new Uint8Array(16 + recs.length * 48);
+  const dv = new DataView(out.buffer);
+  out.set([0x44, 0x4c, 0x4f, 0x43]); // "DLOC"
+  dv.setUint32(4, 1, true);
+  dv.setUint32(8, recs.length, true);
+  dv.setUint32(12, 2, true);
+  recs.forEach((r, k) => {
+    const at = 16 + k * 48;
+    out.fill(r.fp, at, at + 20);
+    dv.setBigUint64(at + 20, BigInt(r.container), true);
+    dv.setBigUint64(at + 28, BigInt(r.offset), true);
+    dv.setUint32(at + 36, r.stored, true);
+    dv.setUint32(at + 40, r.raw, true);
+    out[at + 44] = r.codec;
+  });
+  return out;
+}
+
+describe('decodeLocations', () => {
+  it('reads every record and the count of chunks not stored', () => {
+    const bytes = encode([
+      { fp: 0xab, container: 7, offset: 86016, stored: 3000, raw: 8192, codec: 1 },
+      { fp: 0x01, container: 2 ** 33 + 5, offset: 2 ** 40 + 3, stored: 10, raw: 10, codec: 0 },
+    ]);
+    const { locations, notStored } = decodeLocations(bytes);
+    expect(notStored).toBe(2);
+    expect([...locations.keys()]).toEqual(['ab'.repeat(20), '01'.repeat(20)]);
+    expect(locations.get('ab'.repeat(20))).toEqual({
+      container: 7,
+      offset: 86016,
+      storedLen: 3000,
+      rawLen: 8192,
+      codec: 1,
+    });
+    expect(locations.get('01'.repeat(20))).toEqual({
+      container: 2 ** 33 + 5,
+      offset: 2 ** 40 + 3,
+      storedLen: 10,
+      rawLen: 10,
+      codec: 0,
+    });
+  });
+
+  it('refuses a wrong magic, format or length', () => {
+    const good = encode([{ fp: 1, container: 1, offset: 0, stored: 1, raw: 1, codec: 0 }]);
+    expect(() => decodeLocations(good.subarray(0, good.length - 1))).toThrow(LocationsError);
+    const magic = good.slice();
+    magic[0] = 0;
+    expect(() => decodeLocations(magic)).toThrow(LocationsError);
+    const format = good.slice();
+    format[4] = 2;
+    expect(() => decodeLocations(format)).toThrow(/format 2/);
+    expect(() => decodeLocations(new Uint8Array(3))).toThrow(LocationsError);
+  });
+});

@@ -1,0 +1,50 @@
+/**
+ * The chunk locations of one version (`GET versions/{id}/locations`, docs/API.md): only the
+ * chunks a restore of that version reads, in a compact binary form, instead of the chunk
+ * table of the whole repository.
+ */
+import type { Api } from '../api/client';
+import { fpHex } from '../backup/hex';
+import type { ChunkLoc } from './plan';
+
+const MAGIC = 0x434f4c44; // "DLOC" read as a little-endian u32
+const HEADER = 16;
+const RECORD = 48;
+
+export interface VersionLocations {
+  locations: Map<string, ChunkLoc & { codec: number }>;
+  /** Distinct chunks of the version the server does not store (damaged or lost). */
+  notStored: number;
+}
+
+export class LocationsError extends Error {}
+
+/** Decodes the endpoint's answer; throws on anything that is not exactly that format. */
+export function decodeLocations(bytes: Uint8Array): VersionLocations {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (bytes.byteLength < HEADER || dv.getUint32(0, true) !== MAGIC)
+    throw new LocationsError('the chunk locations are not in the expected format');
+  const format = dv.getUint32(4, true);
+  if (format !== 1) throw new LocationsError(`chunk locations in format ${format}, this page reads format 1`);
+  const n = dv.getUint32(8, true);
+  if (bytes.byteLength !== HEADER + n * RECORD)
+    throw new LocationsError(`chunk locations: ${bytes.byteLength} bytes for ${n} records`);
+  const locations = new Map<string, ChunkLoc & { codec: number }>();
+  const u64 = (at: number) => dv.getUint32(at, true) + dv.getUint32(at + 4, true) * 2 ** 32;
+  for (let k = 0; k < n; k++) {
+    const at = HEADER + k * RECORD;
+    locations.set(fpHex(bytes.subarray(at, at + 20)), {
+      container: u64(at + 20),
+      offset: u64(at + 28),
+      storedLen: dv.getUint32(at + 36, true),
+      rawLen: dv.getUint32(at + 40, true),
+      codec: bytes[at + 44],
+    });
+  }
+  return { locations, notStored: dv.getUint32(12, true) };
+}
+
+/** Where the chunks of version `id` are. */
+export async function versionLocations(api: Api, id: number, signal?: AbortSignal): Promise<VersionLocations> {
+  return decodeLocations(await api.versionLocations(id, signal));
+}
