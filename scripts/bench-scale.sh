@@ -6,9 +6,10 @@
 #   2         two replicas on the same database and bucket behind scripts/lb.mjs;
 # interleaved, ROUNDS rounds (default 3), a fresh data directory, database and key prefix
 # every run; ingest MB/s and the latency of a 100 000-fingerprint `chunks/missing` query.
-# Then the restore benchmark's ditto half (bench/restore.mjs --no-restic: typescript-10 backed
-# up through the page, the newest restored as a zip) on one replica on PostgreSQL + S3, and
-# the same on the embedded default as its anchor.
+# Then the restore benchmark's ditto half (bench/restore.mjs --no-restic --no-parent:
+# typescript-10 backed up through the page, its largest release restored as a zip; the
+# newest, 7.0.2, is 2.5 MB, all fixed cost) on one replica on PostgreSQL + S3, and the same
+# on the embedded default as its anchor.
 # One line per run ("round N embedded|1|2 {json}"), the restore's own output, and last one JSON
 # line of medians. BENCH_CLIENTS (default 4, the same for all three) sets the concurrent
 # uploaders; BENCH_INGEST_MB / BENCH_ZSTD_MB as for bench:server; BENCH_RESTORE_ARGS is passed
@@ -117,13 +118,13 @@ bash scripts/build.sh wasm web
 log "restore: typescript-10, one server on PostgreSQL$([[ $use_s3 == 0 ]] || echo " + S3")"
 scale_env scale_restore
 # shellcheck disable=SC2086 # BENCH_RESTORE_ARGS is a list of arguments
-node bench/restore.mjs --no-restic ${BENCH_RESTORE_ARGS:-} >"$base-restore"
+node bench/restore.mjs --no-restic --no-parent ${BENCH_RESTORE_ARGS:-} >"$base-restore"
 cat "$base-restore"
 restore=$(tail -1 "$base-restore")
 log "restore: the same on the embedded default (the anchor)"
 embedded_env
 # shellcheck disable=SC2086
-node bench/restore.mjs --no-restic ${BENCH_RESTORE_ARGS:-} >"$base-restore"
+node bench/restore.mjs --no-restic --no-parent ${BENCH_RESTORE_ARGS:-} >"$base-restore"
 cat "$base-restore"
 restore_embedded=$(tail -1 "$base-restore")
 
@@ -145,8 +146,9 @@ console.log(JSON.stringify({
   missing_100k_ms_1: median('1', 'missing_100k_ms'),
   missing_100k_ms_2: median('2', 'missing_100k_ms'),
   embedded_missing_100k_ms: median('embedded', 'missing_100k_ms'),
-  restore_mbps_s3: JSON.parse(restore).restore_mbps,
-  restore_mbps_embedded: JSON.parse(restoreEmbedded).restore_mbps,
+  restore_version: JSON.parse(restore).a_version,
+  restore_mbps_s3: JSON.parse(restore).a_restore_mbps,
+  restore_mbps_embedded: JSON.parse(restoreEmbedded).a_restore_mbps,
   ...(useS3 === '0' && { object_storage: false }),
   clients: Number(process.env.BENCH_CLIENTS),
   rounds: runs.filter(([s]) => s === 'embedded').length,
