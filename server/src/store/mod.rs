@@ -32,6 +32,7 @@ pub mod mover;
 pub mod quarantine;
 pub mod recover;
 pub mod retention;
+pub mod search;
 pub mod stats;
 pub mod verify;
 pub mod versions;
