@@ -20,6 +20,9 @@ use crate::{
 pub const MAX_KEYWORD_LEN: usize = 2048;
 /// At most this many keywords in one search.
 const MAX_KEYWORDS: usize = 4096;
+/// At most this many keyword bytes in all: the automaton grows with them (docs/SEARCH.md,
+/// limits), and no search a person types comes near it.
+const MAX_KEYWORD_BYTES: usize = 256 << 10;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,7 +49,7 @@ pub(super) async fn search(
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let repo_id = auth.repo_id();
-    let body = read_body(&headers, body, 16 << 20).await?;
+    let body = read_body(&headers, body, 1 << 20).await?;
     blocking(move || {
         let req: SearchRequest = parse_json(&body)?;
         if req.keywords.is_empty() || req.keywords.len() > MAX_KEYWORDS {
@@ -64,6 +67,12 @@ pub(super) async fn search(
                 )),
                 other => ApiError::bad_request(format!("keyword {}: {other}", i + 1)),
             })?);
+        }
+        let total: usize = keywords.iter().map(Vec::len).sum();
+        if total > MAX_KEYWORD_BYTES {
+            return Err(ApiError::bad_request(format!(
+                "the keywords have {total} bytes; at most {MAX_KEYWORD_BYTES} in all"
+            )));
         }
         let dict = Dictionary::new(keywords, MAX_KEYWORD_LEN).map_err(|e| match e {
             SearchError::KeywordTooLong { index, len, max } => ApiError::bad_request(format!(

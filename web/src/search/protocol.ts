@@ -86,7 +86,7 @@ export interface SearchApi {
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.
    */
   scan: Method<ContainerJob, { storedBytes: number; cached: boolean }>;
-  /** Ends the physical phase in this worker: answers with its encoded result database. */
+  /** Ends the physical phase in this worker (its tiny records written to IndexedDB): answers with its encoded result database. */
   finishScan: Method<null, { db: Uint8Array; stats: PhysicalStats }>;
   /** Logical phase: merge the databases, then walk the recipes. Matches as (file, keyword, offset) triples. */
   logical: Method<

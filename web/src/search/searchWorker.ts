@@ -19,6 +19,8 @@ interface Current {
   tiny: TinyStore;
   api: Api;
   chunks: ChunkCache;
+  /** Tiny records of the jobs scanned so far, written to IndexedDB by `finishScan`. */
+  pendingTiny: [Uint8Array, Uint32Array][];
 }
 let cur: Current | null = null;
 
@@ -85,10 +87,11 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     c.scan.scan(c.chunks, bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens);
     storedBytes = bytes.byteLength;
   }
-  // Taken before any await: another container's scan may run while IndexedDB writes.
-  const records = c.scan.takeTiny();
+  // Taken before any await (another job's scan may run meanwhile), written in one
+  // IndexedDB transaction when the phase ends: a transaction per job costs more than the
+  // scan of a cached job.
   const lengths = c.scan.takeTinyLengths();
-  await c.tiny.putAll(records, lengths);
+  if (lengths.length) c.pendingTiny.push([c.scan.takeTiny(), lengths]);
   return { storedBytes, cached: c.chunks.holdsAll(job.fps) };
 }
 
@@ -185,12 +188,25 @@ expose<SearchApi>(
         tiny: await TinyStore.open(searchId),
         api: new Api(server.token, server.repo, server.base),
         chunks: chunkCache(cacheKey, cacheBytes),
+        pendingTiny: [],
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
     scan: (job) => scanContainer(job),
-    finishScan: () => {
+    finishScan: async () => {
       const c = need();
+      const pending = c.pendingTiny.splice(0);
+      const records = new Uint8Array(pending.reduce((n, [r]) => n + r.byteLength, 0));
+      const lengths = new Uint32Array(pending.reduce((n, [, l]) => n + l.length, 0));
+      let at = 0;
+      let k = 0;
+      for (const [r, l] of pending) {
+        records.set(r, at);
+        lengths.set(l, k);
+        at += r.byteLength;
+        k += l.length;
+      }
+      await c.tiny.putAll(records, lengths);
       const [chunks, bytes, exactMatches, tinyRecords, tinyBytes] = c.scan.stats();
       const db = c.scan.finish();
       return transfer({ db, stats: { chunks, bytes, exactMatches, tinyRecords, tinyBytes } }, [db.buffer]);
