@@ -148,14 +148,14 @@ fn server_search_equals_the_naive_search() {
             for _ in 0..(2 + (f as usize % 6)) {
                 x = (x * 1103 + 12345) % 100_003;
                 chunks.push(x % 40);
-                if x % 4 == 0 {
+                if x.is_multiple_of(4) {
                     chunks.push(40 + x % (n - 40));
                 }
             }
             let size: usize = chunks.iter().map(|&c| pool[c].raw.len()).sum();
             let path = format!(
                 "src/{}/file{f}.txt",
-                if f % 2 == 0 { "Hooks" } else { "core" }
+                if f.is_multiple_of(2) { "Hooks" } else { "core" }
             );
             entries.push(
                 json!({ "path": path, "kind": "file", "size": size, "mtime": 1,

@@ -200,7 +200,7 @@ impl ContainerScan {
     /// of the others, which the caller fetches and passes to [`ContainerScan::scan`].
     #[wasm_bindgen(js_name = scanCached)]
     pub fn scan_cached(&mut self, cache: &ChunkCache, fps: &[u8]) -> Result<Vec<u32>, JsError> {
-        if fps.len() % 20 != 0 {
+        if !fps.len().is_multiple_of(20) {
             return Err(err("fingerprints must be 20 bytes each"));
         }
         let mut missing = Vec::new();
