@@ -14,7 +14,11 @@ use serde_json::{json, Value};
 /// A replica: the shared database and key prefix are those of `shared`, its own data
 /// directory `own` (its lock and nothing else).
 fn replica(shared: &TempDir, own: &TempDir) -> Server {
-    Server::start_with(&shared.0, &[("DATA_DIR", own.0.to_str().unwrap())], None)
+    Server::start_with(
+        &shared.0,
+        &[("DATA_DIR", own.0.to_str().unwrap())],
+        None,
+    )
 }
 
 fn chunks(seed: u64, n: usize) -> Vec<TestChunk> {
@@ -135,10 +139,7 @@ fn replicas_share_one_database_and_bucket() {
     std::thread::sleep(Duration::from_millis(400));
     a.kill9();
     let acked: HashSet<[u8; 20]> = uploader.join().unwrap().into_iter().collect();
-    assert!(
-        !acked.is_empty(),
-        "some bundles were acknowledged before the kill"
-    );
+    assert!(!acked.is_empty(), "some bundles were acknowledged before the kill");
     let acked_chunks: Vec<TestChunk> = doomed
         .iter()
         .filter(|c| acked.contains(&c.fp))
