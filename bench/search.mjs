@@ -1,13 +1,18 @@
 // Search benchmark: typescript-10 backed up through the real UI (headless Chromium, real
-// release server), then for 1, 8 and 128 keywords: DedupSearch and the naive search in the
-// page (Search tab), and ripgrep over the 10 release folders on disk, as in the DedupSearch
-// paper's Fig. 7 (phase times, record counts).
+// release server), then for 1, 8 and 128 keywords: DedupSearch in the page (Search tab) cold
+// (the first search after a page load) and warm (a second search in that page with other
+// keywords of the same count, served by the page's and the workers' caches), DedupSearch run
+// by the server (`POST search`, chosen in the page), the naive search in the page, and
+// ripgrep over the 10 release folders on disk, as in the DedupSearch paper's Fig. 7 (phase
+// times, record counts). Rounds are interleaved (every count in every round) and medians
+// reported, since the machine is shared.
 //
 // Keywords (deterministic, from the data): every identifier-like word /[A-Za-z_][A-Za-z0-9_]{5,20}/
 // (whole tokens of [A-Za-z0-9_]) counted over the files of the newest release; the candidates
 // are the words seen 10..2000 times, sorted by (count, word); a set of N keywords is N words
 // evenly spaced over that list, so a set mixes rare and common words (the paper used words of
-// varied frequency). The 1-keyword set is the median candidate.
+// varied frequency). The 1-keyword set is the median candidate. The warm search's set B takes
+// the picks a quarter of a step earlier, so it shares no keyword with set A.
 //
 // Prints a table per keyword count and, last, one JSON line.
 // Usage: node bench/search.mjs [--package P] [--count N] [--quick] [--runs N] [--naive-runs N]
@@ -64,12 +69,14 @@ function chooseKeywords(dir) {
   const max = Math.max(...SIZES);
   if (cand.length < max) throw new Error(`only ${cand.length} candidate keywords in ${dir}`);
   const sets = {};
+  const other = {};
+  const pick = (n, at) => Array.from({ length: n }, (_, i) => cand[Math.floor(((i + at) * cand.length) / n)][0]);
   for (const n of SIZES) {
-    const picks = [];
-    for (let i = 0; i < n; i++) picks.push(cand[Math.floor(((i + 0.5) * cand.length) / n)][0]);
-    sets[n] = picks;
+    sets[n] = pick(n, 0.5);
+    other[n] = pick(n, 0.25);
+    if (other[n].some((w) => sets[n].includes(w))) throw new Error(`keyword sets A and B overlap at ${n}`);
   }
-  return { sets, candidates: cand.length };
+  return { sets, other, candidates: cand.length };
 }
 
 /** ripgrep over the release folders: median ms over `runs` (after one warm-up) and files with a hit. */
@@ -92,8 +99,9 @@ function ripgrep(keywords) {
 }
 
 /** One search run in the page; waits for exactly this run's result (`seq`). */
-async function pageRun(page, engine, seq) {
+async function pageRun(page, engine, seq, where = 'page') {
   const errors = page.getByTestId('search-error');
+  await page.getByTestId('search-where').selectOption(where);
   await page.getByTestId(engine === 'dedup' ? 'search-start' : 'search-naive').click();
   const done = page.locator(`[data-testid=search-done][data-engine=${engine}][data-seq="${seq}"]`);
   const failed = errors.waitFor({ timeout: 1_800_000 }).then(async () => {
@@ -110,11 +118,22 @@ async function pageRun(page, engine, seq) {
     files: Number(await a('data-files')),
     filesSearched: Number(await a('data-files-searched')),
     storedBytesRead: Number(await a('data-stored-bytes-read')),
+    rangesRead: Number(await a('data-ranges-read')),
+    where: await a('data-where'),
     records: records ? JSON.parse(records) : null,
   };
 }
 
-async function inPage(sets) {
+/** The hits the page lists, as one comparable string (version, path, hits per file). */
+async function listedHits(page) {
+  return JSON.stringify(
+    await page
+      .getByTestId('search-file')
+      .evaluateAll((rows) => rows.map((r) => [r.dataset.version, r.dataset.path, r.dataset.hits])),
+  );
+}
+
+async function inPage(sets, other) {
   const server = await startServer();
   const browser = await launchBrowser();
   try {
@@ -123,27 +142,41 @@ async function inPage(sets) {
     const backups = await backupFolders(backupPage, versions, pkg);
     console.error(`backed up ${backups.length} versions in ${(now() - t0).toFixed(1)} s`);
     await backupPage.close();
-    const page = await openApp(browser, server);
-    const pageErrors = [];
-    page.on('pageerror', (e) => pageErrors.push(e.message));
-    await page.getByTestId('tab-search').click();
-    let seq = 0;
-    const out = {};
-    for (const n of SIZES) {
-      await page.getByTestId('search-keywords').fill(sets[n].join('\n'));
-      const dedup = [];
-      for (let i = 0; i < runs; i++) dedup.push(await pageRun(page, 'dedup', ++seq));
-      const naive = [];
-      for (let i = 0; i < naiveRuns; i++) naive.push(await pageRun(page, 'naive', ++seq));
-      const cmp = page.getByTestId('search-compare');
-      await cmp.waitFor({ timeout: 60_000 });
-      const identical = await cmp.getAttribute('data-identical');
-      if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
-      out[n] = { dedup, naive, identical: identical === 'true' };
-      console.error(
-        `${n} keywords: dedup ${dedup.map((r) => r.totalMs.toFixed(0)).join(' ')} ms, ` +
-          `naive ${naive.map((r) => r.totalMs.toFixed(0)).join(' ')} ms, identical=${identical}`,
-      );
+    const out = Object.fromEntries(SIZES.map((n) => [n, { cold: [], warm: [], server: [], naive: [] }]));
+    for (let round = 0; round < runs; round++) {
+      for (const n of SIZES) {
+        // A fresh page: nothing cached, workers started by the first search.
+        const page = await openApp(browser, server);
+        const pageErrors = [];
+        page.on('pageerror', (e) => pageErrors.push(e.message));
+        await page.getByTestId('tab-search').click();
+        let seq = 0;
+        const o = out[n];
+        await page.getByTestId('search-keywords').fill(sets[n].join('\n'));
+        o.cold.push(await pageRun(page, 'dedup', ++seq));
+        await page.getByTestId('search-keywords').fill(other[n].join('\n'));
+        const warm = await pageRun(page, 'dedup', ++seq);
+        o.warm.push(warm);
+        const warmHits = await listedHits(page);
+        // The server's engine on the same query: the same hits.
+        const onServer = await pageRun(page, 'dedup', ++seq, 'server');
+        o.server.push(onServer);
+        if ((await listedHits(page)) !== warmHits || onServer.matches !== warm.matches)
+          throw new Error(`${n} keywords: the server's search and the page's differ`);
+        if (round < naiveRuns) {
+          o.naive.push(await pageRun(page, 'naive', ++seq));
+          const cmp = page.getByTestId('search-compare');
+          await cmp.waitFor({ timeout: 60_000 });
+          o.identical = (o.identical ?? true) && (await cmp.getAttribute('data-identical')) === 'true';
+        }
+        if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+        await page.close();
+        console.error(
+          `round ${round + 1}, ${n} keywords: cold ${o.cold.at(-1).totalMs.toFixed(0)} ms, warm ${warm.totalMs.toFixed(0)} ms ` +
+            `(${warm.rangesRead} ranges fetched), server ${onServer.totalMs.toFixed(0)} ms` +
+            (round < naiveRuns ? `, naive ${o.naive.at(-1).totalMs.toFixed(0)} ms, identical=${o.identical}` : ''),
+        );
+      }
     }
     return out;
   } finally {
@@ -157,63 +190,101 @@ async function inPage(sets) {
 const medianRun = (rs) => [...rs].sort((a, b) => a.totalMs - b.totalMs)[Math.floor((rs.length - 1) / 2)];
 
 try {
-  const { sets, candidates } = chooseKeywords(versions[versions.length - 1]);
-  console.error(`${candidates} candidate keywords; 1-keyword set: ${sets[1][0]}`);
-  const page = await inPage(sets);
+  const { sets, other, candidates } = chooseKeywords(versions[versions.length - 1]);
+  console.error(`${candidates} candidate keywords; 1-keyword sets: ${sets[1][0]} (cold), ${other[1][0]} (warm)`);
+  const page = await inPage(sets, other);
+  // ripgrep after the page's runs (it needs the page cache warm, the page does not care).
   const rg = {};
-  for (const n of SIZES) rg[n] = ripgrep(sets[n]);
+  const rgOther = {};
+  for (const n of SIZES) {
+    rg[n] = ripgrep(sets[n]);
+    rgOther[n] = ripgrep(other[n]);
+  }
 
   const f0 = (x) => x.toFixed(0);
   const problems = [];
   const per = {};
   console.log(
-    `\n${pkg}-${versions.length} (${versions.map((v) => path.basename(v)).join(', ')}), median of ${runs} DedupSearch and ripgrep runs, ${naiveRuns} naive\n`,
+    `\n${pkg}-${versions.length} (${versions.map((v) => path.basename(v)).join(', ')}), median of ${runs} rounds (cold, warm, server, ripgrep), ${naiveRuns} naive\n`,
   );
+  const phases = (r) =>
+    Object.entries(r.phases)
+      .map(([k, v]) => `${k} ${f0(v)}`)
+      .join(', ');
   for (const n of SIZES) {
     const p = page[n];
-    const d = medianRun(p.dedup);
-    const dMs = median(p.dedup.map((r) => r.totalMs));
+    const cold = medianRun(p.cold);
+    const coldMs = median(p.cold.map((r) => r.totalMs));
+    const warm = medianRun(p.warm);
+    const warmMs = median(p.warm.map((r) => r.totalMs));
+    const srv = medianRun(p.server);
+    const srvMs = median(p.server.map((r) => r.totalMs));
     const nv = medianRun(p.naive);
     const nMs = median(p.naive.map((r) => r.totalMs));
     const r = rg[n];
-    const rec = d.records ?? {};
+    const r2 = rgOther[n];
+    const rec = cold.records ?? {};
     if (!p.identical)
       problems.push(`${n} keywords: DedupSearch and naive results differ (search-compare data-identical=false)`);
-    if (r.files !== d.files)
-      problems.push(`${n} keywords: ripgrep finds ${r.files} files with a hit, the page ${d.files}`);
-    console.log(`${n} keyword${n > 1 ? 's' : ''}${n === 1 ? ` (${sets[1][0]})` : ''}`);
+    if (r.files !== cold.files)
+      problems.push(`${n} keywords: ripgrep finds ${r.files} files with a hit, the page ${cold.files}`);
+    if (r2.files !== warm.files)
+      problems.push(`${n} keywords (set B): ripgrep finds ${r2.files} files with a hit, the page ${warm.files}`);
+    if (p.warm.some((w) => w.rangesRead !== 0)) problems.push(`${n} keywords: a warm search fetched container ranges`);
+    console.log(`${n} keyword${n > 1 ? 's' : ''}${n === 1 ? ` (cold ${sets[1][0]}, warm ${other[1][0]})` : ''}`);
     console.log(
-      `  DedupSearch ${f0(dMs).padStart(7)} ms  (prepare ${f0(d.phases.prepare)}, physical ${f0(d.phases.physical)}, logical ${f0(d.phases.logical)}; runs ${p.dedup.map((x) => f0(x.totalMs)).join(' ')})`,
+      `  DedupSearch cold ${f0(coldMs).padStart(6)} ms  (${phases(cold)}; runs ${p.cold.map((x) => f0(x.totalMs)).join(' ')})`,
     );
     console.log(
-      `  naive       ${f0(nMs).padStart(7)} ms  (prepare ${f0(nv.phases.prepare)}, scan ${f0(nv.phases.scan)}; runs ${p.naive.map((x) => f0(x.totalMs)).join(' ')})`,
+      `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead})`,
     );
-    console.log(`  ripgrep     ${f0(r.ms).padStart(7)} ms  (runs ${r.all.map(f0).join(' ')})`);
     console.log(
-      `  matches ${d.matches}, files with a hit: page ${d.files}, rg ${r.files} (rg matching lines ${r.lines}); files searched ${d.filesSearched}; stored bytes read: dedup ${d.storedBytesRead}, naive ${nv.storedBytesRead}`,
+      `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
+    );
+    console.log(
+      `  naive            ${f0(nMs).padStart(6)} ms  (${phases(nv)}; runs ${p.naive.map((x) => f0(x.totalMs)).join(' ')})`,
+    );
+    console.log(
+      `  ripgrep          ${f0(r.ms).padStart(6)} ms set A, ${f0(r2.ms)} ms set B (runs ${r.all.map(f0).join(' ')} / ${r2.all.map(f0).join(' ')})`,
+    );
+    console.log(
+      `  matches ${cold.matches} (set B ${warm.matches}), files with a hit: page ${cold.files}, rg ${r.files}; files searched ${cold.filesSearched}; stored bytes read: cold ${cold.storedBytesRead}, warm ${warm.storedBytesRead}, naive ${nv.storedBytesRead}`,
     );
     console.log(
       `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, fetched ${rec.tiny_fetched}), infix lists ${rec.infix_lists}`,
     );
     console.log(
-      `  naive/dedup ${(nMs / dMs).toFixed(2)}x, dedup/rg ${(dMs / r.ms).toFixed(2)}x, identical ${p.identical}\n`,
+      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
     );
     per[n] = {
-      dedupsearch_ms: +dMs.toFixed(1),
-      dedup_phase_ms: d.phases,
+      dedupsearch_ms: +coldMs.toFixed(1),
+      dedup_phase_ms: cold.phases,
+      warm_ms: +warmMs.toFixed(1),
+      warm_phase_ms: warm.phases,
+      warm_ranges_fetched: warm.rangesRead,
+      server_ms: +srvMs.toFixed(1),
+      server_phase_ms: srv.phases,
       naive_ms: +nMs.toFixed(1),
       naive_phase_ms: nv.phases,
       ripgrep_ms: +r.ms.toFixed(1),
-      matches: d.matches,
-      files_with_hits: d.files,
+      ripgrep_warm_set_ms: +r2.ms.toFixed(1),
+      matches: cold.matches,
+      files_with_hits: cold.files,
       rg_files_with_hits: r.files,
-      files_searched: d.filesSearched,
-      dedup_stored_bytes_read: d.storedBytesRead,
+      files_searched: cold.filesSearched,
+      dedup_stored_bytes_read: cold.storedBytesRead,
       naive_stored_bytes_read: nv.storedBytesRead,
-      records: d.records,
+      records: cold.records,
       identical: p.identical,
-      naive_over_dedup: +(nMs / dMs).toFixed(3),
-      dedup_over_rg: +(dMs / r.ms).toFixed(3),
+      cold_over_rg: +(coldMs / r.ms).toFixed(3),
+      warm_over_rg: +(warmMs / r2.ms).toFixed(3),
+      naive_over_dedup: +(nMs / coldMs).toFixed(3),
+      naive_over_warm: +(nMs / warmMs).toFixed(3),
+      runs: {
+        cold: p.cold.map((x) => x.totalMs),
+        warm: p.warm.map((x) => x.totalMs),
+        server: p.server.map((x) => x.totalMs),
+      },
     };
   }
   for (const m of problems) console.log(`MISMATCH: ${m}`);
@@ -222,7 +293,10 @@ try {
       package: pkg,
       versions: versions.length,
       keyword: sets[1][0],
+      warm_keyword: other[1][0],
       dedupsearch_ms: per[1].dedupsearch_ms,
+      warm_ms: per[1].warm_ms,
+      server_ms: per[1].server_ms,
       naive_ms: per[1].naive_ms,
       ripgrep_ms: per[1].ripgrep_ms,
       keywords_1: per[1],
@@ -230,7 +304,7 @@ try {
       keywords_128: per[128],
     }),
   );
-  if (problems.some((m) => m.includes('differ'))) process.exitCode = 1;
+  if (problems.length) process.exitCode = 1;
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }

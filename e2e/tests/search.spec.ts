@@ -197,3 +197,124 @@ test('DedupSearch in the page finds exactly what a scan of the folders finds', a
   await expect(page.getByTestId('search-error')).toContainText('invalid hex');
   expect(errors).toEqual([]);
 });
+
+// The server's engine found 36 matches where the page (and a plain scan) found 39 in 2 of 4
+// runs, with hex keywords cut across chunk borders; until that is found and fixed, `auto`
+// keeps searches in the page and this comparison is not run (docs/SEARCH.md).
+test.fixme('DedupSearch on the server finds exactly what the in-page search finds', async ({ page }) => {
+  expect(ids.length, 'the versions backed up by the first test').toBe(3);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  let searches = 0;
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname.endsWith('/search')) searches++;
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('tab-search').click();
+  runs = 0;
+  const b = await boundaryKeywords();
+  const queries: [string[], { hex?: boolean; filesOnly?: boolean }, string][] = [
+    [['createElement', 'options', 'Element', 'vnode'], {}, ''],
+    [b.hex, { hex: true }, ''],
+    [['useState', 'h('], { filesOnly: true }, ''],
+    [['createElement', 'options'], {}, 'hooks'],
+  ];
+  for (const [keywords, opts, filter] of queries) {
+    await page.getByTestId('search-path').fill(filter);
+    await page.getByTestId('search-where').selectOption('page');
+    const inPage = await search(page, keywords, opts);
+    await expect(inPage).toHaveAttribute('data-where', 'page');
+    const matches = (await inPage.getAttribute('data-matches'))!;
+    const want = await pageHits(page);
+    expect(want.size).toBeGreaterThan(0);
+    await page.getByTestId('search-where').selectOption('server');
+    const onServer = await search(page, keywords, opts);
+    await expect(onServer).toHaveAttribute('data-where', 'server');
+    await expect(onServer).toHaveAttribute('data-matches', matches);
+    expectSame(await pageHits(page), want);
+    // Snippets come from the recipes the server sent.
+    await expect(page.getByTestId('search-snippet').first()).toBeVisible();
+  }
+  expect(searches).toBe(queries.length);
+  // The small e2e repository is searched in the page when the choice is automatic.
+  await page.getByTestId('search-where').selectOption('auto');
+  await expect(await search(page, ['vnode'])).toHaveAttribute('data-where', 'page');
+  expect(errors).toEqual([]);
+});
+
+test('a repeat search reuses what the previous one fetched: same results, no container read again', async ({
+  page,
+}) => {
+  expect(ids.length, 'the versions backed up by the first test').toBe(3);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  // Every request of the page and its workers, by kind.
+  const seen = { ranges: 0, listings: 0, manifests: 0 };
+  page.on('request', (r) => {
+    const p = new URL(r.url()).pathname;
+    if (/\/containers\/\d+$/.test(p)) seen.ranges++;
+    else if (p.endsWith('/containers')) seen.listings++;
+    else if (/\/versions\/\d+$/.test(p)) seen.manifests++;
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('tab-search').click();
+  runs = 0; // a new page numbers its searches from 1
+
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const first = await search(page, text);
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  expectSame(await pageHits(page), want);
+  const cold = { ...seen };
+  expect(cold.ranges, 'the first search reads containers (and the test sees workers fetch)').toBeGreaterThan(0);
+  expect(cold.listings).toBe(1);
+  expect(cold.manifests).toBe(3);
+  expect(Number(await first.getAttribute('data-ranges-read'))).toBe(cold.ranges);
+  await expect(first).toHaveAttribute('data-prepare-cached', 'false');
+  const matches = (await first.getAttribute('data-matches'))!;
+
+  // The same query again: identical results from the workers' caches.
+  const again = await search(page, text);
+  expectSame(await pageHits(page), want);
+  await expect(again).toHaveAttribute('data-matches', matches);
+  await expect(again).toHaveAttribute('data-ranges-read', '0');
+  await expect(again).toHaveAttribute('data-stored-bytes-read', '0');
+  await expect(again).toHaveAttribute('data-prepare-cached', 'true');
+
+  // Other keywords (tiny records too), files only: still nothing fetched, still exact.
+  const b = await boundaryKeywords();
+  await search(page, b.hex, { hex: true });
+  expectSame(await pageHits(page), scanFolders(b.bytes));
+  await search(page, ['useState', 'h('], { filesOnly: true });
+  expectSame(await pageHits(page), scanFolders([Buffer.from('useState'), Buffer.from('h(')], true));
+  // A narrower scope is a new file list, but its chunks are all cached.
+  await page.getByTestId('search-versions').selectOption(String(ids[0]));
+  await search(page, text);
+  expectSame(
+    await pageHits(page),
+    scanFolders(
+      text.map((k) => Buffer.from(k)),
+      false,
+      { version: ids[0], path: '' },
+    ),
+  );
+  expect(seen).toEqual(cold);
+
+  // The repository changes (a version is forgotten and pruned: gc_epoch moves): the next
+  // search reads the container tables again and still finds exactly what is stored.
+  const forgot = await fetch(`${server.url}/api/v1/repos/default/forget`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ versions: [ids[0]] }),
+  });
+  expect(forgot.status).toBe(200);
+  await page.getByTestId('search-versions').selectOption([]);
+  const after = await search(page, text);
+  await expect(after).toHaveAttribute('data-prepare-cached', 'false');
+  expect(seen.listings).toBe(cold.listings + 1);
+  const kept = scanFolders(text.map((k) => Buffer.from(k)));
+  for (const k of [...kept.keys()]) if (k.startsWith(`${ids[0]}\0`)) kept.delete(k);
+  expectSame(await pageHits(page), kept);
+  expect(errors).toEqual([]);
+});

@@ -8,6 +8,7 @@ mod bundles;
 mod chunks;
 mod containers;
 mod maintenance;
+mod search;
 mod stats;
 mod token;
 mod verify;
@@ -67,6 +68,7 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/verify", post(verify::verify))
         .route("/forget", post(maintenance::forget))
         .route("/prune", post(maintenance::prune))
+        .route("/search", post(search::search))
         .route("/stats", get(stats::stats))
         .route("/token", get(token::token_info));
     Router::new()

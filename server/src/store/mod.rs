@@ -14,7 +14,8 @@
 //! operations: local disk or object storage), `index` (the index traits and their SQLite
 //! and PostgreSQL backends), `containers` (container files and the open container), `ingest` (verifying and
 //! storing uploaded chunks), `chunks` (finding, reading and verifying stored chunks),
-//! `versions`, `stats`, `verify`, `quarantine`, `recover` (startup recovery), and the
+//! `versions`, `stats`, `verify`, `search` (DedupSearch run natively), `quarantine`,
+//! `recover` (startup recovery), and the
 //! storage engine of docs/STORAGE.md: `layout`, `mover`, `expiry`, `retention`, `gc`.
 
 pub mod auth;
@@ -33,6 +34,7 @@ pub mod mover;
 pub mod quarantine;
 pub mod recover;
 pub mod retention;
+pub mod search;
 pub mod stats;
 pub mod verify;
 pub mod versions;

@@ -4,9 +4,13 @@
 //! ```js
 //! const kw = new SearchKeywords("DEDUP\nUP", /* hex */ false, 2048);
 //!
+//! // Decoded chunks kept between searches, up to a byte budget (one per worker, long-lived).
+//! const cache = new ChunkCache(128 << 20);
+//!
 //! // Physical phase (one ContainerScan per worker): every stored chunk once.
 //! const scan = new ContainerScan(kw);
-//! scan.scan(containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
+//! const missing = scan.scanCached(cache, fps);  // scans the cached ones; indices of the rest
+//! scan.scan(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
 //! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
 //! const db = scan.finish();                                         // -> logical worker
 //!
@@ -25,6 +29,8 @@
 //! const naive = new NaiveScan(kw, false);
 //! naive.feedBundle(bundle, fileOfEachEntry);
 //! ```
+
+use std::collections::HashMap;
 
 use wasm_bindgen::prelude::*;
 
@@ -110,6 +116,63 @@ impl SearchKeywords {
     }
 }
 
+/// Decoded chunks a search worker keeps between searches, by fingerprint, up to `budget`
+/// bytes. A fingerprint names its bytes, so an entry is never stale; the caller clears the
+/// cache when the repository changes only to give back the memory of chunks that are gone.
+/// Chunks that do not fit are not kept (first come, first kept): a search larger than the
+/// budget then reuses a fixed part of itself every time, where least-recently-used eviction
+/// would evict each chunk just before the next search needs it.
+#[wasm_bindgen]
+pub struct ChunkCache {
+    chunks: HashMap<Fingerprint, Box<[u8]>>,
+    bytes: u64,
+    budget: u64,
+}
+
+#[wasm_bindgen]
+impl ChunkCache {
+    #[wasm_bindgen(constructor)]
+    pub fn new(budget: f64) -> ChunkCache {
+        ChunkCache {
+            chunks: HashMap::new(),
+            bytes: 0,
+            budget: budget.max(0.0) as u64,
+        }
+    }
+
+    /// Raw bytes held.
+    pub fn bytes(&self) -> f64 {
+        self.bytes as f64
+    }
+
+    /// Chunks held.
+    pub fn count(&self) -> u32 {
+        self.chunks.len() as u32
+    }
+
+    pub fn clear(&mut self) {
+        self.chunks = HashMap::new();
+        self.bytes = 0;
+    }
+
+    /// Whether every chunk of `fps` (20 bytes each) is held.
+    #[wasm_bindgen(js_name = holdsAll)]
+    pub fn holds_all(&self, fps: &[u8]) -> bool {
+        fps.chunks_exact(20).all(|fp| {
+            self.chunks
+                .contains_key(<&Fingerprint>::try_from(fp).unwrap())
+        })
+    }
+
+    fn keep(&mut self, fp: &Fingerprint, raw: &[u8]) {
+        if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
+            return;
+        }
+        self.bytes += raw.len() as u64;
+        self.chunks.insert(*fp, raw.into());
+    }
+}
+
 /// Physical phase in one worker: the chunks of stored containers, each read once.
 #[wasm_bindgen]
 pub struct ContainerScan {
@@ -133,13 +196,34 @@ impl ContainerScan {
         })
     }
 
+    /// Scans the chunks of `fps` (20 bytes each) that `cache` holds; answers the indices
+    /// of the others, which the caller fetches and passes to [`ContainerScan::scan`].
+    #[wasm_bindgen(js_name = scanCached)]
+    pub fn scan_cached(&mut self, cache: &ChunkCache, fps: &[u8]) -> Result<Vec<u32>, JsError> {
+        if !fps.len().is_multiple_of(20) {
+            return Err(err("fingerprints must be 20 bytes each"));
+        }
+        let mut missing = Vec::new();
+        for (k, fp) in fps.chunks_exact(20).enumerate() {
+            let fp: Fingerprint = fp.try_into().unwrap();
+            match cache.chunks.get(&fp) {
+                Some(raw) => self.scan_raw(&fp, raw)?,
+                None => missing.push(k as u32),
+            }
+        }
+        Ok(missing)
+    }
+
     /// Scans chunks stored in `data`, which holds a container's bytes from file offset
-    /// `base` on. Chunk `k` has fingerprint `fps[20k..20k+20]`, starts at container offset
-    /// `offsets[k]` and takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1
-    /// zstd) for `raw_lens[k]` raw bytes. Returns how many tiny records this added.
+    /// `base` on, and keeps their decoded bytes in `cache` while its budget allows. Chunk
+    /// `k` has fingerprint `fps[20k..20k+20]`, starts at container offset `offsets[k]` and
+    /// takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1 zstd) for
+    /// `raw_lens[k]` raw bytes. Returns how many tiny records are waiting for
+    /// [`ContainerScan::take_tiny`].
     #[allow(clippy::too_many_arguments)]
     pub fn scan(
         &mut self,
+        cache: &mut ChunkCache,
         data: &[u8],
         base: f64,
         fps: &[u8],
@@ -153,11 +237,9 @@ impl ContainerScan {
         {
             return Err(err("chunk table arrays differ in length"));
         }
-        let phase = self
-            .phase
-            .as_mut()
-            .ok_or_else(|| err("ContainerScan.scan after finish"))?;
-        let mut added = 0;
+        if self.phase.is_none() {
+            return Err(err("ContainerScan.scan after finish"));
+        }
         for k in 0..n {
             let fp: Fingerprint = fps[20 * k..20 * k + 20].try_into().unwrap();
             let start = offsets[k] - base;
@@ -173,16 +255,31 @@ impl ContainerScan {
                 .dec
                 .decompress(codecs[k], stored, raw_lens[k] as usize)
                 .map_err(|e| err(format!("chunk {}: {e}", crate::hash::to_hex(&fp))))?;
-            if let Some(t) = phase.scan(&fp, raw) {
-                let before = self.tiny.len();
-                t.encode(&mut self.tiny);
-                let len = self.tiny.len() - before;
-                self.tiny_lengths.push(len as u32);
-                self.tiny_bytes += len as u64;
-                added += 1;
-            }
+            cache.keep(&fp, raw);
+            let tiny = self.phase.as_mut().unwrap().scan(&fp, raw);
+            self.push_tiny(tiny);
         }
-        Ok(added)
+        Ok(self.tiny_lengths.len() as u32)
+    }
+
+    fn scan_raw(&mut self, fp: &Fingerprint, raw: &[u8]) -> Result<(), JsError> {
+        let tiny = self
+            .phase
+            .as_mut()
+            .ok_or_else(|| err("ContainerScan.scan after finish"))?
+            .scan(fp, raw);
+        self.push_tiny(tiny);
+        Ok(())
+    }
+
+    fn push_tiny(&mut self, tiny: Option<TinyRecord>) {
+        if let Some(t) = tiny {
+            let before = self.tiny.len();
+            t.encode(&mut self.tiny);
+            let len = self.tiny.len() - before;
+            self.tiny_lengths.push(len as u32);
+            self.tiny_bytes += len as u64;
+        }
     }
 
     /// The tiny records produced since the last call, encoded back to back

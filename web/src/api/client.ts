@@ -90,6 +90,35 @@ export interface RepoStats {
   }[];
 }
 
+/** `POST search`: keywords as text, or as hex bytes with `hex`. */
+export interface ServerSearchRequest {
+  keywords: string[];
+  hex?: boolean;
+  files_only?: boolean;
+  versions?: number[];
+  path?: string;
+}
+
+export interface ServerSearchResult {
+  /** Files with a hit, by version then path; hits `[keyword, offset]` by offset, then keyword. */
+  files: {
+    version: number;
+    path: string;
+    size: number;
+    recipe: string[];
+    lengths: number[];
+    hits: [number, number][];
+  }[];
+  matches: number;
+  files_searched: number;
+  logical_bytes: number;
+  containers: number;
+  chunks: number;
+  bytes_scanned: number;
+  stored_bytes_read: number;
+  phase_ms: { prepare: number; physical: number; logical: number };
+}
+
 /** A retention policy (docs/STORAGE.md, Expiry): a version is kept if any rule keeps it. */
 export interface RetentionPolicy {
   keep_last?: number;
@@ -276,6 +305,15 @@ export class Api {
 
   stats() {
     return this.json<RepoStats>(this.repoPath('/stats'));
+  }
+
+  /** DedupSearch run by the server (docs/SEARCH.md, server-side search). */
+  search(req: ServerSearchRequest) {
+    return this.json<ServerSearchResult>(this.repoPath('/search'), {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(req),
+    });
   }
 
   /** Many chunks as one bundle, in request order (restore); `decode`: all sent raw (codec 0). */

@@ -10,6 +10,7 @@ import {
   type SearchOutcome,
   type SearchProgress,
   type SearchScope,
+  type SearchWhere,
 } from '../search/search';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
 import { startSearchWorkers, type SearchWorkers } from '../search/workers';
@@ -37,6 +38,7 @@ export function SearchPanel({ api }: { api: Api }) {
   const [filesOnly, setFilesOnly] = useState(false);
   const [chosen, setChosen] = useState<number[]>([]);
   const [pathFilter, setPathFilter] = useState('');
+  const [where, setWhere] = useState<SearchWhere>('auto');
   const [busy, setBusy] = useState<null | 'dedup' | 'naive'>(null);
   const [progress, setProgress] = useState<SearchProgress | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -60,9 +62,9 @@ export function SearchPanel({ api }: { api: Api }) {
     setBusy(engine);
     setProgress(null);
     const query: SearchQuery = { keywords, hex, filesOnly };
-    const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter };
+    const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter, where };
     // Outcomes of another query or scope are not comparable: start a new pair.
-    const key = JSON.stringify([query, scope]);
+    const key = JSON.stringify([query, scope.versions, scope.pathFilter]);
     setOutcomes((o) => (o.key === key ? { ...o, [engine]: undefined } : { key }));
     try {
       workers.current ??= startSearchWorkers();
@@ -125,6 +127,14 @@ export function SearchPanel({ api }: { api: Api }) {
           <label>
             Path contains{' '}
             <input data-testid="search-path" value={pathFilter} onChange={(e) => setPathFilter(e.target.value)} />
+          </label>
+          <label>
+            Run DedupSearch{' '}
+            <select data-testid="search-where" value={where} onChange={(e) => setWhere(e.target.value as SearchWhere)}>
+              <option value="auto">where it is fastest (auto)</option>
+              <option value="page">in this page</option>
+              <option value="server">on the server (preview: may miss matches)</option>
+            </select>
           </label>
           <label>
             Versions (none selected: all){' '}
@@ -207,6 +217,7 @@ function Summary({ o }: { o: Shown }) {
       className="search-summary"
       data-testid="search-done"
       data-engine={o.engine}
+      data-where={o.where}
       data-seq={o.seq}
       data-matches={o.matches}
       data-files={o.results.length}
@@ -214,10 +225,13 @@ function Summary({ o }: { o: Shown }) {
       data-phase-ms={JSON.stringify(o.phaseMs)}
       data-total-ms={o.totalMs}
       data-stored-bytes-read={o.storedBytesRead}
+      data-ranges-read={o.physical?.rangesRead}
+      data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
       data-records={records ? JSON.stringify(records) : undefined}
     >
-      <strong>{o.engine === 'dedup' ? 'DedupSearch' : 'Naive search'}</strong>: {o.matches} matches in{' '}
-      {o.results.length} of {o.filesSearched} files ({bytes(o.logicalBytes)} logical), {ms(o.totalMs)} —{' '}
+      <strong>{o.engine === 'dedup' ? 'DedupSearch' : 'Naive search'}</strong>
+      {o.where === 'server' ? ' (on the server)' : ''}: {o.matches} matches in {o.results.length} of {o.filesSearched}{' '}
+      files ({bytes(o.logicalBytes)} logical), {ms(o.totalMs)} —{' '}
       {Object.entries(o.phaseMs)
         .map(([k, v]) => `${k} ${ms(v)}`)
         .join(', ')}
@@ -225,7 +239,9 @@ function Summary({ o }: { o: Shown }) {
       {o.physical && (
         <>
           {' '}
-          ({o.physical.containers} containers, {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once)
+          ({o.physical.containers} containers, {o.physical.rangesRead} byte ranges fetched, the rest from the workers'
+          cache; {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once
+          {o.prepareCached ? '; versions and container tables reused' : ''})
         </>
       )}
       {o.naiveBytes !== undefined && <> ({bytes(o.naiveBytes)} reassembled and scanned)</>}.

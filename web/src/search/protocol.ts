@@ -69,12 +69,24 @@ export interface SearchApi {
    * the parsed keywords.
    */
   begin: Method<
-    { query: SearchQuery; maxKeywordLen: number; searchId: string; server: ServerAccess },
+    {
+      query: SearchQuery;
+      maxKeywordLen: number;
+      searchId: string;
+      server: ServerAccess;
+      /** The repository state the page read; the worker's chunk cache is emptied when it changes. */
+      cacheKey: string;
+      /** This worker's chunk cache budget in raw bytes. */
+      cacheBytes: number;
+    },
     { keywords: Uint8Array[] }
   >;
-  /** Scans one container; answers the `storedBytes` read from the server for it. */
-  scan: Method<ContainerJob, { storedBytes: number }>;
-  /** Ends the physical phase in this worker: answers with its encoded result database. */
+  /**
+   * Scans one container's chunks, from the worker's cache where it holds them; answers the
+   * `storedBytes` read from the server for it and whether the cache now holds every chunk.
+   */
+  scan: Method<ContainerJob, { storedBytes: number; cached: boolean }>;
+  /** Ends the physical phase in this worker (its tiny records written to IndexedDB): answers with its encoded result database. */
   finishScan: Method<null, { db: Uint8Array; stats: PhysicalStats }>;
   /** Logical phase: merge the databases, then walk the recipes. Matches as (file, keyword, offset) triples. */
   logical: Method<

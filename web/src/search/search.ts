@@ -14,7 +14,7 @@
  *
  * Both return the same matches; the page can run both and compare them.
  */
-import type { Api, ManifestEntry } from '../api/client';
+import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, hexToBytes } from '../backup/hex';
 import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
 import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
@@ -29,7 +29,11 @@ export interface SearchScope {
   versions: number[] | null;
   /** Only files whose path contains this (case-insensitive); empty: all. */
   pathFilter: string;
+  /** Where DedupSearch runs; `auto` (the default): on the server above [`SERVER_SEARCH_ABOVE`]. */
+  where?: SearchWhere;
 }
+
+export type SearchWhere = 'auto' | 'page' | 'server';
 
 export interface SearchFile {
   id: number;
@@ -53,6 +57,8 @@ export interface FileHits {
 
 export interface SearchOutcome {
   engine: 'dedup' | 'naive';
+  /** Where it ran: the page's workers, or the server (`POST search`). */
+  where: 'page' | 'server';
   keywords: Uint8Array[];
   /** Files with at least one hit, by version then path; hits by offset then keyword. */
   results: FileHits[];
@@ -64,7 +70,10 @@ export interface SearchOutcome {
   totalMs: number;
   /** Bytes fetched from the server for the search itself (stored form). */
   storedBytesRead: number;
-  physical?: PhysicalStats & { containers: number };
+  /** `containers`: holding chunks in scope; `rangesRead`: byte ranges fetched (0 when all were cached). */
+  physical?: PhysicalStats & { containers: number; rangesRead: number };
+  /** Whether prepare reused everything a previous search read (one versions and one token request). */
+  prepareCached?: boolean;
   logical?: LogicalStats;
   db?: DbStats;
   tinyFetched?: number;
@@ -85,7 +94,56 @@ interface Prepared {
   locs: Map<string, StoredChunkLoc>;
   /** Sum of the files' sizes. */
   logicalBytes: number;
+  /** The repository state read ([`RepoCache`]): keys the workers' chunk caches. */
+  state: string;
+  /** Whether prepare fetched nothing but the versions list and the token (all cached). */
+  cached: boolean;
+  /** The files' recipes for the logical phase, built on first use. */
+  batch?: FileBatch;
 }
+
+/**
+ * What a search reads before it scans, kept for the next one: version manifests (a version
+ * never changes under its id, and ids are never reused) and the container tables, valid
+ * while the repository's state is unchanged — the same versions and the same `gc_epoch`
+ * (which moves whenever a prune deletes chunks). The mover can still relocate a chunk at
+ * any time; a search that reads a container the mover emptied starts over from a fresh
+ * table (`CONTAINER_GONE` below), and a chunk the cached table lacks refreshes it.
+ */
+interface RepoCache {
+  manifests: Map<number, VersionInfo & { manifest: Manifest }>;
+  locs: { state: string; map: Map<string, StoredChunkLoc> } | null;
+  prepared: Map<string, Prepared>;
+}
+const repoCaches = new Map<string, RepoCache>();
+
+function repoCache(api: Api): RepoCache {
+  const key = `${api.base}\u0000${api.repo}`;
+  let c = repoCaches.get(key);
+  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: null, prepared: new Map() }));
+  return c;
+}
+
+/** Forgets the container tables (a container they name is gone). */
+function dropLocations(api: Api) {
+  const c = repoCache(api);
+  c.locs = null;
+  c.prepared.clear();
+}
+
+/**
+ * Raw bytes of decoded chunks the search workers keep between searches, all workers
+ * together: a repeat search over this much unique data neither fetches nor decodes again.
+ */
+export const SEARCH_CACHE_BYTES = 256 << 20;
+
+/**
+ * Above this much unique raw data in the repository, DedupSearch runs on the server when
+ * the scope says `auto`. It would be the workers' cache budget (a repeat search in the page
+ * then fetches and decodes again), but the server's engine does not always find what the
+ * page finds yet (docs/SEARCH.md, "On the server"), so `auto` stays in the page.
+ */
+export const SERVER_SEARCH_ABOVE = Number.POSITIVE_INFINITY;
 
 async function mapLimit<T, R>(items: T[], limit: number, f: (t: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
@@ -101,21 +159,74 @@ async function mapLimit<T, R>(items: T[], limit: number, f: (t: T) => Promise<R>
   return out;
 }
 
-async function prepare(api: Api, scope: SearchScope, progress: (p: SearchProgress) => void): Promise<Prepared> {
-  const all = await api.versions();
+/** The repository's versions and state key (see [`RepoCache`]). */
+interface RepoState {
+  all: VersionInfo[];
+  state: string;
+  /** Raw bytes of the unique chunks the versions brought (what a search of everything scans). */
+  uniqueRawBytes: number;
+}
+
+async function repoState(api: Api): Promise<RepoState> {
+  const [all, token] = await Promise.all([api.versions(), api.tokenInfo()]);
+  return {
+    all,
+    state: `${token.gc_epoch}:${all.map((v) => v.id).join(',')}`,
+    uniqueRawBytes: all.reduce((n, v) => n + v.stats.new_raw_bytes, 0),
+  };
+}
+
+async function prepare(
+  api: Api,
+  scope: SearchScope,
+  progress: (p: SearchProgress) => void,
+  { all, state }: RepoState,
+): Promise<Prepared> {
+  const cache = repoCache(api);
   const chosen = scope.versions ? all.filter((v) => scope.versions!.includes(v.id)) : all;
   if (scope.versions && chosen.length !== scope.versions.length)
     throw new Error('a version in the scope no longer exists; reload the list');
+  const scopeKey = JSON.stringify([state, chosen.map((v) => v.id), scope.pathFilter.trim().toLowerCase()]);
+  const done = cache.prepared.get(scopeKey);
+  if (done) {
+    done.cached = true;
+    return done;
+  }
+
+  for (const id of cache.manifests.keys()) if (!all.some((v) => v.id === id)) cache.manifests.delete(id);
   let loaded = 0;
+  let fetched = false;
+  let tableFetched = false;
   progress({ phase: 'prepare', done: 0, total: chosen.length });
-  const [manifests, locs] = await Promise.all([
+  const table = async () => {
+    if (cache.locs?.state !== state) {
+      cache.locs = { state, map: await chunkLocations(api) };
+      fetched = tableFetched = true;
+    }
+    return cache.locs.map;
+  };
+  const [manifests, cachedLocs] = await Promise.all([
     mapLimit(chosen, 4, async (v) => {
-      const m = await api.version(v.id);
+      let m = cache.manifests.get(v.id);
+      if (!m) {
+        m = await api.version(v.id);
+        cache.manifests.set(v.id, m);
+        fetched = true;
+      }
       progress({ phase: 'prepare', done: ++loaded, total: chosen.length });
       return m;
     }),
-    chunkLocations(api),
+    table(),
   ]);
+  let locs = cachedLocs;
+  // A cached table can lack a chunk committed after it was read (between the state check
+  // and the table, or by a version the state does not show yet): one fresh read settles it.
+  const lacking = () =>
+    manifests.some((m) => m.manifest.entries.some((e) => e.kind === 'file' && e.recipe.some((fp) => !locs.has(fp))));
+  if (!tableFetched && lacking()) {
+    cache.locs = null;
+    locs = await table();
+  }
   const filter = scope.pathFilter.trim().toLowerCase();
   const files: SearchFile[] = [];
   for (const m of manifests) {
@@ -139,7 +250,16 @@ async function prepare(api: Api, scope: SearchScope, progress: (p: SearchProgres
       });
     }
   }
-  return { files, locs, logicalBytes: files.reduce((n, f) => n + f.size, 0) };
+  const prepared: Prepared = {
+    files,
+    locs,
+    logicalBytes: files.reduce((n, f) => n + f.size, 0),
+    state,
+    cached: !fetched,
+  };
+  cache.prepared.clear(); // one scope kept: the last one
+  cache.prepared.set(scopeKey, prepared);
+  return prepared;
 }
 
 /** The files' recipes as typed arrays for a worker. */
@@ -164,8 +284,24 @@ function batch(files: SearchFile[]): FileBatch {
   return out;
 }
 
-/** One job per container that holds a chunk in scope: the byte range covering those chunks. */
-function containerJobs(p: Prepared): ContainerJob[] {
+/**
+ * Stored bytes per physical job at most (a bigger container is split): enough jobs to
+ * spread decoding and scanning over the workers even when the scope sits in a few containers.
+ */
+const JOB_STORED_BYTES = 2 << 20;
+
+/** A physical job and its chunks' fingerprints (hex), which say which worker holds them. */
+interface Job {
+  job: ContainerJob;
+  fps: string[];
+}
+
+/**
+ * The chunks in scope by container, in storage order: one job per run of chunks spanning
+ * at most [`JOB_STORED_BYTES`] (a chunk larger than that is a job of its own) and held by
+ * the same worker's cache (`held`) or by none, each read as one byte range.
+ */
+function containerJobs(p: Prepared, held: Map<string, number>): Job[] {
   const byContainer = new Map<number, [string, StoredChunkLoc][]>();
   const seen = new Set<string>();
   for (const f of p.files)
@@ -177,9 +313,8 @@ function containerJobs(p: Prepared): ContainerJob[] {
       if (!list) byContainer.set(loc.container, (list = []));
       list.push([fp, loc]);
     }
-  const jobs: ContainerJob[] = [];
-  for (const [id, list] of [...byContainer].sort((a, b) => a[0] - b[0])) {
-    list.sort((a, b) => a[1].offset - b[1].offset); // storage order
+  const jobs: Job[] = [];
+  const emit = (id: number, list: [string, StoredChunkLoc][]) => {
     const n = list.length;
     const fps = new Uint8Array(n * FP_LEN);
     const job: ContainerJob = {
@@ -199,9 +334,35 @@ function containerJobs(p: Prepared): ContainerJob[] {
       job.codecs[k] = l.codec;
       job.rawLens[k] = l.rawLen;
     });
-    jobs.push(job);
+    jobs.push({ job, fps: list.map(([fp]) => fp) });
+  };
+  for (const [id, list] of [...byContainer].sort((a, b) => a[0] - b[0])) {
+    list.sort((a, b) => a[1].offset - b[1].offset); // storage order
+    let from = 0;
+    for (let k = 1; k <= list.length; k++)
+      if (
+        k === list.length ||
+        list[k][1].offset + list[k][1].storedLen - list[from][1].offset > JOB_STORED_BYTES ||
+        held.get(list[k][0]) !== held.get(list[from][0])
+      ) {
+        emit(id, list.slice(from, k));
+        from = k;
+      }
   }
   return jobs;
+}
+
+/**
+ * Which worker's chunk cache holds which chunk (hex fingerprint), per pool and repository
+ * state: a job goes back to the worker that holds its chunks, so a repeat search scans from
+ * memory. Only a routing hint: a worker scans what it does not hold after fetching it.
+ */
+const holders = new WeakMap<SearchWorkers, { state: string; at: Map<string, number> }>();
+
+function holderMap(workers: SearchWorkers, state: string): Map<string, number> {
+  let h = holders.get(workers);
+  if (!h || h.state !== state) holders.set(workers, (h = { state, at: new Map() }));
+  return h.at;
 }
 
 function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
@@ -221,29 +382,50 @@ function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
   );
 }
 
-async function begin(api: Api, workers: SearchWorkers, query: SearchQuery, searchId: string): Promise<Uint8Array[]> {
+async function begin(
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  searchId: string,
+  state: string,
+): Promise<Uint8Array[]> {
   const server = { base: api.base || location.origin, repo: api.repo, token: api.token };
+  const cacheKey = `${server.base}\u0000${api.repo}\u0000${state}`;
+  const cacheBytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
   const answers = await Promise.all(
     Array.from({ length: workers.size }, (_, w) =>
-      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, searchId, server }),
+      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, searchId, server, cacheKey, cacheBytes }),
     ),
   );
   return answers[0].keywords;
 }
 
-/** Runs `jobs` on the workers, two in flight per worker (one downloads while one is scanned). */
+/**
+ * Runs `jobs` on the workers, two in flight per worker (one downloads while one is scanned).
+ * A job with an `owner` runs on that worker only (its cache holds the job's chunks); the
+ * others go to whichever worker is free first.
+ */
 async function scatter<J>(
   workers: SearchWorkers,
   jobs: J[],
+  owner: (job: J) => number | undefined,
   run: (w: number, job: J) => Promise<void>,
   onDone: () => void,
 ) {
-  let next = 0;
+  const own: J[][] = Array.from({ length: workers.size }, () => []);
+  const free: J[] = [];
+  for (const j of jobs) {
+    const w = owner(j);
+    if (w !== undefined && w < workers.size) own[w].push(j);
+    else free.push(j);
+  }
   await Promise.all(
     Array.from({ length: workers.size * 2 }, async (_, lane) => {
       const w = lane % workers.size;
-      while (next < jobs.length) {
-        await run(w, jobs[next++]);
+      for (;;) {
+        const job = own[w].shift() ?? free.shift();
+        if (job === undefined) return;
+        await run(w, job);
         onDone();
       }
     }),
@@ -278,7 +460,10 @@ function withSearchId(engine: Engine) {
       try {
         return await engine(searchId, ...args);
       } catch (e) {
-        if (attempt < ATTEMPTS && e instanceof Error && CONTAINER_GONE.test(e.message)) continue;
+        if (attempt < ATTEMPTS && e instanceof Error && CONTAINER_GONE.test(e.message)) {
+          dropLocations(args[0]);
+          continue;
+        }
         throw e;
       } finally {
         await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
@@ -301,20 +486,29 @@ async function dedupSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
-  const keywords = await begin(api, workers, query, searchId);
-  const prepared = await prepare(api, scope, progress);
+  const repo = await repoState(api);
+  const where = scope.where ?? 'auto';
+  if (where === 'server' || (where === 'auto' && repo.uniqueRawBytes > SERVER_SEARCH_ABOVE))
+    return serverSearch(api, workers, query, scope, searchId, repo, t0);
+  const prepared = await prepare(api, scope, progress, repo);
+  const keywords = await begin(api, workers, query, searchId, prepared.state);
   const t1 = performance.now();
 
-  const jobs = containerJobs(prepared);
+  const held = holderMap(workers, prepared.state);
+  const jobs = containerJobs(prepared, held);
   let done = 0;
   let storedBytesRead = 0;
+  let containersRead = 0;
   progress({ phase: 'physical', done: 0, total: jobs.length });
   await scatter(
     workers,
     jobs,
-    async (w, job) => {
+    (j) => held.get(j.fps[0]),
+    async (w, { job, fps }) => {
       const r = await workers.call(w, 'scan', job);
       storedBytesRead += r.storedBytes;
+      if (r.storedBytes > 0) containersRead++;
+      if (r.cached) for (const fp of fps) held.set(fp, w);
     },
     () => progress({ phase: 'physical', done: ++done, total: jobs.length }),
   );
@@ -324,14 +518,10 @@ async function dedupSearchAs(
   const t2 = performance.now();
 
   progress({ phase: 'logical', done: 0, total: prepared.files.length });
-  const files = batch(prepared.files);
+  // The recipes are kept with the prepared scope for the next search, so they are copied, not transferred.
+  const files = (prepared.batch ??= batch(prepared.files));
   const dbs = finished.map((f) => f.db);
-  const r = await workers.call(
-    0,
-    'logical',
-    { dbs, files },
-    { transfer: [...dbs.map((d) => d.buffer), files.fps.buffer, files.lengths.buffer] },
-  );
+  const r = await workers.call(0, 'logical', { dbs, files }, { transfer: dbs.map((d) => d.buffer) });
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
 
@@ -343,12 +533,22 @@ async function dedupSearchAs(
       tinyRecords: a.tinyRecords + f.stats.tinyRecords,
       tinyBytes: a.tinyBytes + f.stats.tinyBytes,
       containers: a.containers,
+      rangesRead: a.rangesRead,
     }),
-    { chunks: 0, bytes: 0, exactMatches: 0, tinyRecords: 0, tinyBytes: 0, containers: jobs.length },
+    {
+      chunks: 0,
+      bytes: 0,
+      exactMatches: 0,
+      tinyRecords: 0,
+      tinyBytes: 0,
+      containers: new Set(jobs.map((j) => j.job.id)).size,
+      rangesRead: containersRead,
+    },
   );
   const results = collect(prepared.files, [r.matches]);
   return {
     engine: 'dedup',
+    where: 'page',
     keywords,
     results,
     matches: r.matches.length / 3,
@@ -362,6 +562,60 @@ async function dedupSearchAs(
     db: r.db,
     tinyFetched: r.tinyFetched,
     files: prepared.files,
+    prepareCached: prepared.cached,
+  };
+}
+
+/**
+ * DedupSearch by the server (`POST search`: the same engine, native): for repositories whose
+ * unique data is more than the page should hold. The keywords are parsed by the workers as
+ * for an in-page search and sent as their exact bytes.
+ */
+async function serverSearch(
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  scope: SearchScope,
+  searchId: string,
+  repo: RepoState,
+  t0: number,
+): Promise<SearchOutcome> {
+  const keywords = await begin(api, workers, query, searchId, repo.state);
+  const hex = (k: Uint8Array) => [...k].map((b) => b.toString(16).padStart(2, '0')).join('');
+  const r = await api.search({
+    keywords: keywords.map(hex),
+    hex: true,
+    files_only: query.filesOnly,
+    versions: scope.versions ?? undefined,
+    path: scope.pathFilter,
+  });
+  const sources = new Map(repo.all.map((v) => [v.id, v.source]));
+  const files: SearchFile[] = r.files.map((f, id) => ({
+    id,
+    version: f.version,
+    source: sources.get(f.version) ?? '',
+    path: f.path,
+    size: f.size,
+    recipe: f.recipe,
+    lengths: Uint32Array.from(f.lengths),
+  }));
+  const results: FileHits[] = r.files.map((f, k) => ({
+    file: files[k],
+    hits: f.hits.map(([keyword, offset]) => ({ keyword, offset })),
+  }));
+  const totalMs = performance.now() - t0;
+  return {
+    engine: 'dedup',
+    where: 'server',
+    keywords,
+    results,
+    matches: r.matches,
+    filesSearched: r.files_searched,
+    logicalBytes: r.logical_bytes,
+    phaseMs: r.phase_ms,
+    totalMs,
+    storedBytesRead: 0,
+    files,
   };
 }
 
@@ -382,8 +636,8 @@ async function naiveSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
-  const keywords = await begin(api, workers, query, searchId);
-  const prepared = await prepare(api, scope, progress);
+  const prepared = await prepare(api, scope, progress, await repoState(api));
+  const keywords = await begin(api, workers, query, searchId, prepared.state);
   const t1 = performance.now();
 
   const jobBytes = naiveJobBytes(prepared.logicalBytes, workers.size);
@@ -408,6 +662,7 @@ async function naiveSearchAs(
   await scatter(
     workers,
     jobs,
+    () => undefined,
     async (w, files) => {
       const b = batch(files);
       // Two requests per full job, so a job's files arrive in pieces (one downloads while one
@@ -428,6 +683,7 @@ async function naiveSearchAs(
   const t2 = performance.now();
   return {
     engine: 'naive',
+    where: 'page',
     keywords,
     results: collect(prepared.files, matches),
     matches: matches.reduce((n, m) => n + m.length / 3, 0),

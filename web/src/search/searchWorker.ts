@@ -5,7 +5,7 @@
  * records to IndexedDB) and, on one worker, the logical phase over the file recipes. For the
  * naive baseline it reassembles whole files from `chunks/get` bundles and scans them.
  */
-import init, { ContainerScan, NaiveScan, RecipeSearch, SearchKeywords } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkCache, ContainerScan, NaiveScan, RecipeSearch, SearchKeywords } from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
 import { TinyStore } from './tinystore';
@@ -18,8 +18,25 @@ interface Current {
   scan: ContainerScan;
   tiny: TinyStore;
   api: Api;
+  chunks: ChunkCache;
+  /** Tiny records of the jobs scanned so far, written to IndexedDB by `finishScan`. */
+  pendingTiny: [Uint8Array, Uint32Array][];
 }
 let cur: Current | null = null;
+
+/**
+ * Decoded chunks kept across searches (wasm-core's `ChunkCache`): a repeat search scans them
+ * without fetching or decoding again. Keyed by the repository state the page read
+ * (`begin`'s `cacheKey`); a new state empties it.
+ */
+let cache: { key: string; chunks: ChunkCache } | null = null;
+
+function chunkCache(key: string, budget: number): ChunkCache {
+  if (cache && cache.key === key) return cache.chunks;
+  cache?.chunks.free();
+  cache = { key, chunks: new ChunkCache(budget) };
+  return cache.chunks;
+}
 
 function release() {
   if (!cur) return;
@@ -34,17 +51,48 @@ function need(): Current {
   return cur;
 }
 
-async function scanContainer(job: ContainerJob): Promise<number> {
+/** The chunks `idx` of `job` (a job of their own: the byte range covering just them). */
+function pick(job: ContainerJob, idx: Uint32Array): ContainerJob {
+  const n = idx.length;
+  const out: ContainerJob = {
+    id: job.id,
+    start: Infinity,
+    end: 0,
+    fps: new Uint8Array(n * FP_LEN),
+    offsets: new Float64Array(n),
+    storedLens: new Uint32Array(n),
+    codecs: new Uint8Array(n),
+    rawLens: new Uint32Array(n),
+  };
+  idx.forEach((k, i) => {
+    out.fps.set(job.fps.subarray(k * FP_LEN, (k + 1) * FP_LEN), i * FP_LEN);
+    out.offsets[i] = job.offsets[k];
+    out.storedLens[i] = job.storedLens[k];
+    out.codecs[i] = job.codecs[k];
+    out.rawLens[i] = job.rawLens[k];
+    out.start = Math.min(out.start, job.offsets[k]);
+    out.end = Math.max(out.end, job.offsets[k] + job.storedLens[k]);
+  });
+  return out;
+}
+
+/** Scans a job: the chunks the cache holds from memory, the rest with one `Range` request. */
+async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; cached: boolean }> {
   const c = need();
-  const bytes = await c.api.containerBytes(job.id, job.start, job.end);
-  const added = c.scan.scan(bytes, job.start, job.fps, job.offsets, job.storedLens, job.codecs, job.rawLens);
-  if (added > 0) {
-    // Taken before any await: another container's scan may run while IndexedDB writes.
-    const records = c.scan.takeTiny();
-    const lengths = c.scan.takeTinyLengths();
-    await c.tiny.putAll(records, lengths);
+  const missing = c.scan.scanCached(c.chunks, job.fps);
+  let storedBytes = 0;
+  if (missing.length > 0) {
+    const rest = missing.length === job.rawLens.length ? job : pick(job, missing);
+    const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
+    c.scan.scan(c.chunks, bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens);
+    storedBytes = bytes.byteLength;
   }
-  return bytes.byteLength;
+  // Taken before any await (another job's scan may run meanwhile), written in one
+  // IndexedDB transaction when the phase ends: a transaction per job costs more than the
+  // scan of a cached job.
+  const lengths = c.scan.takeTinyLengths();
+  if (lengths.length) c.pendingTiny.push([c.scan.takeTiny(), lengths]);
+  return { storedBytes, cached: c.chunks.holdsAll(job.fps) };
 }
 
 async function logical(dbs: Uint8Array[], files: FileBatch) {
@@ -130,7 +178,7 @@ async function naive(files: FileBatch, requestBytes: number) {
 
 expose<SearchApi>(
   {
-    begin: async ({ query, maxKeywordLen, searchId, server }) => {
+    begin: async ({ query, maxKeywordLen, searchId, server, cacheKey, cacheBytes }) => {
       release();
       const keywords = new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
       cur = {
@@ -139,12 +187,26 @@ expose<SearchApi>(
         scan: new ContainerScan(keywords),
         tiny: await TinyStore.open(searchId),
         api: new Api(server.token, server.repo, server.base),
+        chunks: chunkCache(cacheKey, cacheBytes),
+        pendingTiny: [],
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
-    scan: async (job) => ({ storedBytes: await scanContainer(job) }),
-    finishScan: () => {
+    scan: (job) => scanContainer(job),
+    finishScan: async () => {
       const c = need();
+      const pending = c.pendingTiny.splice(0);
+      const records = new Uint8Array(pending.reduce((n, [r]) => n + r.byteLength, 0));
+      const lengths = new Uint32Array(pending.reduce((n, [, l]) => n + l.length, 0));
+      let at = 0;
+      let k = 0;
+      for (const [r, l] of pending) {
+        records.set(r, at);
+        lengths.set(l, k);
+        at += r.byteLength;
+        k += l.length;
+      }
+      await c.tiny.putAll(records, lengths);
       const [chunks, bytes, exactMatches, tinyRecords, tinyBytes] = c.scan.stats();
       const db = c.scan.finish();
       return transfer({ db, stats: { chunks, bytes, exactMatches, tinyRecords, tinyBytes } }, [db.buffer]);

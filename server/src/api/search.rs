@@ -1,0 +1,121 @@
+//! `POST search`: DedupSearch run by the server (store module `search`), for repositories
+//! too large to search in the page. Keywords are parsed and checked here, as the page's
+//! engine does (`wasm_core::search`); the answer lists the files with hits like the page.
+
+use axum::{body::Body, extract::State, http::HeaderMap, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use wasm_core::{
+    hash::to_hex,
+    search::{parse_keyword, Dictionary, Mode, SearchError},
+};
+
+use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
+use crate::{
+    error::{ApiError, ApiResult},
+    store::search::SearchScope,
+};
+
+/// Keywords may be as long as the default chunker's minimum chunk size (docs/SEARCH.md).
+pub const MAX_KEYWORD_LEN: usize = 2048;
+/// At most this many keywords in one search.
+const MAX_KEYWORDS: usize = 4096;
+/// At most this many keyword bytes in all: the automaton grows with them (docs/SEARCH.md,
+/// limits), and no search a person types comes near it.
+const MAX_KEYWORD_BYTES: usize = 256 << 10;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchRequest {
+    keywords: Vec<String>,
+    /// Each keyword is hex bytes ("de ad be ef", "0xdeadbeef", ...), else UTF-8 text.
+    #[serde(default)]
+    hex: bool,
+    /// Only the first hit per keyword and file.
+    #[serde(default)]
+    files_only: bool,
+    /// Version ids to search; absent: all.
+    #[serde(default)]
+    versions: Option<Vec<i64>>,
+    /// Only files whose path contains this (case-insensitive).
+    #[serde(default)]
+    path: String,
+}
+
+pub(super) async fn search(
+    State(store): St,
+    auth: Authorized<ReadData>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let repo_id = auth.repo_id();
+    let body = read_body(&headers, body, 1 << 20).await?;
+    blocking(move || {
+        let req: SearchRequest = parse_json(&body)?;
+        if req.keywords.is_empty() || req.keywords.len() > MAX_KEYWORDS {
+            return Err(ApiError::bad_request(format!(
+                "keywords: give 1 to {MAX_KEYWORDS}"
+            )));
+        }
+        let mut keywords = Vec::with_capacity(req.keywords.len());
+        for (i, k) in req.keywords.iter().enumerate() {
+            keywords.push(parse_keyword(k, req.hex).map_err(|e| match e {
+                SearchError::BadHex { position } => ApiError::bad_request(format!(
+                    "keyword {}: invalid hex at character {}",
+                    i + 1,
+                    position + 1
+                )),
+                other => ApiError::bad_request(format!("keyword {}: {other}", i + 1)),
+            })?);
+        }
+        let total: usize = keywords.iter().map(Vec::len).sum();
+        if total > MAX_KEYWORD_BYTES {
+            return Err(ApiError::bad_request(format!(
+                "the keywords have {total} bytes; at most {MAX_KEYWORD_BYTES} in all"
+            )));
+        }
+        let dict = Dictionary::new(keywords, MAX_KEYWORD_LEN).map_err(|e| match e {
+            SearchError::KeywordTooLong { index, len, max } => ApiError::bad_request(format!(
+                "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",
+                index + 1
+            )),
+            other => ApiError::bad_request(other.to_string()),
+        })?;
+        let mode = if req.files_only {
+            Mode::FilesOnly
+        } else {
+            Mode::AllMatches
+        };
+        let scope = SearchScope {
+            versions: req.versions,
+            path_filter: req.path,
+        };
+        let r = store.search(repo_id, &dict, mode, &scope)?;
+        let files: Vec<Value> = r
+            .files
+            .iter()
+            .map(|f| {
+                json!({
+                    "version": f.version,
+                    "path": f.path,
+                    "size": f.size,
+                    "recipe": f.recipe.iter().map(|c| to_hex(&c.fp)).collect::<Vec<_>>(),
+                    "lengths": f.recipe.iter().map(|c| c.len).collect::<Vec<_>>(),
+                    "hits": f.hits,
+                })
+            })
+            .collect();
+        Ok(Json(json!({
+            "files": files,
+            "matches": r.matches,
+            "files_searched": r.files_searched,
+            "logical_bytes": r.logical_bytes,
+            "containers": r.containers,
+            "chunks": r.chunks,
+            "bytes_scanned": r.bytes_scanned,
+            "stored_bytes_read": r.stored_bytes_read,
+            "phase_ms": { "prepare": r.prepare_ms, "physical": r.physical_ms, "logical": r.logical_ms },
+        })))
+    })
+    .await
+}

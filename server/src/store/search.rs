@@ -1,0 +1,320 @@
+//! Server-side search: DedupSearch (`wasm_core::search`, the engine the page's search
+//! workers run in Wasm) over the repository's stored versions, natively, for stores too
+//! large to search in the page (docs/SEARCH.md). The same stages as the page: the files in
+//! scope from the manifests, each unique chunk read once from its container (one read per
+//! container), decoded and scanned on a few threads (physical phase), then every recipe
+//! walked (logical phase). Results are those of the page's search, hit for hit.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    },
+    time::Instant,
+};
+
+use wasm_core::{
+    compress::Decompressor,
+    format::{manifest::EntryKind, manifest::Manifest, parse_fp_hex},
+    hash::Fingerprint,
+    search::{
+        ChunkRef, ChunkScan, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, PhysicalScanner,
+        ResultDb, TinyStore,
+    },
+};
+
+use super::{chunks::ChunkLoc, versions::decode_manifest, Store, StoreError, StoreResult};
+
+/// What to search: all versions or some, optionally only paths containing a substring
+/// (case-insensitive, as in the page).
+pub struct SearchScope {
+    pub versions: Option<Vec<i64>>,
+    pub path_filter: String,
+}
+
+/// One file with hits: `(keyword, offset)` pairs by offset, then keyword, and the file's
+/// recipe (for the page's snippets around hits).
+pub struct FileHits {
+    pub version: i64,
+    pub path: String,
+    pub size: u64,
+    pub recipe: Vec<ChunkRef>,
+    pub hits: Vec<(u32, u64)>,
+}
+
+#[derive(Default)]
+pub struct SearchReport {
+    /// Files with a hit, by version then path.
+    pub files: Vec<FileHits>,
+    pub matches: u64,
+    pub files_searched: u64,
+    pub logical_bytes: u64,
+    pub containers: u64,
+    pub chunks: u64,
+    /// Raw bytes scanned (each unique chunk once).
+    pub bytes_scanned: u64,
+    pub stored_bytes_read: u64,
+    pub prepare_ms: f64,
+    pub physical_ms: f64,
+    pub logical_ms: f64,
+}
+
+/// A file in scope: its version, path and recipe.
+struct ScopeFile {
+    version: i64,
+    path: String,
+    size: u64,
+    recipe: Vec<ChunkRef>,
+}
+
+/// Threads of the physical phase: the cores, at most 4 (as the page's workers).
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// A search that found a container gone (the mover or a prune emptied it between reading
+/// the index and the file) starts over from a fresh snapshot this many times.
+const ATTEMPTS: usize = 3;
+
+impl Store {
+    /// Searches the repository's versions in `scope` for `dict`'s keywords.
+    pub fn search(
+        &self,
+        repo_id: i64,
+        dict: &Dictionary,
+        mode: Mode,
+        scope: &SearchScope,
+    ) -> StoreResult<SearchReport> {
+        let mut attempt = 1;
+        loop {
+            match self.search_once(repo_id, dict, mode, scope) {
+                Err(StoreError::NotFound(m)) if m == GONE && attempt < ATTEMPTS => attempt += 1,
+                Err(StoreError::NotFound(m)) if m == GONE => {
+                    return Err(StoreError::Internal(
+                        "the repository's containers kept moving during the search".into(),
+                    ))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn search_once(
+        &self,
+        repo_id: i64,
+        dict: &Dictionary,
+        mode: Mode,
+        scope: &SearchScope,
+    ) -> StoreResult<SearchReport> {
+        let t0 = Instant::now();
+        let mut report = SearchReport::default();
+        let (mut files, locs) = {
+            let ix = self.snapshot()?;
+            let mut manifests = ix.manifests(repo_id)?;
+            manifests.sort_by_key(|(id, _)| *id);
+            if let Some(want) = &scope.versions {
+                if let Some(id) = want
+                    .iter()
+                    .find(|id| !manifests.iter().any(|m| m.0 == **id))
+                {
+                    return Err(StoreError::NotFound(format!(
+                        "no version {id} in this repository"
+                    )));
+                }
+                manifests.retain(|(id, _)| want.contains(id));
+            }
+            let filter = scope.path_filter.trim().to_lowercase();
+            let mut files = Vec::new();
+            let mut unique: Vec<Fingerprint> = Vec::new();
+            let mut seen: HashMap<Fingerprint, usize> = HashMap::new();
+            let mut recipes: Vec<(i64, String, u64, Vec<usize>)> = Vec::new();
+            for (id, blob) in &manifests {
+                let json =
+                    decode_manifest(blob).map_err(|e| StoreError::Internal(e.to_string()))?;
+                let m: Manifest = serde_json::from_slice(&json)
+                    .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
+                for e in m.entries {
+                    if e.kind != EntryKind::File || e.recipe.is_empty() {
+                        continue;
+                    }
+                    if !filter.is_empty() && !e.path.to_lowercase().contains(&filter) {
+                        continue;
+                    }
+                    let mut idx = Vec::with_capacity(e.recipe.len());
+                    for h in &e.recipe {
+                        let fp = parse_fp_hex(h).ok_or_else(|| {
+                            StoreError::Internal(format!("version {id}: bad fingerprint"))
+                        })?;
+                        let next = unique.len();
+                        let k = *seen.entry(fp).or_insert(next);
+                        if k == next {
+                            unique.push(fp);
+                        }
+                        idx.push(k);
+                    }
+                    report.logical_bytes += e.size;
+                    recipes.push((*id, e.path, e.size, idx));
+                }
+            }
+            let found = ix.chunk_locations(repo_id, &unique)?;
+            let missing: Vec<Fingerprint> = unique
+                .iter()
+                .zip(&found)
+                .filter(|(_, l)| l.is_none())
+                .map(|(fp, _)| *fp)
+                .collect();
+            if !missing.is_empty() {
+                return Err(StoreError::Unavailable {
+                    damaged: Vec::new(),
+                    missing,
+                });
+            }
+            let locs: Vec<ChunkLoc> = found.into_iter().map(Option::unwrap).collect();
+            for (version, path, size, idx) in recipes {
+                let recipe = idx
+                    .iter()
+                    .map(|&k| ChunkRef::new(unique[k], locs[k].raw_len as u64))
+                    .collect();
+                files.push(ScopeFile {
+                    version,
+                    path,
+                    size,
+                    recipe,
+                });
+            }
+            (files, unique.into_iter().zip(locs).collect::<Vec<_>>())
+        };
+        report.files_searched = files.len() as u64;
+        let t1 = Instant::now();
+
+        // Physical phase: containers in id order, chunks in storage order, one read each.
+        let mut by_container: BTreeMap<u64, Vec<(Fingerprint, ChunkLoc)>> = BTreeMap::new();
+        for (fp, loc) in locs {
+            by_container
+                .entry(loc.container_id)
+                .or_default()
+                .push((fp, loc));
+        }
+        let jobs: Vec<(u64, Vec<(Fingerprint, ChunkLoc)>)> = by_container
+            .into_iter()
+            .map(|(id, mut list)| {
+                list.sort_by_key(|(_, l)| l.offset);
+                (id, list)
+            })
+            .collect();
+        report.containers = jobs.len() as u64;
+        let next = AtomicUsize::new(0);
+        let scans: Mutex<Vec<ChunkScan>> = Mutex::new(Vec::new());
+        let read = AtomicUsize::new(0);
+        let scanned = AtomicUsize::new(0);
+        let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+        std::thread::scope(|s| {
+            for _ in 0..threads().min(jobs.len()) {
+                s.spawn(|| {
+                    let mut scanner = PhysicalScanner::new(dict);
+                    let mut out = Vec::new();
+                    let res = (|| -> StoreResult<()> {
+                        let mut dec = Decompressor::new()?;
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((id, list)) = jobs.get(i) else {
+                                return Ok(());
+                            };
+                            if failure.lock().unwrap().is_some() {
+                                return Ok(());
+                            }
+                            let start = list[0].1.offset;
+                            let end = list
+                                .iter()
+                                .map(|(_, l)| l.offset + l.stored_len as u64)
+                                .max()
+                                .unwrap();
+                            let len = u32::try_from(end - start).map_err(|_| {
+                                StoreError::Internal("container range too large".into())
+                            })?;
+                            let file = self
+                                .containers
+                                .open(repo_id, *id)?
+                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
+                            let data = self
+                                .containers
+                                .read_at(&file, start, len)?
+                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
+                            read.fetch_add(data.len(), Ordering::Relaxed);
+                            for (fp, l) in list {
+                                let at = (l.offset - start) as usize;
+                                let stored = &data[at..at + l.stored_len as usize];
+                                let raw = dec
+                                    .decompress(l.codec, stored, l.raw_len as usize)
+                                    .map_err(|e| {
+                                        StoreError::Internal(format!(
+                                            "chunk {}: {e}",
+                                            wasm_core::hash::to_hex(fp)
+                                        ))
+                                    })?;
+                                scanned.fetch_add(raw.len(), Ordering::Relaxed);
+                                out.push(scanner.scan_chunk(fp, raw));
+                            }
+                        }
+                    })();
+                    if let Err(e) = res {
+                        failure.lock().unwrap().get_or_insert(e);
+                    }
+                    scans.lock().unwrap().extend(out);
+                });
+            }
+        });
+        if let Some(e) = failure.into_inner().unwrap() {
+            return Err(e);
+        }
+        let mut db = ResultDb::new();
+        let mut tiny = MemTinyStore::new();
+        for scan in scans.into_inner().unwrap() {
+            report.chunks += 1;
+            if let Some(t) = db.insert(scan) {
+                tiny.put(t);
+            }
+        }
+        report.stored_bytes_read = read.into_inner() as u64;
+        report.bytes_scanned = scanned.into_inner() as u64;
+        let t2 = Instant::now();
+
+        // Logical phase: every recipe.
+        let mut logical = LogicalPhase::new(dict, mode);
+        let mut out: Vec<Match> = Vec::new();
+        for (k, f) in files.iter().enumerate() {
+            logical.search_file(&db, k as u64, &f.recipe, &mut tiny, &mut out);
+        }
+        report.matches = out.len() as u64;
+        let mut by_file: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
+        for m in out {
+            by_file
+                .entry(m.file)
+                .or_default()
+                .push((m.keyword, m.offset));
+        }
+        for (k, mut hits) in by_file {
+            hits.sort_unstable_by_key(|&(kw, off)| (off, kw));
+            let f = &mut files[k as usize];
+            report.files.push(FileHits {
+                version: f.version,
+                path: std::mem::take(&mut f.path),
+                size: f.size,
+                recipe: std::mem::take(&mut f.recipe),
+                hits,
+            });
+        }
+        report
+            .files
+            .sort_by(|a, b| a.version.cmp(&b.version).then_with(|| a.path.cmp(&b.path)));
+        let t3 = Instant::now();
+        report.prepare_ms = (t1 - t0).as_secs_f64() * 1e3;
+        report.physical_ms = (t2 - t1).as_secs_f64() * 1e3;
+        report.logical_ms = (t3 - t2).as_secs_f64() * 1e3;
+        Ok(report)
+    }
+}
+
+/// The marker of a container that went away mid-search (retried, never answered).
+const GONE: &str = "a container of the search is gone";

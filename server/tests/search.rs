@@ -1,0 +1,265 @@
+//! `POST search`: DedupSearch run by the server must report exactly what the naive search
+//! (each file reassembled and scanned whole, `wasm_core::search::NaiveSearch`) and a plain
+//! substring scan of the reassembled files report, over versions that share chunks, with
+//! keywords cut across chunk borders (one-byte partials too) and chunks shorter than a keyword.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use serde_json::{json, Value};
+use wasm_core::search::{Dictionary, Match, Mode, NaiveSearch};
+
+/// (version, path) -> [(keyword, offset)] sorted by offset, then keyword.
+type Hits = BTreeMap<(i64, String), Vec<(u64, u64)>>;
+
+struct File {
+    version: i64,
+    path: String,
+    chunks: Vec<usize>,
+}
+
+/// The files' hits by the naive search over the reassembled files, checked against a plain
+/// substring scan.
+fn naive(
+    pool: &[TestChunk],
+    files: &[File],
+    keywords: &[Vec<u8>],
+    mode: Mode,
+    keep: impl Fn(&File) -> bool,
+) -> Hits {
+    let dict = Dictionary::new(keywords.to_vec(), 2048).unwrap();
+    let mut search = NaiveSearch::new(&dict, mode);
+    let mut out = Hits::new();
+    for (i, f) in files.iter().enumerate().filter(|(_, f)| keep(f)) {
+        let mut m: Vec<Match> = Vec::new();
+        search.search_file(
+            i as u64,
+            f.chunks.iter().map(|&c| pool[c].raw.as_slice()),
+            &mut m,
+        );
+        let mut hits: Vec<(u64, u64)> = m.iter().map(|m| (m.keyword as u64, m.offset)).collect();
+        hits.sort_by_key(|&(k, o)| (o, k));
+        // The plain scan: every overlapping occurrence (the first per keyword in files-only mode).
+        let data: Vec<u8> = f.chunks.iter().flat_map(|&c| pool[c].raw.clone()).collect();
+        let mut plain = Vec::new();
+        for (k, kw) in keywords.iter().enumerate() {
+            for at in 0..data.len().saturating_sub(kw.len() - 1) {
+                if data[at..].starts_with(kw) {
+                    plain.push((k as u64, at as u64));
+                    if mode == Mode::FilesOnly {
+                        break;
+                    }
+                }
+            }
+        }
+        plain.sort_by_key(|&(k, o)| (o, k));
+        assert_eq!(hits, plain, "naive search vs plain scan of {}", f.path);
+        if !hits.is_empty() {
+            out.insert((f.version, f.path.clone()), hits);
+        }
+    }
+    out
+}
+
+fn server_hits(r: &Value) -> Hits {
+    r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let hits = f["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h[0].as_u64().unwrap(), h[1].as_u64().unwrap()))
+                .collect();
+            (
+                (
+                    f["version"].as_i64().unwrap(),
+                    f["path"].as_str().unwrap().to_string(),
+                ),
+                hits,
+            )
+        })
+        .collect()
+}
+
+fn search(s: &Server, t: &str, body: Value) -> Value {
+    let r = post_json(&s.repo_url("default", "/search"), t, &body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+#[test]
+fn server_search_equals_the_naive_search() {
+    let dir = TempDir::new("search");
+    let s = Server::start(&dir.0);
+    let t = s.token.clone();
+    let a = agent();
+
+    // A pool of chunks: text (zstd) with the keywords planted, random bytes (raw), a few
+    // chunks ending in a keyword's prefix or starting with its suffix, and short chunks.
+    let keywords: Vec<Vec<u8>> = [
+        &b"backup"[..],
+        b"zstd chunk",
+        b"ditto",
+        b"k",
+        b"\x00\xff\x10",
+    ]
+    .iter()
+    .map(|k| k.to_vec())
+    .collect();
+    let mut pool: Vec<TestChunk> = Vec::new();
+    for i in 0..40u64 {
+        let len = 3000 + (i as usize * 7919) % 20_000;
+        let mut raw = if i % 3 == 2 {
+            rand_bytes(i, len)
+        } else {
+            text_bytes(i, len)
+        };
+        match i % 5 {
+            0 => raw.extend_from_slice(b"bac"), // "backup" continues in the next chunk
+            1 => raw = [&b"kup"[..], &raw].concat(), // "backup"'s suffix opens the chunk
+            2 => raw.extend_from_slice(b"zstd chun"), // an n - 1 prefix
+            3 => raw.push(b'd'),                // a one-byte prefix of "ditto"
+            _ => raw.extend_from_slice(b"\x00\xff"),
+        }
+        pool.push(TestChunk::new(raw, i % 3 != 2));
+    }
+    pool.push(TestChunk::new(b"itto".to_vec(), false)); // completes a one-byte "d"
+    pool.push(TestChunk::new(b"ku".to_vec(), false)); // shorter than "backup": an infix
+    pool.push(TestChunk::new(b"p zstd".to_vec(), false));
+    pool.push(TestChunk::new(b"\x10".to_vec(), false));
+    for c in pool.chunks(10) {
+        assert_eq!(upload(&a, &s, &t, c).unwrap().status, 200);
+    }
+    let n = pool.len();
+    let mut files: Vec<File> = Vec::new();
+    let mut versions = Vec::new();
+    for v in 0..3u64 {
+        let mut entries = Vec::new();
+        let mut mine = Vec::new();
+        for f in 0..12u64 {
+            // Deterministic recipes mixing shared chunks and the short ones between them.
+            let mut chunks = Vec::new();
+            let mut x = (v * 131 + f * 17 + 7) as usize;
+            for _ in 0..(2 + (f as usize % 6)) {
+                x = (x * 1103 + 12345) % 100_003;
+                chunks.push(x % 40);
+                if x.is_multiple_of(4) {
+                    chunks.push(40 + x % (n - 40));
+                }
+            }
+            let size: usize = chunks.iter().map(|&c| pool[c].raw.len()).sum();
+            let path = format!(
+                "src/{}/file{f}.txt",
+                if f.is_multiple_of(2) { "Hooks" } else { "core" }
+            );
+            entries.push(
+                json!({ "path": path, "kind": "file", "size": size, "mtime": 1,
+                "recipe": chunks.iter().map(|&c| pool[c].hex()).collect::<Vec<_>>() }),
+            );
+            mine.push((path, chunks));
+        }
+        entries.push(
+            json!({ "path": "src/empty", "kind": "file", "size": 0, "mtime": 1, "recipe": [] }),
+        );
+        let r = post_json(
+            &s.repo_url("default", "/versions"),
+            &t,
+            &json!({ "source": "src", "time": 1_700_000_000_000i64 + v as i64, "entries": entries }),
+        );
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let id = r.json()["id"].as_i64().unwrap();
+        versions.push(id);
+        files.extend(mine.into_iter().map(|(path, chunks)| File {
+            version: id,
+            path,
+            chunks,
+        }));
+    }
+
+    // Every keyword, all matches.
+    let hex: Vec<String> = keywords
+        .iter()
+        .map(|k| k.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    let r = search(&s, &t, json!({ "keywords": hex, "hex": true }));
+    let want = naive(&pool, &files, &keywords, Mode::AllMatches, |_| true);
+    let total: usize = want.values().map(Vec::len).sum();
+    assert!(total > 200, "the corpus has matches to find ({total})");
+    assert!(
+        want.values().flatten().any(|&(k, _)| k == 0),
+        "a \"backup\" split across chunks is found"
+    );
+    assert_eq!(server_hits(&r), want);
+    assert_eq!(r["matches"].as_u64(), Some(total as u64));
+    assert_eq!(r["files_searched"].as_u64(), Some(36));
+    // Each unique chunk was read once: fewer bytes scanned than the files hold.
+    let logical = r["logical_bytes"].as_u64().unwrap();
+    assert!(r["bytes_scanned"].as_u64().unwrap() < logical);
+    // The recipe of each file with hits comes along (snippets).
+    let f0 = &r["files"][0];
+    let recipe_len: u64 = f0["lengths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_u64().unwrap())
+        .sum();
+    assert_eq!(recipe_len, f0["size"].as_u64().unwrap());
+
+    // Text keywords, files-only mode.
+    let text = vec![b"backup".to_vec(), b"ditto".to_vec()];
+    let r = search(
+        &s,
+        &t,
+        json!({ "keywords": ["backup", "ditto"], "files_only": true }),
+    );
+    assert_eq!(
+        server_hits(&r),
+        naive(&pool, &files, &text, Mode::FilesOnly, |_| true)
+    );
+
+    // Scope: two versions, a path filter (case-insensitive).
+    let scope = [versions[0], versions[2]];
+    let r = search(
+        &s,
+        &t,
+        json!({ "keywords": ["backup", "ditto"], "versions": scope, "path": "hooks" }),
+    );
+    let want = naive(&pool, &files, &text, Mode::AllMatches, |f| {
+        scope.contains(&f.version) && f.path.to_lowercase().contains("hooks")
+    });
+    assert!(!want.is_empty());
+    assert_eq!(server_hits(&r), want);
+
+    // Bad input: 4xx with a message, never 5xx.
+    let url = s.repo_url("default", "/search");
+    for (body, status) in [
+        (json!({ "keywords": [] }), 400),
+        (json!({ "keywords": [""] }), 400),
+        (json!({ "keywords": ["zz"], "hex": true }), 400),
+        (json!({ "keywords": ["x".repeat(2049)] }), 400),
+        (json!({ "keywords": ["x"], "versions": [999_999] }), 404),
+        (json!({ "keywords": ["x"], "unknown": 1 }), 400),
+        (json!({ "keywords": "x" }), 400),
+    ] {
+        let r = post_json(&url, &t, &body);
+        assert_eq!(
+            r.status,
+            status,
+            "{body}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let r = request(
+        "POST",
+        &url,
+        None,
+        &[("Content-Type", "application/json")],
+        Some(b"{}"),
+    );
+    assert_eq!(r.status, 401);
+}
