@@ -284,15 +284,10 @@ export async function restoreZip(browser, server, version, folder, scratch) {
   const wallSeconds = now() - t0;
   const done = page.getByTestId('restore-done');
   await done.waitFor({ timeout: 60_000 });
-  const attr = async (name) => Number(await done.getAttribute(name));
   const result = {
-    wallSeconds,
-    pageSeconds: (await attr('data-ms')) / 1000,
-    mbps: await attr('data-mbps'),
-    bytes: await attr('data-bytes'),
-    requests: await attr('data-requests'),
-    containersRead: await attr('data-containers-read'),
-    containersMin: await attr('data-containers-min'),
+    ...(await restoreFigures(done, wallSeconds)),
+    containersRead: Number(await done.getAttribute('data-containers-read')),
+    containersMin: Number(await done.getAttribute('data-containers-min')),
   };
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
 
@@ -318,6 +313,18 @@ export async function restoreZip(browser, server, version, folder, scratch) {
  * the directory is removed after. Resolves to `{ wallSeconds` (click to the last file
  * closed), `pageSeconds`, `mbps`, `bytes`, `requests }`.
  */
+/** The figures a finished restore shows on `restore-done`, beside the wall clock measured here. */
+async function restoreFigures(done, wallSeconds) {
+  const attr = async (name) => Number(await done.getAttribute(name));
+  return {
+    wallSeconds,
+    pageSeconds: (await attr('data-ms')) / 1000,
+    mbps: await attr('data-mbps'),
+    bytes: await attr('data-bytes'),
+    requests: await attr('data-requests'),
+  };
+}
+
 export async function restoreFolder(browser, server, version, folder, dirName) {
   const page = await browser.newPage();
   await page.addInitScript((name) => {
@@ -346,15 +353,7 @@ export async function restoreFolder(browser, server, version, folder, dirName) {
         throw new Error(`the folder restore failed: ${await page.getByTestId('restore-error').innerText()}`);
       }),
   ]);
-  const wallSeconds = now() - t0;
-  const attr = async (name) => Number(await done.getAttribute(name));
-  const result = {
-    wallSeconds,
-    pageSeconds: (await attr('data-ms')) / 1000,
-    mbps: await attr('data-mbps'),
-    bytes: await attr('data-bytes'),
-    requests: await attr('data-requests'),
-  };
+  const result = await restoreFigures(done, now() - t0);
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
   const got = await page.evaluate(async (name) => {
     const out = {};

@@ -151,8 +151,7 @@ pub(super) async fn version_locations(
     p: RepoItemPath,
 ) -> ApiResult<Response> {
     let (_, id) = path_param(p)?;
-    let access = auth.access;
-    let repo_id = access.repo_id;
+    let repo_id = auth.repo_id();
     let id = parse_id(&id, "version")?;
     blocking(move || {
         let body = store.version_locations(repo_id, id)?.encode();
