@@ -25,13 +25,33 @@ use super::{
 };
 use crate::{
     error::{ApiError, ApiResult},
-    store::{chunks::ChunkReader, Lookup, Store, StoreError},
+    store::{chunks::ChunkLoc, Lookup, Store, StoreError},
 };
 
 /// `chunks/get` reads and verifies up to this many bytes of its answer before it sends the
 /// status, so that a damaged chunk among them gets an explicit `damaged` error (every
 /// request the page makes is smaller). Damage found later can only cut the stream.
 const VERIFY_AHEAD: usize = 16 << 20;
+
+/// `chunks/get` reads its chunks in windows of at most this many stored bytes or
+/// [`WINDOW_CHUNKS`] chunks (the first always), each in container order and at once
+/// (`ChunkReader::read_many`), answered in request order.
+const WINDOW_BYTES: u64 = 8 << 20;
+const WINDOW_CHUNKS: usize = 1024;
+
+/// How many of `locs` (from the first) make the next window.
+fn read_window(locs: &[(Fingerprint, ChunkLoc)]) -> usize {
+    let mut bytes = 0;
+    let mut n = 0;
+    for (_, l) in locs.iter().take(WINDOW_CHUNKS) {
+        if n > 0 && bytes + l.stored_len as u64 > WINDOW_BYTES {
+            break;
+        }
+        bytes += l.stored_len as u64;
+        n += 1;
+    }
+    n
+}
 
 /// A fingerprint list from a `chunks/missing` or `chunks/lengths` body: N x 20 bytes when
 /// `binary`, else JSON `{"fingerprints": [hex, ...]}`; at most MAX_MISSING_FPS.
@@ -189,9 +209,9 @@ pub(super) async fn chunks_get(
         let mut sent = false;
         let mut rest = &locs[..];
         while !rest.is_empty() {
-            let (run, tail) = rest.split_at(ChunkReader::run_len(rest));
+            let (window, tail) = rest.split_at(read_window(rest));
             rest = tail;
-            let read = match reader.read_run(run, decode) {
+            let read = match reader.read_many(window, decode) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("chunks/get: {e}");
@@ -199,7 +219,7 @@ pub(super) async fn chunks_get(
                     return;
                 }
             };
-            for ((fp, loc), (codec, payload)) in run.iter().zip(read) {
+            for ((fp, loc), (codec, payload)) in window.iter().zip(read) {
                 let h = EntryHeader {
                     fp: *fp,
                     codec: Codec::from_u8(codec).unwrap_or(Codec::Raw),

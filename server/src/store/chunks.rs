@@ -359,49 +359,58 @@ impl ChunkReader<'_> {
         n
     }
 
-    /// Reads and verifies a run of chunks ([`ChunkReader::run_len`]) with one read of the
-    /// container (one ranged GET on object storage, where a request's latency, not its
-    /// size, is the cost); each is verified as [`ChunkReader::read`] does.
-    pub fn read_run(
+    /// Reads and verifies located chunks, answered in the order of `locs`: they are
+    /// read in container order, chunks close together in one container with one read (a
+    /// run, [`ChunkReader::run_len`]), and the runs through one
+    /// [`ContainerBackend::read_ranges`](super::backend::ContainerBackend::read_ranges)
+    /// call, concurrent on object storage. Each chunk is verified as
+    /// [`ChunkReader::read`] does; a run whose container is gone or short is read chunk by
+    /// chunk that way (moved since the lookup, or damaged).
+    pub fn read_many(
         &mut self,
-        run: &[(Fingerprint, ChunkLoc)],
+        locs: &[(Fingerprint, ChunkLoc)],
         decode: bool,
     ) -> StoreResult<Vec<(u8, Vec<u8>)>> {
-        if run.len() < 2 {
-            return run.iter().map(|(fp, l)| self.read(fp, l, decode)).collect();
+        let mut order: Vec<usize> = (0..locs.len()).collect();
+        order.sort_by_key(|&i| (locs[i].1.container_id, locs[i].1.offset));
+        let sorted: Vec<(Fingerprint, ChunkLoc)> = order.iter().map(|&i| locs[i]).collect();
+        let mut runs = Vec::new();
+        let mut at = 0;
+        while at < sorted.len() {
+            let n = Self::run_len(&sorted[at..]);
+            runs.push(at..at + n);
+            at += n;
         }
-        let (first, last) = (&run[0].1, &run[run.len() - 1].1);
-        let start = first.offset;
-        let len = (last.offset + last.stored_len as u64 - start) as u32;
-        // Opened (and kept) as a single read would.
-        if !self.files.contains_key(&first.container_id) {
-            if self.files.len() > 64 {
-                self.files.clear();
-            }
-            if let Some(c) = self
-                .store
-                .containers
-                .open(self.repo_id, first.container_id)?
-            {
-                self.files.insert(first.container_id, c);
-            }
-        }
-        let span = match self.files.get(&first.container_id) {
-            Some(c) => self.store.containers.read_at(c, start, len)?,
-            None => None,
-        };
-        let Some(span) = span else {
-            // Gone or cut: each chunk takes the single read's way (moved, or damaged).
-            return run.iter().map(|(fp, l)| self.read(fp, l, decode)).collect();
-        };
-        run.iter()
-            .map(|(fp, l)| {
-                let at = (l.offset - start) as usize;
-                let stored = span[at..at + l.stored_len as usize].to_vec();
-                self.store
-                    .verify_read(self.repo_id, fp, l, Some(stored), decode)
+        let ranges: Vec<(u64, u64, u32)> = runs
+            .iter()
+            .map(|r| {
+                let (first, last) = (&sorted[r.start].1, &sorted[r.end - 1].1);
+                let len = last.offset + last.stored_len as u64 - first.offset;
+                (first.container_id, first.offset, len as u32)
             })
-            .collect()
+            .collect();
+        let spans = self.store.containers.read_ranges(self.repo_id, &ranges);
+        let mut out: Vec<Option<(u8, Vec<u8>)>> = vec![None; locs.len()];
+        for ((run, span), &(_, start, _)) in runs.into_iter().zip(spans).zip(&ranges) {
+            let span = span?;
+            for k in run {
+                let (fp, l) = &sorted[k];
+                let got = match &span {
+                    Some(span) => {
+                        let at = (l.offset - start) as usize;
+                        let stored = span[at..at + l.stored_len as usize].to_vec();
+                        self.store
+                            .verify_read(self.repo_id, fp, l, Some(stored), decode)?
+                    }
+                    None => self.read(fp, l, decode)?,
+                };
+                out[order[k]] = Some(got);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|c| c.expect("every chunk read"))
+            .collect())
     }
 }
 

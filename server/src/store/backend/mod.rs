@@ -68,6 +68,30 @@ pub trait ContainerBackend: Send + Sync {
     /// was opened).
     fn read_at(&self, c: &Handle, offset: u64, len: u32) -> io::Result<Option<Vec<u8>>>;
 
+    /// Several ranges `(container id, offset, len)` of the repository's containers, each
+    /// answered as [`ContainerBackend::read_at`] would. Ranges of one container should
+    /// follow each other (they share one open). A backend whose requests cost latency
+    /// rather than bandwidth reads them concurrently.
+    fn read_ranges(
+        &self,
+        repo_id: i64,
+        ranges: &[(u64, u64, u32)],
+    ) -> Vec<io::Result<Option<Vec<u8>>>> {
+        let mut open: Option<(u64, Option<Handle>)> = None;
+        ranges
+            .iter()
+            .map(|&(id, offset, len)| {
+                if open.as_ref().map(|(at, _)| *at) != Some(id) {
+                    open = Some((id, self.open(repo_id, id)?));
+                }
+                match open.as_ref().and_then(|(_, h)| h.as_ref()) {
+                    Some(h) => self.read_at(h, offset, len),
+                    None => Ok(None),
+                }
+            })
+            .collect()
+    }
+
     /// Container `id` whole; `None` if it does not exist.
     fn read_all(&self, repo_id: i64, id: u64) -> io::Result<Option<Vec<u8>>>;
 
