@@ -49,7 +49,13 @@ test('every file of a picked folder gets the SHA-1 that Node computes', async ({
   const expected = makeFolder();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
+  // The smoke test is no view of the product: it is there only with `?dev`.
   await page.goto(server.appUrl);
+  await expect(page.getByTestId('tab-backup')).toBeVisible();
+  await expect(page.getByTestId('tab-fingerprints')).toHaveCount(0);
+  const dev = new URL(server.appUrl);
+  dev.search = '?dev';
+  await page.goto(dev.href);
   await page.getByTestId('tab-fingerprints').click();
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await page.getByTestId('folder-input').setInputFiles(folder);

@@ -1,14 +1,16 @@
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useMemo, useState, type ReactNode } from 'react';
 import { Api } from './api/client';
-import { takeTokenFromUrl } from './api/token';
+import { saveToken, takeTokenFromUrl } from './api/token';
 import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { SearchPanel } from './components/SearchPanel';
-import { TokenBadge } from './components/TokenBadge';
+import { TokenBadge, TokenProblem, useTokenCheck } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
+import { Notice } from './ui/Notice';
+import { Tabs, type TabDef } from './ui/Tabs';
 import { coreModule } from './wasm/loader';
 import { CorePool } from './worker/pool';
 
@@ -17,13 +19,51 @@ type Engine =
   | { state: 'ready'; pool: CorePool; jobs: JobStore; index: ClientIndex | null; indexError?: string }
   | { state: 'failed'; message: string };
 
-type Tab = 'backup' | 'fingerprints' | 'versions' | 'dashboard' | 'search';
+type Ready = Extract<Engine, { state: 'ready' }>;
+
+/** What a view needs; each tab below renders its view from this. */
+interface Ctx {
+  api: Api;
+  engine: Ready;
+}
+
+interface View extends TabDef<string> {
+  render: (c: Ctx) => ReactNode;
+}
+
+/** The product's views, in tab order. */
+const VIEWS: View[] = [
+  {
+    id: 'backup',
+    label: 'Back up',
+    testId: 'tab-backup',
+    render: ({ api, engine }) => <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />,
+  },
+  { id: 'versions', label: 'Versions', testId: 'tab-versions', render: ({ api }) => <VersionsPanel api={api} /> },
+  { id: 'dashboard', label: 'Dashboard', testId: 'tab-dashboard', render: ({ api }) => <Dashboard api={api} /> },
+  { id: 'search', label: 'Search', testId: 'tab-search', render: ({ api }) => <SearchPanel api={api} /> },
+];
+
+/**
+ * The engine's smoke test (each file's SHA-1 from the workers), for tests and debugging
+ * only: shown with `?dev` in the page's address.
+ */
+const DEV_VIEWS: View[] = [
+  {
+    id: 'fingerprints',
+    label: 'Fingerprints (dev)',
+    testId: 'tab-fingerprints',
+    render: ({ engine }) => <FileHashes pool={engine.pool} />,
+  },
+];
 
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
-  const [token] = useState(() => takeTokenFromUrl());
-  const [tab, setTab] = useState<Tab>('backup');
+  const [token, setToken] = useState(() => takeTokenFromUrl());
+  const views = useMemo(() => (new URLSearchParams(location.search).has('dev') ? [...VIEWS, ...DEV_VIEWS] : VIEWS), []);
+  const [tab, setTab] = useState(views[0].id);
   const api = useMemo(() => (token ? new Api(token) : null), [token]);
+  const [check, recheck] = useTokenCheck(api);
 
   useEffect(() => {
     let pool: CorePool | undefined;
@@ -43,76 +83,54 @@ export function App() {
     return () => pool?.terminate();
   }, []);
 
+  const usable = api && check.state !== 'refused';
+  const view = views.find((v) => v.id === tab) ?? views[0];
   return (
-    <main>
-      <header>
+    <div className="app">
+      <header className="app-header">
         <h1>Ditto</h1>
         <span className="tagline">Deduplicating backup, in your browser</span>
-        <nav>
-          <button type="button" className={tab === 'backup' ? 'active' : ''} onClick={() => setTab('backup')}>
-            Back up
-          </button>
-          <button
-            type="button"
-            data-testid="tab-versions"
-            className={tab === 'versions' ? 'active' : ''}
-            onClick={() => setTab('versions')}
-          >
-            Versions
-          </button>
-          <button
-            type="button"
-            data-testid="tab-dashboard"
-            className={tab === 'dashboard' ? 'active' : ''}
-            onClick={() => setTab('dashboard')}
-          >
-            Dashboard
-          </button>
-          <button
-            type="button"
-            data-testid="tab-search"
-            className={tab === 'search' ? 'active' : ''}
-            onClick={() => setTab('search')}
-          >
-            Search
-          </button>
-          <button
-            type="button"
-            data-testid="tab-fingerprints"
-            className={tab === 'fingerprints' ? 'active' : ''}
-            onClick={() => setTab('fingerprints')}
-          >
-            Fingerprints
-          </button>
-        </nav>
       </header>
-      {!token && (
-        <p className="warn" data-testid="no-token">
-          No access token: open the link that `npm start` printed.
-        </p>
-      )}
-      {api && <TokenBadge api={api} />}
-      {engine.state === 'loading' && <p>Loading the engine…</p>}
-      {engine.state === 'failed' && (
-        <p className="error" data-testid="engine-error">
-          {engine.message}
-        </p>
-      )}
-      {engine.state === 'ready' && (
-        <>
+      <div className="app-status">
+        <TokenBadge check={check} />
+        {engine.state === 'ready' && (
           <p className="muted" data-testid="engine-ready">
             Engine ready: {engine.pool.size} workers, WebAssembly SIMD.
             {engine.indexError && ` Client index unavailable (${engine.indexError}); the server answers every lookup.`}
           </p>
-          {tab === 'backup' && api && (
-            <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />
-          )}
-          {tab === 'fingerprints' && <FileHashes pool={engine.pool} />}
-          {tab === 'versions' && api && <VersionsPanel api={api} />}
-          {tab === 'dashboard' && api && <Dashboard api={api} />}
-          {tab === 'search' && api && <SearchPanel api={api} />}
-        </>
+        )}
+      </div>
+      <TokenProblem
+        check={check}
+        hasToken={!!token}
+        onToken={(t) => {
+          saveToken(t);
+          setToken(t);
+        }}
+        onRetry={recheck}
+      />
+      {engine.state === 'failed' && (
+        <Notice tone="error" title="The backup engine did not start" data-testid="engine-error">
+          <p>{engine.message}</p>
+          <p>
+            Ditto needs WebAssembly SIMD and module workers (Chrome 91+, Firefox 89+, Safari 16.4+). Reload the page, or
+            open it in a current browser.
+          </p>
+        </Notice>
       )}
-    </main>
+      {usable && (
+        <main>
+          <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
+            {engine.state === 'ready' ? (
+              view.render({ api, engine })
+            ) : engine.state === 'loading' ? (
+              <p className="muted" role="status">
+                Loading the engine…
+              </p>
+            ) : null}
+          </Tabs>
+        </main>
+      )}
+    </div>
   );
 }

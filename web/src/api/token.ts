@@ -8,11 +8,16 @@ export function takeTokenFromUrl(loc: Location = window.location, store: Storage
   const params = new URLSearchParams(loc.hash.replace(/^#/, ''));
   const fromUrl = params.get('token');
   if (fromUrl) {
-    store.setItem(KEY, fromUrl);
+    saveToken(fromUrl, store);
     params.delete('token');
     const rest = params.toString();
     history.replaceState(null, '', loc.pathname + loc.search + (rest ? `#${rest}` : ''));
     return fromUrl;
   }
   return store.getItem(KEY);
+}
+
+/** Keeps a token for the next visits, as one from the link is kept. */
+export function saveToken(token: string, store: Storage = localStorage) {
+  store.setItem(KEY, token);
 }

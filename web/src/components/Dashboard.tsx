@@ -5,8 +5,10 @@
  */
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import type { Api, RepoStats, VersionInfo } from '../api/client';
+import { Button } from '../ui/Button';
+import { EmptyState, Notice } from '../ui/Notice';
 import { UPlotChart, type ChartSeries } from './charts/UPlotChart';
-import { bytes, ratio } from './format';
+import { bytes, DEDUP_RATIO_MEANS, ratio, REPO_RATIO_MEANS } from './format';
 import '../restore/restore.css';
 
 interface ContainerRow {
@@ -15,8 +17,11 @@ interface ContainerRow {
   chunks: { fp: string; raw_len: number; stored_len: number }[];
 }
 
+/** `delta_saved_bytes` is reported by servers that store deltas; older ones leave it out. */
+type Stats = RepoStats & { delta_saved_bytes?: number };
+
 interface Data {
-  stats: RepoStats;
+  stats: Stats;
   versions: VersionInfo[];
   containers: ContainerRow[];
 }
@@ -38,16 +43,100 @@ export function chunkHistogram(sizes: Iterable<number>): { labels: string[]; cou
 }
 
 const MB = (v: number) => bytes(Math.round(v));
-const X = (v: number) => `${v.toFixed(1)}×`;
+/** Ratios on a log axis run from 1× to thousands: no decimals once they stop mattering. */
+const X = (v: number) => `${v >= 10 ? Math.round(v).toLocaleString('en') : v.toFixed(1)}×`;
+const COUNT = (v: number) => String(Math.round(v));
 
-function Figure({ id, label, value, text }: { id: string; label: string; value: number | null; text: string }) {
+function Figure(props: { id: string; label: string; value: number | null; text: string; title?: string }) {
+  const { id, label, value, text, title } = props;
   return (
-    <div className="figure">
+    <div className="figure" title={title}>
       <span className="muted">{label}</span>
       <strong data-testid={id} data-value={value ?? ''}>
         {text}
       </strong>
     </div>
+  );
+}
+
+type Row = { v: VersionInfo; cumLogical: number; cumStored: number; unique: number | null };
+
+/** A version as the charts label it: short, so that labels fit side by side. */
+const versionLabel = (v: VersionInfo) => `#${v.id}`;
+
+/** The per-version charts of one source: its versions only, so its axis stays readable. */
+function SourceCharts({ source, rows, heading }: { source: string; rows: Row[]; heading: boolean }) {
+  const charts = useMemo(() => {
+    const labels = rows.map((r) => versionLabel(r.v));
+    const series = (label: string, color: string, f: (r: Row) => number | null): ChartSeries => ({
+      label,
+      color,
+      values: rows.map(f),
+    });
+    return {
+      labels,
+      perVersion: [
+        series('Logical', '--chart-1', (r) => r.v.stats.logical_bytes),
+        series('Stored (new)', '--chart-2', (r) => r.v.stats.new_stored_bytes),
+      ],
+      ratio: [series('Dedup ratio', '--chart-3', (r) => r.v.stats.dedup_ratio)],
+      unbounded: rows.some((r) => r.v.stats.dedup_ratio === null),
+      savings: [
+        series('Saved by dedup', '--chart-3', (r) => r.v.stats.logical_bytes - r.v.stats.new_raw_bytes),
+        series('Saved by compression', '--chart-4', (r) => r.v.stats.new_raw_bytes - r.v.stats.new_stored_bytes),
+      ],
+      unique: [series('Only this version', '--chart-5', (r) => r.unique)],
+    };
+  }, [rows]);
+  return (
+    <section className="source-charts" data-testid="dash-source-charts" data-source={source}>
+      {heading && (
+        <h3>
+          Source “{source}”: {rows.length} version{rows.length === 1 ? '' : 's'}
+        </h3>
+      )}
+      <div className="charts">
+        <UPlotChart
+          testId="chart-per-version"
+          title="Logical vs stored bytes per version"
+          kind="bars"
+          xLabels={charts.labels}
+          series={charts.perVersion}
+          yFormat={MB}
+        />
+        <UPlotChart
+          testId="chart-ratio"
+          title="Dedup ratio per version (log scale)"
+          kind="lines"
+          logY
+          xLabels={charts.labels}
+          series={charts.ratio}
+          yFormat={X}
+          note={
+            <>
+              {DEDUP_RATIO_MEANS}
+              {charts.unbounded && ' Gaps: versions that stored nothing new (no ratio).'}
+            </>
+          }
+        />
+        <UPlotChart
+          testId="chart-savings"
+          title="Savings by technique per version"
+          kind="lines"
+          xLabels={charts.labels}
+          series={charts.savings}
+          yFormat={MB}
+        />
+        <UPlotChart
+          testId="chart-unique"
+          title="Stored bytes only this version references (what deleting it frees)"
+          kind="bars"
+          xLabels={charts.labels}
+          series={charts.unique}
+          yFormat={MB}
+        />
+      </div>
+    </section>
   );
 }
 
@@ -106,17 +195,13 @@ export function Dashboard({ api }: { api: Api }) {
     let cumLogical = 0;
     let cumStored = 0;
     const uniqueOf = new Map(data.stats.series.map((p) => [p.id, p.unique_stored_bytes]));
-    const rows = vs.map((v) => {
+    const rows: Row[] = vs.map((v) => {
       cumLogical += v.stats.logical_bytes;
       cumStored += v.stats.new_stored_bytes;
       return { v, cumLogical, cumStored, unique: uniqueOf.get(v.id) ?? null };
     });
-    const labels = vs.map((v) => (scope || sources.length === 1 ? `v${v.id}` : `${v.source} v${v.id}`));
-    const series = (label: string, color: string, f: (r: (typeof rows)[number]) => number | null): ChartSeries => ({
-      label,
-      color,
-      values: rows.map(f),
-    });
+    const bySource = new Map<string, Row[]>();
+    for (const r of rows) bySource.set(r.v.source, [...(bySource.get(r.v.source) ?? []), r]);
     const s = data.stats;
     const sumOf = (f: (v: VersionInfo) => number) => vs.reduce((n, v) => n + f(v), 0);
     const totals = scope
@@ -127,48 +212,51 @@ export function Dashboard({ api }: { api: Api }) {
         }
       : { logical: s.logical_bytes, raw: s.raw_bytes, stored: s.stored_bytes };
     const sizes = scope ? sourceChunks.get(scope) : data.containers.flatMap((c) => c.chunks.map((ch) => ch.raw_len));
+    const labels = rows.map((r) => versionLabel(r.v));
     return {
       rows,
+      bySource,
       totals,
       ratio: scope ? (totals.stored ? totals.logical / totals.stored : null) : s.dedup_ratio,
       hist: sizes ? chunkHistogram(sizes) : null,
       histTotal: sizes?.length ?? null,
-      charts: {
-        perVersion: {
-          labels,
-          series: [
-            series('Logical', '#4a6fa5', (r) => r.v.stats.logical_bytes),
-            series('Stored (new)', '#d9822b', (r) => r.v.stats.new_stored_bytes),
-          ],
-        },
-        cumulative: {
-          labels,
-          series: [series('Logical', '#4a6fa5', (r) => r.cumLogical), series('Stored', '#d9822b', (r) => r.cumStored)],
-        },
-        ratio: { labels, series: [series('Dedup ratio', '#2e8540', (r) => r.v.stats.dedup_ratio)] },
-        savings: {
-          labels,
-          series: [
-            series('Saved by dedup', '#2e8540', (r) => r.v.stats.logical_bytes - r.v.stats.new_raw_bytes),
-            series('Saved by compression', '#8e44ad', (r) => r.v.stats.new_raw_bytes - r.v.stats.new_stored_bytes),
-            series('Saved by delta', '#999999', () => 0),
-          ],
-        },
-        sent: { labels, series: [series('Bytes sent', '#d9822b', (r) => r.v.stats.new_stored_bytes)] },
-        unique: { labels, series: [series('Only this version', '#b00020', (r) => r.unique)] },
+      cumulative: {
+        labels,
+        series: [
+          { label: 'Logical', color: '--chart-1', values: rows.map((r) => r.cumLogical) },
+          { label: 'Stored', color: '--chart-2', values: rows.map((r) => r.cumStored) },
+        ],
       },
     };
-  }, [data, scope, sources, sourceChunks]);
+  }, [data, scope, sourceChunks]);
 
   if (error)
     return (
-      <p className="error" data-testid="dash-error">
-        {error}
+      <Notice tone="error" title="The dashboard could not load the repository’s numbers" data-testid="dash-error">
+        <p>{error}</p>
+        <p>
+          <Button onClick={load}>Try again</Button>
+        </p>
+      </Notice>
+    );
+  if (!data || !view)
+    return (
+      <p className="muted" role="status">
+        Loading the repository’s numbers…
       </p>
     );
-  if (!data || !view) return <p>Loading the repository's numbers…</p>;
+  if (data.versions.length === 0)
+    return (
+      <EmptyState title="No backups yet" data-testid="dash-empty" action={<Button onClick={load}>Refresh</Button>}>
+        <p>
+          Back up a folder in the <strong>Back up</strong> tab: how much each version stored, and what dedup and
+          compression saved, show here.
+        </p>
+      </EmptyState>
+    );
   const s = data.stats;
   const t = view.totals;
+  const delta = !scope && (s.delta_saved_bytes ?? 0) > 0 ? s.delta_saved_bytes! : null;
   return (
     <section className="dashboard" data-testid="dashboard" data-scope={scope}>
       <div className="dash-head">
@@ -189,10 +277,34 @@ export function Dashboard({ api }: { api: Api }) {
       </div>
       <div className="figures">
         <Figure id="dash-versions" label="Versions" value={view.rows.length} text={String(view.rows.length)} />
-        <Figure id="dash-logical" label="Logical bytes" value={t.logical} text={bytes(t.logical)} />
-        <Figure id="dash-raw" label="Unique chunk bytes" value={t.raw} text={bytes(t.raw)} />
-        <Figure id="dash-stored" label="Stored bytes" value={t.stored} text={bytes(t.stored)} />
-        <Figure id="dash-ratio" label="Dedup ratio" value={view.ratio} text={ratio(view.ratio)} />
+        <Figure
+          id="dash-logical"
+          label="Logical bytes"
+          value={t.logical}
+          text={bytes(t.logical)}
+          title="The size of every version's files added up, as if each were stored in full"
+        />
+        <Figure
+          id="dash-raw"
+          label="Unique chunk bytes"
+          value={t.raw}
+          text={bytes(t.raw)}
+          title="The distinct chunks, before compression"
+        />
+        <Figure
+          id="dash-stored"
+          label="Stored bytes"
+          value={t.stored}
+          text={bytes(t.stored)}
+          title="The distinct chunks as stored, after compression"
+        />
+        <Figure
+          id="dash-ratio"
+          label="Dedup ratio"
+          value={view.ratio}
+          text={ratio(view.ratio)}
+          title={REPO_RATIO_MEANS}
+        />
         <Figure
           id="dash-saved-dedup"
           label="Saved by dedup"
@@ -205,7 +317,7 @@ export function Dashboard({ api }: { api: Api }) {
           value={t.raw - t.stored}
           text={bytes(t.raw - t.stored)}
         />
-        <Figure id="dash-saved-delta" label="Saved by delta" value={0} text={bytes(0)} />
+        {delta !== null && <Figure id="dash-saved-delta" label="Saved by delta" value={delta} text={bytes(delta)} />}
         {!scope && (
           <>
             <Figure id="dash-chunks" label="Chunks" value={s.chunks} text={s.chunks.toLocaleString('en')} />
@@ -249,51 +361,11 @@ export function Dashboard({ api }: { api: Api }) {
       )}
       <div className="charts">
         <UPlotChart
-          testId="chart-per-version"
-          title="Logical vs stored bytes per version"
-          kind="bars"
-          xLabels={view.charts.perVersion.labels}
-          series={view.charts.perVersion.series}
-          yFormat={MB}
-        />
-        <UPlotChart
           testId="chart-cumulative"
-          title="Cumulative logical vs stored bytes"
+          title={`Cumulative logical vs stored bytes (${scope ? 'this source' : 'all sources'})`}
           kind="lines"
-          xLabels={view.charts.cumulative.labels}
-          series={view.charts.cumulative.series}
-          yFormat={MB}
-        />
-        <UPlotChart
-          testId="chart-ratio"
-          title="Dedup ratio per version"
-          kind="lines"
-          xLabels={view.charts.ratio.labels}
-          series={view.charts.ratio.series}
-          yFormat={X}
-        />
-        <UPlotChart
-          testId="chart-savings"
-          title="Savings by technique per version"
-          kind="lines"
-          xLabels={view.charts.savings.labels}
-          series={view.charts.savings.series}
-          yFormat={MB}
-        />
-        <UPlotChart
-          testId="chart-sent"
-          title="Bytes sent per backup"
-          kind="bars"
-          xLabels={view.charts.sent.labels}
-          series={view.charts.sent.series}
-          yFormat={MB}
-        />
-        <UPlotChart
-          testId="chart-unique"
-          title="Stored bytes only this version references (what deleting it frees)"
-          kind="bars"
-          xLabels={view.charts.unique.labels}
-          series={view.charts.unique.series}
+          xLabels={view.cumulative.labels}
+          series={view.cumulative.series}
           yFormat={MB}
         />
         {view.hist && (
@@ -302,24 +374,44 @@ export function Dashboard({ api }: { api: Api }) {
             title={`Chunk sizes (${scope ? 'chunks this source references' : 'all chunks'})`}
             kind="bars"
             xLabels={view.hist.labels}
-            series={[{ label: 'Chunks', color: '#4a6fa5', values: view.hist.counts }]}
-            yFormat={(v) => String(Math.round(v))}
+            series={[{ label: 'Chunks', color: '--chart-1', values: view.hist.counts }]}
+            yFormat={COUNT}
           />
         )}
       </div>
+      {[...view.bySource].map(([src, rows]) => (
+        <SourceCharts key={src} source={src} rows={rows} heading={view.bySource.size > 1} />
+      ))}
       <span hidden data-testid="dash-hist-total" data-value={view.histTotal ?? ''} />
       <table className="files" data-testid="dash-table">
+        <caption>Per version</caption>
         <thead>
           <tr>
-            <th>Version</th>
-            <th>Source</th>
-            <th>Logical</th>
-            <th>New raw</th>
-            <th>Stored (sent)</th>
-            <th>Dedup ratio</th>
-            <th>Cumulative logical</th>
-            <th>Cumulative stored</th>
-            <th title="Stored bytes of the chunks no other version references: what deleting this version alone frees">
+            <th scope="col">Version</th>
+            <th scope="col">Source</th>
+            <th scope="col" className="num" title="The size of the version's files">
+              Logical
+            </th>
+            <th scope="col" className="num" title="Chunks this version added, before compression">
+              New raw
+            </th>
+            <th scope="col" className="num" title="Chunks this version added, as stored (after compression)">
+              Stored (new)
+            </th>
+            <th scope="col" className="num" title={DEDUP_RATIO_MEANS}>
+              Dedup ratio
+            </th>
+            <th scope="col" className="num">
+              Cumulative logical
+            </th>
+            <th scope="col" className="num">
+              Cumulative stored
+            </th>
+            <th
+              scope="col"
+              className="num"
+              title="Stored bytes of the chunks no other version references: what deleting this version alone frees"
+            >
               Only this version
             </th>
           </tr>
@@ -327,7 +419,7 @@ export function Dashboard({ api }: { api: Api }) {
         <tbody>
           {view.rows.map(({ v, cumLogical, cumStored, unique }) => (
             <tr key={v.id} data-testid="dash-row" data-version={v.id}>
-              <td>{v.id}</td>
+              <td>#{v.id}</td>
               <td>{v.source}</td>
               <td className="num" data-testid="d-logical" data-value={v.stats.logical_bytes}>
                 {bytes(v.stats.logical_bytes)}
@@ -354,6 +446,9 @@ export function Dashboard({ api }: { api: Api }) {
           ))}
         </tbody>
       </table>
+      <p className="muted" data-testid="dash-ratio-legend">
+        {DEDUP_RATIO_MEANS} {REPO_RATIO_MEANS}
+      </p>
     </section>
   );
 }

@@ -14,6 +14,8 @@ import {
 } from '../search/search';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
 import { startSearchWorkers, type SearchWorkers } from '../search/workers';
+import { EmptyState, Notice } from '../ui/Notice';
+import { Progress } from '../ui/Progress';
 import { bytes } from './format';
 
 /** An outcome and the number of the run that produced it (tests wait for their run). */
@@ -25,6 +27,8 @@ const FILES_SHOWN = 300;
 const SNIPPETS_PER_FILE = 3;
 
 const ms = (v: number) => `${Math.round(v)} ms`;
+const seconds = (v: number) => (v < 1000 ? ms(v) : `${(v / 1000).toFixed(1)} s`);
+const plural = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
 
 function keywordLabel(k: Uint8Array, hex: boolean): string {
   return hex ? [...k].map((b) => b.toString(16).padStart(2, '0')).join(' ') : new TextDecoder().decode(k);
@@ -32,7 +36,8 @@ function keywordLabel(k: Uint8Array, hex: boolean): string {
 
 /** Search the contents of stored versions: DedupSearch, with the naive search beside it. */
 export function SearchPanel({ api }: { api: Api }) {
-  const [versions, setVersions] = useState<VersionInfo[]>([]);
+  /** Null until loaded. */
+  const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [keywords, setKeywords] = useState('');
   const [hex, setHex] = useState(false);
   const [filesOnly, setFilesOnly] = useState(false);
@@ -92,6 +97,14 @@ export function SearchPanel({ api }: { api: Api }) {
     [outcomes],
   );
 
+  if (versions?.length === 0)
+    return (
+      <EmptyState title="Nothing to search yet" data-testid="search-no-versions">
+        <p>
+          Search looks inside the files of stored versions. Back up a folder in the <strong>Back up</strong> tab first.
+        </p>
+      </EmptyState>
+    );
   return (
     <section className="search" data-testid="search-panel">
       <form
@@ -129,7 +142,7 @@ export function SearchPanel({ api }: { api: Api }) {
             <input data-testid="search-path" value={pathFilter} onChange={(e) => setPathFilter(e.target.value)} />
           </label>
           <label>
-            Run DedupSearch{' '}
+            Run the search{' '}
             <select data-testid="search-where" value={where} onChange={(e) => setWhere(e.target.value as SearchWhere)}>
               <option value="auto">where it is fastest (auto)</option>
               <option value="page">in this page</option>
@@ -144,7 +157,7 @@ export function SearchPanel({ api }: { api: Api }) {
               value={chosen.map(String)}
               onChange={(e) => setChosen([...e.target.selectedOptions].map((o) => Number(o.value)))}
             >
-              {versions.map((v) => (
+              {(versions ?? []).map((v) => (
                 <option key={v.id} value={v.id}>
                   {v.id} · {v.source} · {new Date(v.time).toLocaleString()}
                 </option>
@@ -160,9 +173,9 @@ export function SearchPanel({ api }: { api: Api }) {
           data-testid="search-naive"
           disabled={!!busy || !keywords.trim()}
           onClick={() => void run('naive')}
-          title="Reassemble every file and scan it: slower, the reference DedupSearch must equal"
+          title="Reassembles every file and scans it from start to end: slower, and the reference the search must equal"
         >
-          Naive search (check)
+          Check by reading every file
         </button>{' '}
         {busy && (
           <button type="button" onClick={cancel}>
@@ -171,14 +184,19 @@ export function SearchPanel({ api }: { api: Api }) {
         )}
       </form>
       {busy && progress && (
-        <p data-testid="search-progress" data-phase={progress.phase}>
-          {busy === 'dedup' ? 'DedupSearch' : 'Naive search'}: {progress.phase} {progress.done}/{progress.total}
-        </p>
+        <div data-testid="search-progress" data-phase={progress.phase}>
+          <Progress
+            label={`${busy === 'dedup' ? 'Searching' : 'Reading every file'}: ${progress.phase}`}
+            value={progress.total ? progress.done : null}
+            max={progress.total || 1}
+            detail={`${progress.done} of ${progress.total}`}
+          />
+        </div>
       )}
       {error && (
-        <p className="error" data-testid="search-error">
-          {error}
-        </p>
+        <Notice tone="error" data-testid="search-error">
+          <p>{error}</p>
+        </Notice>
       )}
       {(['dedup', 'naive'] as const).map((k) => {
         const o = outcomes[k];
@@ -191,8 +209,8 @@ export function SearchPanel({ api }: { api: Api }) {
           className={compared.onlyA === 0 && compared.onlyB === 0 ? 'ok' : 'error'}
         >
           {compared.onlyA === 0 && compared.onlyB === 0
-            ? `DedupSearch and the naive search found the same ${outcomes.dedup!.matches} matches; DedupSearch took ${ms(outcomes.dedup!.totalMs)}, naive ${ms(outcomes.naive!.totalMs)}.`
-            : `Results differ: ${compared.onlyA} matches only from DedupSearch, ${compared.onlyB} only from the naive search.`}
+            ? `Checked: reading every file found the same ${outcomes.dedup!.matches} matches (search ${seconds(outcomes.dedup!.totalMs)}, check ${seconds(outcomes.naive!.totalMs)}).`
+            : `Results differ: ${compared.onlyA} matches only from the search, ${compared.onlyB} only from reading every file.`}
         </p>
       )}
       {shown && !busy && <Results api={api} o={shown} hex={hex} />}
@@ -229,37 +247,59 @@ function Summary({ o }: { o: Shown }) {
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
       data-records={records ? JSON.stringify(records) : undefined}
     >
-      <strong>{o.engine === 'dedup' ? 'DedupSearch' : 'Naive search'}</strong>
-      {o.where === 'server' ? ' (on the server)' : ''}: {o.matches} matches in {o.results.length} of {o.filesSearched}{' '}
-      files ({bytes(o.logicalBytes)} logical), {ms(o.totalMs)} —{' '}
-      {Object.entries(o.phaseMs)
-        .map(([k, v]) => `${k} ${ms(v)}`)
-        .join(', ')}
-      ; read {bytes(o.storedBytesRead)} from the server
-      {o.physical && (
-        <>
-          {' '}
-          ({o.physical.containers} containers, {o.physical.rangesRead} byte ranges fetched, the rest from the workers'
-          cache; {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once
-          {o.prepareCached ? '; versions and container tables reused' : ''})
-        </>
-      )}
-      {o.naiveBytes !== undefined && <> ({bytes(o.naiveBytes)} reassembled and scanned)</>}.
-      {records && (
-        <>
-          {' '}
-          Records: {records.chunk_results} chunk-results, {records.location_lists} location-lists (
-          {records.long_location_lists} long), {records.tiny} tiny ({records.tiny_fetched} read back),{' '}
-          {records.infix_lists} infix.
-        </>
-      )}
+      <p data-testid="search-summary">
+        {o.engine === 'naive' && <strong>Check (every file read in full): </strong>}
+        {o.matches === 0
+          ? `No matches in ${plural(o.filesSearched, 'file')}`
+          : `Found ${plural(o.matches, 'match', 'matches')} in ${o.results.length} of ${plural(o.filesSearched, 'file')}`}{' '}
+        ({bytes(o.logicalBytes)} searched) in {seconds(o.totalMs)}
+        {o.where === 'server' ? ', on the server' : ''}.
+      </p>
+      <details className="search-details">
+        <summary>How the search ran</summary>
+        <ul>
+          <li>
+            {o.engine === 'dedup'
+              ? 'DedupSearch: each stored chunk scanned once, however many files and versions share it.'
+              : 'Naive search: every file reassembled and scanned from start to end.'}
+          </li>
+          <li>
+            Stages:{' '}
+            {Object.entries(o.phaseMs)
+              .map(([k, v]) => `${k} ${ms(v)}`)
+              .join(', ')}
+            .
+          </li>
+          <li>Read {bytes(o.storedBytesRead)} from the server.</li>
+          {o.physical && (
+            <li>
+              {plural(o.physical.containers, 'container')}, {plural(o.physical.rangesRead, 'byte range')} fetched (the
+              rest from the workers' cache); {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once
+              {o.prepareCached ? '; version list and container tables reused from the previous search' : ''}.
+            </li>
+          )}
+          {o.naiveBytes !== undefined && <li>{bytes(o.naiveBytes)} reassembled and scanned.</li>}
+          {records && (
+            <li>
+              Index records: {records.chunk_results} chunk-results, {records.location_lists} location-lists (
+              {records.long_location_lists} long), {records.tiny} tiny ({records.tiny_fetched} read back),{' '}
+              {records.infix_lists} infix.
+            </li>
+          )}
+        </ul>
+      </details>
     </div>
   );
 }
 
 function Results({ api, o, hex }: { api: Api; o: SearchOutcome; hex: boolean }) {
   const cache = useMemo(() => new ChunkCache(api), [api, o]);
-  if (o.results.length === 0) return <p data-testid="search-empty">No matches.</p>;
+  if (o.results.length === 0)
+    return (
+      <p className="muted" data-testid="search-empty">
+        No matches. Keywords are case-sensitive: check the spelling, or widen the path and version filters.
+      </p>
+    );
   const byVersion = new Map<number, FileHits[]>();
   for (const r of o.results.slice(0, FILES_SHOWN))
     byVersion.set(r.file.version, [...(byVersion.get(r.file.version) ?? []), r]);

@@ -20,3 +20,11 @@ export function duration(s: number | null): string {
   if (s < 60) return `${Math.ceil(s)} s`;
   return `${Math.floor(s / 60)} min ${Math.ceil(s % 60)} s`;
 }
+
+/** What a version's dedup ratio means: the server's `dedup_ratio` (docs/API.md), the one figure shown for it. */
+export const DEDUP_RATIO_MEANS =
+  'Dedup ratio of a version: its logical bytes divided by the bytes it added to the server (its new chunks, compressed); “—” when it added nothing.';
+
+/** What the dedup ratio of the repository (or of one source's versions) means. */
+export const REPO_RATIO_MEANS =
+  'Dedup ratio of the repository or of a source: the logical bytes of all its versions divided by the bytes stored for them.';
