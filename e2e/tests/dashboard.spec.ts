@@ -89,15 +89,27 @@ test('the dashboard shows the server’s numbers, per repository and per source'
     await expect(row.getByTestId('d-cum-logical')).toHaveAttribute('data-value', String(cumL));
     await expect(row.getByTestId('d-cum-stored')).toHaveAttribute('data-value', String(cumS));
   }
-  for (const id of [
-    'chart-per-version',
-    'chart-cumulative',
-    'chart-ratio',
-    'chart-savings',
-    'chart-sent',
-    'chart-chunk-sizes',
-  ])
+  for (const id of ['chart-cumulative', 'chart-chunk-sizes'])
     await expect(page.getByTestId(id).locator('canvas')).toHaveCount(1);
+  // Per-version charts per source: each axis holds only its source's versions.
+  const sources = [...new Set(versions.map((v) => v.source))];
+  await expect(page.getByTestId('dash-source-charts')).toHaveCount(sources.length);
+  for (const src of sources) {
+    const group = page.locator(`[data-testid=dash-source-charts][data-source="${src}"]`);
+    await expect(group.getByRole('heading')).toContainText(`“${src}”`);
+    for (const id of ['chart-per-version', 'chart-ratio', 'chart-savings', 'chart-unique'])
+      await expect(group.getByTestId(id).locator('canvas')).toHaveCount(1);
+  }
+  // Delta compression is shown only when the server reports bytes it saved.
+  const delta = (stats as Stats & { delta_saved_bytes?: number }).delta_saved_bytes ?? 0;
+  if (delta > 0) expect(await value(page, 'dash-saved-delta')).toBe(String(delta));
+  else await expect(page.getByTestId('dash-saved-delta')).toHaveCount(0);
+  // The column over new_stored_bytes names what it holds, and one ratio per version is defined.
+  await expect(page.getByTestId('dash-table').locator('th')).toContainText(['Stored (new)', 'Dedup ratio']);
+  await expect(page.getByTestId('dash-table').locator('th', { hasText: 'Dedup ratio' })).toHaveAttribute(
+    'title',
+    /logical bytes divided by the bytes it added/,
+  );
 
   const shot = testInfo.outputPath('dashboard-repository.png');
   await page.getByTestId('dashboard').screenshot({ path: shot });

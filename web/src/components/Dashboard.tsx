@@ -26,7 +26,7 @@ interface Data {
   containers: ContainerRow[];
 }
 
-/** Histogram bins of chunk raw sizes: [2^k, 2^(k+1)) for k = 9..19, plus <512 B and 1 MiB. */
+/** Histogram bins of chunk raw sizes: <512 B, [2^k, 2^(k+1)) for k = 9..19, and 1 MiB and more. */
 export function chunkHistogram(sizes: Iterable<number>): { labels: string[]; counts: number[] } {
   const lo = 9;
   const hi = 20;
@@ -36,9 +36,9 @@ export function chunkHistogram(sizes: Iterable<number>): { labels: string[]; cou
     counts[Math.min(hi - lo + 1, Math.max(0, k - lo + 1))]++;
   }
   const kib = (b: number) => (b >= 1 << 20 ? `${b >> 20}M` : b >= 1024 ? `${b >> 10}K` : `${b}`);
+  // Each bin is labelled by its lower bound: short labels, so that every one fits.
   const labels = ['<512'];
-  for (let k = lo; k < hi; k++) labels.push(`${kib(2 ** k)}–${kib(2 ** (k + 1))}`);
-  labels.push('1M');
+  for (let k = lo; k <= hi; k++) labels.push(kib(2 ** k));
   return { labels, counts };
 }
 
@@ -372,6 +372,7 @@ export function Dashboard({ api }: { api: Api }) {
           <UPlotChart
             testId="chart-chunk-sizes"
             title={`Chunk sizes (${scope ? 'chunks this source references' : 'all chunks'})`}
+            note="Each bar counts the chunks from its size up to the next bar’s."
             kind="bars"
             xLabels={view.hist.labels}
             series={[{ label: 'Chunks', color: '--chart-1', values: view.hist.counts }]}

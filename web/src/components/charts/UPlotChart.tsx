@@ -32,6 +32,11 @@ interface Props {
 /** Width in pixels of the axis font's widest digit-like character, with a margin. */
 const CHAR_PX = 7.5;
 
+/** Blanks a label equal to the one below it: small ranges round several ticks to one value. */
+function distinct(labels: string[]): string[] {
+  return labels.map((l, i) => (i > 0 && l === labels[i - 1] ? '' : l));
+}
+
 export function UPlotChart({ title, xLabels, series, kind, yFormat, testId, logY, note, height = 220 }: Props) {
   const box = useRef<HTMLDivElement>(null);
 
@@ -73,11 +78,18 @@ export function UPlotChart({ title, xLabels, series, kind, yFormat, testId, logY
         },
         {
           stroke: text,
-          grid: { stroke: grid, width: 1 },
+          // On a log axis, a grid line per power of ten: the ones between are noise.
+          grid: {
+            stroke: grid,
+            width: 1,
+            ...(logY && {
+              filter: (_u: uPlot, splits: number[]) => splits.map((s) => (Number.isInteger(Math.log10(s)) ? s : null)),
+            }),
+          },
           ticks: { stroke: grid, width: 1 },
           size: 72,
           // A log axis hides the splits it has no room for as nulls.
-          values: (_u, splits) => splits.map((s) => (s == null ? '' : yFormat(s))),
+          values: (_u, splits) => distinct(splits.map((s) => (s == null ? '' : yFormat(s)))),
         },
       ],
       legend: { live: false },
