@@ -1,5 +1,6 @@
 import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page, type TestInfo } from '@playwright/test';
+import { writeFileSync } from 'node:fs';
 import { npmVersions } from '../datasets';
 import { startServer, type RunningServer } from '../server';
 
@@ -42,7 +43,15 @@ async function audit(page: Page, testInfo: TestInfo, name: string) {
       .filter((v) => v.impact === 'serious' || v.impact === 'critical')
       .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
     expect.soft(bad, `${name}, ${scheme} scheme`).toEqual([]);
-    const shot = testInfo.outputPath(`${name}-${scheme}.png`.replace(/[^\w.-]+/g, '-'));
+    // The lesser findings too, for whoever polishes the view next.
+    const all = violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length }));
+    const base = testInfo.outputPath(`${name}-${scheme}`.replace(/[^\w.-]+/g, '-'));
+    writeFileSync(`${base}.json`, JSON.stringify(all, null, 1));
+    await testInfo.attach(`${name} (${scheme}) axe findings`, {
+      path: `${base}.json`,
+      contentType: 'application/json',
+    });
+    const shot = `${base}.png`;
     await page.screenshot({ path: shot, fullPage: true });
     await testInfo.attach(`${name} (${scheme})`, { path: shot, contentType: 'image/png' });
   }

@@ -58,6 +58,10 @@ test('a backup-only token backs up through the page and may not read or delete',
   await page.goto(`${server.url}/#token=${backup}`);
   await expect(page.getByTestId('token-scope')).toHaveAttribute('data-scope', 'backup');
   await expect(page.getByTestId('token-scope')).toContainText('cannot restore or search, delete');
+  // The views it may not use are not offered.
+  await expect(page.getByTestId('tab-versions')).toBeVisible();
+  await expect(page.getByTestId('tab-dashboard')).toHaveCount(0);
+  await expect(page.getByTestId('tab-search')).toHaveCount(0);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
 
   const ids: number[] = [];

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState, type ReactNode } from 'react';
-import { Api } from './api/client';
+import { Api, type TokenInfo } from './api/client';
 import { saveToken, takeTokenFromUrl } from './api/token';
 import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
@@ -29,6 +29,8 @@ interface Ctx {
 
 interface View extends TabDef<string> {
   render: (c: Ctx) => ReactNode;
+  /** Whether a token may use the view (docs/API.md, scopes); absent: every token may. */
+  allows?: (can: TokenInfo['can']) => boolean;
 }
 
 /** The product's views, in tab order. */
@@ -40,8 +42,21 @@ const VIEWS: View[] = [
     render: ({ api, engine }) => <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />,
   },
   { id: 'versions', label: 'Versions', testId: 'tab-versions', render: ({ api }) => <VersionsPanel api={api} /> },
-  { id: 'dashboard', label: 'Dashboard', testId: 'tab-dashboard', render: ({ api }) => <Dashboard api={api} /> },
-  { id: 'search', label: 'Search', testId: 'tab-search', render: ({ api }) => <SearchPanel api={api} /> },
+  {
+    id: 'dashboard',
+    label: 'Dashboard',
+    testId: 'tab-dashboard',
+    render: ({ api }) => <Dashboard api={api} />,
+    // Statistics cover the whole repository, and the chunk sizes come from the container tables.
+    allows: (can) => can.browse && can.restore,
+  },
+  {
+    id: 'search',
+    label: 'Search',
+    testId: 'tab-search',
+    render: ({ api }) => <SearchPanel api={api} />,
+    allows: (can) => can.restore,
+  },
 ];
 
 /**
@@ -60,10 +75,14 @@ const DEV_VIEWS: View[] = [
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
   const [token, setToken] = useState(() => takeTokenFromUrl());
-  const views = useMemo(() => (new URLSearchParams(location.search).has('dev') ? [...VIEWS, ...DEV_VIEWS] : VIEWS), []);
-  const [tab, setTab] = useState(views[0].id);
   const api = useMemo(() => (token ? new Api(token) : null), [token]);
   const [check, recheck] = useTokenCheck(api);
+  // Until the server has said what the token may do, every view is offered.
+  const views = useMemo(() => {
+    const all = new URLSearchParams(location.search).has('dev') ? [...VIEWS, ...DEV_VIEWS] : VIEWS;
+    return check.state === 'ok' ? all.filter((v) => v.allows?.(check.info.can) ?? true) : all;
+  }, [check]);
+  const [tab, setTab] = useState(views[0].id);
 
   useEffect(() => {
     let pool: CorePool | undefined;
@@ -88,38 +107,41 @@ export function App() {
   return (
     <div className="app">
       <header className="app-header">
-        <h1>Ditto</h1>
-        <span className="tagline">Deduplicating backup, in your browser</span>
+        <div className="app-title">
+          <h1>Ditto</h1>
+          <span className="tagline">Deduplicating backup, in your browser</span>
+        </div>
+        <div className="app-status">
+          <TokenBadge check={check} />
+          {engine.state === 'ready' && (
+            <p className="muted" data-testid="engine-ready">
+              Engine ready: {engine.pool.size} workers, WebAssembly SIMD.
+              {engine.indexError &&
+                ` Client index unavailable (${engine.indexError}); the server answers every lookup.`}
+            </p>
+          )}
+        </div>
       </header>
-      <div className="app-status">
-        <TokenBadge check={check} />
-        {engine.state === 'ready' && (
-          <p className="muted" data-testid="engine-ready">
-            Engine ready: {engine.pool.size} workers, WebAssembly SIMD.
-            {engine.indexError && ` Client index unavailable (${engine.indexError}); the server answers every lookup.`}
-          </p>
+      <main>
+        <TokenProblem
+          check={check}
+          hasToken={!!token}
+          onToken={(t) => {
+            saveToken(t);
+            setToken(t);
+          }}
+          onRetry={recheck}
+        />
+        {engine.state === 'failed' && (
+          <Notice tone="error" title="The backup engine did not start" data-testid="engine-error">
+            <p>{engine.message}</p>
+            <p>
+              Ditto needs WebAssembly SIMD and module workers (Chrome 91+, Firefox 89+, Safari 16.4+). Reload the page,
+              or open it in a current browser.
+            </p>
+          </Notice>
         )}
-      </div>
-      <TokenProblem
-        check={check}
-        hasToken={!!token}
-        onToken={(t) => {
-          saveToken(t);
-          setToken(t);
-        }}
-        onRetry={recheck}
-      />
-      {engine.state === 'failed' && (
-        <Notice tone="error" title="The backup engine did not start" data-testid="engine-error">
-          <p>{engine.message}</p>
-          <p>
-            Ditto needs WebAssembly SIMD and module workers (Chrome 91+, Firefox 89+, Safari 16.4+). Reload the page, or
-            open it in a current browser.
-          </p>
-        </Notice>
-      )}
-      {usable && (
-        <main>
+        {usable && (
           <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
             {engine.state === 'ready' ? (
               view.render({ api, engine })
@@ -129,8 +151,8 @@ export function App() {
               </p>
             ) : null}
           </Tabs>
-        </main>
-      )}
+        )}
+      </main>
     </div>
   );
 }

@@ -6,6 +6,7 @@
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import type { Api, RepoStats, VersionInfo } from '../api/client';
 import { Button } from '../ui/Button';
+import { Select } from '../ui/Field';
 import { EmptyState, Notice } from '../ui/Notice';
 import { UPlotChart, type ChartSeries } from './charts/UPlotChart';
 import { bytes, DEDUP_RATIO_MEANS, ratio, REPO_RATIO_MEANS } from './format';
@@ -260,20 +261,17 @@ export function Dashboard({ api }: { api: Api }) {
   return (
     <section className="dashboard" data-testid="dashboard" data-scope={scope}>
       <div className="dash-head">
-        <label>
-          Show{' '}
-          <select data-testid="dash-scope" value={scope} onChange={(e) => setScope(e.target.value)}>
-            <option value="">Repository “{s.repo}”</option>
-            {sources.map((src) => (
-              <option key={src} value={src}>
-                Source “{src}”
-              </option>
-            ))}
-          </select>
-        </label>
-        <button type="button" data-testid="dash-refresh" onClick={load}>
+        <Select label="Show" data-testid="dash-scope" value={scope} onChange={(e) => setScope(e.target.value)}>
+          <option value="">Repository “{s.repo}”</option>
+          {sources.map((src) => (
+            <option key={src} value={src}>
+              Source “{src}”
+            </option>
+          ))}
+        </Select>
+        <Button data-testid="dash-refresh" onClick={load}>
           Refresh
-        </button>
+        </Button>
       </div>
       <div className="figures">
         <Figure id="dash-versions" label="Versions" value={view.rows.length} text={String(view.rows.length)} />

@@ -14,6 +14,8 @@ import {
 } from '../search/search';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
 import { startSearchWorkers, type SearchWorkers } from '../search/workers';
+import { Card } from '../ui/Card';
+import { Input } from '../ui/Field';
 import { EmptyState, Notice } from '../ui/Notice';
 import { Progress } from '../ui/Progress';
 import { bytes } from './format';
@@ -107,82 +109,97 @@ export function SearchPanel({ api }: { api: Api }) {
     );
   return (
     <section className="search" data-testid="search-panel">
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          void run('dedup');
-        }}
-      >
-        <label>
-          Keywords, one per line ({hex ? 'hex bytes, e.g. de ad be ef' : 'case-sensitive text'}; up to 2048 bytes each)
-          <textarea
-            data-testid="search-keywords"
-            rows={3}
-            value={keywords}
-            onChange={(e) => setKeywords(e.target.value)}
-            spellCheck={false}
-          />
-        </label>
-        <div className="search-options">
-          <label>
-            <input type="checkbox" data-testid="search-hex" checked={hex} onChange={(e) => setHex(e.target.checked)} />{' '}
-            Hex
-          </label>
-          <label>
-            <input
-              type="checkbox"
-              data-testid="search-files-only"
-              checked={filesOnly}
-              onChange={(e) => setFilesOnly(e.target.checked)}
-            />{' '}
-            Files only (first hit per keyword)
-          </label>
-          <label>
-            Path contains{' '}
-            <input data-testid="search-path" value={pathFilter} onChange={(e) => setPathFilter(e.target.value)} />
-          </label>
-          <label>
-            Run the search{' '}
-            <select data-testid="search-where" value={where} onChange={(e) => setWhere(e.target.value as SearchWhere)}>
-              <option value="auto">where it is fastest (auto)</option>
-              <option value="page">in this page</option>
-              <option value="server">on the server (preview: may miss matches)</option>
-            </select>
-          </label>
-          <label>
-            Versions (none selected: all){' '}
-            <select
-              multiple
-              data-testid="search-versions"
-              value={chosen.map(String)}
-              onChange={(e) => setChosen([...e.target.selectedOptions].map((o) => Number(o.value)))}
-            >
-              {(versions ?? []).map((v) => (
-                <option key={v.id} value={v.id}>
-                  {v.id} · {v.source} · {new Date(v.time).toLocaleString()}
-                </option>
-              ))}
-            </select>
-          </label>
-        </div>
-        <button type="submit" data-testid="search-start" disabled={!!busy || !keywords.trim()}>
-          Search
-        </button>{' '}
-        <button
-          type="button"
-          data-testid="search-naive"
-          disabled={!!busy || !keywords.trim()}
-          onClick={() => void run('naive')}
-          title="Reassembles every file and scans it from start to end: slower, and the reference the search must equal"
+      <Card>
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            void run('dedup');
+          }}
         >
-          Check by reading every file
-        </button>{' '}
-        {busy && (
-          <button type="button" onClick={cancel}>
-            Cancel
-          </button>
-        )}
-      </form>
+          <label>
+            Keywords, one per line ({hex ? 'hex bytes, e.g. de ad be ef' : 'case-sensitive text'}; up to 2048 bytes
+            each)
+            <textarea
+              data-testid="search-keywords"
+              rows={3}
+              value={keywords}
+              onChange={(e) => setKeywords(e.target.value)}
+              spellCheck={false}
+            />
+          </label>
+          <div className="search-options">
+            <label>
+              <input
+                type="checkbox"
+                data-testid="search-hex"
+                checked={hex}
+                onChange={(e) => setHex(e.target.checked)}
+              />{' '}
+              Hex
+            </label>
+            <label>
+              <input
+                type="checkbox"
+                data-testid="search-files-only"
+                checked={filesOnly}
+                onChange={(e) => setFilesOnly(e.target.checked)}
+              />{' '}
+              Files only (first hit per keyword)
+            </label>
+            <Input
+              label="Path contains"
+              hint="Letter case is ignored"
+              data-testid="search-path"
+              value={pathFilter}
+              onChange={(e) => setPathFilter(e.target.value)}
+            />
+            <label>
+              Run the search{' '}
+              <select
+                data-testid="search-where"
+                value={where}
+                onChange={(e) => setWhere(e.target.value as SearchWhere)}
+              >
+                <option value="auto">where it is fastest (auto)</option>
+                <option value="page">in this page</option>
+                <option value="server">on the server (preview: may miss matches)</option>
+              </select>
+            </label>
+            <label>
+              Versions (none selected: all){' '}
+              <select
+                multiple
+                data-testid="search-versions"
+                value={chosen.map(String)}
+                onChange={(e) => setChosen([...e.target.selectedOptions].map((o) => Number(o.value)))}
+              >
+                {(versions ?? []).map((v) => (
+                  <option key={v.id} value={v.id}>
+                    {v.id} · {v.source} · {new Date(v.time).toLocaleString()}
+                  </option>
+                ))}
+              </select>
+            </label>
+          </div>
+          <button type="submit" data-testid="search-start" disabled={!!busy || !keywords.trim()}>
+            Search
+          </button>{' '}
+          <button
+            type="button"
+            data-testid="search-naive"
+            disabled={!!busy || !keywords.trim()}
+            onClick={() => void run('naive')}
+            title="Reassembles every file and scans it from start to end: slower, and the reference the search must equal"
+          >
+            Check by reading every file
+          </button>{' '}
+          {busy && (
+            <button type="button" onClick={cancel}>
+              Cancel
+            </button>
+          )}
+        </form>
+      </Card>
       {busy && progress && (
         <div data-testid="search-progress" data-phase={progress.phase}>
           <Progress
