@@ -99,7 +99,7 @@ export function TokenProblem({
     >
       <p>
         {hasToken
-          ? 'The server refused this access token: it was revoked, mistyped, or is for another server. '
+          ? 'It was revoked or mistyped, or it belongs to another server. '
           : 'This page needs an access token to reach your backups. '}
         Open the link that <code>npm start</code> printed (the token is in it after <code>#token=</code>), or create a
         token with <code>ditto-server token create default</code> and paste it here.
