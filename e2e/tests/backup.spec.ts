@@ -1,9 +1,10 @@
 import { expect, test, type Page } from '@playwright/test';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions } from '../datasets';
 import { plainRecipe } from '../recipes';
-import { repoJson, startServer, type RunningServer } from '../server';
+import { repoJson, serverBinary, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 
@@ -77,9 +78,18 @@ test('three versions of a real package: later versions send only what the server
   }
 });
 
-test('a refused token shows an error instead of hanging', async ({ page }) => {
-  await page.goto(`${server.url}/#token=${'0'.repeat(48)}`);
+// A token refused at load hides the views (a11y.spec, tokens.spec); one revoked while the
+// page is open is refused by the backup's first request.
+test('a token revoked after the page loaded fails the backup with an error instead of hanging', async ({ page }) => {
+  const env = { ...process.env, DATA_DIR: server.dataDir };
+  const token = execFileSync(serverBinary(), ['token', 'create', 'default'], { env }).toString().trim();
+  await page.goto(`${server.url}/#token=${token}`);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await expect(page.getByTestId('token-scope')).toHaveAttribute('data-scope', 'full');
+  const id = await (
+    await fetch(`${server.url}/api/v1/repos/default/token`, { headers: { Authorization: `Bearer ${token}` } })
+  ).json();
+  execFileSync(serverBinary(), ['token', 'revoke', 'default', id.id], { env });
   await page.getByTestId('folder-input').setInputFiles(versions[0]);
   await page.getByTestId('backup-start').click();
   await expect(page.getByTestId('backup-message')).toContainText('refused the access token', { timeout: 30_000 });
