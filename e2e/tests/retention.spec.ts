@@ -77,7 +77,7 @@ function diskBytes(dir: string): number {
 }
 
 async function backUp(folder: string, source: string): Promise<number> {
-  await page.locator('nav button', { hasText: 'Back up' }).click();
+  await page.getByTestId('tab-backup').click();
   await page.getByTestId('folder-input').setInputFiles(folder);
   await page.getByTestId('source-label').fill(source);
   await page.getByTestId('backup-start').click();
