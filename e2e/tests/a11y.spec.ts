@@ -119,6 +119,10 @@ test('every view, empty and with two versions backed up, has no serious accessib
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await auditTabs(page, testInfo, 'empty', EMPTY_READY);
+  // An empty view's next step leads to it.
+  await page.getByTestId('tab-dashboard').click();
+  await page.getByTestId('dash-empty').getByRole('button', { name: 'Back up a folder' }).click();
+  await expect(page.getByTestId('tab-backup')).toHaveAttribute('aria-selected', 'true');
 
   await page.getByTestId('tab-backup').click();
   for (const f of folders) {

@@ -25,6 +25,8 @@ type Ready = Extract<Engine, { state: 'ready' }>;
 interface Ctx {
   api: Api;
   engine: Ready;
+  /** Switches to another view (an empty view's next step). */
+  goTo: (id: string) => void;
 }
 
 interface View extends TabDef<string> {
@@ -46,7 +48,7 @@ const VIEWS: View[] = [
     id: 'dashboard',
     label: 'Dashboard',
     testId: 'tab-dashboard',
-    render: ({ api }) => <Dashboard api={api} />,
+    render: ({ api, goTo }) => <Dashboard api={api} onBackUp={() => goTo('backup')} />,
     // Statistics cover the whole repository, and the chunk sizes come from the container tables.
     allows: (can) => can.browse && can.restore,
   },
@@ -54,7 +56,7 @@ const VIEWS: View[] = [
     id: 'search',
     label: 'Search',
     testId: 'tab-search',
-    render: ({ api }) => <SearchPanel api={api} />,
+    render: ({ api, goTo }) => <SearchPanel api={api} onBackUp={() => goTo('backup')} />,
     allows: (can) => can.restore,
   },
 ];
@@ -144,7 +146,7 @@ export function App() {
         {usable && (
           <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
             {engine.state === 'ready' ? (
-              view.render({ api, engine })
+              view.render({ api, engine, goTo: setTab })
             ) : engine.state === 'loading' ? (
               <p className="muted" role="status">
                 Loading the engine…

@@ -141,7 +141,8 @@ function SourceCharts({ source, rows, heading }: { source: string; rows: Row[]; 
   );
 }
 
-export function Dashboard({ api }: { api: Api }) {
+/** `onBackUp` opens the Back up view: the next step from an empty repository. */
+export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }) {
   const [data, setData] = useState<Data | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [scope, setScope] = useState<string>(''); // '' = the whole repository
@@ -248,7 +249,20 @@ export function Dashboard({ api }: { api: Api }) {
     );
   if (data.versions.length === 0)
     return (
-      <EmptyState title="No backups yet" data-testid="dash-empty" action={<Button onClick={load}>Refresh</Button>}>
+      <EmptyState
+        title="No backups yet"
+        data-testid="dash-empty"
+        action={
+          <>
+            {onBackUp && (
+              <Button variant="primary" onClick={onBackUp}>
+                Back up a folder
+              </Button>
+            )}{' '}
+            <Button onClick={load}>Refresh</Button>
+          </>
+        }
+      >
         <p>
           Back up a folder in the <strong>Back up</strong> tab: how much each version stored, and what dedup and
           compression saved, show here.

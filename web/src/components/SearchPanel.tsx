@@ -14,6 +14,7 @@ import {
 } from '../search/search';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
 import { startSearchWorkers, type SearchWorkers } from '../search/workers';
+import { Button } from '../ui/Button';
 import { Card } from '../ui/Card';
 import { Input } from '../ui/Field';
 import { EmptyState, Notice } from '../ui/Notice';
@@ -37,7 +38,7 @@ function keywordLabel(k: Uint8Array, hex: boolean): string {
 }
 
 /** Search the contents of stored versions: DedupSearch, with the naive search beside it. */
-export function SearchPanel({ api }: { api: Api }) {
+export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void }) {
   /** Null until loaded. */
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [keywords, setKeywords] = useState('');
@@ -101,7 +102,17 @@ export function SearchPanel({ api }: { api: Api }) {
 
   if (versions?.length === 0)
     return (
-      <EmptyState title="Nothing to search yet" data-testid="search-no-versions">
+      <EmptyState
+        title="Nothing to search yet"
+        data-testid="search-no-versions"
+        action={
+          onBackUp && (
+            <Button variant="primary" onClick={onBackUp}>
+              Back up a folder
+            </Button>
+          )
+        }
+      >
         <p>
           Search looks inside the files of stored versions. Back up a folder in the <strong>Back up</strong> tab first.
         </p>
