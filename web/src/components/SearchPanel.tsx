@@ -16,7 +16,7 @@ import { ChunkCache, snippet, type Snippet } from '../search/snippet';
 import { startSearchWorkers, type SearchWorkers } from '../search/workers';
 import { Button } from '../ui/Button';
 import { Card } from '../ui/Card';
-import { Input } from '../ui/Field';
+import { Input, Select } from '../ui/Field';
 import { EmptyState, Notice } from '../ui/Notice';
 import { Progress } from '../ui/Progress';
 import { bytes } from './format';
@@ -164,33 +164,30 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
               value={pathFilter}
               onChange={(e) => setPathFilter(e.target.value)}
             />
-            <label>
-              Run the search{' '}
-              <select
-                data-testid="search-where"
-                value={where}
-                onChange={(e) => setWhere(e.target.value as SearchWhere)}
-              >
-                <option value="auto">where it is fastest (auto)</option>
-                <option value="page">in this page</option>
-                <option value="server">on the server (preview: may miss matches)</option>
-              </select>
-            </label>
-            <label>
-              Versions (none selected: all){' '}
-              <select
-                multiple
-                data-testid="search-versions"
-                value={chosen.map(String)}
-                onChange={(e) => setChosen([...e.target.selectedOptions].map((o) => Number(o.value)))}
-              >
-                {(versions ?? []).map((v) => (
-                  <option key={v.id} value={v.id}>
-                    {v.id} · {v.source} · {new Date(v.time).toLocaleString()}
-                  </option>
-                ))}
-              </select>
-            </label>
+            <Select
+              label="Run the search"
+              data-testid="search-where"
+              value={where}
+              onChange={(e) => setWhere(e.target.value as SearchWhere)}
+            >
+              <option value="auto">where it is fastest (auto)</option>
+              <option value="page">in this page</option>
+              <option value="server">on the server (preview: may miss matches)</option>
+            </Select>
+            <Select
+              label="Versions"
+              hint="None selected: all"
+              multiple
+              data-testid="search-versions"
+              value={chosen.map(String)}
+              onChange={(e) => setChosen([...e.target.selectedOptions].map((o) => Number(o.value)))}
+            >
+              {(versions ?? []).map((v) => (
+                <option key={v.id} value={v.id}>
+                  #{v.id} · {v.source} · {new Date(v.time).toLocaleString()}
+                </option>
+              ))}
+            </Select>
           </div>
           <button type="submit" data-testid="search-start" disabled={!!busy || !keywords.trim()}>
             Search
