@@ -6,6 +6,9 @@ import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { SearchPanel } from './components/SearchPanel';
+import { SourcesPanel } from './components/SourcesPanel';
+import { indexName, newRunner } from './sources/runner';
+import { useSchedule } from './sources/schedule';
 import { TokenBadge } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
@@ -17,13 +20,15 @@ type Engine =
   | { state: 'ready'; pool: CorePool; jobs: JobStore; index: ClientIndex | null; indexError?: string }
   | { state: 'failed'; message: string };
 
-type Tab = 'backup' | 'fingerprints' | 'versions' | 'dashboard' | 'search';
+type Tab = 'backup' | 'sources' | 'fingerprints' | 'versions' | 'dashboard' | 'search';
 
 export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
   const [token] = useState(() => takeTokenFromUrl());
   const [tab, setTab] = useState<Tab>('backup');
   const api = useMemo(() => (token ? new Api(token) : null), [token]);
+  const runner = useMemo(() => (engine.state === 'ready' && api ? newRunner(api, engine) : null), [api, engine]);
+  useSchedule(runner);
 
   useEffect(() => {
     let pool: CorePool | undefined;
@@ -33,7 +38,7 @@ export function App() {
       let index: ClientIndex | null = null;
       let indexError: string | undefined;
       try {
-        index = await openClientIndex(`${location.origin}|default`);
+        index = await openClientIndex(indexName());
       } catch (e) {
         // The index only saves work; without it every lookup goes to the server.
         indexError = e instanceof Error ? e.message : String(e);
@@ -49,8 +54,21 @@ export function App() {
         <h1>Ditto</h1>
         <span className="tagline">Deduplicating backup, in your browser</span>
         <nav>
-          <button type="button" className={tab === 'backup' ? 'active' : ''} onClick={() => setTab('backup')}>
+          <button
+            type="button"
+            data-testid="tab-backup"
+            className={tab === 'backup' ? 'active' : ''}
+            onClick={() => setTab('backup')}
+          >
             Back up
+          </button>
+          <button
+            type="button"
+            data-testid="tab-sources"
+            className={tab === 'sources' ? 'active' : ''}
+            onClick={() => setTab('sources')}
+          >
+            Sources
           </button>
           <button
             type="button"
@@ -104,9 +122,8 @@ export function App() {
             Engine ready: {engine.pool.size} workers, WebAssembly SIMD.
             {engine.indexError && ` Client index unavailable (${engine.indexError}); the server answers every lookup.`}
           </p>
-          {tab === 'backup' && api && (
-            <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />
-          )}
+          {tab === 'backup' && api && runner && <BackupPanel api={api} jobs={engine.jobs} runner={runner} />}
+          {tab === 'sources' && api && runner && <SourcesPanel api={api} runner={runner} />}
           {tab === 'fingerprints' && <FileHashes pool={engine.pool} />}
           {tab === 'versions' && api && <VersionsPanel api={api} />}
           {tab === 'dashboard' && api && <Dashboard api={api} />}

@@ -54,7 +54,8 @@ export function FolderInput({ onPicked, disabled }: { onPicked: (p: PickedFolder
         webkitdirectory=""
         multiple
         onChange={(e) => {
-          if (e.target.files?.length) onPicked(fromFileList(e.target.files));
+          // An empty folder gives an empty list: passed on, so that the page can say so.
+          if (e.target.files) onPicked(fromFileList(e.target.files));
           e.target.value = '';
         }}
       />

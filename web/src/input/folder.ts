@@ -27,6 +27,8 @@ export interface PickedFolder {
   dirs: string[];
   /** Items the browser would not give us, with the reason: never skipped silently. */
   skipped: { path: string; reason: string }[];
+  /** The folder itself, when the directory picker gave it (kept for "Back up again"). */
+  handle?: FileSystemDirectoryHandle;
 }
 
 /** Minimal shapes of the Entries API, so traversal can be tested with fakes. */
@@ -128,7 +130,7 @@ export function fromFileList(list: ArrayLike<File>): PickedFolder {
 
 /** From `showDirectoryPicker()`: paths are built while walking the handles. */
 export async function fromDirectoryHandle(dir: FileSystemDirectoryHandle): Promise<PickedFolder> {
-  const out: PickedFolder = { root: dir.name, files: [], dirs: [], skipped: [] };
+  const out: PickedFolder = { root: dir.name, files: [], dirs: [], skipped: [], handle: dir };
   const walk = async (handle: FileSystemDirectoryHandle, path: string, depth: number) => {
     out.dirs.push(path);
     if (depth > MAX_DEPTH) {
