@@ -70,8 +70,20 @@ test('two tabs: the second is told a backup runs in the other, and never plans f
   await pick(b);
   await b.getByTestId('backup-start').click();
   await expect(b.getByTestId('backup-elsewhere')).toContainText('running in another tab');
+  // The running tab shows its progress in its title, and asks before it closes.
+  await expect(a).toHaveTitle(/^\d+% backing up Shared · /);
+  const asked = new Promise<string>((resolve) =>
+    a.once('dialog', (d) => {
+      resolve(d.type());
+      void d.dismiss();
+    }),
+  );
+  await a.close({ runBeforeUnload: true });
+  expect(await asked).toBe('beforeunload');
+  expect(a.isClosed()).toBe(false);
   release();
   await expect(a.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+  await expect(a).not.toHaveTitle(/backing up/);
 
   // B again: it plans from A's version 2, so every file is unchanged and none is read.
   await pick(b);

@@ -101,7 +101,8 @@ export class BackupRunner {
     }
     return locks.request(this.lockName, { ifAvailable: true }, (lock) => {
       if (!lock) {
-        this.set({ elsewhere: { source: req.source } });
+        // A scheduled backup just waits for its next tick; a click is told why nothing ran.
+        if (!req.background) this.set({ elsewhere: { source: req.source } });
         return null;
       }
       return this.locked(req);
