@@ -175,3 +175,61 @@ test('without the File System Access API the view says so and "Back up again" pi
   expect(after).toHaveLength(before + 1);
   expect(after.at(-1)!.folder).toBe('Project');
 });
+
+test('a source backs up every N minutes while the tab is open, and says so in a notification', async ({
+  page,
+  context,
+}) => {
+  await context.grantPermissions(['notifications']);
+  await withOpfsPicker(page);
+  // Notifications as the page makes them (the real constructor runs; headless shows nothing).
+  await page.addInitScript(() => {
+    const Real = window.Notification;
+    const seen: { title: string; body?: string }[] = [];
+    (window as unknown as { __notes: typeof seen }).__notes = seen;
+    class Seen extends Real {
+      constructor(title: string, opts?: NotificationOptions) {
+        seen.push({ title, body: opts?.body });
+        super(title, opts);
+      }
+    }
+    Object.defineProperty(window, 'Notification', { value: Seen, configurable: true });
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await writeProject(page, { 'a.txt': 'first, changed\n', 'sub/b.txt': 'second\n', 'sub/c.txt': 'third\n' });
+  await page.getByRole('button', { name: 'Choose folder…' }).click();
+  await page.getByTestId('source-label').fill('Timed');
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+  expect(await versionsOf('Timed')).toHaveLength(1);
+
+  await page.getByTestId('tab-sources').click();
+  await page.getByTestId('sources-notify').check();
+  await expect(page.getByTestId('sources-notify')).toBeChecked();
+  const row = page.locator('[data-testid="source-row"][data-source="Timed"]');
+  await row.getByTestId('source-every-minutes').fill('1');
+  await row.getByTestId('source-every').check();
+  // Its last backup made a minute older, so that the next tick of the schedule finds it due.
+  await page.evaluate(
+    () =>
+      new Promise<void>((resolve, reject) => {
+        const open = indexedDB.open('ditto-source-folders');
+        open.onerror = () => reject(open.error);
+        open.onsuccess = () => {
+          const store = open.result.transaction('folders', 'readwrite').objectStore('folders');
+          const get = store.get('default\u0000Timed');
+          get.onsuccess = () => {
+            const put = store.put({ ...get.result, usedAt: get.result.usedAt - 61_000 });
+            put.onsuccess = () => (open.result.close(), resolve());
+            put.onerror = () => reject(put.error);
+          };
+        };
+      }),
+  );
+  await expect.poll(async () => (await versionsOf('Timed')).length, { timeout: 60_000 }).toBe(2);
+  await expect
+    .poll(() => page.evaluate(() => (window as unknown as { __notes: { title: string }[] }).__notes))
+    .toEqual([{ title: 'Backup of “Timed” done', body: expect.stringMatching(/^Version #\d+: 3 files\.$/) }]);
+  await expect(row.getByTestId('source-versions')).toHaveAttribute('data-value', '2');
+});

@@ -234,7 +234,8 @@ function Every({
   source: string;
 }) {
   const [minutes, setMinutes] = useState(value ?? 60);
-  const on = value !== null;
+  // Shown at once; the store is written behind it.
+  const [on, setOn] = useState(value !== null);
   return (
     <span className="sources-every">
       <label>
@@ -242,7 +243,10 @@ function Every({
           type="checkbox"
           data-testid="source-every"
           checked={on}
-          onChange={(e) => onChange(e.target.checked ? minutes : null)}
+          onChange={(e) => {
+            setOn(e.target.checked);
+            onChange(e.target.checked ? minutes : null);
+          }}
         />{' '}
         every
       </label>{' '}
