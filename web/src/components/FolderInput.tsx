@@ -11,9 +11,22 @@ export function FolderInput({ onPicked, disabled }: { onPicked: (p: PickedFolder
     e.preventDefault();
     setOver(false);
     if (disabled) return;
-    // Entries must be taken synchronously: they are gone after the first await.
-    const entries = Array.from(e.dataTransfer.items, (item) => item.webkitGetAsEntry());
-    fromEntries(entries).then(onPicked, (err: unknown) => setError(String(err)));
+    // Entries (and handles) must be taken synchronously: they are gone after the first await.
+    const items = Array.from(e.dataTransfer.items);
+    const entries = items.map((item) => item.webkitGetAsEntry());
+    // Where the browser gives a handle for one dropped folder, it is kept for "Back up again".
+    const handle =
+      items.length === 1
+        ? (items[0] as DataTransferItem & { getAsFileSystemHandle?: () => Promise<FileSystemHandle | null> })
+            .getAsFileSystemHandle?.()
+            .catch(() => null)
+        : undefined;
+    fromEntries(entries)
+      .then(async (picked) => {
+        const h = await handle;
+        return h?.kind === 'directory' ? { ...picked, handle: h as FileSystemDirectoryHandle } : picked;
+      })
+      .then(onPicked, (err: unknown) => setError(String(err)));
   };
 
   const choose = async () => {
