@@ -1,3 +1,4 @@
+import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page } from '@playwright/test';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -106,6 +107,16 @@ test('a source backs up again in one click from the folder handle kept in Indexe
     'data-value',
     String('first, changed\n'.length + 'second\n'.length + 'third\n'.length),
   );
+  // The view, and the backup form with its excludes, pass axe-core without serious or critical findings.
+  const serious = async (selector: string) =>
+    (await new AxeBuilder({ page }).include(selector).analyze()).violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  expect(await serious('[data-testid="sources-panel"]')).toEqual([]);
+  await page.getByTestId('tab-backup').click();
+  await page.getByRole('button', { name: 'Choose folder…' }).click();
+  await expect(page.getByTestId('excludes')).toBeVisible();
+  expect(await serious('[data-testid="backup-panel"]')).toEqual([]);
 });
 
 test('the permission is asked again on the click, and a refusal backs up nothing and says so', async ({ page }) => {

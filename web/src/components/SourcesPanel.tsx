@@ -242,6 +242,7 @@ function Every({
         <input
           type="checkbox"
           data-testid="source-every"
+          aria-label={`Back up ${source} every so many minutes while this tab is open`}
           checked={on}
           onChange={(e) => {
             setOn(e.target.checked);
