@@ -111,11 +111,11 @@ export class BackupRunner {
 
   private async locked(req: RunRequest): Promise<BackupProgress> {
     this.set({ elsewhere: null });
-    // The source remembers its folder (and the handle, for "Back up again"); a failure to
-    // save does not stop the backup.
+    // The source remembers its folder (and the handle, for "Back up again"), beside the
+    // backup rather than before it; a failure to save does not stop the backup.
     const folder = folderName(req.picked);
     if (folder)
-      await sourceFolders()
+      void sourceFolders()
         .then((s) => s.remember(this.deps.api.repo, req.source, folder, req.picked.handle))
         .catch((e: unknown) => console.warn('source folder not saved:', e));
     this.title = document.title;
