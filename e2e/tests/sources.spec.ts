@@ -65,9 +65,12 @@ test('a source backs up again in one click from the folder handle kept in Indexe
   await withOpfsPicker(page);
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
-  await writeProject(page, { 'a.txt': 'first\n', 'sub/b.txt': 'second\n' });
+  await writeProject(page, { 'a.txt': 'first\n', 'sub/b.txt': 'second\n', 'node_modules/dep/index.js': 'dep\n' });
 
   await page.getByRole('button', { name: 'Choose folder…' }).click();
+  await expect(page.getByTestId('picked-summary')).toHaveAttribute('data-files', '3');
+  // Excluded in this source's settings: counted here, and not even walked by "Back up again".
+  await page.getByTestId('exclude-preset-node_modules').check();
   await expect(page.getByTestId('picked-summary')).toHaveAttribute('data-files', '2');
   await page.getByTestId('backup-start').click();
   await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
@@ -85,10 +88,27 @@ test('a source backs up again in one click from the folder handle kept in Indexe
   const first = (await versionsOf('Project'))[0];
   await expect(row.getByTestId('source-last')).toHaveAttribute('data-version', String(first.id));
 
+  // Which folders the walk lists (the real handles, watched).
+  await page.evaluate(() => {
+    const w = window as unknown as { __walked: string[] };
+    w.__walked = [];
+    const proto = FileSystemDirectoryHandle.prototype as unknown as {
+      entries: (this: FileSystemDirectoryHandle) => AsyncIterable<unknown>;
+    };
+    const entries = proto.entries;
+    proto.entries = function (this: FileSystemDirectoryHandle) {
+      w.__walked.push(this.name);
+      return entries.call(this);
+    };
+  });
   await row.getByTestId('source-again').click();
   await expect(row.getByTestId('source-note')).toContainText('stored', { timeout: 60_000 });
-  // No picker: the kept handle was used.
+  // No picker: the kept handle was used; the excluded folder was not walked.
   expect(await picks(page)).toBe(0);
+  expect((await page.evaluate(() => (window as unknown as { __walked: string[] }).__walked)).sort()).toEqual([
+    'Project',
+    'sub',
+  ]);
   const list = await versionsOf('Project');
   expect(list).toHaveLength(2);
   expect(list[1].folder).toBe('Project');

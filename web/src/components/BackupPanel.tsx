@@ -199,9 +199,16 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
         </p>
       )}
       {progress && <ProgressView p={progress} job={job} />}
-      {progress && run.excluded && run.excluded.files.length > 0 && (
-        <p className="muted" data-testid="backup-excluded" data-files={run.excluded.files.length}>
-          {run.excluded.files.length} files ({bytes(run.excluded.bytes)}) were excluded by this source’s patterns.
+      {progress && run.excluded && run.excluded.files.length + run.excluded.dirs.length > 0 && (
+        <p
+          className="muted"
+          data-testid="backup-excluded"
+          data-files={run.excluded.files.length}
+          data-dirs={run.excluded.dirs.length}
+        >
+          {run.excluded.files.length} files ({bytes(run.excluded.bytes)})
+          {run.excluded.dirs.length > 0 && ` and ${run.excluded.dirs.length} folders, not even walked,`} were excluded
+          by this source’s patterns.
         </p>
       )}
     </section>

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from '
 import './sources.css';
 import type { Api } from '../api/client';
 import { sourceSettings } from '../backup/sourcesettings';
+import { Excludes } from '../input/excludes';
 import { fromFileList, type PickedFolder } from '../input/folder';
 import { AgainError, canKeepFolders, folderAgain } from '../sources/again';
 import { notificationsOn, notificationsSupported, setNotifications } from '../sources/notify';
@@ -67,7 +68,9 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
       everyMinutes: null,
     };
     try {
-      const picked = await folderAgain(row, true);
+      // The click's activation, which the permission prompt needs, outlasts this read.
+      const settings = await (await sourceSettings()).get(api.repo, s.source);
+      const picked = await folderAgain(row, true, new Excludes(settings.excludes).leaveOut);
       if (picked === 'pick') {
         picking.current = s.source;
         input.current?.click();

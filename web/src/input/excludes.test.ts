@@ -194,6 +194,20 @@ describe('applyExcludes', () => {
     expect(applyExcludes(picked, new Excludes(['/a.js'])).picked.files.map((f) => f.path)).not.toContain('proj/a.js');
   });
 
+  it('tells a walk which folders to leave out unwalked', () => {
+    const walk = new Excludes(['node_modules/', '/build/', '*.log']).leaveOut;
+    expect([walk('node_modules'), walk('a/node_modules'), walk('build'), walk('src/build'), walk('x.log')]).toEqual([
+      true,
+      true,
+      true,
+      false,
+      true,
+    ]);
+    // Counted as unwalked folders when the walk left them out.
+    const { excluded } = applyExcludes({ ...picked, excludedDirs: ['proj/node_modules'] }, new Excludes(['x']));
+    expect(excluded.dirs).toEqual(['proj/node_modules']);
+  });
+
   it('normalizes kept pattern text', () => {
     expect(normalizePatterns('\nnode_modules/\n\n# c\n*.log\n\n')).toEqual(['node_modules/', '', '# c', '*.log']);
   });

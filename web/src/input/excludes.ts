@@ -113,6 +113,11 @@ export class Excludes {
     return this.rules.length === 0;
   }
 
+  /** For a walk: the folders to leave out unwalked (a folder excluded excludes everything in it). */
+  get leaveOut(): (path: string) => boolean {
+    return (path) => this.excluded(path, true);
+  }
+
   /** Whether the patterns themselves exclude `path` (its folders not considered). */
   private matches(path: string, isDir: boolean): boolean {
     let out = false;
@@ -142,6 +147,8 @@ export interface ExcludedFiles {
   /** Excluded files, with paths as picked. */
   files: { path: string; size: number }[];
   bytes: number;
+  /** Excluded folders the walk did not enter (their files are not counted above). */
+  dirs: string[];
 }
 
 /**
@@ -150,7 +157,7 @@ export interface ExcludedFiles {
  * whole content goes, its unreadable items too.
  */
 export function applyExcludes(picked: PickedFolder, ex: Excludes): { picked: PickedFolder; excluded: ExcludedFiles } {
-  const excluded: ExcludedFiles = { files: [], bytes: 0 };
+  const excluded: ExcludedFiles = { files: [], bytes: 0, dirs: picked.excludedDirs ?? [] };
   if (ex.empty) return { picked, excluded };
   const prefix = picked.root + '/';
   const rel = (p: string) => (p.startsWith(prefix) ? p.slice(prefix.length) : p === picked.root ? '' : p);

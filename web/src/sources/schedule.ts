@@ -7,6 +7,7 @@
  */
 import { useEffect } from 'react';
 import { sourceSettings } from '../backup/sourcesettings';
+import { Excludes } from '../input/excludes';
 import { folderAgain } from './again';
 import type { BackupRunner } from './runner';
 import { sourceFolders, type SourceFolder } from './store';
@@ -26,9 +27,9 @@ export async function runDue(runner: BackupRunner, now = Date.now()) {
   for (const row of rows.sort((a, b) => a.usedAt - b.usedAt)) {
     if (runner.running) return;
     try {
-      const picked = await folderAgain(row, false);
-      if (!picked || picked === 'pick' || picked.files.length === 0) continue;
       const settings = await (await sourceSettings()).get(runner.repo, row.source);
+      const picked = await folderAgain(row, false, new Excludes(settings.excludes).leaveOut);
+      if (!picked || picked === 'pick' || picked.files.length === 0) continue;
       await runner.run({ picked, source: row.source, settings, background: true });
     } catch (e) {
       console.warn(`scheduled backup of “${row.source}” not run:`, e);
