@@ -5,8 +5,9 @@
  * - one backup of a repository at a time across every tab of the page: the Web Locks API
  *   (`navigator.locks`) holds `ditto-backup:<server>|<repo>` for the whole run, and a tab that
  *   cannot take it is told that another tab is backing up instead of racing it. The client
- *   index is written only by backups, so it is written only under that lock; it is opened
- *   afresh under the lock, so its in-memory state is the one the last tab left in IndexedDB;
+ *   index is written only by backups, so it is written only under that lock; under it, the
+ *   index is reopened when another tab wrote it since (`isCurrent`), so that its in-memory
+ *   state is the one the last tab left in IndexedDB;
  * - the tab title shows the progress, and closing the tab mid-backup asks first
  *   (beforeunload);
  * - a backup that ends while the tab is hidden, or that the schedule started, ends with a
@@ -138,9 +139,6 @@ export class BackupRunner {
       if (req.background || document.visibilityState === 'hidden') notifyEnded(end);
       return end;
     } finally {
-      // Closed while the lock is held: its last checkpoint is written before another tab opens it.
-      this.index?.close();
-      this.index = null;
       removeEventListener('beforeunload', onUnload);
       document.title = this.title;
       this.set({ job: null });
@@ -156,8 +154,10 @@ export class BackupRunner {
     this.set({ progress: p });
   }
 
-  /** The client index opened from IndexedDB as it is now (another tab may have written it since). */
+  /** The client index as IndexedDB holds it now: reopened if another tab wrote it since. */
   private async freshIndex(): Promise<ClientIndex | null> {
+    const current = await this.index?.isCurrent().catch(() => false);
+    if (current) return this.index;
     this.index?.close();
     this.index = null;
     try {
