@@ -94,6 +94,8 @@ export class BackupRunner {
    */
   async run(req: RunRequest): Promise<BackupProgress | null> {
     if (this.running) return null;
+    // The last backup's result goes at once: read while this one starts, it would pass for its.
+    this.set({ progress: null, excluded: null });
     const locks = typeof navigator !== 'undefined' ? navigator.locks : undefined;
     if (!locks) {
       // Without the API (an old browser) tabs are not kept apart; the backup still runs.
