@@ -165,3 +165,58 @@ test('after a reload, files whose chunks were all acknowledged are not read agai
   expect(many.files).toBe(MANY);
   expect(many.logical_bytes).toBe(MANY * (64 << 10));
 });
+
+test('picking the folder again after a reload resumes under the source name it was backed up as', async ({ page }) => {
+  const acked = new Set<string>();
+  const sentAfterReload: string[] = [];
+  let reloaded = false;
+  await page.route('**/api/v1/repos/*/bundles', async (route) => {
+    const fps = bundleFps(route.request().postDataBuffer()!);
+    if (reloaded) sentAfterReload.push(...fps);
+    await new Promise((r) => setTimeout(r, 400));
+    const response = await route.fetch();
+    if (response.status() === 200 && !reloaded) fps.forEach((f) => acked.add(f));
+    await route.fulfill({ response }).catch(() => {});
+  });
+
+  // Data the server does not hold yet (the tests above stored Big's), in a folder of its own.
+  for (let i = 0; i < 24; i++) {
+    mkdirSync(path.join(root, 'Photos'), { recursive: true });
+    writeFileSync(path.join(root, 'Photos', `p${i}.bin`), randomBytes(1 << 20));
+  }
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('folder-input').setInputFiles(path.join(root, 'Photos'));
+  // A source name of the user's own, not the folder's.
+  await page.getByTestId('source-label').fill('Renamed source');
+  await page.getByTestId('backup-start').click();
+  await expect.poll(() => acked.size, { timeout: 60_000 }).toBeGreaterThan(4);
+  reloaded = true;
+  await page.reload();
+
+  await expect(page.getByTestId('unfinished-job')).toContainText('Renamed source');
+  await expect(page.getByTestId('unfinished-job')).toContainText('folder “Photos”');
+  await page.getByTestId('folder-input').setInputFiles(path.join(root, 'Photos'));
+  // The pick finds the interrupted job by its folder and takes its source name back.
+  await expect(page.getByTestId('source-label')).toHaveValue('Renamed source');
+  await expect(page.getByTestId('picked-resumes')).toHaveAttribute('data-source', 'Renamed source');
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
+  await expect(page.getByTestId('backup-done')).toContainText('“Renamed source”');
+  // The interrupted job is the one that finished: no unfinished backup is left to resume.
+  await page.reload();
+  await expect(page.getByTestId('backup-panel')).toHaveAttribute('data-jobs', 'read');
+  await expect(page.getByTestId('unfinished-job')).toHaveCount(0);
+
+  expect(sentAfterReload.filter((f) => acked.has(f))).toEqual([]);
+  const res = await fetch(`${server.url}/api/v1/repos/default/versions`, {
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  const { versions } = await res.json();
+  const mine = versions.filter((v: { source: string }) => v.source === 'Renamed source');
+  expect(mine).toHaveLength(1);
+  expect(mine[0].folder).toBe('Photos');
+  expect(mine[0].stats.files).toBe(24);
+  // Nothing was committed under the folder's own name.
+  expect(versions.filter((v: { source: string }) => v.source === 'Photos')).toEqual([]);
+});

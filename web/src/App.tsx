@@ -6,9 +6,12 @@ import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { SearchPanel } from './components/SearchPanel';
+import { SourcesPanel } from './components/SourcesPanel';
 import { TokenBadge, TokenProblem, useTokenCheck } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
+import { indexName, newRunner, type BackupRunner } from './sources/runner';
+import { useSchedule } from './sources/schedule';
 import { Notice } from './ui/Notice';
 import { Tabs, type TabDef } from './ui/Tabs';
 import { coreModule } from './wasm/loader';
@@ -25,6 +28,8 @@ type Ready = Extract<Engine, { state: 'ready' }>;
 interface Ctx {
   api: Api;
   engine: Ready;
+  /** Runs every backup of the page (Back up, Sources, the schedule). */
+  runner: BackupRunner;
   /** Switches to another view (an empty view's next step). */
   goTo: (id: string) => void;
 }
@@ -41,7 +46,13 @@ const VIEWS: View[] = [
     id: 'backup',
     label: 'Back up',
     testId: 'tab-backup',
-    render: ({ api, engine }) => <BackupPanel api={api} pool={engine.pool} jobs={engine.jobs} index={engine.index} />,
+    render: ({ api, engine, runner }) => <BackupPanel api={api} jobs={engine.jobs} runner={runner} />,
+  },
+  {
+    id: 'sources',
+    label: 'Sources',
+    testId: 'tab-sources',
+    render: ({ api, runner }) => <SourcesPanel api={api} runner={runner} />,
   },
   { id: 'versions', label: 'Versions', testId: 'tab-versions', render: ({ api }) => <VersionsPanel api={api} /> },
   {
@@ -85,6 +96,8 @@ export function App() {
     return check.state === 'ok' ? all.filter((v) => v.allows?.(check.info.can) ?? true) : all;
   }, [check]);
   const [tab, setTab] = useState(views[0].id);
+  const runner = useMemo(() => (engine.state === 'ready' && api ? newRunner(api, engine) : null), [api, engine]);
+  useSchedule(runner);
 
   useEffect(() => {
     let pool: CorePool | undefined;
@@ -94,7 +107,7 @@ export function App() {
       let index: ClientIndex | null = null;
       let indexError: string | undefined;
       try {
-        index = await openClientIndex(`${location.origin}|default`);
+        index = await openClientIndex(indexName());
       } catch (e) {
         // The index only saves work; without it every lookup goes to the server.
         indexError = e instanceof Error ? e.message : String(e);
@@ -145,8 +158,8 @@ export function App() {
         )}
         {usable && (
           <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
-            {engine.state === 'ready' ? (
-              view.render({ api, engine, goTo: setTab })
+            {engine.state === 'ready' && runner ? (
+              view.render({ api, engine, runner, goTo: setTab })
             ) : engine.state === 'loading' ? (
               <p className="muted" role="status">
                 Loading the engine…

@@ -12,7 +12,9 @@ use axum::{
 };
 use serde_json::{json, Value};
 use wasm_core::{
-    format::manifest::{validate_path, EntryKind, Manifest, MAX_ENTRIES, MAX_SOURCE_BYTES},
+    format::manifest::{
+        validate_path, EntryKind, Manifest, MAX_ENTRIES, MAX_FOLDER_BYTES, MAX_SOURCE_BYTES,
+    },
     hash::Fingerprint,
 };
 
@@ -28,6 +30,18 @@ use crate::{
 fn validate_manifest(m: &mut Manifest) -> ApiResult<Vec<Vec<Fingerprint>>> {
     if m.source.is_empty() || m.source.len() > MAX_SOURCE_BYTES {
         return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
+    }
+    if let Some(f) = &m.folder {
+        if f.is_empty()
+            || f.len() > MAX_FOLDER_BYTES
+            || f.contains(['/', '\0'])
+            || f == "."
+            || f == ".."
+        {
+            return Err(ApiError::bad_request(
+                "folder must be one folder name of 1 to 256 bytes (no '/', NUL, '.' or '..')",
+            ));
+        }
     }
     if m.entries.len() > MAX_ENTRIES {
         return Err(ApiError::too_large(
@@ -90,10 +104,16 @@ pub(super) async fn versions_post(
 
 /// A version's summary; `damaged` counts its distinct chunks that are not stored (found
 /// damaged, or lost): such a version cannot be restored whole until they are uploaded again.
+/// The picked folder's name rides in the row's stats JSON (store::versions) and is lifted out here.
 fn version_summary(v: &VersionRow) -> Value {
-    let stats: Value = serde_json::from_str(&v.stats).unwrap_or(Value::Null);
-    json!({ "id": v.id, "source": v.source, "time": v.time, "committed_at": v.committed_ms,
-            "stats": stats, "damaged": v.damaged > 0, "damaged_chunks": v.damaged.max(0) })
+    let mut stats: Value = serde_json::from_str(&v.stats).unwrap_or(Value::Null);
+    let folder = stats.as_object_mut().and_then(|o| o.remove("folder"));
+    let mut out = json!({ "id": v.id, "source": v.source, "time": v.time, "committed_at": v.committed_ms,
+            "stats": stats, "damaged": v.damaged > 0, "damaged_chunks": v.damaged.max(0) });
+    if let Some(f) = folder.filter(Value::is_string) {
+        out["folder"] = f;
+    }
+    out
 }
 
 pub(super) async fn versions_list(

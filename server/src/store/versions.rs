@@ -130,8 +130,14 @@ impl Store {
         }
         stats.dedup_ratio = ratio(stats.logical_bytes, stats.new_stored_bytes);
         let committed = now_ms();
-        let stats_json =
-            serde_json::to_string(&stats).map_err(|e| StoreError::Internal(e.to_string()))?;
+        // The version list is read from rows alone, without the manifests: the row's stats
+        // JSON carries the picked folder's name too (the API lifts it out of `stats`).
+        let mut row_stats =
+            serde_json::to_value(&stats).map_err(|e| StoreError::Internal(e.to_string()))?;
+        if let Some(f) = &manifest.folder {
+            row_stats["folder"] = json!(f);
+        }
+        let stats_json = row_stats.to_string();
         let vid = tx.insert_version(&NewVersion {
             repo_id,
             source: &manifest.source,
@@ -160,13 +166,17 @@ impl Store {
             self.containers
                 .hint_newest_version(repo_id, cid as u64, vid);
         }
-        Ok(json!({
+        let mut out = json!({
             "id": vid,
             "source": manifest.source,
             "time": manifest.time,
             "committed_at": committed,
             "stats": stats,
-        }))
+        });
+        if let Some(f) = &manifest.folder {
+            out["folder"] = json!(f);
+        }
+        Ok(out)
     }
 
     /// The repository's versions in id order; only those committed by token `own` if given.

@@ -8,6 +8,8 @@ pub const MAX_ENTRIES: usize = 1_000_000;
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest source label, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 256;
+/// Longest name of the picked folder, in bytes.
+pub const MAX_FOLDER_BYTES: usize = 256;
 /// Longest `detail` of a skipped file, in bytes.
 pub const MAX_DETAIL_BYTES: usize = 1024;
 
@@ -37,6 +39,10 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub source: String,
+    /// The picked folder's own name (the source label may differ from it, and paths are
+    /// relative to it). Absent in manifests written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     pub time: i64,
     pub entries: Vec<Entry>,
     /// Picked files the version does not hold, and why: a version with any is incomplete.
@@ -161,6 +167,16 @@ mod tests {
         assert_eq!(inc.skipped[1].detail, "");
         let again: Manifest = serde_json::from_str(&serde_json::to_string(&inc).unwrap()).unwrap();
         assert_eq!(again, inc);
+        // The folder name round-trips; a manifest without it reads as None and writes without it.
+        assert_eq!(m.folder, None);
+        assert!(!serde_json::to_string(&m).unwrap().contains("folder"));
+        let named: Manifest =
+            serde_json::from_str(r#"{"source":"s","folder":"Photos 2024","time":1,"entries":[]}"#)
+                .unwrap();
+        assert_eq!(named.folder.as_deref(), Some("Photos 2024"));
+        assert!(serde_json::to_string(&named)
+            .unwrap()
+            .contains(r#""folder":"Photos 2024""#));
         // Old stats (no skipped_files) still parse.
         let st: VersionStats = serde_json::from_str(r#"{"files":1,"dirs":0,"symlinks":0,"logical_bytes":3,"chunk_refs":1,"unique_chunks":1,"new_chunks":1,"new_raw_bytes":3,"new_stored_bytes":3,"dedup_ratio":1.0}"#).unwrap();
         assert_eq!((st.files, st.skipped_files), (1, 0));

@@ -41,6 +41,8 @@ export interface SkippedFile {
 
 export interface Manifest {
   source: string;
+  /** The picked folder's own name; absent in manifests written before the field existed. */
+  folder?: string;
   time: number;
   entries: ManifestEntry[];
   /** Picked files the version does not hold; absent when it holds them all. */
@@ -50,9 +52,13 @@ export interface Manifest {
 export interface VersionInfo {
   id: number;
   source: string;
+  /** The picked folder's name, from the manifest (absent when it has none). */
+  folder?: string;
   time: number;
   committed_at: number;
   stats: VersionStats;
+  /** Distinct recipe chunks not stored (damaged or lost); > 0: cannot be restored whole. */
+  damaged_chunks?: number;
 }
 
 export interface RepoStats {

@@ -180,6 +180,18 @@ export function relativeToRoot(picked: PickedFolder): PickedFolder {
   };
 }
 
+/**
+ * The picked folder's name as the manifest's `folder` records it (docs/FORMAT.md): none when
+ * the pick is not one folder (several dropped items) or the name is not one the server takes.
+ */
+export function folderName(picked: PickedFolder): string | undefined {
+  const name = picked.root;
+  const one = picked.files.every((f) => f.path.startsWith(name + '/'));
+  const valid =
+    name !== '' && name !== '.' && name !== '..' && !/[/\0]/.test(name) && new TextEncoder().encode(name).length <= 256;
+  return one && valid ? name : undefined;
+}
+
 /** A path the manifest's `skipped` accepts (the entry path rules), from whatever the picker saw. */
 export function skippedPath(p: string): string {
   return (
@@ -235,6 +247,8 @@ export class BackupJob {
   private key: string;
 
   private picked: PickedFolder;
+  /** The manifest's `folder`. */
+  private folder: string | undefined;
 
   constructor(
     private deps: BackupDeps,
@@ -244,6 +258,7 @@ export class BackupJob {
     private settings: SourceSettings = DEFAULT_SETTINGS,
   ) {
     // Own copies: a file read again from a fresh File is replaced here, not in the pick.
+    this.folder = folderName(picked);
     const rel = relativeToRoot(picked);
     this.picked = { ...rel, files: rel.files.map((f) => ({ ...f })) };
     this.key = JobStore.key(deps.api.repo, source);
@@ -324,7 +339,10 @@ export class BackupJob {
       const version = await this.backup();
       this.progress.version = version;
       this.enter('done');
-      await this.deps.jobs.update(this.key, (j) => (j.status = 'done'));
+      await this.deps.jobs.update(this.key, (j) => {
+        j.status = 'done';
+        j.versionId = version.id;
+      });
       await this.deps.jobs.clearFiles(this.key);
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
@@ -350,9 +368,10 @@ export class BackupJob {
   private async backup(): Promise<VersionInfo> {
     const { api, jobs, index } = this.deps;
     const p = this.progress;
-    // The job state (an unfinished run of this job?) is read while the server answers.
+    // The job state (an unfinished run of this job? the version it last committed, in any
+    // tab?) is read afresh while the server answers: another tab may have written it.
     const state = (async () => {
-      const old = await jobs.get(this.key);
+      const old = await jobs.get(this.key, true);
       const resumable = old && old.status !== 'done' ? await jobs.files(this.key) : new Map<string, FileRecord>();
       return { old, resumable };
     })();
@@ -360,7 +379,7 @@ export class BackupJob {
     // consults it only after the check (chunkAndUpload).
     const validated = this.validateIndex();
     validated.catch(() => {}); // a failure surfaces where it is awaited
-    const [prev] = await Promise.all([previousVersion(api, p.source), state]);
+    const [prev] = await Promise.all([state.then(({ old }) => previousVersion(api, p.source, old?.versionId)), state]);
     const prevList = prev?.files ?? [];
     const prevFiles = new Map(prevList.map((f) => [f.path, f]));
     let hot = hotFps(prevList);
@@ -372,12 +391,15 @@ export class BackupJob {
     const job: JobRecord = {
       key: this.key,
       source: p.source,
+      folder: this.folder,
       startedAt: old && old.status !== 'done' ? old.startedAt : Date.now(),
       status: 'running',
       filesTotal: p.filesTotal,
       bytesTotal: p.bytesTotal,
       bundlesAcked: old && old.status !== 'done' ? old.bundlesAcked : 0,
       wireBytes: old && old.status !== 'done' ? old.wireBytes : 0,
+      // Kept until this run commits another: a failed run must not hide which version is newest.
+      versionId: old?.versionId,
     };
     // Not waited for: later writes of this job's state queue behind it in IndexedDB.
     const jobPut = jobs.put(job);
@@ -512,6 +534,7 @@ export class BackupJob {
           })),
         ],
         p.skipped,
+        this.folder,
       );
     // The job's file records (for a resume) are written while the version commits. Once it
     // is committed they are not needed (the rest are not written); if it fails, they are.

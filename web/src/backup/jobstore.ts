@@ -8,6 +8,8 @@ import { openDB, type IDBPDatabase } from 'idb';
 export interface JobRecord {
   key: string;
   source: string;
+  /** The picked folder's name (absent in records written before it was kept). */
+  folder?: string;
   startedAt: number;
   status: 'running' | 'done' | 'failed' | 'cancelled';
   filesTotal: number;
@@ -15,6 +17,8 @@ export interface JobRecord {
   bundlesAcked: number;
   /** Bundle bytes sent over all sessions of this job. */
   wireBytes: number;
+  /** The version the job committed (status done), whichever tab ran it. */
+  versionId?: number;
   message?: string;
 }
 
@@ -29,11 +33,9 @@ export interface FileRecord {
 
 export class JobStore {
   /**
-   * Job records this page read or wrote, so that the next backup of a source plans without
-   * waiting on IndexedDB (a get took 2-15 ms here, on the critical path of every backup).
-   * Another tab's writes are not seen through it: at worst this tab does not resume a job
-   * that tab left unfinished and reads its files again (the client index still keeps their
-   * chunks from being sent twice).
+   * Job records this page read or wrote. Another tab's writes are not seen through it, so a
+   * backup reads its job afresh (`get(key, true)`, under the repository's backup lock): that
+   * tab may have resumed or finished the job, or committed a newer version of the source.
    */
   private mirror = new Map<string, JobRecord>();
 
@@ -56,12 +58,23 @@ export class JobStore {
     return `${repo}\u0000${source}`;
   }
 
-  async get(key: string): Promise<JobRecord | undefined> {
-    const known = this.mirror.get(key);
+  async get(key: string, fresh = false): Promise<JobRecord | undefined> {
+    const known = fresh ? undefined : this.mirror.get(key);
     if (known) return { ...known };
     const job: JobRecord | undefined = await this.db.get('jobs', key);
     if (job) this.mirror.set(key, { ...job });
     return job;
+  }
+
+  /**
+   * The unfinished job of `repo` that backed up a folder named `folder`, newest first: picking
+   * that folder again resumes it under its own source name, whatever the label now says.
+   */
+  async unfinishedFor(repo: string, folder: string): Promise<JobRecord | undefined> {
+    const mine = (await this.unfinished()).filter(
+      (j) => j.key === JobStore.key(repo, j.source) && (j.folder ?? j.source) === folder && j.status !== 'cancelled',
+    );
+    return mine.sort((a, b) => b.startedAt - a.startedAt)[0];
   }
 
   async unfinished(): Promise<JobRecord[]> {

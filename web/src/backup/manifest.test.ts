@@ -41,6 +41,13 @@ describe('manifestBody', () => {
     expect(await text(manifestBody('s', 1, []))).toBe(JSON.stringify({ source: 's', time: 1, entries: [] }));
   });
 
+  it('names the picked folder when given, and leaves the field out otherwise', async () => {
+    expect(await text(manifestBody('s', 1, [], [], 'Photos "2024"'))).toBe(
+      JSON.stringify({ source: 's', folder: 'Photos "2024"', time: 1, entries: [] }),
+    );
+    expect(JSON.parse(await text(manifestBody('s', 1, [], []))).folder).toBeUndefined();
+  });
+
   it('lists the skipped files of an incomplete version, and omits the field when none', async () => {
     const entries: BodyEntry[] = [{ path: 'a', kind: 'file', size: 0, mtime: 3, mode: null, recipe: [] }];
     const long = 'é'.repeat(DETAIL_CHARS + 50);

@@ -72,6 +72,19 @@ describe('previousVersion', () => {
     expect((await previousVersion(after.api, 'm'))!.files[0].path).toBe('d/f');
     expect(after.fetched).toEqual([5]);
   });
+
+  it('asks the server when another tab committed a newer version of the source', async () => {
+    const mine: PreviousFile[] = [{ path: 'x', size: 3, mtime: 4, recipe: packHex([fp(9)]), lengths: null }];
+    const { api, fetched } = fakeApi([info(7, 't', 70), info(8, 't', 80)], manifest);
+    rememberCommitted(api, 't', info(7, 't', 70), mine);
+    // The job record names this page's commit: the memo stands.
+    expect((await previousVersion(api, 't', 7))!.files).toBe(mine);
+    expect(fetched).toEqual([]);
+    // It names version 8, committed by another tab: the server's newest instead.
+    const prev = (await previousVersion(api, 't', 8))!;
+    expect(prev.id).toBe(8);
+    expect(fetched).toEqual([8]);
+  });
 });
 
 describe('distinctFps', () => {

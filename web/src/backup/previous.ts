@@ -12,7 +12,9 @@
  * Which version is "previous" never decides what is correct, only how much is read and
  * sent: its unchanged files' recipes name chunks the server stores (a commit naming one it
  * lacks is refused with 409 and those files are read again, backup.ts), and its fingerprints
- * only predict. So a version another tab or machine committed since is not looked for; the
+ * only predict. Another tab of this browser is caught anyway (the job record says which
+ * version the source's last backup committed, in any tab: a different one makes this page
+ * ask the server); a version another machine committed since is not looked for, and the
  * server's missing query still keeps the chunks it sent off the wire.
  */
 import type { Api, Manifest, VersionInfo } from '../api/client';
@@ -66,12 +68,13 @@ export function filesOfManifest(m: Manifest): PreviousFile[] {
 }
 
 /**
- * The version of `source` this page committed last, or else the newest on the server (null
- * when it has none).
+ * The version of `source` this page committed last, unless `newest` (the version the
+ * source's last backup committed, in whichever tab) names another; else the newest on the
+ * server (null when it has none).
  */
-export async function previousVersion(api: Api, source: string): Promise<PreviousVersion | null> {
+export async function previousVersion(api: Api, source: string, newest?: number): Promise<PreviousVersion | null> {
   const here = committedIn(api).get(source);
-  if (here) return here;
+  if (here && (newest === undefined || newest === here.id)) return here;
   const versions = (await api.versions()).filter((v) => v.source === source);
   if (!versions.length) return null;
   const latest = versions.reduce((a, b) => (b.id > a.id ? b : a));

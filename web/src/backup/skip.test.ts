@@ -33,7 +33,18 @@ describe('skipped files', () => {
 describe('source settings', () => {
   it('falls back to the defaults for missing or nonsensical values', () => {
     expect(normalizeSettings(undefined)).toEqual(DEFAULT_SETTINGS);
-    expect(normalizeSettings({ sampleRate: 0.1, readAll: true })).toEqual({ sampleRate: 0.1, readAll: true });
+    expect(normalizeSettings({ sampleRate: 0.1, readAll: true })).toEqual({
+      sampleRate: 0.1,
+      readAll: true,
+      excludes: [],
+    });
+    // Settings stored before excludes existed have none; stored patterns keep their lines.
+    expect(normalizeSettings({ excludes: ['', 'node_modules/', '', '*.log', ''] }).excludes).toEqual([
+      'node_modules/',
+      '',
+      '*.log',
+    ]);
+    expect(normalizeSettings({ excludes: 'x' as unknown as string[] }).excludes).toEqual([]);
     expect(normalizeSettings({ sampleRate: 0 }).sampleRate).toBe(0);
     for (const bad of [-1, 2, Number.NaN])
       expect(normalizeSettings({ sampleRate: bad }).sampleRate).toBe(DEFAULT_SETTINGS.sampleRate);

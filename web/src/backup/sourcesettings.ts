@@ -1,8 +1,10 @@
 /**
  * Per-source backup settings, kept in IndexedDB (database `ditto-sources`) by repository and
- * source label: how much of the files that look unchanged each backup reads anyway.
+ * source label: how much of the files that look unchanged each backup reads anyway, and which
+ * files it leaves out (exclude patterns, gitignore syntax: input/excludes.ts).
  */
 import { openDB, type IDBPDatabase } from 'idb';
+import { normalizePatterns } from '../input/excludes';
 import { DEFAULT_SAMPLE_RATE } from './change';
 
 export interface SourceSettings {
@@ -10,9 +12,11 @@ export interface SourceSettings {
   sampleRate: number;
   /** Read every file, trusting no size and mtime. */
   readAll: boolean;
+  /** Exclude patterns, one gitignore line each. */
+  excludes: string[];
 }
 
-export const DEFAULT_SETTINGS: SourceSettings = { sampleRate: DEFAULT_SAMPLE_RATE, readAll: false };
+export const DEFAULT_SETTINGS: SourceSettings = { sampleRate: DEFAULT_SAMPLE_RATE, readAll: false, excludes: [] };
 
 interface Row extends SourceSettings {
   key: string;
@@ -24,6 +28,9 @@ export function normalizeSettings(s: Partial<SourceSettings> | undefined): Sourc
   return {
     sampleRate: typeof rate === 'number' && rate >= 0 && rate <= 1 ? rate : DEFAULT_SETTINGS.sampleRate,
     readAll: s?.readAll === true,
+    excludes: Array.isArray(s?.excludes)
+      ? normalizePatterns(s.excludes.filter((l): l is string => typeof l === 'string'))
+      : [],
   };
 }
 

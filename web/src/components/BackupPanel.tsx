@@ -1,28 +1,42 @@
-import { useEffect, useRef, useState } from 'react';
+import { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 import type { Api, SkippedFile } from '../api/client';
-import { BackupJob, type BackupProgress } from '../backup/backup';
-import type { JobRecord, JobStore } from '../backup/jobstore';
+import { folderName, type BackupJob, type BackupProgress } from '../backup/backup';
+import { JobStore, type JobRecord } from '../backup/jobstore';
 import { DEFAULT_SETTINGS, normalizeSettings, sourceSettings, type SourceSettings } from '../backup/sourcesettings';
-import type { ClientIndex } from '../dedupindex/index';
+import { applyExcludes, Excludes } from '../input/excludes';
 import type { PickedFolder } from '../input/folder';
-import type { CorePool } from '../worker/pool';
+import { sourceFolders } from '../sources/store';
+import { ELSEWHERE_MESSAGE, type BackupRunner } from '../sources/runner';
+import { ExcludesEditor } from './ExcludesEditor';
 import { FolderInput } from './FolderInput';
 import { bytes, duration, ratio } from './format';
 
 interface Props {
   api: Api;
-  pool: CorePool;
   jobs: JobStore;
-  index: ClientIndex | null;
+  runner: BackupRunner;
   onCommitted?: () => void;
 }
 
 /** Drop a folder, back it up, watch it go: the product's main screen. */
-export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
+export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
   const [picked, setPicked] = useState<PickedFolder | null>(null);
   const [label, setLabel] = useState('');
-  const [progress, setProgress] = useState<BackupProgress | null>(null);
-  const [unfinished, setUnfinished] = useState<JobRecord[]>([]);
+  /** The interrupted backup that picking this folder resumes, if any. */
+  const [resuming, setResuming] = useState<JobRecord | null>(null);
+  const lastPick = useRef<PickedFolder | null>(null);
+  /** The source name was typed since the pick: the lookup of the folder's source keeps it. */
+  const labelEdited = useRef(false);
+  const run = useSyncExternalStore(
+    (fn) => runner.subscribe(fn),
+    () => runner.state,
+  );
+  /** A new pick hides the last backup's result (a running one stays shown). */
+  const [hideLast, setHideLast] = useState(false);
+  const job = run.job;
+  const progress = job || !hideLast ? run.progress : null;
+  /** Interrupted backups (null until read). */
+  const [unfinished, setUnfinished] = useState<JobRecord[] | null>(null);
   const [settings, setSettings] = useState<SourceSettings>(DEFAULT_SETTINGS);
   /** The settings were changed on screen since the source was chosen: a late load keeps them. */
   const edited = useRef(false);
@@ -30,8 +44,9 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
     edited.current = true;
     setSettings(s);
   };
-  const job = useRef<BackupJob | null>(null);
-  const running = progress !== null && ['planning', 'backing up', 'committing'].includes(progress.phase);
+  const running = job !== null;
+  const excludes = settings.excludes;
+  const preview = useMemo(() => (picked ? applyExcludes(picked, new Excludes(excludes)) : null), [picked, excludes]);
   const source = label.trim() || picked?.root || '';
 
   // Each source keeps its own settings: show the chosen source's.
@@ -53,8 +68,36 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
   // Read again once a backup ends, not at each phase: during a backup the page's thread is
   // needed to feed the workers and the uploads.
   useEffect(() => {
-    if (!running) jobs.unfinished().then(setUnfinished, () => {});
+    if (!running) jobs.unfinished().then(setUnfinished, () => setUnfinished([]));
   }, [jobs, running]);
+
+  /**
+   * A picked folder keeps the source it was backed up as: an interrupted backup of it first
+   * (so that it resumes), else the source it last went to, else its own name.
+   */
+  const onPicked = async (p: PickedFolder) => {
+    lastPick.current = p;
+    labelEdited.current = false;
+    setPicked(p);
+    setLabel(p.root);
+    setResuming(null);
+    setHideLast(true);
+    const folder = folderName(p);
+    if (!folder) return;
+    const job = await jobs.unfinishedFor(api.repo, folder).catch(() => undefined);
+    const known = job
+      ? undefined
+      : await sourceFolders().then(
+          (s) => s.forFolder(api.repo, folder),
+          () => undefined,
+        );
+    const source = job?.source ?? known?.source;
+    // A later pick may have replaced this one meanwhile.
+    if (source && lastPick.current === p && !labelEdited.current) {
+      setLabel(source);
+      setResuming(job ?? null);
+    }
+  };
 
   const start = async () => {
     if (!picked) return;
@@ -63,38 +106,52 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
     await sourceSettings()
       .then((store) => store.put(api.repo, source, chosen))
       .catch((e: unknown) => console.warn('source settings not saved:', e));
-    const j = new BackupJob({ api, pool, jobs, index }, picked, source, setProgress, chosen);
-    job.current = j;
-    const result = await j.run();
-    job.current = null;
-    if (result.phase === 'done') onCommitted?.();
+    setHideLast(false);
+    const result = await runner.run({ picked, source, settings: chosen });
+    if (result?.phase === 'done') onCommitted?.();
   };
 
   return (
-    <section className="backup">
-      {unfinished
+    <section className="backup" data-testid="backup-panel" data-jobs={unfinished ? 'read' : 'reading'}>
+      {(unfinished ?? [])
         .filter((j) => j.status === 'running' || j.status === 'failed')
         .map((j) => (
           <p key={j.key} className="warn" data-testid="unfinished-job">
-            An unfinished backup of “{j.source}” ({j.bundlesAcked} bundles already stored, {bytes(j.wireBytes)} sent).
-            Choose the same folder again to resume it: nothing already stored is sent again.
+            An unfinished backup of “{j.source}”{j.folder && j.folder !== j.source ? ` (folder “${j.folder}”)` : ''} (
+            {j.bundlesAcked} bundles already stored, {bytes(j.wireBytes)} sent). Choose the same folder again to resume
+            it: nothing already stored is sent again.
           </p>
         ))}
-      <FolderInput
-        disabled={running}
-        onPicked={(p) => {
-          setPicked(p);
-          setLabel(p.root);
-          setProgress(null);
-        }}
-      />
-      {picked && !running && (
+      <FolderInput disabled={running} onPicked={(p) => void onPicked(p)} />
+      {picked && !running && picked.files.length === 0 && (
+        <p className="error" data-testid="picked-empty" role="alert">
+          {picked.root ? `The folder “${picked.root}” holds no files` : 'The chosen folder holds no files'}
+          {picked.dirs.length > 1 ? ` (only ${picked.dirs.length - 1} empty folders)` : ''}: there is nothing to back
+          up. Choose another folder.
+        </p>
+      )}
+      {picked && !running && resuming && resuming.key === JobStore.key(api.repo, label.trim()) && (
+        <p className="muted" data-testid="picked-resumes" data-source={resuming.source}>
+          This folder resumes the interrupted backup of “{resuming.source}”: {resuming.bundlesAcked} bundles already
+          stored are not sent again.
+        </p>
+      )}
+      {picked && !running && preview && picked.files.length > 0 && (
         <div className="plan">
-          <span data-testid="picked-summary" data-root={picked.root} data-files={picked.files.length}>
-            {picked.files.length} files, {bytes(picked.files.reduce((n, f) => n + f.file.size, 0))}
+          <span data-testid="picked-summary" data-root={picked.root} data-files={preview.picked.files.length}>
+            {preview.picked.files.length} files, {bytes(preview.picked.files.reduce((n, f) => n + f.file.size, 0))}
+            {preview.excluded.files.length > 0 && ` to back up, ${preview.excluded.files.length} excluded`}
           </span>
           <label>
-            Source name <input data-testid="source-label" value={label} onChange={(e) => setLabel(e.target.value)} />
+            Source name{' '}
+            <input
+              data-testid="source-label"
+              value={label}
+              onChange={(e) => {
+                labelEdited.current = true;
+                setLabel(e.target.value);
+              }}
+            />
           </label>
           <label title="Files whose size and modification time are unchanged are trusted unread; this share of them is read anyway, to catch a change the time hides.">
             Re-read a sample of{' '}
@@ -120,12 +177,40 @@ export function BackupPanel({ api, pool, jobs, index, onCommitted }: Props) {
             />{' '}
             Read every file
           </label>
-          <button type="button" data-testid="backup-start" onClick={start}>
-            Back up
-          </button>
+          <ExcludesEditor
+            patterns={settings.excludes}
+            onChange={(excludes) => edit({ ...settings, excludes })}
+            excluded={preview.excluded}
+          />
+          {preview.picked.files.length === 0 ? (
+            <p className="error" data-testid="picked-all-excluded" role="alert">
+              Every file of this folder is excluded: there is nothing to back up. Change the patterns above.
+            </p>
+          ) : (
+            <button type="button" data-testid="backup-start" onClick={start}>
+              Back up
+            </button>
+          )}
         </div>
       )}
-      {progress && <ProgressView p={progress} job={job.current} />}
+      {run.elsewhere && !running && (
+        <p className="warn" data-testid="backup-elsewhere" role="alert">
+          Not started: {ELSEWHERE_MESSAGE}
+        </p>
+      )}
+      {progress && <ProgressView p={progress} job={job} />}
+      {progress && run.excluded && run.excluded.files.length + run.excluded.dirs.length > 0 && (
+        <p
+          className="muted"
+          data-testid="backup-excluded"
+          data-files={run.excluded.files.length}
+          data-dirs={run.excluded.dirs.length}
+        >
+          {run.excluded.files.length} files ({bytes(run.excluded.bytes)})
+          {run.excluded.dirs.length > 0 && ` and ${run.excluded.dirs.length} folders, not even walked,`} were excluded
+          by this source’s patterns.
+        </p>
+      )}
     </section>
   );
 }

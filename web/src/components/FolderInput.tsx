@@ -11,9 +11,22 @@ export function FolderInput({ onPicked, disabled }: { onPicked: (p: PickedFolder
     e.preventDefault();
     setOver(false);
     if (disabled) return;
-    // Entries must be taken synchronously: they are gone after the first await.
-    const entries = Array.from(e.dataTransfer.items, (item) => item.webkitGetAsEntry());
-    fromEntries(entries).then(onPicked, (err: unknown) => setError(String(err)));
+    // Entries (and handles) must be taken synchronously: they are gone after the first await.
+    const items = Array.from(e.dataTransfer.items);
+    const entries = items.map((item) => item.webkitGetAsEntry());
+    // Where the browser gives a handle for one dropped folder, it is kept for "Back up again".
+    const handle =
+      items.length === 1
+        ? (items[0] as DataTransferItem & { getAsFileSystemHandle?: () => Promise<FileSystemHandle | null> })
+            .getAsFileSystemHandle?.()
+            .catch(() => null)
+        : undefined;
+    fromEntries(entries)
+      .then(async (picked) => {
+        const h = await handle;
+        return h?.kind === 'directory' ? { ...picked, handle: h as FileSystemDirectoryHandle } : picked;
+      })
+      .then(onPicked, (err: unknown) => setError(String(err)));
   };
 
   const choose = async () => {
@@ -54,7 +67,8 @@ export function FolderInput({ onPicked, disabled }: { onPicked: (p: PickedFolder
         webkitdirectory=""
         multiple
         onChange={(e) => {
-          if (e.target.files?.length) onPicked(fromFileList(e.target.files));
+          // An empty folder gives an empty list: passed on, so that the page can say so.
+          if (e.target.files) onPicked(fromFileList(e.target.files));
           e.target.value = '';
         }}
       />

@@ -145,6 +145,7 @@ export function VersionsPanel({ api }: { api: Api }) {
               <tr>
                 <th>Version</th>
                 <th>Time</th>
+                <th>Folder</th>
                 <th>Files</th>
                 <th>Logical size</th>
                 <th>New bytes stored</th>
@@ -176,6 +177,9 @@ export function VersionsPanel({ api }: { api: Api }) {
                       )}
                     </td>
                     <td>{new Date(v.time).toLocaleString()}</td>
+                    <td data-testid="v-folder" data-value={v.folder ?? ''}>
+                      {v.folder ?? <span className="muted">not recorded</span>}
+                    </td>
                     <td className="num" data-testid="v-files" data-value={v.stats.files}>
                       {v.stats.files}
                     </td>
@@ -233,7 +237,7 @@ export function VersionsPanel({ api }: { api: Api }) {
                   </tr>
                   {missing?.id === v.id && (
                     <tr data-testid="version-missing" data-version={v.id}>
-                      <td colSpan={7}>
+                      <td colSpan={8}>
                         <ul className="error">
                           {missing.files.map((f, i) => (
                             <li key={i} data-testid="version-missing-file" data-path={f.path} data-reason={f.reason}>

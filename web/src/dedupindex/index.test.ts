@@ -29,6 +29,22 @@ function sum(a: Uint8Array): number {
 const settle = () => new Promise((r) => setTimeout(r, 20));
 
 describe('ClientIndex (IndexedDB)', () => {
+  it('knows when another instance (another tab) wrote the database since it opened', async () => {
+    const name = freshName();
+    const a = await openIdx(name, { tabletSize: 128 });
+    const b = await openIdx(name, { tabletSize: 128 });
+    expect([await a.isCurrent(), await b.isCurrent()]).toEqual([true, true]);
+    await a.add(randomFps(300, 21));
+    expect([await a.isCurrent(), await b.isCurrent()]).toEqual([true, false]);
+    const c = await openIdx(name, { tabletSize: 128 });
+    expect(await c.isCurrent()).toBe(true);
+    await a.useEpoch(4);
+    expect([await a.isCurrent(), await c.isCurrent()]).toEqual([true, false]);
+    const d = await openIdx(name, { tabletSize: 128 });
+    await d.clear();
+    expect([await a.isCurrent(), await d.isCurrent()]).toEqual([false, true]);
+  });
+
   it('lookup/add round trip survives reopening', async () => {
     const name = freshName();
     const stored = randomFps(1_000, 11);

@@ -88,6 +88,12 @@ export interface ClientIndex {
   /** A random sample of up to n stored fingerprints (n*20 bytes), for validating the index against the server. */
   sample(n: number): Promise<Uint8Array>;
   stats(): ClientIndexStats;
+  /**
+   * Whether IndexedDB still holds what this instance holds in memory: false once another
+   * instance (another tab) added, cleared or moved the epoch since, and then this one must
+   * not be written through (reopen it).
+   */
+  isCurrent(): Promise<boolean>;
   close(): void;
 }
 
@@ -530,6 +536,22 @@ class IdbClientIndex implements ClientIndex {
 
   epoch(): number | null {
     return this.gcEpoch;
+  }
+
+  isCurrent(): Promise<boolean> {
+    return this.enqueue(() =>
+      this.withDb(async (db) => {
+        const tx = db.transaction('meta', 'readonly');
+        const [state, epoch] = await Promise.all([tx.store.get('state'), tx.store.get('epoch')]);
+        await tx.done;
+        const lens = state?.kind === 'state' && state.format === FORMAT ? state.lens : [];
+        const total = lens.reduce((a, b) => a + b, 0);
+        // No state record: nothing was ever added since the last clear, here or elsewhere.
+        const same = state?.kind === 'state' ? state.generation === this.generation : total === 0;
+        const recorded = epoch?.kind === 'epoch' ? epoch.epoch : null;
+        return same && total === this.tablets.total && recorded === this.gcEpoch;
+      }),
+    );
   }
 
   useEpoch(epoch: number): Promise<boolean> {

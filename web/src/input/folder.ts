@@ -27,7 +27,17 @@ export interface PickedFolder {
   dirs: string[];
   /** Items the browser would not give us, with the reason: never skipped silently. */
   skipped: { path: string; reason: string }[];
+  /** The folder itself, when the directory picker gave it (kept for "Back up again"). */
+  handle?: FileSystemDirectoryHandle;
+  /** Folders the walk left out whole, unwalked (an exclude pattern names them; paths as picked). */
+  excludedDirs?: string[];
 }
+
+/**
+ * Tells a walk which folders to leave out without walking them: `path` is relative to the
+ * picked folder (input/excludes.ts decides).
+ */
+export type LeaveOut = (path: string) => boolean;
 
 /** Minimal shapes of the Entries API, so traversal can be tested with fakes. */
 export interface EntryLike {
@@ -126,9 +136,12 @@ export function fromFileList(list: ArrayLike<File>): PickedFolder {
   return { root, files, dirs: [...dirs].sort(), skipped: [] };
 }
 
-/** From `showDirectoryPicker()`: paths are built while walking the handles. */
-export async function fromDirectoryHandle(dir: FileSystemDirectoryHandle): Promise<PickedFolder> {
-  const out: PickedFolder = { root: dir.name, files: [], dirs: [], skipped: [] };
+/**
+ * From `showDirectoryPicker()` or a kept handle: paths are built while walking the handles.
+ * Folders `leaveOut` names are not walked (a node_modules of 50 000 files costs nothing).
+ */
+export async function fromDirectoryHandle(dir: FileSystemDirectoryHandle, leaveOut?: LeaveOut): Promise<PickedFolder> {
+  const out: PickedFolder = { root: dir.name, files: [], dirs: [], skipped: [], handle: dir, excludedDirs: [] };
   const walk = async (handle: FileSystemDirectoryHandle, path: string, depth: number) => {
     out.dirs.push(path);
     if (depth > MAX_DEPTH) {
@@ -144,6 +157,8 @@ export async function fromDirectoryHandle(dir: FileSystemDirectoryHandle): Promi
         } catch (e) {
           out.skipped.push({ path: childPath, reason: `unreadable: ${errorMessage(e)}` });
         }
+      } else if (leaveOut?.(childPath.slice(dir.name.length + 1))) {
+        out.excludedDirs!.push(childPath);
       } else {
         await walk(child as FileSystemDirectoryHandle, childPath, depth + 1);
       }

@@ -5,14 +5,11 @@
  * lacks is fetched (desync's `--seed` idea).
  */
 import { fpHex } from '../backup/hex';
+import { permitted } from '../input/permission';
 import type { RestoreItem } from './restore';
 import type { RestoreWorkers } from './workers';
 
 type DirectoryPicker = (opts?: { mode?: 'read' | 'readwrite'; id?: string }) => Promise<FileSystemDirectoryHandle>;
-interface PermissionHandle {
-  queryPermission?: (d: { mode: 'readwrite' }) => Promise<PermissionState>;
-  requestPermission?: (d: { mode: 'readwrite' }) => Promise<PermissionState>;
-}
 
 export class FolderError extends Error {}
 
@@ -37,9 +34,7 @@ export async function pickFolder(): Promise<FileSystemDirectoryHandle | null> {
       throw new FolderError(`Permission to write into the folder was refused (${e.message}). Nothing was restored.`);
     throw e;
   }
-  const h = dir as unknown as PermissionHandle;
-  const state = h.queryPermission ? await h.queryPermission({ mode: 'readwrite' }) : 'granted';
-  if (state !== 'granted' && (!h.requestPermission || (await h.requestPermission({ mode: 'readwrite' })) !== 'granted'))
+  if (!(await permitted(dir, 'readwrite', true)))
     throw new FolderError(`Permission to write into "${dir.name}" was refused. Nothing was restored.`);
   return dir;
 }

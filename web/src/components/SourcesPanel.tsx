@@ -1,0 +1,273 @@
+import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
+import './sources.css';
+import type { Api } from '../api/client';
+import { sourceSettings } from '../backup/sourcesettings';
+import { Excludes } from '../input/excludes';
+import { fromFileList, type PickedFolder } from '../input/folder';
+import { AgainError, canKeepFolders, folderAgain } from '../sources/again';
+import { notificationsOn, notificationsSupported, setNotifications } from '../sources/notify';
+import { ELSEWHERE_MESSAGE, type BackupRunner } from '../sources/runner';
+import { sourceFolders } from '../sources/store';
+import { summarize, type Health, type SourceSummary } from '../sources/summary';
+import { bytes } from './format';
+
+/** Every source with its last backup, size, versions and health; back one up again in a click. */
+export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }) {
+  const [list, setList] = useState<SourceSummary[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [note, setNote] = useState<{ source: string; text: string; kind: 'error' | 'ok' } | null>(null);
+  const [notify, setNotify] = useState(notificationsOn);
+  const run = useSyncExternalStore(
+    (fn) => runner.subscribe(fn),
+    () => runner.state,
+  );
+  /** The source whose folder the file input is picking (browsers without the API). */
+  const picking = useRef<string | null>(null);
+  const input = useRef<HTMLInputElement>(null);
+
+  const load = useCallback(async () => {
+    try {
+      const [versions, kept] = await Promise.all([api.versions(), sourceFolders().then((s) => s.list(api.repo))]);
+      setList(summarize(versions, kept));
+      setError(null);
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+  }, [api]);
+  useEffect(() => void load(), [load]);
+  // A backup that ends (here, in Back up, or by the schedule) changes the figures.
+  const running = run.job !== null;
+  useEffect(() => {
+    if (!running) void load();
+  }, [running, load]);
+
+  const backUp = async (source: string, picked: PickedFolder) => {
+    if (picked.files.length === 0) {
+      setNote({
+        source,
+        kind: 'error',
+        text: `${picked.root ? `The folder “${picked.root}”` : 'The chosen folder'} holds no files: nothing was backed up.`,
+      });
+      return;
+    }
+    const settings = await (await sourceSettings()).get(api.repo, source);
+    const end = await runner.run({ picked, source, settings });
+    if (end?.phase === 'done' && end.version)
+      setNote({ source, kind: 'ok', text: `Version #${end.version.id} stored.` });
+    else if (end) setNote({ source, kind: 'error', text: end.message ?? `The backup ${end.phase}.` });
+  };
+
+  const again = async (s: SourceSummary) => {
+    setNote(null);
+    const row = s.kept ?? {
+      key: '',
+      repo: api.repo,
+      source: s.source,
+      folder: s.folder ?? s.source,
+      usedAt: 0,
+      everyMinutes: null,
+    };
+    try {
+      // The click's activation, which the permission prompt needs, outlasts this read.
+      const settings = await (await sourceSettings()).get(api.repo, s.source);
+      const picked = await folderAgain(row, true, new Excludes(settings.excludes).leaveOut);
+      if (picked === 'pick') {
+        picking.current = s.source;
+        input.current?.click();
+      } else if (picked) await backUp(s.source, picked);
+    } catch (e) {
+      setNote({ source: s.source, kind: 'error', text: e instanceof AgainError ? e.message : String(e) });
+    }
+  };
+
+  const setEvery = async (s: SourceSummary, minutes: number | null) => {
+    await (await sourceFolders()).setEvery(api.repo, s.source, minutes);
+    await load();
+  };
+
+  const toggleNotify = async (on: boolean) => {
+    const got = await setNotifications(on);
+    setNotify(notificationsOn());
+    if (on && got !== 'granted')
+      setError(
+        got === 'unsupported'
+          ? 'This browser shows no notifications.'
+          : 'The browser did not allow notifications: allow them in the site settings, then turn this on again.',
+      );
+  };
+
+  const p = run.progress;
+  return (
+    <section className="sources" data-testid="sources-panel" aria-labelledby="sources-title">
+      <h2 id="sources-title">Sources</h2>
+      {!canKeepFolders() && (
+        <p className="warn" data-testid="sources-no-fsa">
+          This browser cannot keep a folder between visits (it lacks the File System Access API): “Back up again” asks
+          you to choose the folder each time, and backups every N minutes are not available.
+        </p>
+      )}
+      {error && (
+        <p className="error" data-testid="sources-error" role="alert">
+          {error}
+        </p>
+      )}
+      {run.elsewhere && !running && (
+        <p className="warn" data-testid="backup-elsewhere" role="alert">
+          “{run.elsewhere.source}” was not backed up: {ELSEWHERE_MESSAGE}
+        </p>
+      )}
+      {running && p && (
+        <p className="muted" data-testid="sources-running" data-source={p.source} aria-live="polite">
+          Backing up “{p.source}”: {p.phase}, {p.filesDone} of {p.filesTotal} files.
+        </p>
+      )}
+      {notificationsSupported() && (
+        <label className="sources-notify">
+          <input
+            type="checkbox"
+            data-testid="sources-notify"
+            checked={notify}
+            onChange={(e) => void toggleNotify(e.target.checked)}
+          />{' '}
+          Notify me when a backup ends while this tab is in the background
+        </label>
+      )}
+      {list && list.length === 0 && (
+        <p data-testid="sources-empty">No sources yet: back up a folder in “Back up” and it is listed here.</p>
+      )}
+      {list && list.length > 0 && (
+        <table className="files sources-table">
+          <thead>
+            <tr>
+              <th scope="col">Source</th>
+              <th scope="col">Folder</th>
+              <th scope="col">Last backup</th>
+              <th scope="col">Size</th>
+              <th scope="col">Versions</th>
+              <th scope="col">Health</th>
+              <th scope="col">Back up</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.map((s, i) => (
+              <tr key={s.source} data-testid="source-row" data-source={s.source}>
+                <th scope="row">{s.source}</th>
+                <td data-testid="source-folder">{s.folder ?? <span className="muted">unknown</span>}</td>
+                <td data-testid="source-last" data-version={s.last?.id ?? ''}>
+                  {s.last ? new Date(s.last.time).toLocaleString() : 'never'}
+                </td>
+                <td className="num" data-testid="source-size" data-value={s.last?.stats.logical_bytes ?? ''}>
+                  {s.last ? `${bytes(s.last.stats.logical_bytes)}, ${s.last.stats.files} files` : '–'}
+                </td>
+                <td className="num" data-testid="source-versions" data-value={s.versions}>
+                  {s.versions}
+                </td>
+                <td data-testid="source-health" data-state={s.health.state}>
+                  {healthText(s.health)}
+                </td>
+                <td className="actions">
+                  <button
+                    type="button"
+                    data-testid="source-again"
+                    disabled={running}
+                    onClick={() => void again(s)}
+                    aria-describedby={note?.source === s.source ? `source-note-${i}` : undefined}
+                  >
+                    Back up again
+                  </button>
+                  {canKeepFolders() && s.kept?.handle && (
+                    <Every value={s.kept.everyMinutes} onChange={(m) => void setEvery(s, m)} source={s.source} />
+                  )}
+                  {note?.source === s.source && (
+                    <p
+                      id={`source-note-${i}`}
+                      className={note.kind}
+                      data-testid="source-note"
+                      role={note.kind === 'error' ? 'alert' : 'status'}
+                    >
+                      {note.text}
+                    </p>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <input
+        ref={input}
+        type="file"
+        data-testid="sources-folder-input"
+        hidden
+        // @ts-expect-error non-standard attribute, supported by every current browser
+        webkitdirectory=""
+        multiple
+        onChange={(e) => {
+          const source = picking.current;
+          if (source && e.target.files) void backUp(source, fromFileList(e.target.files));
+          picking.current = null;
+          e.target.value = '';
+        }}
+      />
+    </section>
+  );
+}
+
+function healthText(h: Health): string {
+  switch (h.state) {
+    case 'healthy':
+      return 'healthy';
+    case 'incomplete':
+      return `incomplete: ${h.files} file${h.files === 1 ? '' : 's'} not backed up`;
+    case 'damaged':
+      return `damaged: ${h.chunks} chunk${h.chunks === 1 ? '' : 's'} missing on the server; back up again to heal it`;
+    case 'none':
+      return 'no version yet';
+  }
+}
+
+/** "Back up every N minutes while this tab is open": off, or a number of minutes. */
+function Every({
+  value,
+  onChange,
+  source,
+}: {
+  value: number | null;
+  onChange: (m: number | null) => void;
+  source: string;
+}) {
+  const [minutes, setMinutes] = useState(value ?? 60);
+  // Shown at once; the store is written behind it.
+  const [on, setOn] = useState(value !== null);
+  return (
+    <span className="sources-every">
+      <label>
+        <input
+          type="checkbox"
+          data-testid="source-every"
+          aria-label={`Back up ${source} every so many minutes while this tab is open`}
+          checked={on}
+          onChange={(e) => {
+            setOn(e.target.checked);
+            onChange(e.target.checked ? minutes : null);
+          }}
+        />{' '}
+        every
+      </label>{' '}
+      <input
+        type="number"
+        data-testid="source-every-minutes"
+        aria-label={`Minutes between backups of ${source}`}
+        min={1}
+        max={1440}
+        value={minutes}
+        onChange={(e) => {
+          const m = Math.min(1440, Math.max(1, Math.round(Number(e.target.value) || 1)));
+          setMinutes(m);
+          if (on) onChange(m);
+        }}
+      />{' '}
+      minutes while this tab is open
+    </span>
+  );
+}

@@ -1,0 +1,186 @@
+/**
+ * Runs the page's backups, whichever view starts them (Back up, Sources, the schedule), so
+ * that what a backup does to the tab does not depend on the view that is open:
+ *
+ * - one backup of a repository at a time across every tab of the page: the Web Locks API
+ *   (`navigator.locks`) holds `ditto-backup:<server>|<repo>` for the whole run, and a tab that
+ *   cannot take it is told that another tab is backing up instead of racing it. The client
+ *   index is written only by backups, so it is written only under that lock; under it, the
+ *   index is reopened when another tab wrote it since (`isCurrent`), so that its in-memory
+ *   state is the one the last tab left in IndexedDB;
+ * - the tab title shows the progress, and closing the tab mid-backup asks first
+ *   (beforeunload);
+ * - a backup that ends while the tab is hidden, or that the schedule started, ends with a
+ *   notification, if the user turned notifications on (notify.ts).
+ */
+import type { Api } from '../api/client';
+import { BackupJob, folderName, type BackupProgress } from '../backup/backup';
+import type { JobStore } from '../backup/jobstore';
+import type { SourceSettings } from '../backup/sourcesettings';
+import { openClientIndex, type ClientIndex } from '../dedupindex/index';
+import { applyExcludes, Excludes, type ExcludedFiles } from '../input/excludes';
+import type { PickedFolder } from '../input/folder';
+import type { CorePool } from '../worker/pool';
+import { notifyEnded } from './notify';
+import { sourceFolders } from './store';
+
+export interface RunRequest {
+  picked: PickedFolder;
+  source: string;
+  settings: SourceSettings;
+  /** Started by the schedule, not by a click. */
+  background?: boolean;
+}
+
+export interface RunnerDeps {
+  api: Api;
+  pool: CorePool;
+  jobs: JobStore;
+  /** Opens the client index as IndexedDB holds it now (null: none, the server answers). */
+  openIndex: () => Promise<ClientIndex | null>;
+}
+
+export interface RunnerState {
+  /** The backup running in this tab, if any. */
+  job: BackupJob | null;
+  /** The progress of the running or last backup. */
+  progress: BackupProgress | null;
+  /** Set when a backup could not start because another tab runs one of this repository. */
+  elsewhere: { source: string } | null;
+  /** What the source's exclude patterns left out of the running or last backup. */
+  excluded: ExcludedFiles | null;
+}
+
+export const ELSEWHERE_MESSAGE =
+  'A backup of this repository is running in another tab of this page. Wait for it to finish there (or close that tab), then back up again.';
+
+export class BackupRunner {
+  private listeners = new Set<() => void>();
+  private title = '';
+  state: RunnerState = { job: null, progress: null, elsewhere: null, excluded: null };
+
+  /** `index`: the one the page opened at load, closed before the first backup opens its own. */
+  constructor(
+    private deps: RunnerDeps,
+    private index: ClientIndex | null = null,
+  ) {}
+
+  get repo(): string {
+    return this.deps.api.repo;
+  }
+
+  get running(): boolean {
+    return this.state.job !== null;
+  }
+
+  /** Calls `fn` on every change of `state`; returns the unsubscribe. */
+  subscribe(fn: () => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private set(change: Partial<RunnerState>) {
+    this.state = { ...this.state, ...change };
+    for (const fn of this.listeners) fn();
+  }
+
+  get lockName(): string {
+    return `ditto-backup:${this.deps.api.base}|${this.deps.api.repo}`;
+  }
+
+  /**
+   * Backs up `req` under the repository's lock; resolves to its final progress, or to null
+   * when another tab holds the lock (`state.elsewhere` says so) or this tab is busy.
+   */
+  async run(req: RunRequest): Promise<BackupProgress | null> {
+    if (this.running) return null;
+    // The last backup's result goes at once: read while this one starts, it would pass for its.
+    this.set({ progress: null, excluded: null });
+    const locks = typeof navigator !== 'undefined' ? navigator.locks : undefined;
+    if (!locks) {
+      // Without the API (an old browser) tabs are not kept apart; the backup still runs.
+      console.warn('Web Locks API missing: backups in two tabs at once are not prevented');
+      return this.locked(req);
+    }
+    return locks.request(this.lockName, { ifAvailable: true }, (lock) => {
+      if (!lock) {
+        // A scheduled backup just waits for its next tick; a click is told why nothing ran.
+        if (!req.background) this.set({ elsewhere: { source: req.source } });
+        return null;
+      }
+      return this.locked(req);
+    });
+  }
+
+  private async locked(req: RunRequest): Promise<BackupProgress> {
+    this.set({ elsewhere: null });
+    // The source remembers its folder (and the handle, for "Back up again"), beside the
+    // backup rather than before it; a failure to save does not stop the backup.
+    const folder = folderName(req.picked);
+    if (folder)
+      void sourceFolders()
+        .then((s) => s.remember(this.deps.api.repo, req.source, folder, req.picked.handle))
+        .catch((e: unknown) => console.warn('source folder not saved:', e));
+    this.title = document.title;
+    const onUnload = (e: BeforeUnloadEvent) => {
+      e.preventDefault();
+      e.returnValue = '';
+    };
+    addEventListener('beforeunload', onUnload);
+    const { picked, excluded } = applyExcludes(req.picked, new Excludes(req.settings.excludes));
+    const job = new BackupJob(
+      { ...this.deps, index: await this.freshIndex() },
+      picked,
+      req.source,
+      (p) => this.progressed(p),
+      req.settings,
+    );
+    this.set({ job, progress: job.progress, excluded });
+    try {
+      const end = await job.run();
+      if (req.background || document.visibilityState === 'hidden') notifyEnded(end);
+      return end;
+    } finally {
+      removeEventListener('beforeunload', onUnload);
+      document.title = this.title;
+      this.set({ job: null });
+    }
+  }
+
+  private progressed(p: BackupProgress) {
+    const active = p.phase === 'planning' || p.phase === 'backing up' || p.phase === 'committing';
+    if (active) {
+      const pct = p.bytesTotal ? Math.floor((100 * p.bytesDone) / p.bytesTotal) : 0;
+      document.title = `${pct}% backing up ${p.source}${p.paused ? ' (paused)' : ''} · ${this.title}`;
+    }
+    this.set({ progress: p });
+  }
+
+  /** The client index as IndexedDB holds it now: reopened if another tab wrote it since. */
+  private async freshIndex(): Promise<ClientIndex | null> {
+    const current = await this.index?.isCurrent().catch(() => false);
+    if (current) return this.index;
+    this.index?.close();
+    this.index = null;
+    try {
+      this.index = await this.deps.openIndex();
+    } catch (e) {
+      // The index only saves work; without it every lookup goes to the server.
+      console.warn('client index unavailable:', e);
+    }
+    return this.index;
+  }
+}
+
+/** The client index's database name: one per server origin (the page's one repository). */
+export function indexName(): string {
+  return `${location.origin}|default`;
+}
+
+/** The page's runner, over the engine it loaded. */
+export function newRunner(api: Api, engine: { pool: CorePool; jobs: JobStore; index: ClientIndex | null }) {
+  return new BackupRunner(
+    { api, pool: engine.pool, jobs: engine.jobs, openIndex: () => openClientIndex(indexName()) },
+    engine.index,
+  );
+}

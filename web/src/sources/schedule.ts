@@ -1,0 +1,47 @@
+/**
+ * "Back up every N minutes while this tab is open": a timer in the page (no service worker,
+ * so nothing runs once every tab is closed). A due source is backed up from its kept folder
+ * handle when the browser still grants reading it; one that needs the permission again waits
+ * for a click on "Back up again" (a timer cannot ask). Several tabs share the work through
+ * the runner's lock: a tab that finds it held skips the tick.
+ */
+import { useEffect } from 'react';
+import { sourceSettings } from '../backup/sourcesettings';
+import { Excludes } from '../input/excludes';
+import { folderAgain } from './again';
+import type { BackupRunner } from './runner';
+import { sourceFolders, type SourceFolder } from './store';
+
+/** How often the page looks for due sources. */
+export const TICK_MS = 20_000;
+
+/** Whether `row` is due at `now`: a schedule set and its last backup at least that long ago. */
+export function due(row: SourceFolder, now: number): boolean {
+  return row.everyMinutes !== null && row.everyMinutes > 0 && now - row.usedAt >= row.everyMinutes * 60_000;
+}
+
+/** Runs the due sources' backups, one at a time; what blocked one is logged, not thrown. */
+export async function runDue(runner: BackupRunner, now = Date.now()) {
+  if (runner.running) return;
+  const rows = (await (await sourceFolders()).list(runner.repo)).filter((r) => due(r, now) && r.handle);
+  for (const row of rows.sort((a, b) => a.usedAt - b.usedAt)) {
+    if (runner.running) return;
+    try {
+      const settings = await (await sourceSettings()).get(runner.repo, row.source);
+      const picked = await folderAgain(row, false, new Excludes(settings.excludes).leaveOut);
+      if (!picked || picked === 'pick' || picked.files.length === 0) continue;
+      await runner.run({ picked, source: row.source, settings, background: true });
+    } catch (e) {
+      console.warn(`scheduled backup of “${row.source}” not run:`, e);
+    }
+  }
+}
+
+/** Keeps the schedule running while the page is open. */
+export function useSchedule(runner: BackupRunner | null) {
+  useEffect(() => {
+    if (!runner) return;
+    const timer = setInterval(() => void runDue(runner), TICK_MS);
+    return () => clearInterval(timer);
+  }, [runner]);
+}
