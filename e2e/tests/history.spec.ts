@@ -1,4 +1,5 @@
-import { expect, test, type Locator, type Page } from '@playwright/test';
+import AxeBuilder from '@axe-core/playwright';
+import { expect, test, type Locator, type Page, type TestInfo } from '@playwright/test';
 import { createHash, randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -61,6 +62,16 @@ async function backUp(page: Page, folder: string, source: string) {
   await page.getByTestId('backup-start').click();
   await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
   return Number(await page.getByTestId('backup-done').getAttribute('data-version'));
+}
+
+/** No serious or critical accessibility violation inside `selector`; a screenshot attached. */
+async function checkView(page: Page, selector: string, name: string, testInfo: TestInfo) {
+  const r = await new AxeBuilder({ page }).include(selector).analyze();
+  const bad = r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  expect(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`)).toEqual([]);
+  const file = testInfo.outputPath(name);
+  await page.locator(selector).first().screenshot({ path: file });
+  await testInfo.attach(name, { path: file, contentType: 'image/png' });
 }
 
 interface NodeComparison {
@@ -165,7 +176,9 @@ test('compare two releases: added, removed and changed as Node finds them, from 
   expect(errors).toEqual([]);
 });
 
-test('compare across sources and within one: a deleted folder, added files, a binary change', async ({ page }) => {
+test('compare across sources and within one: a deleted folder, added files, a binary change', async ({
+  page,
+}, testInfo) => {
   await open(page);
   // The release against the edited working copy (another source).
   let diff = await compare(page, ids[2], w2);
@@ -191,21 +204,32 @@ test('compare across sources and within one: a deleted folder, added files, a bi
   await expect(binary).toHaveAttribute('data-offset', String(first));
   await expect(binary).toHaveAttribute('data-changed', String(last - first + 1));
   await expect(binary).toContainText(`Binary, ${last - first + 1} bytes changed`);
+  await checkView(page, '[data-testid=versions-diff]', 'compare-binary.png', testInfo);
 });
 
-test('a text diff of a changed file matches the shortest one computed in Node', async ({ page }) => {
+test('a text diff of a changed file matches the shortest one computed in Node', async ({ page }, testInfo) => {
   await open(page);
   const diff = await compare(page, ids[0], ids[2]);
-  // The largest changed source file small enough for the naive oracle.
+  // The changed text file with the most changed lines (both added and removed where there
+  // is one) among those small enough for the naive oracle.
   const candidates = compareFolders(folders[0], folders[2])
     .changed.map(([rel]) => rel)
     .filter((rel) => /\.(js|ts|json|md)$/.test(rel))
     .map((rel) => ({ rel, a: lines(path.join(folders[0], rel)), b: lines(path.join(folders[2], rel)) }))
     .filter((c) => c.a.length * c.b.length < 25e6)
-    .sort((x, y) => y.a.length + y.b.length - (x.a.length + x.b.length));
+    .map((c) => ({ ...c, lcs: lineLcs(c.a, c.b) }))
+    .map((c) => ({ ...c, removed: c.a.length - c.lcs, added: c.b.length - c.lcs }))
+    .sort(
+      (x, y) =>
+        Number(y.removed > 0 && y.added > 0) - Number(x.removed > 0 && x.added > 0) ||
+        y.removed + y.added - (x.removed + x.added),
+    );
   expect(candidates.length).toBeGreaterThan(0);
-  const { rel, a, b } = candidates[0];
-  const lcs = lineLcs(a, b);
+  const { rel, a, b, lcs } = candidates[0];
+  testInfo.annotations.push({
+    type: 'diffed',
+    description: `${rel}: ${lcs} lines kept, of ${a.length} and ${b.length}`,
+  });
 
   const apiPaths: string[] = [];
   page.on('request', (r) => apiPaths.push(new URL(r.url()).pathname));
@@ -233,6 +257,7 @@ test('a text diff of a changed file matches the shortest one computed in Node', 
     if (l.kind !== 'add') expect(l.text, `${rel} old line ${l.a}`).toBe(a[l.a - 1]);
     if (l.kind !== 'del') expect(l.text, `${rel} new line ${l.b}`).toBe(b[l.b - 1]);
   }
+  await checkView(page, '[data-testid=versions-diff]', 'compare-text-diff.png', testInfo);
 });
 
 test("a file's history across versions, and an older version downloaded byte for byte", async ({ page }, testInfo) => {
@@ -285,6 +310,7 @@ test("a file's history across versions, and an older version downloaded byte for
     const lcs = lineLcs(a, b);
     await expect(summary).toHaveAttribute('data-removed', String(a.length - lcs));
     await expect(summary).toHaveAttribute('data-added', String(b.length - lcs));
+    await checkView(page, '[data-testid=file-history]', 'file-history.png', testInfo);
     await history.getByTestId('file-history-close').click();
     await expect(history).toHaveCount(0);
   }

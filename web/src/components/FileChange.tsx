@@ -17,12 +17,19 @@ export function sizeDelta(n: number): string {
   return n > 0 ? `+${bytes(n)}` : n < 0 ? `−${bytes(-n)}` : '±0 B';
 }
 
-/** Moves focus to a view that just opened (it may be far below the control that opened it). */
+/**
+ * Moves focus to a view that just opened (it may be far below the control that opened it),
+ * and back to that control when the view closes.
+ */
 export function useFocusOnOpen<T extends HTMLElement>() {
   const ref = useRef<T>(null);
   useEffect(() => {
+    const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
     ref.current?.scrollIntoView({ block: 'start' });
     ref.current?.focus();
+    return () => {
+      if (opener?.isConnected) opener.focus();
+    };
   }, []);
   return ref;
 }

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from 'react';
+import { Fragment, useEffect, useMemo, useState } from 'react';
 import './history.css';
 import type { Api, VersionInfo } from '../api/client';
 import { compareManifests, type Changed, type Comparison, type OneSide } from '../history/compare';
@@ -117,7 +117,7 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
       )}
       {!cmp && !error && from !== null && to !== null && from !== to && <p>Reading both versions…</p>}
       {cmp && result && (
-        <>
+        <Fragment key={`${result.from}-${result.to}`}>
           <p
             data-testid="diff-summary"
             data-added={cmp.added.length}
@@ -127,8 +127,8 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
             aria-live="polite"
           >
             {cmp.added.length} added, {cmp.removed.length} removed, {cmp.changed.length} changed, {cmp.unchanged}{' '}
-            unchanged ({bytes(cmp.unchangedBytes)}, same chunks: nothing was read to tell). Total {bytes(cmp.oldBytes)}{' '}
-            → {bytes(cmp.newBytes)} ({sizeDelta(cmp.newBytes - cmp.oldBytes)}).
+            unchanged ({bytes(cmp.unchangedBytes)}, same chunks, so not read). Total {bytes(cmp.oldBytes)} →{' '}
+            {bytes(cmp.newBytes)} ({sizeDelta(cmp.newBytes - cmp.oldBytes)}).
           </p>
           {cmp.added.length + cmp.removed.length + cmp.changed.length === 0 && (
             <p data-testid="diff-identical">These two versions hold the same files with the same content.</p>
@@ -144,7 +144,7 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
             busy={busy}
             onRestore={onRestore}
           />
-        </>
+        </Fragment>
       )}
     </section>
   );
