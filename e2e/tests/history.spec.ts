@@ -5,6 +5,7 @@ import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
+import { backUp, openWithoutPicker } from '../page';
 import { startServer, type RunningServer } from '../server';
 
 // History and diff (issue 20): three releases of a real package and a working copy of the
@@ -47,22 +48,7 @@ test.afterAll(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-/** Without the File System Access picker (Playwright cannot drive it) the page downloads a Blob. */
-async function open(page: Page) {
-  await page.addInitScript(() => {
-    Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
-  });
-  await page.goto(server.appUrl);
-  await expect(page.getByTestId('engine-ready')).toBeVisible();
-}
-
-async function backUp(page: Page, folder: string, source: string) {
-  await page.getByTestId('folder-input').setInputFiles(folder);
-  await page.getByTestId('source-label').fill(source);
-  await page.getByTestId('backup-start').click();
-  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
-  return Number(await page.getByTestId('backup-done').getAttribute('data-version'));
-}
+const open = (page: Page) => openWithoutPicker(page, server);
 
 /** No serious or critical accessibility violation inside `selector`; a screenshot attached. */
 async function checkView(page: Page, selector: string, name: string, testInfo: TestInfo) {
