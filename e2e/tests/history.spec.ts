@@ -172,6 +172,18 @@ test('compare across sources and within one: a deleted folder, added files, a bi
   expect(across.removed.length).toBeGreaterThan(0);
   expect(across.added.map((a) => a[0])).toEqual(['NOTES.md', 'logo.bin']);
   expect(await pageComparison(diff)).toEqual(across);
+  // The path filter narrows every list to the paths containing it.
+  const part = across.removed[0][0].split('/')[0] + '/';
+  await diff.getByTestId('diff-filter').fill(part.toUpperCase());
+  const only = (l: [string, ...number[]][]) => l.filter((x) => x[0].toLowerCase().includes(part.toLowerCase()));
+  await expect(diff.getByTestId('diff-removed').getByTestId('diff-row')).toHaveCount(only(across.removed).length);
+  expect(await pageComparison(diff)).toEqual({
+    added: only(across.added),
+    removed: only(across.removed),
+    changed: only(across.changed),
+    unchanged: across.unchanged,
+  });
+  await diff.getByTestId('diff-filter').fill('');
 
   // The working copy's two versions: the binary file says how many bytes changed.
   diff = await compare(page, w1, w2);

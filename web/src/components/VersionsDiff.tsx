@@ -41,6 +41,7 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
   const [to, setTo] = useState<number | null>(pair?.[1] ?? null);
   const [result, setResult] = useState<{ from: number; to: number; cmp: Comparison } | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [filter, setFilter] = useState('');
   const heading = useFocusOnOpen<HTMLHeadingElement>();
 
   useEffect(() => {
@@ -133,11 +134,25 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
           {cmp.added.length + cmp.removed.length + cmp.changed.length === 0 && (
             <p data-testid="diff-identical">These two versions hold the same files with the same content.</p>
           )}
-          <OneSideList title="Added" testid="diff-added" rows={cmp.added} />
-          <OneSideList title="Removed" testid="diff-removed" rows={cmp.removed} />
+          {cmp.added.length + cmp.removed.length + cmp.changed.length > 0 && (
+            <p>
+              <label>
+                Only paths containing{' '}
+                <input
+                  type="search"
+                  data-testid="diff-filter"
+                  value={filter}
+                  onChange={(e) => setFilter(e.target.value)}
+                />
+              </label>
+            </p>
+          )}
+          <OneSideList title="Added" testid="diff-added" rows={cmp.added} filter={filter} />
+          <OneSideList title="Removed" testid="diff-removed" rows={cmp.removed} filter={filter} />
           <ChangedList
             api={api}
             rows={cmp.changed}
+            filter={filter}
             from={result.from}
             to={result.to}
             source={info(result.to)?.source ?? ''}
@@ -150,9 +165,14 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
   );
 }
 
-/** A list shown a page at a time. */
-function usePaged<T>(rows: T[]) {
+/** The rows whose path contains `filter` (case-insensitive), shown a page at a time. */
+function usePaged<T extends { path: string }>(all: T[], filter: string) {
   const [shown, setShown] = useState(PAGE);
+  const rows = useMemo(() => {
+    const f = filter.trim().toLowerCase();
+    return f ? all.filter((r) => r.path.toLowerCase().includes(f)) : all;
+  }, [all, filter]);
+  const count = rows.length === all.length ? `${all.length}` : `${rows.length} of ${all.length}`;
   const more =
     rows.length > shown ? (
       <p>
@@ -162,16 +182,26 @@ function usePaged<T>(rows: T[]) {
         </button>
       </p>
     ) : null;
-  return { visible: rows.slice(0, shown), more };
+  return { visible: rows.slice(0, shown), more, count };
 }
 
-function OneSideList({ title, testid, rows }: { title: string; testid: string; rows: OneSide[] }) {
-  const { visible, more } = usePaged(rows);
+function OneSideList({
+  title,
+  testid,
+  rows,
+  filter,
+}: {
+  title: string;
+  testid: string;
+  rows: OneSide[];
+  filter: string;
+}) {
+  const { visible, more, count } = usePaged(rows, filter);
   if (!rows.length) return null;
   return (
     <>
       <h4>
-        {title} ({rows.length})
+        {title} ({count})
       </h4>
       <table className="files" data-testid={testid}>
         <thead>
@@ -197,6 +227,7 @@ function OneSideList({ title, testid, rows }: { title: string; testid: string; r
 interface ChangedProps {
   api: Api;
   rows: Changed[];
+  filter: string;
   from: number;
   to: number;
   source: string;
@@ -204,15 +235,15 @@ interface ChangedProps {
   onRestore: (r: RestoreRequest) => void;
 }
 
-function ChangedList({ api, rows, from, to, source, busy, onRestore }: ChangedProps) {
-  const { visible, more } = usePaged(rows);
+function ChangedList({ api, rows, filter, from, to, source, busy, onRestore }: ChangedProps) {
+  const { visible, more, count } = usePaged(rows, filter);
   const [open, setOpen] = useState<{ path: string; what: 'diff' | 'history' } | null>(null);
   if (!rows.length) return null;
   const toggle = (path: string, what: 'diff' | 'history') =>
     setOpen((o) => (o?.path === path && o.what === what ? null : { path, what }));
   return (
     <>
-      <h4>Changed ({rows.length})</h4>
+      <h4>Changed ({count})</h4>
       <table className="files" data-testid="diff-changed">
         <thead>
           <tr>
