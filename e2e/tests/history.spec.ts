@@ -159,6 +159,11 @@ test('compare two releases: added, removed and changed as Node finds them, from 
   expect(requests).toContain(`/api/v1/repos/default/versions/${ids[0]}`);
   expect(requests).toContain(`/api/v1/repos/default/versions/${ids[2]}`);
   expect(requests.filter((p) => /chunks|locations|containers/.test(p))).toEqual([]);
+
+  // One version on both sides says so instead of an empty comparison.
+  await page.getByTestId('diff-to').selectOption(String(ids[0]));
+  await expect(diff.getByTestId('diff-same-version')).toBeVisible();
+  await expect(diff.getByTestId('diff-summary')).toHaveCount(0);
   expect(errors).toEqual([]);
 });
 

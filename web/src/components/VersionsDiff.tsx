@@ -110,7 +110,9 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
           {picker('To (newer)', to, setTo, 'diff-to')}
         </p>
       )}
-      {from !== null && from === to && <p>Both sides are the same version: pick another one on either side.</p>}
+      {from !== null && from === to && (
+        <p data-testid="diff-same-version">Both sides are the same version: pick another one on either side.</p>
+      )}
       {error && (
         <p className="error" role="alert" data-testid="versions-diff-error">
           {error}

@@ -130,7 +130,7 @@ export function VersionsPanel({ api }: { api: Api }) {
           type="button"
           data-testid="versions-compare"
           aria-expanded={comparing}
-          onClick={() => setComparing(true)}
+          onClick={() => setComparing((c) => !c)}
         >
           Compare versions…
         </button>
