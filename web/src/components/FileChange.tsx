@@ -139,9 +139,10 @@ function TextDiffView({ diff, older, newer }: { diff: TextDiff; older: number; n
                 <td className="num">{l.aLine ?? ''}</td>
                 <td className="num">{l.bLine ?? ''}</td>
                 <td>
-                  <span aria-label={l.kind === 'del' ? 'removed' : l.kind === 'add' ? 'added' : undefined}>
-                    {l.kind === 'del' ? '−' : l.kind === 'add' ? '+' : ' '}
-                  </span>
+                  <span aria-hidden="true">{l.kind === 'del' ? '−' : l.kind === 'add' ? '+' : ' '}</span>
+                  {l.kind !== 'same' && (
+                    <span className="history-sr-only">{l.kind === 'del' ? 'removed: ' : 'added: '}</span>
+                  )}
                   <code>{l.text}</code>
                 </td>
               </tr>

@@ -215,7 +215,15 @@ function OneSideList({
         <tbody>
           {visible.map((r) => (
             <tr key={r.path} data-testid="diff-row" data-path={r.path} data-size={r.size}>
-              <td>{r.kind === 'symlink' ? `${r.path} (link)` : r.path}</td>
+              <td>
+                {r.kind === 'symlink' ? `${r.path} (link)` : r.path}
+                {r.skipped && (
+                  <span className="warn" data-testid="diff-skipped">
+                    {' '}
+                    (not removed: the newer version could not read it, {r.skipped})
+                  </span>
+                )}
+              </td>
               <td className="num">{bytes(r.size)}</td>
             </tr>
           ))}

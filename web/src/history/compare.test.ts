@@ -56,6 +56,15 @@ describe('compareManifests', () => {
     expect([c.oldBytes, c.newBytes]).toEqual([20 + 7 + 10 + 10, 20 + 25 + 10 + 10 + 10]);
   });
 
+  it('says when a removed file is only missing from an incomplete newer version', () => {
+    const old = manifest([file('a', ['1']), file('b', ['2'])]);
+    const neu = { ...manifest([]), skipped: [{ path: 'a', reason: 'unreadable' as const }] };
+    expect(compareManifests(old, neu).removed).toEqual([
+      { path: 'a', kind: 'file', size: 10, skipped: 'unreadable' },
+      { path: 'b', kind: 'file', size: 10 },
+    ]);
+  });
+
   it('finds nothing between a version and itself', () => {
     const m = manifest([file('a', ['1']), file('b', ['2', '3'])]);
     const c = compareManifests(m, m);

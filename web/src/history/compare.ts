@@ -5,13 +5,18 @@
  * those are ever fetched (for a text diff, ./textdiff.ts). Directories are not listed: a
  * folder's presence follows from its files (an empty one shows in the version's tree).
  */
-import type { Manifest, ManifestEntry } from '../api/client';
+import type { Manifest, ManifestEntry, SkipReason } from '../api/client';
 
 /** A file (or symlink) present in only one of the two versions. */
 export interface OneSide {
   path: string;
   kind: 'file' | 'symlink';
   size: number;
+  /**
+   * Removed only because the newer version is incomplete: the file was picked but could not
+   * be read (the manifest's `skipped`, docs/FORMAT.md), so it may well still exist.
+   */
+  skipped?: SkipReason;
 }
 
 export interface Changed {
@@ -56,6 +61,7 @@ export function compareManifests(older: Manifest, newer: Manifest): Comparison {
   };
   const a = content(older);
   const b = content(newer);
+  const skipped = new Map((newer.skipped ?? []).map((f) => [f.path, f.reason]));
   const out: Comparison = {
     added: [],
     removed: [],
@@ -68,8 +74,10 @@ export function compareManifests(older: Manifest, newer: Manifest): Comparison {
   for (const [path, e] of a) {
     if (e.kind === 'file') out.oldBytes += e.size;
     const n = b.get(path);
-    if (!n) out.removed.push({ path, kind: e.kind as OneSide['kind'], size: e.size });
-    else if (sameContent(e, n)) {
+    if (!n) {
+      const skip = skipped.get(path);
+      out.removed.push({ path, kind: e.kind as OneSide['kind'], size: e.size, ...(skip ? { skipped: skip } : {}) });
+    } else if (sameContent(e, n)) {
       out.unchanged++;
       out.unchangedBytes += e.size;
     } else

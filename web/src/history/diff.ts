@@ -32,7 +32,7 @@ export interface DiffRun {
 
 export class DiffTooLargeError extends Error {}
 
-/** The default bound on the search's steps: a few hundred milliseconds in a browser. */
+/** The default bound on the search's steps, low enough that the page stays responsive. */
 export const DEFAULT_MAX_WORK = 50_000_000;
 
 /** The shortest edit script turning `a` into `b` (sequences of line numbers, or any ints). */
