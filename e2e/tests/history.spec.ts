@@ -318,3 +318,30 @@ test("a file's history across versions, and an older version downloaded byte for
     await expect(history).toHaveCount(0);
   }
 });
+
+test('a version deleted behind the page: the comparison says what failed and offers to try again', async ({ page }) => {
+  await open(page);
+  await page.getByTestId('tab-versions').click();
+  await expect(page.locator(`[data-testid=version-row][data-version="${w1}"]`)).toBeVisible();
+  const res = await fetch(`${server.url}/api/v1/repos/default/versions/${w1}`, {
+    method: 'DELETE',
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  expect(res.status).toBe(200);
+  // The page's list still offers it; comparing the working copy's two versions reads it.
+  await page.getByTestId('versions-compare').click();
+  const diff = page.getByTestId('versions-diff');
+  await expect(page.getByTestId('diff-from')).toHaveValue(String(w1));
+  const error = diff.getByTestId('versions-diff-error');
+  await expect(error).toContainText('Reading the versions failed');
+  // Trying again asks the server again (and fails again: the version is gone).
+  await Promise.all([
+    page.waitForRequest((r) => r.url().endsWith(`/versions/${w1}`)),
+    error.getByRole('button', { name: 'Try again' }).click(),
+  ]);
+  await expect(error).toContainText('Reading the versions failed');
+  // Another version on that side compares.
+  await page.getByTestId('diff-from').selectOption(String(ids[2]));
+  await expect(diff.getByTestId('diff-summary')).toBeVisible();
+  await expect(error).toHaveCount(0);
+});

@@ -10,7 +10,8 @@ import { fileItem } from './VersionsRestore';
 /** Lines of a text diff shown at most; the rest is counted, not drawn. */
 const DIFF_LINES = 2000;
 
-const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
+/** An error as one line for the page. */
+export const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /** A signed size difference: "+1.20 kB", "−300 B", "±0 B". */
 export function sizeDelta(n: number): string {

@@ -4,7 +4,7 @@ import type { Api, VersionInfo } from '../api/client';
 import { fileHistory, type HistoryEntry } from '../history/compare';
 import { loadManifests } from '../history/manifests';
 import { bytes } from './format';
-import { FileChange, sizeDelta, useFocusOnOpen } from './FileChange';
+import { FileChange, message, sizeDelta, useFocusOnOpen } from './FileChange';
 import { fileRequest, type RestoreRequest } from './VersionsRestore';
 
 interface Props {
@@ -29,6 +29,8 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
   const [error, setError] = useState<string | null>(null);
   /** The version whose changes against the previous holder of the path are shown. */
   const [diffOf, setDiffOf] = useState<number | null>(null);
+  /** Bumped by "Try again" after a failed read. */
+  const [attempt, setAttempt] = useState(0);
   const heading = useFocusOnOpen<HTMLHeadingElement>();
 
   useEffect(() => {
@@ -52,12 +54,12 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
           ),
         );
     })().catch((e: unknown) => {
-      if (live) setError(`Reading the versions of "${source}" failed: ${e instanceof Error ? e.message : String(e)}`);
+      if (live) setError(`Reading the versions of "${source}" failed: ${message(e)}`);
     });
     return () => {
       live = false;
     };
-  }, [api, source, path]);
+  }, [api, source, path, attempt]);
 
   return (
     <section className="history file-history" data-testid="file-history" data-path={path} data-source={source}>
@@ -69,7 +71,10 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
       </h4>
       {error && (
         <p className="error" role="alert" data-testid="file-history-error">
-          {error}. Close and open the history again to retry.
+          {error}{' '}
+          <button type="button" onClick={() => setAttempt((n) => n + 1)}>
+            Try again
+          </button>
         </p>
       )}
       {!history && !error && (

@@ -4,13 +4,12 @@ import type { Api, VersionInfo } from '../api/client';
 import { compareManifests, type Changed, type Comparison, type OneSide } from '../history/compare';
 import { loadManifests } from '../history/manifests';
 import { bytes } from './format';
-import { FileChange, sizeDelta, useFocusOnOpen } from './FileChange';
+import { FileChange, message, sizeDelta, useFocusOnOpen } from './FileChange';
 import { FileHistory } from './FileHistory';
 import type { RestoreRequest } from './VersionsRestore';
 
 /** Rows of each list shown at first, and added per "Show more". */
 const PAGE = 200;
-const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 export function versionLabel(v: VersionInfo): string {
   return `#${v.id} · ${v.source} · ${new Date(v.time).toLocaleString()}`;
@@ -42,6 +41,8 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
   const [result, setResult] = useState<{ from: number; to: number; cmp: Comparison } | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [filter, setFilter] = useState('');
+  /** Bumped by "Try again" after a failed read. */
+  const [attempt, setAttempt] = useState(0);
   const heading = useFocusOnOpen<HTMLHeadingElement>();
 
   useEffect(() => {
@@ -51,12 +52,12 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
     let live = true;
     loadManifests(api, [from, to]).then(
       ([a, b]) => live && setResult({ from, to, cmp: compareManifests(a, b) }),
-      (e: unknown) => live && setError(`Reading the versions failed: ${message(e)}. Pick them again to retry.`),
+      (e: unknown) => live && setError(`Reading the versions failed: ${message(e)}`),
     );
     return () => {
       live = false;
     };
-  }, [api, from, to]);
+  }, [api, from, to, attempt]);
 
   const bySource = useMemo(() => {
     const m = new Map<string, VersionInfo[]>();
@@ -115,7 +116,10 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
       )}
       {error && (
         <p className="error" role="alert" data-testid="versions-diff-error">
-          {error}
+          {error}{' '}
+          <button type="button" onClick={() => setAttempt((n) => n + 1)}>
+            Try again
+          </button>
         </p>
       )}
       {!cmp && !error && from !== null && to !== null && from !== to && <p>Reading both versions…</p>}
