@@ -108,7 +108,7 @@ function TextDiffView({ diff, older, newer }: { diff: TextDiff; older: number; n
       <p data-testid="diff-text-same">
         {diff.newlineAtEndChanged
           ? 'The only change is the newline at the end of the file.'
-          : 'The lines are the same (the bytes differ in encoding or line endings).'}
+          : 'No line differs: the bytes are the same (stored as other chunks), or differ only where they are not valid UTF-8.'}
       </p>
     );
   return (
