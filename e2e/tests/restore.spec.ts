@@ -13,6 +13,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
+import { backUp, openWithoutPicker as open } from '../page';
 import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -34,22 +35,7 @@ test.afterAll(async () => {
 
 const api = <T>(p: string) => repoJson<T>(server, p);
 
-/** Without the File System Access picker (Playwright cannot drive it) the page downloads a Blob. */
-async function openWithoutPicker(page: Page) {
-  await page.addInitScript(() => {
-    Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
-  });
-  await page.goto(server.appUrl);
-  await expect(page.getByTestId('engine-ready')).toBeVisible();
-}
-
-async function backUp(page: Page, folder: string, source: string) {
-  await page.getByTestId('folder-input').setInputFiles(folder);
-  await page.getByTestId('source-label').fill(source);
-  await page.getByTestId('backup-start').click();
-  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
-  return Number(await page.getByTestId('backup-done').getAttribute('data-version'));
-}
+const openWithoutPicker = (page: Page) => open(page, server);
 
 function row(page: Page, id: number) {
   return page.locator(`[data-testid=version-row][data-version="${id}"]`);

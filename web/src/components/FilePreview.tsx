@@ -1,7 +1,8 @@
 import { useEffect, useMemo, useState } from 'react';
 import type { Api } from '../api/client';
 import { highlightRuns, looksLikeText, previewKind } from '../restore/preview';
-import { startRestore, type RestoreItem } from '../restore/restore';
+import { restoreHead } from '../restore/head';
+import type { RestoreItem } from '../restore/restore';
 import { bytes } from './format';
 
 interface Props {
@@ -32,38 +33,22 @@ export function FilePreview({ api, version, item, highlight, onClose }: Props) {
       return;
     }
     let url: string | null = null;
-    let cancel = () => {};
+    const abort = new AbortController();
     (async () => {
-      const job = await startRestore({ api, items: [item], format: 'file', version });
-      cancel = job.cancel;
-      const reader = job.stream.getReader();
-      const parts: Uint8Array[] = [];
-      let n = 0;
-      while (n < how.limit) {
-        const r = await reader.read();
-        if (r.done) break;
-        parts.push(r.value);
-        n += r.value.length;
-      }
-      if (n < item.size) job.cancel();
-      const all = new Uint8Array(Math.min(n, how.limit));
-      let at = 0;
-      for (const p of parts) {
-        const take = Math.min(p.length, all.length - at);
-        all.set(p.subarray(0, take), at);
-        at += take;
-      }
+      const { bytes: all, truncated } = await restoreHead(api, version, item, how.limit, abort.signal);
       if (how.kind === 'image') {
         url = URL.createObjectURL(new Blob([all], { type: how.mime }));
         setLoaded({ kind: 'image', url });
       } else if (!looksLikeText(all)) {
         setLoaded({ kind: 'none', why: 'binary file: download it to open it' });
       } else {
-        setLoaded({ kind: 'text', text: new TextDecoder().decode(all), truncated: item.size > all.length });
+        setLoaded({ kind: 'text', text: new TextDecoder().decode(all), truncated });
       }
-    })().catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
+    })().catch((e: unknown) => {
+      if (!abort.signal.aborted) setError(e instanceof Error ? e.message : String(e));
+    });
     return () => {
-      cancel();
+      abort.abort();
       if (url) URL.revokeObjectURL(url);
     };
   }, [api, version, item]);

@@ -2,9 +2,10 @@ import { useEffect, useMemo, useState } from 'react';
 import type { Api, Manifest, VersionInfo } from '../api/client';
 import { selectItems, type RestoreItem } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
+import { FileHistory } from './FileHistory';
 import { FilePreview } from './FilePreview';
 import { bytes } from './format';
-import type { RestoreRequest } from './VersionsRestore';
+import { baseName, fileItem, fileRequest, type RestoreRequest } from './VersionsRestore';
 
 interface Node {
   name: string;
@@ -44,10 +45,6 @@ function sorted(n: Node): Node[] {
   );
 }
 
-function baseName(path: string) {
-  return sanitizeEntryName(path.split('/').pop() ?? '') ?? 'file';
-}
-
 interface Props {
   api: Api;
   version: VersionInfo;
@@ -61,6 +58,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
   const [error, setError] = useState<string | null>(null);
   const [open, setOpen] = useState<Set<string>>(new Set(['']));
   const [preview, setPreview] = useState<RestoreItem | null>(null);
+  const [history, setHistory] = useState<string | null>(null);
 
   useEffect(() => {
     setManifest(null);
@@ -90,15 +88,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
   const restoreFile = (path: string) => {
     if (!manifest) return;
     const e = manifest.entries.find((x) => x.path === path && x.kind === 'file');
-    if (!e) return;
-    onRestore({
-      label: path,
-      filename: baseName(path),
-      items: [{ name: baseName(path), path, kind: 'file', size: e.size, mtime: e.mtime, recipe: e.recipe }],
-      expectedBytes: e.size,
-      format: 'file',
-      version: version.id,
-    });
+    if (e) onRestore(fileRequest(version.id, e));
   };
 
   const render = (n: Node, depth: number): React.ReactNode =>
@@ -156,18 +146,21 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
               data-path={c.path}
               onClick={() => {
                 const e = manifest?.entries.find((x) => x.path === c.path && x.kind === 'file');
-                if (e)
-                  setPreview({
-                    name: baseName(c.path),
-                    path: c.path,
-                    kind: 'file',
-                    size: e.size,
-                    mtime: e.mtime,
-                    recipe: e.recipe,
-                  });
+                if (e) setPreview(fileItem(e));
               }}
             >
               Preview
+            </button>
+          )}
+          {c.kind === 'file' && (
+            <button
+              type="button"
+              data-testid="history-file"
+              data-path={c.path}
+              aria-label={`History of ${c.path}`}
+              onClick={() => setHistory(c.path)}
+            >
+              History
             </button>
           )}
         </span>
@@ -200,6 +193,17 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
               version={version.id}
               item={preview}
               onClose={() => setPreview(null)}
+            />
+          )}
+          {history && (
+            <FileHistory
+              key={history}
+              api={api}
+              source={version.source}
+              path={history}
+              busy={busy}
+              onRestore={onRestore}
+              onClose={() => setHistory(null)}
             />
           )}
           <ul className="tree">{render(tree, 0)}</ul>

@@ -11,6 +11,7 @@ import { canPickFolder } from '../restore/folder';
 import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
 import { RetentionPanel } from './RetentionPanel';
+import { VersionsDiff } from './VersionsDiff';
 
 /** What deleting one version frees, as a dry run answered (or could not answer). */
 type Freed = { id: number; bytes?: number; error?: string };
@@ -20,6 +21,7 @@ export function VersionsPanel({ api }: { api: Api }) {
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [browsing, setBrowsing] = useState<VersionInfo | null>(null);
+  const [comparing, setComparing] = useState(false);
   const [confirming, setConfirming] = useState<number | null>(null);
   /** The bytes deleting the version being confirmed frees (a forget dry run). */
   const [freed, setFreed] = useState<Freed | null>(null);
@@ -123,6 +125,16 @@ export function VersionsPanel({ api }: { api: Api }) {
       )}
       {versions && versions.length === 0 && <p data-testid="versions-empty">No versions yet: back something up.</p>}
       {versions && versions.length > 0 && <VerifyButton api={api} onDone={load} />}
+      {versions && versions.length > 0 && (
+        <button
+          type="button"
+          data-testid="versions-compare"
+          aria-expanded={comparing}
+          onClick={() => setComparing((c) => !c)}
+        >
+          Compare versions…
+        </button>
+      )}
       {versions && versions.length > 0 && (
         <RetentionPanel api={api} sources={[...bySource.keys()]} onApplied={expired} />
       )}
@@ -254,6 +266,15 @@ export function VersionsPanel({ api }: { api: Api }) {
           </table>
         </div>
       ))}
+      {comparing && versions && (
+        <VersionsDiff
+          api={api}
+          versions={versions}
+          busy={restore.busy}
+          onRestore={restore.run}
+          onClose={() => setComparing(false)}
+        />
+      )}
       {browsing && (
         <VersionsBrowser
           api={api}

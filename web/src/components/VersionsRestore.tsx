@@ -1,6 +1,7 @@
 import { useCallback, useRef, useState } from 'react';
-import type { Api } from '../api/client';
+import type { Api, ManifestEntry } from '../api/client';
 import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress } from '../restore/restore';
+import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { chooseSink, writeToSink } from '../restore/sink';
 import { restoreWorkers } from '../restore/workers';
@@ -27,6 +28,21 @@ export interface RestoreState {
   done?: boolean;
   /** Restore into a folder: files found there already identical, not fetched. */
   skipped?: { files: number; bytes: number };
+}
+
+/** The last segment of a path, safe as a file name. */
+export function baseName(path: string) {
+  return sanitizeEntryName(path.split('/').pop() ?? '') ?? 'file';
+}
+
+/** One file of a manifest as a restore item named by its base name. */
+export function fileItem(e: ManifestEntry): RestoreItem {
+  return { name: baseName(e.path), path: e.path, kind: 'file', size: e.size, mtime: e.mtime, recipe: e.recipe };
+}
+
+/** Downloading one file of `version` under its own name. */
+export function fileRequest(version: number, e: ManifestEntry, label = e.path): RestoreRequest {
+  return { label, filename: baseName(e.path), items: [fileItem(e)], expectedBytes: e.size, format: 'file', version };
 }
 
 /** Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write. */

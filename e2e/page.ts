@@ -1,0 +1,23 @@
+/**
+ * Driving the page as a user does, shared by the specs: open it, back a folder up.
+ */
+import { expect, type Page } from '@playwright/test';
+import type { RunningServer } from './server';
+
+/** Opens the page without the File System Access save picker (Playwright cannot drive it): downloads are Blobs. */
+export async function openWithoutPicker(page: Page, server: RunningServer) {
+  await page.addInitScript(() => {
+    Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+}
+
+/** Backs `folder` up as `source` through the folder input; the committed version's id. */
+export async function backUp(page: Page, folder: string, source: string): Promise<number> {
+  await page.getByTestId('folder-input').setInputFiles(folder);
+  await page.getByTestId('source-label').fill(source);
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
+  return Number(await page.getByTestId('backup-done').getAttribute('data-version'));
+}

@@ -1,0 +1,46 @@
+/**
+ * Manifests for comparing versions and following a file through them. A committed version
+ * never changes, so a manifest fetched once is kept (the most recent few, by id and server)
+ * and a second comparison or history of the same versions makes no request.
+ */
+import type { Api, Manifest } from '../api/client';
+
+const KEEP = 64;
+const cache = new Map<string, Promise<Manifest>>();
+
+/** Version `id`'s manifest, from the cache or the server. */
+export function loadManifest(api: Api, id: number): Promise<Manifest> {
+  const key = `${api.base}|${api.repo}|${id}`;
+  let m = cache.get(key);
+  if (m) {
+    cache.delete(key); // re-inserted below: most recently used last
+  } else {
+    m = api.version(id).then((v) => v.manifest);
+    // A failed fetch is not kept: the next attempt asks again.
+    m.catch(() => cache.delete(key));
+  }
+  cache.set(key, m);
+  while (cache.size > KEEP) cache.delete(cache.keys().next().value!);
+  return m;
+}
+
+/** Several manifests, at most `parallel` requests at a time, in the order of `ids`. */
+export async function loadManifests(
+  api: Api,
+  ids: readonly number[],
+  onLoaded?: (done: number) => void,
+  parallel = 4,
+): Promise<Manifest[]> {
+  const out: Manifest[] = new Array(ids.length);
+  let next = 0;
+  let done = 0;
+  const worker = async () => {
+    while (next < ids.length) {
+      const i = next++;
+      out[i] = await loadManifest(api, ids[i]);
+      onLoaded?.(++done);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(parallel, ids.length) }, worker));
+  return out;
+}
