@@ -209,6 +209,7 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
     assert!(st["delta_saved_bytes"].as_i64().unwrap() > 100_000, "{st}");
     read_back(&s, &h, &h.v1, "after the pass, v1");
     read_back(&s, &h, &h.v2, "after the pass, v2");
+    search_equals_naive(&s, &h, &[(v1, &h.v1), (v2, &h.v2)]);
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "after the pass");
 
@@ -316,4 +317,66 @@ fn a_kill_at_each_point_of_the_pass_loses_nothing() {
         drop(s);
         check_cli(&dir.0, point);
     }
+}
+
+/// The server's search with delta chunks stored finds exactly what a scan of the test's own
+/// bytes finds.
+fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
+    use std::collections::BTreeMap;
+    let keywords = ["zstd browser", "backup"];
+    let mut want: BTreeMap<(i64, String), Vec<(u64, u64)>> = BTreeMap::new();
+    for (id, m) in versions {
+        for e in m["entries"].as_array().unwrap() {
+            let recipe = e["recipe"].as_array().unwrap();
+            if recipe.is_empty() {
+                continue;
+            }
+            let mut data = Vec::new();
+            for fp in recipe {
+                let c = h.chunks.iter().find(|c| c.hex() == fp.as_str().unwrap());
+                data.extend_from_slice(&c.unwrap().raw);
+            }
+            let mut hits = Vec::new();
+            for (k, kw) in keywords.iter().enumerate() {
+                let kw = kw.as_bytes();
+                for at in 0..data.len().saturating_sub(kw.len() - 1) {
+                    if &data[at..at + kw.len()] == kw {
+                        hits.push((k as u64, at as u64));
+                    }
+                }
+            }
+            if !hits.is_empty() {
+                hits.sort_by_key(|&(k, at)| (at, k));
+                want.insert((*id, e["path"].as_str().unwrap().to_string()), hits);
+            }
+        }
+    }
+    let r = post_json(
+        &s.repo_url("default", "/search"),
+        &s.token,
+        &json!({ "keywords": keywords }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut got: BTreeMap<(i64, String), Vec<(u64, u64)>> = BTreeMap::new();
+    for f in r.json()["files"].as_array().unwrap() {
+        let mut hits: Vec<(u64, u64)> = f["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (x[0].as_u64().unwrap(), x[1].as_u64().unwrap()))
+            .collect();
+        hits.sort_by_key(|&(k, at)| (at, k));
+        got.insert(
+            (
+                f["version"].as_i64().unwrap(),
+                f["path"].as_str().unwrap().to_string(),
+            ),
+            hits,
+        );
+    }
+    assert!(!want.is_empty(), "the keywords occur in the history");
+    assert_eq!(
+        got, want,
+        "server search with deltas equals the naive search"
+    );
 }
