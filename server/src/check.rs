@@ -224,7 +224,13 @@ pub fn check(
                     ));
                     continue;
                 };
-                if let Err(reason) = verify::verify_stored(&row.fp, row.codec, row.raw_len, stored)
+                let bases = verify::Bases {
+                    backend: &*backend,
+                    ix: Some(&*snap),
+                    repo_id,
+                };
+                if let Err(reason) =
+                    verify::verify_stored(&row.fp, row.codec, row.raw_len, stored, &bases)
                 {
                     rep.errors.push(format!(
                         "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"

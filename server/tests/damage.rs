@@ -651,6 +651,8 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
         db.execute_batch(
             "UPDATE versions SET damaged = 0;
              ALTER TABLE chunks DROP COLUMN stored_ms;
+             ALTER TABLE chunks DROP COLUMN base;
+             ALTER TABLE chunks DROP COLUMN saved;
              ALTER TABLE repos DROP COLUMN gc_epoch;
              ALTER TABLE repos DROP COLUMN reclaimed_bytes;
              DROP INDEX containers_by_kind;

@@ -12,6 +12,7 @@ use std::{
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{to_hex, Fingerprint},
+    resemble::delta::CODEC_DELTA,
 };
 
 pub use super::index::chunks::ChunkLoc;
@@ -182,14 +183,16 @@ impl Store {
                 }
             }
         }
-        let res = match stored {
+        let res = self.with_bases(repo_id, loc.codec, |bases| match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
+            // A delta chunk is always answered decoded: its base may be in any container.
             Some(stored) if decode || loc.codec > 1 => {
-                verify::decode_verified(fp, loc.codec, loc.raw_len, stored).map(|raw| (0, raw))
+                verify::decode_verified(fp, loc.codec, loc.raw_len, stored, bases)
+                    .map(|raw| (0, raw))
             }
-            Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored)
+            Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored, bases)
                 .map(|_| (loc.codec, stored)),
-        };
+        })?;
         res.map_err(|reason| {
             let found = quarantine::Found {
                 fp: *fp,
@@ -202,6 +205,29 @@ impl Store {
             }
             StoreError::Damaged(vec![*fp])
         })
+    }
+
+    /// Runs `f` with the reader of delta bases; the index is opened for it only when
+    /// `codec` is a delta's.
+    pub(crate) fn with_bases<T>(
+        &self,
+        repo_id: i64,
+        codec: u8,
+        f: impl FnOnce(&verify::Bases<'_>) -> T,
+    ) -> StoreResult<T> {
+        if codec != CODEC_DELTA {
+            return Ok(f(&verify::Bases {
+                backend: &*self.containers,
+                ix: None,
+                repo_id,
+            }));
+        }
+        let ix = self.index()?;
+        Ok(f(&verify::Bases {
+            backend: &*self.containers,
+            ix: Some(&*ix),
+            repo_id,
+        }))
     }
 
     /// The distinct fingerprints of `fps` (request order) that are not committed.

@@ -14,6 +14,8 @@ pub const POINTS: &[&str] = &[
     "sweep:switched",
     "compact:copied",
     "compact:switched",
+    "delta:copied",
+    "delta:switched",
 ];
 
 fn armed() -> Option<&'static str> {

@@ -21,7 +21,10 @@
 //! repository's `gc_epoch` when it deletes chunk rows, and files are unlinked only after it
 //! commits (docs/STORAGE.md, "Crash safety").
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::{HashMap, HashSet},
+    time::{Duration, Instant},
+};
 
 use serde::Serialize;
 use wasm_core::hash::Fingerprint;
@@ -150,7 +153,7 @@ impl Store {
             let mut w = self.writer_for_write()?;
             let tx = w.begin(repo_id)?;
             let min_live = tx.min_live_version(repo_id)?;
-            let gone = tx.archival_below(repo_id, min_live)?;
+            let gone = keep_bases(&*tx, tx.archival_below(repo_id, min_live)?, repo_id)?;
             if gone.is_empty() {
                 return Ok(());
             }
@@ -269,4 +272,38 @@ fn dead_rows(
         Ok(())
     })?;
     Ok(out)
+}
+
+/// ICDA's containers minus those holding the base of a delta chunk that stays: the B_ID
+/// of a base's container covers the versions that reference the base itself, and a
+/// commit raises it for them, but not for a later version that references only a delta
+/// decoded against it. Such a container is left to the sweep, which follows base edges
+/// (`Snapshot`), and to compaction.
+fn keep_bases(ix: &dyn IndexRead, mut gone: Vec<Source>, repo_id: i64) -> StoreResult<Vec<Source>> {
+    if gone.is_empty() {
+        return Ok(gone);
+    }
+    let edges = ix.delta_edges(repo_id)?;
+    if edges.is_empty() {
+        return Ok(gone);
+    }
+    let mut container_of: HashMap<Fingerprint, i64> = HashMap::new();
+    for c in &gone {
+        for r in ix.live_rows(c.id)? {
+            container_of.insert(r.fp, c.id);
+        }
+    }
+    loop {
+        let leaving: HashSet<i64> = gone.iter().map(|c| c.id).collect();
+        let kept: HashSet<i64> = edges
+            .iter()
+            .filter(|(fp, _)| !container_of.get(fp).is_some_and(|c| leaving.contains(c)))
+            .filter_map(|(_, base)| container_of.get(base).copied())
+            .filter(|c| leaving.contains(c))
+            .collect();
+        if kept.is_empty() {
+            return Ok(gone);
+        }
+        gone.retain(|c| !kept.contains(&c.id));
+    }
 }

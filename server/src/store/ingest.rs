@@ -151,7 +151,9 @@ impl Store {
             let res = match self.containers.open(repo_id, loc.container_id)? {
                 None => Err("its container file is missing".into()),
                 Some(c) => match self.containers.read_at(&c, loc.offset, loc.stored_len)? {
-                    Some(b) => verify::verify_stored(&e.fp, loc.codec, loc.raw_len, &b),
+                    Some(b) => self.with_bases(repo_id, loc.codec, |bases| {
+                        verify::verify_stored(&e.fp, loc.codec, loc.raw_len, &b, bases)
+                    })?,
                     None => Err("its container file is shorter than committed".into()),
                 },
             };

@@ -3,7 +3,8 @@
 //! referenced by no source's newest version) and to which archival group a cold chunk
 //! belongs (the newest live version referencing it, the paper's B_ID), plus what garbage
 //! collection needs from the same pass over the manifests: which chunks any live version
-//! references. docs/STORAGE.md defines the terms.
+//! references. docs/STORAGE.md defines the terms. A delta chunk's base counts as referenced
+//! by whatever references the delta.
 //!
 //! The classes come from the manifests, not from a client-side cache as in the paper: the
 //! server holds every recipe, so it classifies exactly, and several sources sharing a
@@ -11,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use wasm_core::hash::Fingerprint;
+use wasm_core::{hash::Fingerprint, resemble::delta::MAX_CHAIN_DEPTH};
 
 use super::{chunks::FpHasher, index::IndexRead, versions::manifest_fps, StoreError, StoreResult};
 
@@ -72,7 +73,34 @@ impl Snapshot {
                 }
             }
         }
+        snap.follow_bases(&ix.delta_edges(repo_id)?);
         Ok(snap)
+    }
+
+    /// A delta chunk's base is needed by every version that needs the delta (docs/FORMAT.md,
+    /// codec 2): it is referenced, hot and grouped as its newest dependent is, so that the
+    /// sweep keeps it and the mover files it where ICDA deletes it no earlier than the
+    /// delta. Chains are at most `MAX_CHAIN_DEPTH` links, so as many rounds reach every
+    /// base; a longer (invalid) chain still ends, at the last round.
+    fn follow_bases(&mut self, edges: &[(Fingerprint, Fingerprint)]) {
+        for _ in 0..=MAX_CHAIN_DEPTH {
+            let mut changed = false;
+            for (fp, base) in edges {
+                if let Some(&v) = self.newest_ref.get(fp) {
+                    let b = self.newest_ref.entry(*base).or_insert(0);
+                    if *b < v {
+                        *b = v;
+                        changed = true;
+                    }
+                }
+                if self.hot.contains(fp) && self.hot.insert(*base) {
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
     }
 
     /// The class of a stored chunk; `committed` = its `first_version` is set.

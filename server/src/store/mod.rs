@@ -23,6 +23,7 @@ pub mod backend;
 pub mod chunks;
 pub mod containers;
 pub mod crashpoint;
+pub mod delta;
 mod error;
 pub mod expiry;
 pub mod gc;
@@ -119,6 +120,8 @@ pub struct Store {
     mover_running: AtomicBool,
     /// What the mover and compaction did per repository since the server started.
     mover_totals: Mutex<HashMap<i64, mover::Moved>>,
+    /// The last delta pass of each repository since the server started.
+    delta_last: Mutex<HashMap<i64, delta::DeltaReport>>,
     /// When a backup last asked, uploaded or committed (unix ms): the background mover
     /// waits for a quiet moment.
     last_backup_ms: AtomicU64,
@@ -160,6 +163,7 @@ impl Store {
             mover_queue: Mutex::new(HashSet::new()),
             mover_running: AtomicBool::new(false),
             mover_totals: Mutex::new(HashMap::new()),
+            delta_last: Mutex::new(HashMap::new()),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 ix: writer,

@@ -115,26 +115,26 @@ impl Moved {
 
 /// A destination: active, or the archival group of a version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Dest {
+pub(super) enum Dest {
     Active,
     Archival(i64),
 }
 
 /// A new container being filled in memory.
-struct Building {
+pub(super) struct Building {
     kind: ContainerKind,
     newest_version: i64,
-    data: Vec<u8>,
-    table: Vec<u8>,
+    pub(super) data: Vec<u8>,
+    pub(super) table: Vec<u8>,
     /// (fp, old container, old slot, new slot, new offset relative to the data start)
-    moves: Vec<Move>,
+    pub(super) moves: Vec<Move>,
 }
 
 /// A chunk's move: fp, old container, old slot, new slot, new offset.
 type Move = ChunkMove;
 
 impl Building {
-    fn new(dest: Dest) -> Building {
+    pub(super) fn new(dest: Dest) -> Building {
         let (kind, newest_version) = match dest {
             Dest::Active => (ContainerKind::Active, 0),
             Dest::Archival(g) => (ContainerKind::Archival, g),
@@ -148,18 +148,18 @@ impl Building {
         }
     }
 
-    fn has_room(&self, len: usize) -> bool {
+    pub(super) fn has_room(&self, len: usize) -> bool {
         self.moves.len() < DEFAULT_TABLE_CAPACITY as usize
             && (self.moves.is_empty() || (self.data.len() + len) as u64 <= TARGET_DATA_BYTES)
     }
 }
 
 /// A new container written and fsynced, not yet in the index.
-struct Written {
-    id: u64,
-    header: ContainerHeader,
-    data_end: u64,
-    moves: Vec<Move>,
+pub(super) struct Written {
+    pub(super) id: u64,
+    pub(super) header: ContainerHeader,
+    pub(super) data_end: u64,
+    pub(super) moves: Vec<Move>,
 }
 
 impl Store {
@@ -305,7 +305,11 @@ impl Store {
                 if in_place && !whole {
                     continue; // stays; its container keeps it
                 }
-                if let Err(reason) = verify::verify_stored(&r.fp, r.codec, r.raw_len, stored) {
+                // A delta chunk moves as it is stored; its base is read to verify it.
+                let verified = self.with_bases(repo_id, r.codec, |bases| {
+                    verify::verify_stored(&r.fp, r.codec, r.raw_len, stored, bases)
+                })?;
+                if let Err(reason) = verified {
                     eprintln!(
                         "damaged chunk {} in container {} of repository {repo_id}: {reason}; quarantined",
                         to_hex(&r.fp),
@@ -488,7 +492,12 @@ impl Store {
     }
 
     /// Writes a filled container whole and durably (`write_new_container`).
-    fn write_whole(&self, repo_id: i64, snap: &Snapshot, mut b: Building) -> StoreResult<Written> {
+    pub(super) fn write_whole(
+        &self,
+        repo_id: i64,
+        snap: &Snapshot,
+        mut b: Building,
+    ) -> StoreResult<Written> {
         // An active container's B_ID: the newest live version referencing any of its chunks.
         let newest_version = match b.kind {
             ContainerKind::Archival => b.newest_version,
@@ -705,6 +714,11 @@ fn mover_loop(store: Arc<Store>) {
         store.wait_until_quiet();
         if let Err(e) = store.run_mover(repo_id) {
             eprintln!("mover: repository {repo_id}: {e}");
+        }
+        if super::delta::delta_enabled() {
+            if let Err(e) = store.run_delta(repo_id) {
+                eprintln!("delta pass: repository {repo_id}: {e}");
+            }
         }
     }
 }

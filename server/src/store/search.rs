@@ -18,13 +18,14 @@ use wasm_core::{
     compress::Decompressor,
     format::{manifest::EntryKind, manifest::Manifest, parse_fp_hex},
     hash::Fingerprint,
+    resemble::delta::CODEC_DELTA,
     search::{
         ChunkRef, ChunkScan, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, PhysicalScanner,
         ResultDb, TinyStore,
     },
 };
 
-use super::{chunks::ChunkLoc, versions::decode_manifest, Store, StoreError, StoreResult};
+use super::{chunks::ChunkLoc, verify, versions::decode_manifest, Store, StoreError, StoreResult};
 
 /// What to search: all versions or some, optionally only paths containing a substring
 /// (case-insensitive, as in the page).
@@ -245,14 +246,32 @@ impl Store {
                             for (fp, l) in list {
                                 let at = (l.offset - start) as usize;
                                 let stored = &data[at..at + l.stored_len as usize];
-                                let raw = dec
-                                    .decompress(l.codec, stored, l.raw_len as usize)
-                                    .map_err(|e| {
-                                        StoreError::Internal(format!(
-                                            "chunk {}: {e}",
-                                            wasm_core::hash::to_hex(fp)
-                                        ))
-                                    })?;
+                                let failed = |e: String| {
+                                    StoreError::Internal(format!(
+                                        "chunk {}: {e}",
+                                        wasm_core::hash::to_hex(fp)
+                                    ))
+                                };
+                                // A delta chunk is decoded against its base chain, which
+                                // may sit in other containers.
+                                let delta;
+                                let raw: &[u8] = if l.codec == CODEC_DELTA {
+                                    delta = self
+                                        .with_bases(repo_id, l.codec, |b| {
+                                            verify::decode_verified(
+                                                fp,
+                                                l.codec,
+                                                l.raw_len,
+                                                stored.to_vec(),
+                                                b,
+                                            )
+                                        })?
+                                        .map_err(failed)?;
+                                    &delta
+                                } else {
+                                    dec.decompress(l.codec, stored, l.raw_len as usize)
+                                        .map_err(failed)?
+                                };
                                 scanned.fetch_add(raw.len(), Ordering::Relaxed);
                                 out.push(scanner.scan_chunk(fp, raw));
                             }

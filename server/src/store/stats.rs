@@ -40,6 +40,7 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     // Slots no index row names: chunks moved or swept, and quarantined copies.
     layout["dead_bytes"] = json!(data_bytes - stored);
     let (gc_epoch, reclaimed) = ix.gc_counters(repo_id)?;
+    let (delta_chunks, delta_saved) = ix.delta_totals(repo_id)?;
     let rows = ix.version_series(repo_id)?;
     let unique = unique_stored_bytes(ix, repo_id, &rows)?;
     let mut series = Vec::new();
@@ -67,6 +68,8 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
         "layout": layout,
         "reclaimed_bytes": reclaimed,
         "gc_epoch": gc_epoch,
+        "delta_chunks": delta_chunks,
+        "delta_saved_bytes": delta_saved,
         "series": series,
     }))
 }
@@ -107,6 +110,8 @@ impl Store {
     pub fn stats(&self, repo_id: i64, name: &str) -> StoreResult<Value> {
         let mut v = repo_stats(&*self.index()?, repo_id, name)?;
         v["layout"]["mover"] = serde_json::to_value(self.mover_totals(repo_id))
+            .map_err(|e| super::StoreError::Internal(e.to_string()))?;
+        v["delta_pass"] = serde_json::to_value(self.delta_last(repo_id))
             .map_err(|e| super::StoreError::Internal(e.to_string()))?;
         Ok(v)
     }

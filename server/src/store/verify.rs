@@ -4,7 +4,8 @@
 
 use wasm_core::{
     compress::{self, CODEC_RAW},
-    hash::{fingerprint, Fingerprint},
+    hash::{fingerprint, to_hex, Fingerprint},
+    resemble::delta::{decode_chain, Stored, CODEC_DELTA},
 };
 
 use super::{
@@ -12,27 +13,108 @@ use super::{
     StoreError,
 };
 
+/// Where the bases of delta chunks (codec 2, docs/FORMAT.md) are read from: the
+/// repository's index and containers. A base may sit in any container of the repository,
+/// so a delta is decoded by following its chain through the index (at most
+/// [`wasm_core::resemble::delta::MAX_CHAIN_DEPTH`] links, each link verified).
+pub struct Bases<'a> {
+    pub backend: &'a dyn ContainerBackend,
+    /// `None` where no delta chunk is expected (a delta then fails to decode).
+    pub ix: Option<&'a dyn IndexRead>,
+    pub repo_id: i64,
+}
+
+impl Bases<'_> {
+    /// The stored copy of chunk `fp`, as the index locates it. A container gone between
+    /// the lookup and the read (the mover moved the chunk meanwhile) is looked up again.
+    pub fn fetch(&self, fp: &Fingerprint) -> Result<Stored, String> {
+        let ix = self.ix.ok_or("no index to read delta bases from")?;
+        let mut last = None;
+        for _ in 0..3 {
+            let Some(loc) = ix
+                .chunk_location(self.repo_id, fp)
+                .map_err(|e| e.to_string())?
+            else {
+                return Err(format!("base chunk {} is not stored", to_hex(fp)));
+            };
+            if last == Some((loc.container_id, loc.offset)) {
+                break;
+            }
+            last = Some((loc.container_id, loc.offset));
+            let file = self
+                .backend
+                .open(self.repo_id, loc.container_id)
+                .map_err(|e| e.to_string())?;
+            let read = match file {
+                Some(f) => self
+                    .backend
+                    .read_at(&f, loc.offset, loc.stored_len)
+                    .map_err(|e| e.to_string())?,
+                None => None,
+            };
+            if let Some(bytes) = read {
+                return Ok(Stored {
+                    codec: loc.codec,
+                    bytes,
+                    raw_len: loc.raw_len as usize,
+                });
+            }
+        }
+        Err(format!(
+            "the container of base chunk {} is missing or short",
+            to_hex(fp)
+        ))
+    }
+
+    /// Decodes delta chunk `fp` (stored bytes `stored`) against its chain of bases.
+    fn decode_delta(
+        &self,
+        fp: &Fingerprint,
+        raw_len: u32,
+        stored: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let mut first = Some(Stored {
+            codec: CODEC_DELTA,
+            bytes: stored.to_vec(),
+            raw_len: raw_len as usize,
+        });
+        decode_chain(fp, |f| match first.take() {
+            Some(s) if f == fp => Ok(s),
+            _ => self.fetch(f),
+        })
+        .map_err(|e| format!("delta chunk: {e}"))
+    }
+}
+
 /// Decodes stored bytes to the raw chunk and checks its fingerprint; `Err` says why the copy
-/// is damaged.
+/// is damaged. `bases` reads the bases of a delta chunk.
 pub fn decode_verified(
     fp: &Fingerprint,
     codec: u8,
     raw_len: u32,
     stored: Vec<u8>,
+    bases: &Bases<'_>,
 ) -> Result<Vec<u8>, String> {
+    if codec == CODEC_DELTA {
+        return bases.decode_delta(fp, raw_len, &stored);
+    }
     let raw = decode_stored(codec, raw_len, stored)?;
     matches(fp, &raw)?;
     Ok(raw)
 }
 
-/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored, `check`):
-/// nothing is copied, raw chunks are hashed in place.
+/// Like [`decode_verified`] for bytes the caller keeps (answers sent as stored, `check`,
+/// the mover's copies): nothing is copied, raw chunks are hashed in place.
 pub fn verify_stored(
     fp: &Fingerprint,
     codec: u8,
     raw_len: u32,
     stored: &[u8],
+    bases: &Bases<'_>,
 ) -> Result<(), String> {
+    if codec == CODEC_DELTA {
+        return bases.decode_delta(fp, raw_len, stored).map(|_| ());
+    }
     if codec != CODEC_RAW {
         return matches(fp, &compress::decompress(codec, stored, raw_len as usize)?);
     }
@@ -134,6 +216,11 @@ pub fn verify_repo(
     subset: Subset,
 ) -> Result<Verified, StoreError> {
     let salt = salt();
+    let bases = Bases {
+        backend,
+        ix: Some(ix),
+        repo_id,
+    };
     let containers = ix.container_ids(repo_id)?;
     let mut out = Verified::default();
     for cid in containers {
@@ -149,7 +236,7 @@ pub fn verify_repo(
             out.bytes += loc.stored_len as u64;
             let res = match &file {
                 Some(f) => match backend.read_at(f, loc.offset, loc.stored_len) {
-                    Ok(Some(buf)) => verify_stored(&fp, loc.codec, loc.raw_len, &buf),
+                    Ok(Some(buf)) => verify_stored(&fp, loc.codec, loc.raw_len, &buf, &bases),
                     Ok(None) => Err("its container file is shorter than the index says".into()),
                     Err(e) => return Err(e.into()),
                 },

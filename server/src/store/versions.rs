@@ -34,12 +34,18 @@ pub fn decode_manifest(blob: &[u8]) -> std::io::Result<Vec<u8>> {
 
 /// The distinct fingerprints of a stored (zstd-compressed JSON) manifest.
 pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
+    Ok(manifest_stream(blob)?.into_iter().collect())
+}
+
+/// The fingerprints of a stored manifest in stream order: every entry's recipe, one after
+/// the other (duplicates kept), as the delta pass's DupAdj aligns versions.
+pub fn manifest_stream(blob: &[u8]) -> Result<Vec<Fingerprint>, String> {
     let json = decode_manifest(blob).map_err(|e| e.to_string())?;
     let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
-    let mut fps = HashSet::new();
+    let mut fps = Vec::new();
     for e in &m.entries {
         for h in &e.recipe {
-            fps.insert(parse_fp_hex(h).ok_or("bad fingerprint in a stored recipe")?);
+            fps.push(parse_fp_hex(h).ok_or("bad fingerprint in a stored recipe")?);
         }
     }
     Ok(fps)

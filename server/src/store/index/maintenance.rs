@@ -42,6 +42,21 @@ pub struct WrittenContainer {
 /// A chunk's move: fp, old container, old slot, new slot, new offset.
 pub type ChunkMove = (Fingerprint, i64, u32, u32, u64);
 
+/// A chunk re-stored as a delta (codec 2) by the delta pass: its move plus what changes
+/// with the codec.
+#[derive(Debug, Clone, Copy)]
+pub struct DeltaMove {
+    pub fp: Fingerprint,
+    pub old_container: i64,
+    pub old_slot: u32,
+    pub slot: u32,
+    pub offset: u64,
+    pub stored_len: u32,
+    pub base: Fingerprint,
+    /// Stored bytes the delta saves over the copy it replaces.
+    pub saved: u32,
+}
+
 pub trait MaintenanceRead {
     /// Count and highest id (0: none) of the repository's live versions.
     fn version_mark(&self, repo_id: i64) -> StoreResult<(i64, i64)>;
@@ -69,6 +84,10 @@ pub trait MaintenanceRead {
     fn live_rows(&self, id: i64) -> StoreResult<Vec<ChunkRow>>;
     /// Whether any of `fps` is stored in the repository.
     fn any_stored(&self, repo_id: i64, fps: &[Fingerprint]) -> StoreResult<bool>;
+    /// Every delta chunk of the repository with its base: `(fp, base)`.
+    fn delta_edges(&self, repo_id: i64) -> StoreResult<Vec<(Fingerprint, Fingerprint)>>;
+    /// How many delta chunks the repository stores and the stored bytes they save.
+    fn delta_totals(&self, repo_id: i64) -> StoreResult<(i64, i64)>;
 }
 
 pub trait MaintenanceWrite {
@@ -95,4 +114,8 @@ pub trait MaintenanceWrite {
     /// Re-points the chunks of `moves` to their new slots in container `to`, each only if
     /// its row still names the slot it was copied from.
     fn repoint_chunks(&self, repo_id: i64, to: i64, moves: &[ChunkMove]) -> StoreResult<()>;
+    /// Re-points the chunks of `moves` to their delta copies in container `to` (codec 2,
+    /// stored length, base), each only if its row still names the slot it was read from;
+    /// returns how many rows changed.
+    fn repoint_as_deltas(&self, repo_id: i64, to: i64, moves: &[DeltaMove]) -> StoreResult<u64>;
 }

@@ -3,9 +3,11 @@ use std::ops::DerefMut;
 use postgres::{Client, Row};
 use wasm_core::hash::Fingerprint;
 
-use super::{chunks::chunk_rows_of, Pg};
+use super::{chunks::chunk_rows_of, fp_of, Pg};
 use crate::store::index::chunks::ChunkRow;
-use crate::store::index::maintenance::{ChunkMove, LiveManifest, Source, WrittenContainer};
+use crate::store::index::maintenance::{
+    ChunkMove, DeltaMove, LiveManifest, Source, WrittenContainer,
+};
 use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
 
@@ -146,6 +148,26 @@ impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
             )?
             .get(0))
     }
+
+    fn delta_edges(&self, repo_id: i64) -> StoreResult<Vec<(Fingerprint, Fingerprint)>> {
+        Ok(self
+            .c()
+            .query(
+                "SELECT fp, base FROM chunks WHERE repo_id = $1 AND base IS NOT NULL",
+                &[&repo_id],
+            )?
+            .iter()
+            .map(|r| (fp_of(r.get(0)), fp_of(r.get(1))))
+            .collect())
+    }
+
+    fn delta_totals(&self, repo_id: i64) -> StoreResult<(i64, i64)> {
+        let r = self.c().query_one(
+            "SELECT COUNT(*), COALESCE(SUM(saved), 0)::BIGINT FROM chunks WHERE repo_id = $1 AND base IS NOT NULL",
+            &[&repo_id],
+        )?;
+        Ok((r.get(0), r.get(1)))
+    }
 }
 
 impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
@@ -240,5 +262,34 @@ impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
             )?;
         }
         Ok(())
+    }
+
+    fn repoint_as_deltas(&self, repo_id: i64, to: i64, moves: &[DeltaMove]) -> StoreResult<u64> {
+        if moves.is_empty() {
+            return Ok(0);
+        }
+        let mut c = self.c();
+        let upd = c.prepare(
+            "UPDATE chunks SET container_id = $1, slot = $2, \"offset\" = $3, stored_len = $4, codec = 2, base = $5, saved = $6 WHERE repo_id = $7 AND fp = $8 AND container_id = $9 AND slot = $10",
+        )?;
+        let mut n = 0;
+        for m in moves {
+            n += c.execute(
+                &upd,
+                &[
+                    &to,
+                    &(m.slot as i64),
+                    &(m.offset as i64),
+                    &(m.stored_len as i64),
+                    &&m.base[..],
+                    &(m.saved as i64),
+                    &repo_id,
+                    &&m.fp[..],
+                    &m.old_container,
+                    &(m.old_slot as i64),
+                ],
+            )?;
+        }
+        Ok(n)
     }
 }

@@ -7,7 +7,7 @@ use postgres::Client;
 use crate::store::{StoreError, StoreResult};
 
 /// The schema version this server writes; bump it with a migration step below.
-const VERSION: i64 = 2;
+const VERSION: i64 = 3;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL);
@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS chunks(
   codec BIGINT NOT NULL,
   first_version BIGINT,
   stored_ms BIGINT NOT NULL DEFAULT 0,
+  base BYTEA,
+  saved BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY(repo_id, fp));
 CREATE INDEX IF NOT EXISTS chunks_by_container ON chunks(container_id, slot);
 CREATE TABLE IF NOT EXISTS versions(
@@ -85,6 +87,13 @@ CREATE SEQUENCE IF NOT EXISTS container_ids;
 SELECT setval('container_ids', COALESCE((SELECT MAX(id) FROM containers), 0) + 1, false);
 "#;
 
+/// Version 3: delta chunks (codec 2): the base a delta is decoded against and the stored
+/// bytes it saves (the SQLite schema's migration 5).
+const TO_3: &str = r#"
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS base BYTEA;
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS saved BIGINT NOT NULL DEFAULT 0;
+"#;
+
 /// Creates the schema in an empty database (in one transaction, under an advisory lock so
 /// that two servers starting together do not both create it); refuses a newer one. A
 /// database already at this version is left untouched: `CREATE INDEX IF NOT EXISTS` would
@@ -108,8 +117,11 @@ pub fn migrate(client: &mut Client) -> StoreResult<()> {
             )))
         }
         Some(v) if v == VERSION => {}
-        Some(1) => {
-            tx.batch_execute(TO_2)?;
+        Some(v @ (1 | 2)) => {
+            if v == 1 {
+                tx.batch_execute(TO_2)?;
+            }
+            tx.batch_execute(TO_3)?;
             tx.execute("UPDATE schema_version SET version = $1", &[&VERSION])?;
         }
         _ => {

@@ -3,9 +3,11 @@ use std::ops::Deref;
 use rusqlite::{params, Connection};
 use wasm_core::hash::Fingerprint;
 
-use super::{chunks::chunk_rows_of, Sql};
+use super::{chunks::chunk_rows_of, fp_of, Sql};
 use crate::store::index::chunks::ChunkRow;
-use crate::store::index::maintenance::{ChunkMove, LiveManifest, Source, WrittenContainer};
+use crate::store::index::maintenance::{
+    ChunkMove, DeltaMove, LiveManifest, Source, WrittenContainer,
+};
 use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
 
@@ -140,6 +142,29 @@ impl<C: Deref<Target = Connection>> MaintenanceRead for Sql<C> {
         }
         Ok(false)
     }
+
+    fn delta_edges(&self, repo_id: i64) -> StoreResult<Vec<(Fingerprint, Fingerprint)>> {
+        let mut st = self.c().prepare_cached(
+            "SELECT fp, base FROM chunks WHERE repo_id = ?1 AND base IS NOT NULL",
+        )?;
+        let rows = st.query_map([repo_id], |r| {
+            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (fp, base) = row?;
+            out.push((fp_of(fp), fp_of(base)));
+        }
+        Ok(out)
+    }
+
+    fn delta_totals(&self, repo_id: i64) -> StoreResult<(i64, i64)> {
+        Ok(self.c().query_row(
+            "SELECT COUNT(*), COALESCE(SUM(saved), 0) FROM chunks WHERE repo_id = ?1 AND base IS NOT NULL",
+            [repo_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
 }
 
 impl<C: Deref<Target = Connection>> MaintenanceWrite for Sql<C> {
@@ -230,5 +255,27 @@ impl<C: Deref<Target = Connection>> MaintenanceWrite for Sql<C> {
             ])?;
         }
         Ok(())
+    }
+
+    fn repoint_as_deltas(&self, repo_id: i64, to: i64, moves: &[DeltaMove]) -> StoreResult<u64> {
+        let mut upd = self.c().prepare_cached(
+            "UPDATE chunks SET container_id = ?1, slot = ?2, offset = ?3, stored_len = ?4, codec = 2, base = ?5, saved = ?6 WHERE repo_id = ?7 AND fp = ?8 AND container_id = ?9 AND slot = ?10",
+        )?;
+        let mut n = 0;
+        for m in moves {
+            n += upd.execute(params![
+                to,
+                m.slot,
+                m.offset as i64,
+                m.stored_len,
+                &m.base[..],
+                m.saved,
+                repo_id,
+                &m.fp[..],
+                m.old_container,
+                m.old_slot
+            ])? as u64;
+        }
+        Ok(n)
     }
 }

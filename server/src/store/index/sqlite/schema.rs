@@ -87,6 +87,11 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE repos ADD COLUMN gc_epoch INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE repos ADD COLUMN reclaimed_bytes INTEGER NOT NULL DEFAULT 0;
      CREATE INDEX IF NOT EXISTS containers_by_kind ON containers(repo_id, kind, newest_version);",
+    // 5: delta chunks (codec 2, docs/FORMAT.md): the base a delta is decoded against (NULL
+    // for other codecs; garbage collection keeps a base while a live delta needs it) and
+    // the stored bytes the delta saves over the copy it replaced (repository statistics).
+    "ALTER TABLE chunks ADD COLUMN base BLOB;
+     ALTER TABLE chunks ADD COLUMN saved INTEGER NOT NULL DEFAULT 0;",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

@@ -1,0 +1,463 @@
+//! The delta pass: resemblance detection and delta chunks after DARE (Xia et al., "DARE: A
+//! Deduplication-Aware Resemblance Detection and Elimination Scheme for Data Reduction with
+//! Low Overheads", IEEE Transactions on Computers, 2016, §3), run natively on the server
+//! after commits, where the mover runs (the maintenance lease). The detection and the codec
+//! are `wasm_core::resemble`'s; this module picks the chunks, reads their bases, and
+//! re-stores the chunks whose delta pays as codec 2 (docs/FORMAT.md, "Codec 2: delta").
+//!
+//! One pass handles the repository's newest version, over the chunks it stored for the
+//! first time (no other live version references them), §3.1:
+//! 1. DupAdj (§3.2): the neighbours of the version's duplicates pair with the neighbours of
+//!    the same chunks in the older versions of its source (recipes only, no bytes).
+//! 2. Super-features (§3.3): the chunks left are looked up in an index of the previous
+//!    version's chunks' super-features, bounded to [`SF_CAPACITY`] chunks; a chunk that
+//!    finds no base enters it, so later new chunks can pair with it.
+//! 3. Each candidate is encoded against its base (§3.4); the delta is kept only if it saves
+//!    at least [`MIN_SAVING`] of the chunk's stored bytes (DupAdj pairs: the stricter
+//!    `wasm_core::resemble::DUPADJ_MAX_RATIO`). A base at the chain cap is replaced by its
+//!    nearest ancestor below it.
+//!
+//! Durability is the mover's (docs/STORAGE.md, "Crash safety"): the deltas are written into
+//! new containers, whole and durable, before one transaction per container inserts its row
+//! and re-points the chunks (each only if its row still names the slot it was read from,
+//! and only if no version was committed or deleted since the snapshot). The old copies
+//! become dead slots that compaction frees. Crash points: `delta:copied`, `delta:switched`.
+
+use std::{
+    collections::{HashMap, HashSet},
+    time::Instant,
+};
+
+use serde::Serialize;
+use wasm_core::{
+    format::container::TableEntry,
+    hash::Fingerprint,
+    resemble::{
+        delta::{DeltaEncoder, CODEC_DELTA, DEFAULT_DELTA_LEVEL, MAX_CHAIN_DEPTH},
+        dupadj,
+        superfeature::{super_features, Params, SuperFeatureIndex},
+        DUPADJ_MAX_RATIO,
+    },
+};
+
+use super::{
+    chunks::ChunkLoc,
+    crashpoint,
+    index::{chunks::ChunkRow, maintenance::DeltaMove},
+    layout::Snapshot,
+    mover::{Building, Dest},
+    versions::manifest_stream,
+    Store, StoreError, StoreResult,
+};
+
+/// Whether the server runs the delta pass after commits (`DITTO_DELTA=1`). Off by default
+/// until the page's search decodes delta chunks it finds in containers (README).
+pub fn delta_enabled() -> bool {
+    std::env::var("DITTO_DELTA").is_ok_and(|v| v == "1")
+}
+
+/// Most chunks the super-feature index holds in one pass (about 100 bytes each).
+const SF_CAPACITY: usize = 200_000;
+/// Older versions of the source DupAdj aligns the new one with.
+const OLD_RECIPES: usize = 2;
+/// A delta is kept only if it saves at least this fraction of the chunk's stored bytes.
+const MIN_SAVING: f64 = 0.25;
+/// Raw bytes of chunks kept in memory during a pass before the cache is dropped.
+const CACHE_BYTES: usize = 256 << 20;
+
+/// What one delta pass did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct DeltaReport {
+    /// The version handled.
+    pub version: i64,
+    /// Chunks the version stored first that could become deltas.
+    pub candidates: u64,
+    /// Deltas kept, by how their base was found.
+    pub dupadj: u64,
+    pub superfeature: u64,
+    /// Chunk rows re-pointed to their delta copies.
+    pub delta_chunks: u64,
+    /// Stored bytes saved by them.
+    pub bytes_saved: i64,
+    pub containers_written: u64,
+    /// Candidates or bases that could not be read (left as they are).
+    pub unreadable: u64,
+    /// The versions changed during the pass: nothing was switched (the next pass retries).
+    pub abandoned: bool,
+    pub seconds: f64,
+}
+
+/// A delta chosen for a chunk.
+struct Chosen {
+    fp: Fingerprint,
+    row: ChunkRow,
+    base: Fingerprint,
+    payload: Vec<u8>,
+}
+
+impl Store {
+    /// Runs the delta pass over the repository's newest version (taking the maintenance
+    /// lease), then the mover, whose compaction frees the old copies.
+    pub fn run_delta(&self, repo_id: i64) -> StoreResult<DeltaReport> {
+        let _maint = self.maintenance()?;
+        let rep = self.delta_pass(repo_id)?;
+        if rep.delta_chunks > 0 {
+            self.mover_pass(repo_id, "move")?;
+        }
+        eprintln!(
+            "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved in {:.2} s",
+            rep.version,
+            rep.delta_chunks,
+            rep.candidates,
+            rep.dupadj,
+            rep.superfeature,
+            rep.bytes_saved,
+            rep.seconds
+        );
+        self.delta_last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo_id, rep.clone());
+        Ok(rep)
+    }
+
+    /// The last delta pass of the repository since the server started.
+    pub fn delta_last(&self, repo_id: i64) -> Option<DeltaReport> {
+        self.delta_last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&repo_id)
+            .cloned()
+    }
+
+    /// One delta pass; the caller holds the maintenance lease.
+    fn delta_pass(&self, repo_id: i64) -> StoreResult<DeltaReport> {
+        let t0 = Instant::now();
+        let mut rep = DeltaReport::default();
+        let bad = |e: String| StoreError::Internal(format!("delta pass: {e}"));
+        // 1. Snapshot: the versions, the newest one's stream, its source's older streams,
+        //    the chunk rows involved and the delta chains already stored.
+        let ix = self.snapshot()?;
+        let snap = Snapshot::take(&*ix, repo_id)?;
+        let manifests = ix.live_manifests(repo_id)?;
+        let Some(newest) = manifests.last() else {
+            return Ok(rep);
+        };
+        rep.version = newest.id;
+        let new_stream = manifest_stream(&newest.manifest).map_err(bad)?;
+        let mut older: HashSet<Fingerprint> = HashSet::new();
+        let mut old_streams: Vec<Vec<Fingerprint>> = Vec::new();
+        for m in &manifests[..manifests.len() - 1] {
+            let stream = manifest_stream(&m.manifest).map_err(bad)?;
+            older.extend(stream.iter().copied());
+            if m.source == newest.source {
+                old_streams.push(stream);
+            }
+        }
+        let keep_from = old_streams.len().saturating_sub(OLD_RECIPES);
+        let old_streams = old_streams.split_off(keep_from);
+        let wanted: HashSet<Fingerprint> = new_stream
+            .iter()
+            .chain(old_streams.iter().flatten())
+            .copied()
+            .collect();
+        let mut rows: HashMap<Fingerprint, ChunkRow> = HashMap::new();
+        ix.chunk_rows(repo_id, &mut |r| {
+            if wanted.contains(&r.fp) {
+                rows.insert(r.fp, r);
+            }
+            Ok(())
+        })?;
+        let parent: HashMap<Fingerprint, Fingerprint> =
+            ix.delta_edges(repo_id)?.into_iter().collect();
+        drop(ix);
+        let depth = |fp: &Fingerprint| {
+            let (mut d, mut at) = (0, *fp);
+            while let Some(p) = parent.get(&at) {
+                d += 1;
+                at = *p;
+                if d > MAX_CHAIN_DEPTH {
+                    break;
+                }
+            }
+            d
+        };
+        // A base at the cap is replaced by its nearest ancestor below it (ancestors resemble
+        // it, so likely the chunk too).
+        let below_cap = |fp: &Fingerprint| {
+            let mut at = *fp;
+            while depth(&at) >= MAX_CHAIN_DEPTH {
+                at = parent[&at];
+            }
+            at
+        };
+        let is_candidate = |fp: &Fingerprint| {
+            !older.contains(fp)
+                && rows
+                    .get(fp)
+                    .is_some_and(|r| r.committed && r.codec != CODEC_DELTA)
+        };
+        let needs_base: Vec<bool> = new_stream.iter().map(is_candidate).collect();
+        let mut seen = HashSet::new();
+        let candidates: Vec<Fingerprint> = new_stream
+            .iter()
+            .filter(|fp| is_candidate(fp) && seen.insert(**fp))
+            .copied()
+            .collect();
+        rep.candidates = candidates.len() as u64;
+        if candidates.is_empty() {
+            rep.seconds = t0.elapsed().as_secs_f64();
+            return Ok(rep);
+        }
+
+        let mut raw = RawCache::default();
+        let mut enc = DeltaEncoder::new(DEFAULT_DELTA_LEVEL).map_err(|e| bad(e.to_string()))?;
+        let mut chosen: HashMap<Fingerprint, Chosen> = HashMap::new();
+        // Encodes `fp` against `base`; the delta if it saves enough (`max_ratio` of the
+        // stored bytes at most).
+        let mut try_delta = |store: &Store,
+                             raw: &mut RawCache,
+                             rep: &mut DeltaReport,
+                             fp: &Fingerprint,
+                             base: &Fingerprint,
+                             max_ratio: f64|
+         -> Option<Chosen> {
+            let base = below_cap(base);
+            let row = rows.get(fp).copied()?;
+            if base == *fp {
+                return None;
+            }
+            let (Some(chunk), Some(base_raw)) = (
+                raw.get(store, repo_id, fp, rep),
+                raw.get(store, repo_id, &base, rep),
+            ) else {
+                return None;
+            };
+            let payload = enc.encode(&base, &base_raw, &chunk).ok()?;
+            (payload.len() as f64 <= row.stored_len as f64 * max_ratio).then(|| Chosen {
+                fp: *fp,
+                row,
+                base,
+                payload: payload.to_vec(),
+            })
+        };
+
+        // 2. DupAdj over the recipes.
+        let olds: Vec<&[Fingerprint]> = old_streams.iter().map(|s| s.as_slice()).collect();
+        let mut found: Vec<Chosen> = Vec::new();
+        dupadj::pairs(&new_stream, &needs_base, &olds, |i, loc| {
+            let fp = new_stream[i];
+            if chosen.contains_key(&fp) || found.iter().any(|c| c.fp == fp) {
+                return false;
+            }
+            let base = olds[loc.recipe][loc.index];
+            match try_delta(self, &mut raw, &mut rep, &fp, &base, DUPADJ_MAX_RATIO) {
+                Some(c) => {
+                    found.push(c);
+                    true
+                }
+                None => false,
+            }
+        });
+        rep.dupadj = found.len() as u64;
+        for c in found {
+            chosen.insert(c.fp, c);
+        }
+
+        // 3. Super-features for the rest: an index of the previous version's chunks (and of
+        //    the new chunks that stay whole), bounded in memory.
+        let params = Params::DITTO;
+        let mut sfi = SuperFeatureIndex::new(params, SF_CAPACITY);
+        let mut ids: Vec<Fingerprint> = Vec::new();
+        if let Some(prev) = old_streams.last() {
+            let mut seen = HashSet::new();
+            for fp in prev {
+                if sfi.len() >= SF_CAPACITY || !seen.insert(*fp) || depth(fp) >= MAX_CHAIN_DEPTH {
+                    continue;
+                }
+                if let Some(bytes) = raw.get(self, repo_id, fp, &mut rep) {
+                    sfi.insert(ids.len() as u32, super_features(&bytes, params));
+                    ids.push(*fp);
+                }
+            }
+        }
+        for fp in &candidates {
+            if chosen.contains_key(fp) {
+                continue;
+            }
+            let Some(bytes) = raw.get(self, repo_id, fp, &mut rep) else {
+                continue;
+            };
+            let sfs = super_features(&bytes, params);
+            let hit = sfi.lookup(&sfs, |id| ids[id as usize] != *fp);
+            let delta = hit.and_then(|id| {
+                let base = ids[id as usize];
+                try_delta(self, &mut raw, &mut rep, fp, &base, 1.0 - MIN_SAVING)
+            });
+            match delta {
+                Some(c) => {
+                    rep.superfeature += 1;
+                    chosen.insert(c.fp, c);
+                }
+                None => {
+                    sfi.insert(ids.len() as u32, sfs);
+                    ids.push(*fp);
+                }
+            }
+        }
+        drop(raw);
+        if chosen.is_empty() {
+            rep.seconds = t0.elapsed().as_secs_f64();
+            return Ok(rep);
+        }
+        // A base chosen in this pass is a chunk that stays whole (older versions' chunks,
+        // or new ones that found no base), so no chain loops.
+        debug_assert!(chosen.values().all(|c| !chosen.contains_key(&c.base)));
+
+        // 4. Write the deltas into new active containers, whole and durable.
+        let mut order: Vec<Chosen> = chosen.into_values().collect();
+        order.sort_by_key(|c| (c.row.container_id, c.row.slot));
+        let mut builds: Vec<(Building, Vec<DeltaMove>)> = Vec::new();
+        for c in order {
+            if !builds
+                .last()
+                .is_some_and(|(b, _)| b.has_room(c.payload.len()))
+            {
+                builds.push((Building::new(Dest::Active), Vec::new()));
+            }
+            let (b, extra) = builds.last_mut().expect("a container being filled");
+            let slot = b.moves.len() as u32;
+            let rel = b.data.len() as u64;
+            let stored_len = c.payload.len() as u32;
+            b.table.extend_from_slice(
+                &TableEntry {
+                    fp: c.fp,
+                    codec: CODEC_DELTA,
+                    offset: rel,
+                    stored_len,
+                    raw_len: c.row.raw_len,
+                }
+                .encode(),
+            );
+            b.data.extend_from_slice(&c.payload);
+            b.moves
+                .push((c.fp, c.row.container_id, c.row.slot, slot, rel));
+            extra.push(DeltaMove {
+                fp: c.fp,
+                old_container: c.row.container_id,
+                old_slot: c.row.slot,
+                slot,
+                offset: rel,
+                stored_len,
+                base: c.base,
+                saved: c.row.stored_len - stored_len,
+            });
+        }
+        let mut written = Vec::new();
+        for (b, extra) in builds {
+            match self.write_whole(repo_id, &snap, b) {
+                Ok(w) => written.push((w, extra)),
+                Err(e) => {
+                    for (w, _) in &written {
+                        let _ = self.containers.delete(repo_id, w.id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        rep.containers_written = written.len() as u64;
+        crashpoint::reached("delta:copied");
+
+        // 5. Switch, one transaction per container, each only if the versions are those of
+        //    the snapshot (a base a new commit no longer needs could be swept otherwise).
+        let mut switched = 0;
+        for (w, extra) in &written {
+            let tx_done = {
+                let wr = self.writer_for_write()?;
+                let tx = wr.begin(repo_id)?;
+                if !snap.still_current(&*tx, repo_id)? {
+                    false
+                } else {
+                    let moves: Vec<DeltaMove> = extra
+                        .iter()
+                        .zip(&w.moves)
+                        .map(|(m, mv)| DeltaMove { offset: mv.4, ..*m })
+                        .collect();
+                    let h = &w.header;
+                    tx.insert_written_container(&super::index::maintenance::WrittenContainer {
+                        id: w.id as i64,
+                        repo_id,
+                        kind: h.kind as u8,
+                        data_offset: h.data_offset as i64,
+                        data_end: w.data_end as i64,
+                        chunk_count: w.moves.len() as i64,
+                        newest_version: h.newest_version,
+                        created_ms: h.created_ms as i64,
+                        sealed: true,
+                    })?;
+                    let n = tx.repoint_as_deltas(repo_id, w.id as i64, &moves)?;
+                    tx.commit()?;
+                    rep.delta_chunks += n;
+                    rep.bytes_saved += moves.iter().map(|m| m.saved as i64).sum::<i64>();
+                    true
+                }
+            };
+            if !tx_done {
+                rep.abandoned = true;
+                break;
+            }
+            switched += 1;
+        }
+        for (w, _) in &written[switched..] {
+            let _ = self.containers.delete(repo_id, w.id);
+        }
+        if switched > 0 {
+            // Chunk rows changed codec and length: the fingerprint sets are unaffected, but
+            // stats and reads go by the index.
+            crashpoint::reached("delta:switched");
+        }
+        rep.seconds = t0.elapsed().as_secs_f64();
+        Ok(rep)
+    }
+}
+
+/// Raw bytes of the chunks a pass reads (candidates and bases), dropped whole past
+/// [`CACHE_BYTES`].
+#[derive(Default)]
+struct RawCache {
+    map: HashMap<Fingerprint, std::rc::Rc<Vec<u8>>>,
+    bytes: usize,
+}
+
+impl RawCache {
+    /// The raw bytes of chunk `fp`, read and verified through the index (a delta's chain
+    /// included); `None` (counted) if it cannot be read.
+    fn get(
+        &mut self,
+        store: &Store,
+        repo_id: i64,
+        fp: &Fingerprint,
+        rep: &mut DeltaReport,
+    ) -> Option<std::rc::Rc<Vec<u8>>> {
+        if let Some(r) = self.map.get(fp) {
+            return Some(r.clone());
+        }
+        let loc: Option<ChunkLoc> = store
+            .index()
+            .ok()
+            .and_then(|ix| ix.chunk_location(repo_id, fp).ok().flatten());
+        let Some((_, bytes)) = loc.and_then(|l| store.read_chunk(repo_id, fp, &l, true).ok())
+        else {
+            rep.unreadable += 1;
+            return None;
+        };
+        if self.bytes + bytes.len() > CACHE_BYTES {
+            self.map.clear();
+            self.bytes = 0;
+        }
+        self.bytes += bytes.len();
+        let r = std::rc::Rc::new(bytes);
+        self.map.insert(*fp, r.clone());
+        Some(r)
+    }
+}

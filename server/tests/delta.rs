@@ -1,0 +1,382 @@
+//! The delta pass (DARE, issue 17) against the real server process: chunks of a new version
+//! that resemble stored ones are re-stored as deltas (codec 2), every reader answers their
+//! bytes unchanged, expiry keeps the bases a live delta needs, a damaged delta is refused,
+//! and a kill at each persistence point of the pass loses nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// Server settings: the pass on, every cold chunk leaves active containers.
+const ENV: &[(&str, &str)] = &[
+    ("DITTO_DELTA", "1"),
+    ("DITTO_MOVE_THRESHOLD", "0"),
+    ("DITTO_COMPACT_THRESHOLD", "0.5"),
+];
+
+/// `chunk` with a few bytes changed (a small edit, as between two versions of a file).
+fn edited(chunk: &[u8], seed: u64) -> Vec<u8> {
+    let mut out = chunk.to_vec();
+    let r = rand_bytes(seed, 8);
+    for k in 0..4 {
+        let at = (r[k] as usize * 257 + k * 997) % out.len();
+        out[at] = out[at].wrapping_add(1 + r[k + 4] % 200);
+    }
+    out
+}
+
+/// Two versions of one source: v1 has files `a` (40 text chunks) and `b` (12); v2 edits
+/// every third chunk of `a` in place (next to duplicates: DupAdj's case) and replaces `b`
+/// by edited copies of its chunks in reverse order with new chunks between (no aligned
+/// duplicate: the super-features' case).
+struct History {
+    chunks: Vec<TestChunk>,
+    v1: Value,
+    v2: Value,
+}
+
+fn history() -> History {
+    let mut chunks = Vec::new();
+    let mut add = |raw: Vec<u8>| {
+        let c = TestChunk::new(raw, true);
+        let h = c.hex();
+        chunks.push(c);
+        h
+    };
+    let a: Vec<Vec<u8>> = (0..40)
+        .map(|i| text_bytes(0xA000 + i, 8_000 + (i as usize * 733) % 24_000))
+        .collect();
+    let b: Vec<Vec<u8>> = (0..12)
+        .map(|i| rand_bytes(0xB000 + i, 6_000 + (i as usize * 911) % 20_000))
+        .collect();
+    let a1: Vec<String> = a.iter().map(|r| add(r.clone())).collect();
+    let b1: Vec<String> = b.iter().map(|r| add(r.clone())).collect();
+    let a2: Vec<String> = a
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if i % 3 == 1 {
+                add(edited(r, i as u64))
+            } else {
+                a1[i].clone()
+            }
+        })
+        .collect();
+    let mut b2 = Vec::new();
+    for (i, r) in b.iter().enumerate().rev() {
+        b2.push(add(edited(r, 100 + i as u64)));
+        b2.push(add(rand_bytes(0xC000 + i as u64, 3_000)));
+    }
+    // Sizes come from the chunks made above.
+    let all = chunks.clone();
+    let size_of = |recipe: &Vec<String>| -> usize {
+        recipe
+            .iter()
+            .map(|h| all.iter().find(|c| &c.hex() == h).unwrap().raw.len())
+            .sum()
+    };
+    let mk = |t: i64, files: &[(&str, &Vec<String>)]| {
+        let mut entries = vec![json!({ "path": "src", "kind": "dir", "size": 0, "mtime": t,
+            "mode": 493, "recipe": [] })];
+        for (p, recipe) in files {
+            entries.push(json!({ "path": format!("src/{p}"), "kind": "file",
+                "size": size_of(recipe), "mtime": t, "mode": 420, "recipe": recipe }));
+        }
+        json!({ "source": "src", "time": t, "entries": entries })
+    };
+    let v1 = mk(1_763_000_000_000, &[("a", &a1), ("b", &b1)]);
+    let v2 = mk(1_763_000_360_000, &[("a", &a2), ("b", &b2)]);
+    History {
+        chunks: all,
+        v1,
+        v2,
+    }
+}
+
+/// Every fingerprint a version's manifest names, in order.
+fn fps_of(m: &Value) -> Vec<String> {
+    m["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["recipe"].as_array().unwrap().iter())
+        .map(|h| h.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Uploads what the server lacks of `m`'s chunks and commits `m`; the version id.
+fn backup(s: &Server, h: &History, m: &Value) -> i64 {
+    let fps = fps_of(m);
+    let r = post_json(
+        &s.repo_url("default", "/chunks/missing"),
+        &s.token,
+        &json!({ "fingerprints": fps }),
+    );
+    assert_eq!(r.status, 200);
+    let miss: Vec<String> = serde_json::from_value(r.json()["missing"].clone()).unwrap();
+    let batch: Vec<TestChunk> = h
+        .chunks
+        .iter()
+        .filter(|c| miss.contains(&c.hex()))
+        .cloned()
+        .collect();
+    if !batch.is_empty() {
+        let r = upload(&agent(), s, &s.token, &batch).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let r = post_json(&s.repo_url("default", "/versions"), &s.token, m);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["id"].as_i64().unwrap()
+}
+
+fn stats(s: &Server) -> Value {
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/stats"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    r.json()
+}
+
+/// Every chunk of `m` reads back byte-identical through `chunks/get` (as stored and
+/// decoded) and `GET chunks/{fp}`.
+fn read_back(s: &Server, h: &History, m: &Value, ctx: &str) {
+    let fps = fps_of(m);
+    for decode in [false, true] {
+        let got = get_chunks(s, "default", &s.token, &fps, decode);
+        for (raw, fp) in got.iter().zip(&fps) {
+            let want = &h.chunks.iter().find(|c| &c.hex() == fp).unwrap().raw;
+            assert!(raw == want, "{ctx}: chunk {fp} reads back different bytes");
+        }
+    }
+    for fp in fps.iter().step_by(7) {
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{fp}")),
+            Some(&s.token),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200, "{ctx}: GET chunks/{fp}");
+        let want = &h.chunks.iter().find(|c| &c.hex() == fp).unwrap().raw;
+        assert!(&r.body == want, "{ctx}: GET chunks/{fp} bytes");
+    }
+}
+
+fn check_cli(dir: &std::path::Path, ctx: &str) {
+    let (code, out) = cli(dir, &["check", "default"]);
+    assert_eq!(code, 0, "{ctx}: check failed:\n{out}");
+}
+
+/// Waits for the pass over version `v` (after the mover); its report.
+fn wait_pass(s: &Server, v: i64) -> Value {
+    let mut last = Value::Null;
+    wait_until("the delta pass", Duration::from_secs(120), || {
+        last = stats(s);
+        last["delta_pass"]["version"].as_i64() == Some(v)
+    });
+    last
+}
+
+#[test]
+fn deltas_read_back_survive_expiry_and_refuse_damage() {
+    let dir = TempDir::new("delta");
+    let h = history();
+    let mut s = Server::start_with(&dir.0, ENV, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    let v2 = backup(&s, &h, &h.v2);
+    let st = wait_pass(&s, v2);
+    let pass = &st["delta_pass"];
+    eprintln!("delta pass: {pass}");
+    // 13 edited chunks of `a` next to duplicates, 12 of `b` found by super-features.
+    assert!(
+        pass["dupadj"].as_u64().unwrap() >= 10,
+        "DupAdj pairs the edited neighbours of duplicates: {pass}"
+    );
+    assert!(
+        pass["superfeature"].as_u64().unwrap() >= 8,
+        "super-features find the moved, edited chunks: {pass}"
+    );
+    let n = st["delta_chunks"].as_i64().unwrap();
+    assert_eq!(n as u64, pass["delta_chunks"].as_u64().unwrap());
+    assert!(st["delta_saved_bytes"].as_i64().unwrap() > 100_000, "{st}");
+    read_back(&s, &h, &h.v1, "after the pass, v1");
+    read_back(&s, &h, &h.v2, "after the pass, v2");
+    search_equals_naive(&s, &h, &[(v1, &h.v1), (v2, &h.v2)]);
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after the pass");
+
+    // Expiry: v1 goes, the bases its chunks are for v2's deltas stay.
+    let s = Server::start_with(&dir.0, ENV, None);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "policy": { "keep_last": 1 } }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(stats(&s)["delta_chunks"].as_i64().unwrap(), n);
+    read_back(&s, &h, &h.v2, "after v1 expired");
+    drop(s);
+    check_cli(&dir.0, "after v1 expired");
+
+    // A damaged delta is refused (quarantined), not served.
+    let s = Server::start_with(&dir.0, ENV, None);
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    let conts = r.json();
+    let (cid, fp, off, len) = conts["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|c| {
+            c["chunks"].as_array().unwrap().iter().find_map(|k| {
+                (k["codec"].as_u64() == Some(2)).then(|| {
+                    (
+                        c["id"].as_u64().unwrap(),
+                        k["fp"].as_str().unwrap().to_string(),
+                        k["offset"].as_u64().unwrap(),
+                        k["stored_len"].as_u64().unwrap(),
+                    )
+                })
+            })
+        })
+        .expect("a delta chunk listed");
+    if !on_s3() {
+        let path = container_file(&dir.0, 1, cid);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = (off + len - 3) as usize;
+        bytes[at] ^= 0x5A;
+        std::fs::write(&path, bytes).unwrap();
+        // As for any damaged chunk (tests/damage.rs): refused with `damaged`, quarantined,
+        // and asked for again by the next backup.
+        request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{fp}")),
+            Some(&s.token),
+            &[],
+            None,
+        )
+        .expect_error(500, "damaged");
+        let r = post_json(
+            &s.repo_url("default", "/chunks/missing"),
+            &s.token,
+            &json!({ "fingerprints": [fp] }),
+        );
+        assert_eq!(
+            r.json()["missing"],
+            json!([fp]),
+            "the damaged delta is quarantined"
+        );
+    }
+}
+
+#[test]
+fn a_kill_at_each_point_of_the_pass_loses_nothing() {
+    for point in ["delta:copied", "delta:switched"] {
+        let dir = TempDir::new("delta-crash");
+        let h = history();
+        let mut env = ENV.to_vec();
+        env.push(("DITTO_TEST_CRASH_AT", point));
+        let s = Server::start_with(&dir.0, &env, None);
+        backup(&s, &h, &h.v1);
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backup(&s, &h, &h.v2)));
+        let t0 = std::time::Instant::now();
+        let mut s = s;
+        while s.child.try_wait().unwrap().is_none() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "{point}: the server never reached the crash point"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Restart without the pass: everything committed reads back, check passes.
+        let s = Server::start_with(&dir.0, &ENV[1..], None);
+        read_back(&s, &h, &h.v1, point);
+        read_back(&s, &h, &h.v2, point);
+        drop(s);
+        check_cli(&dir.0, point);
+        // With the pass (which runs at startup too): it finishes what the crash cut short.
+        let s = Server::start_with(&dir.0, ENV, None);
+        let st = wait_pass(&s, 2);
+        assert!(st["delta_chunks"].as_i64().unwrap() > 0, "{point}: {st}");
+        read_back(&s, &h, &h.v2, point);
+        drop(s);
+        check_cli(&dir.0, point);
+    }
+}
+
+/// The server's search with delta chunks stored finds exactly what a scan of the test's own
+/// bytes finds.
+fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
+    use std::collections::BTreeMap;
+    let keywords = ["zstd browser", "backup"];
+    let mut want: BTreeMap<(i64, String), Vec<(u64, u64)>> = BTreeMap::new();
+    for (id, m) in versions {
+        for e in m["entries"].as_array().unwrap() {
+            let recipe = e["recipe"].as_array().unwrap();
+            if recipe.is_empty() {
+                continue;
+            }
+            let mut data = Vec::new();
+            for fp in recipe {
+                let c = h.chunks.iter().find(|c| c.hex() == fp.as_str().unwrap());
+                data.extend_from_slice(&c.unwrap().raw);
+            }
+            let mut hits = Vec::new();
+            for (k, kw) in keywords.iter().enumerate() {
+                let kw = kw.as_bytes();
+                for at in 0..data.len().saturating_sub(kw.len() - 1) {
+                    if &data[at..at + kw.len()] == kw {
+                        hits.push((k as u64, at as u64));
+                    }
+                }
+            }
+            if !hits.is_empty() {
+                hits.sort_by_key(|&(k, at)| (at, k));
+                want.insert((*id, e["path"].as_str().unwrap().to_string()), hits);
+            }
+        }
+    }
+    let r = post_json(
+        &s.repo_url("default", "/search"),
+        &s.token,
+        &json!({ "keywords": keywords }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut got: BTreeMap<(i64, String), Vec<(u64, u64)>> = BTreeMap::new();
+    for f in r.json()["files"].as_array().unwrap() {
+        let mut hits: Vec<(u64, u64)> = f["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (x[0].as_u64().unwrap(), x[1].as_u64().unwrap()))
+            .collect();
+        hits.sort_by_key(|&(k, at)| (at, k));
+        got.insert(
+            (
+                f["version"].as_i64().unwrap(),
+                f["path"].as_str().unwrap().to_string(),
+            ),
+            hits,
+        );
+    }
+    assert!(!want.is_empty(), "the keywords occur in the history");
+    assert_eq!(
+        got, want,
+        "server search with deltas equals the naive search"
+    );
+}
