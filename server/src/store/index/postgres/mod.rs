@@ -146,11 +146,20 @@ impl IndexWriter for PgWriter {
         } else {
             "pg_try_advisory_lock"
         };
-        let held: bool = self
-            .client
-            .borrow_mut()
-            .query_one(&format!("SELECT {f}($1)"), &[&STORE_WRITER_LOCK])?
-            .get(0);
+        // A server killed a moment ago holds its claim until PostgreSQL sees its connection
+        // close: a restart waits that long before it calls the database taken.
+        let t0 = std::time::Instant::now();
+        let held = loop {
+            let held: bool = self
+                .client
+                .borrow_mut()
+                .query_one(&format!("SELECT {f}($1)"), &[&STORE_WRITER_LOCK])?
+                .get(0);
+            if held || t0.elapsed() >= CLAIM_WAIT {
+                break held;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
         match (held, shared) {
             (true, _) => Ok(()),
             (false, false) => Err(StoreError::Index(
@@ -177,6 +186,9 @@ impl IndexWriter for PgWriter {
         Ok(())
     }
 }
+
+/// How long a claim is retried before the database is called taken by another server.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Connects to the database at `url` (a `postgres://` URL), creating the schema if it is
 /// empty: its readers and its writer.
