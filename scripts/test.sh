@@ -17,7 +17,7 @@ suite "cargo test (workspace, native)" cargo test --workspace --no-fail-fast
 suite "server suite on PostgreSQL (throwaway cluster)" bash scripts/test-pg.sh
 suite "wasm tests (wasm-bindgen-test in Node)" cargo test -p wasm-core --target wasm32-unknown-unknown --tests --no-fail-fast
 suite "web unit tests (vitest)" npm run --silent test -w web
-suite "web typecheck (tsc strict)" npm run --silent typecheck -w web
+suite "typecheck (tsc strict: web, e2e)" bash -c 'npm run --silent typecheck -w web && npx tsc -p e2e --noEmit'
 # `cargo test` above built target/debug/ditto-server (with the test build's feature set; a
 # plain `cargo build` would resolve features differently and rebuild every dependency).
 suite "API fuzz (schemathesis from the OpenAPI document, zero 5xx)" bash scripts/fuzz-api.sh

@@ -30,6 +30,7 @@ const READY: Record<string, string> = {
 };
 const EMPTY_READY: Record<string, string> = {
   ...READY,
+  'tab-versions': 'versions-empty',
   'tab-dashboard': 'dash-empty',
   'tab-search': 'search-no-versions',
 };
@@ -123,6 +124,9 @@ test('every view, empty and with two versions backed up, has no serious accessib
   await page.getByTestId('tab-dashboard').click();
   await page.getByTestId('dash-empty').getByRole('button', { name: 'Back up a folder' }).click();
   await expect(page.getByTestId('tab-backup')).toHaveAttribute('aria-selected', 'true');
+  await page.getByTestId('tab-versions').click();
+  await page.getByTestId('versions-empty').getByRole('button', { name: 'Back up a folder' }).click();
+  await expect(page.getByTestId('tab-backup')).toHaveAttribute('aria-selected', 'true');
 
   await page.getByTestId('tab-backup').click();
   for (const f of folders) {
@@ -136,6 +140,10 @@ test('every view, empty and with two versions backed up, has no serious accessib
   await page.getByTestId('tab-versions').click();
   await page.getByTestId('version-browse').first().click();
   await expect(page.getByTestId('version-browser')).toBeVisible();
+  // The tree opens below every version row: it comes into view with the focus on its heading.
+  const heading = page.getByTestId('version-browser').getByRole('heading').first();
+  await expect(heading).toBeFocused();
+  await expect(heading).toBeInViewport();
   await audit(page, testInfo, 'version browser');
 
   await page.getByTestId('tab-search').click();

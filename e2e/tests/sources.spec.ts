@@ -51,6 +51,27 @@ async function writeProject(page: Page, files: Record<string, string>) {
   }, files);
 }
 
+/** Makes the source's last backup, as this browser keeps it, `ms` older (so the schedule finds it due). */
+async function ageLastBackup(page: Page, source: string, ms: number) {
+  await page.evaluate(
+    ({ key, ms }) =>
+      new Promise<void>((resolve, reject) => {
+        const open = indexedDB.open('ditto-source-folders');
+        open.onerror = () => reject(open.error);
+        open.onsuccess = () => {
+          const store = open.result.transaction('folders', 'readwrite').objectStore('folders');
+          const get = store.get(key);
+          get.onsuccess = () => {
+            const put = store.put({ ...get.result, usedAt: get.result.usedAt - ms });
+            put.onsuccess = () => (open.result.close(), resolve());
+            put.onerror = () => reject(put.error);
+          };
+        };
+      }),
+    { key: `default\u0000${source}`, ms },
+  );
+}
+
 const picks = (page: Page) => page.evaluate(() => (window as unknown as { __picks: number }).__picks);
 
 async function versionsOf(source: string) {
@@ -166,6 +187,19 @@ test('the permission is asked again on the click, and a refusal backs up nothing
 
   await page.getByTestId('tab-sources').click();
   const row = page.locator('[data-testid="source-row"][data-source="Asked"]');
+  // The lapsed permission is shown before anything is tried; a due scheduled backup cannot
+  // ask for it, runs nothing and says why.
+  await expect(row.getByTestId('source-permission')).toContainText('asks again');
+  await row.getByTestId('source-every-minutes').fill('1');
+  await row.getByTestId('source-every').check();
+  await ageLastBackup(page, 'Asked', 61_000);
+  await expect(row.getByTestId('source-scheduled-problem')).toContainText('needs your permission', {
+    timeout: 30_000,
+  });
+  expect(await page.evaluate(() => (window as unknown as { __asked: number }).__asked)).toBe(0);
+  expect(await versionsOf('Asked')).toHaveLength(before);
+  await row.getByTestId('source-every').uncheck();
+
   await row.getByTestId('source-again').click();
   await expect(row.getByTestId('source-note')).toContainText('was not given');
   expect(await page.evaluate(() => (window as unknown as { __asked: number }).__asked)).toBe(1);
@@ -176,6 +210,8 @@ test('the permission is asked again on the click, and a refusal backs up nothing
   await expect(row.getByTestId('source-note')).toContainText('stored', { timeout: 60_000 });
   expect(await page.evaluate(() => (window as unknown as { __asked: number }).__asked)).toBe(2);
   expect(await versionsOf('Asked')).toHaveLength(before + 1);
+  await expect(row.getByTestId('source-permission')).toHaveCount(0);
+  await expect(row.getByTestId('source-scheduled-problem')).toHaveCount(0);
 });
 
 test('without the File System Access API the view says so and "Back up again" picks the folder', async ({ page }) => {
@@ -242,22 +278,7 @@ test('a source backs up every N minutes while the tab is open, and says so in a 
   await row.getByTestId('source-every-minutes').fill('1');
   await row.getByTestId('source-every').check();
   // Its last backup made a minute older, so that the next tick of the schedule finds it due.
-  await page.evaluate(
-    () =>
-      new Promise<void>((resolve, reject) => {
-        const open = indexedDB.open('ditto-source-folders');
-        open.onerror = () => reject(open.error);
-        open.onsuccess = () => {
-          const store = open.result.transaction('folders', 'readwrite').objectStore('folders');
-          const get = store.get('default\u0000Timed');
-          get.onsuccess = () => {
-            const put = store.put({ ...get.result, usedAt: get.result.usedAt - 61_000 });
-            put.onsuccess = () => (open.result.close(), resolve());
-            put.onerror = () => reject(put.error);
-          };
-        };
-      }),
-  );
+  await ageLastBackup(page, 'Timed', 61_000);
   await expect.poll(async () => (await versionsOf('Timed')).length, { timeout: 60_000 }).toBe(2);
   await expect
     .poll(() => page.evaluate(() => (window as unknown as { __notes: { title: string }[] }).__notes))

@@ -14,12 +14,12 @@ test.afterAll(async () => {
 });
 
 /** A bundle (docs/FORMAT.md) of raw chunks. */
-function bundle(chunks: Buffer[]): Buffer {
+function bundle(chunks: Buffer[]): Uint8Array<ArrayBuffer> {
   const head = Buffer.alloc(16);
   head.write('DTB1', 0, 'latin1');
   head.writeUInt16LE(1, 4);
   head.writeUInt32LE(chunks.length, 8);
-  const parts = [head];
+  const parts: Buffer[] = [head];
   for (const raw of chunks) {
     const e = Buffer.alloc(32);
     createHash('sha1').update(raw).digest().copy(e, 0);
@@ -27,7 +27,7 @@ function bundle(chunks: Buffer[]): Buffer {
     e.writeUInt32LE(raw.length, 28);
     parts.push(e, raw);
   }
-  return Buffer.concat(parts);
+  return new Uint8Array(Buffer.concat(parts));
 }
 
 test('Verify reads every chunk back and names the version a damaged chunk breaks', async ({ page }) => {

@@ -54,7 +54,12 @@ const VIEWS: View[] = [
     testId: 'tab-sources',
     render: ({ api, runner }) => <SourcesPanel api={api} runner={runner} />,
   },
-  { id: 'versions', label: 'Versions', testId: 'tab-versions', render: ({ api }) => <VersionsPanel api={api} /> },
+  {
+    id: 'versions',
+    label: 'Versions',
+    testId: 'tab-versions',
+    render: ({ api, goTo }) => <VersionsPanel api={api} onBackUp={() => goTo('backup')} />,
+  },
   {
     id: 'dashboard',
     label: 'Dashboard',

@@ -4,9 +4,11 @@ import type { Api } from '../api/client';
 import { sourceSettings } from '../backup/sourcesettings';
 import { Excludes } from '../input/excludes';
 import { fromFileList, type PickedFolder } from '../input/folder';
+import { permitted } from '../input/permission';
 import { AgainError, canKeepFolders, folderAgain } from '../sources/again';
 import { notificationsOn, notificationsSupported, setNotifications } from '../sources/notify';
 import { ELSEWHERE_MESSAGE, type BackupRunner } from '../sources/runner';
+import { scheduleProblems } from '../sources/schedule';
 import { sourceFolders } from '../sources/store';
 import { summarize, type Health, type SourceSummary } from '../sources/summary';
 import { bytes } from './format';
@@ -17,6 +19,9 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
   const [error, setError] = useState<string | null>(null);
   const [note, setNote] = useState<{ source: string; text: string; kind: 'error' | 'ok' } | null>(null);
   const [notify, setNotify] = useState(notificationsOn);
+  /** Sources whose kept folder the browser will not let the page read without asking again. */
+  const [lapsed, setLapsed] = useState<ReadonlySet<string>>(new Set());
+  const problems = useSyncExternalStore(scheduleProblems.subscribe, scheduleProblems.get);
   const run = useSyncExternalStore(
     (fn) => runner.subscribe(fn),
     () => runner.state,
@@ -30,6 +35,11 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
       const [versions, kept] = await Promise.all([api.versions(), sourceFolders().then((s) => s.list(api.repo))]);
       setList(summarize(versions, kept));
       setError(null);
+      // Only read, never asked: a prompt needs the click on "Back up again".
+      const states = await Promise.all(
+        kept.map(async (k) => [k.source, !!k.handle && !(await permitted(k.handle, 'read', false))] as const),
+      );
+      setLapsed(new Set(states.filter(([, l]) => l).map(([source]) => source)));
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
     }
@@ -52,9 +62,10 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
     }
     const settings = await (await sourceSettings()).get(api.repo, source);
     const end = await runner.run({ picked, source, settings });
-    if (end?.phase === 'done' && end.version)
+    if (end?.phase === 'done' && end.version) {
+      scheduleProblems.set(source, null);
       setNote({ source, kind: 'ok', text: `Version #${end.version.id} stored.` });
-    else if (end) setNote({ source, kind: 'error', text: end.message ?? `The backup ${end.phase}.` });
+    } else if (end) setNote({ source, kind: 'error', text: end.message ?? `The backup ${end.phase}.` });
   };
 
   const again = async (s: SourceSummary) => {
@@ -177,6 +188,17 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
                   </button>
                   {canKeepFolders() && s.kept?.handle && (
                     <Every value={s.kept.everyMinutes} onChange={(m) => void setEvery(s, m)} source={s.source} />
+                  )}
+                  {lapsed.has(s.source) && (
+                    <p className="warn" data-testid="source-permission">
+                      The browser asks again before this page reads “{s.folder ?? s.source}”: “Back up again” shows its
+                      prompt{s.kept?.everyMinutes ? '; scheduled backups wait until then' : ''}.
+                    </p>
+                  )}
+                  {problems.has(s.source) && (
+                    <p className="error" data-testid="source-scheduled-problem" role="alert">
+                      Scheduled backup not run: {problems.get(s.source)}
+                    </p>
                   )}
                   {note?.source === s.source && (
                     <p

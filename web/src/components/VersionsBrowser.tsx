@@ -3,6 +3,7 @@ import type { Api, Manifest, VersionInfo } from '../api/client';
 import { selectItems, type RestoreItem } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
 import { FileHistory } from './FileHistory';
+import { useFocusOnOpen } from './FileChange';
 import { FilePreview } from './FilePreview';
 import { bytes } from './format';
 import { baseName, fileItem, fileRequest, type RestoreRequest } from './VersionsRestore';
@@ -59,6 +60,8 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
   const [open, setOpen] = useState<Set<string>>(new Set(['']));
   const [preview, setPreview] = useState<RestoreItem | null>(null);
   const [history, setHistory] = useState<string | null>(null);
+  // Browse on a row far above the tree brings the tree into view.
+  const heading = useFocusOnOpen<HTMLHeadingElement>();
 
   useEffect(() => {
     setManifest(null);
@@ -170,7 +173,7 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
 
   return (
     <section className="browser" data-testid="version-browser" data-version={version.id}>
-      <h3>
+      <h3 ref={heading} tabIndex={-1}>
         {version.source} · version {version.id} · {new Date(version.time).toLocaleString()}{' '}
         <button type="button" onClick={onClose}>
           Close

@@ -12,12 +12,14 @@ import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
 import { RetentionPanel } from './RetentionPanel';
 import { VersionsDiff } from './VersionsDiff';
+import { Button } from '../ui/Button';
+import { EmptyState } from '../ui/Notice';
 
 /** What deleting one version frees, as a dry run answered (or could not answer). */
 type Freed = { id: number; bytes?: number; error?: string };
 
 /** Every version, grouped by source: look inside, download, delete, expire by a policy. */
-export function VersionsPanel({ api }: { api: Api }) {
+export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void }) {
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [browsing, setBrowsing] = useState<VersionInfo | null>(null);
@@ -117,13 +119,35 @@ export function VersionsPanel({ api }: { api: Api }) {
   for (const v of versions ?? []) bySource.set(v.source, [...(bySource.get(v.source) ?? []), v]);
 
   return (
-    <section className="versions" data-testid="versions-panel">
+    <section className="versions" data-testid="versions-panel" aria-labelledby="versions-title">
+      <h2 id="versions-title" className={versions?.length === 0 ? 'visually-hidden' : undefined}>
+        Versions
+      </h2>
       {error && (
-        <p className="error" data-testid="versions-error">
-          {error}
+        <p className="error" data-testid="versions-error" role="alert">
+          {error} <Button onClick={load}>Try again</Button>
         </p>
       )}
-      {versions && versions.length === 0 && <p data-testid="versions-empty">No versions yet: back something up.</p>}
+      {!versions && !error && (
+        <p className="muted" role="status">
+          Loading the versions…
+        </p>
+      )}
+      {versions && versions.length === 0 && (
+        <EmptyState
+          title="No versions yet"
+          data-testid="versions-empty"
+          action={
+            onBackUp && (
+              <Button variant="primary" onClick={onBackUp}>
+                Back up a folder
+              </Button>
+            )
+          }
+        >
+          <p>Each backup of a folder becomes a version here: browse it, compare it, restore it, or delete it.</p>
+        </EmptyState>
+      )}
       {versions && versions.length > 0 && <VerifyButton api={api} onDone={load} />}
       {versions && versions.length > 0 && (
         <button
@@ -151,18 +175,20 @@ export function VersionsPanel({ api }: { api: Api }) {
       {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
       {[...bySource].map(([source, list]) => (
         <div key={source} className="source" data-testid="versions-source" data-source={source}>
-          <h3>{source}</h3>
-          <table className="files">
+          <h3 id={`versions-of-${sanitizeId(source)}`}>{source}</h3>
+          <table className="files" aria-labelledby={`versions-of-${sanitizeId(source)}`}>
             <thead>
               <tr>
-                <th>Version</th>
-                <th>Time</th>
-                <th>Folder</th>
-                <th>Files</th>
-                <th>Logical size</th>
-                <th>New bytes stored</th>
-                <th>Dedup ratio</th>
-                <th />
+                <th scope="col">Version</th>
+                <th scope="col">Time</th>
+                <th scope="col">Folder</th>
+                <th scope="col">Files</th>
+                <th scope="col">Size</th>
+                <th scope="col">Stored (new)</th>
+                <th scope="col">Dedup ratio</th>
+                <th scope="col">
+                  <span className="visually-hidden">Actions</span>
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -277,6 +303,7 @@ export function VersionsPanel({ api }: { api: Api }) {
       )}
       {browsing && (
         <VersionsBrowser
+          key={browsing.id}
           api={api}
           version={browsing}
           busy={restore.busy}
@@ -286,6 +313,11 @@ export function VersionsPanel({ api }: { api: Api }) {
       )}
     </section>
   );
+}
+
+/** A source's name as part of an element id (ids hold no spaces). */
+function sanitizeId(source: string): string {
+  return Array.from(source, (c) => (/[A-Za-z0-9_-]/.test(c) ? c : `_${c.codePointAt(0)!.toString(16)}`)).join('');
 }
 
 /** The bytes a deletion frees, inside its confirmation: counted, still being counted, or unknown. */
