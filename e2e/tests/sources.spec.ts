@@ -1,6 +1,6 @@
 import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page } from '@playwright/test';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { repoJson, startServer, type RunningServer } from '../server';
@@ -158,6 +158,60 @@ test('a source backs up again in one click from the folder handle kept in Indexe
   await page.getByRole('button', { name: 'Choose folder…' }).click();
   await expect(page.getByTestId('excludes')).toBeVisible();
   expect(await serious('[data-testid="backup-panel"]')).toEqual([]);
+});
+
+test('a folder dropped from the disk is kept too: "Back up again" reads it from disk, changes included', async ({
+  page,
+}) => {
+  await withOpfsPicker(page);
+  const dir = mkdtempSync(path.join(tmpdir(), 'ditto-drop-'));
+  const root = path.join(dir, 'Dropped');
+  try {
+    mkdirSync(path.join(root, 'sub'), { recursive: true });
+    writeFileSync(path.join(root, 'a.txt'), 'dropped\n');
+    writeFileSync(path.join(root, 'sub', 'b.txt'), 'below\n');
+    await page.goto(server.appUrl);
+    await expect(page.getByTestId('engine-ready')).toBeVisible();
+    // A real drag and drop of the folder from the disk, as Chromium's input pipeline delivers
+    // it (DevTools protocol): the drop gives entries and a FileSystemDirectoryHandle.
+    const box = (await page.getByTestId('dropzone').boundingBox())!;
+    const cdp = await page.context().newCDPSession(page);
+    const at = { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+    const data = { items: [], files: [root], dragOperationsMask: 1 };
+    for (const type of ['dragEnter', 'dragOver', 'drop'] as const)
+      await cdp.send('Input.dispatchDragEvent', { type, ...at, data });
+    await expect(page.getByTestId('picked-summary')).toHaveAttribute('data-files', '2');
+    await page.getByTestId('backup-start').click();
+    await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+    expect(await versionsOf('Dropped')).toHaveLength(1);
+
+    writeFileSync(path.join(root, 'a.txt'), 'dropped, then changed\n');
+    unlinkSync(path.join(root, 'sub', 'b.txt'));
+    writeFileSync(path.join(root, 'c.txt'), 'added\n');
+    await page.getByTestId('tab-sources').click();
+    const row = page.locator('[data-testid="source-row"][data-source="Dropped"]');
+    await expect(row.getByTestId('source-every')).toBeVisible(); // a handle is kept
+    await row.getByTestId('source-again').click();
+    await expect(row.getByTestId('source-note')).toContainText('stored', { timeout: 60_000 });
+    expect(await picks(page)).toBe(0);
+    const list = await versionsOf('Dropped');
+    expect(list).toHaveLength(2);
+    const v2 = await repoJson<{ manifest: { entries: { path: string; kind: string; size: number }[] } }>(
+      server,
+      `/versions/${list[1].id}`,
+    );
+    expect(
+      v2.manifest.entries
+        .filter((e) => e.kind === 'file')
+        .map((e) => [e.path, e.size])
+        .sort(),
+    ).toEqual([
+      ['a.txt', 'dropped, then changed\n'.length],
+      ['c.txt', 'added\n'.length],
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('the permission is asked again on the click, and a refusal backs up nothing and says so', async ({ page }) => {
