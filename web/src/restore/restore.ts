@@ -14,6 +14,7 @@ import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type Restor
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
 import { zipPieces, type ZipEntry, type ZipPiece } from './zip';
+import { blocks } from './blocks';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
 import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
 
@@ -383,7 +384,7 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
         else yield { name: item.name, lastModified: zipDate(item.mtime), size: item.size, data: filePieces(k++) };
       }
     }
-    stream = pull(zipPieces(entries()));
+    stream = pull(blocks(zipPieces(entries())));
   } else if (format === 'folder') {
     const target = opts.folder!;
     // Opening and closing a file costs a round trip to the browser's file system (and, for a
@@ -436,9 +437,11 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     );
   } else {
     stream = pull(
-      (async function* () {
-        for await (const p of filePieces(0)) yield p.bytes;
-      })(),
+      blocks(
+        (async function* () {
+          for await (const p of filePieces(0)) yield p.bytes;
+        })(),
+      ),
     );
   }
   // Observe the end of the stream whoever reads it, and stop on the first error.
