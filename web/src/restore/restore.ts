@@ -4,7 +4,7 @@
  *
  * Memory: at most two plan windows (the one being written and the one being fetched) plus the
  * restore cache are held, i.e. 2 x windowBytes + cacheBytes of raw chunks (~64 MiB by
- * default), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
+ * default), and one output block being filled (blocks.ts), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
  * to disk with backpressure; the fallback builds a Blob (see sink.ts for its size gate).
  */
 import type { Api, Manifest, ManifestEntry } from '../api/client';
@@ -13,8 +13,8 @@ import { fpHex } from '../backup/hex';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
-import { zipPieces, type ZipEntry, type ZipPiece } from './zip';
-import { blocks } from './blocks';
+import { ZipWriter, type ZipPiece } from './zip';
+import { BlockWriter, blocks } from './blocks';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
 import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
 
@@ -120,6 +120,13 @@ function zipDate(mtime: number): Date {
   return new Date(Number.isFinite(mtime) ? Math.min(max, Math.max(min, mtime)) : min);
 }
 
+/**
+ * Chunk requests in flight: with two, one is on the wire (or being read and verified by the
+ * server) while the other is verified by a restore worker; a third keeps both sides busy
+ * when one request waits on the other.
+ */
+const LANES = 3;
+
 interface Fetched {
   chunks: Map<string, ZipPiece>;
 }
@@ -132,7 +139,19 @@ class ChunkSource {
   private have = new Map<string, ZipPiece>();
   private cached = new Set<string>();
   private window = -1;
-  private loads = new Map<number, Promise<Fetched>>();
+  private loads = new Map<
+    number,
+    {
+      promise: Promise<Fetched>;
+      chunks: Map<string, ZipPiece>;
+      left: number;
+      resolve: () => void;
+      reject: (e: unknown) => void;
+    }
+  >();
+  private inflight = 0;
+  private nextWindow = 0;
+  private nextRequest = 0;
 
   constructor(
     private api: Api,
@@ -205,28 +224,54 @@ class ChunkSource {
     }
   }
 
+  /** The window's fetch: its chunks, resolved when its last request is verified. */
   private load(w: number): Promise<Fetched> {
-    let p = this.loads.get(w);
-    if (!p) {
-      const reqs = this.plan.windows[w].requests;
-      p = (async () => {
-        const chunks = new Map<string, ZipPiece>();
-        // Two requests in flight: one on the wire while the other is being verified.
-        let next = 0;
-        const lane = async () => {
-          while (next < reqs.length) {
-            const r = reqs[next++];
-            await this.fetchRequest(r.fps, chunks);
-            this.onRequest(r.containers.length);
-          }
-        };
-        await Promise.all([lane(), lane()]);
-        return { chunks };
-      })();
-      p.catch(() => {}); // surfaced when awaited
-      this.loads.set(w, p);
+    let l = this.loads.get(w);
+    if (!l) {
+      let resolve!: () => void;
+      let reject!: (e: unknown) => void;
+      const chunks = new Map<string, ZipPiece>();
+      const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej))).then(() => ({ chunks }));
+      promise.catch(() => {}); // surfaced when awaited
+      l = { promise, chunks, left: this.plan.windows[w].requests.length, resolve, reject };
+      if (l.left === 0) resolve();
+      this.loads.set(w, l);
     }
-    return p;
+    return l.promise;
+  }
+
+  /**
+   * Starts requests in plan order, LANES at a time, for the window being assembled and the
+   * next one: the next window's first requests go out as soon as this window's last ones are
+   * on their way, not when they are all verified.
+   */
+  private pump() {
+    const windows = this.plan.windows;
+    while (this.inflight < LANES && this.nextWindow < windows.length && this.nextWindow <= this.window + 1) {
+      const w = this.nextWindow;
+      const reqs = windows[w].requests;
+      this.load(w);
+      if (this.nextRequest >= reqs.length) {
+        this.nextWindow++;
+        this.nextRequest = 0;
+        continue;
+      }
+      const r = reqs[this.nextRequest++];
+      const l = this.loads.get(w)!;
+      this.inflight++;
+      this.fetchRequest(r.fps, l.chunks).then(
+        () => {
+          this.inflight--;
+          this.onRequest(r.containers.length);
+          if (--l.left === 0) l.resolve();
+          this.pump();
+        },
+        (e: unknown) => {
+          this.inflight--;
+          l.reject(e);
+        },
+      );
+    }
   }
 
   private async advance() {
@@ -246,9 +291,17 @@ class ChunkSource {
       this.loads.delete(this.window);
     }
     this.window++;
+    this.pump();
     const fetched = await this.load(this.window);
-    if (this.window + 1 < this.plan.windows.length) this.load(this.window + 1);
     for (const [fp, c] of fetched.chunks) this.have.set(fp, c);
+  }
+
+  /** Reference `ref` if its window is the one assembled now (no promise), else undefined. */
+  ready(ref: number): ZipPiece | undefined {
+    if (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) return undefined;
+    const c = this.have.get(this.plan.refs[ref]);
+    if (!c) throw new RestoreError(`internal: chunk ${this.plan.refs[ref]} is not in the restore window`);
+    return c;
   }
 
   /** The bytes of reference `ref` of the plan, with their CRC-32. */
@@ -377,14 +430,40 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
 
   let stream: ReadableStream<Uint8Array>;
   if (format === 'zip') {
-    function* entries(): Generator<ZipEntry> {
-      let k = 0;
-      for (const item of items) {
-        if (item.kind === 'dir') yield { name: item.name + '/', lastModified: zipDate(item.mtime), dir: true };
-        else yield { name: item.name, lastModified: zipDate(item.mtime), size: item.size, data: filePieces(k++) };
-      }
-    }
-    stream = pull(blocks(zipPieces(entries())));
+    // One generator writes the whole archive: chunks of the window being assembled are taken
+    // without a promise, and only full blocks leave it (see blocks.ts).
+    stream = pull(
+      (async function* () {
+        const out = new BlockWriter();
+        const zip = new ZipWriter((b) => out.push(b));
+        let k = 0;
+        for (const item of items) {
+          if (controller.signal.aborted) throw controller.signal.reason ?? new DOMException('cancelled', 'AbortError');
+          const lastModified = zipDate(item.mtime);
+          if (item.kind === 'dir') {
+            zip.begin({ name: item.name + '/', lastModified, dir: true });
+            zip.end();
+            continue;
+          }
+          zip.begin({ name: item.name, lastModified, size: item.size });
+          const f = plan.files[k++];
+          const src = await getSource();
+          for (let i = f.refStart; i < f.refEnd; i++) {
+            const c = src.ready(i) ?? (await src.chunk(i));
+            zip.data(c);
+            progress.bytesDone += c.bytes.byteLength;
+            report();
+          }
+          zip.end();
+          progress.filesDone++;
+          report();
+          yield* out.take();
+        }
+        zip.finish();
+        out.flush();
+        yield* out.take();
+      })(),
+    );
   } else if (format === 'folder') {
     const target = opts.folder!;
     // Opening and closing a file costs a round trip to the browser's file system (and, for a
