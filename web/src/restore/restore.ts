@@ -127,8 +127,13 @@ function zipDate(mtime: number): Date {
  */
 const LANES = 3;
 
-interface Fetched {
+/** A window's fetch: chunks arrive request by request; `arrived` settles on the next one. */
+interface WindowLoad {
   chunks: Map<string, ZipPiece>;
+  left: number;
+  error: unknown;
+  arrived: Promise<void>;
+  wake: () => void;
 }
 
 /**
@@ -137,18 +142,8 @@ interface Fetched {
  */
 class ChunkSource {
   private have = new Map<string, ZipPiece>();
-  private cached = new Set<string>();
   private window = -1;
-  private loads = new Map<
-    number,
-    {
-      promise: Promise<Fetched>;
-      chunks: Map<string, ZipPiece>;
-      left: number;
-      resolve: () => void;
-      reject: (e: unknown) => void;
-    }
-  >();
+  private loads = new Map<number, WindowLoad>();
   private inflight = 0;
   private nextWindow = 0;
   private nextRequest = 0;
@@ -224,20 +219,30 @@ class ChunkSource {
     }
   }
 
-  /** The window's fetch: its chunks, resolved when its last request is verified. */
-  private load(w: number): Promise<Fetched> {
+  /** The fetch of window `w` (created on first use; its requests are started by `pump`). */
+  private load(w: number): WindowLoad {
     let l = this.loads.get(w);
     if (!l) {
-      let resolve!: () => void;
-      let reject!: (e: unknown) => void;
-      const chunks = new Map<string, ZipPiece>();
-      const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej))).then(() => ({ chunks }));
-      promise.catch(() => {}); // surfaced when awaited
-      l = { promise, chunks, left: this.plan.windows[w].requests.length, resolve, reject };
-      if (l.left === 0) resolve();
+      const fresh: WindowLoad = {
+        chunks: new Map(),
+        left: this.plan.windows[w].requests.length,
+        error: undefined,
+        arrived: Promise.resolve(),
+        wake: () => {},
+      };
+      const arm = () => {
+        fresh.arrived = new Promise<void>((resolve) => {
+          fresh.wake = () => {
+            arm();
+            resolve();
+          };
+        });
+      };
+      arm();
+      l = fresh;
       this.loads.set(w, l);
     }
-    return l.promise;
+    return l;
   }
 
   /**
@@ -257,60 +262,68 @@ class ChunkSource {
         continue;
       }
       const r = reqs[this.nextRequest++];
-      const l = this.loads.get(w)!;
+      const l = this.load(w);
       this.inflight++;
       this.fetchRequest(r.fps, l.chunks).then(
         () => {
           this.inflight--;
           this.onRequest(r.containers.length);
-          if (--l.left === 0) l.resolve();
+          l.left--;
+          l.wake();
           this.pump();
         },
         (e: unknown) => {
           this.inflight--;
-          l.reject(e);
+          l.error ??= e;
+          l.wake();
         },
       );
     }
   }
 
-  private async advance() {
+  /** Moves to the next window: the chunks the plan keeps stay, the rest is let go. */
+  private advance() {
     if (this.window >= 0) {
-      // Keep only what the plan keeps; copy kept chunks out of their request buffers so
-      // those buffers can be freed.
+      // Copy kept chunks out of their request buffers so those buffers can be freed.
+      const cur = this.load(this.window);
       const keep = this.plan.windows[this.window].keep;
       const have = new Map<string, ZipPiece>();
-      const cached = new Set<string>();
       for (const fp of keep) {
-        const c = this.have.get(fp)!;
-        have.set(fp, this.cached.has(fp) ? c : { bytes: c.bytes.slice(), crc: c.crc });
-        cached.add(fp);
+        const cached = this.have.get(fp);
+        const c = cached ?? cur.chunks.get(fp)!;
+        have.set(fp, cached ? c : { bytes: c.bytes.slice(), crc: c.crc });
       }
       this.have = have;
-      this.cached = cached;
       this.loads.delete(this.window);
     }
     this.window++;
     this.pump();
-    const fetched = await this.load(this.window);
-    for (const [fp, c] of fetched.chunks) this.have.set(fp, c);
   }
 
-  /** Reference `ref` if its window is the one assembled now (no promise), else undefined. */
+  /** Reference `ref` if it is in the window being assembled and has arrived, else undefined. */
   ready(ref: number): ZipPiece | undefined {
     if (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) return undefined;
-    const c = this.have.get(this.plan.refs[ref]);
-    if (!c) throw new RestoreError(`internal: chunk ${this.plan.refs[ref]} is not in the restore window`);
-    return c;
+    const fp = this.plan.refs[ref];
+    return this.have.get(fp) ?? this.load(this.window).chunks.get(fp);
   }
 
-  /** The bytes of reference `ref` of the plan, with their CRC-32. */
+  /**
+   * The bytes of reference `ref` of the plan, with their CRC-32: as soon as the request that
+   * holds it is verified (requests are in container order, which for most versions is close
+   * to reference order), not when its whole window is.
+   */
   async chunk(ref: number): Promise<ZipPiece> {
-    while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) await this.advance();
-    if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
-    const c = this.have.get(this.plan.refs[ref]);
-    if (!c) throw new RestoreError(`internal: chunk ${this.plan.refs[ref]} is not in the restore window`);
-    return c;
+    while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) this.advance();
+    const fp = this.plan.refs[ref];
+    const l = this.load(this.window);
+    for (;;) {
+      if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
+      const c = this.have.get(fp) ?? l.chunks.get(fp);
+      if (c) return c;
+      if (l.error !== undefined) throw l.error;
+      if (l.left === 0) throw new RestoreError(`internal: chunk ${fp} is not in the restore window`);
+      await l.arrived;
+    }
   }
 }
 
