@@ -160,16 +160,20 @@ test('with a save picker the zip is streamed to the file, same bytes as the down
   await page.getByTestId('tab-versions').click();
   await row(page, ids[1]).getByTestId('version-zip').click();
   await expect(page.getByTestId('restore-done')).toBeVisible();
-  const { pieces, bytes, closed } = await page.evaluate(() => {
+  const { pieces, largest, bytes, closed } = await page.evaluate(() => {
     const w = window as unknown as { __written: Uint8Array[]; __closed: boolean };
     return {
       pieces: w.__written.length,
+      largest: Math.max(...w.__written.map((c) => c.length)),
       bytes: Array.from(w.__written.flatMap((c) => Array.from(c))),
       closed: w.__closed,
     };
   });
   expect(closed).toBe(true);
-  expect(pieces).toBeGreaterThan(10); // written as produced, not as one buffer
+  // Written as produced, in blocks of at most 4 MiB (web/src/restore/blocks.ts), never the
+  // archive as one buffer.
+  expect(largest).toBeLessThanOrEqual(4 << 20);
+  expect(pieces).toBeGreaterThanOrEqual(Math.ceil(bytes.length / (4 << 20)));
   const viaPicker = Buffer.from(bytes);
   writeFileSync(testInfo.outputPath('picker.zip'), viaPicker);
   // Same entries, same dates: the archive is deterministic, whichever sink gets it.

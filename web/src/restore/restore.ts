@@ -4,7 +4,7 @@
  *
  * Memory: at most two plan windows (the one being written and the one being fetched) plus the
  * restore cache are held, i.e. 2 x windowBytes + cacheBytes of raw chunks (~64 MiB by
- * default), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
+ * default), and one output block being filled (blocks.ts), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
  * to disk with backpressure; the fallback builds a Blob (see sink.ts for its size gate).
  */
 import type { Api, Manifest, ManifestEntry } from '../api/client';
@@ -13,7 +13,8 @@ import { fpHex } from '../backup/hex';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
-import { zipPieces, type ZipEntry, type ZipPiece } from './zip';
+import { ZipWriter, type ZipPiece } from './zip';
+import { BlockWriter, blocks } from './blocks';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
 import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
 
@@ -119,8 +120,20 @@ function zipDate(mtime: number): Date {
   return new Date(Number.isFinite(mtime) ? Math.min(max, Math.max(min, mtime)) : min);
 }
 
-interface Fetched {
+/**
+ * Chunk requests in flight: with two, one is on the wire (or being read and verified by the
+ * server) while the other is verified by a restore worker; a third keeps both sides busy
+ * when one request waits on the other.
+ */
+const LANES = 3;
+
+/** A window's fetch: chunks arrive request by request; `arrived` settles on the next one. */
+interface WindowLoad {
   chunks: Map<string, ZipPiece>;
+  left: number;
+  error: unknown;
+  arrived: Promise<void>;
+  wake: () => void;
 }
 
 /**
@@ -129,9 +142,11 @@ interface Fetched {
  */
 class ChunkSource {
   private have = new Map<string, ZipPiece>();
-  private cached = new Set<string>();
   private window = -1;
-  private loads = new Map<number, Promise<Fetched>>();
+  private loads = new Map<number, WindowLoad>();
+  private inflight = 0;
+  private nextWindow = 0;
+  private nextRequest = 0;
 
   constructor(
     private api: Api,
@@ -204,59 +219,111 @@ class ChunkSource {
     }
   }
 
-  private load(w: number): Promise<Fetched> {
-    let p = this.loads.get(w);
-    if (!p) {
-      const reqs = this.plan.windows[w].requests;
-      p = (async () => {
-        const chunks = new Map<string, ZipPiece>();
-        // Two requests in flight: one on the wire while the other is being verified.
-        let next = 0;
-        const lane = async () => {
-          while (next < reqs.length) {
-            const r = reqs[next++];
-            await this.fetchRequest(r.fps, chunks);
-            this.onRequest(r.containers.length);
-          }
-        };
-        await Promise.all([lane(), lane()]);
-        return { chunks };
-      })();
-      p.catch(() => {}); // surfaced when awaited
-      this.loads.set(w, p);
+  /** The fetch of window `w` (created on first use; its requests are started by `pump`). */
+  private load(w: number): WindowLoad {
+    let l = this.loads.get(w);
+    if (!l) {
+      const fresh: WindowLoad = {
+        chunks: new Map(),
+        left: this.plan.windows[w].requests.length,
+        error: undefined,
+        arrived: Promise.resolve(),
+        wake: () => {},
+      };
+      const arm = () => {
+        fresh.arrived = new Promise<void>((resolve) => {
+          fresh.wake = () => {
+            arm();
+            resolve();
+          };
+        });
+      };
+      arm();
+      l = fresh;
+      this.loads.set(w, l);
     }
-    return p;
+    return l;
   }
 
-  private async advance() {
+  /**
+   * Starts requests in plan order, LANES at a time, for the window being assembled and the
+   * next one: the next window's first requests go out as soon as this window's last ones are
+   * on their way, not when they are all verified.
+   */
+  private pump() {
+    const windows = this.plan.windows;
+    while (this.inflight < LANES && this.nextWindow < windows.length && this.nextWindow <= this.window + 1) {
+      const w = this.nextWindow;
+      const reqs = windows[w].requests;
+      this.load(w);
+      if (this.nextRequest >= reqs.length) {
+        this.nextWindow++;
+        this.nextRequest = 0;
+        continue;
+      }
+      const r = reqs[this.nextRequest++];
+      const l = this.load(w);
+      this.inflight++;
+      this.fetchRequest(r.fps, l.chunks).then(
+        () => {
+          this.inflight--;
+          this.onRequest(r.containers.length);
+          l.left--;
+          l.wake();
+          this.pump();
+        },
+        (e: unknown) => {
+          this.inflight--;
+          l.error ??= e;
+          l.wake();
+        },
+      );
+    }
+  }
+
+  /** Moves to the next window: the chunks the plan keeps stay, the rest is let go. */
+  private advance() {
     if (this.window >= 0) {
-      // Keep only what the plan keeps; copy kept chunks out of their request buffers so
-      // those buffers can be freed.
+      // Copy kept chunks out of their request buffers so those buffers can be freed.
+      const cur = this.load(this.window);
       const keep = this.plan.windows[this.window].keep;
       const have = new Map<string, ZipPiece>();
-      const cached = new Set<string>();
       for (const fp of keep) {
-        const c = this.have.get(fp)!;
-        have.set(fp, this.cached.has(fp) ? c : { bytes: c.bytes.slice(), crc: c.crc });
-        cached.add(fp);
+        const cached = this.have.get(fp);
+        const c = cached ?? cur.chunks.get(fp)!;
+        have.set(fp, cached ? c : { bytes: c.bytes.slice(), crc: c.crc });
       }
       this.have = have;
-      this.cached = cached;
       this.loads.delete(this.window);
     }
     this.window++;
-    const fetched = await this.load(this.window);
-    if (this.window + 1 < this.plan.windows.length) this.load(this.window + 1);
-    for (const [fp, c] of fetched.chunks) this.have.set(fp, c);
+    this.pump();
   }
 
-  /** The bytes of reference `ref` of the plan, with their CRC-32. */
+  /** Reference `ref` if it is in the window being assembled and has arrived, else undefined. */
+  ready(ref: number): ZipPiece | undefined {
+    if (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) return undefined;
+    const fp = this.plan.refs[ref];
+    return this.have.get(fp) ?? this.load(this.window).chunks.get(fp);
+  }
+
+  /**
+   * The bytes of reference `ref` of the plan, with their CRC-32: as soon as the request that
+   * holds it is verified (requests are in container order, which for most versions is close
+   * to reference order), not when its whole window is.
+   */
   async chunk(ref: number): Promise<ZipPiece> {
-    while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) await this.advance();
-    if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
-    const c = this.have.get(this.plan.refs[ref]);
-    if (!c) throw new RestoreError(`internal: chunk ${this.plan.refs[ref]} is not in the restore window`);
-    return c;
+    while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) this.advance();
+    const fp = this.plan.refs[ref];
+    const l = this.load(this.window);
+    for (;;) {
+      if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
+      const c = this.have.get(fp) ?? l.chunks.get(fp);
+      if (c) return c;
+      if (l.error !== undefined) throw l.error;
+      if (l.left === 0) throw new RestoreError(`internal: chunk ${fp} is not in the restore window`);
+      await l.arrived;
+    }
   }
 }
 
@@ -376,14 +443,40 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
 
   let stream: ReadableStream<Uint8Array>;
   if (format === 'zip') {
-    function* entries(): Generator<ZipEntry> {
-      let k = 0;
-      for (const item of items) {
-        if (item.kind === 'dir') yield { name: item.name + '/', lastModified: zipDate(item.mtime), dir: true };
-        else yield { name: item.name, lastModified: zipDate(item.mtime), size: item.size, data: filePieces(k++) };
-      }
-    }
-    stream = pull(zipPieces(entries()));
+    // One generator writes the whole archive: chunks of the window being assembled are taken
+    // without a promise, and only full blocks leave it (see blocks.ts).
+    stream = pull(
+      (async function* () {
+        const out = new BlockWriter();
+        const zip = new ZipWriter((b) => out.push(b));
+        let k = 0;
+        for (const item of items) {
+          if (controller.signal.aborted) throw controller.signal.reason ?? new DOMException('cancelled', 'AbortError');
+          const lastModified = zipDate(item.mtime);
+          if (item.kind === 'dir') {
+            zip.begin({ name: item.name + '/', lastModified, dir: true });
+            zip.end();
+            continue;
+          }
+          zip.begin({ name: item.name, lastModified, size: item.size });
+          const f = plan.files[k++];
+          const src = await getSource();
+          for (let i = f.refStart; i < f.refEnd; i++) {
+            const c = src.ready(i) ?? (await src.chunk(i));
+            zip.data(c);
+            progress.bytesDone += c.bytes.byteLength;
+            report();
+          }
+          zip.end();
+          progress.filesDone++;
+          report();
+          yield* out.take();
+        }
+        zip.finish();
+        out.flush();
+        yield* out.take();
+      })(),
+    );
   } else if (format === 'folder') {
     const target = opts.folder!;
     // Opening and closing a file costs a round trip to the browser's file system (and, for a
@@ -436,9 +529,11 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     );
   } else {
     stream = pull(
-      (async function* () {
-        for await (const p of filePieces(0)) yield p.bytes;
-      })(),
+      blocks(
+        (async function* () {
+          for await (const p of filePieces(0)) yield p.bytes;
+        })(),
+      ),
     );
   }
   // Observe the end of the stream whoever reads it, and stop on the first error.

@@ -51,7 +51,16 @@ export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>
     await stream.pipeTo(await sink.writable);
     return;
   }
-  const blob = await new Response(stream, { headers: { 'Content-Type': mime } }).blob();
+  // Each block becomes a Blob as it comes (its bytes move to the browser's blob storage and
+  // the page's copy can go); the archive is the Blob of those, which copies nothing.
+  const parts: Blob[] = [];
+  const reader = stream.getReader();
+  for (;;) {
+    const r = await reader.read();
+    if (r.done) break;
+    parts.push(new Blob([r.value as Uint8Array<ArrayBuffer>]));
+  }
+  const blob = new Blob(parts, { type: mime });
   const url = URL.createObjectURL(blob);
   const a = document.createElement('a');
   a.href = url;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { crc32, crc32Combine } from './crc32';
-import { zipPieces, ZipError, type ZipEntry, type ZipPiece } from './zip';
+import { BlockWriter } from './blocks';
+import { zipPieces, ZipError, ZipWriter, type ZipEntry, type ZipPiece } from './zip';
 
 const u16 = (b: Uint8Array, at: number) => b[at] | (b[at + 1] << 8);
 const u32 = (b: Uint8Array, at: number) => (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0;
@@ -179,4 +180,48 @@ describe('zipPieces', () => {
     expect(u16(t, local + 4)).toBe(20); // a small file keeps classic sizes
     expect(t.length + tailStart).toBe(total);
   }, 120_000);
+});
+
+describe('ZipWriter through BlockWriter (the restore path)', () => {
+  it('writes, in small blocks, the archive a reader finds, byte for byte what zipPieces writes', async () => {
+    const a = Uint8Array.from({ length: 50_000 }, (_, i) => (i * 11 + (i >> 7)) & 0xff);
+    const b = new TextEncoder().encode('second file');
+    const when = new Date(2023, 1, 2, 3, 4, 6);
+    const entries = (): ZipEntry[] => [
+      { name: 'd/', lastModified: when, dir: true },
+      { name: 'd/a', lastModified: when, size: a.length, data: pieces(a, 777) },
+      { name: 'b', lastModified: when, size: b.length, data: pieces(b, 3) },
+    ];
+    const out = new BlockWriter(1000);
+    const blocksOut: Uint8Array[] = [];
+    const zip = new ZipWriter((p) => out.push(p));
+    for (const e of entries()) {
+      zip.begin(e);
+      if (e.data) for await (const p of e.data) zip.data(p);
+      zip.end();
+      for (const blk of out.take()) blocksOut.push(blk.slice());
+    }
+    zip.finish();
+    out.flush();
+    blocksOut.push(...out.take());
+    expect(blocksOut.every((blk) => blk.length <= 1000)).toBe(true);
+    const viaBlocks = concat(blocksOut);
+    expect(viaBlocks).toEqual(concat(await collect(zipPieces(entries()))));
+    const list = centralDirectory(viaBlocks, 0);
+    expect(list.map((e) => [e.name, e.size, e.crc])).toEqual([
+      ['d/', 0, 0],
+      ['d/a', a.length, crc32(a)],
+      ['b', b.length, crc32(b)],
+    ]);
+    const at = list[1].offset + 30 + u16(viaBlocks, list[1].offset + 26);
+    expect(viaBlocks.subarray(at, at + a.length)).toEqual(a);
+  });
+
+  it('refuses data outside a file and an entry left open', () => {
+    const zip = new ZipWriter(() => {});
+    expect(() => zip.data({ bytes: new Uint8Array(1), crc: 0 })).toThrow(ZipError);
+    zip.begin({ name: 'x', lastModified: new Date(), size: 1 });
+    expect(() => zip.finish()).toThrow(ZipError);
+    expect(() => zip.end()).toThrow(ZipError); // 0 bytes of 1
+  });
 });

@@ -14,13 +14,7 @@ export interface ZipPiece {
   crc: number;
 }
 
-export interface ZipEntry {
-  name: string;
-  lastModified: Date;
-  /** A directory (name ends in '/', no data). */
-  dir?: boolean;
-  /** File size, known before the data: it is checked against the bytes written. */
-  size?: number;
+export interface ZipEntry extends ZipEntryHead {
   data?: AsyncIterable<ZipPiece>;
 }
 
@@ -77,11 +71,48 @@ interface Central {
 
 const utf8 = new TextEncoder();
 
-/** The archive of `entries`, as a sequence of byte pieces (file data passed through as is). */
-export async function* zipPieces(entries: AsyncIterable<ZipEntry> | Iterable<ZipEntry>): AsyncGenerator<Uint8Array> {
-  const central: Central[] = [];
-  let offset = 0;
-  for await (const e of entries) {
+export interface ZipEntryHead {
+  name: string;
+  lastModified: Date;
+  /** A directory (name ends in '/', no data). */
+  dir?: boolean;
+  /** File size, known before the data: it is checked against the bytes written. */
+  size?: number;
+}
+
+interface Open {
+  name: Uint8Array;
+  zipName: string;
+  dir: boolean;
+  time: number;
+  date: number;
+  zip64: boolean;
+  offset: number;
+  expected?: number;
+  crc: number;
+  size: number;
+}
+
+/**
+ * The zip format as synchronous calls: `begin` an entry, hand it its `data` pieces, `end` it,
+ * and `finish` the archive; every byte of the archive goes to `out` in order (file data is
+ * passed through as the same arrays). A restore calls it once per chunk with no promise in
+ * between; `zipPieces` is the same writer over async iterables.
+ */
+export class ZipWriter {
+  private central: Central[] = [];
+  private offset = 0;
+  private open: Open | null = null;
+
+  constructor(private out: (bytes: Uint8Array) => void) {}
+
+  private emit(b: Uint8Array) {
+    this.offset += b.length;
+    this.out(b);
+  }
+
+  begin(e: ZipEntryHead) {
+    if (this.open) throw new ZipError(`"${e.name}" begun before "${this.open.zipName}" ended`);
     const name = utf8.encode(e.name);
     const { time, date } = dosTime(e.lastModified);
     const dir = !!e.dir;
@@ -107,21 +138,36 @@ export async function* zipPieces(entries: AsyncIterable<ZipEntry> | Iterable<Zip
       local.u64(0);
       local.u64(0);
     }
-    const entryOffset = offset;
-    yield local.bytes;
-    offset += local.bytes.length;
-    let crc = 0;
-    let size = 0;
-    if (!dir && e.data) {
-      for await (const p of e.data) {
-        crc = crc32Combine(crc, p.crc, p.bytes.length);
-        size += p.bytes.length;
-        offset += p.bytes.length;
-        yield p.bytes;
-      }
-    }
-    if (!dir && e.size !== undefined && size !== e.size)
-      throw new ZipError(`"${e.name}" came out as ${size} bytes, not ${e.size}`);
+    this.open = {
+      name,
+      zipName: e.name,
+      dir,
+      time,
+      date,
+      zip64,
+      offset: this.offset,
+      expected: e.size,
+      crc: 0,
+      size: 0,
+    };
+    this.emit(local.bytes);
+  }
+
+  data(p: ZipPiece) {
+    const o = this.open;
+    if (!o || o.dir) throw new ZipError('file data outside a file entry');
+    o.crc = crc32Combine(o.crc, p.crc, p.bytes.length);
+    o.size += p.bytes.length;
+    this.emit(p.bytes);
+  }
+
+  end() {
+    const o = this.open;
+    if (!o) throw new ZipError('no entry to end');
+    this.open = null;
+    const { dir, crc, size, zip64 } = o;
+    if (!dir && o.expected !== undefined && size !== o.expected)
+      throw new ZipError(`"${o.zipName}" came out as ${size} bytes, not ${o.expected}`);
     if (!dir) {
       const dd = new Writer(zip64 ? 24 : 16);
       dd.u32(0x08074b50);
@@ -133,78 +179,100 @@ export async function* zipPieces(entries: AsyncIterable<ZipEntry> | Iterable<Zip
         dd.u32(size);
         dd.u32(size);
       }
-      yield dd.bytes;
-      offset += dd.bytes.length;
+      this.emit(dd.bytes);
     }
-    central.push({ name, dir, time, date, crc, size, offset: entryOffset, zip64 });
+    this.central.push({ name: o.name, dir, time: o.time, date: o.date, crc, size, offset: o.offset, zip64 });
   }
 
-  const cdStart = offset;
-  for (const c of central) {
-    const bigSize = c.size >= MAX32;
-    const bigOffset = c.offset >= MAX32;
-    const extra = (bigSize ? 16 : 0) + (bigOffset ? 8 : 0);
-    const w = new Writer(46 + c.name.length + (extra ? 4 + extra : 0));
-    const needs64 = c.zip64 || extra > 0;
-    w.u32(0x02014b50);
-    w.u16((3 << 8) | 45); // made by: Unix, 4.5
-    w.u16(needs64 ? 45 : 20);
-    w.u16(c.dir ? 0x0800 : 0x0808);
-    w.u16(0);
-    w.u16(c.time);
-    w.u16(c.date);
-    w.u32(c.crc);
-    w.u32(bigSize ? MAX32 : c.size);
-    w.u32(bigSize ? MAX32 : c.size);
-    w.u16(c.name.length);
-    w.u16(extra ? 4 + extra : 0);
-    w.u16(0); // comment
-    w.u16(0); // disk
-    w.u16(0); // internal attributes
-    w.u32(c.dir ? ((0o40755 << 16) | 0x10) >>> 0 : (0o100644 << 16) >>> 0);
-    w.u32(bigOffset ? MAX32 : c.offset);
-    w.raw(c.name);
-    if (extra) {
-      w.u16(1);
-      w.u16(extra);
-      if (bigSize) {
-        w.u64(c.size);
-        w.u64(c.size);
+  finish() {
+    if (this.open) throw new ZipError(`"${this.open.zipName}" was not ended`);
+    const cdStart = this.offset;
+    for (const c of this.central) {
+      const bigSize = c.size >= MAX32;
+      const bigOffset = c.offset >= MAX32;
+      const extra = (bigSize ? 16 : 0) + (bigOffset ? 8 : 0);
+      const w = new Writer(46 + c.name.length + (extra ? 4 + extra : 0));
+      const needs64 = c.zip64 || extra > 0;
+      w.u32(0x02014b50);
+      w.u16((3 << 8) | 45); // made by: Unix, 4.5
+      w.u16(needs64 ? 45 : 20);
+      w.u16(c.dir ? 0x0800 : 0x0808);
+      w.u16(0);
+      w.u16(c.time);
+      w.u16(c.date);
+      w.u32(c.crc);
+      w.u32(bigSize ? MAX32 : c.size);
+      w.u32(bigSize ? MAX32 : c.size);
+      w.u16(c.name.length);
+      w.u16(extra ? 4 + extra : 0);
+      w.u16(0); // comment
+      w.u16(0); // disk
+      w.u16(0); // internal attributes
+      w.u32(c.dir ? ((0o40755 << 16) | 0x10) >>> 0 : (0o100644 << 16) >>> 0);
+      w.u32(bigOffset ? MAX32 : c.offset);
+      w.raw(c.name);
+      if (extra) {
+        w.u16(1);
+        w.u16(extra);
+        if (bigSize) {
+          w.u64(c.size);
+          w.u64(c.size);
+        }
+        if (bigOffset) w.u64(c.offset);
       }
-      if (bigOffset) w.u64(c.offset);
+      this.emit(w.bytes);
     }
-    yield w.bytes;
-    offset += w.bytes.length;
+    const cdSize = this.offset - cdStart;
+    const n = this.central.length;
+    if (n >= MAX16 || cdStart >= MAX32 || cdSize >= MAX32) {
+      const z = new Writer(56 + 20);
+      z.u32(0x06064b50);
+      z.u64(44);
+      z.u16((3 << 8) | 45);
+      z.u16(45);
+      z.u32(0);
+      z.u32(0);
+      z.u64(n);
+      z.u64(n);
+      z.u64(cdSize);
+      z.u64(cdStart);
+      z.u32(0x07064b50); // locator
+      z.u32(0);
+      z.u64(this.offset);
+      z.u32(1);
+      this.emit(z.bytes);
+    }
+    const end = new Writer(22);
+    end.u32(0x06054b50);
+    end.u16(0);
+    end.u16(0);
+    end.u16(Math.min(n, MAX16));
+    end.u16(Math.min(n, MAX16));
+    end.u32(Math.min(cdSize, MAX32));
+    end.u32(Math.min(cdStart, MAX32));
+    end.u16(0);
+    this.emit(end.bytes);
   }
-  const cdSize = offset - cdStart;
-  const n = central.length;
-  if (n >= MAX16 || cdStart >= MAX32 || cdSize >= MAX32) {
-    const z = new Writer(56 + 20);
-    z.u32(0x06064b50);
-    z.u64(44);
-    z.u16((3 << 8) | 45);
-    z.u16(45);
-    z.u32(0);
-    z.u32(0);
-    z.u64(n);
-    z.u64(n);
-    z.u64(cdSize);
-    z.u64(cdStart);
-    z.u32(0x07064b50); // locator
-    z.u32(0);
-    z.u64(offset);
-    z.u32(1);
-    yield z.bytes;
-    offset += z.bytes.length;
+}
+
+/** The archive of `entries`, as a sequence of byte pieces (file data passed through as is). */
+export async function* zipPieces(entries: AsyncIterable<ZipEntry> | Iterable<ZipEntry>): AsyncGenerator<Uint8Array> {
+  const queue: Uint8Array[] = [];
+  const zip = new ZipWriter((b) => queue.push(b));
+  function* drain() {
+    while (queue.length) yield queue.shift()!;
   }
-  const end = new Writer(22);
-  end.u32(0x06054b50);
-  end.u16(0);
-  end.u16(0);
-  end.u16(Math.min(n, MAX16));
-  end.u16(Math.min(n, MAX16));
-  end.u32(Math.min(cdSize, MAX32));
-  end.u32(Math.min(cdStart, MAX32));
-  end.u16(0);
-  yield end.bytes;
+  for await (const e of entries) {
+    zip.begin(e);
+    yield* drain();
+    if (!e.dir && e.data)
+      for await (const p of e.data) {
+        zip.data(p);
+        yield* drain();
+      }
+    zip.end();
+    yield* drain();
+  }
+  zip.finish();
+  yield* drain();
 }
