@@ -187,7 +187,10 @@ mod tests {
     fn delta(raw: Vec<u8>, base: &Stored) -> Stored {
         let mut e = DeltaEncoder::new(3).unwrap();
         let bytes = e.encode(&base.fp, &base.raw, &raw).unwrap().to_vec();
-        assert!(bytes.len() < raw.len() / 4, "the edit must make a small delta");
+        assert!(
+            bytes.len() < raw.len() / 4,
+            "the edit must make a small delta"
+        );
         Stored {
             fp: fingerprint(&raw),
             codec: CODEC_DELTA,
@@ -214,7 +217,10 @@ mod tests {
         let mut d = RangeDecoder::new().unwrap();
         let mut out = HashMap::new();
         d.decode(chunks, outside, |fp, raw| {
-            assert!(out.insert(*fp, raw.to_vec()).is_none(), "a chunk emitted twice");
+            assert!(
+                out.insert(*fp, raw.to_vec()).is_none(),
+                "a chunk emitted twice"
+            );
         })?;
         Ok(out)
     }
