@@ -23,11 +23,11 @@ import {
   launchBrowser,
   median,
   now,
+  openApp,
   resticRepo,
   restoreZip,
   startServer,
 } from './lib.mjs';
-import { launchCdp } from './cdp.mjs';
 
 const { flag, option } = cli();
 const quick = flag('quick');
@@ -58,18 +58,17 @@ async function waitPass(server, version) {
 async function backedUp(delta) {
   const server = await startServer({ env: { DITTO_DELTA: delta ? '1' : '0' } });
   const passes = [];
-  const cdp = await launchCdp();
+  const browser = await launchBrowser();
   let rows;
   try {
-    const page = await cdp.newPage(server.appUrl);
-    await page.waitFor('[data-testid=engine-ready]');
+    const page = await openApp(browser, server);
     rows = await backupFolders(page, versions, pkg, {
       after: async (row) => {
         if (delta) passes.push(await waitPass(server, row.version));
       },
     });
   } finally {
-    await cdp.close();
+    await browser.close();
   }
   // The mover and compaction run in the background; a dry-run prune runs them to the end.
   const res = await fetch(new URL('/api/v1/repos/default/prune', server.origin), {
