@@ -167,9 +167,10 @@ function playwrightUi(page) {
  * `seconds` is the page's own clock from the click to the committed version (the sum of its
  * per-phase milliseconds; the driver's polling would add up to its poll interval),
  * `sentBytes` the bundle bytes it sent, `chunksRead` the chunks of the files it read and
- * `predicted` how many of those RapidCDC predicted from the previous version.
+ * `predicted` how many of those RapidCDC predicted from the previous version. `after(row)`, if
+ * given, is awaited after each backup before the next starts.
  */
-export async function backupFolders(page, folders, source) {
+export async function backupFolders(page, folders, source, { after } = {}) {
   const ui = 'locator' in page ? playwrightUi(page) : page;
   const id = (t) => `[data-testid=${t}]`;
   const rows = [];
@@ -196,6 +197,7 @@ export async function backupFolders(page, folders, source) {
     const predicted = Number(await ui.attr(id('backup-chunks'), 'data-predicted'));
     rows.push({ folder, version, seconds, sentBytes, phases, chunksRead, predicted });
     previous = version;
+    if (after) await after(rows.at(-1));
   }
   return rows;
 }

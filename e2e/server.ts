@@ -16,6 +16,8 @@ export interface RunningServer {
   token: string;
   dataDir: string;
   process: ChildProcess;
+  /** Whether the delta pass runs after commits (on unless `DITTO_DELTA=0`). */
+  delta: boolean;
   /** The page URL with the token in the fragment, as `npm start` prints it. */
   appUrl: string;
   stop(opts?: { keepData?: boolean; signal?: NodeJS.Signals }): Promise<void>;
@@ -66,6 +68,7 @@ export async function startServer(
     token,
     dataDir,
     process: child,
+    delta: (opts.env?.DITTO_DELTA ?? process.env.DITTO_DELTA) !== '0',
     appUrl,
     async stop({ keepData = false, signal = 'SIGTERM' } = {}) {
       // A process ended by a signal has no exit code, only a signal code.
@@ -89,11 +92,25 @@ export async function repoJson<T>(server: RunningServer, p: string): Promise<T> 
 }
 
 /**
- * Waits until the server's HiDeStore mover, which a commit starts in the background, has
- * finished (a dry-run prune runs it to the end and deletes nothing), so that container
+ * Waits until the server's HiDeStore mover and delta pass, which a commit starts in the
+ * background, have finished (a dry-run prune runs it to the end and deletes nothing), so that container
  * figures and chunk places read next stay put.
  */
 export async function settleLayout(server: RunningServer): Promise<void> {
+  // The delta pass follows the mover in the same background thread and re-stores chunks:
+  // wait until it has handled the newest version (unless the server runs without it).
+  if (server.delta) {
+    const { versions } = await repoJson<{ versions: { id: number }[] }>(server, '/versions');
+    const newest = Math.max(0, ...versions.map((v) => v.id));
+    if (newest > 0)
+      await expect
+        .poll(
+          async () =>
+            (await repoJson<{ delta_pass: { version: number } | null }>(server, '/stats')).delta_pass?.version,
+          { timeout: 60_000, message: 'the delta pass handles the newest version' },
+        )
+        .toBeGreaterThanOrEqual(newest);
+  }
   const res = await fetch(`${server.url}/api/v1/repos/default/prune`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },

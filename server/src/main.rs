@@ -349,7 +349,7 @@ fn serve() {
             store::add_token(tx, id, &token, store::Scope::Full)
         })
         .unwrap_or_else(|e| die(format!("cannot create the default repository: {e}")));
-    // Finish any layout work a stopped server left (cold chunks not yet moved).
+    // Finish any layout work and delta pass a stopped server left.
     for repo_id in store.repo_ids().unwrap_or_else(|e| die(e)) {
         store::mover::kick(&store, repo_id);
     }

@@ -657,10 +657,11 @@ fn pick_for_move(
     Ok(batch)
 }
 
-/// Runs the mover in the background after commits: one thread per store at a time, which
-/// goes on while repositories are waiting.
+/// Runs the mover (with the layout on) and then the delta pass (when on) in the background
+/// after commits: one thread per store at a time, which goes on while repositories are
+/// waiting.
 pub fn kick(store: &Arc<Store>, repo_id: i64) {
-    if !layout_enabled() {
+    if !layout_enabled() && !super::delta::delta_enabled() {
         return;
     }
     store
@@ -712,8 +713,10 @@ fn mover_loop(store: Arc<Store>) {
             return;
         };
         store.wait_until_quiet();
-        if let Err(e) = store.run_mover(repo_id) {
-            eprintln!("mover: repository {repo_id}: {e}");
+        if layout_enabled() {
+            if let Err(e) = store.run_mover(repo_id) {
+                eprintln!("mover: repository {repo_id}: {e}");
+            }
         }
         if super::delta::delta_enabled() {
             if let Err(e) = store.run_delta(repo_id) {

@@ -10,7 +10,10 @@
 //! // Physical phase (one ContainerScan per worker): every stored chunk once.
 //! const scan = new ContainerScan(kw);
 //! const missing = scan.scanCached(cache, fps);  // scans the cached ones; indices of the rest
-//! scan.scan(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
+//! // Delta chunks' bases that neither the range nor the cache holds: fetch them decoded.
+//! const want = scan.outsideBases(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
+//! const bases = want.length ? await chunksGet(want, { decode: true }) : new Uint8Array();
+//! scan.scan(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens, bases);
 //! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
 //! const db = scan.finish();                                         // -> logical worker
 //!
@@ -37,6 +40,8 @@ use wasm_bindgen::prelude::*;
 use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
 use crate::hash::Fingerprint;
+use crate::resemble::delta::CODEC_DELTA;
+use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, Mode, NaiveSearch, PhysicalPhase,
     RecordingTinyStore, ResultDb, SearchError, TinyRecord,
@@ -173,14 +178,70 @@ impl ChunkCache {
     }
 }
 
-/// Physical phase in one worker: the chunks of stored containers, each read once.
+/// Physical phase in one worker: the chunks of stored containers, each read once. A delta
+/// chunk (codec 2) is scanned once too, after decoding against its base
+/// ([`crate::resemble::range`]): a base the job's range does not hold comes from the cache or
+/// from the caller (`chunks/get`, which answers it decoded).
 #[wasm_bindgen]
 pub struct ContainerScan {
     phase: Option<PhysicalPhase>,
+    range: RangeDecoder,
     dec: Decompressor,
-    tiny: Vec<u8>,
-    tiny_lengths: Vec<u32>,
-    tiny_bytes: u64,
+    tiny: Tiny,
+}
+
+#[derive(Default)]
+struct Tiny {
+    records: Vec<u8>,
+    lengths: Vec<u32>,
+    bytes: u64,
+}
+
+impl Tiny {
+    fn push(&mut self, tiny: Option<TinyRecord>) {
+        if let Some(t) = tiny {
+            let before = self.records.len();
+            t.encode(&mut self.records);
+            let len = self.records.len() - before;
+            self.lengths.push(len as u32);
+            self.bytes += len as u64;
+        }
+    }
+}
+
+/// The chunks of a job as [`RangeChunk`]s borrowing `data` (container bytes from `base` on).
+fn range_chunks<'a>(
+    data: &'a [u8],
+    base: f64,
+    fps: &[u8],
+    offsets: &[f64],
+    stored_lens: &[u32],
+    codecs: &[u8],
+    raw_lens: &[u32],
+) -> Result<Vec<RangeChunk<'a>>, JsError> {
+    let n = offsets.len();
+    if fps.len() != 20 * n || stored_lens.len() != n || codecs.len() != n || raw_lens.len() != n {
+        return Err(err("chunk table arrays differ in length"));
+    }
+    (0..n)
+        .map(|k| {
+            let fp: Fingerprint = fps[20 * k..20 * k + 20].try_into().unwrap();
+            let start = offsets[k] - base;
+            let end = start + stored_lens[k] as f64;
+            if start < 0.0 || end > data.len() as f64 {
+                return Err(err(format!(
+                    "chunk {} lies outside the container bytes read",
+                    crate::hash::to_hex(&fp)
+                )));
+            }
+            Ok(RangeChunk {
+                fp,
+                codec: codecs[k],
+                stored: &data[start as usize..end as usize],
+                raw_len: raw_lens[k] as usize,
+            })
+        })
+        .collect()
 }
 
 #[wasm_bindgen]
@@ -189,10 +250,9 @@ impl ContainerScan {
     pub fn new(keywords: &SearchKeywords) -> Result<ContainerScan, JsError> {
         Ok(ContainerScan {
             phase: Some(PhysicalPhase::new(&keywords.dict)),
+            range: RangeDecoder::new().map_err(err)?,
             dec: Decompressor::new().map_err(err)?,
-            tiny: Vec::new(),
-            tiny_lengths: Vec::new(),
-            tiny_bytes: 0,
+            tiny: Tiny::default(),
         })
     }
 
@@ -214,12 +274,38 @@ impl ContainerScan {
         Ok(missing)
     }
 
+    /// The bases (20 bytes each) that the delta chunks among the chunks of `data` (same
+    /// arguments as [`ContainerScan::scan`]) need, which neither `data` nor `cache` holds:
+    /// the caller fetches them decoded (`chunks/get`) and passes them to `scan`.
+    #[wasm_bindgen(js_name = outsideBases)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn outside_bases(
+        &self,
+        cache: &ChunkCache,
+        data: &[u8],
+        base: f64,
+        fps: &[u8],
+        offsets: &[f64],
+        stored_lens: &[u32],
+        codecs: &[u8],
+        raw_lens: &[u32],
+    ) -> Result<Vec<u8>, JsError> {
+        let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
+        Ok(outside_bases(&chunks)
+            .map_err(err)?
+            .into_iter()
+            .filter(|b| !cache.chunks.contains_key(b))
+            .flatten()
+            .collect())
+    }
+
     /// Scans chunks stored in `data`, which holds a container's bytes from file offset
     /// `base` on, and keeps their decoded bytes in `cache` while its budget allows. Chunk
     /// `k` has fingerprint `fps[20k..20k+20]`, starts at container offset `offsets[k]` and
-    /// takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1 zstd) for
-    /// `raw_lens[k]` raw bytes. Returns how many tiny records are waiting for
-    /// [`ContainerScan::take_tiny`].
+    /// takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1 zstd, 2 delta) for
+    /// `raw_lens[k]` raw bytes. `bases` is a `chunks/get` bundle (possibly empty) of the
+    /// bases [`ContainerScan::outside_bases`] named; they are used for decoding only, not
+    /// scanned. Returns how many tiny records are waiting for [`ContainerScan::take_tiny`].
     #[allow(clippy::too_many_arguments)]
     pub fn scan(
         &mut self,
@@ -231,35 +317,41 @@ impl ContainerScan {
         stored_lens: &[u32],
         codecs: &[u8],
         raw_lens: &[u32],
+        bases: &[u8],
     ) -> Result<u32, JsError> {
-        let n = offsets.len();
-        if fps.len() != 20 * n || stored_lens.len() != n || codecs.len() != n || raw_lens.len() != n
-        {
-            return Err(err("chunk table arrays differ in length"));
-        }
-        if self.phase.is_none() {
+        let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
+        let Some(phase) = self.phase.as_mut() else {
             return Err(err("ContainerScan.scan after finish"));
-        }
-        for k in 0..n {
-            let fp: Fingerprint = fps[20 * k..20 * k + 20].try_into().unwrap();
-            let start = offsets[k] - base;
-            let end = start + stored_lens[k] as f64;
-            if start < 0.0 || end > data.len() as f64 {
-                return Err(err(format!(
-                    "chunk {} lies outside the container bytes read",
-                    crate::hash::to_hex(&fp)
-                )));
+        };
+        // Raw bytes of the bases outside the range: from the bundle, else copied out of the
+        // cache (which `emit` below adds to).
+        let mut outside: HashMap<Fingerprint, Vec<u8>> = HashMap::new();
+        if chunks.iter().any(|c| c.codec == CODEC_DELTA) {
+            if !bases.is_empty() {
+                let entries =
+                    decode_bundle(bases).map_err(|e| err(format!("malformed bundle: {e:?}")))?;
+                for e in entries {
+                    let raw = self
+                        .dec
+                        .decompress(e.codec as u8, e.payload, e.raw_len as usize)
+                        .map_err(|m| err(format!("chunk {}: {m}", crate::hash::to_hex(&e.fp))))?;
+                    outside.insert(e.fp, raw.to_vec());
+                }
             }
-            let stored = &data[start as usize..end as usize];
-            let raw = self
-                .dec
-                .decompress(codecs[k], stored, raw_lens[k] as usize)
-                .map_err(|e| err(format!("chunk {}: {e}", crate::hash::to_hex(&fp))))?;
-            cache.keep(&fp, raw);
-            let tiny = self.phase.as_mut().unwrap().scan(&fp, raw);
-            self.push_tiny(tiny);
+            for b in outside_bases(&chunks).map_err(err)? {
+                if let (false, Some(raw)) = (outside.contains_key(&b), cache.chunks.get(&b)) {
+                    outside.insert(b, raw.to_vec());
+                }
+            }
         }
-        Ok(self.tiny_lengths.len() as u32)
+        let tiny = &mut self.tiny;
+        self.range
+            .decode(&chunks, &outside, |fp, raw| {
+                cache.keep(fp, raw);
+                tiny.push(phase.scan(fp, raw));
+            })
+            .map_err(err)?;
+        Ok(self.tiny.lengths.len() as u32)
     }
 
     fn scan_raw(&mut self, fp: &Fingerprint, raw: &[u8]) -> Result<(), JsError> {
@@ -268,34 +360,25 @@ impl ContainerScan {
             .as_mut()
             .ok_or_else(|| err("ContainerScan.scan after finish"))?
             .scan(fp, raw);
-        self.push_tiny(tiny);
+        self.tiny.push(tiny);
         Ok(())
-    }
-
-    fn push_tiny(&mut self, tiny: Option<TinyRecord>) {
-        if let Some(t) = tiny {
-            let before = self.tiny.len();
-            t.encode(&mut self.tiny);
-            let len = self.tiny.len() - before;
-            self.tiny_lengths.push(len as u32);
-            self.tiny_bytes += len as u64;
-        }
     }
 
     /// The tiny records produced since the last call, encoded back to back
     /// (`TinyRecord::encode`; the first 20 bytes of each are its fingerprint).
     #[wasm_bindgen(js_name = takeTiny)]
     pub fn take_tiny(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.tiny)
+        std::mem::take(&mut self.tiny.records)
     }
 
     /// The lengths of the records [`ContainerScan::take_tiny`] returned (call it second).
     #[wasm_bindgen(js_name = takeTinyLengths)]
     pub fn take_tiny_lengths(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.tiny_lengths)
+        std::mem::take(&mut self.tiny.lengths)
     }
 
-    /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes]`.
+    /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes, delta
+    /// chunks decoded]`.
     pub fn stats(&self) -> Result<Vec<f64>, JsError> {
         let s = self
             .phase
@@ -307,7 +390,8 @@ impl ContainerScan {
             s.bytes as f64,
             s.exact_matches as f64,
             s.tiny_records as f64,
-            self.tiny_bytes as f64,
+            self.tiny.bytes as f64,
+            self.range.deltas() as f64,
         ])
     }
 

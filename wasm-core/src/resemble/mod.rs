@@ -40,4 +40,5 @@ pub const DUPADJ_MAX_RATIO: f64 = 0.5;
 
 pub mod delta;
 pub mod dupadj;
+pub mod range;
 pub mod superfeature;

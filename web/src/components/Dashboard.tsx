@@ -271,7 +271,11 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
     );
   const s = data.stats;
   const t = view.totals;
-  const delta = !scope && (s.delta_saved_bytes ?? 0) > 0 ? s.delta_saved_bytes! : null;
+  // The server's stored bytes count delta chunks as stored: what compression saved is what
+  // is left once the delta savings are taken out. Deltas are made per repository, so a
+  // source's view has no delta split.
+  const delta = scope ? null : (s.delta_saved_bytes ?? 0);
+  const compression = t.raw - t.stored - (delta ?? 0);
   return (
     <section className="dashboard" data-testid="dashboard" data-scope={scope}>
       <div className="dash-head">
@@ -326,10 +330,19 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
         <Figure
           id="dash-saved-compression"
           label="Saved by compression"
-          value={t.raw - t.stored}
-          text={bytes(t.raw - t.stored)}
+          value={compression}
+          text={bytes(compression)}
+          title="The distinct chunks before compression, less their compressed size as uploaded"
         />
-        {delta !== null && <Figure id="dash-saved-delta" label="Saved by delta" value={delta} text={bytes(delta)} />}
+        {delta !== null && (
+          <Figure
+            id="dash-saved-delta"
+            label="Saved by delta"
+            value={delta}
+            text={bytes(delta)}
+            title="Chunks similar to stored ones kept as differences from them (the server's delta pass), against their compressed size"
+          />
+        )}
         {!scope && (
           <>
             <Figure id="dash-chunks" label="Chunks" value={s.chunks} text={s.chunks.toLocaleString('en')} />

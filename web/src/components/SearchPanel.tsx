@@ -269,6 +269,7 @@ function Summary({ o }: { o: Shown }) {
       data-total-ms={o.totalMs}
       data-stored-bytes-read={o.storedBytesRead}
       data-ranges-read={o.physical?.rangesRead}
+      data-delta-chunks={o.physical?.deltaChunks}
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
       data-records={records ? JSON.stringify(records) : undefined}
     >
@@ -301,6 +302,12 @@ function Summary({ o }: { o: Shown }) {
               {plural(o.physical.containers, 'container')}, {plural(o.physical.rangesRead, 'byte range')} fetched (the
               rest from the workers' cache); {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once
               {o.prepareCached ? '; version list and container tables reused from the previous search' : ''}.
+            </li>
+          )}
+          {o.physical && o.physical.deltaChunks > 0 && (
+            <li>
+              {plural(o.physical.deltaChunks, 'delta chunk')} decoded against their bases before scanning (
+              {plural(o.physical.basesFetched, 'base')} fetched decoded).
             </li>
           )}
           {o.naiveBytes !== undefined && <li>{bytes(o.naiveBytes)} reassembled and scanned.</li>}

@@ -17,6 +17,9 @@ export interface ServerAccess {
   token: string;
 }
 
+/** Codec of a delta chunk (docs/FORMAT.md, codec 2): its stored bytes name its base. */
+export const CODEC_DELTA = 2;
+
 /** One container's chunks to scan: stored bytes `[start, end)` of container `id`. */
 export interface ContainerJob {
   id: number;
@@ -45,6 +48,10 @@ export type PhysicalStats = {
   exactMatches: number;
   tinyRecords: number;
   tinyBytes: number;
+  /** Delta chunks decoded against their bases and scanned. */
+  deltaChunks: number;
+  /** Bases fetched decoded from `chunks/get` (not held by a range read or the cache). */
+  basesFetched: number;
 };
 export type LogicalStats = {
   files: number;

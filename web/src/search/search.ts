@@ -6,7 +6,9 @@
  * 2. DedupSearch (Elias et al., FAST '22, Alg. 1):
  *    - **physical** — each container holding a chunk in scope is read once, as one byte
  *      range, by one of the workers, which decodes and scans every chunk (wasm-core's
- *      `ContainerScan`); tiny records go to IndexedDB;
+ *      `ContainerScan`); a delta chunk is decoded against its base (in the same range, in
+ *      the worker's cache, or fetched decoded with `chunks/get`) and scanned once like any
+ *      other; tiny records go to IndexedDB;
  *    - **logical** — one worker merges the result databases and walks the recipes
  *      (`RecipeSearch`), fetching tiny records only next to `n - 1` partials.
  *    The naive baseline instead reassembles every file from `chunks/get` and scans it
@@ -532,6 +534,8 @@ async function dedupSearchAs(
       exactMatches: a.exactMatches + f.stats.exactMatches,
       tinyRecords: a.tinyRecords + f.stats.tinyRecords,
       tinyBytes: a.tinyBytes + f.stats.tinyBytes,
+      deltaChunks: a.deltaChunks + f.stats.deltaChunks,
+      basesFetched: a.basesFetched + f.stats.basesFetched,
       containers: a.containers,
       rangesRead: a.rangesRead,
     }),
@@ -541,6 +545,8 @@ async function dedupSearchAs(
       exactMatches: 0,
       tinyRecords: 0,
       tinyBytes: 0,
+      deltaChunks: 0,
+      basesFetched: 0,
       containers: new Set(jobs.map((j) => j.job.id)).size,
       rangesRead: containersRead,
     },

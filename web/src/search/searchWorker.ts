@@ -2,12 +2,16 @@
 /**
  * A search worker. For DedupSearch it runs the physical phase over the containers it is given
  * (fetching each stored byte range once, decoding and scanning it in wasm-core, writing tiny
- * records to IndexedDB) and, on one worker, the logical phase over the file recipes. For the
+ * records to IndexedDB) and, on one worker, the logical phase over the file recipes. A delta
+ * chunk is decoded against its base (wasm-core's `resemble::range`, the codec the server
+ * writes with) from the same range, the worker's cache, or `chunks/get` decoded, and
+ * scanned once like any other chunk. For the
  * naive baseline it reassembles whole files from `chunks/get` bundles and scans them.
  */
 import init, { ChunkCache, ContainerScan, NaiveScan, RecipeSearch, SearchKeywords } from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
+import { CODEC_DELTA } from './protocol';
 import { TinyStore } from './tinystore';
 import { expose, transfer } from '../worker/bridge';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
@@ -19,6 +23,8 @@ interface Current {
   tiny: TinyStore;
   api: Api;
   chunks: ChunkCache;
+  /** Delta chunks' bases fetched decoded (`chunks/get`) because no range read or cache held them. */
+  basesFetched: number;
   /** Tiny records of the jobs scanned so far, written to IndexedDB by `finishScan`. */
   pendingTiny: [Uint8Array, Uint32Array][];
 }
@@ -84,8 +90,21 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
   if (missing.length > 0) {
     const rest = missing.length === job.rawLens.length ? job : pick(job, missing);
     const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
-    c.scan.scan(c.chunks, bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens);
     storedBytes = bytes.byteLength;
+    const args = [rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
+    // Delta chunks decode against their bases: those neither this range nor the cache
+    // holds come decoded from `chunks/get` (the server resolves their own chains).
+    let bases: Uint8Array = new Uint8Array(0);
+    if (rest.codecs.includes(CODEC_DELTA)) {
+      const want = c.scan.outsideBases(c.chunks, bytes, rest.start, ...args);
+      if (want.length > 0) {
+        const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
+        bases = await c.api.getChunks(fps, undefined, true);
+        storedBytes += bases.byteLength;
+        c.basesFetched += fps.length;
+      }
+    }
+    c.scan.scan(c.chunks, bytes, rest.start, ...args, bases);
   }
   // Taken before any await (another job's scan may run meanwhile), written in one
   // IndexedDB transaction when the phase ends: a transaction per job costs more than the
@@ -189,6 +208,7 @@ expose<SearchApi>(
         api: new Api(server.token, server.repo, server.base),
         chunks: chunkCache(cacheKey, cacheBytes),
         pendingTiny: [],
+        basesFetched: 0,
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
@@ -207,9 +227,10 @@ expose<SearchApi>(
         k += l.length;
       }
       await c.tiny.putAll(records, lengths);
-      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes] = c.scan.stats();
+      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks] = c.scan.stats();
       const db = c.scan.finish();
-      return transfer({ db, stats: { chunks, bytes, exactMatches, tinyRecords, tinyBytes } }, [db.buffer]);
+      const stats = { chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks, basesFetched: c.basesFetched };
+      return transfer({ db, stats }, [db.buffer]);
     },
     logical: async ({ dbs, files }) => {
       const r = await logical(dbs, files);

@@ -1,0 +1,213 @@
+import { expect, test, type Page } from '@playwright/test';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { walk } from '../datasets';
+import { backUp, openWithoutPicker } from '../page';
+import { repoJson, startServer, type RunningServer } from '../server';
+
+// Delta chunks (issue 17) in the page: after the server's delta pass re-stored the second
+// version's edited chunks as deltas against the first version's, the page's DedupSearch
+// (which reads containers itself) must still find exactly what a scan of the folders finds
+// and what the naive search finds, and the restore must give back the folder byte for byte.
+
+let server: RunningServer;
+let root: string;
+const folders: string[] = [];
+const ids: number[] = [];
+
+test.describe.configure({ mode: 'serial' });
+
+/** Deterministic text: words from a small vocabulary (compressible, like source code). */
+function words(seed: number, bytes: number): Buffer {
+  const vocab = ['alpha', 'beta', 'gamma', 'delta', 'omega', 'needle', 'const', 'return', 'value', '\n', '{', '}'];
+  let x = seed >>> 0 || 1;
+  const out: string[] = [];
+  let n = 0;
+  while (n < bytes) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    const w = vocab[x % vocab.length] + (x % 7 === 0 ? String(x % 1000) : '') + ' ';
+    out.push(w);
+    n += w.length;
+  }
+  return Buffer.from(out.join('').slice(0, bytes));
+}
+
+/** `data` with `EDITMARK` written over it every `every` bytes (a small edit per chunk or two). */
+function edited(data: Buffer, every: number, shift: number): Buffer {
+  const out = Buffer.from(data);
+  for (let at = shift; at + 8 < out.length; at += every) out.write('EDITMARK', at);
+  return out;
+}
+
+test.beforeAll(async () => {
+  root = mkdtempSync(path.join(tmpdir(), 'ditto-delta-'));
+  const v1 = path.join(root, 'v1');
+  const v2 = path.join(root, 'v2');
+  for (const [i, name] of ['a.txt', 'b.txt', 'lib/c.txt', 'lib/d.txt', 'small.txt'].entries()) {
+    const size = name === 'small.txt' ? 900 : 120_000 + i * 37_000;
+    const one = words(1000 + i, size);
+    for (const [dir, data] of [
+      [v1, one],
+      [v2, name === 'small.txt' ? one : edited(one, 13_000 + i * 1_000, 3_000 + i * 500)],
+    ] as const) {
+      mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+      writeFileSync(path.join(dir, name), data);
+    }
+  }
+  folders.push(v1, v2);
+  server = await startServer({ env: { DITTO_DELTA: '1' } });
+});
+test.afterAll(async () => {
+  await server?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+const api = <T>(p: string) => repoJson<T>(server, p);
+
+type Hits = Map<string, [number, number][]>;
+
+/** The oracle: every overlapping occurrence of each keyword in every file on disk. */
+function scanFolders(keywords: Buffer[]): Hits {
+  const out: Hits = new Map();
+  folders.forEach((dir, v) => {
+    for (const rel of walk(dir)) {
+      const data = readFileSync(path.join(dir, rel));
+      const hits: [number, number][] = [];
+      keywords.forEach((k, kw) => {
+        for (let at = data.indexOf(k); at >= 0; at = data.indexOf(k, at + 1)) hits.push([kw, at]);
+      });
+      if (hits.length)
+        out.set(
+          `${ids[v]}\0${rel}`,
+          hits.sort((a, b) => a[1] - b[1] || a[0] - b[0]),
+        );
+    }
+  });
+  return out;
+}
+
+async function pageHits(page: Page): Promise<Hits> {
+  const out: Hits = new Map();
+  for (const r of await page.getByTestId('search-file').all()) {
+    const [v, p, h] = await Promise.all([
+      r.getAttribute('data-version'),
+      r.getAttribute('data-path'),
+      r.getAttribute('data-hits'),
+    ]);
+    out.set(`${v}\0${p}`, JSON.parse(h!));
+  }
+  return out;
+}
+
+let runs = 0;
+
+async function searchBoth(page: Page, keywords: string[], hex: boolean) {
+  await page.getByTestId('search-keywords').fill(keywords.join('\n'));
+  await page.getByTestId('search-hex').setChecked(hex);
+  await page.getByTestId('search-start').click();
+  const done = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${++runs}"]`);
+  await expect(done).toBeVisible({ timeout: 120_000 });
+  const hits = await pageHits(page);
+  await page.getByTestId('search-naive').click();
+  await expect(page.locator(`[data-testid=search-done][data-engine=naive][data-seq="${++runs}"]`)).toBeVisible({
+    timeout: 120_000,
+  });
+  await expect(page.getByTestId('search-compare')).toHaveAttribute('data-identical', 'true');
+  return { done, hits };
+}
+
+function expectSame(got: Hits, want: Hits) {
+  expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
+  for (const [k, hits] of want) expect(got.get(k), k.replace('\0', ' ')).toEqual(hits);
+}
+
+/** Keywords cut across chunk borders of v2's largest file, one-byte partials included. */
+async function borderKeywords(): Promise<Buffer[]> {
+  const v = await api<{ manifest: { entries: { path: string; kind: string; recipe: string[] }[] } }>(
+    `/versions/${ids[1]}`,
+  );
+  const listing = await api<{ containers: { chunks: { fp: string; raw_len: number }[] }[] }>('/containers');
+  const len = new Map(listing.containers.flatMap((c) => c.chunks.map((ch) => [ch.fp, ch.raw_len] as const)));
+  const big = v.manifest.entries.filter((e) => e.kind === 'file').sort((a, b) => b.recipe.length - a.recipe.length)[0];
+  expect(big.recipe.length).toBeGreaterThanOrEqual(4);
+  const data = readFileSync(path.join(folders[1], big.path));
+  const cuts: number[] = [];
+  let at = 0;
+  for (const fp of big.recipe.slice(0, -1)) cuts.push((at += len.get(fp)!));
+  return [
+    data.subarray(cuts[0] - 7, cuts[0] + 9),
+    data.subarray(cuts[1] - 1, cuts[1] + 5),
+    data.subarray(cuts[2] - 5, cuts[2] + 1),
+  ];
+}
+
+test('with delta chunks stored, search equals the naive search and a scan, and restore is identical', async ({
+  page,
+}, testInfo) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithoutPicker(page, server);
+  for (const f of folders) ids.push(await backUp(page, f, 'delta'));
+
+  // The pass runs in the background after the commit: wait until it handled version 2.
+  let stats: { delta_chunks: number; delta_pass: { version: number } | null } | null = null;
+  await expect
+    .poll(
+      async () => {
+        stats = await api('/stats');
+        return stats!.delta_pass?.version === ids[1] ? stats!.delta_chunks : -1;
+      },
+      { timeout: 60_000 },
+    )
+    .toBeGreaterThan(0);
+  const listing = await api<{ containers: { chunks: { codec: number }[] }[] }>('/containers');
+  const deltas = listing.containers.flatMap((c) => c.chunks).filter((c) => c.codec === 2).length;
+  expect(deltas, 'the containers list delta chunks').toBeGreaterThan(0);
+
+  await page.getByTestId('tab-search').click();
+  // Text: a word only the edits wrote (inside delta chunks), common words, overlaps.
+  const text = ['EDITMARK', 'needle', 'gamma', 'ARKne', 'MARK'];
+  const { done, hits } = await searchBoth(page, text, false);
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  expect([...want.values()].reduce((n, h) => n + h.length, 0)).toBeGreaterThan(1000);
+  expectSame(hits, want);
+  const scanned = Number(await done.getAttribute('data-delta-chunks'));
+  expect(scanned, 'the page decoded delta chunks').toBe(deltas);
+
+  // Hex keywords straddling chunk borders of the edited file (tiny records across deltas).
+  const cut = await borderKeywords();
+  const hex = await searchBoth(
+    page,
+    cut.map((b) => b.toString('hex')),
+    true,
+  );
+  expectSame(hex.hits, scanFolders(cut));
+
+  // Repeat search: every chunk, deltas included, comes from the workers' caches.
+  await page.getByTestId('search-hex').setChecked(false);
+  await page.getByTestId('search-keywords').fill(text.join('\n'));
+  await page.getByTestId('search-start').click();
+  const again = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${++runs}"]`);
+  await expect(again).toBeVisible({ timeout: 120_000 });
+  expectSame(await pageHits(page), want);
+
+  // Restore the newest version: byte-identical to its folder.
+  await page.getByTestId('tab-versions').click();
+  const row = page.locator(`[data-testid=version-row][data-version="${ids[1]}"]`);
+  const [download] = await Promise.all([page.waitForEvent('download'), row.getByTestId('version-zip').click()]);
+  const zip = testInfo.outputPath('v2.zip');
+  await download.saveAs(zip);
+  await expect(page.getByTestId('restore-done')).toBeVisible();
+  const out = testInfo.outputPath('v2');
+  mkdirSync(out, { recursive: true });
+  execFileSync('unzip', ['-q', '-o', zip, '-d', out]);
+  expect(walk(out)).toEqual(walk(folders[1]));
+  for (const rel of walk(folders[1]))
+    expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[1], rel))), rel).toBe(true);
+  expect(errors).toEqual([]);
+});
