@@ -273,8 +273,8 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
   const t = view.totals;
   // The server's stored bytes count delta chunks as stored: what compression saved is what
   // is left once the delta savings are taken out. Deltas are made per repository, so a
-  // source's view has no delta split.
-  const delta = scope ? null : (s.delta_saved_bytes ?? 0);
+  // source's view has no delta split; a server without the delta pass has no delta figure.
+  const delta = scope || !s.delta_saved_bytes ? null : s.delta_saved_bytes;
   const compression = t.raw - t.stored - (delta ?? 0);
   return (
     <section className="dashboard" data-testid="dashboard" data-scope={scope}>
