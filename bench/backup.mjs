@@ -1,13 +1,18 @@
-// Backup benchmark: typescript-10 backed up through the real UI (headless Chromium, real
-// release server), then restic and borg on the same folders, in one run. Prints a table and,
-// last, one JSON line. Usage: node bench/backup.mjs [--package P] [--count N] [--quick]
+// Backup benchmark: two series backed up through the real UI (headless Chromium, real
+// release server), then restic and borg on the same folders, in one run: typescript-10 (npm
+// releases, ~1 600 files of ~130 KB) and a small-files series (PyPI sdists, thousands of files
+// of a few KB: by default the 10 newest Django 5.2.x). Prints a table per series and, last,
+// one JSON line (the typescript keys unprefixed, the small-files keys with `smallfiles_`).
+// Usage: node bench/backup.mjs [--package P] [--count N] [--smallfiles-package P]
+// [--smallfiles-series S] [--smallfiles-count N] [--only typescript|smallfiles] [--quick]
 // [--playwright] [--runs N]
-// --runs: rounds (default 3; 1 with --quick). Each round runs every tool once, in the same
-// order, each on a fresh repository; the medians are reported and every round's seconds are
-// in the JSON. Interleaving the tools puts a slow spell of this shared VM on all of them.
-import { readdirSync, rmSync } from 'node:fs';
+// --runs: rounds (default 3; 1 with --quick). Each round runs every tool once on every series,
+// in the same order, each on a fresh repository; the medians are reported and every round's
+// seconds are in the JSON. Interleaving the tools puts a slow spell of this shared VM on all.
+import { readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import {
+  ROOT,
   apiJson,
   backupFolders,
   borgRepo,
@@ -22,24 +27,47 @@ import {
   startServer,
 } from './lib.mjs';
 import { launchCdp } from './cdp.mjs';
+import { pypiVersions } from '../scripts/pypi-versions.mjs';
 
 const { flag, option } = cli();
 const quick = flag('quick');
 const viaPlaywright = flag('playwright');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
+const smallPkg = option('smallfiles-package', 'django');
+const smallSeries = option('smallfiles-series', '5.2.');
+const smallCount = Number(option('smallfiles-count', quick ? 3 : 10));
+const only = option('only', null);
+if (only !== null && only !== 'typescript' && only !== 'smallfiles')
+  throw new Error('--only takes typescript or smallfiles');
 const runs = Number(option('runs', quick ? 1 : 3));
 if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
-const versions = dataset(pkg, count);
-const countFiles = (dir) => readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile()).length;
-const logical = versions.reduce((n, v) => n + du(v), 0);
+const filesOf = (dir) => readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile());
+const countFiles = (dir) => filesOf(dir).length;
+/** The bytes of the folder's files (no directory entries, unlike `du`): what MB/s is of. */
+const fileBytes = (dir) => filesOf(dir).reduce((n, e) => n + statSync(path.join(e.parentPath, e.name)).size, 0);
+/** One series of folders (oldest first), backed up as versions of one source. */
+const series = (key, name, versions) => ({
+  key,
+  name,
+  versions,
+  logical: versions.reduce((n, v) => n + du(v), 0),
+  files: versions.reduce((n, v) => n + countFiles(v), 0),
+  fileBytes: versions.reduce((n, v) => n + fileBytes(v), 0),
+});
+const allSeries = [];
+if (only !== 'smallfiles') allSeries.push(series('typescript', pkg, dataset(pkg, count)));
+if (only !== 'typescript')
+  allSeries.push(
+    series('smallfiles', smallPkg, pypiVersions(smallPkg, smallCount, path.join(ROOT, 'target', 'datasets'), smallSeries)),
+  );
 
 /**
  * Ditto through the UI, driven by cdp.mjs (default) or Playwright (`--playwright`, which
  * copies every upload body into DevTools events and so slows the page's uploads).
  */
-async function ditto() {
+async function ditto({ versions, name: pkg }) {
   const server = await startServer();
   const browser = viaPlaywright ? await launchBrowser() : await launchCdp();
   const page = viaPlaywright ? await openApp(browser, server) : await browser.newPage(server.appUrl);
@@ -74,7 +102,7 @@ async function ditto() {
   };
 }
 
-function restic(compression) {
+function restic({ versions }, compression) {
   const repo = resticRepo(compression);
   const t0 = now();
   for (const v of versions) repo.run(['backup', '-q', '--compression', compression, '.'], { cwd: v });
@@ -85,7 +113,7 @@ function restic(compression) {
 }
 
 /** borg 1.2 (Debian), one `borg create --compression zstd,3` per version. */
-function borg() {
+function borg({ versions }) {
   const repo = borgRepo('zstd');
   const t0 = now();
   for (const v of versions) repo.run(['create', '--compression', 'zstd,3', `::${path.basename(v)}`, '.'], { cwd: v });
@@ -97,46 +125,59 @@ function borg() {
 
 const rounds = [];
 for (let r = 0; r < runs; r++) {
-  rounds.push({ d: await ditto(), rz: restic('auto'), ro: restic('off'), bz: borg() });
-  const last = rounds.at(-1);
-  console.log(
-    `round ${r + 1}/${runs}: ditto ${last.d.seconds.toFixed(2)} s, restic ${last.rz.seconds.toFixed(2)} s,`,
-    `restic off ${last.ro.seconds.toFixed(2)} s, borg ${last.bz.seconds.toFixed(2)} s`,
-  );
+  const round = {};
+  for (const sr of allSeries) {
+    const x = { d: await ditto(sr), rz: restic(sr, 'auto'), ro: restic(sr, 'off'), bz: borg(sr) };
+    round[sr.key] = x;
+    console.log(
+      `round ${r + 1}/${runs}, ${sr.name}: ditto ${x.d.seconds.toFixed(2)} s, restic ${x.rz.seconds.toFixed(2)} s,`,
+      `restic off ${x.ro.seconds.toFixed(2)} s, borg ${x.bz.seconds.toFixed(2)} s`,
+    );
+  }
+  rounds.push(round);
 }
-const secondsOf = (tool) => rounds.map((x) => x[tool].seconds);
-/** The round whose time is the median of the tool's (its stored bytes go with it). */
-const medianRound = (tool) => {
-  const m = median(secondsOf(tool));
-  return rounds.reduce((a, b) => (Math.abs(b[tool].seconds - m) < Math.abs(a[tool].seconds - m) ? b : a))[tool];
-};
-const d = { ...medianRound('d'), seconds: median(secondsOf('d')) };
-const rz = { ...medianRound('rz'), seconds: median(secondsOf('rz')) };
-const ro = { ...medianRound('ro'), seconds: median(secondsOf('ro')) };
-const bz = { ...medianRound('bz'), seconds: median(secondsOf('bz')) };
 const mb = (n) => (n / 1e6).toFixed(1).padStart(8);
-console.log(`\n${pkg} x${versions.length}: ${mb(logical)} MB logical; Ditto per version, median round:\n`);
-console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8), ' predicted', '  ms per phase');
-for (const [v, dt, sent, phases, b] of d.rows) {
-  const ph = Object.entries(phases)
-    .map(([k, ms]) => `${k} ${Math.round(ms)}`)
-    .join(', ');
-  const pred = `${b.predicted}/${b.chunksRead}`.padStart(10);
-  console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent), pred, ' ', ph);
-}
-console.log(`\ntool (median of ${runs})`.padEnd(22), 'seconds'.padStart(8), 'stored MB'.padStart(10));
-console.log('ditto (UI, Chromium)'.padEnd(21), d.seconds.toFixed(2).padStart(8), mb(d.stored).padStart(10));
-console.log('restic --compression auto'.padEnd(21), rz.seconds.toFixed(2).padStart(8), mb(rz.stored).padStart(10));
-console.log('restic --compression off'.padEnd(21), ro.seconds.toFixed(2).padStart(8), mb(ro.stored).padStart(10));
-console.log('borg --compression zstd,3'.padEnd(21), bz.seconds.toFixed(2).padStart(8), mb(bz.stored).padStart(10));
-// The anchor: the faster and the smaller of restic and borg (each may be a different tool).
-const anchorSeconds = Math.min(rz.seconds, bz.seconds);
-const anchorStored = Math.min(rz.stored, bz.stored);
-console.log(
-  JSON.stringify({
-    package: pkg,
-    versions: versions.length,
-    logical_bytes: logical,
+
+/** The medians of one series over the rounds, with its table printed. */
+function summary(sr) {
+  const secondsOf = (tool) => rounds.map((x) => x[sr.key][tool].seconds);
+  /** The round whose time is the median of the tool's (its stored bytes go with it). */
+  const medianRound = (tool) => {
+    const m = median(secondsOf(tool));
+    return rounds
+      .map((x) => x[sr.key][tool])
+      .reduce((a, b) => (Math.abs(b.seconds - m) < Math.abs(a.seconds - m) ? b : a));
+  };
+  const d = { ...medianRound('d'), seconds: median(secondsOf('d')) };
+  const rz = { ...medianRound('rz'), seconds: median(secondsOf('rz')) };
+  const ro = { ...medianRound('ro'), seconds: median(secondsOf('ro')) };
+  const bz = { ...medianRound('bz'), seconds: median(secondsOf('bz')) };
+  console.log(
+    `\n${sr.name} x${sr.versions.length}: ${mb(sr.fileBytes)} MB in ${sr.files} files; Ditto per version, median round:\n`,
+  );
+  console.log('version'.padEnd(14), 'seconds'.padStart(8), 'sent MB'.padStart(8), ' predicted', '  ms per phase');
+  for (const [v, dt, sent, phases, b] of d.rows) {
+    const ph = Object.entries(phases)
+      .map(([k, ms]) => `${k} ${Math.round(ms)}`)
+      .join(', ');
+    const pred = `${b.predicted}/${b.chunksRead}`.padStart(10);
+    console.log(v.padEnd(14), dt.toFixed(2).padStart(8), mb(sent), pred, ' ', ph);
+  }
+  console.log(`\ntool (median of ${runs})`.padEnd(22), 'seconds'.padStart(8), 'stored MB'.padStart(10));
+  console.log('ditto (UI, Chromium)'.padEnd(21), d.seconds.toFixed(2).padStart(8), mb(d.stored).padStart(10));
+  console.log('restic --compression auto'.padEnd(21), rz.seconds.toFixed(2).padStart(8), mb(rz.stored).padStart(10));
+  console.log('restic --compression off'.padEnd(21), ro.seconds.toFixed(2).padStart(8), mb(ro.stored).padStart(10));
+  console.log('borg --compression zstd,3'.padEnd(21), bz.seconds.toFixed(2).padStart(8), mb(bz.stored).padStart(10));
+  // The anchor: the faster and the smaller of restic and borg (each may be a different tool).
+  const anchorSeconds = Math.min(rz.seconds, bz.seconds);
+  const anchorStored = Math.min(rz.stored, bz.stored);
+  return {
+    package: sr.name,
+    versions: sr.versions.length,
+    files: sr.files,
+    logical_bytes: sr.logical,
+    file_bytes: sr.fileBytes,
+    mbps: +(sr.fileBytes / 1e6 / d.seconds).toFixed(1),
     runs,
     ditto_seconds: +d.seconds.toFixed(3),
     restic_seconds: +rz.seconds.toFixed(3),
@@ -147,6 +188,7 @@ console.log(
     restic_off_stored_bytes: ro.stored,
     borg_stored_bytes: bz.stored,
     time_vs_anchor: +(d.seconds / anchorSeconds).toFixed(3),
+    time_vs_borg: +(d.seconds / bz.seconds).toFixed(3),
     stored_vs_anchor: +(d.stored / anchorStored).toFixed(3),
     wire_bytes: d.wire,
     new_stored_bytes: d.newStored,
@@ -157,5 +199,40 @@ console.log(
     ditto_seconds_runs: secondsOf('d').map((x) => +x.toFixed(3)),
     restic_seconds_runs: secondsOf('rz').map((x) => +x.toFixed(3)),
     borg_seconds_runs: secondsOf('bz').map((x) => +x.toFixed(3)),
-  }),
-);
+  };
+}
+
+const out = {};
+const sums = Object.fromEntries(allSeries.map((sr) => [sr.key, summary(sr)]));
+if (sums.typescript) {
+  const t = sums.typescript;
+  Object.assign(out, t);
+  delete out.files;
+  delete out.file_bytes;
+  delete out.mbps;
+  delete out.time_vs_borg;
+}
+if (sums.smallfiles) {
+  const s = sums.smallfiles;
+  Object.assign(out, {
+    smallfiles_package: s.package,
+    smallfiles_versions: s.versions,
+    smallfiles_files: s.files,
+    smallfiles_seconds: s.ditto_seconds,
+    smallfiles_logical_bytes: s.file_bytes,
+    smallfiles_mbps: s.mbps,
+    smallfiles_borg_seconds: s.borg_seconds,
+    smallfiles_restic_seconds: s.restic_seconds,
+    smallfiles_vs_borg: s.time_vs_borg,
+    smallfiles_mbps_vs_typescript: sums.typescript ? +(s.mbps / sums.typescript.mbps).toFixed(3) : null,
+    smallfiles_stored_bytes: s.ditto_stored_bytes,
+    smallfiles_borg_stored_bytes: s.borg_stored_bytes,
+    smallfiles_restic_stored_bytes: s.restic_stored_bytes,
+    smallfiles_wire_bytes: s.wire_bytes,
+    smallfiles_seconds_runs: s.ditto_seconds_runs,
+    smallfiles_borg_seconds_runs: s.borg_seconds_runs,
+    smallfiles_restic_seconds_runs: s.restic_seconds_runs,
+  });
+  if (sums.typescript) out.typescript_mbps = sums.typescript.mbps;
+}
+console.log(JSON.stringify(out));

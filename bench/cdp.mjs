@@ -115,11 +115,14 @@ export async function launchCdp() {
         await evaluate(`(${q(selector)}.focus(), ${q(selector)}.select(), true)`);
         await call('Input.insertText', { text });
       },
-      /** A real mouse click in the middle of the element. */
+      /**
+       * A real mouse click in the middle of the element, scrolled into view first (as
+       * Playwright does): a click outside the viewport reaches no element.
+       */
       async click(selector) {
         await waitFor(selector);
         const box = await evaluate(
-          `(() => { const r = ${q(selector)}.getBoundingClientRect(); return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; })()`,
+          `(() => { const e = ${q(selector)}; e.scrollIntoView({ block: 'center' }); const r = e.getBoundingClientRect(); return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; })()`,
         );
         for (const type of ['mousePressed', 'mouseReleased'])
           await call('Input.dispatchMouseEvent', { type, x: box.x, y: box.y, button: 'left', clickCount: 1 });

@@ -74,16 +74,19 @@ export function dataset(pkg, count) {
 }
 
 /**
- * Starts target/release/ditto-server (or `DITTO_SERVER_BIN`) on PORT=0 with a fresh data directory (or `dataDir`),
+ * Starts target/release/ditto-server (under `CARGO_TARGET_DIR` if set; or `DITTO_SERVER_BIN`), serving
+ * web/dist (or `DITTO_WEB_DIR`, e.g. an older build to compare with), on PORT=0 with a fresh data directory (or `dataDir`),
  * with `env` added to its environment. Resolves to `{ appUrl, origin, token, dataDir, child, stop }`: `appUrl` is the page URL with
  * the token in its fragment; `stop()` ends the process (SIGTERM) and waits for it. The data
  * directory is left for the caller (`du`, then `rmSync`).
  */
 export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')), env = {} } = {}) {
-  const bin = process.env.DITTO_SERVER_BIN ?? path.join(ROOT, 'target', 'release', 'ditto-server');
+  // Where scripts/build.sh put it: cargo builds into $CARGO_TARGET_DIR when that is set.
+  const target = process.env.CARGO_TARGET_DIR ?? path.join(ROOT, 'target');
+  const bin = process.env.DITTO_SERVER_BIN ?? path.join(target, 'release', 'ditto-server');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run npm run build:server`);
   const child = spawn(bin, ['serve'], {
-    env: { ...process.env, ...env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: path.join(ROOT, 'web', 'dist') },
+    env: { ...process.env, ...env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: process.env.DITTO_WEB_DIR ?? path.join(ROOT, 'web', 'dist') },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const appUrl = await new Promise((resolve, reject) => {

@@ -249,49 +249,30 @@ async function concat(blocks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
 /**
  * Small files read as one composite Blob (`blocks`), then chunked one by one, each with its
  * own recipe. If the composite cannot be read or is not as long as the sizes the page saw
- * (a file changed or vanished since it was picked), each file is read on its own so that
- * the error names the file and the others are still backed up.
+ * (a file changed or vanished since it was picked), nothing is chunked: the answer says
+ * `unread`, and the page reads each file on its own so that an error names its file and the
+ * others are still backed up.
  */
-async function chunkBatch(
-  ctx: Ctx,
-  signals: JobSignals,
-  files: File[],
-  sizes: number[],
-  prevFiles: number[],
-  blocks: BlockStream,
-) {
+async function chunkBatch(ctx: Ctx, signals: JobSignals, sizes: number[], prevFiles: number[], blocks: BlockStream) {
+  const counts = new Uint32Array(sizes.length);
+  const whole = await concat(blocks).catch(() => null);
+  if (!whole || whole.length !== sizes.reduce((a, b) => a + b, 0)) {
+    const none = { fps: new Uint8Array(0), lengths: new Uint32Array(0), counts, bytes: 0, predicted: 0, unread: true };
+    return transfer(none, [counts.buffer]);
+  }
   const out = sink(ctx, signals);
   const recipe = new RecipeParts();
-  const counts = new Uint32Array(files.length);
-  const errors: (string | null)[] = files.map(() => null);
   let bytes = 0;
-  const whole = await concat(blocks).catch(() => null);
-  if (whole && whole.length === sizes.reduce((a, b) => a + b, 0)) {
-    let at = 0;
-    for (let k = 0; k < files.length; k++) {
-      const before = recipe.count;
-      bytes += await chunkStream([whole.subarray(at, at + sizes[k])], prevFiles[k], recipe, out);
-      counts[k] = recipe.count - before;
-      at += sizes[k];
-    }
-  } else {
-    for (let k = 0; k < files.length; k++) {
-      const m = recipe.mark();
-      const own = reads.open(files[k]);
-      try {
-        bytes += await chunkStream(own, prevFiles[k], recipe, out);
-        counts[k] = recipe.count - m.count;
-      } catch (e) {
-        recipe.rollback(m);
-        errors[k] = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-      } finally {
-        own.close();
-      }
-    }
+  let at = 0;
+  for (let k = 0; k < sizes.length; k++) {
+    const before = recipe.count;
+    bytes += await chunkStream([whole.subarray(at, at + sizes[k])], prevFiles[k], recipe, out);
+    counts[k] = recipe.count - before;
+    at += sizes[k];
   }
   await out.flush();
   const { fps, lengths } = recipe.pack();
-  return transfer({ fps, lengths, counts, errors, bytes, predicted: recipe.predicted }, [
+  return transfer({ fps, lengths, counts, bytes, predicted: recipe.predicted, unread: false }, [
     fps.buffer,
     lengths.buffer,
     counts.buffer,
@@ -427,11 +408,11 @@ expose<CoreApi>(
         const blocks = readFile(file);
         return { blocks, run: () => chunkFile(ctx, signals, prevFile, blocks) };
       }),
-    chunkBatch: ({ files, all, sizes, prevFiles }, ctx) =>
+    chunkBatch: ({ all, sizes, prevFiles }, ctx) =>
       enqueue(() => {
         const signals = new JobSignals(ctx);
         const blocks = readWhole(all);
-        return { blocks, run: () => chunkBatch(ctx, signals, files, sizes, prevFiles, blocks) };
+        return { blocks, run: () => chunkBatch(ctx, signals, sizes, prevFiles, blocks) };
       }),
     chunkSegment: ({ file, start, stop }, ctx) =>
       enqueue(() => {

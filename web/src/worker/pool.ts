@@ -164,7 +164,9 @@ export class CorePool {
 
   /**
    * Small files in one job: read as one composite Blob (one read instead of one per file,
-   * which is what small files cost), chunked one by one. `sizes` are the picked sizes.
+   * which is what small files cost), chunked one by one. `sizes` are the picked sizes. When
+   * the composite cannot be read (a file changed or vanished since the pick), each file is
+   * chunked as a job of its own, so that a failure names its file and the others still count.
    */
   async chunkBatch(
     files: File[],
@@ -175,24 +177,47 @@ export class CorePool {
   ): Promise<BatchResult[]> {
     const r: BatchChunked = await this.run({
       send: (w, onEvent) =>
-        this.workers.request(w, 'chunkBatch', { files, all: new Blob(files), sizes, prevFiles }, { onEvent }),
+        this.workers.request(w, 'chunkBatch', { all: new Blob(files), sizes, prevFiles }, { onEvent }),
       bytes: sizes.reduce((a, b) => a + b, 0),
       onNewChunks,
       onProgress,
     });
+    if (r.unread) return this.chunkEach(files, prevFiles, onNewChunks, onProgress);
     this.predictedChunks += r.predicted;
     onProgress?.(r.bytes);
     let at = 0;
     return files.map((_, k) => {
       const n = r.counts[k];
-      const error = r.errors[k];
-      const out = error
-        ? { error }
-        : // Copies, not views: a view would drag the whole batch's buffer into each file's job record.
-          { fps: r.fps.slice(at * FP_LEN, (at + n) * FP_LEN), lengths: r.lengths.slice(at, at + n) };
+      // Copies, not views: a view would drag the whole batch's buffer into each file's job record.
+      const out = { fps: r.fps.slice(at * FP_LEN, (at + n) * FP_LEN), lengths: r.lengths.slice(at, at + n) };
       at += n;
       return out;
     });
+  }
+
+  /** `files` chunked one job each; a file that cannot be read gives its error, not the batch's. */
+  private async chunkEach(
+    files: File[],
+    prevFiles: number[],
+    onNewChunks: (chunks: NewChunks) => Promise<void>,
+    onProgress?: (bytes: number) => void,
+  ): Promise<BatchResult[]> {
+    const read = new Array<number>(files.length).fill(0);
+    return Promise.all(
+      files.map((file, k) =>
+        this.chunkFile(file, prevFiles[k], onNewChunks, (bytes) => {
+          read[k] = bytes;
+          onProgress?.(read.reduce((a, b) => a + b, 0));
+        }).then(
+          (r): BatchResult => {
+            read[k] = file.size;
+            onProgress?.(read.reduce((a, b) => a + b, 0));
+            return r;
+          },
+          (e: unknown): BatchResult => ({ error: e instanceof Error ? e.message : String(e) }),
+        ),
+      ),
+    );
   }
 
   /**

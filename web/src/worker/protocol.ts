@@ -44,12 +44,13 @@ export interface Chunked {
 }
 
 /**
- * A batch's recipes back to back: file k has `counts[k]` chunks, or failed with `errors[k]`
- * (then count 0).
+ * A batch's recipes back to back: file k has `counts[k]` chunks. `unread`: the composite
+ * could not be read whole (a file changed or vanished since it was picked), nothing was
+ * chunked, and the page reads each file on its own.
  */
 export interface BatchChunked extends Chunked {
   counts: Uint32Array;
-  errors: (string | null)[];
+  unread: boolean;
 }
 
 export interface CoreApi {
@@ -65,16 +66,12 @@ export interface CoreApi {
   /**
    * Small files chunked one by one (each its own recipe) but read as one composite Blob,
    * `all` (= `new Blob(files)`, made by the page: creating a blob is a synchronous round trip
-   * to the browser process, and the page's thread has time to spare where the workers'
-   * has not): one read instead of one per file. `sizes` are the sizes the page saw when they
-   * were picked; `files` are read one by one only if `all` cannot be.
+   * to the browser process, and a File cloned into a worker is one more per file): one read
+   * instead of one per file. `sizes` are the sizes the page saw when they were picked. The
+   * files themselves are not sent: each cloned File costs the browser process work, and they
+   * are needed only when `all` cannot be read (`unread`; the page then sends them one by one).
    */
-  chunkBatch: Method<
-    { files: File[]; all: Blob; sizes: number[]; prevFiles: number[] },
-    BatchChunked,
-    CoreEvent,
-    CoreSignal
-  >;
+  chunkBatch: Method<{ all: Blob; sizes: number[]; prevFiles: number[] }, BatchChunked, CoreEvent, CoreSignal>;
   /** Chunks starting in `start..stop` of a large file, one segment of many (SS-CDC). */
   chunkSegment: Method<{ file: File; start: number; stop: number }, Chunked, CoreEvent, CoreSignal>;
 }
