@@ -59,6 +59,11 @@ test('the dashboard shows the server’s numbers, per repository and per source'
   const { versions } = await api<{ versions: Version[] }>('/versions');
   const { containers } = await api<{ containers: { chunks: unknown[] }[] }>('/containers');
   expect(versions.length).toBe(4);
+  // The Back up panel's ratio of the version it just committed is the server's, as everywhere.
+  await expect(page.getByTestId('backup-ratio')).toHaveAttribute(
+    'data-value',
+    String(versions.at(-1)!.stats.dedup_ratio ?? ''),
+  );
 
   await page.getByTestId('tab-dashboard').click();
   await expect(page.getByTestId('dashboard')).toBeVisible();

@@ -9,7 +9,7 @@ import { sourceFolders } from '../sources/store';
 import { ELSEWHERE_MESSAGE, type BackupRunner } from '../sources/runner';
 import { ExcludesEditor } from './ExcludesEditor';
 import { FolderInput } from './FolderInput';
-import { bytes, duration, ratio } from './format';
+import { bytes, DEDUP_RATIO_MEANS, duration, ratio } from './format';
 
 interface Props {
   api: Api;
@@ -261,8 +261,21 @@ function ProgressView({ p, job }: { p: BackupProgress; job: BackupJob | null }) 
         <dd data-testid="backup-chunks" data-read={p.chunksRead} data-predicted={p.chunksPredicted}>
           {p.chunksRead} in files read, {p.chunksPredicted} predicted from the previous version
         </dd>
-        <dt>Dedup + compression</dt>
-        <dd data-testid="backup-ratio">{ratio(p.dedupRatio)}</dd>
+        {p.version ? (
+          <>
+            <dt title={DEDUP_RATIO_MEANS}>Dedup ratio</dt>
+            <dd data-testid="backup-ratio" data-value={p.version.stats.dedup_ratio ?? ''} title={DEDUP_RATIO_MEANS}>
+              {ratio(p.version.stats.dedup_ratio)}
+            </dd>
+          </>
+        ) : (
+          <>
+            <dt>Dedup + compression so far</dt>
+            <dd data-testid="backup-ratio-so-far" title="Bytes done divided by bytes sent, while the backup runs">
+              {ratio(p.dedupRatio)}
+            </dd>
+          </>
+        )}
         <dt>Speed</dt>
         <dd>
           {p.mbPerSecond.toFixed(1)} MB/s, ETA {duration(p.etaSeconds)}
