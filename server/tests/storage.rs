@@ -971,6 +971,47 @@ impl Oracle<'_> {
     }
 }
 
+/// Small chunks (tiny files, delta chunks) fill a container's 2 048-entry table long before
+/// its 4 MiB of data. Such containers are as full as a merge can make them: counted as sparse,
+/// compaction would merge them into as many new ones on every round and the mover would never
+/// settle (a prune, which waits for it, would not answer).
+#[test]
+fn containers_full_of_small_chunks_settle() {
+    let dir = TempDir::new("small-chunks");
+    let s = Server::start_with(&dir.0, &engine_env(), None);
+    let api = Api::of(&s);
+    let mut pool = Pool::new(0x5a11);
+    let mut rng = Rng(7);
+    let files: Vec<File> = (0..3)
+        .map(|i| {
+            let recipe = (0..2000).map(|_| pool.fresh(&mut rng, 64, 512)).collect();
+            file(&pool, format!("Small/f{i}"), recipe)
+        })
+        .collect();
+    let v = Ver {
+        id: 0,
+        source: "Small".into(),
+        time: 1,
+        files,
+    };
+    let fps: Vec<String> = v.fps().into_iter().collect();
+    api.upload(&pool.chunks, &fps);
+    api.commit(&v.manifest()).expect("commit");
+    api.settle();
+    let first = api.containers();
+    let full = first.iter().filter(|c| c.chunks.len() >= 2048).count();
+    assert!(
+        full >= 2,
+        "the test needs several containers with full tables: {:?}",
+        first.iter().map(|c| c.chunks.len()).collect::<Vec<_>>()
+    );
+    // Settled means settled: another wait moves nothing.
+    api.settle();
+    let ids = |c: &[Cont]| c.iter().map(|c| c.id).collect::<Vec<_>>();
+    assert_eq!(ids(&first), ids(&api.containers()));
+    check_index(&first, &pool, &v.fps(), "small chunks");
+}
+
 #[test]
 fn gc_matches_independent_reachability() {
     let t0 = Instant::now();

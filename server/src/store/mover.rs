@@ -549,6 +549,8 @@ impl Store {
 pub(crate) struct Occupancy {
     pub src: Source,
     pub live: i64,
+    /// Live chunks: a container's table fills before its data when chunks are small.
+    pub live_chunks: u32,
     pub misplaced: i64,
 }
 
@@ -575,6 +577,7 @@ pub(crate) fn occupancy(
                 Occupancy {
                     src: s,
                     live: 0,
+                    live_chunks: 0,
                     misplaced: 0,
                 },
             )
@@ -585,6 +588,7 @@ pub(crate) fn occupancy(
             return Ok(());
         };
         o.live += c.stored_len as i64;
+        o.live_chunks += 1;
         let archival = o.src.kind == ContainerKind::Archival as u8;
         let misplaced = match snap.class(&c.fp, c.committed) {
             Class::Hot | Class::Pending => archival,
@@ -611,9 +615,10 @@ pub(crate) struct Pick {
 ///   an archival one): only those chunks move, leaving dead slots;
 /// - sparse ones, whole: a container whose live bytes (that stay) are under the compaction
 ///   threshold of its own data bytes (dead slots left by moves and sweeps), and an active
-///   container whose live bytes are under the threshold of a full container's, merged with
-///   the other such ones (when there are at least two) so that the newest versions sit in
-///   few dense containers. Archival chunks stay in their groups.
+///   container whose live bytes and live chunks are under the threshold of a full
+///   container's data and table, merged with the other such ones (when there are at least
+///   two) so that the newest versions sit in few dense containers. Archival chunks stay in
+///   their groups.
 fn pick_for_move(
     ix: &dyn IndexRead,
     repo_id: i64,
@@ -631,17 +636,22 @@ fn pick_for_move(
     let active = |o: &Occupancy| o.src.kind == ContainerKind::Active as u8;
     // Live bytes after the misplaced ones leave.
     let staying = |o: &Occupancy| o.live - if layout { o.misplaced } else { 0 };
-    let sparse_active = occ
-        .iter()
-        .filter(|o| active(o) && (staying(o) as f64) < compact * full)
-        .count();
+    // An active container worth merging with others: few live bytes and a table with room.
+    // One whose table is mostly full of small chunks (deltas, tiny files) is as full as a
+    // merge could make it: merging such containers writes them out again, as many, forever.
+    let mergeable = |o: &Occupancy| {
+        active(o)
+            && (staying(o) as f64) < compact * full
+            && (o.live_chunks as f64) < compact * DEFAULT_TABLE_CAPACITY as f64
+    };
+    let sparse_active = occ.iter().filter(|o| mergeable(o)).count();
     let mut batch = Vec::new();
     let mut bytes = 0;
     for o in occ {
         let data = o.data_bytes().max(1) as f64;
         let whole = if active(&o) {
             let staying = staying(&o) as f64;
-            staying < compact * data || (sparse_active >= 2 && staying < compact * full)
+            staying < compact * data || (sparse_active >= 2 && mergeable(&o))
         } else {
             (o.live as f64) < compact * data
         };
