@@ -1,6 +1,6 @@
 // Data reduction benchmark (issue 17, DARE delta chunks; docs/BENCHMARKS.md): typescript-10
 // backed up through the real UI (headless Chromium, real release server) into two servers,
-// one with the delta pass on (DITTO_DELTA=1) and one with it off (DITTO_DELTA=0). After each
+// one with the delta pass on (the default) and one with it off (DITTO_DELTA=0). After each
 // backup the driver waits until the pass has handled that version (stats `delta_pass`), so
 // every version gets its pass, and sums the passes' own times. Then the newest version is
 // restored as a zip (checked byte for byte) from both servers in interleaved rounds: "before"

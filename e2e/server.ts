@@ -16,7 +16,7 @@ export interface RunningServer {
   token: string;
   dataDir: string;
   process: ChildProcess;
-  /** Whether the delta pass runs after commits (only with `DITTO_DELTA=1`). */
+  /** Whether the delta pass runs after commits (on unless `DITTO_DELTA=0`). */
   delta: boolean;
   /** The page URL with the token in the fragment, as `npm start` prints it. */
   appUrl: string;
@@ -68,7 +68,7 @@ export async function startServer(
     token,
     dataDir,
     process: child,
-    delta: (opts.env?.DITTO_DELTA ?? process.env.DITTO_DELTA) === '1',
+    delta: (opts.env?.DITTO_DELTA ?? process.env.DITTO_DELTA) !== '0',
     appUrl,
     async stop({ keepData = false, signal = 'SIGTERM' } = {}) {
       // A process ended by a signal has no exit code, only a signal code.

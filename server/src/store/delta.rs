@@ -50,12 +50,11 @@ use super::{
     Store, StoreError, StoreResult,
 };
 
-/// Whether the server runs the delta pass after commits: only with `DITTO_DELTA=1`, until the
-/// compaction after a pass stops decoding every moved delta from disk (docs/STORAGE.md). It
-/// runs whether or not the HiDeStore layout is on (`DITTO_LAYOUT=off` only stops the mover
-/// from placing chunks; compaction of the copies a pass leaves dead still runs).
+/// Whether the server runs the delta pass after commits: on unless `DITTO_DELTA=0`. It runs
+/// whether or not the HiDeStore layout is on (`DITTO_LAYOUT=off` only stops the mover from
+/// placing chunks; compaction of the copies a pass leaves dead still runs).
 pub fn delta_enabled() -> bool {
-    std::env::var("DITTO_DELTA").is_ok_and(|v| v == "1")
+    std::env::var("DITTO_DELTA").map_or(true, |v| v != "0")
 }
 
 /// Most chunks the super-feature index holds in one pass (about 100 bytes each).
