@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
+import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
 import { startServer, type RunningServer } from '../server';
 // @ts-expect-error plain ESM script without types
 import { startBalancer } from '../../scripts/lb.mjs';
@@ -100,40 +101,8 @@ async function restoreMatches(page: Page, id: number, folder: string, out: strin
     expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folder, rel))), `${rel} differs`).toBe(true);
 }
 
-type Hits = Map<string, [number, number][]>; // "version\0path" -> [keyword, offset] sorted
-
-/** The oracle: every (overlapping) occurrence of each keyword in every file on disk. */
-function scanFolders(keywords: Buffer[]): Hits {
-  const out: Hits = new Map();
-  folders.forEach((dir, v) => {
-    for (const rel of walk(dir)) {
-      const data = readFileSync(path.join(dir, rel));
-      const hits: [number, number][] = [];
-      keywords.forEach((k, kw) => {
-        for (let at = data.indexOf(k); at >= 0; at = data.indexOf(k, at + 1)) hits.push([kw, at]);
-      });
-      if (hits.length)
-        out.set(
-          `${ids[v]}\0${rel}`,
-          hits.sort((a, b) => a[1] - b[1] || a[0] - b[0]),
-        );
-    }
-  });
-  return out;
-}
-
-async function pageHits(page: Page): Promise<Hits> {
-  const out: Hits = new Map();
-  for (const r of await page.getByTestId('search-file').all()) {
-    const [v, p, h] = await Promise.all([
-      r.getAttribute('data-version'),
-      r.getAttribute('data-path'),
-      r.getAttribute('data-hits'),
-    ]);
-    out.set(`${v}\0${p}`, JSON.parse(h!));
-  }
-  return out;
-}
+/** The oracle: every occurrence of each keyword in the backed-up folders (hits.ts). */
+const scanFolders = (keywords: Buffer[]) => scanAll(folders, ids, keywords);
 
 test('two replicas behind a balancer: back up, restore a zip and search through it', async ({ page }, testInfo) => {
   const errors: string[] = [];

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
+import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
 import { backUp, openWithoutPicker } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
@@ -69,40 +70,8 @@ test.afterAll(async () => {
 
 const api = <T>(p: string) => repoJson<T>(server, p);
 
-type Hits = Map<string, [number, number][]>;
-
-/** The oracle: every overlapping occurrence of each keyword in every file on disk. */
-function scanFolders(keywords: Buffer[]): Hits {
-  const out: Hits = new Map();
-  folders.forEach((dir, v) => {
-    for (const rel of walk(dir)) {
-      const data = readFileSync(path.join(dir, rel));
-      const hits: [number, number][] = [];
-      keywords.forEach((k, kw) => {
-        for (let at = data.indexOf(k); at >= 0; at = data.indexOf(k, at + 1)) hits.push([kw, at]);
-      });
-      if (hits.length)
-        out.set(
-          `${ids[v]}\0${rel}`,
-          hits.sort((a, b) => a[1] - b[1] || a[0] - b[0]),
-        );
-    }
-  });
-  return out;
-}
-
-async function pageHits(page: Page): Promise<Hits> {
-  const out: Hits = new Map();
-  for (const r of await page.getByTestId('search-file').all()) {
-    const [v, p, h] = await Promise.all([
-      r.getAttribute('data-version'),
-      r.getAttribute('data-path'),
-      r.getAttribute('data-hits'),
-    ]);
-    out.set(`${v}\0${p}`, JSON.parse(h!));
-  }
-  return out;
-}
+/** The oracle: every occurrence of each keyword in the backed-up folders (hits.ts). */
+const scanFolders = (keywords: Buffer[]) => scanAll(folders, ids, keywords);
 
 let runs = 0;
 
@@ -119,11 +88,6 @@ async function searchBoth(page: Page, keywords: string[], hex: boolean) {
   });
   await expect(page.getByTestId('search-compare')).toHaveAttribute('data-identical', 'true');
   return { done, hits };
-}
-
-function expectSame(got: Hits, want: Hits) {
-  expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
-  for (const [k, hits] of want) expect(got.get(k), k.replace('\0', ' ')).toEqual(hits);
 }
 
 /** Keywords cut across chunk borders of v2's largest file, one-byte partials included. */

@@ -2,6 +2,7 @@ import { expect, test, type Page } from '@playwright/test';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
+import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 // In-page search (issue 7): DedupSearch over three stored releases must find exactly what a
@@ -24,46 +25,9 @@ test.afterAll(async () => {
 
 const api = <T>(p: string) => repoJson<T>(server, p);
 
-type Hits = Map<string, [number, number][]>; // "version\0path" -> [keyword, offset] sorted
-
-/** The oracle: every (overlapping) occurrence of each keyword in every file on disk. */
-function scanFolders(keywords: Buffer[], filesOnly = false, only?: { version: number; path: string }): Hits {
-  const out: Hits = new Map();
-  folders.forEach((dir, v) => {
-    if (only && only.version !== ids[v]) return;
-    for (const rel of walk(dir)) {
-      if (only && !rel.toLowerCase().includes(only.path)) continue;
-      const data = readFileSync(path.join(dir, rel));
-      const hits: [number, number][] = [];
-      keywords.forEach((k, kw) => {
-        for (let at = data.indexOf(k); at >= 0; at = data.indexOf(k, at + 1)) {
-          hits.push([kw, at]);
-          if (filesOnly) break;
-        }
-      });
-      if (hits.length)
-        out.set(
-          `${ids[v]}\0${rel}`,
-          hits.sort((a, b) => a[1] - b[1] || a[0] - b[0]),
-        );
-    }
-  });
-  return out;
-}
-
-async function pageHits(page: Page): Promise<Hits> {
-  const rows = page.getByTestId('search-file');
-  const out: Hits = new Map();
-  for (const r of await rows.all()) {
-    const [v, p, h] = await Promise.all([
-      r.getAttribute('data-version'),
-      r.getAttribute('data-path'),
-      r.getAttribute('data-hits'),
-    ]);
-    out.set(`${v}\0${p}`, JSON.parse(h!));
-  }
-  return out;
-}
+/** The oracle: every occurrence of each keyword in the three folders (hits.ts). */
+const scanFolders = (keywords: Buffer[], filesOnly = false, only?: { version: number; path: string }) =>
+  scanAll(folders, ids, keywords, { filesOnly, only });
 
 /** Searches started in the page so far: each result carries its run number. */
 let runs = 0;
@@ -87,11 +51,6 @@ async function naiveMatchesToo(page: Page) {
   const done = page.locator(`[data-testid=search-done][data-engine=naive][data-seq="${++runs}"]`);
   await expect(done).toBeVisible({ timeout: 120_000 });
   await expect(page.getByTestId('search-compare')).toHaveAttribute('data-identical', 'true');
-}
-
-function expectSame(got: Hits, want: Hits) {
-  expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
-  for (const [k, hits] of want) expect(got.get(k), k.replace('\0', ' ')).toEqual(hits);
 }
 
 /** Keywords cut across real chunk boundaries of a stored file (hex: any bytes). */
