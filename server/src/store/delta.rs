@@ -384,18 +384,7 @@ impl Store {
                         .zip(&w.moves)
                         .map(|(m, mv)| DeltaMove { offset: mv.4, ..*m })
                         .collect();
-                    let h = &w.header;
-                    tx.insert_written_container(&super::index::maintenance::WrittenContainer {
-                        id: w.id as i64,
-                        repo_id,
-                        kind: h.kind as u8,
-                        data_offset: h.data_offset as i64,
-                        data_end: w.data_end as i64,
-                        chunk_count: w.moves.len() as i64,
-                        newest_version: h.newest_version,
-                        created_ms: h.created_ms as i64,
-                        sealed: true,
-                    })?;
+                    tx.insert_written_container(&w.row(repo_id, true))?;
                     let n = tx.repoint_as_deltas(repo_id, w.id as i64, &moves)?;
                     tx.commit()?;
                     rep.delta_chunks += n;

@@ -162,6 +162,24 @@ pub(super) struct Written {
     pub(super) moves: Vec<Move>,
 }
 
+impl Written {
+    /// The container's index row; `sealed` when it takes no appends.
+    pub(super) fn row(&self, repo_id: i64, sealed: bool) -> WrittenContainer {
+        let h = &self.header;
+        WrittenContainer {
+            id: self.id as i64,
+            repo_id,
+            kind: h.kind as u8,
+            data_offset: h.data_offset as i64,
+            data_end: self.data_end as i64,
+            chunk_count: self.moves.len() as i64,
+            newest_version: h.newest_version,
+            created_ms: h.created_ms as i64,
+            sealed,
+        }
+    }
+}
+
 impl Store {
     /// Runs the mover over a repository until no container needs evacuating.
     pub fn run_mover(&self, repo_id: i64) -> StoreResult<Moved> {
@@ -472,19 +490,9 @@ impl Store {
             quarantine::quarantine(&*tx, repo_id, damaged)?;
         }
         if first {
-            let h = &nc.header;
-            tx.insert_written_container(&WrittenContainer {
-                id: nc.id as i64,
-                repo_id,
-                kind: h.kind as u8,
-                data_offset: h.data_offset as i64,
-                data_end: nc.data_end as i64,
-                chunk_count: nc.moves.len() as i64,
-                newest_version: h.newest_version,
-                created_ms: h.created_ms as i64,
-                // Archival containers never take appends.
-                sealed: h.kind == ContainerKind::Archival,
-            })?;
+            // Archival containers never take appends.
+            let sealed = nc.header.kind == ContainerKind::Archival;
+            tx.insert_written_container(&nc.row(repo_id, sealed))?;
         }
         tx.repoint_chunks(repo_id, nc.id as i64, part)?;
         tx.commit()?;

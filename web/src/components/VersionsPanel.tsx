@@ -175,8 +175,8 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
       {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
       {[...bySource].map(([source, list]) => (
         <div key={source} className="source" data-testid="versions-source" data-source={source}>
-          <h3 id={`versions-of-${sanitizeId(source)}`}>{source}</h3>
-          <table className="files" aria-labelledby={`versions-of-${sanitizeId(source)}`}>
+          <h3>{source}</h3>
+          <table className="files" aria-label={`Versions of ${source}`}>
             <thead>
               <tr>
                 <th scope="col">Version</th>
@@ -313,11 +313,6 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
       )}
     </section>
   );
-}
-
-/** A source's name as part of an element id (ids hold no spaces). */
-function sanitizeId(source: string): string {
-  return Array.from(source, (c) => (/[A-Za-z0-9_-]/.test(c) ? c : `_${c.codePointAt(0)!.toString(16)}`)).join('');
 }
 
 /** The bytes a deletion frees, inside its confirmation: counted, still being counted, or unknown. */
