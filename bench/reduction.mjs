@@ -8,9 +8,11 @@
 // cleanly (the write-ahead log folded into the database) and their data directories measured
 // (`du -sb`), against restic and borg repositories of the same folders made in the same run.
 // Prints a table and, last, one JSON line.
-// Usage: node bench/reduction.mjs [--package P] [--count N] [--runs N] [--quick]
-// (--runs: restore rounds, default 3, medians reported; --quick: 3 versions, 1 round)
-import { mkdtempSync, rmSync } from 'node:fs';
+// Usage: node bench/reduction.mjs [--package P] [--count N] [--runs N] [--quick] [--keep DIR]
+// (--runs: restore rounds, default 3, medians reported; --quick: 3 versions, 1 round;
+// --keep: the data directory of the server with the pass is moved to DIR instead of removed,
+// for bench/levels.py)
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -34,6 +36,7 @@ const quick = flag('quick');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 const runs = Number(option('runs', quick ? 1 : 3));
+const keep = option('keep', '');
 if (!(runs >= 1)) throw new Error('--runs must be at least 1');
 
 const versions = dataset(pkg, count);
@@ -121,6 +124,7 @@ await plain.server.stop();
 await withDelta.server.stop();
 const dittoBytes = du(withDelta.server.dataDir);
 const plainBytes = du(plain.server.dataDir);
+if (keep) cpSync(withDelta.server.dataDir, keep, { recursive: true });
 rmSync(withDelta.server.dataDir, { recursive: true, force: true });
 rmSync(plain.server.dataDir, { recursive: true, force: true });
 const resticBytes = restic();

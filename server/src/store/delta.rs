@@ -30,6 +30,7 @@ use std::{
 
 use serde::Serialize;
 use wasm_core::{
+    compress::CODEC_ZSTD,
     format::container::TableEntry,
     hash::Fingerprint,
     resemble::{
@@ -43,9 +44,10 @@ use wasm_core::{
 use super::{
     chunks::ChunkLoc,
     crashpoint,
-    index::{chunks::ChunkRow, maintenance::DeltaMove},
+    index::{chunks::ChunkRow, maintenance::RewriteMove},
     layout::Snapshot,
     mover::{Building, Dest},
+    recompress::Recompressor,
     versions::manifest_stream,
     Store, StoreError, StoreResult,
 };
@@ -80,6 +82,10 @@ pub struct DeltaReport {
     pub delta_chunks: u64,
     /// Stored bytes saved by them.
     pub bytes_saved: i64,
+    /// Candidates that stay whole and were re-stored at the server's higher zstd level
+    /// (`super::recompress`), and the stored bytes that saved.
+    pub recompressed: u64,
+    pub recompress_saved: i64,
     pub containers_written: u64,
     /// Candidates or bases that could not be read (left as they are).
     pub unreadable: u64,
@@ -88,12 +94,23 @@ pub struct DeltaReport {
     pub seconds: f64,
 }
 
-/// A delta chosen for a chunk.
+/// The new copy chosen for a chunk: a delta against `base`, or (no base) the chunk whole,
+/// recompressed.
 struct Chosen {
     fp: Fingerprint,
     row: ChunkRow,
-    base: Fingerprint,
+    base: Option<Fingerprint>,
     payload: Vec<u8>,
+}
+
+impl Chosen {
+    fn codec(&self) -> u8 {
+        if self.base.is_some() {
+            CODEC_DELTA
+        } else {
+            CODEC_ZSTD
+        }
+    }
 }
 
 impl Store {
@@ -102,17 +119,19 @@ impl Store {
     pub fn run_delta(&self, repo_id: i64) -> StoreResult<DeltaReport> {
         let _maint = self.maintenance()?;
         let rep = self.delta_pass(repo_id)?;
-        if rep.delta_chunks > 0 {
+        if rep.delta_chunks + rep.recompressed > 0 {
             self.mover_pass(repo_id, "move")?;
         }
         eprintln!(
-            "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved in {:.2} s",
+            "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; in {:.2} s",
             rep.version,
             rep.delta_chunks,
             rep.candidates,
             rep.dupadj,
             rep.superfeature,
             rep.bytes_saved,
+            rep.recompressed,
+            rep.recompress_saved,
             rep.seconds
         );
         self.delta_last
@@ -238,7 +257,7 @@ impl Store {
             (payload.len() as f64 <= row.stored_len as f64 * max_ratio).then(|| Chosen {
                 fp: *fp,
                 row,
-                base,
+                base: Some(base),
                 payload: payload.to_vec(),
             })
         };
@@ -306,19 +325,46 @@ impl Store {
                 }
             }
         }
+
+        // 4. The candidates that stay whole, recompressed at the server's level where that
+        //    pays (their raw bytes are those the super-feature step just read).
+        let mut rc = Recompressor::new().map_err(|e| bad(e.to_string()))?;
+        for fp in &candidates {
+            if chosen.contains_key(fp) {
+                continue;
+            }
+            let (Some(row), Some(bytes)) =
+                (rows.get(fp).copied(), raw.get(self, repo_id, fp, &mut rep))
+            else {
+                continue;
+            };
+            if let Some(payload) = rc.shrink(&bytes, row.stored_len) {
+                chosen.insert(
+                    *fp,
+                    Chosen {
+                        fp: *fp,
+                        row,
+                        base: None,
+                        payload,
+                    },
+                );
+            }
+        }
         drop(raw);
         if chosen.is_empty() {
             rep.seconds = t0.elapsed().as_secs_f64();
             return Ok(rep);
         }
         // A base chosen in this pass is a chunk that stays whole (older versions' chunks,
-        // or new ones that found no base), so no chain loops.
-        debug_assert!(chosen.values().all(|c| !chosen.contains_key(&c.base)));
+        // or new ones that found no base, recompressed or not), so no chain loops.
+        debug_assert!(chosen.values().all(|c| c
+            .base
+            .is_none_or(|b| chosen.get(&b).is_none_or(|d| d.base.is_none()))));
 
-        // 4. Write the deltas into new active containers, whole and durable.
+        // 5. Write the new copies into new active containers, whole and durable.
         let mut order: Vec<Chosen> = chosen.into_values().collect();
         order.sort_by_key(|c| (c.row.container_id, c.row.slot));
-        let mut builds: Vec<(Building, Vec<DeltaMove>)> = Vec::new();
+        let mut builds: Vec<(Building, Vec<RewriteMove>)> = Vec::new();
         for c in order {
             if !builds
                 .last()
@@ -333,7 +379,7 @@ impl Store {
             b.table.extend_from_slice(
                 &TableEntry {
                     fp: c.fp,
-                    codec: CODEC_DELTA,
+                    codec: c.codec(),
                     offset: rel,
                     stored_len,
                     raw_len: c.row.raw_len,
@@ -343,15 +389,17 @@ impl Store {
             b.data.extend_from_slice(&c.payload);
             b.moves
                 .push((c.fp, c.row.container_id, c.row.slot, slot, rel));
-            extra.push(DeltaMove {
+            let saved = c.row.stored_len - stored_len;
+            extra.push(RewriteMove {
                 fp: c.fp,
                 old_container: c.row.container_id,
                 old_slot: c.row.slot,
                 slot,
                 offset: rel,
                 stored_len,
+                codec: c.codec(),
                 base: c.base,
-                saved: c.row.stored_len - stored_len,
+                saved: if c.base.is_some() { saved } else { 0 },
             });
         }
         let mut written = Vec::new();
@@ -369,7 +417,7 @@ impl Store {
         rep.containers_written = written.len() as u64;
         crashpoint::reached("delta:copied");
 
-        // 5. Switch, one transaction per container, each only if the versions are those of
+        // 6. Switch, one transaction per container, each only if the versions are those of
         //    the snapshot (a base a new commit no longer needs could be swept otherwise).
         let mut switched = 0;
         for (w, extra) in &written {
@@ -379,16 +427,23 @@ impl Store {
                 if !snap.still_current(&*tx, repo_id)? {
                     false
                 } else {
-                    let moves: Vec<DeltaMove> = extra
+                    let moves: Vec<RewriteMove> = extra
                         .iter()
                         .zip(&w.moves)
-                        .map(|(m, mv)| DeltaMove { offset: mv.4, ..*m })
+                        .map(|(m, mv)| RewriteMove { offset: mv.4, ..*m })
                         .collect();
                     tx.insert_written_container(&w.row(repo_id, true))?;
-                    let n = tx.repoint_as_deltas(repo_id, w.id as i64, &moves)?;
+                    tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
                     tx.commit()?;
-                    rep.delta_chunks += n;
-                    rep.bytes_saved += moves.iter().map(|m| m.saved as i64).sum::<i64>();
+                    let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
+                        moves.iter().partition(|m| m.base.is_some());
+                    rep.delta_chunks += deltas.len() as u64;
+                    rep.bytes_saved += deltas.iter().map(|m| m.saved as i64).sum::<i64>();
+                    rep.recompressed += whole.len() as u64;
+                    rep.recompress_saved += whole
+                        .iter()
+                        .map(|m| rows[&m.fp].stored_len as i64 - m.stored_len as i64)
+                        .sum::<i64>();
                     true
                 }
             };

@@ -33,6 +33,7 @@ pub mod layout;
 pub mod locations;
 pub mod mover;
 pub mod quarantine;
+pub mod recompress;
 pub mod recover;
 pub mod retention;
 pub mod search;

@@ -34,9 +34,10 @@ pub const HEADER_LEN: usize = FINGERPRINT_LEN + 1;
 /// Longest chain of delta links a reader follows (docs/FORMAT.md, chain rule).
 pub const MAX_CHAIN_DEPTH: usize = 4;
 
-/// Default zstd level of the delta frames (the same as codec 1's upload level; see
-/// docs/BENCHMARKS.md, "Resemblance and delta (probe)", for the levels measured).
-pub const DEFAULT_DELTA_LEVEL: i32 = 3;
+/// Default zstd level of the delta frames. Deltas are made on the server after the commit,
+/// off the upload path, so a level above codec 1's upload level pays: deltas are small and
+/// the time is spent once (docs/BENCHMARKS.md, "Delta and recompression levels").
+pub const DEFAULT_DELTA_LEVEL: i32 = 9;
 
 /// Why a delta payload was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

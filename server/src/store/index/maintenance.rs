@@ -42,18 +42,20 @@ pub struct WrittenContainer {
 /// A chunk's move: fp, old container, old slot, new slot, new offset.
 pub type ChunkMove = (Fingerprint, i64, u32, u32, u64);
 
-/// A chunk re-stored as a delta (codec 2) by the delta pass: its move plus what changes
-/// with the codec.
+/// A chunk the delta pass re-stored, as a delta (codec 2, with its base) or whole at a
+/// higher compression level (codec 1, no base): its move plus what changes with the copy.
 #[derive(Debug, Clone, Copy)]
-pub struct DeltaMove {
+pub struct RewriteMove {
     pub fp: Fingerprint,
     pub old_container: i64,
     pub old_slot: u32,
     pub slot: u32,
     pub offset: u64,
     pub stored_len: u32,
-    pub base: Fingerprint,
-    /// Stored bytes the delta saves over the copy it replaces.
+    pub codec: u8,
+    pub base: Option<Fingerprint>,
+    /// Stored bytes a delta saves over the copy it replaces (0 for a recompressed chunk:
+    /// that saving counts as compression's).
     pub saved: u32,
 }
 
@@ -114,8 +116,8 @@ pub trait MaintenanceWrite {
     /// Re-points the chunks of `moves` to their new slots in container `to`, each only if
     /// its row still names the slot it was copied from.
     fn repoint_chunks(&self, repo_id: i64, to: i64, moves: &[ChunkMove]) -> StoreResult<()>;
-    /// Re-points the chunks of `moves` to their delta copies in container `to` (codec 2,
-    /// stored length, base), each only if its row still names the slot it was read from;
-    /// returns how many rows changed.
-    fn repoint_as_deltas(&self, repo_id: i64, to: i64, moves: &[DeltaMove]) -> StoreResult<u64>;
+    /// Re-points the chunks of `moves` to their rewritten copies in container `to` (codec,
+    /// stored length, base, saving), each only if its row still names the slot it was read
+    /// from; returns how many rows changed.
+    fn repoint_rewritten(&self, repo_id: i64, to: i64, moves: &[RewriteMove]) -> StoreResult<u64>;
 }

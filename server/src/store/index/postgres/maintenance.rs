@@ -6,7 +6,7 @@ use wasm_core::hash::Fingerprint;
 use super::{chunks::chunk_rows_of, fp_of, Pg};
 use crate::store::index::chunks::ChunkRow;
 use crate::store::index::maintenance::{
-    ChunkMove, DeltaMove, LiveManifest, Source, WrittenContainer,
+    ChunkMove, LiveManifest, RewriteMove, Source, WrittenContainer,
 };
 use crate::store::index::{MaintenanceRead, MaintenanceWrite};
 use crate::store::StoreResult;
@@ -264,13 +264,13 @@ impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
         Ok(())
     }
 
-    fn repoint_as_deltas(&self, repo_id: i64, to: i64, moves: &[DeltaMove]) -> StoreResult<u64> {
+    fn repoint_rewritten(&self, repo_id: i64, to: i64, moves: &[RewriteMove]) -> StoreResult<u64> {
         if moves.is_empty() {
             return Ok(0);
         }
         let mut c = self.c();
         let upd = c.prepare(
-            "UPDATE chunks SET container_id = $1, slot = $2, \"offset\" = $3, stored_len = $4, codec = 2, base = $5, saved = $6 WHERE repo_id = $7 AND fp = $8 AND container_id = $9 AND slot = $10",
+            "UPDATE chunks SET container_id = $1, slot = $2, \"offset\" = $3, stored_len = $4, codec = $5, base = $6, saved = $7 WHERE repo_id = $8 AND fp = $9 AND container_id = $10 AND slot = $11",
         )?;
         let mut n = 0;
         for m in moves {
@@ -281,7 +281,8 @@ impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
                     &(m.slot as i64),
                     &(m.offset as i64),
                     &(m.stored_len as i64),
-                    &&m.base[..],
+                    &(m.codec as i64),
+                    &m.base.as_ref().map(|b| &b[..]),
                     &(m.saved as i64),
                     &repo_id,
                     &&m.fp[..],
