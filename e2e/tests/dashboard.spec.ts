@@ -37,6 +37,7 @@ interface Stats {
   containers: number;
   container_bytes: number;
   versions: number;
+  series: { id: number; first_stored_bytes: number; delta_saved_bytes: number }[];
 }
 interface Version {
   id: number;
@@ -124,15 +125,27 @@ test('the dashboard shows the server’s numbers, per repository and per source'
   await page.getByTestId('dashboard').screenshot({ path: shot });
   await testInfo.attach('dashboard (repository)', { path: shot, contentType: 'image/png' });
 
-  // One source: its own sums.
+  // One source: its own sums; stored and delta are those of the chunks its versions stored
+  // first, as the server stores them now.
   await page.getByTestId('dash-scope').selectOption(PKG);
   const mine = versions.filter((v) => v.source === PKG);
   const sum = (f: (v: Version) => number) => mine.reduce((n, v) => n + f(v), 0);
+  const point = (v: Version) => stats.series.find((p) => p.id === v.id)!;
+  const mineStored = sum((v) => point(v).first_stored_bytes);
+  const mineDelta = sum((v) => point(v).delta_saved_bytes);
+  // Sources share chunks: the copy stored nothing first, so the source's chunks are all.
+  expect(mineStored).toBe(stats.stored_bytes);
+  expect(mineDelta).toBe(delta);
   await expect(page.getByTestId('dashboard')).toHaveAttribute('data-scope', PKG);
   await expect(page.getByTestId('dash-row')).toHaveCount(3);
   expect(await value(page, 'dash-logical')).toBe(String(sum((v) => v.stats.logical_bytes)));
-  expect(await value(page, 'dash-stored')).toBe(String(sum((v) => v.stats.new_stored_bytes)));
+  expect(await value(page, 'dash-stored')).toBe(String(mineStored));
   expect(await value(page, 'dash-raw')).toBe(String(sum((v) => v.stats.new_raw_bytes)));
+  if (mineDelta > 0) expect(await value(page, 'dash-saved-delta')).toBe(String(mineDelta));
+  else await expect(page.getByTestId('dash-saved-delta')).toHaveCount(0);
+  let mineSaved = mineDelta;
+  for (const id of ['dash-saved-dedup', 'dash-saved-compression']) mineSaved += Number(await value(page, id));
+  expect(mineSaved).toBe(sum((v) => v.stats.logical_bytes) - mineStored);
   await expect(page.getByTestId('chart-chunk-sizes').locator('canvas')).toHaveCount(1);
   const distinct = Number(await value(page, 'dash-hist-total'));
   expect(distinct).toBeGreaterThan(0);

@@ -173,5 +173,23 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   expect(walk(out)).toEqual(walk(folders[1]));
   for (const rel of walk(folders[1]))
     expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[1], rel))), rel).toBe(true);
+
+  // The source's dashboard splits its savings with delta too: per version, from the chunks
+  // each stored first (the second version's edits are its deltas).
+  const after = await api<{
+    stored_bytes: number;
+    delta_saved_bytes: number;
+    series: { id: number; first_stored_bytes: number; delta_saved_bytes: number }[];
+  }>('/stats');
+  const v2 = after.series.find((p) => p.id === ids[1])!;
+  expect(v2.delta_saved_bytes, 'the second version saved by deltas').toBeGreaterThan(0);
+  expect(after.series.reduce((n, p) => n + p.delta_saved_bytes, 0)).toBe(after.delta_saved_bytes);
+  expect(after.series.reduce((n, p) => n + p.first_stored_bytes, 0)).toBe(after.stored_bytes);
+  await page.getByTestId('tab-dashboard').click();
+  await page.getByTestId('dash-scope').selectOption('delta');
+  await expect(page.getByTestId('dashboard')).toHaveAttribute('data-scope', 'delta');
+  await expect(page.getByTestId('dash-saved-delta')).toHaveAttribute('data-value', String(after.delta_saved_bytes));
+  await expect(page.getByTestId('dash-stored')).toHaveAttribute('data-value', String(after.stored_bytes));
+  await expect(page.getByTestId('chart-savings')).toContainText('Saved by delta');
   expect(errors).toEqual([]);
 });

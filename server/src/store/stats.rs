@@ -43,6 +43,11 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     let (delta_chunks, delta_saved) = ix.delta_totals(repo_id)?;
     let rows = ix.version_series(repo_id)?;
     let unique = unique_stored_bytes(ix, repo_id, &rows)?;
+    let first: HashMap<i64, (i64, i64)> = ix
+        .first_stored_totals(repo_id)?
+        .into_iter()
+        .map(|(v, stored, saved)| (v, (stored, saved)))
+        .collect();
     let mut series = Vec::new();
     let mut logical_total: u64 = 0;
     for v in rows {
@@ -53,6 +58,8 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
             "logical_bytes": s.logical_bytes, "files": s.files,
             "new_stored_bytes": s.new_stored_bytes, "dedup_ratio": s.dedup_ratio,
             "unique_stored_bytes": unique.get(&v.id).copied(),
+            "first_stored_bytes": first.get(&v.id).map_or(0, |f| f.0),
+            "delta_saved_bytes": first.get(&v.id).map_or(0, |f| f.1),
         }));
     }
     Ok(json!({

@@ -93,6 +93,10 @@ export interface RepoStats {
     dedup_ratio: number | null;
     /** Stored bytes of the chunks only this version references: what deleting it alone frees. */
     unique_stored_bytes: number;
+    /** The chunks this version stored first, as stored now (after the server's delta pass). */
+    first_stored_bytes?: number;
+    /** What those of them stored as deltas save. */
+    delta_saved_bytes?: number;
   }[];
 }
 

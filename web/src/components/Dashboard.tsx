@@ -60,7 +60,18 @@ function Figure(props: { id: string; label: string; value: number | null; text: 
   );
 }
 
-type Row = { v: VersionInfo; cumLogical: number; cumStored: number; unique: number | null };
+/**
+ * `stored`: the chunks the version stored first as they are stored now (what it uploaded,
+ * where the server does not say); `delta`: what those stored as deltas save.
+ */
+type Row = {
+  v: VersionInfo;
+  cumLogical: number;
+  cumStored: number;
+  unique: number | null;
+  stored: number;
+  delta: number;
+};
 
 /** A version as the charts label it: short, so that labels fit side by side. */
 const versionLabel = (v: VersionInfo) => `#${v.id}`;
@@ -84,7 +95,9 @@ function SourceCharts({ source, rows, heading }: { source: string; rows: Row[]; 
       unbounded: rows.some((r) => r.v.stats.dedup_ratio === null),
       savings: [
         series('Saved by dedup', '--chart-3', (r) => r.v.stats.logical_bytes - r.v.stats.new_raw_bytes),
-        series('Saved by compression', '--chart-4', (r) => r.v.stats.new_raw_bytes - r.v.stats.new_stored_bytes),
+        series('Saved by compression', '--chart-4', (r) => r.v.stats.new_raw_bytes - r.stored - r.delta),
+        // No line for a technique that saved nothing here (the pass off, or nothing similar).
+        ...(rows.some((r) => r.delta > 0) ? [series('Saved by delta', '--chart-5', (r) => r.delta)] : []),
       ],
       unique: [series('Only this version', '--chart-5', (r) => r.unique)],
     };
@@ -196,11 +209,19 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
     const vs = scope ? data.versions.filter((v) => v.source === scope) : data.versions;
     let cumLogical = 0;
     let cumStored = 0;
-    const uniqueOf = new Map(data.stats.series.map((p) => [p.id, p.unique_stored_bytes]));
+    const pointOf = new Map(data.stats.series.map((p) => [p.id, p]));
     const rows: Row[] = vs.map((v) => {
       cumLogical += v.stats.logical_bytes;
       cumStored += v.stats.new_stored_bytes;
-      return { v, cumLogical, cumStored, unique: uniqueOf.get(v.id) ?? null };
+      const p = pointOf.get(v.id);
+      return {
+        v,
+        cumLogical,
+        cumStored,
+        unique: p?.unique_stored_bytes ?? null,
+        stored: p?.first_stored_bytes ?? v.stats.new_stored_bytes,
+        delta: p?.delta_saved_bytes ?? 0,
+      };
     });
     const bySource = new Map<string, Row[]>();
     for (const r of rows) bySource.set(r.v.source, [...(bySource.get(r.v.source) ?? []), r]);
@@ -210,9 +231,10 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
       ? {
           logical: sumOf((v) => v.stats.logical_bytes),
           raw: sumOf((v) => v.stats.new_raw_bytes),
-          stored: sumOf((v) => v.stats.new_stored_bytes),
+          stored: rows.reduce((n, r) => n + r.stored, 0),
+          delta: rows.reduce((n, r) => n + r.delta, 0),
         }
-      : { logical: s.logical_bytes, raw: s.raw_bytes, stored: s.stored_bytes };
+      : { logical: s.logical_bytes, raw: s.raw_bytes, stored: s.stored_bytes, delta: s.delta_saved_bytes ?? 0 };
     const sizes = scope ? sourceChunks.get(scope) : data.containers.flatMap((c) => c.chunks.map((ch) => ch.raw_len));
     const labels = rows.map((r) => versionLabel(r.v));
     return {
@@ -272,9 +294,10 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
   const s = data.stats;
   const t = view.totals;
   // The server's stored bytes count delta chunks as stored: what compression saved is what
-  // is left once the delta savings are taken out. Deltas are made per repository, so a
-  // source's view has no delta split; a server without the delta pass has no delta figure.
-  const delta = scope || !s.delta_saved_bytes ? null : s.delta_saved_bytes;
+  // is left once the delta savings are taken out. A source's figures are those of the chunks
+  // its versions stored first; no delta figure where deltas saved nothing (or the server
+  // makes none).
+  const delta = t.delta > 0 ? t.delta : null;
   const compression = t.raw - t.stored - (delta ?? 0);
   return (
     <section className="dashboard" data-testid="dashboard" data-scope={scope}>

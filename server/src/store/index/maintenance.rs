@@ -90,6 +90,9 @@ pub trait MaintenanceRead {
     fn delta_edges(&self, repo_id: i64) -> StoreResult<Vec<(Fingerprint, Fingerprint)>>;
     /// How many delta chunks the repository stores and the stored bytes they save.
     fn delta_totals(&self, repo_id: i64) -> StoreResult<(i64, i64)>;
+    /// Per version, the chunks it stored first as they are stored now: `(version id,
+    /// stored bytes, stored bytes their deltas save)`, versions that stored none left out.
+    fn first_stored_totals(&self, repo_id: i64) -> StoreResult<Vec<(i64, i64, i64)>>;
 }
 
 pub trait MaintenanceWrite {

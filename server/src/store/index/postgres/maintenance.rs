@@ -168,6 +168,18 @@ impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
         )?;
         Ok((r.get(0), r.get(1)))
     }
+
+    fn first_stored_totals(&self, repo_id: i64) -> StoreResult<Vec<(i64, i64, i64)>> {
+        Ok(self
+            .c()
+            .query(
+                "SELECT first_version, SUM(stored_len)::BIGINT, SUM(saved)::BIGINT FROM chunks WHERE repo_id = $1 AND first_version IS NOT NULL GROUP BY first_version",
+                &[&repo_id],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+    }
 }
 
 impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {

@@ -165,6 +165,14 @@ impl<C: Deref<Target = Connection>> MaintenanceRead for Sql<C> {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?)
     }
+
+    fn first_stored_totals(&self, repo_id: i64) -> StoreResult<Vec<(i64, i64, i64)>> {
+        let mut st = self.c().prepare_cached(
+            "SELECT first_version, SUM(stored_len), SUM(saved) FROM chunks WHERE repo_id = ?1 AND first_version IS NOT NULL GROUP BY first_version",
+        )?;
+        let rows = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }
 
 impl<C: Deref<Target = Connection>> MaintenanceWrite for Sql<C> {
