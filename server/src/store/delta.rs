@@ -16,8 +16,11 @@
 //!    at least [`MIN_SAVING`] of the chunk's stored bytes (DupAdj pairs: the stricter
 //!    `wasm_core::resemble::DUPADJ_MAX_RATIO`). A base at the chain cap is replaced by its
 //!    nearest ancestor below it.
+//! 4. The candidates that stay whole are recompressed at the server's higher zstd level
+//!    (`super::recompress`, not DARE's: the pass has their raw bytes in hand) and re-stored
+//!    with the deltas where that pays.
 //!
-//! Durability is the mover's (docs/STORAGE.md, "Crash safety"): the deltas are written into
+//! Durability is the mover's (docs/STORAGE.md, "Crash safety"): the new copies are written into
 //! new containers, whole and durable, before one transaction per container inserts its row
 //! and re-points the chunks (each only if its row still names the slot it was read from,
 //! and only if no version was committed or deleted since the snapshot). The old copies
