@@ -60,7 +60,11 @@ const allSeries = [];
 if (only !== 'smallfiles') allSeries.push(series('typescript', pkg, dataset(pkg, count)));
 if (only !== 'typescript')
   allSeries.push(
-    series('smallfiles', smallPkg, pypiVersions(smallPkg, smallCount, path.join(ROOT, 'target', 'datasets'), smallSeries)),
+    series(
+      'smallfiles',
+      smallPkg,
+      pypiVersions(smallPkg, smallCount, path.join(ROOT, 'target', 'datasets'), smallSeries),
+    ),
   );
 
 /**

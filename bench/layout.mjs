@@ -112,7 +112,7 @@ for (const s of settings) {
     for (let i = 0; i < want.length; i += 2000) {
       const part = want.slice(i, i + 2000);
       const got = [...bundleEntries(await postRaw(source, '/repos/default/chunks/get', { fingerprints: part }))];
-      for (let j = 0; j < got.length; ) {
+      for (let j = 0; j < got.length;) {
         let n = 0;
         const batch = [];
         while (j < got.length && n + got[j].payload.length < 12 << 20) {

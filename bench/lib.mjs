@@ -86,7 +86,13 @@ export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'd
   const bin = process.env.DITTO_SERVER_BIN ?? path.join(target, 'release', 'ditto-server');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run npm run build:server`);
   const child = spawn(bin, ['serve'], {
-    env: { ...process.env, ...env, PORT: '0', DATA_DIR: dataDir, WEB_DIR: process.env.DITTO_WEB_DIR ?? path.join(ROOT, 'web', 'dist') },
+    env: {
+      ...process.env,
+      ...env,
+      PORT: '0',
+      DATA_DIR: dataDir,
+      WEB_DIR: process.env.DITTO_WEB_DIR ?? path.join(ROOT, 'web', 'dist'),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const appUrl = await new Promise((resolve, reject) => {
@@ -342,7 +348,10 @@ export async function restoreFolder(browser, server, version, folder, dirName) {
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.goto(server.appUrl);
   await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
-  await page.evaluate((name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true }).catch(() => {})), dirName);
+  await page.evaluate(
+    (name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true }).catch(() => {})),
+    dirName,
+  );
   await page.getByTestId('tab-versions').click();
   const button = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-folder]`);
   await button.waitFor();
@@ -386,7 +395,10 @@ export async function restoreFolder(browser, server, version, folder, dirName) {
       throw new Error(`the folder restore of version ${version}: ${f} differs from the source`);
   }
   if (bytes !== result.bytes) throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${bytes}`);
-  await page.evaluate((name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true })), dirName);
+  await page.evaluate(
+    (name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true })),
+    dirName,
+  );
   await page.close();
   result.checked = { files: want.length, bytes };
   return result;

@@ -47,7 +47,8 @@ const pickIndex = versions.findIndex((v) => path.basename(v) === pick);
 if (pickIndex < 0) throw new Error(`--restore ${pick}: not one of ${versions.map((v) => path.basename(v)).join(', ')}`);
 const parent = path.dirname(versions[0]);
 const targets = [{ key: 'a', label: `${pkg} ${pick}`, folder: versions[pickIndex] }];
-if (withParent) targets.push({ key: 'b', label: `${path.basename(parent)}/ (all releases, one source)`, folder: parent });
+if (withParent)
+  targets.push({ key: 'b', label: `${path.basename(parent)}/ (all releases, one source)`, folder: parent });
 const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-restore-'));
 
 /** The fewest containers holding the chunks of `version`, by the same rule as the page (first container listed). */
@@ -152,10 +153,22 @@ try {
         `zip ${(t.zip[0].zipBytes / 1e6).toFixed(1)} MB, byte-identical in all ${runs} runs of each\n`,
     );
     console.log('restore (median of runs)'.padEnd(36), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
-    const zipPage = row('ditto zip, page clock (fetch->zip)', t.zip.map((r) => r.pageSeconds));
-    const zipWall = row('ditto zip, click to download on disk', t.zip.map((r) => r.wallSeconds));
-    const dirPage = row('ditto folder, page clock', t.dir.map((r) => r.pageSeconds));
-    const dirWall = row('ditto folder, click to last file', t.dir.map((r) => r.wallSeconds));
+    const zipPage = row(
+      'ditto zip, page clock (fetch->zip)',
+      t.zip.map((r) => r.pageSeconds),
+    );
+    const zipWall = row(
+      'ditto zip, click to download on disk',
+      t.zip.map((r) => r.wallSeconds),
+    );
+    const dirPage = row(
+      'ditto folder, page clock',
+      t.dir.map((r) => r.pageSeconds),
+    );
+    const dirWall = row(
+      'ditto folder, click to last file',
+      t.dir.map((r) => r.wallSeconds),
+    );
     const rs = withRestic ? row('restic restore', t.restic) : NaN;
     console.log(
       `\nditto zip: ${t.zip[0].requests} chunk requests, ${t.zip[0].containersRead} container reads, ` +
