@@ -673,8 +673,16 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
     );
 }
 
-/// The raw `versions.manifest` column of version `id` (SQLite, read-only, server stopped).
+/// The raw `versions.manifest` column of version `id`, read from whichever index backend
+/// the suite runs on (SQLite: the file, read-only; the server is stopped).
 fn stored_manifest(dir: &Path, id: i64) -> Vec<u8> {
+    if let Some(url) = database_url(dir) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        return c
+            .query_one("SELECT manifest FROM versions WHERE id = $1", &[&id])
+            .unwrap()
+            .get(0);
+    }
     let db = rusqlite::Connection::open_with_flags(
         dir.join("ditto.sqlite3"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -684,6 +692,29 @@ fn stored_manifest(dir: &Path, id: i64) -> Vec<u8> {
         r.get(0)
     })
     .unwrap()
+}
+
+/// Overwrites the `versions.manifest` column of version `id` (the server is stopped).
+fn set_stored_manifest(dir: &Path, id: i64, blob: &[u8]) {
+    if let Some(url) = database_url(dir) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let n = c
+            .execute(
+                "UPDATE versions SET manifest = $1 WHERE id = $2",
+                &[&blob, &id],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        return;
+    }
+    let db = rusqlite::Connection::open(dir.join("ditto.sqlite3")).unwrap();
+    let n = db
+        .execute(
+            "UPDATE versions SET manifest = ?1 WHERE id = ?2",
+            rusqlite::params![blob, id],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
 }
 
 /// The bytes after `"manifest":` in a version's GET body, without the closing brace: the
@@ -729,9 +760,6 @@ fn manifests_are_stored_as_one_zstd_frame_and_served_as_committed() {
         e["mode"] = Value::Null; // the server writes the field the client left out
     }
     assert_eq!(serde_json::from_slice::<Value>(&served).unwrap(), expect);
-    if !on_sqlite() {
-        return; // the rows are PostgreSQL's; the codec's unit tests cover the form
-    }
     assert!(s.stop(Duration::from_secs(10)).is_some());
     let stored = stored_manifest(&dir.0, id);
     assert_eq!(stored[..4], [0x28, 0xB5, 0x2F, 0xFD], "not a zstd frame");
@@ -749,9 +777,6 @@ fn manifests_are_stored_as_one_zstd_frame_and_served_as_committed() {
 
 #[test]
 fn a_damaged_stored_manifest_is_an_error_not_other_json() {
-    if !on_sqlite() {
-        return; // the row is damaged through the SQLite file
-    }
     let dir = TempDir::new("manifestdamage");
     let mut s = Server::start(&dir.0);
     let cs = chunks(13, 2);
@@ -762,16 +787,10 @@ fn a_damaged_stored_manifest_is_an_error_not_other_json() {
     let good_json = served_manifest(&s, good);
     let plain_json = served_manifest(&s, plain);
     assert!(s.stop(Duration::from_secs(10)).is_some());
-    {
-        let db = rusqlite::Connection::open(dir.0.join("ditto.sqlite3")).unwrap();
-        let stored = stored_manifest(&dir.0, cut);
-        let set = "UPDATE versions SET manifest = ?1 WHERE id = ?2";
-        db.execute(set, rusqlite::params![&stored[..stored.len() - 6], cut])
-            .unwrap();
-        // JSON in the column is not a form the server writes: refused, not guessed at.
-        db.execute(set, rusqlite::params![&plain_json, plain])
-            .unwrap();
-    }
+    let stored = stored_manifest(&dir.0, cut);
+    set_stored_manifest(&dir.0, cut, &stored[..stored.len() - 6]);
+    // JSON in the column is not a form the server writes: refused, not guessed at.
+    set_stored_manifest(&dir.0, plain, &plain_json);
     let s = Server::start(&dir.0);
     assert_eq!(served_manifest(&s, good), good_json);
     for (id, what) in [
