@@ -42,8 +42,10 @@ pub enum BlobError {
     NotAFrame,
     /// The frame is damaged, truncated or followed by other bytes.
     Corrupt(String),
-    /// The frame would decode to more than the limit.
+    /// The frame would decode to more than the limit (or the JSON to encode is larger).
     TooLarge { limit: usize },
+    /// zstd failed to compress (it fails only on allocation or a bad parameter).
+    Encode(String),
 }
 
 impl fmt::Display for BlobError {
@@ -54,6 +56,7 @@ impl fmt::Display for BlobError {
             BlobError::TooLarge { limit } => {
                 write!(f, "stored manifest decodes to more than {limit} bytes")
             }
+            BlobError::Encode(e) => write!(f, "manifest could not be compressed: {e}"),
         }
     }
 }
@@ -66,7 +69,7 @@ pub fn encode(json: &[u8]) -> Result<Vec<u8>, BlobError> {
         // Never written, so that every row reads back under the same bound.
         return Err(BlobError::TooLarge { limit: MAX_JSON });
     }
-    let fail = |e: std::io::Error| BlobError::Corrupt(e.to_string());
+    let fail = |e: std::io::Error| BlobError::Encode(e.to_string());
     let mut c = zstd::bulk::Compressor::new(LEVEL).map_err(fail)?;
     c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
         .map_err(fail)?;
@@ -93,15 +96,15 @@ fn decode_within(stored: &[u8], limit: usize) -> Result<Vec<u8>, BlobError> {
     }
     // The header's content size (our frames carry it) refuses a large frame at once; the
     // capped read below bounds every frame, whatever its header says.
-    if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(stored) {
-        if n > limit as u64 {
-            return Err(BlobError::TooLarge { limit });
-        }
-    }
+    let declared = match zstd::zstd_safe::get_frame_content_size(stored) {
+        Ok(Some(n)) if n > limit as u64 => return Err(BlobError::TooLarge { limit }),
+        Ok(Some(n)) => n as usize,
+        _ => 0,
+    };
     let decoder = zstd::stream::read::Decoder::with_buffer(stored)
         .map_err(|e| BlobError::Corrupt(e.to_string()))?
         .single_frame();
-    let mut json = Vec::new();
+    let mut json = Vec::with_capacity(declared);
     decoder
         .take(limit as u64 + 1)
         .read_to_end(&mut json)
