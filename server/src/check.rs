@@ -293,7 +293,7 @@ pub fn check(
     for v in versions {
         let vid = v.id;
         rep.versions += 1;
-        let m: Manifest = match store::versions::decode_manifest(&v.manifest)
+        let m: Manifest = match store::manifest_blob::decode(&v.manifest)
             .map_err(|e| e.to_string())
             .and_then(|j| serde_json::from_slice(&j).map_err(|e| e.to_string()))
         {

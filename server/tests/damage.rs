@@ -1,6 +1,7 @@
 //! Damage on disk and hostile conditions, against the real server process: a flipped bit in
 //! a container header or in a chunk, a damaged newest container, a cut container file, a
-//! full disk, the write-ahead log removed, idle connections, file modes, large manifests.
+//! full disk, the write-ahead log removed, idle connections, file modes, large manifests,
+//! the stored form of manifests and a damaged one.
 
 mod common;
 
@@ -669,5 +670,157 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
     assert_eq!(
         damage_of_versions(&s, "default", &s.token),
         vec![(v, 0, false)]
+    );
+}
+
+/// The raw `versions.manifest` column of version `id`, read from whichever index backend
+/// the suite runs on (SQLite: the file, read-only; the server is stopped).
+fn stored_manifest(dir: &Path, id: i64) -> Vec<u8> {
+    if let Some(url) = database_url(dir) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        return c
+            .query_one("SELECT manifest FROM versions WHERE id = $1", &[&id])
+            .unwrap()
+            .get(0);
+    }
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("ditto.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.query_row("SELECT manifest FROM versions WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+/// Overwrites the `versions.manifest` column of version `id` (the server is stopped).
+fn set_stored_manifest(dir: &Path, id: i64, blob: &[u8]) {
+    if let Some(url) = database_url(dir) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let n = c
+            .execute(
+                "UPDATE versions SET manifest = $1 WHERE id = $2",
+                &[&blob, &id],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        return;
+    }
+    let db = rusqlite::Connection::open(dir.join("ditto.sqlite3")).unwrap();
+    let n = db
+        .execute(
+            "UPDATE versions SET manifest = ?1 WHERE id = ?2",
+            rusqlite::params![blob, id],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+/// The bytes after `"manifest":` in a version's GET body, without the closing brace: the
+/// JSON the server serves for it, byte for byte.
+fn served_manifest(s: &Server, id: i64) -> Vec<u8> {
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/versions/{id}")),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let key = b"\"manifest\":";
+    let at = r.body.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    assert_eq!(r.body.last(), Some(&b'}'));
+    r.body[at..r.body.len() - 1].to_vec()
+}
+
+#[test]
+fn manifests_are_stored_as_one_zstd_frame_and_served_as_committed() {
+    let dir = TempDir::new("manifestblob");
+    let mut s = Server::start(&dir.0);
+    let cs = chunks(12, 3);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
+    // Many entries naming the same chunks, as a tree of small files does: the JSON is
+    // mostly repeated hex, which the stored form must shrink.
+    let size: usize = cs.iter().map(|c| c.raw.len()).sum();
+    let entries: Vec<Value> = (0..300)
+        .map(|i| {
+            json!({ "path": format!("d/f{i}"), "kind": "file", "size": size, "mtime": i,
+                    "recipe": cs.iter().map(TestChunk::hex).collect::<Vec<_>>() })
+        })
+        .collect();
+    let m = json!({ "source": "src", "time": 7, "entries": entries });
+    let r = post_json(&s.repo_url("default", "/versions"), &s.token, &m);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let id = r.json()["id"].as_i64().unwrap();
+
+    let served = served_manifest(&s, id);
+    let mut expect = m.clone();
+    for e in expect["entries"].as_array_mut().unwrap() {
+        e["mode"] = Value::Null; // the server writes the field the client left out
+    }
+    assert_eq!(serde_json::from_slice::<Value>(&served).unwrap(), expect);
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+    let stored = stored_manifest(&dir.0, id);
+    assert_eq!(stored[..4], [0x28, 0xB5, 0x2F, 0xFD], "not a zstd frame");
+    assert!(
+        stored.len() * 4 < served.len(),
+        "{} stored bytes for {} of JSON",
+        stored.len(),
+        served.len()
+    );
+    assert_eq!(zstd::decode_all(&stored[..]).unwrap(), served);
+    // Restarted, the server serves the same bytes from the row.
+    let s = Server::start(&dir.0);
+    assert_eq!(served_manifest(&s, id), served);
+}
+
+#[test]
+fn a_damaged_stored_manifest_is_an_error_not_other_json() {
+    let dir = TempDir::new("manifestdamage");
+    let mut s = Server::start(&dir.0);
+    let cs = chunks(13, 2);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
+    let good = commit(&s, "default", &s.token, "a", &cs);
+    let cut = commit(&s, "default", &s.token, "b", &cs);
+    let plain = commit(&s, "default", &s.token, "c", &cs);
+    let good_json = served_manifest(&s, good);
+    let plain_json = served_manifest(&s, plain);
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+    let stored = stored_manifest(&dir.0, cut);
+    set_stored_manifest(&dir.0, cut, &stored[..stored.len() - 6]);
+    // JSON in the column is not a form the server writes: refused, not guessed at.
+    set_stored_manifest(&dir.0, plain, &plain_json);
+    let s = Server::start(&dir.0);
+    assert_eq!(served_manifest(&s, good), good_json);
+    for (id, what) in [
+        (cut, "stored manifest is a damaged zstd frame"),
+        (plain, "stored manifest is not a zstd frame"),
+    ] {
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/versions/{id}")),
+            Some(&s.token),
+            &[],
+            None,
+        );
+        let body = r.expect_error(500, "internal");
+        let msg = body["error"].as_str().unwrap();
+        assert!(msg.contains(&format!("version {id}: {what}")), "{msg}");
+    }
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "version {cut}: unreadable manifest: stored manifest is a damaged zstd frame"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "version {plain}: unreadable manifest: stored manifest is not a zstd frame"
+        )),
+        "{out}"
     );
 }

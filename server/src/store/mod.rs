@@ -31,6 +31,7 @@ pub mod index;
 pub mod ingest;
 pub mod layout;
 pub mod locations;
+pub mod manifest_blob;
 pub mod mover;
 pub mod quarantine;
 pub mod recompress;

@@ -25,7 +25,7 @@ use wasm_core::{
     },
 };
 
-use super::{chunks::ChunkLoc, verify, versions::decode_manifest, Store, StoreError, StoreResult};
+use super::{chunks::ChunkLoc, manifest_blob, verify, Store, StoreError, StoreResult};
 
 /// What to search: all versions or some, optionally only paths containing a substring
 /// (case-insensitive, as in the page).
@@ -131,8 +131,8 @@ impl Store {
             let mut seen: HashMap<Fingerprint, usize> = HashMap::new();
             let mut recipes: Vec<(i64, String, u64, Vec<usize>)> = Vec::new();
             for (id, blob) in &manifests {
-                let json =
-                    decode_manifest(blob).map_err(|e| StoreError::Internal(e.to_string()))?;
+                let json = manifest_blob::decode(blob)
+                    .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
                 let m: Manifest = serde_json::from_slice(&json)
                     .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
                 for e in m.entries {

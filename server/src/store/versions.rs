@@ -1,7 +1,7 @@
 //! Versions: committing a manifest against the index (every referenced chunk stored, every
 //! file's size the sum of its chunks), listing, reading and deleting them. A version row
-//! and the `first_version` marks of its new chunks commit in one transaction; the
-//! manifest is kept zstd-compressed in the row (`encode_manifest`, `decode_manifest`).
+//! and the `first_version` marks of its new chunks commit in one transaction; the row
+//! holds the manifest in its stored form ([`manifest_blob`]: one zstd frame of the JSON).
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,23 +16,14 @@ use wasm_core::{
 
 use super::{
     index::versions::{CommitChunk, NewVersion},
+    manifest_blob,
     mover::layout_enabled,
     now_ms,
     stats::ratio,
     Store, StoreError, StoreResult,
 };
 
-/// Compresses a manifest's JSON for its version row.
-pub fn encode_manifest(json: &[u8]) -> std::io::Result<Vec<u8>> {
-    zstd::bulk::compress(json, 3)
-}
-
-/// The manifest JSON of a version row's blob.
-pub fn decode_manifest(blob: &[u8]) -> std::io::Result<Vec<u8>> {
-    zstd::decode_all(blob)
-}
-
-/// The distinct fingerprints of a stored (zstd-compressed JSON) manifest.
+/// The distinct fingerprints of a stored manifest ([`manifest_blob`]).
 pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
     Ok(manifest_stream(blob)?.into_iter().collect())
 }
@@ -40,7 +31,7 @@ pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
 /// The fingerprints of a stored manifest in stream order: every entry's recipe, one after
 /// the other (duplicates kept), as the delta pass's DupAdj aligns versions.
 pub fn manifest_stream(blob: &[u8]) -> Result<Vec<Fingerprint>, String> {
-    let json = decode_manifest(blob).map_err(|e| e.to_string())?;
+    let json = manifest_blob::decode(blob).map_err(|e| e.to_string())?;
     let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
     let mut fps = Vec::new();
     for e in &m.entries {
@@ -56,7 +47,8 @@ pub use super::index::versions::{VersionRecord, VersionRow};
 impl VersionRecord {
     /// Its manifest as JSON.
     pub fn manifest_json(&self) -> StoreResult<Vec<u8>> {
-        decode_manifest(&self.manifest).map_err(|e| StoreError::Internal(e.to_string()))
+        manifest_blob::decode(&self.manifest)
+            .map_err(|e| StoreError::Internal(format!("version {}: {e}", self.row.id)))
     }
 }
 
@@ -85,7 +77,7 @@ impl Store {
         stats.skipped_files = manifest.skipped.len() as u64;
         self.backup_activity();
         let json = serde_json::to_vec(manifest).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let blob = encode_manifest(&json)?;
+        let blob = manifest_blob::encode(&json).map_err(|e| StoreError::Internal(e.to_string()))?;
 
         let mut w = self.writer_for_write()?;
         let tx = w.begin(repo_id)?;

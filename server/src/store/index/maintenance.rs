@@ -17,7 +17,7 @@ pub struct Source {
     pub data_end: i64,
 }
 
-/// A live version's manifest (stored, zstd-compressed JSON) with its source.
+/// A live version's manifest (its stored form, `store::manifest_blob`) with its source.
 pub struct LiveManifest {
     pub id: i64,
     pub source: String,

@@ -20,7 +20,7 @@ pub struct VersionRecord {
     pub row: VersionRow,
     /// The id of the token that committed it (none for versions from before tokens).
     pub token_id: Option<String>,
-    /// The stored (zstd-compressed JSON) manifest; `store::versions` decodes it.
+    /// The manifest's stored form (`store::manifest_blob`); `store::versions` decodes it.
     pub(crate) manifest: Vec<u8>,
 }
 

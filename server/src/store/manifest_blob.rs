@@ -1,0 +1,236 @@
+//! The stored form of a version's manifest (docs/FORMAT.md "Manifest", "Stored form"): the
+//! `versions.manifest` column of either index backend holds one zstd frame of the JSON the
+//! server validated. The backends store and return the bytes as they are; the store
+//! encodes once per commit (before it takes the writer lock) and decodes wherever it needs
+//! the recipes, through this module only.
+//!
+//! A manifest is mostly 40-character hex fingerprints, which no level compresses much below
+//! their 20 bytes of entropy each: the middle levels store more bytes than level 3 on
+//! them, and the slowest ones save a few percent for as much time as the server's whole
+//! commit or more (docs/BENCHMARKS.md, "Stored manifests"), so rows use level 3, the one
+//! the chunks use too. Any level decodes the same way, so a later change of level leaves
+//! older rows readable as they are; none is ever rewritten.
+//!
+//! Frames carry zstd's content checksum, so a damaged row reads as an error rather than as
+//! other JSON. Decoding is bounded: a row never holds more JSON than a commit can write
+//! ([`MAX_JSON`]), so a frame that would inflate beyond it is damage, refused before the
+//! memory is spent.
+
+use std::fmt;
+use std::io::Read;
+
+use wasm_core::format::manifest::MAX_ENTRIES;
+
+/// The zstd level of new rows.
+pub const LEVEL: i32 = 3;
+
+/// The largest manifest JSON a commit writes: the body limit of `POST versions`
+/// (`api::MAX_MANIFEST_BODY`) plus what re-serialising a parsed manifest may add to each
+/// entry (`,"mode":null` and `,"recipe":[]` when the client left them out).
+pub const MAX_JSON: usize = (256 << 20) + MAX_ENTRIES * PER_ENTRY_SLACK;
+
+/// Bytes re-serialising may add to one entry; see [`MAX_JSON`].
+const PER_ENTRY_SLACK: usize = 32;
+
+/// The first four bytes of a zstd frame (little-endian 0xFD2FB528).
+const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+/// Why a stored manifest cannot be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BlobError {
+    /// The row does not start with a zstd frame.
+    NotAFrame,
+    /// The frame is damaged, truncated or followed by other bytes.
+    Corrupt(String),
+    /// The frame would decode to more than the limit (or the JSON to encode is larger).
+    TooLarge { limit: usize },
+    /// zstd failed to compress (it fails only on allocation or a bad parameter).
+    Encode(String),
+}
+
+impl fmt::Display for BlobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlobError::NotAFrame => f.write_str("stored manifest is not a zstd frame"),
+            BlobError::Corrupt(e) => write!(f, "stored manifest is a damaged zstd frame: {e}"),
+            BlobError::TooLarge { limit } => {
+                write!(f, "stored manifest decodes to more than {limit} bytes")
+            }
+            BlobError::Encode(e) => write!(f, "manifest could not be compressed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BlobError {}
+
+/// The stored form of manifest JSON `json`.
+pub fn encode(json: &[u8]) -> Result<Vec<u8>, BlobError> {
+    if json.len() > MAX_JSON {
+        // Never written, so that every row reads back under the same bound.
+        return Err(BlobError::TooLarge { limit: MAX_JSON });
+    }
+    let fail = |e: std::io::Error| BlobError::Encode(e.to_string());
+    let mut c = zstd::bulk::Compressor::new(LEVEL).map_err(fail)?;
+    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+        .map_err(fail)?;
+    c.compress(json).map_err(fail)
+}
+
+/// The manifest JSON of stored form `stored`.
+pub fn decode(stored: &[u8]) -> Result<Vec<u8>, BlobError> {
+    decode_within(stored, MAX_JSON)
+}
+
+/// [`decode`] with bound `limit`.
+fn decode_within(stored: &[u8], limit: usize) -> Result<Vec<u8>, BlobError> {
+    if !stored.starts_with(&MAGIC) {
+        return Err(BlobError::NotAFrame);
+    }
+    let frame_len = zstd::zstd_safe::find_frame_compressed_size(stored)
+        .map_err(|code| BlobError::Corrupt(zstd::zstd_safe::get_error_name(code).into()))?;
+    if frame_len != stored.len() {
+        return Err(BlobError::Corrupt(format!(
+            "{} bytes after the frame",
+            stored.len() - frame_len
+        )));
+    }
+    // The header's content size (our frames carry it) refuses a large frame at once; the
+    // capped read below bounds every frame, whatever its header says.
+    let declared = match zstd::zstd_safe::get_frame_content_size(stored) {
+        Ok(Some(n)) if n > limit as u64 => return Err(BlobError::TooLarge { limit }),
+        Ok(Some(n)) => n as usize,
+        _ => 0,
+    };
+    let decoder = zstd::stream::read::Decoder::with_buffer(stored)
+        .map_err(|e| BlobError::Corrupt(e.to_string()))?
+        .single_frame();
+    let mut json = Vec::with_capacity(declared);
+    decoder
+        .take(limit as u64 + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| BlobError::Corrupt(e.to_string()))?;
+    if json.len() > limit {
+        return Err(BlobError::TooLarge { limit });
+    }
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn manifest_json() -> Vec<u8> {
+        let entries: Vec<String> = (0..200)
+            .map(|i| {
+                format!(
+                    r#"{{"path":"d/f{i}","kind":"file","size":1,"mtime":0,"mode":null,"recipe":["{:040x}"]}}"#,
+                    i * 7919
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"source":"s","time":1,"entries":[{}]}}"#,
+            entries.join(",")
+        )
+        .into_bytes()
+    }
+
+    /// A frame without a content size in its header, as a streaming encoder writes it.
+    fn frame_without_size(raw: &[u8]) -> Vec<u8> {
+        let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        enc.write_all(raw).unwrap();
+        let frame = enc.finish().unwrap();
+        assert!(matches!(
+            zstd::zstd_safe::get_frame_content_size(&frame),
+            Ok(None)
+        ));
+        frame
+    }
+
+    #[test]
+    fn round_trip_is_a_smaller_zstd_frame() {
+        let json = manifest_json();
+        let stored = encode(&json).unwrap();
+        assert_eq!(stored[..4], MAGIC);
+        assert!(
+            stored.len() < json.len() / 2,
+            "{} of {}",
+            stored.len(),
+            json.len()
+        );
+        assert_eq!(decode(&stored).unwrap(), json);
+        assert_eq!(decode(&encode(b"").unwrap()).unwrap(), b"");
+    }
+
+    #[test]
+    fn frames_of_any_level_decode() {
+        let json = manifest_json();
+        for level in [1, 3, 19] {
+            let stored = zstd::bulk::compress(&json, level).unwrap();
+            assert_eq!(decode(&stored).unwrap(), json, "level {level}");
+        }
+        assert_eq!(decode(&frame_without_size(&json)).unwrap(), json);
+    }
+
+    #[test]
+    fn what_is_not_one_whole_frame_is_refused() {
+        let json = manifest_json();
+        assert_eq!(decode(&json), Err(BlobError::NotAFrame));
+        assert_eq!(decode(b""), Err(BlobError::NotAFrame));
+
+        let stored = encode(&json).unwrap();
+        let cut = &stored[..stored.len() - 5];
+        assert!(
+            matches!(decode(cut), Err(BlobError::Corrupt(_))),
+            "truncated"
+        );
+
+        let mut trailing = stored.clone();
+        trailing.extend_from_slice(&stored);
+        assert_eq!(
+            decode(&trailing),
+            Err(BlobError::Corrupt(format!(
+                "{} bytes after the frame",
+                stored.len()
+            )))
+        );
+
+        // Damage inside the compressed blocks: block decoding or the content checksum
+        // fails, and the error says so instead of returning other JSON.
+        let mut flipped = stored.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x55;
+        flipped[mid + 1] ^= 0xAA;
+        match decode(&flipped) {
+            Err(BlobError::Corrupt(e)) => assert!(!e.is_empty()),
+            other => panic!("damaged frame read as {other:?}"),
+        }
+        let shown = decode(&json).unwrap_err().to_string();
+        assert_eq!(shown, "stored manifest is not a zstd frame");
+    }
+
+    #[test]
+    fn frames_beyond_the_bound_are_refused() {
+        let json = manifest_json();
+        let n = json.len();
+        let with_size = zstd::bulk::compress(&json, 3).unwrap();
+        let without_size = frame_without_size(&json);
+        for frame in [&with_size, &without_size] {
+            assert_eq!(decode_within(frame, n).unwrap(), json);
+            assert_eq!(
+                decode_within(frame, n - 1),
+                Err(BlobError::TooLarge { limit: n - 1 })
+            );
+        }
+    }
+
+    #[test]
+    fn encode_refuses_what_decode_would() {
+        // The body limit and the two fields an entry may gain (12 bytes each).
+        const { assert!(MAX_JSON >= crate::api::MAX_MANIFEST_BODY + MAX_ENTRIES * 24) };
+        let big = vec![0u8; MAX_JSON + 1];
+        assert_eq!(encode(&big), Err(BlobError::TooLarge { limit: MAX_JSON }));
+    }
+}
