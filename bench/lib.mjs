@@ -136,6 +136,31 @@ export async function apiJson(server, p) {
   return res.json();
 }
 
+/**
+ * Waits until the server's background work after the backups is done, so that what is
+ * measured next is the repository at rest: the delta pass has handled the newest version
+ * (skipped for a server started with `DITTO_DELTA=0`), then a dry-run prune runs the
+ * mover and compaction to the end.
+ */
+export async function settle(server, { delta = true, timeoutSeconds = 600 } = {}) {
+  if (delta) {
+    const { versions } = await apiJson(server, '/repos/default/versions');
+    const newest = Math.max(0, ...versions.map((v) => v.id));
+    const t0 = now();
+    while (newest > 0 && ((await apiJson(server, '/repos/default/stats')).delta_pass?.version ?? 0) < newest) {
+      if (now() - t0 > timeoutSeconds)
+        throw new Error(`the delta pass did not handle version ${newest} in ${timeoutSeconds} s`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const res = await fetch(new URL('/api/v1/repos/default/prune', server.origin), {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ dry_run: true }),
+  });
+  if (!res.ok) throw new Error(`prune (dry run): ${res.status} ${await res.text()}`);
+}
+
 /** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS. */
 export function launchBrowser() {
   return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });

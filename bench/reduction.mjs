@@ -28,6 +28,7 @@ import {
   openApp,
   resticRepo,
   restoreZip,
+  settle,
   startServer,
 } from './lib.mjs';
 
@@ -73,13 +74,8 @@ async function backedUp(delta) {
   } finally {
     await browser.close();
   }
-  // The mover and compaction run in the background; a dry-run prune runs them to the end.
-  const res = await fetch(new URL('/api/v1/repos/default/prune', server.origin), {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ dry_run: true }),
-  });
-  if (!res.ok) throw new Error(`prune (dry run): ${res.status} ${await res.text()}`);
+  // Every pass was waited for above; the mover and compaction run to the end.
+  await settle(server, { delta: false });
   const stats = await apiJson(server, '/repos/default/stats');
   return { server, passes, newestId: rows.at(-1).version, stats };
 }
