@@ -10,9 +10,10 @@
 //! // Physical phase (one ContainerScan per worker): every stored chunk once.
 //! const scan = new ContainerScan(kw);
 //! const missing = scan.scanCached(cache, fps);  // scans the cached ones; indices of the rest
-//! // Delta chunks' bases that neither the range nor the cache holds: fetch them decoded.
+//! // Delta chunks' bases that neither the range nor the cache holds: fetch them as stored
+//! // (a delta base comes decoded: the server resolves its chain).
 //! const want = scan.outsideBases(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
-//! const bases = want.length ? await chunksGet(want, { decode: true }) : new Uint8Array();
+//! const bases = want.length ? await chunksGet(want) : new Uint8Array();
 //! scan.scan(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens, bases);
 //! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
 //! const db = scan.finish();                                         // -> logical worker

@@ -93,13 +93,14 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     storedBytes = bytes.byteLength;
     const args = [rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
     // Delta chunks decode against their bases: those neither this range nor the cache
-    // holds come decoded from `chunks/get` (the server resolves their own chains).
+    // holds come from `chunks/get` as stored (zstd, a quarter of the raw bytes, decoded by
+    // the scan), a base that is a delta itself decoded (the server resolves its chain).
     let bases: Uint8Array = new Uint8Array(0);
     if (rest.codecs.includes(CODEC_DELTA)) {
       const want = c.scan.outsideBases(c.chunks, bytes, rest.start, ...args);
       if (want.length > 0) {
         const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-        bases = await c.api.getChunks(fps, undefined, true);
+        bases = await c.api.getChunks(fps);
         storedBytes += bases.byteLength;
         c.basesFetched += fps.length;
       }
