@@ -1,11 +1,15 @@
 //! The delta pass (DARE, issue 17) against the real server process: chunks of a new version
 //! that resemble stored ones are re-stored as deltas (codec 2), every reader answers their
 //! bytes unchanged, expiry keeps the bases a live delta needs, a damaged delta is refused,
-//! and a kill at each persistence point of the pass loses nothing.
+//! a kill at each persistence point of the pass loses nothing, and garbage collection keeps
+//! exactly what live versions need, bases of live deltas included.
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    time::Duration,
+};
 
 use common::*;
 use serde_json::{json, Value};
@@ -109,6 +113,11 @@ fn fps_of(m: &Value) -> Vec<String> {
 
 /// Uploads what the server lacks of `m`'s chunks and commits `m`; the version id.
 fn backup(s: &Server, h: &History, m: &Value) -> i64 {
+    backup_of(s, &h.chunks, m)
+}
+
+/// [`backup`] with the chunks from `chunks`.
+fn backup_of(s: &Server, chunks: &[TestChunk], m: &Value) -> i64 {
     let fps = fps_of(m);
     let r = post_json(
         &s.repo_url("default", "/chunks/missing"),
@@ -117,8 +126,7 @@ fn backup(s: &Server, h: &History, m: &Value) -> i64 {
     );
     assert_eq!(r.status, 200);
     let miss: Vec<String> = serde_json::from_value(r.json()["missing"].clone()).unwrap();
-    let batch: Vec<TestChunk> = h
-        .chunks
+    let batch: Vec<TestChunk> = chunks
         .iter()
         .filter(|c| miss.contains(&c.hex()))
         .cloned()
@@ -379,4 +387,327 @@ fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
         got, want,
         "server search with deltas equals the naive search"
     );
+}
+
+// ---------------------------------------------------------------- GC with base edges
+
+/// A source whose file `a` has 30 text chunks; each version edits the same third of them
+/// again (next to unchanged duplicates: DupAdj pairs each edit with the previous version's
+/// copy, itself a delta from the round before, so chains grow a link per version up to the
+/// cap) and adds a small file of its own.
+struct Chains {
+    chunks: Vec<TestChunk>,
+    fps: std::collections::HashSet<String>,
+    content: Vec<Vec<u8>>,
+    round: u64,
+}
+
+impl Chains {
+    fn new() -> Chains {
+        Chains {
+            chunks: Vec::new(),
+            fps: Default::default(),
+            content: (0..30)
+                .map(|i| text_bytes(0xE000 + i, 9_000 + (i as usize * 677) % 12_000))
+                .collect(),
+            round: 0,
+        }
+    }
+
+    fn add(&mut self, raw: Vec<u8>) -> String {
+        let c = TestChunk::new(raw, true);
+        let h = c.hex();
+        if self.fps.insert(h.clone()) {
+            self.chunks.push(c);
+        }
+        h
+    }
+
+    fn raw(&self, fp: &str) -> &[u8] {
+        &self.chunks.iter().find(|c| c.hex() == fp).unwrap().raw
+    }
+
+    /// The next version's manifest.
+    fn next(&mut self) -> Value {
+        self.round += 1;
+        let r = self.round;
+        if r > 1 {
+            for i in (1..self.content.len()).step_by(3) {
+                self.content[i] = edited(&self.content[i], r * 1_000 + i as u64);
+            }
+        }
+        let a: Vec<String> = self
+            .content
+            .clone()
+            .into_iter()
+            .map(|c| self.add(c))
+            .collect();
+        let own: Vec<String> = (0..3)
+            .map(|k| self.add(rand_bytes(0xF000 + r * 10 + k, 4_000)))
+            .collect();
+        let t = 1_763_000_000_000 + r as i64 * 3_600_000;
+        let mut entries = vec![json!({ "path": "src", "kind": "dir", "size": 0, "mtime": t,
+            "mode": 493, "recipe": [] })];
+        for (p, recipe) in [("a".to_string(), a), (format!("n{r}"), own)] {
+            let size: usize = recipe.iter().map(|h| self.raw(h).len()).sum();
+            entries.push(
+                json!({ "path": format!("src/{p}"), "kind": "file", "size": size,
+                "mtime": t, "mode": 420, "recipe": recipe }),
+            );
+        }
+        json!({ "source": "src", "time": t, "entries": entries })
+    }
+}
+
+/// The index's base edges (delta fingerprint -> base), read beside the running server.
+fn base_edges(dir: &std::path::Path) -> HashMap<String, String> {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = match database_url(dir) {
+        Some(url) => {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            c.query("SELECT fp, base FROM chunks WHERE base IS NOT NULL", &[])
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect()
+        }
+        None => {
+            let c = rusqlite::Connection::open_with_flags(
+                dir.join("ditto.sqlite3"),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            let mut st = c
+                .prepare("SELECT fp, base FROM chunks WHERE base IS NOT NULL")
+                .unwrap();
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            rows
+        }
+    };
+    rows.into_iter()
+        .map(|(fp, base)| (hex(&fp), hex(&base)))
+        .collect()
+}
+
+/// What the oracle found: delta chunks stored, the longest chain among them.
+struct Found {
+    deltas: usize,
+    depth: usize,
+}
+
+/// Compares what is stored with the test's own count of what is live: every chunk a live
+/// manifest names plus, transitively, the base of every live delta (edges from the index).
+/// Nothing live may be missing (each reads back byte-identical) and nothing else may be
+/// stored (every chunk here was committed, so the grace period for pending chunks keeps
+/// none).
+fn gc_oracle(
+    s: &Server,
+    dir: &std::path::Path,
+    ch: &Chains,
+    live: &BTreeMap<i64, Value>,
+    ctx: &str,
+) -> Found {
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let conts = r.json();
+    let mut stored: BTreeMap<String, u64> = BTreeMap::new();
+    let mut ids = BTreeSet::new();
+    for c in conts["containers"].as_array().unwrap() {
+        ids.insert(c["id"].as_u64().unwrap());
+        for k in c["chunks"].as_array().unwrap() {
+            let fp = k["fp"].as_str().unwrap().to_string();
+            let codec = k["codec"].as_u64().unwrap();
+            assert!(
+                stored.insert(fp.clone(), codec).is_none(),
+                "{ctx}: {fp} has two rows"
+            );
+        }
+    }
+    let edges = base_edges(dir);
+    for (fp, codec) in &stored {
+        assert_eq!(
+            *codec == 2,
+            edges.contains_key(fp),
+            "{ctx}: {fp}: codec {codec} and a base edge disagree"
+        );
+    }
+    let mut want: BTreeSet<String> = live.values().flat_map(fps_of).collect();
+    let mut depth = 0;
+    for fp in want.clone() {
+        let mut at = fp;
+        let mut d = 0;
+        while let Some(b) = edges.get(&at) {
+            d += 1;
+            assert!(d <= 4, "{ctx}: a chain longer than the cap");
+            want.insert(b.clone());
+            at = b.clone();
+        }
+        depth = depth.max(d);
+    }
+    let have: BTreeSet<String> = stored.keys().cloned().collect();
+    let lost: Vec<&String> = want.difference(&have).collect();
+    let kept: Vec<&String> = have.difference(&want).collect();
+    assert!(
+        lost.is_empty(),
+        "{ctx}: {} live chunks (referenced, or the base of a live delta) are not stored: {lost:?}",
+        lost.len()
+    );
+    assert!(
+        kept.is_empty(),
+        "{ctx}: {} dead chunks (no live version needs them, directly or as a base) are stored: {kept:?}",
+        kept.len()
+    );
+    let fps: Vec<String> = want.iter().cloned().collect();
+    for decode in [false, true] {
+        for (raw, fp) in get_chunks(s, "default", &s.token, &fps, decode)
+            .iter()
+            .zip(&fps)
+        {
+            assert!(
+                raw == ch.raw(fp),
+                "{ctx}: chunk {fp} reads back different bytes"
+            );
+        }
+    }
+    for fp in &fps {
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{fp}")),
+            Some(&s.token),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200, "{ctx}: GET chunks/{fp}");
+        assert!(r.body == ch.raw(fp), "{ctx}: GET chunks/{fp} bytes");
+    }
+    // One container file per container row, no file left behind.
+    let files: BTreeSet<u64> = container_files(dir, 1)
+        .iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            name.parse().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        files, ids,
+        "{ctx}: container files and container rows differ"
+    );
+    Found {
+        deltas: stored.values().filter(|c| **c == 2).count(),
+        depth,
+    }
+}
+
+/// A step of an expiry order.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// `DELETE versions/{id}` of the n-th version made (1-based).
+    Delete(usize),
+    /// `forget` of these versions.
+    Forget(&'static [usize]),
+    /// One more version (and its pass).
+    Backup,
+}
+
+fn expire_with_bases(order: &[Step]) {
+    let dir = TempDir::new("delta-gc");
+    let s = Server::start_with(&dir.0, ENV, None);
+    let mut ch = Chains::new();
+    let mut made: Vec<i64> = Vec::new();
+    let mut live: BTreeMap<i64, Value> = BTreeMap::new();
+    let commit = |ch: &mut Chains, live: &mut BTreeMap<i64, Value>, made: &mut Vec<i64>| {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        wait_pass(&s, v);
+        made.push(v);
+        live.insert(v, m);
+    };
+    for _ in 0..5 {
+        commit(&mut ch, &mut live, &mut made);
+    }
+    let f = gc_oracle(&s, &dir.0, &ch, &live, "5 versions");
+    // Chains from v2 on: depth 4 means a delta whose base is a delta whose base is ...
+    assert!(
+        f.deltas >= 30 && f.depth >= 3,
+        "the history makes chains of deltas: {} deltas, longest chain {}",
+        f.deltas,
+        f.depth
+    );
+    for step in order {
+        let ctx = format!("{order:?}, {step:?}");
+        match *step {
+            Step::Backup => commit(&mut ch, &mut live, &mut made),
+            Step::Delete(n) => {
+                let id = made[n - 1];
+                let r = request(
+                    "DELETE",
+                    &s.repo_url("default", &format!("/versions/{id}")),
+                    Some(&s.token),
+                    &[],
+                    None,
+                );
+                assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+                live.remove(&id);
+            }
+            Step::Forget(ns) => {
+                let ids: Vec<i64> = ns.iter().map(|n| made[n - 1]).collect();
+                let r = post_json(
+                    &s.repo_url("default", "/forget"),
+                    &s.token,
+                    &json!({ "versions": ids }),
+                );
+                assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+                for id in ids {
+                    live.remove(&id);
+                }
+            }
+        }
+        // The expiry pruned already; a prune after it must agree.
+        gc_oracle(&s, &dir.0, &ch, &live, &format!("{ctx}, after it"));
+        let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+        assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+        let f = gc_oracle(&s, &dir.0, &ch, &live, &format!("{ctx}, after a prune"));
+        eprintln!(
+            "delta gc: {step:?}: {} live versions, {} deltas, longest chain {}",
+            live.len(),
+            f.deltas,
+            f.depth
+        );
+    }
+    let mut s = s;
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, &format!("{order:?}"));
+}
+
+/// GC with base edges against the test's own reachability count, in several expiry orders:
+/// the middle version that first stored the bases of the next one's deltas, the oldest one
+/// (every chain's root), the newest, and a new version built on a chain left behind.
+#[test]
+fn gc_keeps_exactly_what_live_deltas_need() {
+    let t0 = std::time::Instant::now();
+    expire_with_bases(&[
+        Step::Delete(2),
+        Step::Forget(&[1]),
+        Step::Delete(4),
+        Step::Backup,
+        Step::Forget(&[3, 5]),
+    ]);
+    expire_with_bases(&[
+        Step::Delete(5),
+        Step::Forget(&[1, 3]),
+        Step::Backup,
+        Step::Delete(4),
+        Step::Forget(&[2]),
+    ]);
+    eprintln!("delta gc: {:.1}s", t0.elapsed().as_secs_f64());
 }
