@@ -711,3 +711,218 @@ fn gc_keeps_exactly_what_live_deltas_need() {
     ]);
     eprintln!("delta gc: {:.1}s", t0.elapsed().as_secs_f64());
 }
+
+// ---------------------------------------------------------------- PostgreSQL schema 2 -> 3
+
+/// The PostgreSQL index as schema version 2 created it (before the delta columns
+/// `chunks.base` and `chunks.saved`), written out here so that the upgrade is tested from
+/// what older servers left, not from today's schema minus a column.
+const PG_SCHEMA_2: &str = r#"
+CREATE TABLE schema_version(version BIGINT NOT NULL);
+CREATE TABLE repos(
+  id BIGSERIAL PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  created_ms BIGINT NOT NULL,
+  gc_epoch BIGINT NOT NULL DEFAULT 0,
+  reclaimed_bytes BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE tokens(
+  hash BYTEA PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  scope TEXT NOT NULL DEFAULT 'full');
+CREATE TABLE containers(
+  id BIGINT PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  kind BIGINT NOT NULL,
+  data_offset BIGINT NOT NULL,
+  data_end BIGINT NOT NULL,
+  chunk_count BIGINT NOT NULL,
+  newest_version BIGINT NOT NULL DEFAULT 0,
+  created_ms BIGINT NOT NULL,
+  sealed BIGINT NOT NULL DEFAULT 0,
+  damage TEXT);
+CREATE INDEX containers_by_repo ON containers(repo_id, id);
+CREATE INDEX containers_by_kind ON containers(repo_id, kind, newest_version);
+CREATE TABLE chunks(
+  repo_id BIGINT NOT NULL,
+  fp BYTEA NOT NULL,
+  container_id BIGINT NOT NULL,
+  slot BIGINT NOT NULL,
+  "offset" BIGINT NOT NULL,
+  stored_len BIGINT NOT NULL,
+  raw_len BIGINT NOT NULL,
+  codec BIGINT NOT NULL,
+  first_version BIGINT,
+  stored_ms BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY(repo_id, fp));
+CREATE INDEX chunks_by_container ON chunks(container_id, slot);
+CREATE TABLE versions(
+  id BIGSERIAL PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  source TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  committed_ms BIGINT NOT NULL,
+  stats TEXT NOT NULL,
+  manifest BYTEA NOT NULL,
+  damaged BIGINT NOT NULL DEFAULT 0,
+  token_id TEXT);
+CREATE INDEX versions_by_repo ON versions(repo_id, id);
+CREATE TABLE quarantine(
+  id BIGSERIAL PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  fp BYTEA NOT NULL,
+  container_id BIGINT NOT NULL,
+  slot BIGINT NOT NULL,
+  "offset" BIGINT NOT NULL,
+  stored_len BIGINT NOT NULL,
+  raw_len BIGINT NOT NULL,
+  codec BIGINT NOT NULL,
+  first_version BIGINT,
+  reason TEXT NOT NULL,
+  found_ms BIGINT NOT NULL,
+  healed_ms BIGINT);
+CREATE INDEX quarantine_by_fp ON quarantine(repo_id, fp);
+CREATE INDEX quarantine_by_container ON quarantine(container_id, slot);
+CREATE SEQUENCE container_ids;
+"#;
+
+/// A server of today on a version-2 PostgreSQL index upgrades it (the delta columns appear,
+/// `schema_version` says 3), serves what was committed before byte for byte, and stores
+/// deltas in it afterwards. The version-2 database is built from [`PG_SCHEMA_2`] and filled
+/// with the rows of a repository a server made without the delta pass (version-2 servers
+/// had none), so no row ever had a delta column. Runs in the PostgreSQL suite only.
+#[test]
+fn postgres_schema_2_upgrades_to_3() {
+    if on_postgres().is_none() {
+        eprintln!("postgres_schema_2_upgrades_to_3: not on PostgreSQL (DITTO_TEST_PG unset)");
+        return;
+    }
+    let dir = TempDir::new("pg-schema2");
+    let h = history();
+    let no_delta = [("DITTO_DELTA", "0")];
+    let mut s = Server::start_with(&dir.0, &no_delta, None);
+    let v1 = backup(&s, &h, &h.v1);
+    s.stop(Duration::from_secs(10));
+
+    // The version-2 database: its own data directory's database, filled with every row of
+    // the repository's tables (their version-2 columns) and the sequences set past them.
+    let old = TempDir::new("pg-schema2-db");
+    let url = database_url(&old.0).unwrap();
+    let mut from =
+        postgres::Client::connect(&database_url(&dir.0).unwrap(), postgres::NoTls).unwrap();
+    let mut to = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    to.batch_execute(PG_SCHEMA_2).unwrap();
+    to.execute("INSERT INTO schema_version(version) VALUES (2)", &[])
+        .unwrap();
+    for table in [
+        "repos",
+        "tokens",
+        "containers",
+        "chunks",
+        "versions",
+        "quarantine",
+    ] {
+        let cols: Vec<String> = to
+            .query(
+                "SELECT column_name::text FROM information_schema.columns \
+                 WHERE table_name = $1 ORDER BY ordinal_position",
+                &[&table],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| format!("\"{}\"", r.get::<_, String>(0)))
+            .collect();
+        let cols = cols.join(", ");
+        let mut rows = Vec::new();
+        std::io::Read::read_to_end(
+            &mut from
+                .copy_out(&format!("COPY {table} ({cols}) TO STDOUT"))
+                .unwrap(),
+            &mut rows,
+        )
+        .unwrap();
+        let mut w = to
+            .copy_in(&format!("COPY {table} ({cols}) FROM STDIN"))
+            .unwrap();
+        std::io::Write::write_all(&mut w, &rows).unwrap();
+        w.finish().unwrap();
+    }
+    to.batch_execute(
+        "SELECT setval(pg_get_serial_sequence('repos', 'id'), (SELECT MAX(id) FROM repos));
+         SELECT setval(pg_get_serial_sequence('versions', 'id'), (SELECT MAX(id) FROM versions));
+         SELECT setval('container_ids', (SELECT MAX(id) FROM containers) + 1, false);",
+    )
+    .unwrap();
+    let n: i64 = to
+        .query_one("SELECT COUNT(*) FROM chunks", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        n as usize,
+        fps_of(&h.v1).iter().collect::<BTreeSet<_>>().len()
+    );
+
+    // Today's server on it, with the delta pass.
+    let mut env = ENV.to_vec();
+    env.push(("DATABASE_URL", &url));
+    let s = Server::start_with(&dir.0, &env, None);
+    let at: i64 = to
+        .query_one("SELECT version FROM schema_version", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(at, 3, "schema_version after the upgrade");
+    let cols: BTreeSet<String> = to
+        .query(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_name = 'chunks'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        cols.contains("base") && cols.contains("saved"),
+        "the delta columns were added: {cols:?}"
+    );
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/versions"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let ids: Vec<i64> = r.json()["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![v1], "the version committed on schema 2");
+    read_back(&s, &h, &h.v1, "schema 2, v1");
+    // New work on the upgraded schema: deltas recorded with their bases.
+    let v2 = backup(&s, &h, &h.v2);
+    let st = wait_pass(&s, v2);
+    assert!(st["delta_chunks"].as_i64().unwrap() > 0, "{st}");
+    let bases: i64 = to
+        .query_one("SELECT COUNT(*) FROM chunks WHERE base IS NOT NULL", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(Some(bases), st["delta_chunks"].as_i64(), "{st}");
+    read_back(&s, &h, &h.v1, "upgraded, v1");
+    read_back(&s, &h, &h.v2, "upgraded, v2");
+    let mut s = s;
+    s.stop(Duration::from_secs(10));
+    let out = server_cmd(&dir.0)
+        .env("DATABASE_URL", &url)
+        .args(["check", "default"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "check on the upgraded database: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
