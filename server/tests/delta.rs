@@ -926,3 +926,63 @@ fn postgres_schema_2_upgrades_to_3() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// ICDA with base edges: with the layout off the mover no longer regroups a base with its
+/// newest dependent, so an archival container of an expired version may hold the base of a
+/// live delta made after the switch; ICDA must leave it (docs/STORAGE.md).
+#[test]
+fn icda_keeps_bases_the_mover_did_not_regroup() {
+    let dir = TempDir::new("delta-icda");
+    let mut ch = Chains::new();
+    let mut live: BTreeMap<i64, Value> = BTreeMap::new();
+    // Two versions without the pass: the mover files v1's edited-away chunks as group 1.
+    let mut s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0"), ENV[1], ENV[2]], None);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        ids.push(v);
+        live.insert(v, m);
+    }
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &s.token,
+        &json!({ "dry_run": true }),
+    );
+    assert_eq!(r.status, 200);
+    s.stop(Duration::from_secs(10));
+    // The layout off, the pass on: the startup pass stores v2's edits against v1's chunks.
+    let s = Server::start_with(&dir.0, &[ENV[0], ("DITTO_LAYOUT", "off")], None);
+    wait_pass(&s, ids[1]);
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    let archival_bases = r.json()["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "archival" && c["newest_version"].as_i64() == Some(ids[0]))
+        .count();
+    assert!(
+        archival_bases > 0,
+        "v1's own chunks are in group {}",
+        ids[0]
+    );
+    let f = gc_oracle(&s, &dir.0, &ch, &live, "v2's deltas made");
+    assert!(f.deltas >= 10, "the pass made deltas: {}", f.deltas);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "versions": [ids[0]] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    live.remove(&ids[0]);
+    gc_oracle(&s, &dir.0, &ch, &live, "v1 forgotten");
+    let mut s = s;
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "v1 forgotten");
+}
