@@ -1,11 +1,15 @@
 //! The delta pass (DARE, issue 17) against the real server process: chunks of a new version
 //! that resemble stored ones are re-stored as deltas (codec 2), every reader answers their
 //! bytes unchanged, expiry keeps the bases a live delta needs, a damaged delta is refused,
-//! and a kill at each persistence point of the pass loses nothing.
+//! a kill at each persistence point of the pass loses nothing, and garbage collection keeps
+//! exactly what live versions need, bases of live deltas included.
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    time::Duration,
+};
 
 use common::*;
 use serde_json::{json, Value};
@@ -109,6 +113,11 @@ fn fps_of(m: &Value) -> Vec<String> {
 
 /// Uploads what the server lacks of `m`'s chunks and commits `m`; the version id.
 fn backup(s: &Server, h: &History, m: &Value) -> i64 {
+    backup_of(s, &h.chunks, m)
+}
+
+/// [`backup`] with the chunks from `chunks`.
+fn backup_of(s: &Server, chunks: &[TestChunk], m: &Value) -> i64 {
     let fps = fps_of(m);
     let r = post_json(
         &s.repo_url("default", "/chunks/missing"),
@@ -117,8 +126,7 @@ fn backup(s: &Server, h: &History, m: &Value) -> i64 {
     );
     assert_eq!(r.status, 200);
     let miss: Vec<String> = serde_json::from_value(r.json()["missing"].clone()).unwrap();
-    let batch: Vec<TestChunk> = h
-        .chunks
+    let batch: Vec<TestChunk> = chunks
         .iter()
         .filter(|c| miss.contains(&c.hex()))
         .cloned()
@@ -420,4 +428,602 @@ fn whole_chunks_are_recompressed_and_read_back() {
     search_equals_naive(&s, &h, &[(v1, &h.v1)]);
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "after recompression");
+}
+
+// ---------------------------------------------------------------- GC with base edges
+
+/// A source whose file `a` has 30 text chunks; each version edits the same third of them
+/// again (next to unchanged duplicates: DupAdj pairs each edit with the previous version's
+/// copy, itself a delta from the round before, so chains grow a link per version up to the
+/// cap) and adds a small file of its own.
+struct Chains {
+    chunks: Vec<TestChunk>,
+    fps: std::collections::HashSet<String>,
+    content: Vec<Vec<u8>>,
+    round: u64,
+}
+
+impl Chains {
+    fn new() -> Chains {
+        Chains {
+            chunks: Vec::new(),
+            fps: Default::default(),
+            content: (0..30)
+                .map(|i| text_bytes(0xE000 + i, 9_000 + (i as usize * 677) % 12_000))
+                .collect(),
+            round: 0,
+        }
+    }
+
+    fn add(&mut self, raw: Vec<u8>) -> String {
+        let c = TestChunk::new(raw, true);
+        let h = c.hex();
+        if self.fps.insert(h.clone()) {
+            self.chunks.push(c);
+        }
+        h
+    }
+
+    fn raw(&self, fp: &str) -> &[u8] {
+        &self.chunks.iter().find(|c| c.hex() == fp).unwrap().raw
+    }
+
+    /// The next version's manifest.
+    fn next(&mut self) -> Value {
+        self.round += 1;
+        let r = self.round;
+        if r > 1 {
+            for i in (1..self.content.len()).step_by(3) {
+                self.content[i] = edited(&self.content[i], r * 1_000 + i as u64);
+            }
+        }
+        let a: Vec<String> = self
+            .content
+            .clone()
+            .into_iter()
+            .map(|c| self.add(c))
+            .collect();
+        let own: Vec<String> = (0..3)
+            .map(|k| self.add(rand_bytes(0xF000 + r * 10 + k, 4_000)))
+            .collect();
+        let t = 1_763_000_000_000 + r as i64 * 3_600_000;
+        let mut entries = vec![json!({ "path": "src", "kind": "dir", "size": 0, "mtime": t,
+            "mode": 493, "recipe": [] })];
+        for (p, recipe) in [("a".to_string(), a), (format!("n{r}"), own)] {
+            let size: usize = recipe.iter().map(|h| self.raw(h).len()).sum();
+            entries.push(
+                json!({ "path": format!("src/{p}"), "kind": "file", "size": size,
+                "mtime": t, "mode": 420, "recipe": recipe }),
+            );
+        }
+        json!({ "source": "src", "time": t, "entries": entries })
+    }
+}
+
+/// The index's base edges (delta fingerprint -> base), read beside the running server.
+fn base_edges(dir: &std::path::Path) -> HashMap<String, String> {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = match database_url(dir) {
+        Some(url) => {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            c.query("SELECT fp, base FROM chunks WHERE base IS NOT NULL", &[])
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect()
+        }
+        None => {
+            let c = rusqlite::Connection::open_with_flags(
+                dir.join("ditto.sqlite3"),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            let mut st = c
+                .prepare("SELECT fp, base FROM chunks WHERE base IS NOT NULL")
+                .unwrap();
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            rows
+        }
+    };
+    rows.into_iter()
+        .map(|(fp, base)| (hex(&fp), hex(&base)))
+        .collect()
+}
+
+/// What the oracle found: delta chunks stored, the longest chain among them.
+struct Found {
+    deltas: usize,
+    depth: usize,
+}
+
+/// Compares what is stored with the test's own count of what is live: every chunk a live
+/// manifest names plus, transitively, the base of every live delta (edges from the index).
+/// Nothing live may be missing (each reads back byte-identical) and nothing else may be
+/// stored (every chunk here was committed, so the grace period for pending chunks keeps
+/// none).
+fn gc_oracle(
+    s: &Server,
+    dir: &std::path::Path,
+    ch: &Chains,
+    live: &BTreeMap<i64, Value>,
+    ctx: &str,
+) -> Found {
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let conts = r.json();
+    let mut stored: BTreeMap<String, u64> = BTreeMap::new();
+    let mut ids = BTreeSet::new();
+    for c in conts["containers"].as_array().unwrap() {
+        ids.insert(c["id"].as_u64().unwrap());
+        for k in c["chunks"].as_array().unwrap() {
+            let fp = k["fp"].as_str().unwrap().to_string();
+            let codec = k["codec"].as_u64().unwrap();
+            assert!(
+                stored.insert(fp.clone(), codec).is_none(),
+                "{ctx}: {fp} has two rows"
+            );
+        }
+    }
+    let edges = base_edges(dir);
+    for (fp, codec) in &stored {
+        assert_eq!(
+            *codec == 2,
+            edges.contains_key(fp),
+            "{ctx}: {fp}: codec {codec} and a base edge disagree"
+        );
+    }
+    let mut want: BTreeSet<String> = live.values().flat_map(fps_of).collect();
+    let mut depth = 0;
+    for fp in want.clone() {
+        let mut at = fp;
+        let mut d = 0;
+        while let Some(b) = edges.get(&at) {
+            d += 1;
+            assert!(d <= 4, "{ctx}: a chain longer than the cap");
+            want.insert(b.clone());
+            at = b.clone();
+        }
+        depth = depth.max(d);
+    }
+    let have: BTreeSet<String> = stored.keys().cloned().collect();
+    let lost: Vec<&String> = want.difference(&have).collect();
+    let kept: Vec<&String> = have.difference(&want).collect();
+    assert!(
+        lost.is_empty(),
+        "{ctx}: {} live chunks (referenced, or the base of a live delta) are not stored: {lost:?}",
+        lost.len()
+    );
+    assert!(
+        kept.is_empty(),
+        "{ctx}: {} dead chunks (no live version needs them, directly or as a base) are stored: {kept:?}",
+        kept.len()
+    );
+    let fps: Vec<String> = want.iter().cloned().collect();
+    for decode in [false, true] {
+        for (raw, fp) in get_chunks(s, "default", &s.token, &fps, decode)
+            .iter()
+            .zip(&fps)
+        {
+            assert!(
+                raw == ch.raw(fp),
+                "{ctx}: chunk {fp} reads back different bytes"
+            );
+        }
+    }
+    for fp in &fps {
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{fp}")),
+            Some(&s.token),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200, "{ctx}: GET chunks/{fp}");
+        assert!(r.body == ch.raw(fp), "{ctx}: GET chunks/{fp} bytes");
+    }
+    // One container file per container row, no file left behind.
+    let files: BTreeSet<u64> = container_files(dir, 1)
+        .iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            name.parse().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        files, ids,
+        "{ctx}: container files and container rows differ"
+    );
+    Found {
+        deltas: stored.values().filter(|c| **c == 2).count(),
+        depth,
+    }
+}
+
+/// A step of an expiry order.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// `DELETE versions/{id}` of the n-th version made (1-based).
+    Delete(usize),
+    /// `forget` of these versions.
+    Forget(&'static [usize]),
+    /// One more version (and its pass).
+    Backup,
+}
+
+fn expire_with_bases(order: &[Step]) {
+    let dir = TempDir::new("delta-gc");
+    let s = Server::start_with(&dir.0, ENV, None);
+    let mut ch = Chains::new();
+    let mut made: Vec<i64> = Vec::new();
+    let mut live: BTreeMap<i64, Value> = BTreeMap::new();
+    let commit = |ch: &mut Chains, live: &mut BTreeMap<i64, Value>, made: &mut Vec<i64>| {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        wait_pass(&s, v);
+        made.push(v);
+        live.insert(v, m);
+    };
+    for _ in 0..5 {
+        commit(&mut ch, &mut live, &mut made);
+    }
+    let f = gc_oracle(&s, &dir.0, &ch, &live, "5 versions");
+    // Every version from v2 on adds a link to the chains of the edited chunks.
+    assert!(
+        f.deltas >= 30 && f.depth >= 3,
+        "the history makes chains of deltas: {} deltas, longest chain {}",
+        f.deltas,
+        f.depth
+    );
+    for step in order {
+        let ctx = format!("{order:?}, {step:?}");
+        match *step {
+            Step::Backup => commit(&mut ch, &mut live, &mut made),
+            Step::Delete(n) => {
+                let id = made[n - 1];
+                let r = request(
+                    "DELETE",
+                    &s.repo_url("default", &format!("/versions/{id}")),
+                    Some(&s.token),
+                    &[],
+                    None,
+                );
+                assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+                live.remove(&id);
+            }
+            Step::Forget(ns) => {
+                let ids: Vec<i64> = ns.iter().map(|n| made[n - 1]).collect();
+                let r = post_json(
+                    &s.repo_url("default", "/forget"),
+                    &s.token,
+                    &json!({ "versions": ids }),
+                );
+                assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+                for id in ids {
+                    live.remove(&id);
+                }
+            }
+        }
+        // The expiry pruned already; a prune after it must agree.
+        gc_oracle(&s, &dir.0, &ch, &live, &format!("{ctx}, after it"));
+        let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+        assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+        let f = gc_oracle(&s, &dir.0, &ch, &live, &format!("{ctx}, after a prune"));
+        eprintln!(
+            "delta gc: {step:?}: {} live versions, {} deltas, longest chain {}",
+            live.len(),
+            f.deltas,
+            f.depth
+        );
+    }
+    let mut s = s;
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, &format!("{order:?}"));
+}
+
+/// GC with base edges against the test's own reachability count, in several expiry orders:
+/// the middle version that first stored the bases of the next one's deltas, the oldest one
+/// (every chain's root), the newest, a new version built on a chain left behind, and the
+/// two newest versions together (a chain whose every link is dead down to a live root).
+#[test]
+fn gc_keeps_exactly_what_live_deltas_need() {
+    let t0 = std::time::Instant::now();
+    expire_with_bases(&[
+        Step::Delete(2),
+        Step::Forget(&[1]),
+        Step::Delete(4),
+        Step::Backup,
+        Step::Forget(&[3, 5]),
+    ]);
+    expire_with_bases(&[
+        Step::Delete(5),
+        Step::Forget(&[1, 3]),
+        Step::Backup,
+        Step::Forget(&[4, 6]),
+    ]);
+    eprintln!("delta gc: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+// ---------------------------------------------------------------- PostgreSQL schema 2 -> 3
+
+/// The PostgreSQL index as schema version 2 created it (before the delta columns
+/// `chunks.base` and `chunks.saved`), written out here so that the upgrade is tested from
+/// what older servers left, not from today's schema minus a column.
+const PG_SCHEMA_2: &str = r#"
+CREATE TABLE schema_version(version BIGINT NOT NULL);
+CREATE TABLE repos(
+  id BIGSERIAL PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  created_ms BIGINT NOT NULL,
+  gc_epoch BIGINT NOT NULL DEFAULT 0,
+  reclaimed_bytes BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE tokens(
+  hash BYTEA PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  scope TEXT NOT NULL DEFAULT 'full');
+CREATE TABLE containers(
+  id BIGINT PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  kind BIGINT NOT NULL,
+  data_offset BIGINT NOT NULL,
+  data_end BIGINT NOT NULL,
+  chunk_count BIGINT NOT NULL,
+  newest_version BIGINT NOT NULL DEFAULT 0,
+  created_ms BIGINT NOT NULL,
+  sealed BIGINT NOT NULL DEFAULT 0,
+  damage TEXT);
+CREATE INDEX containers_by_repo ON containers(repo_id, id);
+CREATE INDEX containers_by_kind ON containers(repo_id, kind, newest_version);
+CREATE TABLE chunks(
+  repo_id BIGINT NOT NULL,
+  fp BYTEA NOT NULL,
+  container_id BIGINT NOT NULL,
+  slot BIGINT NOT NULL,
+  "offset" BIGINT NOT NULL,
+  stored_len BIGINT NOT NULL,
+  raw_len BIGINT NOT NULL,
+  codec BIGINT NOT NULL,
+  first_version BIGINT,
+  stored_ms BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY(repo_id, fp));
+CREATE INDEX chunks_by_container ON chunks(container_id, slot);
+CREATE TABLE versions(
+  id BIGSERIAL PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  source TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  committed_ms BIGINT NOT NULL,
+  stats TEXT NOT NULL,
+  manifest BYTEA NOT NULL,
+  damaged BIGINT NOT NULL DEFAULT 0,
+  token_id TEXT);
+CREATE INDEX versions_by_repo ON versions(repo_id, id);
+CREATE TABLE quarantine(
+  id BIGSERIAL PRIMARY KEY,
+  repo_id BIGINT NOT NULL,
+  fp BYTEA NOT NULL,
+  container_id BIGINT NOT NULL,
+  slot BIGINT NOT NULL,
+  "offset" BIGINT NOT NULL,
+  stored_len BIGINT NOT NULL,
+  raw_len BIGINT NOT NULL,
+  codec BIGINT NOT NULL,
+  first_version BIGINT,
+  reason TEXT NOT NULL,
+  found_ms BIGINT NOT NULL,
+  healed_ms BIGINT);
+CREATE INDEX quarantine_by_fp ON quarantine(repo_id, fp);
+CREATE INDEX quarantine_by_container ON quarantine(container_id, slot);
+CREATE SEQUENCE container_ids;
+"#;
+
+/// A server of today on a version-2 PostgreSQL index upgrades it (the delta columns appear,
+/// `schema_version` says 3), serves what was committed before byte for byte, and stores
+/// deltas in it afterwards. The version-2 database is built from [`PG_SCHEMA_2`] and filled
+/// with the rows of a repository a server made without the delta pass (version-2 servers
+/// had none), so no row ever had a delta column. Runs in the PostgreSQL suite only.
+#[test]
+fn postgres_schema_2_upgrades_to_3() {
+    if on_postgres().is_none() {
+        eprintln!("postgres_schema_2_upgrades_to_3: not on PostgreSQL (DITTO_TEST_PG unset)");
+        return;
+    }
+    let dir = TempDir::new("pg-schema2");
+    let h = history();
+    let no_delta = [("DITTO_DELTA", "0")];
+    let mut s = Server::start_with(&dir.0, &no_delta, None);
+    let v1 = backup(&s, &h, &h.v1);
+    s.stop(Duration::from_secs(10));
+
+    // The version-2 database: its own data directory's database, filled with every row of
+    // the repository's tables (their version-2 columns) and the sequences set past them.
+    let old = TempDir::new("pg-schema2-db");
+    let url = database_url(&old.0).unwrap();
+    let mut from =
+        postgres::Client::connect(&database_url(&dir.0).unwrap(), postgres::NoTls).unwrap();
+    let mut to = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    to.batch_execute(PG_SCHEMA_2).unwrap();
+    to.execute("INSERT INTO schema_version(version) VALUES (2)", &[])
+        .unwrap();
+    for table in [
+        "repos",
+        "tokens",
+        "containers",
+        "chunks",
+        "versions",
+        "quarantine",
+    ] {
+        let cols: Vec<String> = to
+            .query(
+                "SELECT column_name::text FROM information_schema.columns \
+                 WHERE table_name = $1 ORDER BY ordinal_position",
+                &[&table],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| format!("\"{}\"", r.get::<_, String>(0)))
+            .collect();
+        let cols = cols.join(", ");
+        let mut rows = Vec::new();
+        std::io::Read::read_to_end(
+            &mut from
+                .copy_out(&format!("COPY {table} ({cols}) TO STDOUT"))
+                .unwrap(),
+            &mut rows,
+        )
+        .unwrap();
+        let mut w = to
+            .copy_in(&format!("COPY {table} ({cols}) FROM STDIN"))
+            .unwrap();
+        std::io::Write::write_all(&mut w, &rows).unwrap();
+        w.finish().unwrap();
+    }
+    to.batch_execute(
+        "SELECT setval(pg_get_serial_sequence('repos', 'id'), (SELECT MAX(id) FROM repos));
+         SELECT setval(pg_get_serial_sequence('versions', 'id'), (SELECT MAX(id) FROM versions));
+         SELECT setval('container_ids', (SELECT MAX(id) FROM containers) + 1, false);",
+    )
+    .unwrap();
+    let n: i64 = to
+        .query_one("SELECT COUNT(*) FROM chunks", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        n as usize,
+        fps_of(&h.v1).iter().collect::<BTreeSet<_>>().len()
+    );
+
+    // Today's server on it, with the delta pass.
+    let mut env = ENV.to_vec();
+    env.push(("DATABASE_URL", &url));
+    let s = Server::start_with(&dir.0, &env, None);
+    let at: i64 = to
+        .query_one("SELECT version FROM schema_version", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(at, 3, "schema_version after the upgrade");
+    let cols: BTreeSet<String> = to
+        .query(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_name = 'chunks'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        cols.contains("base") && cols.contains("saved"),
+        "the delta columns were added: {cols:?}"
+    );
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/versions"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let ids: Vec<i64> = r.json()["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![v1], "the version committed on schema 2");
+    read_back(&s, &h, &h.v1, "schema 2, v1");
+    // New work on the upgraded schema: deltas recorded with their bases.
+    let v2 = backup(&s, &h, &h.v2);
+    let st = wait_pass(&s, v2);
+    assert!(st["delta_chunks"].as_i64().unwrap() > 0, "{st}");
+    let bases: i64 = to
+        .query_one("SELECT COUNT(*) FROM chunks WHERE base IS NOT NULL", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(Some(bases), st["delta_chunks"].as_i64(), "{st}");
+    read_back(&s, &h, &h.v1, "upgraded, v1");
+    read_back(&s, &h, &h.v2, "upgraded, v2");
+    let mut s = s;
+    s.stop(Duration::from_secs(10));
+    let out = server_cmd(&dir.0)
+        .env("DATABASE_URL", &url)
+        .args(["check", "default"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "check on the upgraded database: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// ICDA with base edges: with the layout off the mover no longer regroups a base with its
+/// newest dependent, so an archival container of an expired version may hold the base of a
+/// live delta made after the switch; ICDA must leave it (docs/STORAGE.md).
+#[test]
+fn icda_keeps_bases_the_mover_did_not_regroup() {
+    let dir = TempDir::new("delta-icda");
+    let mut ch = Chains::new();
+    let mut live: BTreeMap<i64, Value> = BTreeMap::new();
+    // Two versions without the pass: the mover files v1's edited-away chunks as group 1.
+    let mut s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0"), ENV[1], ENV[2]], None);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        ids.push(v);
+        live.insert(v, m);
+    }
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &s.token,
+        &json!({ "dry_run": true }),
+    );
+    assert_eq!(r.status, 200);
+    s.stop(Duration::from_secs(10));
+    // The layout off, the pass on: the startup pass stores v2's edits against v1's chunks.
+    let s = Server::start_with(&dir.0, &[ENV[0], ("DITTO_LAYOUT", "off")], None);
+    wait_pass(&s, ids[1]);
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    let archival_bases = r.json()["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "archival" && c["newest_version"].as_i64() == Some(ids[0]))
+        .count();
+    assert!(
+        archival_bases > 0,
+        "v1's own chunks are in group {}",
+        ids[0]
+    );
+    let f = gc_oracle(&s, &dir.0, &ch, &live, "v2's deltas made");
+    assert!(f.deltas >= 10, "the pass made deltas: {}", f.deltas);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "versions": [ids[0]] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    live.remove(&ids[0]);
+    gc_oracle(&s, &dir.0, &ch, &live, "v1 forgotten");
+    let mut s = s;
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "v1 forgotten");
 }
