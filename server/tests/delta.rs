@@ -389,6 +389,56 @@ fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
     );
 }
 
+/// Versions committed in a burst (the pass waits for backups to be quiet, so it runs once
+/// after all of them) each get their own pass, not only the newest: v2's edits become
+/// deltas although v3, of another source, was committed before the pass ran.
+#[test]
+fn a_burst_of_commits_gets_a_pass_per_version() {
+    let dir = TempDir::new("delta-burst");
+    let h = history();
+    let mut s = Server::start_with(&dir.0, ENV, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    // v3: another source, chunks of its own (random: nothing to delta or recompress).
+    let mut h3 = History {
+        chunks: h.chunks.clone(),
+        v1: h.v1.clone(),
+        v2: h.v2.clone(),
+    };
+    let mut recipe = Vec::new();
+    for i in 0..6 {
+        let c = TestChunk::new(rand_bytes(0xE000 + i, 9_000), true);
+        recipe.push(c.hex());
+        h3.chunks.push(c);
+    }
+    let m3 = json!({ "source": "other", "time": 1_763_000_720_000_i64, "entries": [
+        { "path": "o", "kind": "file", "size": 6 * 9_000, "mtime": 1_763_000_720_000_i64,
+          "mode": 420, "recipe": recipe } ] });
+    let v2 = backup(&s, &h3, &h.v2);
+    let v3 = backup(&s, &h3, &m3);
+    assert!(v3 > v2);
+    let st = wait_pass(&s, v3);
+    assert!(
+        st["delta_chunks"].as_i64().unwrap() >= 20,
+        "v2's edited chunks are deltas although the pass ran after v3: {st}"
+    );
+    let v2_point = st["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"].as_i64() == Some(v2))
+        .cloned()
+        .unwrap();
+    assert!(
+        v2_point["delta_saved_bytes"].as_i64().unwrap() > 0,
+        "{v2_point}"
+    );
+    read_back(&s, &h3, &h.v2, "after the burst's passes, v2");
+    read_back(&s, &h3, &m3, "after the burst's passes, v3");
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after the burst's passes");
+}
+
 /// New chunks that find no base are re-stored whole at the server's higher zstd level when
 /// that pays: the stored bytes shrink, nothing is counted as a delta, and every reader
 /// answers the same bytes.

@@ -5,8 +5,10 @@
 //! are `wasm_core::resemble`'s; this module picks the chunks, reads their bases, and
 //! re-stores the chunks whose delta pays as codec 2 (docs/FORMAT.md, "Codec 2: delta").
 //!
-//! One pass handles the repository's newest version, over the chunks it stored for the
-//! first time (no other live version references them), §3.1:
+//! One pass handles one version, over the chunks it stored for the first time (no older live
+//! version references them), §3.1. A run takes every version committed since the last one
+//! in this process, oldest first, so a burst of commits (the pass waits for backups to be
+//! quiet) gets one pass per version; after a start, the newest version only. Each pass:
 //! 1. DupAdj (§3.2): the neighbours of the version's duplicates pair with the neighbours of
 //!    the same chunks in the older versions of its source (recipes only, no bytes).
 //! 2. Super-features (§3.3): the chunks left are looked up in an index of the previous
@@ -117,31 +119,57 @@ impl Chosen {
 }
 
 impl Store {
-    /// Runs the delta pass over the repository's newest version (taking the maintenance
-    /// lease), then the mover, whose compaction frees the old copies.
+    /// Runs the delta pass over each version committed since the last run, oldest first
+    /// (taking the maintenance lease), then the mover, whose compaction frees the old
+    /// copies. The report is the last pass's (an empty one if no version was due).
     pub fn run_delta(&self, repo_id: i64) -> StoreResult<DeltaReport> {
         let _maint = self.maintenance()?;
-        let rep = self.delta_pass(repo_id)?;
-        if rep.delta_chunks + rep.recompressed > 0 {
-            self.mover_pass(repo_id, "move")?;
-        }
-        eprintln!(
-            "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; in {:.2} s",
-            rep.version,
-            rep.delta_chunks,
-            rep.candidates,
-            rep.dupadj,
-            rep.superfeature,
-            rep.bytes_saved,
-            rep.recompressed,
-            rep.recompress_saved,
-            rep.seconds
-        );
-        self.delta_last
+        let mut ids: Vec<i64> = self
+            .snapshot()?
+            .version_metas(repo_id)?
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        ids.sort_unstable();
+        let done = self
+            .delta_done
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(repo_id, rep.clone());
-        Ok(rep)
+            .get(&repo_id)
+            .copied();
+        let due: Vec<i64> = match done {
+            Some(d) => ids.into_iter().filter(|&v| v > d).collect(),
+            None => ids.last().copied().into_iter().collect(),
+        };
+        let mut last = DeltaReport::default();
+        let mut rewrote = false;
+        for version in due {
+            let rep = self.delta_pass(repo_id, version)?;
+            rewrote |= rep.delta_chunks + rep.recompressed > 0;
+            log_pass(repo_id, &rep);
+            if rep.abandoned {
+                // A commit or a deletion came meanwhile: its own run retries from here.
+                last = rep;
+                break;
+            }
+            self.delta_done
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(repo_id, version);
+            last = rep;
+        }
+        if rewrote {
+            self.mover_pass(repo_id, "move")?;
+        }
+        // Kept once the mover is done too: whoever waits for a version's pass (stats
+        // `delta_pass`) then finds the repository at rest.
+        if last.version > 0 {
+            self.delta_last
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(repo_id, last.clone());
+        }
+        Ok(last)
     }
 
     /// The last delta pass of the repository since the server started.
@@ -153,27 +181,29 @@ impl Store {
             .cloned()
     }
 
-    /// One delta pass; the caller holds the maintenance lease.
-    fn delta_pass(&self, repo_id: i64) -> StoreResult<DeltaReport> {
+    /// One delta pass over version `version` (nothing if it is gone); the caller holds the
+    /// maintenance lease.
+    fn delta_pass(&self, repo_id: i64, version: i64) -> StoreResult<DeltaReport> {
         let t0 = Instant::now();
         let mut rep = DeltaReport::default();
         let bad = |e: String| StoreError::Internal(format!("delta pass: {e}"));
-        // 1. Snapshot: the versions, the newest one's stream, its source's older streams,
+        // 1. Snapshot: the versions, this one's stream, its source's older streams,
         //    the chunk rows involved and the delta chains already stored.
         let ix = self.snapshot()?;
         let snap = Snapshot::take(&*ix, repo_id)?;
         let manifests = ix.live_manifests(repo_id)?;
-        let Some(newest) = manifests.last() else {
+        rep.version = version;
+        let Some(at) = manifests.iter().position(|m| m.id == version) else {
             return Ok(rep);
         };
-        rep.version = newest.id;
-        let new_stream = manifest_stream(&newest.manifest).map_err(bad)?;
+        let target = &manifests[at];
+        let new_stream = manifest_stream(&target.manifest).map_err(bad)?;
         let mut older: HashSet<Fingerprint> = HashSet::new();
         let mut old_streams: Vec<Vec<Fingerprint>> = Vec::new();
-        for m in &manifests[..manifests.len() - 1] {
+        for m in &manifests[..at] {
             let stream = manifest_stream(&m.manifest).map_err(bad)?;
             older.extend(stream.iter().copied());
-            if m.source == newest.source {
+            if m.source == target.source {
                 old_streams.push(stream);
             }
         }
@@ -467,6 +497,22 @@ impl Store {
         rep.seconds = t0.elapsed().as_secs_f64();
         Ok(rep)
     }
+}
+
+/// One line per pass in the server's log.
+fn log_pass(repo_id: i64, rep: &DeltaReport) {
+    eprintln!(
+        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; in {:.2} s",
+        rep.version,
+        rep.delta_chunks,
+        rep.candidates,
+        rep.dupadj,
+        rep.superfeature,
+        rep.bytes_saved,
+        rep.recompressed,
+        rep.recompress_saved,
+        rep.seconds
+    );
 }
 
 /// Raw bytes of the chunks a pass reads (candidates and bases), dropped whole past

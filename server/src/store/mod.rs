@@ -124,6 +124,9 @@ pub struct Store {
     mover_totals: Mutex<HashMap<i64, mover::Moved>>,
     /// The last delta pass of each repository since the server started.
     delta_last: Mutex<HashMap<i64, delta::DeltaReport>>,
+    /// The highest version id of each repository the delta pass has handled since the
+    /// server started (the next run handles every version above it).
+    delta_done: Mutex<HashMap<i64, i64>>,
     /// When a backup last asked, uploaded or committed (unix ms): the background mover
     /// waits for a quiet moment.
     last_backup_ms: AtomicU64,
@@ -166,6 +169,7 @@ impl Store {
             mover_running: AtomicBool::new(false),
             mover_totals: Mutex::new(HashMap::new()),
             delta_last: Mutex::new(HashMap::new()),
+            delta_done: Mutex::new(HashMap::new()),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 ix: writer,
