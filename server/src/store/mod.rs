@@ -232,6 +232,10 @@ impl Store {
     /// Verifies the stored chunks of the containers in `subset` and quarantines the damaged
     /// ones (the verify endpoint).
     pub fn verify(&self, repo_id: i64, subset: verify::Subset) -> StoreResult<verify::Verified> {
+        // Under the maintenance lease: the mover, compaction and the delta pass delete the
+        // containers they empty, and a container gone between the snapshot and its read
+        // would be reported (and quarantined) as damaged.
+        let _maint = self.maintenance()?;
         let v = verify::verify_repo(&*self.containers, &*self.snapshot()?, repo_id, subset)?;
         self.quarantine_found(repo_id, &v.damaged)?;
         Ok(v)
