@@ -35,10 +35,14 @@ const EMPTY_READY: Record<string, string> = {
   'tab-search': 'search-no-versions',
 };
 
-/** Axe in both colour schemes; soft assertions, so that every view is checked and reported. */
+/**
+ * Axe in both colour schemes; soft assertions, so that every view is checked and reported.
+ * With reduced motion, so that a scheme switch does not leave a control mid-transition
+ * (axe would measure the contrast of colours on their way).
+ */
 async function audit(page: Page, testInfo: TestInfo, name: string) {
   for (const scheme of ['light', 'dark'] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
+    await page.emulateMedia({ colorScheme: scheme, reducedMotion: 'reduce' });
     const { violations } = await new AxeBuilder({ page }).analyze();
     const bad = violations
       .filter((v) => v.impact === 'serious' || v.impact === 'critical')
