@@ -131,16 +131,15 @@ impl Store {
             .map(|m| m.id)
             .collect();
         ids.sort_unstable();
-        let done = self
+        // The first run in this process (at startup) takes the newest version only, and
+        // every version after it is due from then on.
+        let done = *self
             .delta_done
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&repo_id)
-            .copied();
-        let due: Vec<i64> = match done {
-            Some(d) => ids.into_iter().filter(|&v| v > d).collect(),
-            None => ids.last().copied().into_iter().collect(),
-        };
+            .entry(repo_id)
+            .or_insert_with(|| ids.last().map_or(0, |newest| newest - 1));
+        let due: Vec<i64> = ids.into_iter().filter(|&v| v > done).collect();
         let mut last = DeltaReport::default();
         let mut rewrote = false;
         for version in due {
