@@ -1,4 +1,6 @@
 //! The storage server over HTTP: the real binary, a temporary data directory.
+//! Without the delta pass (`common::NO_PASS`): these tests read container tables and bytes
+//! and compare placements across requests, which the pass would change in the background.
 
 mod common;
 
@@ -42,7 +44,7 @@ fn sample_chunks(seed: u64, n: usize) -> Vec<TestChunk> {
 #[test]
 fn round_trip() {
     let dir = TempDir::new("roundtrip");
-    let mut s = Server::start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     assert!(s
         .line
@@ -476,7 +478,7 @@ fn round_trip() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("OK: ") && out.contains("40 chunks"), "{out}");
     s.kill9();
-    let s2 = Server::start(&dir.0);
+    let s2 = Server::start_without_pass(&dir.0);
     assert_eq!(s2.token, t);
     let raws = get_chunks(&s2, "default", &t, &hexes, true);
     for (r, c) in raws.iter().zip(&chunks) {
@@ -494,7 +496,7 @@ fn round_trip() {
 fn large_bundles_verified_in_parallel_refuse_the_first_bad_chunk() {
     // Over 1 MiB raw: verified by two threads, each half on its own.
     let dir = TempDir::new("verify-halves");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let a = agent();
     let mut list: Vec<TestChunk> = (0..64)
@@ -541,7 +543,7 @@ fn plain_sha1(data: &[u8]) -> wasm_core::hash::Fingerprint {
 #[test]
 fn collision_block_chunks_need_their_own_fingerprints() {
     let dir = TempDir::new("collision");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let a = agent();
     // The first 8 KiB of each file: the collision blocks plus common bytes.
@@ -580,7 +582,7 @@ fn collision_block_chunks_need_their_own_fingerprints() {
 #[test]
 fn mismatch_and_bad_content_refused() {
     let dir = TempDir::new("mismatch");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let a = agent();
     let good = sample_chunks(3, 4);
@@ -671,7 +673,7 @@ fn mismatch_and_bad_content_refused() {
 #[test]
 fn auth_matrix() {
     let dir = TempDir::new("auth");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     // a second repository and a second token for default, created by the CLI while serving
     let (code, out) = cli(&dir.0, &["repo", "create", "other"]);
@@ -823,7 +825,7 @@ fn auth_matrix() {
 #[test]
 fn malformed_and_oversized() {
     let dir = TempDir::new("malformed");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let url = s.repo_url("default", "/bundles");
     let post = |body: &[u8]| request("POST", &url, Some(&t), &[], Some(body));
@@ -971,7 +973,7 @@ fn malformed_and_oversized() {
 #[test]
 fn concurrent_overlapping_uploads() {
     let dir = TempDir::new("concurrent");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let shared = sample_chunks(10, 60);
     let mut handles = Vec::new();
     let mut expected = std::collections::HashSet::new();
@@ -1060,7 +1062,7 @@ fn concurrent_overlapping_uploads() {
 #[test]
 fn containers_roll_over_at_4mib() {
     let dir = TempDir::new("rollover");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let a = agent();
     // 10 MiB of incompressible 512 KiB chunks -> at least 3 containers
     let chunks: Vec<TestChunk> = (0..20)
@@ -1091,7 +1093,7 @@ fn containers_roll_over_at_4mib() {
 #[test]
 fn check_detects_corruption() {
     let dir = TempDir::new("corrupt");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let chunks = sample_chunks(30, 10);
     assert_eq!(upload(&agent(), &s, &s.token, &chunks).unwrap().status, 200);
     let cs = request(
@@ -1122,7 +1124,7 @@ fn check_detects_corruption() {
 #[test]
 fn sigterm_stops_cleanly_and_folds_the_wal() {
     let dir = TempDir::new("sigterm");
-    let mut s = Server::start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let a = agent();
     let chunks = sample_chunks(7, 30);
@@ -1145,7 +1147,7 @@ fn sigterm_stops_cleanly_and_folds_the_wal() {
     assert_eq!(wal_len(), 0, "WAL left behind");
     drop(s);
 
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let list = versions_list(&s, &t);
     assert_eq!(list["versions"].as_array().unwrap().len(), 1);
     let hexes: Vec<String> = chunks.iter().map(TestChunk::hex).collect();
@@ -1164,7 +1166,7 @@ fn one_server_per_database() {
         return;
     }
     let (a, b) = (TempDir::new("db-a"), TempDir::new("db-b"));
-    let _s = Server::start(&a.0);
+    let _s = Server::start_without_pass(&a.0);
     // With containers on its local disk, whether the first one keeps them there too or in
     // object storage (then it shares the database only with replicas that do).
     let out = server_cmd(&b.0)
@@ -1182,7 +1184,7 @@ fn one_server_per_database() {
 #[test]
 fn one_server_per_data_dir() {
     let dir = TempDir::new("lock");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let out = server_cmd(&dir.0)
         .arg("serve")
         .env("PORT", "0")
@@ -1201,7 +1203,7 @@ fn one_server_per_data_dir() {
 #[test]
 fn garbage_never_5xx() {
     let dir = TempDir::new("garbage");
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let a = agent();
     let chunks = sample_chunks(40, 6);
@@ -1284,7 +1286,7 @@ fn serves_the_web_app() {
     )
     .unwrap();
     std::fs::write(web.join("assets/app.js"), "console.log(1)").unwrap();
-    let s = Server::start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let r = request("GET", &s.url("/"), None, &[], None);
     assert_eq!(
         (r.status, r.body.as_slice()),

@@ -15,13 +15,10 @@ use std::{
 use common::*;
 use serde_json::{json, Value};
 
-/// The servers here run without the delta pass: it re-stores compressible chunks in the
-/// background (deltas, recompression), which would move the bytes a test damages while it
-/// damages them. Damaged delta chunks are tested in delta.rs.
-const NO_PASS: &[(&str, &str)] = &[("DITTO_DELTA", "0")];
-
+/// The servers here run without the delta pass ([`NO_PASS`]): it would move the bytes a test
+/// damages while it damages them. Damaged delta chunks are tested in delta.rs.
 fn start(data_dir: &Path) -> Server {
-    Server::start_with(data_dir, NO_PASS, None)
+    Server::start_without_pass(data_dir)
 }
 
 fn containers(s: &Server, repo: &str, token: &str) -> Vec<Value> {

@@ -219,9 +219,20 @@ pub struct Server {
     pub line: String,
 }
 
+/// The delta pass off: it re-stores compressible chunks in the background after a commit
+/// (deltas, recompression: docs/STORAGE.md), so it moves the chunks a test locates, reads
+/// from container files or damages.
+pub const NO_PASS: &[(&str, &str)] = &[("DITTO_DELTA", "0")];
+
 impl Server {
     pub fn start(data_dir: &Path) -> Server {
         Server::start_with(data_dir, &[], None)
+    }
+
+    /// Without the delta pass ([`NO_PASS`]), for tests that pin where chunks are stored or
+    /// what bytes their stored copies are.
+    pub fn start_without_pass(data_dir: &Path) -> Server {
+        Server::start_with(data_dir, NO_PASS, None)
     }
 
     /// With extra environment variables and, if given, a file size limit (RLIMIT_FSIZE, in
