@@ -137,21 +137,31 @@ export async function apiJson(server, p) {
 }
 
 /**
+ * Polls the stats until the delta pass has handled `version` (or a later one: a run after a
+ * burst of commits reports its last); returns that pass's report.
+ */
+export async function waitPass(server, version, timeoutSeconds = 600) {
+  const t0 = now();
+  for (;;) {
+    const pass = (await apiJson(server, '/repos/default/stats')).delta_pass;
+    if ((pass?.version ?? 0) >= version) return pass;
+    if (now() - t0 > timeoutSeconds)
+      throw new Error(`the delta pass did not handle version ${version} in ${timeoutSeconds} s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
  * Waits until the server's background work after the backups is done, so that what is
  * measured next is the repository at rest: the delta pass has handled the newest version
  * (skipped for a server started with `DITTO_DELTA=0`), then a dry-run prune runs the
  * mover and compaction to the end.
  */
-export async function settle(server, { delta = true, timeoutSeconds = 600 } = {}) {
+export async function settle(server, { delta = true } = {}) {
   if (delta) {
     const { versions } = await apiJson(server, '/repos/default/versions');
     const newest = Math.max(0, ...versions.map((v) => v.id));
-    const t0 = now();
-    while (newest > 0 && ((await apiJson(server, '/repos/default/stats')).delta_pass?.version ?? 0) < newest) {
-      if (now() - t0 > timeoutSeconds)
-        throw new Error(`the delta pass did not handle version ${newest} in ${timeoutSeconds} s`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    if (newest > 0) await waitPass(server, newest);
   }
   const res = await fetch(new URL('/api/v1/repos/default/prune', server.origin), {
     method: 'POST',

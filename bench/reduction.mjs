@@ -30,6 +30,7 @@ import {
   restoreZip,
   settle,
   startServer,
+  waitPass,
 } from './lib.mjs';
 
 const { flag, option } = cli();
@@ -44,19 +45,7 @@ const versions = dataset(pkg, count);
 const names = versions.map((v) => path.basename(v));
 const newest = versions.at(-1);
 const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-reduction-'));
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const mb = (b) => (b / 1e6).toFixed(2);
-
-/** Polls the stats until the delta pass has handled `version`; returns that pass's report. */
-async function waitPass(server, version) {
-  const t0 = now();
-  for (;;) {
-    const st = await apiJson(server, '/repos/default/stats');
-    if (st.delta_pass?.version === version) return st.delta_pass;
-    if (now() - t0 > 600) throw new Error(`the delta pass did not handle version ${version} in 600 s`);
-    await sleep(200);
-  }
-}
 
 /** A server with typescript-10 backed up through the UI; with `delta`, every version's pass waited for. */
 async function backedUp(delta) {

@@ -2,6 +2,8 @@
 //! a container header or in a chunk, a damaged newest container, a cut container file, a
 //! full disk, the write-ahead log removed, idle connections, file modes, large manifests,
 //! the stored form of manifests and a damaged one.
+//! The servers run without the delta pass (`common::NO_PASS`): it would move the bytes a
+//! test damages while it damages them. Damaged delta chunks are tested in delta.rs.
 
 mod common;
 
@@ -14,12 +16,6 @@ use std::{
 
 use common::*;
 use serde_json::{json, Value};
-
-/// The servers here run without the delta pass ([`NO_PASS`]): it would move the bytes a test
-/// damages while it damages them. Damaged delta chunks are tested in delta.rs.
-fn start(data_dir: &Path) -> Server {
-    Server::start_without_pass(data_dir)
-}
 
 fn containers(s: &Server, repo: &str, token: &str) -> Vec<Value> {
     let r = request(
@@ -159,7 +155,7 @@ fn assert_restores(s: &Server, repo: &str, token: &str, cs: &[TestChunk]) {
 #[test]
 fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
     let dir = TempDir::new("hdrflip");
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let (code, other_token) = cli(&dir.0, &["repo", "create", "other"]);
     assert_eq!(code, 0);
     let other_token = other_token.trim().to_string();
@@ -184,7 +180,7 @@ fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
         return;
     }
 
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     // The mover (kicked at startup; a dry-run prune runs it to the end) leaves the damaged
     // container where recovery set it aside, with its quarantine records.
     let r = post_json(
@@ -235,7 +231,7 @@ fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
 #[test]
 fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
     let dir = TempDir::new("chunkflip");
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let cs = chunks(3, 8);
     assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
@@ -341,7 +337,7 @@ fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
 #[test]
 fn verify_endpoint_and_partial_check() {
     let dir = TempDir::new("verify");
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
     let cs = chunks(4, 6);
     assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
@@ -388,7 +384,7 @@ fn damaged_or_cut_newest_container_does_not_stop_uploads() {
         return; // objects take no appends: there is no newest container to reopen
     }
     let dir = TempDir::new("newest");
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let first = chunks(5, 4);
     assert_eq!(upload_to(&s, "default", &s.token, &first).status, 200);
     let v1 = commit(&s, "default", &s.token, "one", &first);
@@ -396,7 +392,7 @@ fn damaged_or_cut_newest_container_does_not_stop_uploads() {
     assert!(s.stop(Duration::from_secs(10)).is_some());
     // Damaged magic in the only (so newest, open) container.
     flip(&container_file(&dir.0, cid), 0, 0x20);
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let second = chunks(6, 4);
     let r = upload_to(&s, "default", &s.token, &first);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -421,7 +417,7 @@ fn damaged_or_cut_newest_container_does_not_stop_uploads() {
         .unwrap()
         .set_len(len - 1000)
         .unwrap();
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let damage = damage_of_versions(&s, "default", &s.token);
     assert_eq!(damage[0], (v1, 0, false));
     assert_eq!(damage[1].0, v2);
@@ -444,7 +440,7 @@ fn damaged_or_cut_newest_container_does_not_stop_uploads() {
 #[test]
 fn manifest_of_100_mb_with_content_length_is_accepted() {
     let dir = TempDir::new("bigmanifest");
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let c = TestChunk::new(text_bytes(9, 1000), true);
     assert_eq!(
         upload_to(&s, "default", &s.token, std::slice::from_ref(&c)).status,
@@ -486,7 +482,7 @@ fn manifest_of_100_mb_with_content_length_is_accepted() {
 fn data_dir_and_files_are_private() {
     let dir = TempDir::new("modes");
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let cs = chunks(8, 2);
     assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
     commit(&s, "default", &s.token, "f", &cs);
@@ -525,7 +521,7 @@ fn removed_wal_refuses_writes_and_keeps_what_was_acknowledged() {
         return; // SQLite's write-ahead log; PostgreSQL keeps its own
     }
     let dir = TempDir::new("walgone");
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let cs = chunks(10, 4);
     assert_eq!(upload_to(&s, "default", &s.token, &cs[..2]).status, 200);
     let v1 = commit(&s, "default", &s.token, "f", &cs[..2]);
@@ -540,7 +536,7 @@ fn removed_wal_refuses_writes_and_keeps_what_was_acknowledged() {
     )
     .expect_error(503, "wal_lost");
     s.kill9();
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     let vs = damage_of_versions(&s, "default", &s.token);
     assert_eq!(vs, vec![(v1, 0, false)]);
     assert_restores(&s, "default", &s.token, &cs[..2]);
@@ -578,7 +574,7 @@ fn out_of_space_is_507_and_nothing_half_stored() {
     // Reads still work, and everything acknowledged is intact after a restart with room.
     assert_restores(&s, "default", &s.token, &acked);
     drop(s);
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     assert_restores(&s, "default", &s.token, &acked);
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
@@ -643,7 +639,7 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
         return; // a SQLite database from before a migration
     }
     let dir = TempDir::new("lostrows");
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let cs = chunks(11, 3);
     assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
     let v = commit(&s, "default", &s.token, "f", &cs);
@@ -667,7 +663,7 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
         )
         .unwrap();
     }
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     assert_eq!(
         damage_of_versions(&s, "default", &s.token),
         vec![(v, 1, true)]
@@ -743,7 +739,7 @@ fn served_manifest(s: &Server, id: i64) -> Vec<u8> {
 #[test]
 fn manifests_are_stored_as_one_zstd_frame_and_served_as_committed() {
     let dir = TempDir::new("manifestblob");
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let cs = chunks(12, 3);
     assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
     // Many entries naming the same chunks, as a tree of small files does: the JSON is
@@ -777,14 +773,14 @@ fn manifests_are_stored_as_one_zstd_frame_and_served_as_committed() {
     );
     assert_eq!(zstd::decode_all(&stored[..]).unwrap(), served);
     // Restarted, the server serves the same bytes from the row.
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     assert_eq!(served_manifest(&s, id), served);
 }
 
 #[test]
 fn a_damaged_stored_manifest_is_an_error_not_other_json() {
     let dir = TempDir::new("manifestdamage");
-    let mut s = start(&dir.0);
+    let mut s = Server::start_without_pass(&dir.0);
     let cs = chunks(13, 2);
     assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
     let good = commit(&s, "default", &s.token, "a", &cs);
@@ -797,7 +793,7 @@ fn a_damaged_stored_manifest_is_an_error_not_other_json() {
     set_stored_manifest(&dir.0, cut, &stored[..stored.len() - 6]);
     // JSON in the column is not a form the server writes: refused, not guessed at.
     set_stored_manifest(&dir.0, plain, &plain_json);
-    let s = start(&dir.0);
+    let s = Server::start_without_pass(&dir.0);
     assert_eq!(served_manifest(&s, good), good_json);
     for (id, what) in [
         (cut, "stored manifest is a damaged zstd frame"),

@@ -125,12 +125,7 @@ impl Pool {
 
     fn add(&mut self, c: TestChunk) -> String {
         let h = c.hex();
-        let stored = if c.zstd {
-            zstd::bulk::compress(&c.raw, 3).unwrap().len()
-        } else {
-            c.raw.len()
-        };
-        self.stored.insert(h.clone(), stored as u64);
+        self.stored.insert(h.clone(), c.stored().len() as u64);
         self.chunks.insert(h.clone(), c);
         h
     }
@@ -1700,12 +1695,14 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
     let delta_point = point.starts_with("delta:");
     let dir = TempDir::new("crashpoint");
     // 1. the history; without the mover when the mover is what crashes
-    let mut env = engine_env();
+    // The engine's settings, the delta pass on for the pass's own points; the restart too.
+    let mut engine = engine_env();
+    if delta_point {
+        engine.retain(|e| *e != NO_PASS[0]);
+    }
+    let mut env = engine.clone();
     if matches!(trigger, Trigger::Mover) {
         env.push(("DITTO_LAYOUT", "off"));
-    }
-    if delta_point {
-        env.retain(|e| *e != NO_PASS[0]);
     }
     let mut model = Model::default();
     if !matches!(trigger, Trigger::Backup) {
@@ -1794,11 +1791,7 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
     );
 
     // 3. restart: recovery, then everything that must hold
-    let mut restart_env = engine_env();
-    if delta_point {
-        restart_env.retain(|e| *e != NO_PASS[0]);
-    }
-    let s = spawn(&dir.0, &restart_env).unwrap_or_else(|st| panic!("{ctx}: restart: {st}"));
+    let s = spawn(&dir.0, &engine).unwrap_or_else(|st| panic!("{ctx}: restart: {st}"));
     let api = Api::of(&s);
     let live = api.version_ids();
     let gone: BTreeSet<i64> = removing.difference(&live).copied().collect();

@@ -146,16 +146,16 @@ impl Store {
             let rep = self.delta_pass(repo_id, version)?;
             rewrote |= rep.delta_chunks + rep.recompressed > 0;
             log_pass(repo_id, &rep);
-            if rep.abandoned {
+            let abandoned = rep.abandoned;
+            last = rep;
+            if abandoned {
                 // A commit or a deletion came meanwhile: its own run retries from here.
-                last = rep;
                 break;
             }
             self.delta_done
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(repo_id, version);
-            last = rep;
         }
         if rewrote {
             self.mover_pass(repo_id, "move")?;

@@ -483,17 +483,22 @@ impl TestChunk {
     pub fn hex(&self) -> String {
         to_hex(&self.fp)
     }
+
+    /// The bytes [`bundle`] uploads for it: a zstd-3 frame, or the raw bytes.
+    pub fn stored(&self) -> Vec<u8> {
+        if self.zstd {
+            zstd::bulk::compress(&self.raw, 3).unwrap()
+        } else {
+            self.raw.clone()
+        }
+    }
 }
 
 pub fn bundle(chunks: &[TestChunk]) -> Vec<u8> {
     let mut w = BundleWriter::new();
     for c in chunks {
-        if c.zstd {
-            let z = zstd::bulk::compress(&c.raw, 3).unwrap();
-            w.push(&c.fp, Codec::Zstd, c.raw.len() as u32, &z);
-        } else {
-            w.push(&c.fp, Codec::Raw, c.raw.len() as u32, &c.raw);
-        }
+        let codec = if c.zstd { Codec::Zstd } else { Codec::Raw };
+        w.push(&c.fp, codec, c.raw.len() as u32, &c.stored());
     }
     w.finish()
 }
