@@ -228,6 +228,7 @@ pub fn check(
                     backend: &*backend,
                     ix: Some(&*snap),
                     repo_id,
+                    cache: None,
                 };
                 if let Err(reason) =
                     verify::verify_stored(&row.fp, row.codec, row.raw_len, stored, &bases)

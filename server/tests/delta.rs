@@ -13,6 +13,7 @@ use std::{
 
 use common::*;
 use serde_json::{json, Value};
+use wasm_core::hash::{fingerprint, to_hex};
 
 /// Server settings: the pass on, every cold chunk leaves active containers.
 const ENV: &[(&str, &str)] = &[
@@ -294,9 +295,15 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
 
 #[test]
 fn a_kill_at_each_point_of_the_pass_loses_nothing() {
-    for point in ["delta:copied", "delta:switched"] {
+    let cases = [
+        ("delta:copied", history()),
+        ("delta:switched", history()),
+        // The passes train and store dictionaries.
+        ("delta:copied", dictionary_history()),
+        ("delta:switched", dictionary_history()),
+    ];
+    for (point, h) in cases {
         let dir = TempDir::new("delta-crash");
-        let h = history();
         let mut env = ENV.to_vec();
         env.push(("DITTO_TEST_CRASH_AT", point));
         let s = Server::start_with(&dir.0, &env, None);
@@ -478,6 +485,152 @@ fn whole_chunks_are_recompressed_and_read_back() {
     search_equals_naive(&s, &h, &[(v1, &h.v1)]);
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "after recompression");
+}
+
+/// `n` chunks of a code base: lines drawn from one pool, so the chunks share many lines
+/// (what a trained dictionary learns) while no two of them resemble each other.
+fn pooled_chunks(seed: u64, from: u64, n: usize) -> Vec<Vec<u8>> {
+    let pool: Vec<Vec<u8>> = (0..4_000u64)
+        .map(|i| {
+            let mut l = text_bytes(seed * 10_000 + i, 30 + (i as usize * 37) % 60);
+            l.push(b'\n');
+            l
+        })
+        .collect();
+    (from..from + n as u64)
+        .map(|c| {
+            let pick = rand_bytes(seed * 1_000 + c, 600);
+            let lines = 150 + (c as usize * 13) % 100;
+            let mut out = Vec::new();
+            for k in 0..lines {
+                let at = u16::from_le_bytes([pick[2 * k], pick[2 * k + 1]]) as usize % pool.len();
+                out.extend_from_slice(&pool[at]);
+            }
+            out
+        })
+        .collect()
+}
+
+/// Two versions of a code base whose chunks share lines but do not resemble each other
+/// (a trained dictionary's case): v2 keeps half of v1's chunks and adds 140 new ones.
+fn dictionary_history() -> History {
+    let chunks: Vec<TestChunk> = pooled_chunks(9, 0, 280)
+        .into_iter()
+        .map(|r| TestChunk::new(r, true))
+        .collect();
+    let fps: Vec<String> = chunks.iter().map(|c| c.hex()).collect();
+    let v1 = one_file(&chunks, &fps[..140], 1_763_000_000_000);
+    let v2 = one_file(&chunks, &fps[70..], 1_763_003_600_000);
+    History { chunks, v1, v2 }
+}
+
+/// A manifest of one file made of `recipe`.
+fn one_file(chunks: &[TestChunk], recipe: &[String], t: i64) -> Value {
+    let size: usize = recipe
+        .iter()
+        .map(|h| chunks.iter().find(|c| &c.hex() == h).unwrap().raw.len())
+        .sum();
+    json!({ "source": "code", "time": t, "entries": [
+        { "path": "code", "kind": "dir", "size": 0, "mtime": t, "mode": 493, "recipe": [] },
+        { "path": "code/all.js", "kind": "file", "size": size, "mtime": t, "mode": 420,
+          "recipe": recipe },
+    ] })
+}
+
+#[test]
+fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
+    let dir = TempDir::new("dictionary");
+    let mut s = Server::start_with(&dir.0, ENV, None);
+    let chunks: Vec<TestChunk> = pooled_chunks(7, 0, 140)
+        .into_iter()
+        .map(|r| TestChunk::new(r, true))
+        .collect();
+    let all: Vec<String> = chunks.iter().map(|c| c.hex()).collect();
+    let v1m = one_file(&chunks, &all, 1_763_000_000_000);
+    // v2 keeps the first half of the file.
+    let v2m = one_file(&chunks, &all[..70], 1_763_003_600_000);
+    let h = History {
+        chunks: chunks.clone(),
+        v1: v1m.clone(),
+        v2: v2m.clone(),
+    };
+    let uploaded: i64 = chunks.iter().map(|c| c.stored().len() as i64).sum();
+    let v1 = backup(&s, &h, &v1m);
+    let st = wait_pass(&s, v1);
+    let pass = &st["delta_pass"];
+    eprintln!("pass over v1: {pass}");
+    let dict_bytes = pass["dictionary_bytes"].as_i64().unwrap();
+    assert!(dict_bytes > 0, "a dictionary is trained and stored: {pass}");
+    let stored = st["stored_bytes"].as_i64().unwrap();
+    assert!(
+        (stored as f64) < uploaded as f64 * 0.8,
+        "the dictionary's deltas and the dictionary store less: {stored} of {uploaded} uploaded"
+    );
+
+    // Independently of the pass's report: most chunks name one base, which no manifest
+    // names, and which reads back as the bytes of its fingerprint.
+    let edges = base_edges(&dir.0);
+    let mut by_base: HashMap<&String, usize> = HashMap::new();
+    for b in edges.values() {
+        *by_base.entry(b).or_default() += 1;
+    }
+    let (dict, users) = by_base.into_iter().max_by_key(|(_, n)| *n).unwrap();
+    let dict = dict.clone();
+    assert!(
+        users >= 100,
+        "{users} of 140 chunks are deltas against the dictionary"
+    );
+    assert!(!all.contains(&dict), "the dictionary is no chunk of a file");
+    let get_dict = |s: &Server| {
+        request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{dict}")),
+            Some(&s.token),
+            &[],
+            None,
+        )
+    };
+    let r = get_dict(&s);
+    assert_eq!(r.status, 200);
+    assert_eq!(to_hex(&fingerprint(&r.body)), dict);
+    read_back(&s, &h, &v1m, "after the pass");
+    search_equals_naive(&s, &h, &[(v1, &v1m)]);
+
+    // v1 expires while v2 needs half of its chunks: the dictionary stays with them.
+    let v2 = backup(&s, &h, &v2m);
+    wait_pass(&s, v2);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "policy": { "keep_last": 1 } }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        get_dict(&s).status,
+        200,
+        "the dictionary a live delta needs stays"
+    );
+    read_back(&s, &h, &v2m, "after v1 expired");
+    search_equals_naive(&s, &h, &[(v2, &v2m)]);
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after v1 expired");
+
+    // The last version goes: nothing needs the dictionary, and nothing is left.
+    let s = Server::start_with(&dir.0, ENV, None);
+    let r = request(
+        "DELETE",
+        &s.repo_url("default", &format!("/versions/{v2}")),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(get_dict(&s).status, 404, "an unneeded dictionary is freed");
+    assert_eq!(stats(&s)["stored_bytes"].as_i64(), Some(0));
 }
 
 // ---------------------------------------------------------------- GC with base edges

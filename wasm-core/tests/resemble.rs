@@ -555,3 +555,50 @@ fn super_feature_properties(p: Params, mut rng: Rng) {
     );
     assert!(index.memory_bytes() > 0);
 }
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn shared_base_encodes_what_the_prefix_decoder_reads() {
+    let mut rng = Rng(0x5EED_00D1);
+    let mut dec = DeltaDecoder::new().unwrap();
+    for t in 0..TRIALS / 20 {
+        // A large base shared by many chunks: some copy from it with edits, some are
+        // unrelated, some empty; every one decodes with the ordinary prefix decoder.
+        let base = {
+            let n = rng.range(1, 300_000);
+            text(&mut rng, n)
+        };
+        let bfp = fingerprint(&base);
+        let mut enc = SharedBaseEncoder::new(&bfp, &base, DEFAULT_DELTA_LEVEL).unwrap();
+        let mut prefix = DeltaEncoder::new(DEFAULT_DELTA_LEVEL).unwrap();
+        for k in 0..12 {
+            let raw = match k % 3 {
+                0 => {
+                    let at = rng.below(base.len());
+                    let end = (at + rng.range(1, 20_000)).min(base.len());
+                    edit(&mut rng, &base[at..end], 4)
+                }
+                1 => {
+                    let n = rng.range(0, 20_000);
+                    rng.bytes(n)
+                }
+                _ => Vec::new(),
+            };
+            let payload = enc.encode(&raw).unwrap().to_vec();
+            assert_eq!(base_of(&payload).unwrap(), bfp);
+            let out = dec.decode(&payload, &bfp, &base, raw.len()).unwrap();
+            assert_eq!(out, raw, "trial {t} chunk {k}");
+            // About what the per-chunk prefix encoding costs.
+            let p = prefix.encode(&bfp, &base, &raw).unwrap().len();
+            assert!(
+                payload.len() <= p + p / 4 + 64,
+                "trial {t} chunk {k}: {} vs {p}",
+                payload.len()
+            );
+        }
+    }
+    // A base zstd would parse as a structured dictionary is refused, not misread.
+    let mut magic = 0xEC30_A437u32.to_le_bytes().to_vec();
+    magic.extend_from_slice(&text(&mut rng, 1000));
+    assert!(SharedBaseEncoder::new(&fingerprint(&magic), &magic, 3).is_err());
+}

@@ -220,6 +220,7 @@ impl Store {
                 backend: &*self.containers,
                 ix: None,
                 repo_id,
+                cache: None,
             }));
         }
         let ix = self.index()?;
@@ -227,6 +228,7 @@ impl Store {
             backend: &*self.containers,
             ix: Some(&*ix),
             repo_id,
+            cache: Some(&self.base_cache),
         }))
     }
 

@@ -19,8 +19,10 @@
 //!    `wasm_core::resemble::DUPADJ_MAX_RATIO`). A base at the chain cap is replaced by its
 //!    nearest ancestor below it.
 //! 4. The candidates that stay whole are recompressed at the server's higher zstd level
-//!    (`super::recompress`, not DARE's: the pass has their raw bytes in hand) and re-stored
-//!    with the deltas where that pays.
+//!    (`super::recompress`, not DARE's: the pass has their raw bytes in hand); when they are
+//!    many, a dictionary is trained on them and stored as one more chunk, and each becomes a
+//!    delta against it where that stores less (`super::dictionary`). Both are re-stored with
+//!    the deltas where that pays.
 //!
 //! Durability is the mover's (docs/STORAGE.md, "Crash safety"): the new copies are written into
 //! new containers, whole and durable, before one transaction per container inserts its row
@@ -49,9 +51,14 @@ use wasm_core::{
 use super::{
     chunks::ChunkLoc,
     crashpoint,
-    index::{chunks::ChunkRow, maintenance::RewriteMove},
+    dictionary::{self, Dictionary, Plan},
+    index::{
+        chunks::{ChunkRow, NewChunk},
+        maintenance::RewriteMove,
+    },
     layout::Snapshot,
     mover::{Building, Dest},
+    now_ms,
     recompress::Recompressor,
     versions::manifest_stream,
     Store, StoreError, StoreResult,
@@ -91,6 +98,9 @@ pub struct DeltaReport {
     /// (`super::recompress`), and the stored bytes that saved.
     pub recompressed: u64,
     pub recompress_saved: i64,
+    /// Stored bytes of the dictionary trained in the pass (0: none stored); its deltas are
+    /// among `delta_chunks` and `bytes_saved` (`super::dictionary`).
+    pub dictionary_bytes: i64,
     pub containers_written: u64,
     /// Candidates or bases that could not be read (left as they are).
     pub unreadable: u64,
@@ -106,6 +116,15 @@ struct Chosen {
     row: ChunkRow,
     base: Option<Fingerprint>,
     payload: Vec<u8>,
+}
+
+/// A candidate that found no similar base: its raw bytes, and its copy recompressed at the
+/// server's level if that pays.
+struct Whole {
+    fp: Fingerprint,
+    row: ChunkRow,
+    raw: std::rc::Rc<Vec<u8>>,
+    shrunk: Option<Vec<u8>>,
 }
 
 impl Chosen {
@@ -358,9 +377,11 @@ impl Store {
             }
         }
 
-        // 4. The candidates that stay whole, recompressed at the server's level where that
-        //    pays (their raw bytes are those the super-feature step just read).
+        // 4. The candidates that stay whole: recompressed at the server's level where that
+        //    pays (their raw bytes are those the super-feature step just read), then, when
+        //    they are many, deltas against a dictionary trained on them (`super::dictionary`).
         let mut rc = Recompressor::new().map_err(|e| bad(e.to_string()))?;
+        let mut whole: Vec<Whole> = Vec::new();
         for fp in &candidates {
             if chosen.contains_key(fp) {
                 continue;
@@ -370,11 +391,24 @@ impl Store {
             else {
                 continue;
             };
-            if let Some(payload) = rc.shrink(&bytes, row.stored_len) {
+            let shrunk = rc.shrink(&bytes, row.stored_len);
+            whole.push(Whole {
+                fp: *fp,
+                row,
+                raw: bytes,
+                shrunk,
+            });
+        }
+        let dict = self.dictionary_deltas(repo_id, &whole, &mut chosen)?;
+        for Whole {
+            fp, row, shrunk, ..
+        } in whole
+        {
+            if let (false, Some(payload)) = (chosen.contains_key(&fp), shrunk) {
                 chosen.insert(
-                    *fp,
+                    fp,
                     Chosen {
-                        fp: *fp,
+                        fp,
                         row,
                         base: None,
                         payload,
@@ -396,7 +430,25 @@ impl Store {
         // 5. Write the new copies into new active containers, whole and durable.
         let mut order: Vec<Chosen> = chosen.into_values().collect();
         order.sort_by_key(|c| (c.row.container_id, c.row.slot));
-        let mut builds: Vec<(Building, Vec<RewriteMove>)> = Vec::new();
+        // `None`: the new dictionary, first, so that it is switched in before any delta
+        // against it (each container is switched in its own transaction).
+        let mut builds: Vec<(Building, Vec<Option<RewriteMove>>)> = Vec::new();
+        if let Some(d) = &dict {
+            let mut b = Building::new(Dest::Active);
+            b.table.extend_from_slice(
+                &TableEntry {
+                    fp: d.fp,
+                    codec: CODEC_ZSTD,
+                    offset: 0,
+                    stored_len: d.stored.len() as u32,
+                    raw_len: d.raw_len,
+                }
+                .encode(),
+            );
+            b.data.extend_from_slice(&d.stored);
+            b.moves.push((d.fp, 0, 0, 0, 0));
+            builds.push((b, vec![None]));
+        }
         for c in order {
             if !builds
                 .last()
@@ -422,7 +474,7 @@ impl Store {
             b.moves
                 .push((c.fp, c.row.container_id, c.row.slot, slot, rel));
             let saved = c.row.stored_len - stored_len;
-            extra.push(RewriteMove {
+            extra.push(Some(RewriteMove {
                 fp: c.fp,
                 old_container: c.row.container_id,
                 old_slot: c.row.slot,
@@ -432,7 +484,7 @@ impl Store {
                 codec: c.codec(),
                 base: c.base,
                 saved: if c.base.is_some() { saved } else { 0 },
-            });
+            }));
         }
         let mut written = Vec::new();
         for (b, extra) in builds {
@@ -462,9 +514,24 @@ impl Store {
                     let moves: Vec<RewriteMove> = extra
                         .iter()
                         .zip(&w.moves)
-                        .map(|(m, mv)| RewriteMove { offset: mv.4, ..*m })
+                        .filter_map(|(m, mv)| m.map(|m| RewriteMove { offset: mv.4, ..m }))
                         .collect();
                     tx.insert_written_container(&w.row(repo_id, true))?;
+                    if let (Some(d), Some(mv)) =
+                        (&dict, extra.iter().zip(&w.moves).find(|(m, _)| m.is_none()))
+                    {
+                        let new = NewChunk {
+                            fp: d.fp,
+                            slot: mv.1 .3,
+                            offset: mv.1 .4,
+                            stored_len: d.stored.len() as u32,
+                            raw_len: d.raw_len,
+                            codec: CODEC_ZSTD,
+                        };
+                        tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[new])?;
+                        tx.mark_first_version(repo_id, version, &[d.fp])?;
+                        rep.dictionary_bytes = new.stored_len as i64;
+                    }
                     tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
                     tx.commit()?;
                     let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
@@ -501,7 +568,7 @@ impl Store {
 /// One line per pass in the server's log.
 fn log_pass(repo_id: i64, rep: &DeltaReport) {
     eprintln!(
-        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; in {:.2} s",
+        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; dictionary {} bytes; in {:.2} s",
         rep.version,
         rep.delta_chunks,
         rep.candidates,
@@ -510,8 +577,54 @@ fn log_pass(repo_id: i64, rep: &DeltaReport) {
         rep.bytes_saved,
         rep.recompressed,
         rep.recompress_saved,
+        rep.dictionary_bytes,
         rep.seconds
     );
+}
+
+impl Store {
+    /// Step 4 of a pass: the chunks in `whole` (fingerprint, row, raw bytes, recompressed
+    /// copy if that pays) as deltas against a dictionary trained on them, where that saves
+    /// (`super::dictionary`), added to `chosen`. Returns the dictionary to store, unless the
+    /// repository holds it already (a pass retried after an abandoned one trains the same).
+    fn dictionary_deltas(
+        &self,
+        repo_id: i64,
+        whole: &[Whole],
+        chosen: &mut HashMap<Fingerprint, Chosen>,
+    ) -> StoreResult<Option<Dictionary>> {
+        let sizes: Vec<(&[u8], u32)> = whole
+            .iter()
+            .map(|w| {
+                let now = w
+                    .shrunk
+                    .as_ref()
+                    .map_or(w.row.stored_len, |p| p.len() as u32);
+                (w.raw.as_slice(), now)
+            })
+            .collect();
+        let Some(Plan {
+            dictionary: dict,
+            deltas,
+        }) = dictionary::plan(&sizes)
+        else {
+            return Ok(None);
+        };
+        for (i, payload) in deltas {
+            let w = &whole[i];
+            chosen.insert(
+                w.fp,
+                Chosen {
+                    fp: w.fp,
+                    row: w.row,
+                    base: Some(dict.fp),
+                    payload,
+                },
+            );
+        }
+        let stored = self.index()?.chunk_stored(repo_id, &dict.fp)?;
+        Ok((!stored).then_some(dict))
+    }
 }
 
 /// Raw bytes of the chunks a pass reads (candidates and bases), dropped whole past

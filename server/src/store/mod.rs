@@ -24,6 +24,7 @@ pub mod chunks;
 pub mod containers;
 pub mod crashpoint;
 pub mod delta;
+pub mod dictionary;
 mod error;
 pub mod expiry;
 pub mod gc;
@@ -127,6 +128,8 @@ pub struct Store {
     /// The highest version id of each repository the delta pass has handled since the
     /// server started (the next run handles every version above it).
     delta_done: Mutex<HashMap<i64, i64>>,
+    /// Decoded delta bases shared by the store's reads (`verify::BaseCache`).
+    base_cache: verify::BaseCache,
     /// When a backup last asked, uploaded or committed (unix ms): the background mover
     /// waits for a quiet moment.
     last_backup_ms: AtomicU64,
@@ -170,6 +173,7 @@ impl Store {
             mover_totals: Mutex::new(HashMap::new()),
             delta_last: Mutex::new(HashMap::new()),
             delta_done: Mutex::new(HashMap::new()),
+            base_cache: verify::BaseCache::default(),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 ix: writer,

@@ -2,10 +2,15 @@
 //! decode a chunk's stored bytes and compare their fingerprint with the one it is stored
 //! under, so a damaged copy is found (and quarantined) instead of served.
 
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+};
+
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{fingerprint, to_hex, Fingerprint},
-    resemble::delta::{decode_chain, Stored, CODEC_DELTA},
+    resemble::delta::{base_of, decode_chain, DeltaDecoder, Stored, CODEC_DELTA},
 };
 
 use super::{
@@ -22,6 +27,52 @@ pub struct Bases<'a> {
     /// `None` where no delta chunk is expected (a delta then fails to decode).
     pub ix: Option<&'a dyn IndexRead>,
     pub repo_id: i64,
+    /// Decoded bases kept between reads (the store's reads); `None` reads every base from
+    /// its container (`check`, the verify endpoint).
+    pub cache: Option<&'a BaseCache>,
+}
+
+/// Decoded, verified delta bases, most recently added kept, within [`BaseCache::BUDGET`]
+/// bytes. A base shared by many deltas (a trained dictionary, `super::dictionary`, is up
+/// to 1 MiB) would otherwise be read, decoded and hashed again for each of them. Keyed by
+/// fingerprint and filled only with bytes that match it, so an entry never goes stale.
+#[derive(Default)]
+pub struct BaseCache {
+    inner: Mutex<Cached>,
+}
+
+#[derive(Default)]
+struct Cached {
+    map: HashMap<Fingerprint, Arc<Vec<u8>>>,
+    /// Insertion order, oldest first.
+    order: VecDeque<Fingerprint>,
+    bytes: usize,
+}
+
+impl BaseCache {
+    const BUDGET: usize = 64 << 20;
+
+    fn get(&self, fp: &Fingerprint) -> Option<Arc<Vec<u8>>> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.map.get(fp).cloned()
+    }
+
+    fn put(&self, fp: Fingerprint, raw: Arc<Vec<u8>>) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Cached { map, order, bytes } = &mut *g;
+        if raw.len() > Self::BUDGET || map.contains_key(&fp) {
+            return;
+        }
+        while *bytes + raw.len() > Self::BUDGET {
+            let Some(old) = order.pop_front() else { break };
+            if let Some(r) = map.remove(&old) {
+                *bytes -= r.len();
+            }
+        }
+        *bytes += raw.len();
+        order.push_back(fp);
+        map.insert(fp, raw);
+    }
 }
 
 impl Bases<'_> {
@@ -73,6 +124,9 @@ impl Bases<'_> {
         raw_len: u32,
         stored: &[u8],
     ) -> Result<Vec<u8>, String> {
+        if let Some(cache) = self.cache {
+            return self.decode_cached(cache, fp, raw_len, stored);
+        }
         let mut first = Some(Stored {
             codec: CODEC_DELTA,
             bytes: stored.to_vec(),
@@ -83,6 +137,34 @@ impl Bases<'_> {
             _ => self.fetch(f),
         })
         .map_err(|e| format!("delta chunk: {e}"))
+    }
+}
+
+impl Bases<'_> {
+    /// [`Self::decode_delta`] with the direct base taken from, or added to, `cache`.
+    fn decode_cached(
+        &self,
+        cache: &BaseCache,
+        fp: &Fingerprint,
+        raw_len: u32,
+        stored: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let err = |e: wasm_core::resemble::delta::DeltaError| format!("delta chunk: {e}");
+        let base_fp = base_of(stored).map_err(err)?;
+        let base = match cache.get(&base_fp) {
+            Some(b) => b,
+            None => {
+                // Verified link by link, the base itself included.
+                let b = Arc::new(decode_chain(&base_fp, |f| self.fetch(f)).map_err(err)?);
+                cache.put(base_fp, b.clone());
+                b
+            }
+        };
+        let raw = DeltaDecoder::new()
+            .and_then(|mut d| d.decode(stored, &base_fp, &base, raw_len as usize))
+            .map_err(err)?;
+        matches(fp, &raw)?;
+        Ok(raw)
     }
 }
 
@@ -220,6 +302,7 @@ pub fn verify_repo(
         backend,
         ix: Some(ix),
         repo_id,
+        cache: None,
     };
     let containers = ix.container_ids(repo_id)?;
     let mut out = Verified::default();

@@ -20,7 +20,7 @@
 
 use crate::format::bundle::MAX_CHUNK_RAW;
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};
-use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
+use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx};
 
 /// Codec byte of a delta chunk.
 pub const CODEC_DELTA: u8 = 2;
@@ -180,6 +180,83 @@ impl DeltaEncoder {
         c.ref_prefix(unsafe { extend(base) }).map_err(zstd_err)?;
         c.compress2(&mut self.out[HEADER_LEN..], raw)
             .map_err(zstd_err)
+    }
+}
+
+/// The first bytes of a structured zstd dictionary: a base starting with them cannot be
+/// prepared by [`SharedBaseEncoder`] (zstd would parse it instead of taking it as content).
+const ZSTD_DICT_MAGIC: [u8; 4] = 0xEC30_A437u32.to_le_bytes();
+
+/// Encodes many chunks against one base whose match tables are built once: the base is
+/// loaded as a zstd dictionary of raw content, which decodes exactly like the prefix that
+/// [`DeltaEncoder::encode`] references (same method byte, same [`DeltaDecoder`]). For a base
+/// shared by many chunks, such as the dictionaries the delta pass trains, referencing a large
+/// prefix per chunk would index the whole base again for each one.
+pub struct SharedBaseEncoder {
+    // Declared before `cdict`, so dropped before the dictionary it may reference.
+    cctx: CCtx<'static>,
+    cdict: CDict<'static>,
+    base_fp: Fingerprint,
+    level: i32,
+    out: Vec<u8>,
+}
+
+impl SharedBaseEncoder {
+    /// Prepares `base` (whose fingerprint is `base_fp`) at zstd level `level`. A base that
+    /// starts with the zstd dictionary magic is refused ([`DeltaEncoder`] takes any base).
+    pub fn new(base_fp: &Fingerprint, base: &[u8], level: i32) -> Result<Self, DeltaError> {
+        if base.starts_with(&ZSTD_DICT_MAGIC) {
+            return Err(DeltaError::Base(
+                "a shared base may not start with the zstd dictionary magic".into(),
+            ));
+        }
+        let cdict = CDict::try_create(base, level)
+            .ok_or_else(|| DeltaError::Corrupt("zstd could not prepare the base".into()))?;
+        let cctx =
+            CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))?;
+        Ok(SharedBaseEncoder {
+            cctx,
+            cdict,
+            base_fp: *base_fp,
+            level,
+            out: Vec::new(),
+        })
+    }
+
+    /// Encodes `raw` against the base; returns the whole stored payload (header and frame),
+    /// valid until the next call.
+    pub fn encode(&mut self, raw: &[u8]) -> Result<&[u8], DeltaError> {
+        if raw.len() > MAX_CHUNK_RAW as usize {
+            return Err(DeltaError::TooLarge(raw.len()));
+        }
+        self.out.clear();
+        self.out.extend_from_slice(&self.base_fp);
+        self.out.push(METHOD_ZSTD_PREFIX);
+        self.out
+            .resize(HEADER_LEN + zstd_safe::compress_bound(raw.len()), 0);
+        let res = (|| {
+            let c = &mut self.cctx;
+            c.set_parameter(CParameter::CompressionLevel(self.level))
+                .map_err(zstd_err)?;
+            c.set_parameter(CParameter::ContentSizeFlag(true))
+                .map_err(zstd_err)?;
+            c.set_parameter(CParameter::ChecksumFlag(false))
+                .map_err(zstd_err)?;
+            c.set_parameter(CParameter::DictIdFlag(false))
+                .map_err(zstd_err)?;
+            c.ref_cdict(&self.cdict).map_err(zstd_err)?;
+            c.compress2(&mut self.out[HEADER_LEN..], raw)
+                .map_err(zstd_err)
+        })();
+        // The dictionary stays referenced by this context only for the call.
+        let reset = self
+            .cctx
+            .reset(zstd_safe::ResetDirective::SessionAndParameters)
+            .map_err(zstd_err);
+        let n = res?;
+        reset?;
+        self.out.truncate(HEADER_LEN + n);
+        Ok(&self.out)
     }
 }
 

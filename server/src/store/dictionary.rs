@@ -1,0 +1,174 @@
+//! Trained dictionaries as shared delta bases, for the chunks the delta pass leaves whole.
+//!
+//! DARE (§3.3) pairs a chunk with one similar stored chunk; most of the chunks a repository's
+//! first version stores find none, and each is then compressed alone, in a zstd frame whose
+//! window starts empty. Yet they share much with the other chunks of their version: the
+//! identifiers, keywords and idioms of one code base. zstd's dictionary builder (fastCOVER,
+//! `ZDICT_trainFromBuffer`) picks the segments that recur most across a set of samples; this
+//! module trains one over the chunks a pass leaves whole and stores it as one more chunk,
+//! then each of those chunks becomes a codec-2 delta against it where that pays (encoded by
+//! `wasm_core::resemble::delta::SharedBaseEncoder`, which builds the dictionary's match
+//! tables once for all of them).
+//!
+//! No format changes (docs/FORMAT.md, "Codec 2: delta"): the dictionary is an ordinary whole
+//! chunk (codec 1, its fingerprint the SHA-1 of its bytes) that no manifest names, and its
+//! deltas decode like any other, against its raw bytes as a prefix. It lives as long as a
+//! delta needs it, like any base: the layout and the sweep follow base edges
+//! (docs/STORAGE.md, "Delta pass"). What it gives, against one frame per chunk and against
+//! shared compression frames, is in docs/BENCHMARKS.md ("Trained dictionaries").
+
+use wasm_core::{
+    compress::{Compressor, CODEC_ZSTD},
+    format::bundle::MAX_CHUNK_RAW,
+    hash::{fingerprint, Fingerprint},
+    resemble::delta::{DeltaDecoder, SharedBaseEncoder},
+};
+
+use super::recompress::{LEVEL, MIN_GAIN};
+
+/// zstd level of the dictionary's own stored copy (one chunk, compressed once).
+const DICTIONARY_LEVEL: i32 = 19;
+
+/// A trained dictionary about to be stored: its fingerprint, raw length and stored bytes
+/// (codec 1).
+pub struct Dictionary {
+    pub fp: Fingerprint,
+    pub raw_len: u32,
+    pub stored: Vec<u8>,
+}
+
+/// A dictionary and the deltas against it that pay: (index into the chunks planned,
+/// stored payload).
+pub struct Plan {
+    pub dictionary: Dictionary,
+    pub deltas: Vec<(usize, Vec<u8>)>,
+}
+
+/// Trains a dictionary on `chunks` (raw bytes, and the stored bytes each takes now) and
+/// encodes each against it at the server's recompression level. Returns the dictionary and
+/// the deltas that save at least [`MIN_GAIN`] of their chunk's stored bytes (index into
+/// `chunks`, payload), each decoded back and compared first; `None` if the chunks are too
+/// few or the deltas would not save more than the dictionary itself stores.
+pub fn plan<R: AsRef<[u8]>>(chunks: &[(R, u32)]) -> Option<Plan> {
+    let raw: Vec<&[u8]> = chunks.iter().map(|(r, _)| r.as_ref()).collect();
+    let dict = train(&raw)?;
+    let fp = fingerprint(&dict);
+    let mut zc = Compressor::new(DICTIONARY_LEVEL).ok()?;
+    let (codec, stored) = zc.compress(&dict);
+    if codec != CODEC_ZSTD {
+        return None;
+    }
+    let stored = stored.to_vec();
+    let mut enc = SharedBaseEncoder::new(&fp, &dict, LEVEL).ok()?;
+    let mut dec = DeltaDecoder::new().ok()?;
+    let mut out = Vec::new();
+    let mut saved = 0usize;
+    for (i, (r, now)) in chunks.iter().enumerate() {
+        let r = r.as_ref();
+        let Ok(payload) = enc.encode(r) else {
+            continue;
+        };
+        if payload.len() as f64 > *now as f64 * (1.0 - MIN_GAIN) {
+            continue;
+        }
+        let payload = payload.to_vec();
+        if dec.decode(&payload, &fp, &dict, r.len()).ok().as_deref() != Some(r) {
+            continue;
+        }
+        saved += *now as usize - payload.len();
+        out.push((i, payload));
+    }
+    (saved > stored.len()).then_some(Plan {
+        dictionary: Dictionary {
+            fp,
+            raw_len: dict.len() as u32,
+            stored,
+        },
+        deltas: out,
+    })
+}
+
+/// Below this many raw bytes of whole chunks a dictionary costs more than it saves.
+pub const MIN_SAMPLE_BYTES: usize = 1 << 20;
+
+/// The most raw bytes the builder reads (an even selection of the chunks beyond it): its
+/// time grows with them, its gain much less.
+const MAX_SAMPLE_BYTES: usize = 32 << 20;
+
+/// A dictionary's size: an eighth of the samples, between 64 KiB and the chunk size limit
+/// (a dictionary is a chunk). Larger dictionaries save more on large versions; on small
+/// ones they cost more than they save (docs/BENCHMARKS.md, "Trained dictionaries").
+fn dictionary_size(sample_bytes: usize) -> usize {
+    (sample_bytes / 8).clamp(64 << 10, MAX_CHUNK_RAW as usize - 64)
+}
+
+/// The bytes a structured zstd dictionary starts with (magic and id): dropped, so that what
+/// is stored is content only (a shared base may not start with the magic).
+const HEADER_SKIP: usize = 8;
+
+/// Trains a dictionary on `samples` (raw chunks); `None` when they are too few or the
+/// builder finds nothing to learn. The result is raw content for a base: at most
+/// [`MAX_CHUNK_RAW`] bytes.
+pub fn train<S: AsRef<[u8]>>(samples: &[S]) -> Option<Vec<u8>> {
+    let total: usize = samples.iter().map(|s| s.as_ref().len()).sum();
+    if total < MIN_SAMPLE_BYTES {
+        return None;
+    }
+    // Every k-th sample when there are more than the builder should read.
+    let step = total.div_ceil(MAX_SAMPLE_BYTES).max(1);
+    let mut data = Vec::with_capacity(total.min(MAX_SAMPLE_BYTES) + (1 << 20));
+    let mut sizes = Vec::new();
+    for s in samples.iter().step_by(step) {
+        let s = s.as_ref();
+        if s.is_empty() {
+            continue;
+        }
+        data.extend_from_slice(s);
+        sizes.push(s.len());
+    }
+    let dict = zstd::dict::from_continuous(&data, &sizes, dictionary_size(data.len())).ok()?;
+    let content = dict.get(HEADER_SKIP..)?;
+    (!content.is_empty() && content.len() <= MAX_CHUNK_RAW as usize).then(|| content.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(seed: u32, n: usize) -> Vec<u8> {
+        let words = [
+            "export function ",
+            "getTypeOfSymbol",
+            "(node, checker)",
+            " {\n    return ",
+            "undefined;\n}\n",
+            "const ",
+            "interface ",
+            "isIdentifier(",
+        ];
+        let mut x = seed | 1;
+        let mut out = Vec::with_capacity(n + 32);
+        while out.len() < n {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            out.extend_from_slice(words[x as usize % words.len()].as_bytes());
+            out.extend_from_slice(format!("{}", x % 97).as_bytes());
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn trains_content_within_the_chunk_limit_or_nothing() {
+        let few: Vec<Vec<u8>> = (0..10).map(|i| source(i, 8 << 10)).collect();
+        assert!(train(&few).is_none(), "below MIN_SAMPLE_BYTES");
+        let many: Vec<Vec<u8>> = (0..400).map(|i| source(i, 8 << 10)).collect();
+        let d = train(&many).expect("a dictionary");
+        assert!(!d.is_empty() && d.len() <= MAX_CHUNK_RAW as usize);
+        assert!(!d.starts_with(&0xEC30_A437u32.to_le_bytes()));
+        assert_eq!(dictionary_size(1 << 20), 128 << 10);
+        assert_eq!(dictionary_size(100 << 10), 64 << 10);
+        assert_eq!(dictionary_size(1 << 30), MAX_CHUNK_RAW as usize - 64);
+    }
+}
