@@ -24,10 +24,15 @@ use wasm_core::{
     resemble::delta::{DeltaDecoder, SharedBaseEncoder},
 };
 
-use super::recompress::{LEVEL, MIN_GAIN};
+use super::recompress::MIN_GAIN;
 
 /// zstd level of the dictionary's own stored copy (one chunk, compressed once).
 const DICTIONARY_LEVEL: i32 = 19;
+
+/// zstd level of the deltas against a dictionary: from 16 on, zstd's optimal parsing finds
+/// much more in a large dictionary than level 12 does, for about twice its time; level 19
+/// saves little more for over twice that again (docs/BENCHMARKS.md, "Trained dictionaries").
+const DELTA_LEVEL: i32 = 16;
 
 /// A trained dictionary about to be stored: its fingerprint, raw length and stored bytes
 /// (codec 1).
@@ -45,7 +50,7 @@ pub struct Plan {
 }
 
 /// Trains a dictionary on `chunks` (raw bytes, and the stored bytes each takes now) and
-/// encodes each against it at the server's recompression level. Returns the dictionary and
+/// encodes each against it at [`DELTA_LEVEL`]. Returns the dictionary and
 /// the deltas that save at least [`MIN_GAIN`] of their chunk's stored bytes (index into
 /// `chunks`, payload), each decoded back and compared first; `None` if the chunks are too
 /// few or the deltas would not save more than the dictionary itself stores.
@@ -59,7 +64,7 @@ pub fn plan<R: AsRef<[u8]>>(chunks: &[(R, u32)]) -> Option<Plan> {
         return None;
     }
     let stored = stored.to_vec();
-    let mut enc = SharedBaseEncoder::new(&fp, &dict, LEVEL).ok()?;
+    let mut enc = SharedBaseEncoder::new(&fp, &dict, DELTA_LEVEL).ok()?;
     let mut dec = DeltaDecoder::new().ok()?;
     let mut out = Vec::new();
     let mut saved = 0usize;
