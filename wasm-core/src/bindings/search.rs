@@ -306,7 +306,8 @@ impl ContainerScan {
     /// takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1 zstd, 2 delta) for
     /// `raw_lens[k]` raw bytes. `bases` is a `chunks/get` bundle (possibly empty) of the
     /// bases [`ContainerScan::outside_bases`] named; they are used for decoding only, not
-    /// scanned. Returns how many tiny records are waiting for [`ContainerScan::take_tiny`].
+    /// scanned, and kept in `cache` too (a chunk of the cache is scanned when a range lists
+    /// it, as any other). Returns how many tiny records are waiting for [`ContainerScan::take_tiny`].
     #[allow(clippy::too_many_arguments)]
     pub fn scan(
         &mut self,
@@ -336,6 +337,9 @@ impl ContainerScan {
                         .dec
                         .decompress(e.codec as u8, e.payload, e.raw_len as usize)
                         .map_err(|m| err(format!("chunk {}: {m}", crate::hash::to_hex(&e.fp))))?;
+                    // Kept like a scanned chunk: a base shared by many deltas (a trained
+                    // dictionary) is then fetched once per worker, not once per job.
+                    cache.keep(&e.fp, raw);
                     outside.insert(e.fp, raw.to_vec());
                 }
             }
