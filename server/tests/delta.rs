@@ -178,6 +178,18 @@ fn read_back(s: &Server, h: &History, m: &Value, ctx: &str) {
     }
 }
 
+/// `forget` with `keep_last: 1`, then `prune`.
+fn expire_all_but_newest(s: &Server) {
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "policy": { "keep_last": 1 } }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
 fn check_cli(dir: &std::path::Path, ctx: &str) {
     let (code, out) = cli(dir, &["check", "default"]);
     assert_eq!(code, 0, "{ctx}: check failed:\n{out}");
@@ -224,14 +236,7 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
 
     // Expiry: v1 goes, the bases its chunks are for v2's deltas stay.
     let s = Server::start_with(&dir.0, ENV, None);
-    let r = post_json(
-        &s.repo_url("default", "/forget"),
-        &s.token,
-        &json!({ "policy": { "keep_last": 1 } }),
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    expire_all_but_newest(&s);
     assert_eq!(stats(&s)["delta_chunks"].as_i64().unwrap(), n);
     read_back(&s, &h, &h.v2, "after v1 expired");
     drop(s);
@@ -599,14 +604,7 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
     // v1 expires while v2 needs half of its chunks: the dictionary stays with them.
     let v2 = backup(&s, &h, &v2m);
     wait_pass(&s, v2);
-    let r = post_json(
-        &s.repo_url("default", "/forget"),
-        &s.token,
-        &json!({ "policy": { "keep_last": 1 } }),
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    expire_all_but_newest(&s);
     assert_eq!(
         get_dict(&s).status,
         200,

@@ -139,36 +139,13 @@ pub fn train<S: AsRef<[u8]>>(samples: &[S]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn source(seed: u32, n: usize) -> Vec<u8> {
-        let words = [
-            "export function ",
-            "getTypeOfSymbol",
-            "(node, checker)",
-            " {\n    return ",
-            "undefined;\n}\n",
-            "const ",
-            "interface ",
-            "isIdentifier(",
-        ];
-        let mut x = seed | 1;
-        let mut out = Vec::with_capacity(n + 32);
-        while out.len() < n {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            out.extend_from_slice(words[x as usize % words.len()].as_bytes());
-            out.extend_from_slice(format!("{}", x % 97).as_bytes());
-        }
-        out.truncate(n);
-        out
-    }
+    use crate::store::recompress::tests::text_seeded;
 
     #[test]
     fn trains_content_within_the_chunk_limit_or_nothing() {
-        let few: Vec<Vec<u8>> = (0..10).map(|i| source(i, 8 << 10)).collect();
+        let few: Vec<Vec<u8>> = (0..10).map(|i| text_seeded(i, 8 << 10)).collect();
         assert!(train(&few).is_none(), "below MIN_SAMPLE_BYTES");
-        let many: Vec<Vec<u8>> = (0..400).map(|i| source(i, 8 << 10)).collect();
+        let many: Vec<Vec<u8>> = (0..400).map(|i| text_seeded(i, 8 << 10)).collect();
         let d = train(&many).expect("a dictionary");
         assert!(!d.is_empty() && d.len() <= MAX_CHUNK_RAW as usize);
         assert!(!d.starts_with(&0xEC30_A437u32.to_le_bytes()));

@@ -49,11 +49,16 @@ impl Recompressor {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use wasm_core::compress::DEFAULT_LEVEL;
 
     fn text(n: usize) -> Vec<u8> {
+        text_seeded(7, n)
+    }
+
+    /// Code-like text: words of a small vocabulary in an order drawn from `seed`.
+    pub(in crate::store) fn text_seeded(seed: u32, n: usize) -> Vec<u8> {
         let words = [
             "function ",
             "return ",
@@ -71,7 +76,7 @@ mod tests {
             "if (",
             ") ",
         ];
-        let mut x: u32 = 7;
+        let mut x: u32 = seed | 1;
         let mut out = Vec::with_capacity(n + 32);
         while out.len() < n {
             x ^= x << 13;

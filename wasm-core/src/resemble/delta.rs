@@ -116,6 +116,52 @@ unsafe fn extend(base: &[u8]) -> &'static [u8] {
     std::mem::transmute::<&[u8], &'static [u8]>(base)
 }
 
+/// Starts a payload in `out`: the header, then room for the frame of `raw_len` bytes.
+fn start_payload(
+    out: &mut Vec<u8>,
+    base_fp: &Fingerprint,
+    raw_len: usize,
+) -> Result<(), DeltaError> {
+    if raw_len > MAX_CHUNK_RAW as usize {
+        return Err(DeltaError::TooLarge(raw_len));
+    }
+    out.clear();
+    out.extend_from_slice(base_fp);
+    out.push(METHOD_ZSTD_PREFIX);
+    out.resize(HEADER_LEN + zstd_safe::compress_bound(raw_len), 0);
+    Ok(())
+}
+
+/// The frame parameters of method 1 (docs/FORMAT.md): content size, no checksum, no
+/// dictionary id.
+fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), DeltaError> {
+    c.set_parameter(CParameter::CompressionLevel(level))
+        .map_err(zstd_err)?;
+    c.set_parameter(CParameter::ContentSizeFlag(true))
+        .map_err(zstd_err)?;
+    c.set_parameter(CParameter::ChecksumFlag(false))
+        .map_err(zstd_err)?;
+    c.set_parameter(CParameter::DictIdFlag(false))
+        .map_err(zstd_err)?;
+    Ok(())
+}
+
+/// Resets the context (dropping any prefix or dictionary it references, also after a
+/// failure) and cuts `out` to the header and the frame of `res` bytes.
+fn finish_payload<'o>(
+    c: &mut CCtx<'static>,
+    out: &'o mut Vec<u8>,
+    res: Result<usize, DeltaError>,
+) -> Result<&'o [u8], DeltaError> {
+    let reset = c
+        .reset(zstd_safe::ResetDirective::SessionAndParameters)
+        .map_err(zstd_err);
+    let n = res?;
+    reset?;
+    out.truncate(HEADER_LEN + n);
+    Ok(out)
+}
+
 impl DeltaEncoder {
     pub fn new(level: i32) -> Result<Self, DeltaError> {
         let cctx =
@@ -135,14 +181,7 @@ impl DeltaEncoder {
         base: &[u8],
         raw: &[u8],
     ) -> Result<&[u8], DeltaError> {
-        if raw.len() > MAX_CHUNK_RAW as usize {
-            return Err(DeltaError::TooLarge(raw.len()));
-        }
-        self.out.clear();
-        self.out.extend_from_slice(base_fp);
-        self.out.push(METHOD_ZSTD_PREFIX);
-        self.out
-            .resize(HEADER_LEN + zstd_safe::compress_bound(raw.len()), 0);
+        start_payload(&mut self.out, base_fp, raw.len())?;
         // zstd drops the part of a prefix that overlaps the input in memory, so a chunk that
         // lies inside its base's buffer is copied out first.
         let overlap = {
@@ -156,26 +195,12 @@ impl DeltaEncoder {
             self.frame(base, raw)
         };
         // Always drop the prefix, also after a failure (see `extend`).
-        let reset = self
-            .cctx
-            .reset(zstd_safe::ResetDirective::SessionAndParameters)
-            .map_err(zstd_err);
-        let n = res?;
-        reset?;
-        self.out.truncate(HEADER_LEN + n);
-        Ok(&self.out)
+        finish_payload(&mut self.cctx, &mut self.out, res)
     }
 
     fn frame(&mut self, base: &[u8], raw: &[u8]) -> Result<usize, DeltaError> {
         let c = &mut self.cctx;
-        c.set_parameter(CParameter::CompressionLevel(self.level))
-            .map_err(zstd_err)?;
-        c.set_parameter(CParameter::ContentSizeFlag(true))
-            .map_err(zstd_err)?;
-        c.set_parameter(CParameter::ChecksumFlag(false))
-            .map_err(zstd_err)?;
-        c.set_parameter(CParameter::DictIdFlag(false))
-            .map_err(zstd_err)?;
+        frame_parameters(c, self.level)?;
         // SAFETY: see `extend`; `encode` resets the context before `base`'s borrow ends.
         c.ref_prefix(unsafe { extend(base) }).map_err(zstd_err)?;
         c.compress2(&mut self.out[HEADER_LEN..], raw)
@@ -226,37 +251,16 @@ impl SharedBaseEncoder {
     /// Encodes `raw` against the base; returns the whole stored payload (header and frame),
     /// valid until the next call.
     pub fn encode(&mut self, raw: &[u8]) -> Result<&[u8], DeltaError> {
-        if raw.len() > MAX_CHUNK_RAW as usize {
-            return Err(DeltaError::TooLarge(raw.len()));
-        }
-        self.out.clear();
-        self.out.extend_from_slice(&self.base_fp);
-        self.out.push(METHOD_ZSTD_PREFIX);
-        self.out
-            .resize(HEADER_LEN + zstd_safe::compress_bound(raw.len()), 0);
+        start_payload(&mut self.out, &self.base_fp, raw.len())?;
         let res = (|| {
             let c = &mut self.cctx;
-            c.set_parameter(CParameter::CompressionLevel(self.level))
-                .map_err(zstd_err)?;
-            c.set_parameter(CParameter::ContentSizeFlag(true))
-                .map_err(zstd_err)?;
-            c.set_parameter(CParameter::ChecksumFlag(false))
-                .map_err(zstd_err)?;
-            c.set_parameter(CParameter::DictIdFlag(false))
-                .map_err(zstd_err)?;
+            frame_parameters(c, self.level)?;
             c.ref_cdict(&self.cdict).map_err(zstd_err)?;
             c.compress2(&mut self.out[HEADER_LEN..], raw)
                 .map_err(zstd_err)
         })();
         // The dictionary stays referenced by this context only for the call.
-        let reset = self
-            .cctx
-            .reset(zstd_safe::ResetDirective::SessionAndParameters)
-            .map_err(zstd_err);
-        let n = res?;
-        reset?;
-        self.out.truncate(HEADER_LEN + n);
-        Ok(&self.out)
+        finish_payload(&mut self.cctx, &mut self.out, res)
     }
 }
 
