@@ -8,7 +8,8 @@
 //! One pass handles one version, over the chunks it stored for the first time (no older live
 //! version references them), §3.1. A run takes every version committed since the last one
 //! in this process, oldest first, so a burst of commits (the pass waits for backups to be
-//! quiet) gets one pass per version; after a start, the newest version only. Each pass:
+//! quiet) gets one pass per version; of the versions committed before the server started,
+//! the newest only. Each pass:
 //! 1. DupAdj (§3.2): the neighbours of the version's duplicates pair with the neighbours of
 //!    the same chunks in the older versions of its source (recipes only, no bytes).
 //! 2. Super-features (§3.3): the chunks left are looked up in an index of the previous
@@ -51,7 +52,7 @@ use wasm_core::{
 use super::{
     chunks::ChunkLoc,
     crashpoint,
-    dictionary::{self, Dictionary, Plan},
+    dictionary::{self, Dictionary},
     index::{
         chunks::{ChunkRow, NewChunk},
         maintenance::RewriteMove,
@@ -118,12 +119,11 @@ struct Chosen {
     payload: Vec<u8>,
 }
 
-/// A candidate that found no similar base: its raw bytes, and its copy recompressed at the
-/// server's level if that pays.
+/// A candidate that found no similar base, and its copy recompressed at the server's level
+/// if that pays.
 struct Whole {
     fp: Fingerprint,
     row: ChunkRow,
-    raw: std::rc::Rc<Vec<u8>>,
     shrunk: Option<Vec<u8>>,
 }
 
@@ -143,21 +143,29 @@ impl Store {
     /// copies. The report is the last pass's (an empty one if no version was due).
     pub fn run_delta(&self, repo_id: i64) -> StoreResult<DeltaReport> {
         let _maint = self.maintenance()?;
-        let mut ids: Vec<i64> = self
+        let mut rows: Vec<(i64, i64)> = self
             .snapshot()?
-            .version_metas(repo_id)?
+            .versions(repo_id, None)?
             .iter()
-            .map(|m| m.id)
+            .map(|v| (v.id, v.committed_ms))
             .collect();
-        ids.sort_unstable();
-        // The first run in this process (at startup) takes the newest version only, and
-        // every version after it is due from then on.
+        rows.sort_unstable();
+        // Of the versions committed before this process opened the store, the newest only
+        // (which of them had passes is not recorded); every version since is due. Taken by
+        // commit time, not by what the first run finds, which may come after commits.
         let done = *self
             .delta_done
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(repo_id)
-            .or_insert_with(|| ids.last().map_or(0, |newest| newest - 1));
+            .or_insert_with(|| {
+                rows.iter()
+                    .filter(|(_, t)| *t < self.opened_ms)
+                    .map(|(id, _)| id - 1)
+                    .next_back()
+                    .unwrap_or(0)
+            });
+        let ids: Vec<i64> = rows.into_iter().map(|(id, _)| id).collect();
         let due: Vec<i64> = ids.into_iter().filter(|&v| v > done).collect();
         let mut last = DeltaReport::default();
         let mut rewrote = false;
@@ -395,11 +403,10 @@ impl Store {
             whole.push(Whole {
                 fp: *fp,
                 row,
-                raw: bytes,
                 shrunk,
             });
         }
-        let dict = self.dictionary_deltas(repo_id, &whole, &mut chosen)?;
+        let dict = self.dictionary_deltas(repo_id, &whole, &mut raw, &mut rep, &mut chosen)?;
         for Whole {
             fp, row, shrunk, ..
         } in whole
@@ -583,47 +590,68 @@ fn log_pass(repo_id: i64, rep: &DeltaReport) {
 }
 
 impl Store {
-    /// Step 4 of a pass: the chunks in `whole` (fingerprint, row, raw bytes, recompressed
-    /// copy if that pays) as deltas against a dictionary trained on them, where that saves
-    /// (`super::dictionary`), added to `chosen`. Returns the dictionary to store, unless the
-    /// repository holds it already (a pass retried after an abandoned one trains the same).
+    /// Step 4 of a pass: the chunks in `whole` as deltas against a dictionary trained on
+    /// them, where that saves (`super::dictionary`), added to `chosen`. Their raw bytes come
+    /// through `raw` again (bounded: a large version's do not all stay in memory). Returns
+    /// the dictionary to store, unless the repository holds it already (a pass retried
+    /// after an abandoned one trains the same).
     fn dictionary_deltas(
         &self,
         repo_id: i64,
         whole: &[Whole],
+        raw: &mut RawCache,
+        rep: &mut DeltaReport,
         chosen: &mut HashMap<Fingerprint, Chosen>,
     ) -> StoreResult<Option<Dictionary>> {
-        let sizes: Vec<(&[u8], u32)> = whole
+        let total: usize = whole.iter().map(|w| w.row.raw_len as usize).sum();
+        if total < dictionary::MIN_SAMPLE_BYTES {
+            return Ok(None);
+        }
+        let samples: Vec<std::rc::Rc<Vec<u8>>> = whole
             .iter()
-            .map(|w| {
-                let now = w
-                    .shrunk
-                    .as_ref()
-                    .map_or(w.row.stored_len, |p| p.len() as u32);
-                (w.raw.as_slice(), now)
-            })
+            .step_by(dictionary::sample_step(total))
+            .filter_map(|w| raw.get(self, repo_id, &w.fp, rep))
             .collect();
-        let Some(Plan {
-            dictionary: dict,
-            deltas,
-        }) = dictionary::plan(&sizes)
-        else {
+        let shared = {
+            let refs: Vec<&[u8]> = samples.iter().map(|r| r.as_slice()).collect();
+            dictionary::Shared::train(&refs)
+        };
+        drop(samples);
+        let Some(mut shared) = shared else {
             return Ok(None);
         };
-        for (i, payload) in deltas {
-            let w = &whole[i];
+        let mut deltas = Vec::new();
+        let mut saved = 0i64;
+        for w in whole {
+            let now = w
+                .shrunk
+                .as_ref()
+                .map_or(w.row.stored_len, |p| p.len() as u32);
+            let Some(bytes) = raw.get(self, repo_id, &w.fp, rep) else {
+                continue;
+            };
+            if let Some(payload) = shared.encode(&bytes, now) {
+                saved += now as i64 - payload.len() as i64;
+                deltas.push((w, payload));
+            }
+        }
+        let fp = shared.dictionary().fp;
+        if saved <= shared.dictionary().stored.len() as i64 {
+            return Ok(None);
+        }
+        for (w, payload) in deltas {
             chosen.insert(
                 w.fp,
                 Chosen {
                     fp: w.fp,
                     row: w.row,
-                    base: Some(dict.fp),
+                    base: Some(fp),
                     payload,
                 },
             );
         }
-        let stored = self.index()?.chunk_stored(repo_id, &dict.fp)?;
-        Ok((!stored).then_some(dict))
+        let stored = self.index()?.chunk_stored(repo_id, &fp)?;
+        Ok((!stored).then(|| shared.into_dictionary()))
     }
 }
 

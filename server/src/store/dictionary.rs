@@ -42,63 +42,75 @@ pub struct Dictionary {
     pub stored: Vec<u8>,
 }
 
-/// A dictionary and the deltas against it that pay: (index into the chunks planned,
-/// stored payload).
-pub struct Plan {
-    pub dictionary: Dictionary,
-    pub deltas: Vec<(usize, Vec<u8>)>,
+/// A trained dictionary ready to encode chunks against.
+pub struct Shared {
+    raw: Vec<u8>,
+    dictionary: Dictionary,
+    enc: SharedBaseEncoder,
+    dec: DeltaDecoder,
 }
 
-/// Trains a dictionary on `chunks` (raw bytes, and the stored bytes each takes now) and
-/// encodes each against it at [`DELTA_LEVEL`]. Returns the dictionary and
-/// the deltas that save at least [`MIN_GAIN`] of their chunk's stored bytes (index into
-/// `chunks`, payload), each decoded back and compared first; `None` if the chunks are too
-/// few or the deltas would not save more than the dictionary itself stores.
-pub fn plan<R: AsRef<[u8]>>(chunks: &[(R, u32)]) -> Option<Plan> {
-    let raw: Vec<&[u8]> = chunks.iter().map(|(r, _)| r.as_ref()).collect();
-    let dict = train(&raw)?;
-    let fp = fingerprint(&dict);
-    let mut zc = Compressor::new(DICTIONARY_LEVEL).ok()?;
-    let (codec, stored) = zc.compress(&dict);
-    if codec != CODEC_ZSTD {
-        return None;
-    }
-    let stored = stored.to_vec();
-    let mut enc = SharedBaseEncoder::new(&fp, &dict, DELTA_LEVEL).ok()?;
-    let mut dec = DeltaDecoder::new().ok()?;
-    let mut out = Vec::new();
-    let mut saved = 0usize;
-    for (i, (r, now)) in chunks.iter().enumerate() {
-        let r = r.as_ref();
-        let Ok(payload) = enc.encode(r) else {
-            continue;
+impl Shared {
+    /// Trains a dictionary on `samples` (see [`train`]) and prepares it; `None` if there
+    /// is nothing to learn or it does not compress.
+    pub fn train<S: AsRef<[u8]>>(samples: &[S]) -> Option<Shared> {
+        let raw = train(samples)?;
+        let fp = fingerprint(&raw);
+        let mut zc = Compressor::new(DICTIONARY_LEVEL).ok()?;
+        let (codec, stored) = zc.compress(&raw);
+        if codec != CODEC_ZSTD {
+            return None;
+        }
+        let dictionary = Dictionary {
+            fp,
+            raw_len: raw.len() as u32,
+            stored: stored.to_vec(),
         };
-        if payload.len() as f64 > *now as f64 * (1.0 - MIN_GAIN) {
-            continue;
+        Some(Shared {
+            enc: SharedBaseEncoder::new(&fp, &raw, DELTA_LEVEL).ok()?,
+            dec: DeltaDecoder::new().ok()?,
+            raw,
+            dictionary,
+        })
+    }
+
+    /// The chunk `raw`, stored in `now` bytes today, as a delta against the dictionary at
+    /// [`DELTA_LEVEL`], if that saves at least [`MIN_GAIN`] of them; decoded back and
+    /// compared before it is offered.
+    pub fn encode(&mut self, raw: &[u8], now: u32) -> Option<Vec<u8>> {
+        let payload = self.enc.encode(raw).ok()?;
+        if payload.len() as f64 > now as f64 * (1.0 - MIN_GAIN) {
+            return None;
         }
         let payload = payload.to_vec();
-        if dec.decode(&payload, &fp, &dict, r.len()).ok().as_deref() != Some(r) {
-            continue;
-        }
-        saved += *now as usize - payload.len();
-        out.push((i, payload));
+        let back = self
+            .dec
+            .decode(&payload, &self.dictionary.fp, &self.raw, raw.len())
+            .ok()?;
+        (back == raw).then_some(payload)
     }
-    (saved > stored.len()).then_some(Plan {
-        dictionary: Dictionary {
-            fp,
-            raw_len: dict.len() as u32,
-            stored,
-        },
-        deltas: out,
-    })
+
+    /// The dictionary to store.
+    pub fn dictionary(&self) -> &Dictionary {
+        &self.dictionary
+    }
+
+    pub fn into_dictionary(self) -> Dictionary {
+        self.dictionary
+    }
 }
 
 /// Below this many raw bytes of whole chunks a dictionary costs more than it saves.
 pub const MIN_SAMPLE_BYTES: usize = 1 << 20;
 
-/// The most raw bytes the builder reads (an even selection of the chunks beyond it): its
-/// time grows with them, its gain much less.
+/// The most raw bytes the builder reads (an even selection of the chunks beyond it,
+/// [`sample_step`]): its time grows with them, its gain much less.
 const MAX_SAMPLE_BYTES: usize = 32 << 20;
+
+/// Every how many chunks, of `total` raw bytes in all, a sample is taken.
+pub fn sample_step(total: usize) -> usize {
+    total.div_ceil(MAX_SAMPLE_BYTES).max(1)
+}
 
 /// A dictionary's size: an eighth of the samples, between 64 KiB and the chunk size limit
 /// (a dictionary is a chunk). Larger dictionaries save more on large versions; on small
@@ -111,16 +123,16 @@ fn dictionary_size(sample_bytes: usize) -> usize {
 /// is stored is content only (a shared base may not start with the magic).
 const HEADER_SKIP: usize = 8;
 
-/// Trains a dictionary on `samples` (raw chunks); `None` when they are too few or the
-/// builder finds nothing to learn. The result is raw content for a base: at most
-/// [`MAX_CHUNK_RAW`] bytes.
-pub fn train<S: AsRef<[u8]>>(samples: &[S]) -> Option<Vec<u8>> {
+/// Trains a dictionary on `samples` (raw chunks, every [`sample_step`]-th of a pass's);
+/// `None` when they are too few or the builder finds nothing to learn. The result is raw
+/// content for a base: at most [`MAX_CHUNK_RAW`] bytes.
+fn train<S: AsRef<[u8]>>(samples: &[S]) -> Option<Vec<u8>> {
     let total: usize = samples.iter().map(|s| s.as_ref().len()).sum();
     if total < MIN_SAMPLE_BYTES {
         return None;
     }
     // Every k-th sample when there are more than the builder should read.
-    let step = total.div_ceil(MAX_SAMPLE_BYTES).max(1);
+    let step = sample_step(total);
     let mut data = Vec::with_capacity(total.min(MAX_SAMPLE_BYTES) + (1 << 20));
     let mut sizes = Vec::new();
     for s in samples.iter().step_by(step) {

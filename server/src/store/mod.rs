@@ -128,6 +128,9 @@ pub struct Store {
     /// The highest version id of each repository the delta pass has handled since the
     /// server started (the next run handles every version above it).
     delta_done: Mutex<HashMap<i64, i64>>,
+    /// When this store was opened (unix ms): the delta pass takes the versions committed
+    /// since, and the newest one before.
+    opened_ms: i64,
     /// Decoded delta bases shared by the store's reads (`verify::BaseCache`).
     base_cache: verify::BaseCache,
     /// When a backup last asked, uploaded or committed (unix ms): the background mover
@@ -173,6 +176,7 @@ impl Store {
             mover_totals: Mutex::new(HashMap::new()),
             delta_last: Mutex::new(HashMap::new()),
             delta_done: Mutex::new(HashMap::new()),
+            opened_ms: now_ms() as i64,
             base_cache: verify::BaseCache::default(),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
