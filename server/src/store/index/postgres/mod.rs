@@ -329,8 +329,10 @@ mod tests {
 
         let lease = ix1.maintenance_lease().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        // Timed from before the spawn: a thread started late on a loaded machine would
+        // otherwise start its clock after the lease was dropped.
+        let t0 = std::time::Instant::now();
         let waiter = std::thread::spawn(move || {
-            let t0 = std::time::Instant::now();
             let second = ix2.maintenance_lease().unwrap();
             tx.send(t0.elapsed()).unwrap();
             drop(second);
