@@ -631,6 +631,56 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
     assert_eq!(stats(&s)["stored_bytes"].as_i64(), Some(0));
 }
 
+/// A later version's few new chunks (too few to train on) become deltas against the
+/// dictionary an earlier pass stored.
+#[test]
+fn a_later_version_reuses_the_stored_dictionary() {
+    let dir = TempDir::new("dictionary-reuse");
+    let mut s = Server::start_with(&dir.0, ENV, None);
+    let chunks: Vec<TestChunk> = pooled_chunks(11, 0, 160)
+        .into_iter()
+        .map(|r| TestChunk::new(r, true))
+        .collect();
+    let fps: Vec<String> = chunks.iter().map(|c| c.hex()).collect();
+    let h = History {
+        v1: one_file(&chunks, &fps[..140], 1_763_000_000_000),
+        v2: one_file(&chunks, &fps[20..], 1_763_003_600_000),
+        chunks,
+    };
+    let v1 = backup(&s, &h, &h.v1);
+    let st = wait_pass(&s, v1);
+    assert!(
+        st["delta_pass"]["dictionary_bytes"].as_i64().unwrap() > 0,
+        "{st}"
+    );
+    let v2 = backup(&s, &h, &h.v2);
+    let st = wait_pass(&s, v2);
+    let pass = &st["delta_pass"];
+    assert_eq!(
+        pass["dictionary_bytes"].as_i64(),
+        Some(0),
+        "no new one: {pass}"
+    );
+    let edges = base_edges(&dir.0);
+    let dict = edges
+        .get(&fps[0])
+        .expect("v1's first chunk is a delta")
+        .clone();
+    assert!(!fps.contains(&dict));
+    let reused = fps[140..]
+        .iter()
+        .filter(|fp| edges.get(*fp) == Some(&dict))
+        .count();
+    assert!(
+        reused >= 15,
+        "{reused} of v2's 20 new chunks use v1's dictionary: {pass}"
+    );
+    read_back(&s, &h, &h.v2, "after v2's pass");
+    search_equals_naive(&s, &h, &[(v1, &h.v1), (v2, &h.v2)]);
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after v2's pass");
+}
+
 // ---------------------------------------------------------------- GC with base edges
 
 /// A source whose file `a` has 30 text chunks; each version edits the same third of them

@@ -250,6 +250,19 @@ impl Store {
         let parent: HashMap<Fingerprint, Fingerprint> =
             ix.delta_edges(repo_id)?.into_iter().collect();
         drop(ix);
+        // The repository's dictionary, if it has one: the whole base with the most deltas
+        // that no manifest up to this version names (an earlier pass trained it).
+        let existing_dictionary = {
+            let mut uses: HashMap<Fingerprint, usize> = HashMap::new();
+            for b in parent.values() {
+                if !parent.contains_key(b) && !older.contains(b) && !wanted.contains(b) {
+                    *uses.entry(*b).or_default() += 1;
+                }
+            }
+            uses.into_iter()
+                .max_by_key(|(fp, n)| (*n, *fp))
+                .map(|(fp, _)| fp)
+        };
         let depth = |fp: &Fingerprint| {
             let (mut d, mut at) = (0, *fp);
             while let Some(p) = parent.get(&at) {
@@ -406,7 +419,14 @@ impl Store {
                 shrunk,
             });
         }
-        let dict = self.dictionary_deltas(repo_id, &whole, &mut raw, &mut rep, &mut chosen)?;
+        let dict = self.dictionary_deltas(
+            repo_id,
+            &whole,
+            existing_dictionary,
+            &mut raw,
+            &mut rep,
+            &mut chosen,
+        )?;
         for Whole {
             fp, row, shrunk, ..
         } in whole
@@ -590,55 +610,76 @@ fn log_pass(repo_id: i64, rep: &DeltaReport) {
 }
 
 impl Store {
-    /// Step 4 of a pass: the chunks in `whole` as deltas against a dictionary trained on
-    /// them, where that saves (`super::dictionary`), added to `chosen`. Their raw bytes come
-    /// through `raw` again (bounded: a large version's do not all stay in memory). Returns
-    /// the dictionary to store, unless the repository holds it already (a pass retried
-    /// after an abandoned one trains the same).
+    /// Step 4 of a pass: the chunks in `whole` as deltas against a dictionary, where that
+    /// saves (`super::dictionary`), added to `chosen`: the repository's `existing` one or
+    /// one trained on them, whichever saves more net of what a new one stores. Their raw
+    /// bytes come through `raw` again (bounded: a large version's do not all stay in
+    /// memory). Returns the dictionary to store, if it is new and the repository does not
+    /// hold it already (a pass retried after an abandoned one trains the same).
     fn dictionary_deltas(
         &self,
         repo_id: i64,
         whole: &[Whole],
+        existing: Option<Fingerprint>,
         raw: &mut RawCache,
         rep: &mut DeltaReport,
         chosen: &mut HashMap<Fingerprint, Chosen>,
     ) -> StoreResult<Option<Dictionary>> {
-        let total: usize = whole.iter().map(|w| w.row.raw_len as usize).sum();
-        if total < dictionary::MIN_SAMPLE_BYTES {
-            return Ok(None);
-        }
-        let samples: Vec<std::rc::Rc<Vec<u8>>> = whole
-            .iter()
-            .step_by(dictionary::sample_step(total))
-            .filter_map(|w| raw.get(self, repo_id, &w.fp, rep))
-            .collect();
-        let shared = {
-            let refs: Vec<&[u8]> = samples.iter().map(|r| r.as_slice()).collect();
-            dictionary::Shared::train(&refs)
-        };
-        drop(samples);
-        let Some(mut shared) = shared else {
-            return Ok(None);
-        };
-        let mut deltas = Vec::new();
-        let mut saved = 0i64;
-        for w in whole {
-            let now = w
-                .shrunk
-                .as_ref()
-                .map_or(w.row.stored_len, |p| p.len() as u32);
-            let Some(bytes) = raw.get(self, repo_id, &w.fp, rep) else {
-                continue;
-            };
-            if let Some(payload) = shared.encode(&bytes, now) {
-                saved += now as i64 - payload.len() as i64;
-                deltas.push((w, payload));
+        let mut options: Vec<dictionary::Shared> = Vec::new();
+        if let Some(fp) = existing {
+            // A base-only chunk of a deleted version is no dictionary: too small to try.
+            if let Some(bytes) = raw
+                .get(self, repo_id, &fp, rep)
+                .filter(|b| b.len() >= dictionary::MIN_EXISTING)
+            {
+                options.extend(dictionary::Shared::existing(fp, bytes.to_vec()));
             }
         }
-        let fp = shared.dictionary().fp;
-        if saved <= shared.dictionary().stored.len() as i64 {
-            return Ok(None);
+        let total: usize = whole.iter().map(|w| w.row.raw_len as usize).sum();
+        if total >= dictionary::MIN_SAMPLE_BYTES {
+            let samples: Vec<std::rc::Rc<Vec<u8>>> = whole
+                .iter()
+                .step_by(dictionary::sample_step(total))
+                .filter_map(|w| raw.get(self, repo_id, &w.fp, rep))
+                .collect();
+            let refs: Vec<&[u8]> = samples.iter().map(|r| r.as_slice()).collect();
+            options.extend(dictionary::Shared::train(&refs));
         }
+        // Each option's deltas, the one that saves the most net of its own cost kept.
+        struct Candidate<'w> {
+            saved: i64,
+            shared: dictionary::Shared,
+            deltas: Vec<(&'w Whole, Vec<u8>)>,
+        }
+        let mut best: Option<Candidate> = None;
+        for mut shared in options {
+            let mut deltas = Vec::new();
+            let mut saved = -shared.cost();
+            for w in whole {
+                let now = w
+                    .shrunk
+                    .as_ref()
+                    .map_or(w.row.stored_len, |p| p.len() as u32);
+                let Some(bytes) = raw.get(self, repo_id, &w.fp, rep) else {
+                    continue;
+                };
+                if let Some(payload) = shared.encode(&bytes, now) {
+                    saved += now as i64 - payload.len() as i64;
+                    deltas.push((w, payload));
+                }
+            }
+            if saved > 0 && best.as_ref().is_none_or(|b| saved > b.saved) {
+                best = Some(Candidate {
+                    saved,
+                    shared,
+                    deltas,
+                });
+            }
+        }
+        let Some(Candidate { shared, deltas, .. }) = best else {
+            return Ok(None);
+        };
+        let fp = shared.fp();
         for (w, payload) in deltas {
             chosen.insert(
                 w.fp,
@@ -650,8 +691,11 @@ impl Store {
                 },
             );
         }
-        let stored = self.index()?.chunk_stored(repo_id, &fp)?;
-        Ok((!stored).then(|| shared.into_dictionary()))
+        let Some(dict) = shared.into_new() else {
+            return Ok(None);
+        };
+        let stored = self.index()?.chunk_stored(repo_id, &dict.fp)?;
+        Ok((!stored).then_some(dict))
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Dictionary {
 pub struct Shared {
     raw: Vec<u8>,
     dictionary: Dictionary,
+    /// Trained now, so to be stored; else one the repository holds already.
+    new: bool,
     enc: SharedBaseEncoder,
     dec: DeltaDecoder,
 }
@@ -66,12 +68,37 @@ impl Shared {
             raw_len: raw.len() as u32,
             stored: stored.to_vec(),
         };
+        Shared::prepare(raw, dictionary, true)
+    }
+
+    /// A dictionary the repository stores already (chunk `fp`, raw bytes `raw`): a later
+    /// version's chunks share much with the version it was trained on, at no new cost.
+    pub fn existing(fp: Fingerprint, raw: Vec<u8>) -> Option<Shared> {
+        let dictionary = Dictionary {
+            fp,
+            raw_len: raw.len() as u32,
+            stored: Vec::new(),
+        };
+        Shared::prepare(raw, dictionary, false)
+    }
+
+    fn prepare(raw: Vec<u8>, dictionary: Dictionary, new: bool) -> Option<Shared> {
         Some(Shared {
-            enc: SharedBaseEncoder::new(&fp, &raw, DELTA_LEVEL).ok()?,
+            enc: SharedBaseEncoder::new(&dictionary.fp, &raw, DELTA_LEVEL).ok()?,
             dec: DeltaDecoder::new().ok()?,
             raw,
             dictionary,
+            new,
         })
+    }
+
+    /// The stored bytes it adds: its own if it is new, else none.
+    pub fn cost(&self) -> i64 {
+        if self.new {
+            self.dictionary.stored.len() as i64
+        } else {
+            0
+        }
     }
 
     /// The chunk `raw`, stored in `now` bytes today, as a delta against the dictionary at
@@ -90,15 +117,20 @@ impl Shared {
         (back == raw).then_some(payload)
     }
 
-    /// The dictionary to store.
-    pub fn dictionary(&self) -> &Dictionary {
-        &self.dictionary
+    /// The dictionary's fingerprint.
+    pub fn fp(&self) -> Fingerprint {
+        self.dictionary.fp
     }
 
-    pub fn into_dictionary(self) -> Dictionary {
-        self.dictionary
+    /// The dictionary to store, if it is new.
+    pub fn into_new(self) -> Option<Dictionary> {
+        self.new.then_some(self.dictionary)
     }
 }
+
+/// The smallest stored dictionary a later pass tries again (dictionaries are at least
+/// 64 KiB but for their header; ordinary chunks are much smaller).
+pub const MIN_EXISTING: usize = 32 << 10;
 
 /// Below this many raw bytes of whole chunks a dictionary costs more than it saves.
 pub const MIN_SAMPLE_BYTES: usize = 1 << 20;
