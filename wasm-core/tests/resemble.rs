@@ -382,6 +382,16 @@ fn chain_of_four_decodes_step_by_step_and_longer_chains_are_refused() {
         decode_chain(&fps[MAX_CHAIN_DEPTH + 1], |fp| fetch(&store, fp)).unwrap_err(),
         DeltaError::ChainTooLong
     );
+    // A reader that holds the delta already decodes its base within one link less.
+    let base_links = MAX_CHAIN_DEPTH - 1;
+    assert_eq!(
+        decode_chain_within(&fps[base_links], base_links, |fp| fetch(&store, fp)).unwrap(),
+        versions[base_links]
+    );
+    assert_eq!(
+        decode_chain_within(&fps[MAX_CHAIN_DEPTH], base_links, |fp| fetch(&store, fp)).unwrap_err(),
+        DeltaError::ChainTooLong
+    );
     let a = text(&mut rng, 1000);
     let b = edit(&mut rng, &a, 1);
     let (fa, fb) = (fingerprint(&a), fingerprint(&b));

@@ -10,7 +10,9 @@ use std::{
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{fingerprint, to_hex, Fingerprint},
-    resemble::delta::{base_of, decode_chain, DeltaDecoder, Stored, CODEC_DELTA},
+    resemble::delta::{
+        base_of, decode_chain_within, DeltaDecoder, Stored, CODEC_DELTA, MAX_CHAIN_DEPTH,
+    },
 };
 
 use super::{
@@ -117,46 +119,28 @@ impl Bases<'_> {
         ))
     }
 
-    /// Decodes delta chunk `fp` (stored bytes `stored`) against its chain of bases.
+    /// Decodes delta chunk `fp` (stored bytes `stored`) against its chain of bases: the
+    /// direct base from `cache` if it holds it, else decoded link by link (each verified,
+    /// at most `MAX_CHAIN_DEPTH - 1` of them, the delta itself being the last) and added to
+    /// it, so only bases within the cap are ever cached.
     fn decode_delta(
         &self,
         fp: &Fingerprint,
         raw_len: u32,
         stored: &[u8],
     ) -> Result<Vec<u8>, String> {
-        if let Some(cache) = self.cache {
-            return self.decode_cached(cache, fp, raw_len, stored);
-        }
-        let mut first = Some(Stored {
-            codec: CODEC_DELTA,
-            bytes: stored.to_vec(),
-            raw_len: raw_len as usize,
-        });
-        decode_chain(fp, |f| match first.take() {
-            Some(s) if f == fp => Ok(s),
-            _ => self.fetch(f),
-        })
-        .map_err(|e| format!("delta chunk: {e}"))
-    }
-}
-
-impl Bases<'_> {
-    /// [`Self::decode_delta`] with the direct base taken from, or added to, `cache`.
-    fn decode_cached(
-        &self,
-        cache: &BaseCache,
-        fp: &Fingerprint,
-        raw_len: u32,
-        stored: &[u8],
-    ) -> Result<Vec<u8>, String> {
         let err = |e: wasm_core::resemble::delta::DeltaError| format!("delta chunk: {e}");
         let base_fp = base_of(stored).map_err(err)?;
-        let base = match cache.get(&base_fp) {
+        let base = match self.cache.and_then(|c| c.get(&base_fp)) {
             Some(b) => b,
             None => {
-                // Verified link by link, the base itself included.
-                let b = Arc::new(decode_chain(&base_fp, |f| self.fetch(f)).map_err(err)?);
-                cache.put(base_fp, b.clone());
+                let b = Arc::new(
+                    decode_chain_within(&base_fp, MAX_CHAIN_DEPTH - 1, |f| self.fetch(f))
+                        .map_err(err)?,
+                );
+                if let Some(c) = self.cache {
+                    c.put(base_fp, b.clone());
+                }
                 b
             }
         };

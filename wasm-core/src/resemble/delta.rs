@@ -346,7 +346,20 @@ pub struct Stored {
 /// returns a stored chunk by fingerprint) for at most [`MAX_CHAIN_DEPTH`] links. Every
 /// decoded chunk of the chain, the requested one included, is checked against its
 /// fingerprint: a base is trusted only once it is verified.
-pub fn decode_chain<F>(fp: &Fingerprint, mut fetch: F) -> Result<Vec<u8>, DeltaError>
+pub fn decode_chain<F>(fp: &Fingerprint, fetch: F) -> Result<Vec<u8>, DeltaError>
+where
+    F: FnMut(&Fingerprint) -> Result<Stored, String>,
+{
+    decode_chain_within(fp, MAX_CHAIN_DEPTH, fetch)
+}
+
+/// [`decode_chain`] for at most `max_links` links: a reader that holds a delta already and
+/// decodes its base takes `MAX_CHAIN_DEPTH - 1`, so the whole chain stays within the cap.
+pub fn decode_chain_within<F>(
+    fp: &Fingerprint,
+    max_links: usize,
+    mut fetch: F,
+) -> Result<Vec<u8>, DeltaError>
 where
     F: FnMut(&Fingerprint) -> Result<Stored, String>,
 {
@@ -356,7 +369,7 @@ where
     let mut raw = loop {
         let s = fetch(&cur).map_err(DeltaError::Base)?;
         if s.codec == CODEC_DELTA {
-            if links.len() == MAX_CHAIN_DEPTH {
+            if links.len() >= max_links {
                 return Err(DeltaError::ChainTooLong);
             }
             let base = base_of(&s.bytes)?;
