@@ -645,40 +645,37 @@ impl Store {
             let refs: Vec<&[u8]> = samples.iter().map(|r| r.as_slice()).collect();
             options.extend(dictionary::Shared::train(&refs));
         }
-        // Each option's deltas, the one that saves the most net of its own cost kept.
-        struct Candidate<'w> {
-            saved: i64,
-            shared: dictionary::Shared,
-            deltas: Vec<(&'w Whole, Vec<u8>)>,
-        }
-        let mut best: Option<Candidate> = None;
-        for mut shared in options {
-            let mut deltas = Vec::new();
-            let mut saved = -shared.cost();
-            for w in whole {
-                let now = w
-                    .shrunk
-                    .as_ref()
-                    .map_or(w.row.stored_len, |p| p.len() as u32);
-                let Some(bytes) = raw.get(self, repo_id, &w.fp, rep) else {
-                    continue;
-                };
+        // Every option's deltas, each chunk read once for all of them; the option that
+        // saves the most net of its own cost is kept.
+        let mut saved: Vec<i64> = options.iter().map(|o| -o.cost()).collect();
+        let mut deltas: Vec<Vec<(&Whole, Vec<u8>)>> = options.iter().map(|_| Vec::new()).collect();
+        for w in whole {
+            let now = w
+                .shrunk
+                .as_ref()
+                .map_or(w.row.stored_len, |p| p.len() as u32);
+            let Some(bytes) = raw.get(self, repo_id, &w.fp, rep) else {
+                continue;
+            };
+            for (k, shared) in options.iter_mut().enumerate() {
                 if let Some(payload) = shared.encode(&bytes, now) {
-                    saved += now as i64 - payload.len() as i64;
-                    deltas.push((w, payload));
+                    saved[k] += now as i64 - payload.len() as i64;
+                    deltas[k].push((w, payload));
                 }
             }
-            if saved > 0 && best.as_ref().is_none_or(|b| saved > b.saved) {
-                best = Some(Candidate {
-                    saved,
-                    shared,
-                    deltas,
-                });
-            }
         }
-        let Some(Candidate { shared, deltas, .. }) = best else {
+        // The first of the best, as the options come: the stored one before a new one.
+        let Some(best) = (0..options.len()).filter(|&k| saved[k] > 0).reduce(|a, b| {
+            if saved[b] > saved[a] {
+                b
+            } else {
+                a
+            }
+        }) else {
             return Ok(None);
         };
+        let shared = options.swap_remove(best);
+        let deltas = deltas.swap_remove(best);
         let fp = shared.fp();
         for (w, payload) in deltas {
             chosen.insert(

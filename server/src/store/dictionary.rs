@@ -155,25 +155,24 @@ fn dictionary_size(sample_bytes: usize) -> usize {
 /// is stored is content only (a shared base may not start with the magic).
 const HEADER_SKIP: usize = 8;
 
-/// Trains a dictionary on `samples` (raw chunks, every [`sample_step`]-th of a pass's);
-/// `None` when they are too few or the builder finds nothing to learn. The result is raw
-/// content for a base: at most [`MAX_CHUNK_RAW`] bytes.
+/// Trains a dictionary on `samples` (raw chunks, every [`sample_step`]-th of a pass's,
+/// read up to [`MAX_SAMPLE_BYTES`]); `None` when they are too few or the builder finds
+/// nothing to learn. The result is raw content for a base: at most [`MAX_CHUNK_RAW`] bytes.
 fn train<S: AsRef<[u8]>>(samples: &[S]) -> Option<Vec<u8>> {
     let total: usize = samples.iter().map(|s| s.as_ref().len()).sum();
     if total < MIN_SAMPLE_BYTES {
         return None;
     }
-    // Every k-th sample when there are more than the builder should read.
-    let step = sample_step(total);
-    let mut data = Vec::with_capacity(total.min(MAX_SAMPLE_BYTES) + (1 << 20));
+    let mut data = Vec::with_capacity(total.min(MAX_SAMPLE_BYTES));
     let mut sizes = Vec::new();
-    for s in samples.iter().step_by(step) {
-        let s = s.as_ref();
-        if s.is_empty() {
-            continue;
+    for s in samples.iter().map(|s| s.as_ref()) {
+        if data.len() + s.len() > MAX_SAMPLE_BYTES {
+            break;
         }
-        data.extend_from_slice(s);
-        sizes.push(s.len());
+        if !s.is_empty() {
+            data.extend_from_slice(s);
+            sizes.push(s.len());
+        }
     }
     let dict = zstd::dict::from_continuous(&data, &sizes, dictionary_size(data.len())).ok()?;
     let content = dict.get(HEADER_SKIP..)?;
