@@ -303,6 +303,8 @@ fn a_kill_at_each_point_of_the_pass_loses_nothing() {
     let cases = [
         ("delta:copied", history()),
         ("delta:switched", history()),
+        // After v1's pass is recorded: v2's is still due after the restart.
+        ("delta:recorded", history()),
         // The passes train and store dictionaries.
         ("delta:copied", dictionary_history()),
         ("delta:switched", dictionary_history()),
@@ -324,7 +326,9 @@ fn a_kill_at_each_point_of_the_pass_loses_nothing() {
             std::thread::sleep(Duration::from_millis(50));
         }
         // Restart without the pass: everything committed reads back, check passes.
-        let s = Server::start_with(&dir.0, &ENV[1..], None);
+        let mut no_pass = ENV.to_vec();
+        no_pass[0] = ("DITTO_DELTA", "0");
+        let s = Server::start_with(&dir.0, &no_pass, None);
         read_back(&s, &h, &h.v1, point);
         read_back(&s, &h, &h.v2, point);
         drop(s);
@@ -333,10 +337,95 @@ fn a_kill_at_each_point_of_the_pass_loses_nothing() {
         let s = Server::start_with(&dir.0, ENV, None);
         let st = wait_pass(&s, 2);
         assert!(st["delta_chunks"].as_i64().unwrap() > 0, "{point}: {st}");
+        assert_eq!(st["delta_done"], json!(2), "{point}: the record: {st}");
         read_back(&s, &h, &h.v2, point);
         drop(s);
         check_cli(&dir.0, point);
     }
+}
+
+/// Commits [`dictionary_history`]'s two versions on a server without the pass and stops it:
+/// a repository whose versions no pass has handled.
+fn committed_without_pass(dir: &std::path::Path) -> (History, i64, i64) {
+    let h = dictionary_history();
+    let mut no_pass = ENV.to_vec();
+    no_pass[0] = ("DITTO_DELTA", "0");
+    let mut s = Server::start_with(dir, &no_pass, None);
+    let v1 = backup(&s, &h, &h.v1);
+    let v2 = backup(&s, &h, &h.v2);
+    assert_eq!(
+        stats(&s)["delta_done"],
+        json!(0),
+        "a new repository's record"
+    );
+    s.stop(Duration::from_secs(10));
+    (h, v1, v2)
+}
+
+/// Sets the repository's record of the pass's progress (the server is stopped); `None` as
+/// in a database from before the record.
+fn set_delta_record(dir: &std::path::Path, done: Option<i64>) {
+    const SQL: &str = "UPDATE repos SET delta_done = ";
+    let value = done.map_or("NULL".to_string(), |v| v.to_string());
+    match database_url(dir) {
+        Some(url) => {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            c.batch_execute(&format!("{SQL}{value}")).unwrap();
+        }
+        None => {
+            let c = rusqlite::Connection::open(dir.join("ditto.sqlite3")).unwrap();
+            c.execute_batch(&format!("{SQL}{value}")).unwrap();
+        }
+    }
+}
+
+/// The pass's progress is kept in the index: versions committed while no pass ran (a
+/// server stopped in a burst, or run with `DITTO_DELTA=0`) each get their pass after the
+/// restart, oldest first, not only the newest. v1's own chunks (the first 70, which v2 does
+/// not keep) become deltas only through v1's pass. A repository without the record (from
+/// before it) keeps the old rule: the newest version committed before the start only.
+#[test]
+fn a_restart_goes_on_from_the_recorded_pass() {
+    let dir = TempDir::new("delta-record");
+    let (h, _, v2) = committed_without_pass(&dir.0);
+    let v1_only: Vec<String> = fps_of(&h.v1)[..70].to_vec();
+    let s = Server::start_with(&dir.0, ENV, None);
+    let st = wait_pass(&s, v2);
+    assert_eq!(st["delta_done"], json!(v2), "{st}");
+    let edges = base_edges(&dir.0);
+    let passed = v1_only.iter().filter(|fp| edges.contains_key(*fp)).count();
+    assert!(
+        passed >= 50,
+        "v1's pass ran after the restart: {passed} of its 70 own chunks are deltas"
+    );
+    read_back(&s, &h, &h.v1, "after the restart");
+    read_back(&s, &h, &h.v2, "after the restart");
+    drop(s);
+    check_cli(&dir.0, "after the restart");
+
+    let old = TempDir::new("delta-record-old");
+    let (h, _, v2) = committed_without_pass(&old.0);
+    set_delta_record(&old.0, None);
+    let s = Server::start_with(&old.0, ENV, None);
+    let st = wait_pass(&s, v2);
+    assert_eq!(st["delta_done"], json!(v2), "recorded from then on: {st}");
+    let edges = base_edges(&old.0);
+    let passed = fps_of(&h.v1)[..70]
+        .iter()
+        .filter(|fp| edges.contains_key(*fp))
+        .count();
+    assert_eq!(
+        passed, 0,
+        "without a record, v1 (before the start) gets no pass"
+    );
+    assert!(
+        fps_of(&h.v2)[70..]
+            .iter()
+            .filter(|fp| edges.contains_key(*fp))
+            .count()
+            >= 50,
+        "the newest version's pass ran"
+    );
 }
 
 /// The server's search with delta chunks stored finds exactly what a scan of the test's own
@@ -1078,15 +1167,15 @@ CREATE INDEX quarantine_by_container ON quarantine(container_id, slot);
 CREATE SEQUENCE container_ids;
 "#;
 
-/// A server of today on a version-2 PostgreSQL index upgrades it (the delta columns appear,
-/// `schema_version` says 3), serves what was committed before byte for byte, and stores
+/// A server of today on a version-2 PostgreSQL index upgrades it (the delta columns and the
+/// pass's record appear, `schema_version` says 4), serves what was committed before byte for byte, and stores
 /// deltas in it afterwards. The version-2 database is built from [`PG_SCHEMA_2`] and filled
 /// with the rows of a repository a server made without the delta pass (version-2 servers
 /// had none), so no row ever had a delta column. Runs in the PostgreSQL suite only.
 #[test]
-fn postgres_schema_2_upgrades_to_3() {
+fn postgres_schema_2_upgrades_to_the_current_one() {
     if on_postgres().is_none() {
-        eprintln!("postgres_schema_2_upgrades_to_3: not on PostgreSQL (DITTO_TEST_PG unset)");
+        eprintln!("postgres_schema_2_upgrades_to_the_current_one: not on PostgreSQL (DITTO_TEST_PG unset)");
         return;
     }
     let dir = TempDir::new("pg-schema2");
@@ -1162,7 +1251,7 @@ fn postgres_schema_2_upgrades_to_3() {
         .query_one("SELECT version FROM schema_version", &[])
         .unwrap()
         .get(0);
-    assert_eq!(at, 3, "schema_version after the upgrade");
+    assert_eq!(at, 4, "schema_version after the upgrade");
     let cols: BTreeSet<String> = to
         .query(
             "SELECT column_name::text FROM information_schema.columns \
@@ -1202,6 +1291,11 @@ fn postgres_schema_2_upgrades_to_3() {
         .unwrap()
         .get(0);
     assert_eq!(Some(bases), st["delta_chunks"].as_i64(), "{st}");
+    assert_eq!(
+        st["delta_done"],
+        json!(v2),
+        "the pass's record from then on: {st}"
+    );
     read_back(&s, &h, &h.v1, "upgraded, v1");
     read_back(&s, &h, &h.v2, "upgraded, v2");
     let mut s = s;
@@ -1243,6 +1337,9 @@ fn icda_keeps_bases_the_mover_did_not_regroup() {
     );
     assert_eq!(r.status, 200);
     s.stop(Duration::from_secs(10));
+    // As if v1 had had its pass: the startup pass handles v2 only (v1's would move its
+    // recompressed chunks out of group 1).
+    set_delta_record(&dir.0, Some(ids[0]));
     // The layout off, the pass on: the startup pass stores v2's edits against v1's chunks.
     let s = Server::start_with(&dir.0, &[ENV[0], ("DITTO_LAYOUT", "off")], None);
     wait_pass(&s, ids[1]);

@@ -1826,8 +1826,8 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
     api.settle();
     if delta_point {
         // docs/STORAGE.md: after `delta:copied` recovery deletes the new files and the pass
-        // (at startup, over the newest version) does its work again; after `delta:switched`
-        // the deltas are in place.
+        // (at startup, over the versions after its record) does its work again; after
+        // `delta:switched` the deltas are in place.
         let newest = *live.iter().next_back().expect("a version committed");
         let mut st = Value::Null;
         wait_until("the delta pass at startup", Duration::from_secs(60), || {

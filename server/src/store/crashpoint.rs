@@ -16,6 +16,7 @@ pub const POINTS: &[&str] = &[
     "compact:switched",
     "delta:copied",
     "delta:switched",
+    "delta:recorded",
 ];
 
 fn armed() -> Option<&'static str> {

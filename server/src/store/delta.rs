@@ -138,38 +138,19 @@ impl Chosen {
 }
 
 impl Store {
-    /// Runs the delta pass over each version committed since the last run, oldest first
-    /// (taking the maintenance lease), then the mover, whose compaction frees the old
-    /// copies. The report is the last pass's (an empty one if no version was due).
+    /// Runs the delta pass over each version above the repository's record of handled
+    /// versions, oldest first, each under its own maintenance lease (a prune waiting on a
+    /// long backlog gets its turn between versions), then the mover, whose compaction frees
+    /// the old copies. The record is in the index, so a restart goes on where the last
+    /// process stopped. The report is the last pass's (an empty one if no version was due).
     pub fn run_delta(&self, repo_id: i64) -> StoreResult<DeltaReport> {
-        let _maint = self.maintenance()?;
-        let mut rows: Vec<(i64, i64)> = self
-            .snapshot()?
-            .versions(repo_id, None)?
-            .iter()
-            .map(|v| (v.id, v.committed_ms))
-            .collect();
-        rows.sort_unstable();
-        // Of the versions committed before this process opened the store, the newest only
-        // (which of them had passes is not recorded); every version since is due. Taken by
-        // commit time, not by what the first run finds, which may come after commits.
-        let done = *self
-            .delta_done
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(repo_id)
-            .or_insert_with(|| {
-                rows.iter()
-                    .filter(|(_, t)| *t < self.opened_ms)
-                    .map(|(id, _)| id - 1)
-                    .next_back()
-                    .unwrap_or(0)
-            });
-        let ids: Vec<i64> = rows.into_iter().map(|(id, _)| id).collect();
-        let due: Vec<i64> = ids.into_iter().filter(|&v| v > done).collect();
         let mut last = DeltaReport::default();
         let mut rewrote = false;
-        for version in due {
+        loop {
+            let _maint = self.maintenance()?;
+            let Some(version) = self.next_delta_version(repo_id)? else {
+                break;
+            };
             let rep = self.delta_pass(repo_id, version)?;
             rewrote |= rep.delta_chunks + rep.recompressed > 0;
             log_pass(repo_id, &rep);
@@ -179,12 +160,11 @@ impl Store {
                 // A commit or a deletion came meanwhile: its own run retries from here.
                 break;
             }
-            self.delta_done
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(repo_id, version);
+            self.with_tx(|tx| tx.set_delta_done(repo_id, version))?;
+            crashpoint::reached("delta:recorded");
         }
         if rewrote {
+            let _maint = self.maintenance()?;
             self.mover_pass(repo_id, "move")?;
         }
         // Kept once the mover is done too: whoever waits for a version's pass (stats
@@ -196,6 +176,24 @@ impl Store {
                 .insert(repo_id, last.clone());
         }
         Ok(last)
+    }
+
+    /// The oldest live version the delta pass has not handled. A repository whose record
+    /// predates it (`None`) takes the newest version committed before this store opened
+    /// and every one since: which of the older ones had passes is not known.
+    fn next_delta_version(&self, repo_id: i64) -> StoreResult<Option<i64>> {
+        let ix = self.snapshot()?;
+        let versions = ix.versions(repo_id, None)?;
+        let done = match ix.delta_done(repo_id)? {
+            Some(v) => v,
+            None => versions
+                .iter()
+                .filter(|v| v.committed_ms < self.opened_ms)
+                .map(|v| v.id - 1)
+                .max()
+                .unwrap_or(0),
+        };
+        Ok(versions.iter().map(|v| v.id).filter(|&id| id > done).min())
     }
 
     /// The last delta pass of the repository since the server started.

@@ -125,11 +125,9 @@ pub struct Store {
     mover_totals: Mutex<HashMap<i64, mover::Moved>>,
     /// The last delta pass of each repository since the server started.
     delta_last: Mutex<HashMap<i64, delta::DeltaReport>>,
-    /// The highest version id of each repository the delta pass has handled since the
-    /// server started (the next run handles every version above it).
-    delta_done: Mutex<HashMap<i64, i64>>,
-    /// When this store was opened (unix ms): the delta pass takes the versions committed
-    /// since, and the newest one before.
+    /// When this store was opened (unix ms): in a repository with no record of the delta
+    /// pass's progress, the pass takes the versions committed since, and the newest one
+    /// before.
     opened_ms: i64,
     /// Decoded delta bases shared by the store's reads (`verify::BaseCache`).
     base_cache: verify::BaseCache,
@@ -175,7 +173,6 @@ impl Store {
             mover_running: AtomicBool::new(false),
             mover_totals: Mutex::new(HashMap::new()),
             delta_last: Mutex::new(HashMap::new()),
-            delta_done: Mutex::new(HashMap::new()),
             opened_ms: now_ms() as i64,
             base_cache: verify::BaseCache::default(),
             last_backup_ms: AtomicU64::new(0),

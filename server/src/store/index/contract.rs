@@ -221,6 +221,15 @@ fn chunks_move_quarantine_and_go(ix: &dyn Index, w: &mut dyn IndexWriter) {
     assert_eq!(r.container_ids(repo).unwrap(), vec![2]);
     assert_eq!(r.chunk_count(repo).unwrap(), 1);
     assert!(r.versions(repo, None).unwrap().is_empty());
+    drop(r);
+
+    // The delta pass's record: 0 for a new repository, raised, never lowered.
+    assert_eq!(ix.read().unwrap().delta_done(repo).unwrap(), Some(0));
+    let tx = w.begin().unwrap();
+    tx.set_delta_done(repo, 5).unwrap();
+    tx.set_delta_done(repo, 3).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(ix.read().unwrap().delta_done(repo).unwrap(), Some(5));
 }
 
 fn container(tx: &dyn IndexWrite, id: u64, repo_id: i64) {

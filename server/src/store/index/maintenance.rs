@@ -68,6 +68,9 @@ pub trait MaintenanceRead {
     fn min_live_version(&self, repo_id: i64) -> StoreResult<i64>;
     /// The repository's `gc_epoch`.
     fn gc_epoch(&self, repo_id: i64) -> StoreResult<i64>;
+    /// The highest version id the delta pass has handled (`None`: not recorded, a
+    /// repository from before the record).
+    fn delta_done(&self, repo_id: i64) -> StoreResult<Option<i64>>;
     /// The repository's `gc_epoch` and the bytes its prunes reclaimed.
     fn gc_counters(&self, repo_id: i64) -> StoreResult<(i64, i64)>;
     /// The data bytes of all the repository's containers.
@@ -98,6 +101,9 @@ pub trait MaintenanceRead {
 pub trait MaintenanceWrite {
     /// Adds `bytes` to the repository's reclaimed bytes.
     fn add_reclaimed_bytes(&self, repo_id: i64, bytes: i64) -> StoreResult<()>;
+    /// Records that the delta pass has handled every version up to `version` (never lowers
+    /// the record).
+    fn set_delta_done(&self, repo_id: i64, version: i64) -> StoreResult<()>;
     /// Increments the repository's `gc_epoch` (chunk rows were deleted).
     fn bump_gc_epoch(&self, repo_id: i64) -> StoreResult<()>;
     /// Deletes every chunk row pointing into container `id`; returns how many.

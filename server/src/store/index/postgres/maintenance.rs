@@ -61,6 +61,13 @@ impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
             .get(0))
     }
 
+    fn delta_done(&self, repo_id: i64) -> StoreResult<Option<i64>> {
+        Ok(self
+            .c()
+            .query_one("SELECT delta_done FROM repos WHERE id = $1", &[&repo_id])?
+            .get(0))
+    }
+
     fn gc_counters(&self, repo_id: i64) -> StoreResult<(i64, i64)> {
         let r = self.c().query_one(
             "SELECT gc_epoch, reclaimed_bytes FROM repos WHERE id = $1",
@@ -187,6 +194,14 @@ impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
         self.c().execute(
             "UPDATE repos SET reclaimed_bytes = reclaimed_bytes + $2 WHERE id = $1",
             &[&repo_id, &bytes],
+        )?;
+        Ok(())
+    }
+
+    fn set_delta_done(&self, repo_id: i64, version: i64) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE repos SET delta_done = GREATEST(COALESCE(delta_done, 0), $2) WHERE id = $1",
+            &[&repo_id, &version],
         )?;
         Ok(())
     }

@@ -57,7 +57,7 @@ impl<G: DerefMut<Target = Client>> RepoWrite for Pg<G> {
         Ok(self
             .c()
             .query_one(
-                "INSERT INTO repos(name, created_ms) VALUES ($1, $2) RETURNING id",
+                "INSERT INTO repos(name, created_ms, delta_done) VALUES ($1, $2, 0) RETURNING id",
                 &[&name, &created_ms],
             )?
             .try_get(0)?)

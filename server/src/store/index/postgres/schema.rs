@@ -7,7 +7,7 @@ use postgres::Client;
 use crate::store::{StoreError, StoreResult};
 
 /// The schema version this server writes; bump it with a migration step below.
-const VERSION: i64 = 3;
+const VERSION: i64 = 4;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL);
@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS repos(
   name TEXT NOT NULL UNIQUE,
   created_ms BIGINT NOT NULL,
   gc_epoch BIGINT NOT NULL DEFAULT 0,
-  reclaimed_bytes BIGINT NOT NULL DEFAULT 0);
+  reclaimed_bytes BIGINT NOT NULL DEFAULT 0,
+  delta_done BIGINT);
 CREATE TABLE IF NOT EXISTS tokens(
   hash BYTEA PRIMARY KEY,
   repo_id BIGINT NOT NULL,
@@ -94,6 +95,12 @@ ALTER TABLE chunks ADD COLUMN IF NOT EXISTS base BYTEA;
 ALTER TABLE chunks ADD COLUMN IF NOT EXISTS saved BIGINT NOT NULL DEFAULT 0;
 "#;
 
+/// Version 4: the highest version the delta pass has handled (NULL: unknown, a repository
+/// from before this column; the SQLite schema's migration 6).
+const TO_4: &str = r#"
+ALTER TABLE repos ADD COLUMN IF NOT EXISTS delta_done BIGINT;
+"#;
+
 /// Creates the schema in an empty database (in one transaction, under an advisory lock so
 /// that two servers starting together do not both create it); refuses a newer one. A
 /// database already at this version is left untouched: `CREATE INDEX IF NOT EXISTS` would
@@ -117,11 +124,14 @@ pub fn migrate(client: &mut Client) -> StoreResult<()> {
             )))
         }
         Some(v) if v == VERSION => {}
-        Some(v @ (1 | 2)) => {
+        Some(v @ 1..=3) => {
             if v == 1 {
                 tx.batch_execute(TO_2)?;
             }
-            tx.batch_execute(TO_3)?;
+            if v <= 2 {
+                tx.batch_execute(TO_3)?;
+            }
+            tx.batch_execute(TO_4)?;
             tx.execute("UPDATE schema_version SET version = $1", &[&VERSION])?;
         }
         _ => {

@@ -60,6 +60,14 @@ impl<C: Deref<Target = Connection>> MaintenanceRead for Sql<C> {
             })?)
     }
 
+    fn delta_done(&self, repo_id: i64) -> StoreResult<Option<i64>> {
+        Ok(self.c().query_row(
+            "SELECT delta_done FROM repos WHERE id = ?1",
+            [repo_id],
+            |r| r.get(0),
+        )?)
+    }
+
     fn gc_counters(&self, repo_id: i64) -> StoreResult<(i64, i64)> {
         Ok(self.c().query_row(
             "SELECT gc_epoch, reclaimed_bytes FROM repos WHERE id = ?1",
@@ -180,6 +188,14 @@ impl<C: Deref<Target = Connection>> MaintenanceWrite for Sql<C> {
         self.c().execute(
             "UPDATE repos SET reclaimed_bytes = reclaimed_bytes + ?2 WHERE id = ?1",
             params![repo_id, bytes],
+        )?;
+        Ok(())
+    }
+
+    fn set_delta_done(&self, repo_id: i64, version: i64) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE repos SET delta_done = MAX(COALESCE(delta_done, 0), ?2) WHERE id = ?1",
+            params![repo_id, version],
         )?;
         Ok(())
     }

@@ -49,7 +49,7 @@ impl<C: Deref<Target = Connection>> RepoRead for Sql<C> {
 impl<C: Deref<Target = Connection>> RepoWrite for Sql<C> {
     fn create_repo(&self, name: &str, created_ms: i64) -> StoreResult<i64> {
         self.c().execute(
-            "INSERT INTO repos(name, created_ms) VALUES (?1, ?2)",
+            "INSERT INTO repos(name, created_ms, delta_done) VALUES (?1, ?2, 0)",
             params![name, created_ms],
         )?;
         Ok(self.c().last_insert_rowid())

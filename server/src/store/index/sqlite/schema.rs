@@ -92,6 +92,9 @@ const MIGRATIONS: &[&str] = &[
     // the stored bytes the delta saves over the copy it replaced (repository statistics).
     "ALTER TABLE chunks ADD COLUMN base BLOB;
      ALTER TABLE chunks ADD COLUMN saved INTEGER NOT NULL DEFAULT 0;",
+    // 6: the highest version the delta pass has handled, so that a restart goes on from
+    // there (NULL: unknown, a repository from before this column; docs/STORAGE.md).
+    "ALTER TABLE repos ADD COLUMN delta_done INTEGER;",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
