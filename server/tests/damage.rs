@@ -658,6 +658,7 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
              ALTER TABLE chunks DROP COLUMN saved;
              ALTER TABLE repos DROP COLUMN gc_epoch;
              ALTER TABLE repos DROP COLUMN reclaimed_bytes;
+             ALTER TABLE repos DROP COLUMN delta_done;
              DROP INDEX containers_by_kind;
              PRAGMA user_version = 2;",
         )

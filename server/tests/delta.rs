@@ -190,6 +190,28 @@ fn expire_all_but_newest(s: &Server) {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
 }
 
+/// Runs `delete` (which removes version `v` and prunes) and checks that the stored bytes
+/// fell by exactly the version's `unique_stored_bytes` from the stats before it (what the
+/// page shows as freed before a deletion).
+fn frees_what_stats_said(s: &Server, v: i64, delete: impl FnOnce()) {
+    let st = stats(s);
+    let said = st["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"].as_i64() == Some(v))
+        .and_then(|x| x["unique_stored_bytes"].as_i64())
+        .unwrap_or_else(|| panic!("no unique_stored_bytes for version {v}: {st}"));
+    let before = st["stored_bytes"].as_i64().unwrap();
+    delete();
+    let after = stats(s)["stored_bytes"].as_i64().unwrap();
+    assert_eq!(
+        before - after,
+        said,
+        "deleting version {v} frees what the stats said it alone holds"
+    );
+}
+
 fn check_cli(dir: &std::path::Path, ctx: &str) {
     let (code, out) = cli(dir, &["check", "default"]);
     assert_eq!(code, 0, "{ctx}: check failed:\n{out}");
@@ -234,9 +256,10 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "after the pass");
 
-    // Expiry: v1 goes, the bases its chunks are for v2's deltas stay.
+    // Expiry: v1 goes, the bases its chunks are for v2's deltas stay, and what it frees is
+    // what the stats said deleting it alone would.
     let s = Server::start_with(&dir.0, ENV, None);
-    expire_all_but_newest(&s);
+    frees_what_stats_said(&s, v1, || expire_all_but_newest(&s));
     assert_eq!(stats(&s)["delta_chunks"].as_i64().unwrap(), n);
     read_back(&s, &h, &h.v2, "after v1 expired");
     drop(s);
@@ -693,7 +716,7 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
     // v1 expires while v2 needs half of its chunks: the dictionary stays with them.
     let v2 = backup(&s, &h, &v2m);
     wait_pass(&s, v2);
-    expire_all_but_newest(&s);
+    frees_what_stats_said(&s, v1, || expire_all_but_newest(&s));
     assert_eq!(
         get_dict(&s).status,
         200,
@@ -704,18 +727,21 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "after v1 expired");
 
-    // The last version goes: nothing needs the dictionary, and nothing is left.
+    // The last version goes: nothing needs the dictionary, and nothing is left (the stats
+    // count the dictionary with the one version whose chunks need it).
     let s = Server::start_with(&dir.0, ENV, None);
-    let r = request(
-        "DELETE",
-        &s.repo_url("default", &format!("/versions/{v2}")),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    frees_what_stats_said(&s, v2, || {
+        let r = request(
+            "DELETE",
+            &s.repo_url("default", &format!("/versions/{v2}")),
+            Some(&s.token),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    });
     assert_eq!(get_dict(&s).status, 404, "an unneeded dictionary is freed");
     assert_eq!(stats(&s)["stored_bytes"].as_i64(), Some(0));
 }

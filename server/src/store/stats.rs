@@ -81,14 +81,18 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     }))
 }
 
-/// Per version, the stored bytes of the chunks no other live version references: what
-/// deleting it alone frees. Versions with an unreadable manifest are left out.
+/// Per version, the stored bytes deleting it alone frees: the chunks only it reaches, through
+/// its manifest and then the base chains of delta chunks, since garbage collection keeps a
+/// base while a live delta needs it (docs/STORAGE.md). So a chunk of its own that another
+/// version's delta is stored against is not counted, and a base no manifest names (a trained
+/// dictionary) counts with the one version whose chunks need it. Versions with an
+/// unreadable manifest are left out.
 fn unique_stored_bytes(
     ix: &dyn IndexRead,
     repo_id: i64,
     rows: &[SeriesRow],
 ) -> StoreResult<HashMap<i64, i64>> {
-    // fp -> the one version referencing it, or None once a second one does.
+    // fp -> the one version reaching it, or None once a second one does.
     let mut owner: HashMap<Fingerprint, Option<i64>> = HashMap::new();
     for v in rows {
         let Ok(fps) = manifest_fps(&v.manifest) else {
@@ -99,6 +103,31 @@ fn unique_stored_bytes(
                 .entry(fp)
                 .and_modify(|o| *o = None)
                 .or_insert(Some(v.id));
+        }
+    }
+    // A base is reached by whoever reaches its deltas. An owner only ever goes from unset to
+    // one version to shared, so the rounds end (one per chain link, in practice).
+    let edges = ix.delta_edges(repo_id)?;
+    loop {
+        let mut changed = false;
+        for (fp, base) in &edges {
+            let Some(&by) = owner.get(fp) else {
+                continue;
+            };
+            match owner.get(base) {
+                None => {
+                    owner.insert(*base, by);
+                    changed = true;
+                }
+                Some(&Some(v)) if by != Some(v) => {
+                    owner.insert(*base, None);
+                    changed = true;
+                }
+                Some(_) => {}
+            }
+        }
+        if !changed {
+            break;
         }
     }
     let mut out: HashMap<i64, i64> = rows.iter().map(|r| (r.id, 0)).collect();
