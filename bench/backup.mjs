@@ -3,6 +3,8 @@
 // releases, ~1 600 files of ~130 KB) and a small-files series (PyPI sdists, thousands of files
 // of a few KB: by default the 10 newest Django 5.2.x). Prints a table per series and, last,
 // one JSON line (the typescript keys unprefixed, the small-files keys with `smallfiles_`).
+// Ditto's stored bytes are its data directory at rest, once the delta pass and the mover
+// that follow the commits in the background are done (their time is not the backups').
 // Usage: node bench/backup.mjs [--package P] [--count N] [--smallfiles-package P]
 // [--smallfiles-series S] [--smallfiles-count N] [--only typescript|smallfiles] [--quick]
 // [--playwright] [--runs N]
@@ -24,6 +26,7 @@ import {
   now,
   openApp,
   resticRepo,
+  settle,
   startServer,
 } from './lib.mjs';
 import { launchCdp } from './cdp.mjs';
@@ -78,6 +81,9 @@ async function ditto({ versions, name: pkg }) {
   if (!viaPlaywright) await page.waitFor('[data-testid=engine-ready]');
   const backups = await backupFolders(page, versions, pkg);
   await browser.close();
+  // Stored bytes are the repository's at rest: the delta pass and the mover run in the
+  // background after commits (not on the backups' clock) and change what is stored.
+  await settle(server);
   const stats = await apiJson(server, '/repos/default/stats');
   // Each version must hold its whole folder: a driver that clicked too early would back up
   // the previous pick again and look fast.

@@ -87,11 +87,13 @@ test('the dashboard shows the server’s numbers, per repository and per source'
   let cumS = 0;
   for (const v of versions) {
     const row = page.locator(`[data-testid=dash-row][data-version="${v.id}"]`);
+    const storedNow = stats.series.find((p) => p.id === v.id)!.first_stored_bytes;
     cumL += v.stats.logical_bytes;
-    cumS += v.stats.new_stored_bytes;
+    cumS += storedNow;
     await expect(row.getByTestId('d-logical')).toHaveAttribute('data-value', String(v.stats.logical_bytes));
     await expect(row.getByTestId('d-new-raw')).toHaveAttribute('data-value', String(v.stats.new_raw_bytes));
     await expect(row.getByTestId('d-new-stored')).toHaveAttribute('data-value', String(v.stats.new_stored_bytes));
+    await expect(row.getByTestId('d-stored-now')).toHaveAttribute('data-value', String(storedNow));
     await expect(row.getByTestId('d-ratio')).toHaveAttribute('data-value', String(v.stats.dedup_ratio ?? ''));
     await expect(row.getByTestId('d-cum-logical')).toHaveAttribute('data-value', String(cumL));
     await expect(row.getByTestId('d-cum-stored')).toHaveAttribute('data-value', String(cumS));
@@ -114,8 +116,13 @@ test('the dashboard shows the server’s numbers, per repository and per source'
   let saved = delta;
   for (const id of ['dash-saved-dedup', 'dash-saved-compression']) saved += Number(await value(page, id));
   expect(saved).toBe(stats.logical_bytes - stats.stored_bytes);
-  // The column over new_stored_bytes names what it holds, and one ratio per version is defined.
-  await expect(page.getByTestId('dash-table').locator('th')).toContainText(['Stored (new)', 'Dedup ratio']);
+  // The columns over new_stored_bytes and first_stored_bytes name what they hold, and one
+  // ratio per version is defined.
+  await expect(page.getByTestId('dash-table').locator('th')).toContainText([
+    'Stored (uploaded)',
+    'Stored now',
+    'Dedup ratio',
+  ]);
   await expect(page.getByTestId('dash-table').locator('th', { hasText: 'Dedup ratio' })).toHaveAttribute(
     'title',
     /logical bytes divided by the bytes it added/,

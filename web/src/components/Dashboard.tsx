@@ -89,7 +89,7 @@ function SourceCharts({ source, rows, heading }: { source: string; rows: Row[]; 
       labels,
       perVersion: [
         series('Logical', '--chart-1', (r) => r.v.stats.logical_bytes),
-        series('Stored (new)', '--chart-2', (r) => r.v.stats.new_stored_bytes),
+        series('Stored now', '--chart-2', (r) => r.stored),
       ],
       ratio: [series('Dedup ratio', '--chart-3', (r) => r.v.stats.dedup_ratio)],
       unbounded: rows.some((r) => r.v.stats.dedup_ratio === null),
@@ -212,14 +212,15 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
     const pointOf = new Map(data.stats.series.map((p) => [p.id, p]));
     const rows: Row[] = vs.map((v) => {
       cumLogical += v.stats.logical_bytes;
-      cumStored += v.stats.new_stored_bytes;
       const p = pointOf.get(v.id);
+      const stored = p?.first_stored_bytes ?? v.stats.new_stored_bytes;
+      cumStored += stored;
       return {
         v,
         cumLogical,
         cumStored,
         unique: p?.unique_stored_bytes ?? null,
-        stored: p?.first_stored_bytes ?? v.stats.new_stored_bytes,
+        stored,
         delta: p?.delta_saved_bytes ?? 0,
       };
     });
@@ -444,8 +445,19 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
             <th scope="col" className="num" title="Chunks this version added, before compression">
               New raw
             </th>
-            <th scope="col" className="num" title="Chunks this version added, as stored (after compression)">
-              Stored (new)
+            <th
+              scope="col"
+              className="num"
+              title="Chunks this version added, as it uploaded them (compressed in the page)"
+            >
+              Stored (uploaded)
+            </th>
+            <th
+              scope="col"
+              className="num"
+              title="The chunks this version stored first, as the server stores them now (after its delta pass and recompression)"
+            >
+              Stored now
             </th>
             <th scope="col" className="num" title={DEDUP_RATIO_MEANS}>
               Dedup ratio
@@ -453,7 +465,7 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
             <th scope="col" className="num">
               Cumulative logical
             </th>
-            <th scope="col" className="num">
+            <th scope="col" className="num" title="Stored now, summed over this version and the ones above it">
               Cumulative stored
             </th>
             <th
@@ -466,7 +478,7 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
           </tr>
         </thead>
         <tbody>
-          {view.rows.map(({ v, cumLogical, cumStored, unique }) => (
+          {view.rows.map(({ v, cumLogical, cumStored, unique, stored }) => (
             <tr key={v.id} data-testid="dash-row" data-version={v.id}>
               <td>#{v.id}</td>
               <td>{v.source}</td>
@@ -478,6 +490,9 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
               </td>
               <td className="num" data-testid="d-new-stored" data-value={v.stats.new_stored_bytes}>
                 {bytes(v.stats.new_stored_bytes)}
+              </td>
+              <td className="num" data-testid="d-stored-now" data-value={stored}>
+                {bytes(stored)}
               </td>
               <td className="num" data-testid="d-ratio" data-value={v.stats.dedup_ratio ?? ''}>
                 {ratio(v.stats.dedup_ratio)}
