@@ -1004,6 +1004,146 @@ fn gc_keeps_exactly_what_live_deltas_need() {
     eprintln!("delta gc: {:.1}s", t0.elapsed().as_secs_f64());
 }
 
+// ---------------------------------------------------------------- deltas as stored
+
+/// `chunks/get` with `"deltas": "stored"` answers every chunk as its container stores it,
+/// delta chunks included (codec 2, the payload naming its base), and each decodes through
+/// wasm-core's chain decoder, against bases answered the same way, to the chunk's bytes;
+/// without the option the same request still answers deltas decoded, `decode: true` still
+/// answers everything raw, an unknown value is refused, and a damaged delta is refused as
+/// stored too (the server decodes it before sending).
+#[test]
+fn chunks_get_answers_deltas_as_stored_on_request() {
+    use wasm_core::format::bundle::{decode_bundle, Codec};
+    use wasm_core::resemble::delta::{base_of, decode_chain, Stored};
+
+    let dir = TempDir::new("delta-stored");
+    let s = Server::start_with(&dir.0, ENV, None);
+    let mut ch = Chains::new();
+    for _ in 0..4 {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        wait_pass(&s, v);
+    }
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    // Every stored chunk: fingerprint -> (container, offset, stored length, codec).
+    let mut listed: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for c in r.json()["containers"].as_array().unwrap() {
+        for k in c["chunks"].as_array().unwrap() {
+            listed.insert(
+                k["fp"].as_str().unwrap().to_string(),
+                (
+                    c["id"].as_u64().unwrap(),
+                    k["offset"].as_u64().unwrap(),
+                    k["stored_len"].as_u64().unwrap(),
+                    k["codec"].as_u64().unwrap(),
+                ),
+            );
+        }
+    }
+    let fps: Vec<String> = listed.keys().cloned().collect();
+    let get = |body: Value| post_json(&s.repo_url("default", "/chunks/get"), &s.token, &body);
+
+    let r = get(json!({ "fingerprints": fps, "deltas": "stored" }));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let entries = decode_bundle(&r.body).expect("well-formed bundle");
+    assert_eq!(entries.len(), fps.len());
+    let mut stored: HashMap<[u8; 20], (u8, Vec<u8>, usize)> = HashMap::new();
+    for (e, fp) in entries.iter().zip(&fps) {
+        assert_eq!(&to_hex(&e.fp), fp, "request order");
+        let (cid, off, len, codec) = listed[fp];
+        assert_eq!(
+            e.codec as u64, codec,
+            "chunk {fp} is answered with its stored codec"
+        );
+        let range = request(
+            "GET",
+            &s.repo_url("default", &format!("/containers/{cid}")),
+            Some(&s.token),
+            &[("Range", &format!("bytes={}-{}", off, off + len - 1))],
+            None,
+        );
+        assert_eq!(range.status, 206);
+        assert!(range.body == e.payload, "chunk {fp} is answered as stored");
+        stored.insert(
+            e.fp,
+            (e.codec as u8, e.payload.to_vec(), e.raw_len as usize),
+        );
+    }
+    // Chains of stored deltas: a delta whose base is a delta, decoded here, not on the server.
+    let deltas: Vec<&[u8; 20]> = stored
+        .iter()
+        .filter(|(_, (c, _, _))| *c == Codec::Delta as u8)
+        .map(|(fp, _)| fp)
+        .collect();
+    let on_deltas = deltas
+        .iter()
+        .filter(|fp| {
+            let b = base_of(&stored[**fp].1).unwrap();
+            stored[&b].0 == Codec::Delta as u8
+        })
+        .count();
+    assert!(
+        deltas.len() >= 20 && on_deltas >= 5,
+        "{} deltas, {on_deltas} of them against deltas",
+        deltas.len()
+    );
+    for fp in stored.keys() {
+        let raw = decode_chain(fp, |f| {
+            let (codec, bytes, raw_len) = stored.get(f).ok_or("base not answered")?;
+            Ok(Stored {
+                codec: *codec,
+                bytes: bytes.clone(),
+                raw_len: *raw_len,
+            })
+        })
+        .unwrap_or_else(|e| panic!("chunk {}: {e}", to_hex(fp)));
+        assert_eq!(fingerprint(&raw), *fp);
+        if ch.fps.contains(&to_hex(fp)) {
+            assert!(raw == ch.raw(&to_hex(fp)));
+        }
+    }
+
+    // Without the option (old clients): deltas decoded (get_chunks refuses a codec-2 entry).
+    let raw = get_chunks(&s, "default", &s.token, &fps, false);
+    for (raw, fp) in raw.iter().zip(&fps) {
+        assert_eq!(to_hex(&fingerprint(raw)), *fp);
+    }
+    let r = get(json!({ "fingerprints": fps, "deltas": "decoded" }));
+    assert_eq!(r.status, 200);
+    assert!(decode_bundle(&r.body)
+        .unwrap()
+        .iter()
+        .all(|e| e.codec != Codec::Delta));
+    // `decode` answers raw bytes whatever `deltas` says.
+    let r = get(json!({ "fingerprints": fps, "decode": true, "deltas": "stored" }));
+    assert_eq!(r.status, 200);
+    assert!(decode_bundle(&r.body)
+        .unwrap()
+        .iter()
+        .all(|e| e.codec == Codec::Raw));
+    get(json!({ "fingerprints": fps, "deltas": "yes" })).expect_error(400, "bad_request");
+
+    // A damaged delta: refused, never sent as stored.
+    if !on_s3() {
+        let fp = to_hex(deltas[0]);
+        let (cid, off, len, _) = listed[&fp];
+        let path = container_file(&dir.0, 1, cid);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = (off + len - 3) as usize;
+        bytes[at] ^= 0x5A;
+        std::fs::write(&path, bytes).unwrap();
+        get(json!({ "fingerprints": [fp], "deltas": "stored" })).expect_error(500, "damaged");
+    }
+}
+
 // ---------------------------------------------------------------- PostgreSQL schema 2 -> 3
 
 /// The PostgreSQL index as schema version 2 created it (before the delta columns

@@ -319,6 +319,19 @@ struct FpList {
     fingerprints: Vec<String>,
     #[serde(default)]
     decode: bool,
+    /// `chunks/get`: how delta chunks are answered (ignored with `decode`).
+    #[serde(default)]
+    deltas: Deltas,
+}
+
+/// `chunks/get`'s `deltas`: `"decoded"` (the default, for clients that cannot resolve a
+/// delta's base) or `"stored"` (codec-2 entries as stored; the client decodes them).
+#[derive(serde::Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+enum Deltas {
+    #[default]
+    Decoded,
+    Stored,
 }
 
 fn is_binary(headers: &HeaderMap) -> bool {

@@ -20,6 +20,30 @@ use super::{
     backend::Handle, index::IndexRead, quarantine, verify, Store, StoreError, StoreResult,
 };
 
+/// How a read chunk is answered (its bytes are verified against its fingerprint either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Raw bytes (codec 0).
+    Raw,
+    /// As stored, except a delta chunk, which is decoded: its base may be in any container,
+    /// and a client that cannot resolve bases gets bytes it can use alone.
+    Whole,
+    /// As stored, delta chunks included: the client decodes a delta against its base (whose
+    /// fingerprint starts the payload), fetching the base itself if it lacks it.
+    Stored,
+}
+
+impl Answer {
+    /// Whether a chunk stored with `codec` is answered decoded.
+    fn decodes(self, codec: u8) -> bool {
+        match self {
+            Answer::Raw => true,
+            Answer::Whole => codec == CODEC_DELTA,
+            Answer::Stored => false,
+        }
+    }
+}
+
 /// What the index says of a requested chunk.
 pub enum Lookup {
     Stored(ChunkLoc),
@@ -137,13 +161,13 @@ impl Store {
         repo_id: i64,
         fp: &Fingerprint,
         loc: &ChunkLoc,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
-        self.read_verified(repo_id, fp, loc, None, decode)
+        self.read_verified(repo_id, fp, loc, None, answer)
     }
 
     /// Reads a stored chunk and verifies it against its fingerprint: `(0, raw bytes)` when
-    /// `decode` (or the codec needs the server to decode), else `(codec, stored bytes)`. A
+    /// `answer` decodes its codec, else `(codec, stored bytes)`. A
     /// damaged copy is quarantined and answered `Err(Damaged)`, never returned. `container`
     /// is the chunk's container if the caller has it open.
     fn read_verified(
@@ -152,7 +176,7 @@ impl Store {
         fp: &Fingerprint,
         loc: &ChunkLoc,
         container: Option<&Handle>,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
         let stored = match container {
             Some(c) => self.containers.read_at(c, loc.offset, loc.stored_len)?,
@@ -161,7 +185,7 @@ impl Store {
                 None => None,
             },
         };
-        self.verify_read(repo_id, fp, loc, stored, decode)
+        self.verify_read(repo_id, fp, loc, stored, answer)
     }
 
     /// The rest of [`Store::read_verified`], once the stored bytes are read (`None`: the
@@ -172,24 +196,25 @@ impl Store {
         fp: &Fingerprint,
         loc: &ChunkLoc,
         stored: Option<Vec<u8>>,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
         if stored.is_none() {
             // Moved by the mover or compaction between the lookup and the open: the index
             // has its new place. Only a chunk still indexed at this place is damaged.
             if let Some(now) = self.index()?.chunk_location(repo_id, fp)? {
                 if now.container_id != loc.container_id || now.offset != loc.offset {
-                    return self.read_verified(repo_id, fp, &now, None, decode);
+                    return self.read_verified(repo_id, fp, &now, None, answer);
                 }
             }
         }
         let res = self.with_bases(repo_id, loc.codec, |bases| match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
-            // A delta chunk is always answered decoded: its base may be in any container.
-            Some(stored) if decode || loc.codec > 1 => {
+            Some(stored) if answer.decodes(loc.codec) => {
                 verify::decode_verified(fp, loc.codec, loc.raw_len, stored, bases)
                     .map(|raw| (0, raw))
             }
+            // A delta is decoded against its base here too, and checked: the client gets it
+            // as stored only once it is known to decode to its fingerprint.
             Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored, bases)
                 .map(|_| (loc.codec, stored)),
         })?;
@@ -343,7 +368,7 @@ impl ChunkReader<'_> {
         &mut self,
         fp: &Fingerprint,
         loc: &ChunkLoc,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
         if !self.files.contains_key(&loc.container_id) {
             if self.files.len() > 64 {
@@ -359,7 +384,7 @@ impl ChunkReader<'_> {
             fp,
             loc,
             self.files.get(&loc.container_id),
-            decode,
+            answer,
         )
     }
 
@@ -397,7 +422,7 @@ impl ChunkReader<'_> {
     pub fn read_many(
         &mut self,
         locs: &[(Fingerprint, ChunkLoc)],
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<Vec<(u8, Vec<u8>)>> {
         let mut order: Vec<usize> = (0..locs.len()).collect();
         order.sort_by_key(|&i| (locs[i].1.container_id, locs[i].1.offset));
@@ -428,9 +453,9 @@ impl ChunkReader<'_> {
                         let at = (l.offset - start) as usize;
                         let stored = span[at..at + l.stored_len as usize].to_vec();
                         self.store
-                            .verify_read(self.repo_id, fp, l, Some(stored), decode)?
+                            .verify_read(self.repo_id, fp, l, Some(stored), answer)?
                     }
-                    None => self.read(fp, l, decode)?,
+                    None => self.read(fp, l, answer)?,
                 };
                 out[order[k]] = Some(got);
             }
