@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
-import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
+import { expectSame, pageHits, scanFolders as scanAll, type ScanOptions } from '../hits';
 import { backUp, openWithoutPicker } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
@@ -12,6 +12,10 @@ import { repoJson, startServer, type RunningServer } from '../server';
 // version's edited chunks as deltas against the first version's, the page's DedupSearch
 // (which reads containers itself) must still find exactly what a scan of the folders finds
 // and what the naive search finds, and the restore must give back the folder byte for byte.
+// The first version holds more than 1 MiB of whole chunks, so the pass trains a zstd
+// dictionary on them and stores them as deltas against it: the second version's deltas then
+// have deltas as bases, which the workers fetch as stored and resolve themselves (the
+// dictionary, in no manifest, always comes from `chunks/get`).
 
 let server: RunningServer;
 let root: string;
@@ -50,7 +54,7 @@ test.beforeAll(async () => {
   const v1 = path.join(root, 'v1');
   const v2 = path.join(root, 'v2');
   for (const [i, name] of ['a.txt', 'b.txt', 'lib/c.txt', 'lib/d.txt', 'small.txt'].entries()) {
-    const size = name === 'small.txt' ? 900 : 120_000 + i * 37_000;
+    const size = name === 'small.txt' ? 900 : 300_000 + i * 37_000;
     const one = words(1000 + i, size);
     for (const [dir, data] of [
       [v1, one],
@@ -71,7 +75,7 @@ test.afterAll(async () => {
 const api = <T>(p: string) => repoJson<T>(server, p);
 
 /** The oracle: every occurrence of each keyword in the backed-up folders (hits.ts). */
-const scanFolders = (keywords: Buffer[]) => scanAll(folders, ids, keywords);
+const scanFolders = (keywords: Buffer[], opts?: ScanOptions) => scanAll(folders, ids, keywords, opts);
 
 let runs = 0;
 
@@ -129,9 +133,25 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
       { timeout: 60_000 },
     )
     .toBeGreaterThan(0);
-  const listing = await api<{ containers: { chunks: { codec: number }[] }[] }>('/containers');
-  const deltas = listing.containers.flatMap((c) => c.chunks).filter((c) => c.codec === 2).length;
+  const listing = await api<{ containers: { chunks: { fp: string; codec: number }[] }[] }>('/containers');
+  const listed = listing.containers.flatMap((c) => c.chunks);
+  const deltas = listed.filter((c) => c.codec === 2).length;
   expect(deltas, 'the containers list delta chunks').toBeGreaterThan(0);
+  const chunksOf = await Promise.all(
+    ids.map(async (id) => {
+      const v = await api<{ manifest: { entries: { recipe: string[] }[] } }>(`/versions/${id}`);
+      return new Set(v.manifest.entries.flatMap((e) => e.recipe));
+    }),
+  );
+  const named = new Set(chunksOf.flatMap((s) => [...s]));
+  expect(
+    listed.filter((c) => !named.has(c.fp)).length,
+    'a trained dictionary is stored (a chunk no manifest names)',
+  ).toBeGreaterThan(0);
+  expect(
+    listed.filter((c) => c.codec === 2 && chunksOf[0].has(c.fp)).length,
+    "the first version's chunks are deltas (against the dictionary)",
+  ).toBeGreaterThan(0);
 
   await page.getByTestId('tab-search').click();
   // Text: a word only the edits wrote (inside delta chunks), common words, overlaps.
@@ -142,6 +162,10 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   expectSame(hits, want);
   const scanned = Number(await done.getAttribute('data-delta-chunks'));
   expect(scanned, 'the page decoded delta chunks').toBe(deltas);
+  expect(
+    Number(await done.getAttribute('data-bases-fetched')),
+    'bases fetched, the dictionary at least',
+  ).toBeGreaterThan(0);
 
   // Hex keywords straddling chunk borders of the edited file (tiny records across deltas).
   const cut = await borderKeywords();
@@ -159,6 +183,28 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   const again = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${++runs}"]`);
   await expect(again).toBeVisible({ timeout: 120_000 });
   expectSame(await pageHits(page), want);
+
+  // A cold search in a new page (empty worker caches) of the second version's edited file
+  // only: the bases of its deltas are the first version's copies, out of scope, so the
+  // workers fetch them as stored (deltas against the dictionary) and the dictionary too.
+  const fresh = await page.context().newPage();
+  fresh.on('pageerror', (e) => errors.push(e.message));
+  await openWithoutPicker(fresh, server);
+  await fresh.getByTestId('tab-search').click();
+  await fresh.getByTestId('search-versions').selectOption(String(ids[1]));
+  await fresh.getByTestId('search-path').fill('a.txt');
+  await fresh.getByTestId('search-keywords').fill(text.join('\n'));
+  await fresh.getByTestId('search-start').click();
+  const scoped = fresh.locator('[data-testid=search-done][data-engine=dedup][data-seq="1"]');
+  await expect(scoped).toBeVisible({ timeout: 120_000 });
+  const only = scanFolders(
+    text.map((k) => Buffer.from(k)),
+    { only: { version: ids[1], path: 'a.txt' } },
+  );
+  expect(only.size).toBeGreaterThan(0);
+  expectSame(await pageHits(fresh), only);
+  expect(Number(await scoped.getAttribute('data-bases-fetched'))).toBeGreaterThan(0);
+  await fresh.close();
 
   // Restore the newest version: byte-identical to its folder.
   await page.getByTestId('tab-versions').click();
