@@ -20,13 +20,13 @@ use wasm_core::{
 
 use super::{
     blocking, is_binary, octets, parse_fp, parse_json, path_param, read_body, Any, Authorized,
-    Deltas, FpList, ReadData, RepoItemPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_MISSING_BODY,
-    MAX_MISSING_FPS,
+    Deltas, FpList, ReadData, RepoItemPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_GET_HAVE,
+    MAX_MISSING_BODY, MAX_MISSING_FPS,
 };
 use crate::{
     error::{ApiError, ApiResult},
     store::{
-        chunks::{Answer, ChunkLoc},
+        chunks::{Answer, ChunkLoc, FpSet},
         Lookup, Store, StoreError,
     },
 };
@@ -199,12 +199,35 @@ pub(super) async fn chunks_get(
                 .iter()
                 .map(|s| parse_fp(s))
                 .collect::<ApiResult<Vec<Fingerprint>>>()?;
-            let locs = store.locate_all(repo_id, &fps)?;
             let answer = match (list.decode, list.deltas) {
                 (true, _) => Answer::Raw,
                 (false, Deltas::Decoded) => Answer::Whole,
                 (false, Deltas::Stored) => Answer::Stored,
             };
+            if (list.chains || !list.have.is_empty()) && answer != Answer::Stored {
+                return Err(ApiError::bad_request(
+                    "chains and have need \"deltas\": \"stored\" (and no decode)",
+                ));
+            }
+            if !list.have.is_empty() && !list.chains {
+                return Err(ApiError::bad_request("have needs \"chains\": true"));
+            }
+            if list.have.len() > MAX_GET_HAVE {
+                return Err(ApiError::bad_request(format!(
+                    "more than {MAX_GET_HAVE} fingerprints in have"
+                )));
+            }
+            let have = list
+                .have
+                .iter()
+                .map(|s| parse_fp(s))
+                .collect::<ApiResult<FpSet>>()?;
+            let mut locs = store.locate_all(repo_id, &fps)?;
+            if list.chains {
+                // After the requested entries: the order docs/API.md promises.
+                let links = store.chain_links(repo_id, &locs, &have)?;
+                locs.extend(links);
+            }
             Ok((locs, answer))
         })
         .await?

@@ -12,7 +12,7 @@ use std::{
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{to_hex, Fingerprint},
-    resemble::delta::CODEC_DELTA,
+    resemble::delta::{CODEC_DELTA, MAX_CHAIN_DEPTH},
 };
 
 pub use super::index::chunks::ChunkLoc;
@@ -136,6 +136,64 @@ impl Store {
             return Err(StoreError::Unavailable { damaged, missing });
         }
         Ok(locs)
+    }
+
+    /// The links of the base chains of the delta chunks among `locs`, located: each delta's
+    /// base, that base's base if it is a delta too, and so on down to a chunk that is not a
+    /// delta or that `have` lists (that one is not included). Breadth first: the first
+    /// links of every delta in `locs` order, then the second links, and so on. A chunk of
+    /// `locs` or of `have` is never a link, and each link comes once. Only the index is
+    /// read (the `base` rows); the links are verified when they are read, like the chunks
+    /// asked for. `Unavailable` if a link is not stored (its delta could not be decoded
+    /// either).
+    pub fn chain_links(
+        &self,
+        repo_id: i64,
+        locs: &[(Fingerprint, ChunkLoc)],
+        have: &FpSet,
+    ) -> StoreResult<Vec<(Fingerprint, ChunkLoc)>> {
+        let ix = self.index()?;
+        let mut seen: FpSet = locs.iter().map(|(fp, _)| *fp).collect();
+        let mut frontier: Vec<Fingerprint> = Vec::new();
+        let mut queued = FpSet::default();
+        for (fp, loc) in locs {
+            if loc.codec == CODEC_DELTA && queued.insert(*fp) {
+                frontier.push(*fp);
+            }
+        }
+        let mut out = Vec::new();
+        // A stored chain is at most MAX_CHAIN_DEPTH links; the bound also ends a loop of
+        // deltas in a damaged index (`seen` stops one anyway).
+        for _ in 0..MAX_CHAIN_DEPTH {
+            if frontier.is_empty() {
+                break;
+            }
+            let bases: Vec<Fingerprint> = ix
+                .delta_bases(repo_id, &frontier)?
+                .into_iter()
+                .flatten()
+                .filter(|b| !have.contains(b) && seen.insert(*b))
+                .collect();
+            let mut damaged = Vec::new();
+            let mut missing = Vec::new();
+            frontier.clear();
+            for (b, loc) in bases.iter().zip(ix.chunk_locations(repo_id, &bases)?) {
+                match loc {
+                    Some(l) => {
+                        if l.codec == CODEC_DELTA {
+                            frontier.push(*b);
+                        }
+                        out.push((*b, l));
+                    }
+                    None if ix.is_quarantined(repo_id, b)? => damaged.push(*b),
+                    None => missing.push(*b),
+                }
+            }
+            if !damaged.is_empty() || !missing.is_empty() {
+                return Err(StoreError::Unavailable { damaged, missing });
+            }
+        }
+        Ok(out)
     }
 
     /// A reader of many chunks of one repository that keeps their container files open.
