@@ -11,13 +11,15 @@
 //! const scan = new ContainerScan(kw);
 //! const missing = scan.scanCached(cache, fps);  // scans the cached ones; indices of the rest
 //! // Delta chunks' bases that neither the range nor the cache holds: fetch them as stored,
-//! // deltas included (`chunks/get` with `"deltas": "stored"`), and ask again, since a base
-//! // may be a delta whose own base is missing.
+//! // deltas included, with their base chains (`chunks/get` with `"deltas": "stored"`,
+//! // `"chains": true` and the cache's whole bases as `have`); ask again in case a chain
+//! // still misses a base (normally one round is all).
 //! const range = [containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens];
 //! const fetched = new FetchedBases();
 //! for (let want = scan.outsideBases(cache, ...range, fetched); want.length;
 //!      want = scan.outsideBases(cache, ...range, fetched))
-//!   fetched.add(await chunksGet(want, { deltas: 'stored' }), want);
+//!   fetched.add(await chunksGet(want, { deltas: 'stored', chains: true,
+//!                                      have: cache.wholeBases(64) }), want);
 //! scan.scan(cache, ...range, fetched);
 //! fetched.free();
 //! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
@@ -138,6 +140,10 @@ pub struct ChunkCache {
     chunks: HashMap<Fingerprint, Box<[u8]>>,
     bytes: u64,
     budget: u64,
+    /// How many delta chunks seen so far named each base.
+    named: HashMap<Fingerprint, u32>,
+    /// The held chunks that were stored whole (codec 0/1): where a base chain ends.
+    whole: HashSet<Fingerprint>,
 }
 
 #[wasm_bindgen]
@@ -148,6 +154,8 @@ impl ChunkCache {
             chunks: HashMap::new(),
             bytes: 0,
             budget: budget.max(0.0) as u64,
+            named: HashMap::new(),
+            whole: HashSet::new(),
         }
     }
 
@@ -164,6 +172,29 @@ impl ChunkCache {
     pub fn clear(&mut self) {
         self.chunks = HashMap::new();
         self.bytes = 0;
+        self.named = HashMap::new();
+        self.whole = HashSet::new();
+    }
+
+    /// Up to `max` fingerprints (20 bytes each) of held chunks that were stored whole and
+    /// that deltas name as their base, the most named first: `chunks/get`'s `have`, where
+    /// the server stops a base chain (a trained dictionary, the base of most deltas, is
+    /// then never sent twice). A short list: a chain end missing from it costs its bytes
+    /// once more, not a round trip.
+    #[wasm_bindgen(js_name = wholeBases)]
+    pub fn whole_bases(&self, max: u32) -> Vec<u8> {
+        let mut bases: Vec<(&Fingerprint, u32)> = self
+            .whole
+            .iter()
+            .filter(|fp| self.chunks.contains_key(*fp))
+            .filter_map(|fp| self.named.get(fp).map(|n| (fp, *n)))
+            .collect();
+        bases.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        bases
+            .into_iter()
+            .take(max as usize)
+            .flat_map(|(fp, _)| fp.iter().copied())
+            .collect()
     }
 
     /// Whether every chunk of `fps` (20 bytes each) is held.
@@ -206,11 +237,15 @@ impl FetchedBases {
     }
 
     /// Adds the chunks of a `chunks/get` answer to `asked` (20 bytes each, what
-    /// [`ContainerScan::outside_bases`] named), which it must answer exactly, in order: a
-    /// round that adds nothing would be asked again forever.
-    pub fn add(&mut self, bundle: &[u8], asked: &[u8]) -> Result<(), JsError> {
+    /// [`ContainerScan::outside_bases`] named), which must start with exactly those, in
+    /// order (a round that adds nothing would be asked again forever); the entries after
+    /// them are the links of their base chains (`"chains": true`), taken as they come,
+    /// since each is checked against its fingerprint when a chain decodes through it.
+    /// Answers how many chunks it added.
+    pub fn add(&mut self, bundle: &[u8], asked: &[u8]) -> Result<u32, JsError> {
         let entries = decode_bundle(bundle).map_err(|e| err(format!("malformed bundle: {e:?}")))?;
-        if entries.len() * 20 != asked.len()
+        if !asked.len().is_multiple_of(20)
+            || entries.len() * 20 < asked.len()
             || entries
                 .iter()
                 .zip(asked.chunks_exact(20))
@@ -220,11 +255,12 @@ impl FetchedBases {
                 "chunks/get answered other chunks than the bases asked for",
             ));
         }
+        let n = entries.len() as u32;
         for e in entries {
             self.chunks
                 .push((e.fp, e.codec as u8, e.payload.into(), e.raw_len as usize));
         }
-        Ok(())
+        Ok(n)
     }
 
     /// Chunks held.
@@ -397,21 +433,28 @@ impl ContainerScan {
         let Some(phase) = self.phase.as_mut() else {
             return Err(err("ContainerScan.scan after finish"));
         };
-        // Raw bytes of the bases that neither the range nor `fetched` holds, copied out of
-        // the cache (which `emit` below adds to).
+        // Raw bytes of the bases that the range does not hold, copied out of the cache
+        // (which `emit` below adds to): a chain stops at a cached base even when `fetched`
+        // holds it and the links below it too (a chain answer sends them whatever the
+        // worker caches), so nothing is decoded twice.
         let mut outside: HashMap<Fingerprint, Vec<u8>> = HashMap::new();
         if chunks.iter().any(|c| c.codec == CODEC_DELTA) {
-            let stored: HashSet<Fingerprint> =
-                chunks.iter().chain(&fetched).map(|c| c.fp).collect();
+            let in_range: HashSet<Fingerprint> = chunks.iter().map(|c| c.fp).collect();
             for c in chunks.iter().chain(&fetched) {
                 if c.codec != CODEC_DELTA {
                     continue;
                 }
                 let b = base_of(c.stored)
                     .map_err(|e| err(format!("chunk {}: {e}", crate::hash::to_hex(&c.fp))))?;
-                if let (false, Some(raw)) = (stored.contains(&b), cache.chunks.get(&b)) {
+                *cache.named.entry(b).or_insert(0) += 1;
+                if let (false, Some(raw)) = (in_range.contains(&b), cache.chunks.get(&b)) {
                     outside.entry(b).or_insert_with(|| raw.to_vec());
                 }
+            }
+        }
+        for c in chunks.iter().chain(&fetched) {
+            if c.codec != CODEC_DELTA {
+                cache.whole.insert(c.fp);
             }
         }
         let tiny = &mut self.tiny;

@@ -521,4 +521,55 @@ mod tests {
         assert!(outside_bases(&range(&[&t]), &[], none).is_err());
         assert!(decode_all(&range(&[&t]), &[], &HashMap::new()).is_err());
     }
+
+    #[test]
+    fn a_chain_answer_resolves_in_one_round() {
+        // dict <- a <- b <- c (outside) <- d (in the range); f (in the range) names a.
+        // `chains: true` answers c then b, a and dict in one round: nothing is missing after.
+        let dict = plain(data(8, 12000), true);
+        let a = delta(edit(&dict.raw, 40), &dict);
+        let b = delta(edit(&a.raw, 900), &a);
+        let c = delta(edit(&b.raw, 3000), &b);
+        let d = delta(edit(&c.raw, 5000), &c);
+        let f = delta(edit(&a.raw, 7000), &a);
+        let chunks = range(&[&d, &f]);
+        assert_eq!(outside_bases(&chunks, &[], none).unwrap(), vec![c.fp, a.fp]);
+        let answer = range(&[&c, &a, &b, &dict]);
+        assert!(outside_bases(&chunks, &answer, none).unwrap().is_empty());
+        let got = decode_all(&chunks, &answer, &HashMap::new()).unwrap();
+        for s in [&d, &f] {
+            assert_eq!(got[&s.fp], (s.raw.clone(), true));
+        }
+        for s in [&c, &b, &a, &dict] {
+            assert_eq!(
+                got[&s.fp],
+                (s.raw.clone(), false),
+                "each link handed out once"
+            );
+        }
+        // The dictionary held raw (`have`): the answer stops above it.
+        let known = |fp: &Fingerprint| *fp == dict.fp;
+        let answer = range(&[&c, &a, &b]);
+        assert!(outside_bases(&chunks, &answer, known).unwrap().is_empty());
+        let outside: HashMap<_, _> = [(dict.fp, dict.raw.clone())].into();
+        let got = decode_all(&chunks, &answer, &outside).unwrap();
+        assert_eq!(got[&d.fp].0, d.raw);
+        assert!(!got.contains_key(&dict.fp), "a held base is not handed out");
+        // A link held raw stops the decoding there, though the answer holds the links
+        // below it: those are neither decoded nor handed out.
+        let outside: HashMap<_, _> = [(b.fp, b.raw.clone()), (a.fp, a.raw.clone())].into();
+        let answer = range(&[&c, &a, &b, &dict]);
+        let got = decode_all(&chunks, &answer, &outside).unwrap();
+        assert_eq!(got[&d.fp].0, d.raw);
+        assert_eq!(got[&f.fp].0, f.raw);
+        assert_eq!(got[&c.fp], (c.raw.clone(), false));
+        assert!(!got.contains_key(&dict.fp) && !got.contains_key(&b.fp));
+        // A chain answer that lacks a link (a server that stopped early): the next round
+        // names it.
+        let answer = range(&[&c, &a]);
+        assert_eq!(
+            outside_bases(&chunks, &answer, none).unwrap(),
+            vec![b.fp, dict.fp]
+        );
+    }
 }
