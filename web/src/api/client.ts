@@ -336,13 +336,19 @@ export class Api {
     signal?: AbortSignal,
     decode = false,
     deltas: 'decoded' | 'stored' = 'decoded',
+    chains?: { have: string[] },
   ): Promise<Uint8Array> {
     const res = await this.call(
       this.repoPath('/chunks/get'),
       {
         method: 'POST',
         headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ fingerprints: fps, decode, ...(deltas === 'stored' ? { deltas } : {}) }),
+        body: JSON.stringify({
+          fingerprints: fps,
+          decode,
+          ...(deltas === 'stored' ? { deltas } : {}),
+          ...(chains ? { chains: true, have: chains.have } : {}),
+        }),
       },
       signal,
     );

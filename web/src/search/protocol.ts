@@ -54,6 +54,9 @@ export type PhysicalStats = {
   basesFetched: number;
   /** Their stored bytes (part of the bytes the search read). */
   basesBytes: number;
+  /** Jobs that fetched bases, and the `chunks/get` requests they made for them (one per job when each answer brings the whole chains). */
+  baseJobs: number;
+  baseRequests: number;
 };
 export type LogicalStats = {
   files: number;

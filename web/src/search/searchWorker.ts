@@ -5,8 +5,8 @@
  * records to IndexedDB) and, on one worker, the logical phase over the file recipes. A delta
  * chunk is decoded against its base (wasm-core's `resemble::range`, the codec the server
  * writes with) from the same range, the worker's cache, or `chunks/get` as stored (a base
- * that is a delta itself is resolved here the same way), and scanned once like any other
- * chunk. For the
+ * that is a delta itself comes in the same answer, its chain resolved here), and scanned
+ * once like any other chunk. For the
  * naive baseline it reassembles whole files from `chunks/get` bundles and scans them.
  */
 import init, {
@@ -24,6 +24,12 @@ import { TinyStore } from './tinystore';
 import { expose, transfer } from '../worker/bridge';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
+/**
+ * At most this many whole bases named in `chunks/get`'s `have` (the server takes 256): the
+ * most named ones, which end most chains; a chain end left out only costs its bytes again.
+ */
+const HAVE_MAX = 64;
+
 interface Current {
   query: SearchQuery;
   keywords: SearchKeywords;
@@ -35,6 +41,9 @@ interface Current {
   basesFetched: number;
   /** Their stored bytes (`chunks/get` answers). */
   basesBytes: number;
+  /** Jobs that fetched bases, and their `chunks/get` requests for them. */
+  baseJobs: number;
+  baseRequests: number;
   /** Tiny records of the jobs scanned so far, written to IndexedDB by `finishScan`. */
   pendingTiny: [Uint8Array, Uint32Array][];
 }
@@ -104,20 +113,25 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
     // Delta chunks decode against their bases: those neither this range nor the cache
     // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
-    // of its raw bytes). A base that is a delta names its own base, which the next round
-    // fetches unless the range, the cache or an earlier round has it; wasm-core refuses a
-    // chain past the cap, so the rounds end.
+    // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
+    // job waits for one request, not one per link. `have` names the whole bases the cache
+    // holds (the trained dictionary above all), where the server stops a chain. Should a
+    // chain still miss a base (the cache changed meanwhile), the next round fetches it;
+    // wasm-core refuses a chain past the cap, so the rounds end.
     const fetched = new FetchedBases();
     try {
       if (rest.codecs.includes(CODEC_DELTA)) {
         let want = c.scan.outsideBases(c.chunks, ...args, fetched);
+        if (want.length > 0) c.baseJobs++;
         while (want.length > 0) {
+          c.baseRequests++;
           const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-          const bundle = await c.api.getChunks(fps, undefined, false, 'stored');
+          const held = c.chunks.wholeBases(HAVE_MAX);
+          const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
+          const bundle = await c.api.getChunks(fps, undefined, false, 'stored', { have });
           storedBytes += bundle.byteLength;
-          c.basesFetched += fps.length;
+          c.basesFetched += fetched.add(bundle, want);
           c.basesBytes += bundle.byteLength;
-          fetched.add(bundle, want);
           want = c.scan.outsideBases(c.chunks, ...args, fetched);
         }
       }
@@ -230,6 +244,8 @@ expose<SearchApi>(
         pendingTiny: [],
         basesFetched: 0,
         basesBytes: 0,
+        baseJobs: 0,
+        baseRequests: 0,
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
@@ -259,6 +275,8 @@ expose<SearchApi>(
         deltaChunks,
         basesFetched: c.basesFetched,
         basesBytes: c.basesBytes,
+        baseJobs: c.baseJobs,
+        baseRequests: c.baseRequests,
       };
       return transfer({ db, stats }, [db.buffer]);
     },
