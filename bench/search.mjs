@@ -119,6 +119,10 @@ async function pageRun(page, engine, seq, where = 'page') {
     filesSearched: Number(await a('data-files-searched')),
     storedBytesRead: Number(await a('data-stored-bytes-read')),
     rangesRead: Number(await a('data-ranges-read')),
+    basesFetched: Number((await a('data-bases-fetched')) ?? 0),
+    basesBytes: Number((await a('data-bases-bytes')) ?? 0),
+    baseJobs: Number((await a('data-base-jobs')) ?? 0),
+    baseRequests: Number((await a('data-base-requests')) ?? 0),
     where: await a('data-where'),
     records: records ? JSON.parse(records) : null,
   };
@@ -250,7 +254,7 @@ try {
       `  ripgrep          ${f0(r.ms).padStart(6)} ms set A, ${f0(r2.ms)} ms set B (runs ${r.all.map(f0).join(' ')} / ${r2.all.map(f0).join(' ')})`,
     );
     console.log(
-      `  matches ${cold.matches} (set B ${warm.matches}), files with a hit: page ${cold.files}, rg ${r.files}; files searched ${cold.filesSearched}; stored bytes read: cold ${cold.storedBytesRead}, warm ${warm.storedBytesRead}, naive ${nv.storedBytesRead}`,
+      `  matches ${cold.matches} (set B ${warm.matches}), files with a hit: page ${cold.files}, rg ${r.files}; files searched ${cold.filesSearched}; stored bytes read: cold ${cold.storedBytesRead} (delta bases ${cold.basesBytes}: ${cold.basesFetched} fetched in ${cold.baseRequests} requests for ${cold.baseJobs} jobs), warm ${warm.storedBytesRead}, naive ${nv.storedBytesRead}`,
     );
     console.log(
       `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, fetched ${rec.tiny_fetched}), infix lists ${rec.infix_lists}`,
@@ -275,6 +279,10 @@ try {
       rg_files_with_hits: r.files,
       files_searched: cold.filesSearched,
       dedup_stored_bytes_read: cold.storedBytesRead,
+      dedup_bases_fetched: cold.basesFetched,
+      dedup_bases_bytes: cold.basesBytes,
+      dedup_base_jobs: cold.baseJobs,
+      dedup_base_requests: cold.baseRequests,
       naive_stored_bytes_read: nv.storedBytesRead,
       records: cold.records,
       identical: p.identical,

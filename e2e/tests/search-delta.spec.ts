@@ -1,17 +1,23 @@
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test, type Locator, type Page } from '@playwright/test';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
-import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
+import { expectSame, pageHits, scanFolders as scanAll, type ScanOptions } from '../hits';
 import { backUp, openWithoutPicker } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 // Delta chunks (issue 17) in the page: after the server's delta pass re-stored the second
-// version's edited chunks as deltas against the first version's, the page's DedupSearch
+// version's edited chunks as deltas against the first version's (and the third's against
+// the second's), the page's DedupSearch
 // (which reads containers itself) must still find exactly what a scan of the folders finds
 // and what the naive search finds, and the restore must give back the folder byte for byte.
+// The first version holds more than 1 MiB of whole chunks, so the pass trains a zstd
+// dictionary on them and stores them as deltas against it: the later versions' deltas then
+// have deltas as bases, chains of up to three links, which the workers fetch as stored with
+// their whole base chains, one `chunks/get` per job (the dictionary, in no manifest, always
+// comes from `chunks/get`), and resolve themselves.
 
 let server: RunningServer;
 let root: string;
@@ -49,18 +55,22 @@ test.beforeAll(async () => {
   root = mkdtempSync(path.join(tmpdir(), 'ditto-delta-'));
   const v1 = path.join(root, 'v1');
   const v2 = path.join(root, 'v2');
+  const v3 = path.join(root, 'v3');
   for (const [i, name] of ['a.txt', 'b.txt', 'lib/c.txt', 'lib/d.txt', 'small.txt'].entries()) {
-    const size = name === 'small.txt' ? 900 : 120_000 + i * 37_000;
+    const size = name === 'small.txt' ? 900 : 300_000 + i * 37_000;
     const one = words(1000 + i, size);
+    const two = name === 'small.txt' ? one : edited(one, 13_000 + i * 1_000, 3_000 + i * 500);
+    const three = name === 'small.txt' ? one : edited(two, 11_000 + i * 700, 8_000 + i * 300);
     for (const [dir, data] of [
       [v1, one],
-      [v2, name === 'small.txt' ? one : edited(one, 13_000 + i * 1_000, 3_000 + i * 500)],
+      [v2, two],
+      [v3, three],
     ] as const) {
       mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
       writeFileSync(path.join(dir, name), data);
     }
   }
-  folders.push(v1, v2);
+  folders.push(v1, v2, v3);
   server = await startServer({ env: { DITTO_DELTA: '1' } });
 });
 test.afterAll(async () => {
@@ -71,7 +81,7 @@ test.afterAll(async () => {
 const api = <T>(p: string) => repoJson<T>(server, p);
 
 /** The oracle: every occurrence of each keyword in the backed-up folders (hits.ts). */
-const scanFolders = (keywords: Buffer[]) => scanAll(folders, ids, keywords);
+const scanFolders = (keywords: Buffer[], opts?: ScanOptions) => scanAll(folders, ids, keywords, opts);
 
 let runs = 0;
 
@@ -88,6 +98,26 @@ async function searchBoth(page: Page, keywords: string[], hex: boolean) {
   });
   await expect(page.getByTestId('search-compare')).toHaveAttribute('data-identical', 'true');
   return { done, hits };
+}
+
+/** A search that fetched delta bases did so in one `chunks/get` per job (chains in the answer). */
+async function expectOneRequestPerJob(done: Locator) {
+  const jobs = Number(await done.getAttribute('data-base-jobs'));
+  expect(jobs, 'jobs fetched bases').toBeGreaterThan(0);
+  expect(Number(await done.getAttribute('data-base-requests')), 'one request per job').toBe(jobs);
+}
+
+/** The fingerprints of a bundle's entries, in order (docs/FORMAT.md: 16-byte header, 32-byte entry headers). */
+function bundleFps(b: Buffer): string[] {
+  const n = b.readUInt32LE(8);
+  const out: string[] = [];
+  let at = 16;
+  for (let i = 0; i < n; i++) {
+    out.push(b.subarray(at, at + 20).toString('hex'));
+    at += 32 + b.readUInt32LE(at + 28);
+  }
+  expect(at).toBe(b.length);
+  return out;
 }
 
 /** Keywords cut across chunk borders of v2's largest file, one-byte partials included. */
@@ -124,14 +154,30 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
     .poll(
       async () => {
         stats = await api('/stats');
-        return stats!.delta_pass?.version === ids[1] ? stats!.delta_chunks : -1;
+        return stats!.delta_pass?.version === ids[2] ? stats!.delta_chunks : -1;
       },
       { timeout: 60_000 },
     )
     .toBeGreaterThan(0);
-  const listing = await api<{ containers: { chunks: { codec: number }[] }[] }>('/containers');
-  const deltas = listing.containers.flatMap((c) => c.chunks).filter((c) => c.codec === 2).length;
+  const listing = await api<{ containers: { chunks: { fp: string; codec: number }[] }[] }>('/containers');
+  const listed = listing.containers.flatMap((c) => c.chunks);
+  const deltas = listed.filter((c) => c.codec === 2).length;
   expect(deltas, 'the containers list delta chunks').toBeGreaterThan(0);
+  const chunksOf = await Promise.all(
+    ids.map(async (id) => {
+      const v = await api<{ manifest: { entries: { recipe: string[] }[] } }>(`/versions/${id}`);
+      return new Set(v.manifest.entries.flatMap((e) => e.recipe));
+    }),
+  );
+  const named = new Set(chunksOf.flatMap((s) => [...s]));
+  expect(
+    listed.filter((c) => !named.has(c.fp)).length,
+    'a trained dictionary is stored (a chunk no manifest names)',
+  ).toBeGreaterThan(0);
+  expect(
+    listed.filter((c) => c.codec === 2 && chunksOf[0].has(c.fp)).length,
+    "the first version's chunks are deltas (against the dictionary)",
+  ).toBeGreaterThan(0);
 
   await page.getByTestId('tab-search').click();
   // Text: a word only the edits wrote (inside delta chunks), common words, overlaps.
@@ -142,6 +188,11 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   expectSame(hits, want);
   const scanned = Number(await done.getAttribute('data-delta-chunks'));
   expect(scanned, 'the page decoded delta chunks').toBe(deltas);
+  expect(
+    Number(await done.getAttribute('data-bases-fetched')),
+    'bases fetched, the dictionary at least',
+  ).toBeGreaterThan(0);
+  await expectOneRequestPerJob(done);
 
   // Hex keywords straddling chunk borders of the edited file (tiny records across deltas).
   const cut = await borderKeywords();
@@ -160,19 +211,68 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   await expect(again).toBeVisible({ timeout: 120_000 });
   expectSame(await pageHits(page), want);
 
+  // A cold search in a new page (empty worker caches) of the third version's edited file
+  // only: the bases of its deltas are the second version's copies, out of scope and deltas
+  // against the first version's (deltas against the dictionary) in turn, so the one request
+  // of each job brings them with their chain links.
+  const fresh = await page.context().newPage();
+  fresh.on('pageerror', (e) => errors.push(e.message));
+  const gets: { asked: string[]; have: string[]; body: Promise<Buffer> }[] = [];
+  fresh.on('request', (r) => {
+    if (!r.url().endsWith('/chunks/get')) return;
+    const req = r.postDataJSON() as { fingerprints: string[]; deltas?: string; chains?: boolean; have?: string[] };
+    if (req.deltas !== 'stored') return;
+    expect(req.chains, 'bases are asked for with their chains').toBe(true);
+    gets.push({
+      asked: req.fingerprints,
+      have: req.have ?? [],
+      body: r.response().then((res) => res!.body()),
+    });
+  });
+  await openWithoutPicker(fresh, server);
+  await fresh.getByTestId('tab-search').click();
+  await fresh.getByTestId('search-versions').selectOption(String(ids[2]));
+  await fresh.getByTestId('search-path').fill('a.txt');
+  await fresh.getByTestId('search-keywords').fill(text.join('\n'));
+  await fresh.getByTestId('search-start').click();
+  const scoped = fresh.locator('[data-testid=search-done][data-engine=dedup][data-seq="1"]');
+  await expect(scoped).toBeVisible({ timeout: 120_000 });
+  const only = scanFolders(
+    text.map((k) => Buffer.from(k)),
+    { only: { version: ids[2], path: 'a.txt' } },
+  );
+  expect(only.size).toBeGreaterThan(0);
+  expectSame(await pageHits(fresh), only);
+  expect(Number(await scoped.getAttribute('data-bases-fetched'))).toBeGreaterThan(0);
+  await expectOneRequestPerJob(scoped);
+  // The answers: the bases asked for, then their chain links (down to the dictionary, a
+  // whole chunk), each once, none the worker said it has.
+  expect(gets.length).toBe(Number(await scoped.getAttribute('data-base-requests')));
+  let links = 0;
+  for (const g of gets) {
+    const got = bundleFps(await g.body);
+    expect(got.slice(0, g.asked.length)).toEqual(g.asked);
+    const extra = got.slice(g.asked.length);
+    expect(new Set(got).size, 'each chunk once').toBe(got.length);
+    expect(extra.filter((fp) => g.have.includes(fp))).toEqual([]);
+    links += extra.length;
+  }
+  expect(links, 'chain links came with the bases').toBeGreaterThan(0);
+  await fresh.close();
+
   // Restore the newest version: byte-identical to its folder.
   await page.getByTestId('tab-versions').click();
-  const row = page.locator(`[data-testid=version-row][data-version="${ids[1]}"]`);
+  const row = page.locator(`[data-testid=version-row][data-version="${ids[2]}"]`);
   const [download] = await Promise.all([page.waitForEvent('download'), row.getByTestId('version-zip').click()]);
-  const zip = testInfo.outputPath('v2.zip');
+  const zip = testInfo.outputPath('v3.zip');
   await download.saveAs(zip);
   await expect(page.getByTestId('restore-done')).toBeVisible();
-  const out = testInfo.outputPath('v2');
+  const out = testInfo.outputPath('v3');
   mkdirSync(out, { recursive: true });
   execFileSync('unzip', ['-q', '-o', zip, '-d', out]);
-  expect(walk(out)).toEqual(walk(folders[1]));
-  for (const rel of walk(folders[1]))
-    expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[1], rel))), rel).toBe(true);
+  expect(walk(out)).toEqual(walk(folders[2]));
+  for (const rel of walk(folders[2]))
+    expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[2], rel))), rel).toBe(true);
 
   // The source's dashboard splits its savings with delta too: per version, from the chunks
   // each stored first (the second version's edits are its deltas).

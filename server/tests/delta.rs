@@ -1119,6 +1119,359 @@ fn gc_keeps_exactly_what_live_deltas_need() {
     eprintln!("delta gc: {:.1}s", t0.elapsed().as_secs_f64());
 }
 
+// ---------------------------------------------------------------- deltas as stored
+
+/// `chunks/get` with `"deltas": "stored"` answers every chunk as its container stores it,
+/// delta chunks included (codec 2, the payload naming its base), and each decodes through
+/// wasm-core's chain decoder, against bases answered the same way, to the chunk's bytes;
+/// without the option the same request still answers deltas decoded, `decode: true` still
+/// answers everything raw, an unknown value is refused, and a damaged delta is refused as
+/// stored too (the server decodes it before sending).
+/// Every stored chunk as the container listing has it: fingerprint -> (container, offset,
+/// stored length, codec).
+type Listed = BTreeMap<String, (u64, u64, u64, u64)>;
+
+/// A server with four versions of [`Chains`] backed up and their delta passes done, and its
+/// stored chunks.
+fn chains_repo(dir: &TempDir) -> (Server, Chains, Listed) {
+    let s = Server::start_with(&dir.0, ENV, None);
+    let mut ch = Chains::new();
+    for _ in 0..4 {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        wait_pass(&s, v);
+    }
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let mut listed = Listed::new();
+    for c in r.json()["containers"].as_array().unwrap() {
+        for k in c["chunks"].as_array().unwrap() {
+            listed.insert(
+                k["fp"].as_str().unwrap().to_string(),
+                (
+                    c["id"].as_u64().unwrap(),
+                    k["offset"].as_u64().unwrap(),
+                    k["stored_len"].as_u64().unwrap(),
+                    k["codec"].as_u64().unwrap(),
+                ),
+            );
+        }
+    }
+    (s, ch, listed)
+}
+
+/// The stored bytes of chunk `fp` (a `Range` read of its container).
+fn stored_copy(s: &Server, listed: &Listed, fp: &str) -> Vec<u8> {
+    let (cid, off, len, _) = listed[fp];
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/containers/{cid}")),
+        Some(&s.token),
+        &[("Range", &format!("bytes={}-{}", off, off + len - 1))],
+        None,
+    );
+    assert_eq!(r.status, 206);
+    r.body
+}
+
+#[test]
+fn chunks_get_answers_deltas_as_stored_on_request() {
+    use wasm_core::format::bundle::{decode_bundle, Codec};
+    use wasm_core::resemble::delta::{base_of, decode_chain, Stored};
+
+    let dir = TempDir::new("delta-stored");
+    let (s, ch, listed) = chains_repo(&dir);
+    let fps: Vec<String> = listed.keys().cloned().collect();
+    let get = |body: Value| post_json(&s.repo_url("default", "/chunks/get"), &s.token, &body);
+
+    let r = get(json!({ "fingerprints": fps, "deltas": "stored" }));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let entries = decode_bundle(&r.body).expect("well-formed bundle");
+    assert_eq!(entries.len(), fps.len());
+    let mut stored: HashMap<[u8; 20], (u8, Vec<u8>, usize)> = HashMap::new();
+    for (e, fp) in entries.iter().zip(&fps) {
+        assert_eq!(&to_hex(&e.fp), fp, "request order");
+        let (cid, off, len, codec) = listed[fp];
+        assert_eq!(
+            e.codec as u64, codec,
+            "chunk {fp} is answered with its stored codec"
+        );
+        let range = request(
+            "GET",
+            &s.repo_url("default", &format!("/containers/{cid}")),
+            Some(&s.token),
+            &[("Range", &format!("bytes={}-{}", off, off + len - 1))],
+            None,
+        );
+        assert_eq!(range.status, 206);
+        assert!(range.body == e.payload, "chunk {fp} is answered as stored");
+        stored.insert(
+            e.fp,
+            (e.codec as u8, e.payload.to_vec(), e.raw_len as usize),
+        );
+    }
+    // Chains of stored deltas: a delta whose base is a delta, decoded here, not on the server.
+    let deltas: Vec<&[u8; 20]> = stored
+        .iter()
+        .filter(|(_, (c, _, _))| *c == Codec::Delta as u8)
+        .map(|(fp, _)| fp)
+        .collect();
+    let on_deltas = deltas
+        .iter()
+        .filter(|fp| {
+            let b = base_of(&stored[**fp].1).unwrap();
+            stored[&b].0 == Codec::Delta as u8
+        })
+        .count();
+    assert!(
+        deltas.len() >= 20 && on_deltas >= 5,
+        "{} deltas, {on_deltas} of them against deltas",
+        deltas.len()
+    );
+    for fp in stored.keys() {
+        let raw = decode_chain(fp, |f| {
+            let (codec, bytes, raw_len) = stored.get(f).ok_or("base not answered")?;
+            Ok(Stored {
+                codec: *codec,
+                bytes: bytes.clone(),
+                raw_len: *raw_len,
+            })
+        })
+        .unwrap_or_else(|e| panic!("chunk {}: {e}", to_hex(fp)));
+        assert_eq!(fingerprint(&raw), *fp);
+        if ch.fps.contains(&to_hex(fp)) {
+            assert!(raw == ch.raw(&to_hex(fp)));
+        }
+    }
+
+    // Without the option (old clients): deltas decoded (get_chunks refuses a codec-2 entry).
+    let raw = get_chunks(&s, "default", &s.token, &fps, false);
+    for (raw, fp) in raw.iter().zip(&fps) {
+        assert_eq!(to_hex(&fingerprint(raw)), *fp);
+    }
+    let r = get(json!({ "fingerprints": fps, "deltas": "decoded" }));
+    assert_eq!(r.status, 200);
+    assert!(decode_bundle(&r.body)
+        .unwrap()
+        .iter()
+        .all(|e| e.codec != Codec::Delta));
+    // `decode` answers raw bytes whatever `deltas` says.
+    let r = get(json!({ "fingerprints": fps, "decode": true, "deltas": "stored" }));
+    assert_eq!(r.status, 200);
+    assert!(decode_bundle(&r.body)
+        .unwrap()
+        .iter()
+        .all(|e| e.codec == Codec::Raw));
+    get(json!({ "fingerprints": fps, "deltas": "yes" })).expect_error(400, "bad_request");
+
+    // A damaged delta: refused, never sent as stored.
+    if !on_s3() {
+        let fp = to_hex(deltas[0]);
+        let (cid, off, len, _) = listed[&fp];
+        let path = container_file(&dir.0, 1, cid);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = (off + len - 3) as usize;
+        bytes[at] ^= 0x5A;
+        std::fs::write(&path, bytes).unwrap();
+        get(json!({ "fingerprints": [fp], "deltas": "stored" })).expect_error(500, "damaged");
+    }
+}
+
+fn fingerprint_of(hex: &str) -> [u8; 20] {
+    wasm_core::format::parse_fp_hex(hex).unwrap()
+}
+
+/// `chains`: one request brings every link of the requested deltas' base chains, as stored,
+/// after the requested entries, each once, down to a whole chunk or one the client has.
+#[test]
+fn chunks_get_answers_base_chains_in_one_request() {
+    use wasm_core::format::bundle::{decode_bundle, Codec};
+    use wasm_core::resemble::delta::{base_of, decode_chain, Stored};
+
+    let dir = TempDir::new("delta-chains");
+    let (s, ch, listed) = chains_repo(&dir);
+    let get = |body: Value| post_json(&s.repo_url("default", "/chunks/get"), &s.token, &body);
+    let delta = Codec::Delta as u64;
+    // Every stored chunk as stored: fingerprint -> (codec, bytes, raw length), and each
+    // delta's base from its payload.
+    let mut stored: HashMap<String, (u8, Vec<u8>, usize)> = HashMap::new();
+    let all: Vec<String> = listed.keys().cloned().collect();
+    let r = get(json!({ "fingerprints": all, "deltas": "stored" }));
+    assert_eq!(r.status, 200);
+    for e in decode_bundle(&r.body).unwrap() {
+        stored.insert(
+            to_hex(&e.fp),
+            (e.codec as u8, e.payload.to_vec(), e.raw_len as usize),
+        );
+    }
+    let base = |fp: &str| -> Option<String> {
+        let (codec, bytes, _) = &stored[fp];
+        (*codec as u64 == delta).then(|| to_hex(&base_of(bytes).unwrap()))
+    };
+    let depth = |fp: &str| {
+        let mut n = 0;
+        let mut cur = fp.to_string();
+        while let Some(b) = base(&cur) {
+            n += 1;
+            cur = b;
+        }
+        n
+    };
+    // The deltas with the longest chains, a whole chunk, a repeat.
+    let mut deep: Vec<&String> = all.iter().filter(|fp| depth(fp) >= 3).collect();
+    deep.sort();
+    assert!(deep.len() >= 4, "{} chains of 3 links or more", deep.len());
+    let whole = all.iter().find(|fp| listed[*fp].3 != delta).unwrap();
+    let asked: Vec<String> = vec![
+        deep[0].clone(),
+        whole.clone(),
+        deep[1].clone(),
+        deep[0].clone(),
+        deep[2].clone(),
+        deep[3].clone(),
+    ];
+    // What the answer must add: breadth first over the requested deltas, down to a chunk
+    // that is whole or in `have`, each chunk once and none of the requested.
+    let expected = |have: &[String]| -> Vec<String> {
+        let mut seen: std::collections::HashSet<String> = asked.iter().cloned().collect();
+        let mut frontier: Vec<String> = Vec::new();
+        for fp in &asked {
+            if base(fp).is_some() && !frontier.contains(fp) {
+                frontier.push(fp.clone());
+            }
+        }
+        let mut out = Vec::new();
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for fp in &frontier {
+                let Some(b) = base(fp) else { continue };
+                if have.contains(&b) || !seen.insert(b.clone()) {
+                    continue;
+                }
+                out.push(b.clone());
+                if base(&b).is_some() {
+                    next.push(b);
+                }
+            }
+            frontier = next;
+        }
+        out
+    };
+    // The chain ends (whole bases) of the asked chains, and one middle link.
+    let end_of = |fp: &str| {
+        let mut cur = fp.to_string();
+        while let Some(b) = base(&cur) {
+            cur = b;
+        }
+        cur
+    };
+    let ends: Vec<String> = asked.iter().map(|fp| end_of(fp)).collect();
+    let middle = base(deep[1]).unwrap();
+    for (have, ctx) in [
+        (vec![], "no have"),
+        (ends.clone(), "the chain ends held"),
+        (vec![ends[0].clone(), middle.clone()], "a middle link held"),
+    ] {
+        let r = get(
+            json!({ "fingerprints": asked, "deltas": "stored", "chains": true,
+            "have": have }),
+        );
+        assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
+        let entries = decode_bundle(&r.body).expect("well-formed bundle");
+        let got: Vec<String> = entries.iter().map(|e| to_hex(&e.fp)).collect();
+        let links = expected(&have);
+        assert!(!links.is_empty(), "{ctx}: the chains add links");
+        assert_eq!(
+            got[..asked.len()],
+            asked[..],
+            "{ctx}: the requested entries first"
+        );
+        assert_eq!(
+            got[asked.len()..],
+            links[..],
+            "{ctx}: then exactly the links"
+        );
+        if ctx != "no have" {
+            assert!(
+                links.iter().all(|l| !have.contains(l)),
+                "{ctx}: nothing the client has"
+            );
+        }
+        // Each entry as stored, and every requested chunk decodes from the answer alone
+        // (plus the raw bytes of what the client has).
+        let mut answer: HashMap<[u8; 20], (u8, Vec<u8>, usize)> = HashMap::new();
+        for (e, fp) in entries.iter().zip(&got) {
+            assert_eq!(e.codec as u64, listed[fp].3, "{ctx}: chunk {fp}'s codec");
+            assert!(
+                e.payload == stored_copy(&s, &listed, fp),
+                "{ctx}: chunk {fp} as stored"
+            );
+            answer.insert(
+                e.fp,
+                (e.codec as u8, e.payload.to_vec(), e.raw_len as usize),
+            );
+        }
+        for fp in &have {
+            let raw = decode_chain(&fingerprint_of(fp), |f| {
+                let (codec, bytes, raw_len) = &stored[&to_hex(f)];
+                Ok(Stored {
+                    codec: *codec,
+                    bytes: bytes.clone(),
+                    raw_len: *raw_len,
+                })
+            })
+            .unwrap();
+            answer.insert(
+                fingerprint(&raw),
+                (Codec::Raw as u8, raw.clone(), raw.len()),
+            );
+        }
+        for e in &entries {
+            let raw = decode_chain(&e.fp, |f| {
+                let (codec, bytes, raw_len) = answer.get(f).ok_or("base not answered")?;
+                Ok(Stored {
+                    codec: *codec,
+                    bytes: bytes.clone(),
+                    raw_len: *raw_len,
+                })
+            })
+            .unwrap_or_else(|err| panic!("{ctx}: chunk {}: {err}", to_hex(&e.fp)));
+            assert_eq!(fingerprint(&raw), e.fp);
+            if ch.fps.contains(&to_hex(&e.fp)) {
+                assert!(raw == ch.raw(&to_hex(&e.fp)), "{ctx}: the raw chunk");
+            }
+        }
+    }
+    // Without `chains` the answer is exactly the requested entries, as before.
+    let r = get(json!({ "fingerprints": asked, "deltas": "stored" }));
+    let got: Vec<String> = decode_bundle(&r.body)
+        .unwrap()
+        .iter()
+        .map(|e| to_hex(&e.fp))
+        .collect();
+    assert_eq!(got, asked);
+    // Bad requests: JSON errors, nothing streamed.
+    let many: Vec<String> = (0..257u32)
+        .map(|i| to_hex(&fingerprint(&i.to_le_bytes())))
+        .collect();
+    for body in [
+        json!({ "fingerprints": asked, "deltas": "stored", "chains": true, "have": ["xyz"] }),
+        json!({ "fingerprints": asked, "deltas": "stored", "chains": true, "have": [&asked[0][..39]] }),
+        json!({ "fingerprints": asked, "deltas": "stored", "chains": true, "have": many }),
+        json!({ "fingerprints": asked, "deltas": "stored", "have": [&ends[0]] }),
+        json!({ "fingerprints": asked, "chains": true }),
+        json!({ "fingerprints": asked, "deltas": "stored", "decode": true, "chains": true }),
+    ] {
+        get(body).expect_error(400, "bad_request");
+    }
+}
+
 // ---------------------------------------------------------------- PostgreSQL schema 2 -> 3
 
 /// The PostgreSQL index as schema version 2 created it (before the delta columns

@@ -392,6 +392,20 @@ fn chain_of_four_decodes_step_by_step_and_longer_chains_are_refused() {
         decode_chain_within(&fps[MAX_CHAIN_DEPTH], base_links, |fp| fetch(&store, fp)).unwrap_err(),
         DeltaError::ChainTooLong
     );
+    // `decode_chain_each` hands out every chunk below the top, bottom first, verified.
+    let mut below = Vec::new();
+    let top = decode_chain_each(
+        &fps[base_links],
+        base_links,
+        |fp| fetch(&store, fp),
+        |fp, raw| {
+            assert_eq!(fingerprint(raw), *fp);
+            below.push(*fp);
+        },
+    )
+    .unwrap();
+    assert_eq!(top, versions[base_links]);
+    assert_eq!(below, fps[..base_links].to_vec());
     let a = text(&mut rng, 1000);
     let b = edit(&mut rng, &a, 1);
     let (fa, fb) = (fingerprint(&a), fingerprint(&b));

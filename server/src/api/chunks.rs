@@ -20,12 +20,15 @@ use wasm_core::{
 
 use super::{
     blocking, is_binary, octets, parse_fp, parse_json, path_param, read_body, Any, Authorized,
-    FpList, ReadData, RepoItemPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_MISSING_BODY,
-    MAX_MISSING_FPS,
+    Deltas, FpList, ReadData, RepoItemPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_GET_HAVE,
+    MAX_MISSING_BODY, MAX_MISSING_FPS,
 };
 use crate::{
     error::{ApiError, ApiResult},
-    store::{chunks::ChunkLoc, Lookup, Store, StoreError},
+    store::{
+        chunks::{Answer, ChunkLoc, FpSet},
+        Lookup, Store, StoreError,
+    },
 };
 
 /// `chunks/get` reads and verifies up to this many bytes of its answer before it sends the
@@ -157,7 +160,7 @@ pub(super) async fn chunk_get(
                 )))
             }
         };
-        let (_, raw) = store.read_chunk(repo_id, &fp, &loc, true)?;
+        let (_, raw) = store.read_chunk(repo_id, &fp, &loc, Answer::Raw)?;
         let mut resp = raw.into_response();
         let h = resp.headers_mut();
         h.insert(
@@ -181,7 +184,7 @@ pub(super) async fn chunks_get(
 ) -> ApiResult<Response> {
     let repo_id = auth.repo_id();
     let body = read_body(&headers, body, MAX_GET_BODY).await?;
-    let (locs, decode) = {
+    let (locs, answer) = {
         let store = store.clone();
         blocking(move || {
             let list: FpList = parse_json(&body)?;
@@ -196,8 +199,36 @@ pub(super) async fn chunks_get(
                 .iter()
                 .map(|s| parse_fp(s))
                 .collect::<ApiResult<Vec<Fingerprint>>>()?;
-            let locs = store.locate_all(repo_id, &fps)?;
-            Ok((locs, list.decode))
+            let answer = match (list.decode, list.deltas) {
+                (true, _) => Answer::Raw,
+                (false, Deltas::Decoded) => Answer::Whole,
+                (false, Deltas::Stored) => Answer::Stored,
+            };
+            if (list.chains || !list.have.is_empty()) && answer != Answer::Stored {
+                return Err(ApiError::bad_request(
+                    "chains and have need \"deltas\": \"stored\" (and no decode)",
+                ));
+            }
+            if !list.have.is_empty() && !list.chains {
+                return Err(ApiError::bad_request("have needs \"chains\": true"));
+            }
+            if list.have.len() > MAX_GET_HAVE {
+                return Err(ApiError::bad_request(format!(
+                    "more than {MAX_GET_HAVE} fingerprints in have"
+                )));
+            }
+            let have = list
+                .have
+                .iter()
+                .map(|s| parse_fp(s))
+                .collect::<ApiResult<FpSet>>()?;
+            let mut locs = store.locate_all(repo_id, &fps)?;
+            if list.chains {
+                // After the requested entries: the order docs/API.md promises.
+                let links = store.chain_links(repo_id, &locs, &have)?;
+                locs.extend(links);
+            }
+            Ok((locs, answer))
         })
         .await?
     };
@@ -211,7 +242,7 @@ pub(super) async fn chunks_get(
         while !rest.is_empty() {
             let (window, tail) = rest.split_at(read_window(rest));
             rest = tail;
-            let read = match reader.read_many(window, decode) {
+            let read = match reader.read_many(window, answer) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("chunks/get: {e}");

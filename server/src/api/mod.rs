@@ -39,6 +39,9 @@ pub const MAX_MISSING_BODY: usize = 16 << 20;
 pub const MAX_MISSING_FPS: usize = 200_000;
 pub const MAX_GET_BODY: usize = 4 << 20;
 pub const MAX_GET_FPS: usize = 65_536;
+/// `chunks/get`'s `have` names the few chain ends a client holds (a trained dictionary),
+/// not its whole cache: every answer's chain walk checks against it.
+pub const MAX_GET_HAVE: usize = 256;
 pub const MAX_MANIFEST_BODY: usize = 256 << 20;
 /// Beyond the limit, bodies are read and discarded up to this size so that the client
 /// still receives its 413; larger ones are cut off.
@@ -319,6 +322,26 @@ struct FpList {
     fingerprints: Vec<String>,
     #[serde(default)]
     decode: bool,
+    /// `chunks/get`: how delta chunks are answered (ignored with `decode`).
+    #[serde(default)]
+    deltas: Deltas,
+    /// `chunks/get` with `deltas: "stored"`: also answer the base chains of the requested
+    /// deltas (a client resolving bases itself then needs one request, not one per link).
+    #[serde(default)]
+    chains: bool,
+    /// `chunks/get` with `chains`: chunks the client holds raw, where a chain stops.
+    #[serde(default)]
+    have: Vec<String>,
+}
+
+/// `chunks/get`'s `deltas`: `"decoded"` (the default, for clients that cannot resolve a
+/// delta's base) or `"stored"` (codec-2 entries as stored; the client decodes them).
+#[derive(serde::Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+enum Deltas {
+    #[default]
+    Decoded,
+    Stored,
 }
 
 fn is_binary(headers: &HeaderMap) -> bool {

@@ -12,13 +12,37 @@ use std::{
 use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{to_hex, Fingerprint},
-    resemble::delta::CODEC_DELTA,
+    resemble::delta::{CODEC_DELTA, MAX_CHAIN_DEPTH},
 };
 
 pub use super::index::chunks::ChunkLoc;
 use super::{
     backend::Handle, index::IndexRead, quarantine, verify, Store, StoreError, StoreResult,
 };
+
+/// How a read chunk is answered (its bytes are verified against its fingerprint either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Raw bytes (codec 0).
+    Raw,
+    /// As stored, except a delta chunk, which is decoded: its base may be in any container,
+    /// and a client that cannot resolve bases gets bytes it can use alone.
+    Whole,
+    /// As stored, delta chunks included: the client decodes a delta against its base (whose
+    /// fingerprint starts the payload), fetching the base itself if it lacks it.
+    Stored,
+}
+
+impl Answer {
+    /// Whether a chunk stored with `codec` is answered decoded.
+    fn decodes(self, codec: u8) -> bool {
+        match self {
+            Answer::Raw => true,
+            Answer::Whole => codec == CODEC_DELTA,
+            Answer::Stored => false,
+        }
+    }
+}
 
 /// What the index says of a requested chunk.
 pub enum Lookup {
@@ -114,6 +138,64 @@ impl Store {
         Ok(locs)
     }
 
+    /// The links of the base chains of the delta chunks among `locs`, located: each delta's
+    /// base, that base's base if it is a delta too, and so on down to a chunk that is not a
+    /// delta or that `have` lists (that one is not included). Breadth first: the first
+    /// links of every delta in `locs` order, then the second links, and so on. A chunk of
+    /// `locs` or of `have` is never a link, and each link comes once. Only the index is
+    /// read (the `base` rows); the links are verified when they are read, like the chunks
+    /// asked for. `Unavailable` if a link is not stored (its delta could not be decoded
+    /// either).
+    pub fn chain_links(
+        &self,
+        repo_id: i64,
+        locs: &[(Fingerprint, ChunkLoc)],
+        have: &FpSet,
+    ) -> StoreResult<Vec<(Fingerprint, ChunkLoc)>> {
+        let ix = self.index()?;
+        let mut seen: FpSet = locs.iter().map(|(fp, _)| *fp).collect();
+        let mut frontier: Vec<Fingerprint> = Vec::new();
+        let mut queued = FpSet::default();
+        for (fp, loc) in locs {
+            if loc.codec == CODEC_DELTA && queued.insert(*fp) {
+                frontier.push(*fp);
+            }
+        }
+        let mut out = Vec::new();
+        // A stored chain is at most MAX_CHAIN_DEPTH links; the bound also ends a loop of
+        // deltas in a damaged index (`seen` stops one anyway).
+        for _ in 0..MAX_CHAIN_DEPTH {
+            if frontier.is_empty() {
+                break;
+            }
+            let bases: Vec<Fingerprint> = ix
+                .delta_bases(repo_id, &frontier)?
+                .into_iter()
+                .flatten()
+                .filter(|b| !have.contains(b) && seen.insert(*b))
+                .collect();
+            let mut damaged = Vec::new();
+            let mut missing = Vec::new();
+            frontier.clear();
+            for (b, loc) in bases.iter().zip(ix.chunk_locations(repo_id, &bases)?) {
+                match loc {
+                    Some(l) => {
+                        if l.codec == CODEC_DELTA {
+                            frontier.push(*b);
+                        }
+                        out.push((*b, l));
+                    }
+                    None if ix.is_quarantined(repo_id, b)? => damaged.push(*b),
+                    None => missing.push(*b),
+                }
+            }
+            if !damaged.is_empty() || !missing.is_empty() {
+                return Err(StoreError::Unavailable { damaged, missing });
+            }
+        }
+        Ok(out)
+    }
+
     /// A reader of many chunks of one repository that keeps their container files open.
     pub fn chunk_reader(&self, repo_id: i64) -> ChunkReader<'_> {
         ChunkReader {
@@ -137,13 +219,13 @@ impl Store {
         repo_id: i64,
         fp: &Fingerprint,
         loc: &ChunkLoc,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
-        self.read_verified(repo_id, fp, loc, None, decode)
+        self.read_verified(repo_id, fp, loc, None, answer)
     }
 
     /// Reads a stored chunk and verifies it against its fingerprint: `(0, raw bytes)` when
-    /// `decode` (or the codec needs the server to decode), else `(codec, stored bytes)`. A
+    /// `answer` decodes its codec, else `(codec, stored bytes)`. A
     /// damaged copy is quarantined and answered `Err(Damaged)`, never returned. `container`
     /// is the chunk's container if the caller has it open.
     fn read_verified(
@@ -152,7 +234,7 @@ impl Store {
         fp: &Fingerprint,
         loc: &ChunkLoc,
         container: Option<&Handle>,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
         let stored = match container {
             Some(c) => self.containers.read_at(c, loc.offset, loc.stored_len)?,
@@ -161,7 +243,7 @@ impl Store {
                 None => None,
             },
         };
-        self.verify_read(repo_id, fp, loc, stored, decode)
+        self.verify_read(repo_id, fp, loc, stored, answer)
     }
 
     /// The rest of [`Store::read_verified`], once the stored bytes are read (`None`: the
@@ -172,24 +254,25 @@ impl Store {
         fp: &Fingerprint,
         loc: &ChunkLoc,
         stored: Option<Vec<u8>>,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
         if stored.is_none() {
             // Moved by the mover or compaction between the lookup and the open: the index
             // has its new place. Only a chunk still indexed at this place is damaged.
             if let Some(now) = self.index()?.chunk_location(repo_id, fp)? {
                 if now.container_id != loc.container_id || now.offset != loc.offset {
-                    return self.read_verified(repo_id, fp, &now, None, decode);
+                    return self.read_verified(repo_id, fp, &now, None, answer);
                 }
             }
         }
         let res = self.with_bases(repo_id, loc.codec, |bases| match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
-            // A delta chunk is always answered decoded: its base may be in any container.
-            Some(stored) if decode || loc.codec > 1 => {
+            Some(stored) if answer.decodes(loc.codec) => {
                 verify::decode_verified(fp, loc.codec, loc.raw_len, stored, bases)
                     .map(|raw| (0, raw))
             }
+            // A delta is decoded against its base here too, and checked: the client gets it
+            // as stored only once it is known to decode to its fingerprint.
             Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored, bases)
                 .map(|_| (loc.codec, stored)),
         })?;
@@ -343,7 +426,7 @@ impl ChunkReader<'_> {
         &mut self,
         fp: &Fingerprint,
         loc: &ChunkLoc,
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
         if !self.files.contains_key(&loc.container_id) {
             if self.files.len() > 64 {
@@ -359,7 +442,7 @@ impl ChunkReader<'_> {
             fp,
             loc,
             self.files.get(&loc.container_id),
-            decode,
+            answer,
         )
     }
 
@@ -397,7 +480,7 @@ impl ChunkReader<'_> {
     pub fn read_many(
         &mut self,
         locs: &[(Fingerprint, ChunkLoc)],
-        decode: bool,
+        answer: Answer,
     ) -> StoreResult<Vec<(u8, Vec<u8>)>> {
         let mut order: Vec<usize> = (0..locs.len()).collect();
         order.sort_by_key(|&i| (locs[i].1.container_id, locs[i].1.offset));
@@ -428,9 +511,9 @@ impl ChunkReader<'_> {
                         let at = (l.offset - start) as usize;
                         let stored = span[at..at + l.stored_len as usize].to_vec();
                         self.store
-                            .verify_read(self.repo_id, fp, l, Some(stored), decode)?
+                            .verify_read(self.repo_id, fp, l, Some(stored), answer)?
                     }
-                    None => self.read(fp, l, decode)?,
+                    None => self.read(fp, l, answer)?,
                 };
                 out[order[k]] = Some(got);
             }

@@ -50,7 +50,7 @@ use wasm_core::{
 };
 
 use super::{
-    chunks::ChunkLoc,
+    chunks::{Answer, ChunkLoc},
     crashpoint,
     dictionary::{self, Dictionary},
     index::{
@@ -719,7 +719,8 @@ impl RawCache {
             .index()
             .ok()
             .and_then(|ix| ix.chunk_location(repo_id, fp).ok().flatten());
-        let Some((_, bytes)) = loc.and_then(|l| store.read_chunk(repo_id, fp, &l, true).ok())
+        let Some((_, bytes)) =
+            loc.and_then(|l| store.read_chunk(repo_id, fp, &l, Answer::Raw).ok())
         else {
             rep.unreadable += 1;
             return None;

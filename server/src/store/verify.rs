@@ -11,7 +11,7 @@ use wasm_core::{
     compress::{self, CODEC_RAW},
     hash::{fingerprint, to_hex, Fingerprint},
     resemble::delta::{
-        base_of, decode_chain_within, DeltaDecoder, Stored, CODEC_DELTA, MAX_CHAIN_DEPTH,
+        base_of, decode_chain_each, DeltaDecoder, Stored, CODEC_DELTA, MAX_CHAIN_DEPTH,
     },
 };
 
@@ -122,7 +122,7 @@ impl Bases<'_> {
     /// Decodes delta chunk `fp` (stored bytes `stored`) against its chain of bases: the
     /// direct base from `cache` if it holds it, else decoded link by link (each verified,
     /// at most `MAX_CHAIN_DEPTH - 1` of them, the delta itself being the last) and added to
-    /// it, so only bases within the cap are ever cached.
+    /// it with the links below it, so only bases within the cap are ever cached.
     fn decode_delta(
         &self,
         fp: &Fingerprint,
@@ -134,9 +134,21 @@ impl Bases<'_> {
         let base = match self.cache.and_then(|c| c.get(&base_fp)) {
             Some(b) => b,
             None => {
+                // The links below the base are kept too: their chains are shorter, so the
+                // cache still holds only bases within the cap, and a `chunks/get` that sends
+                // them (`chains`) verifies each with one delta decode.
                 let b = Arc::new(
-                    decode_chain_within(&base_fp, MAX_CHAIN_DEPTH - 1, |f| self.fetch(f))
-                        .map_err(err)?,
+                    decode_chain_each(
+                        &base_fp,
+                        MAX_CHAIN_DEPTH - 1,
+                        |f| self.fetch(f),
+                        |f, raw| {
+                            if let Some(c) = self.cache.filter(|c| c.get(f).is_none()) {
+                                c.put(*f, Arc::new(raw.to_vec()));
+                            }
+                        },
+                    )
+                    .map_err(err)?,
                 );
                 if let Some(c) = self.cache {
                     c.put(base_fp, b.clone());

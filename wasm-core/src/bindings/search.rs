@@ -10,11 +10,18 @@
 //! // Physical phase (one ContainerScan per worker): every stored chunk once.
 //! const scan = new ContainerScan(kw);
 //! const missing = scan.scanCached(cache, fps);  // scans the cached ones; indices of the rest
-//! // Delta chunks' bases that neither the range nor the cache holds: fetch them as stored
-//! // (a delta base comes decoded: the server resolves its chain).
-//! const want = scan.outsideBases(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens);
-//! const bases = want.length ? await chunksGet(want) : new Uint8Array();
-//! scan.scan(cache, containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens, bases);
+//! // Delta chunks' bases that neither the range nor the cache holds: fetch them as stored,
+//! // deltas included, with their base chains (`chunks/get` with `"deltas": "stored"`,
+//! // `"chains": true` and the cache's whole bases as `have`); ask again in case a chain
+//! // still misses a base (normally one round is all).
+//! const range = [containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens];
+//! const fetched = new FetchedBases();
+//! for (let want = scan.outsideBases(cache, ...range, fetched); want.length;
+//!      want = scan.outsideBases(cache, ...range, fetched))
+//!   fetched.add(await chunksGet(want, { deltas: 'stored', chains: true,
+//!                                      have: cache.wholeBases(64) }), want);
+//! scan.scan(cache, ...range, fetched);
+//! fetched.free();
 //! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
 //! const db = scan.finish();                                         // -> logical worker
 //!
@@ -34,14 +41,14 @@
 //! naive.feedBundle(bundle, fileOfEachEntry);
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use wasm_bindgen::prelude::*;
 
 use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
 use crate::hash::Fingerprint;
-use crate::resemble::delta::CODEC_DELTA;
+use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, Mode, NaiveSearch, PhysicalPhase,
@@ -133,6 +140,10 @@ pub struct ChunkCache {
     chunks: HashMap<Fingerprint, Box<[u8]>>,
     bytes: u64,
     budget: u64,
+    /// How many delta chunks seen so far named each base.
+    named: HashMap<Fingerprint, u32>,
+    /// The held chunks that were stored whole (codec 0/1): where a base chain ends.
+    whole: HashSet<Fingerprint>,
 }
 
 #[wasm_bindgen]
@@ -143,6 +154,8 @@ impl ChunkCache {
             chunks: HashMap::new(),
             bytes: 0,
             budget: budget.max(0.0) as u64,
+            named: HashMap::new(),
+            whole: HashSet::new(),
         }
     }
 
@@ -159,6 +172,29 @@ impl ChunkCache {
     pub fn clear(&mut self) {
         self.chunks = HashMap::new();
         self.bytes = 0;
+        self.named = HashMap::new();
+        self.whole = HashSet::new();
+    }
+
+    /// Up to `max` fingerprints (20 bytes each) of held chunks that were stored whole and
+    /// that deltas name as their base, the most named first: `chunks/get`'s `have`, where
+    /// the server stops a base chain (a trained dictionary, the base of most deltas, is
+    /// then never sent twice). A short list: a chain end missing from it costs its bytes
+    /// once more, not a round trip.
+    #[wasm_bindgen(js_name = wholeBases)]
+    pub fn whole_bases(&self, max: u32) -> Vec<u8> {
+        let mut bases: Vec<(&Fingerprint, u32)> = self
+            .whole
+            .iter()
+            .filter(|fp| self.chunks.contains_key(*fp))
+            .filter_map(|fp| self.named.get(fp).map(|n| (fp, *n)))
+            .collect();
+        bases.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        bases
+            .into_iter()
+            .take(max as usize)
+            .flat_map(|(fp, _)| fp.iter().copied())
+            .collect()
     }
 
     /// Whether every chunk of `fps` (20 bytes each) is held.
@@ -179,15 +215,83 @@ impl ChunkCache {
     }
 }
 
+/// Stored chunks a job fetched from outside its range (`chunks/get` bundles, deltas as
+/// stored): the bases its deltas need, and their bases in turn. One per job: a worker runs
+/// two jobs at once, each with its own rounds of fetches.
+#[wasm_bindgen]
+pub struct FetchedBases {
+    chunks: Vec<(Fingerprint, u8, Box<[u8]>, usize)>,
+}
+
+impl Default for FetchedBases {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[wasm_bindgen]
+impl FetchedBases {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> FetchedBases {
+        FetchedBases { chunks: Vec::new() }
+    }
+
+    /// Adds the chunks of a `chunks/get` answer to `asked` (20 bytes each, what
+    /// [`ContainerScan::outside_bases`] named), which must start with exactly those, in
+    /// order (a round that adds nothing would be asked again forever); the entries after
+    /// them are the links of their base chains (`"chains": true`), taken as they come,
+    /// since each is checked against its fingerprint when a chain decodes through it.
+    /// Answers how many chunks it added.
+    pub fn add(&mut self, bundle: &[u8], asked: &[u8]) -> Result<u32, JsError> {
+        let entries = decode_bundle(bundle).map_err(|e| err(format!("malformed bundle: {e:?}")))?;
+        if !asked.len().is_multiple_of(20)
+            || entries.len() * 20 < asked.len()
+            || entries
+                .iter()
+                .zip(asked.chunks_exact(20))
+                .any(|(e, fp)| e.fp != fp)
+        {
+            return Err(err(
+                "chunks/get answered other chunks than the bases asked for",
+            ));
+        }
+        let n = entries.len() as u32;
+        for e in entries {
+            self.chunks
+                .push((e.fp, e.codec as u8, e.payload.into(), e.raw_len as usize));
+        }
+        Ok(n)
+    }
+
+    /// Chunks held.
+    pub fn count(&self) -> u32 {
+        self.chunks.len() as u32
+    }
+}
+
+impl FetchedBases {
+    fn range(&self) -> Vec<RangeChunk<'_>> {
+        self.chunks
+            .iter()
+            .map(|(fp, codec, stored, raw_len)| RangeChunk {
+                fp: *fp,
+                codec: *codec,
+                stored,
+                raw_len: *raw_len,
+            })
+            .collect()
+    }
+}
+
 /// Physical phase in one worker: the chunks of stored containers, each read once. A delta
 /// chunk (codec 2) is scanned once too, after decoding against its base
 /// ([`crate::resemble::range`]): a base the job's range does not hold comes from the cache or
-/// from the caller (`chunks/get`, which answers it decoded).
+/// from the caller's [`FetchedBases`] (`chunks/get`, deltas as stored, their chains resolved
+/// here).
 #[wasm_bindgen]
 pub struct ContainerScan {
     phase: Option<PhysicalPhase>,
     range: RangeDecoder,
-    dec: Decompressor,
     tiny: Tiny,
 }
 
@@ -252,7 +356,6 @@ impl ContainerScan {
         Ok(ContainerScan {
             phase: Some(PhysicalPhase::new(&keywords.dict)),
             range: RangeDecoder::new().map_err(err)?,
-            dec: Decompressor::new().map_err(err)?,
             tiny: Tiny::default(),
         })
     }
@@ -276,8 +379,10 @@ impl ContainerScan {
     }
 
     /// The bases (20 bytes each) that the delta chunks among the chunks of `data` (same
-    /// arguments as [`ContainerScan::scan`]) need, which neither `data` nor `cache` holds:
-    /// the caller fetches them decoded (`chunks/get`) and passes them to `scan`.
+    /// arguments as [`ContainerScan::scan`]) need, directly or through the deltas of
+    /// `fetched`, which neither `data`, `fetched` nor `cache` holds: the caller fetches them
+    /// as stored into `fetched` and asks again until none is missing. Fails for a chain
+    /// longer than the cap.
     #[wasm_bindgen(js_name = outsideBases)]
     #[allow(clippy::too_many_arguments)]
     pub fn outside_bases(
@@ -290,24 +395,26 @@ impl ContainerScan {
         stored_lens: &[u32],
         codecs: &[u8],
         raw_lens: &[u32],
+        fetched: &FetchedBases,
     ) -> Result<Vec<u8>, JsError> {
         let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
-        Ok(outside_bases(&chunks)
-            .map_err(err)?
-            .into_iter()
-            .filter(|b| !cache.chunks.contains_key(b))
-            .flatten()
-            .collect())
+        Ok(
+            outside_bases(&chunks, &fetched.range(), |b| cache.chunks.contains_key(b))
+                .map_err(err)?
+                .into_iter()
+                .flatten()
+                .collect(),
+        )
     }
 
     /// Scans chunks stored in `data`, which holds a container's bytes from file offset
     /// `base` on, and keeps their decoded bytes in `cache` while its budget allows. Chunk
     /// `k` has fingerprint `fps[20k..20k+20]`, starts at container offset `offsets[k]` and
     /// takes `stored_lens[k]` bytes encoded with `codecs[k]` (0 raw, 1 zstd, 2 delta) for
-    /// `raw_lens[k]` raw bytes. `bases` is a `chunks/get` bundle (possibly empty) of the
-    /// bases [`ContainerScan::outside_bases`] named; they are used for decoding only, not
-    /// scanned, and kept in `cache` too (a chunk of the cache is scanned when a range lists
-    /// it, as any other). Returns how many tiny records are waiting for [`ContainerScan::take_tiny`].
+    /// `raw_lens[k]` raw bytes. `fetched` holds the bases [`ContainerScan::outside_bases`]
+    /// named; they are decoded for the deltas only, not scanned, and kept in `cache` too (a
+    /// chunk of the cache is scanned when a range lists it, as any other). Returns how many
+    /// tiny records are waiting for [`ContainerScan::take_tiny`].
     #[allow(clippy::too_many_arguments)]
     pub fn scan(
         &mut self,
@@ -319,41 +426,46 @@ impl ContainerScan {
         stored_lens: &[u32],
         codecs: &[u8],
         raw_lens: &[u32],
-        bases: &[u8],
+        fetched: &FetchedBases,
     ) -> Result<u32, JsError> {
         let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
+        let fetched = fetched.range();
         let Some(phase) = self.phase.as_mut() else {
             return Err(err("ContainerScan.scan after finish"));
         };
-        // Raw bytes of the bases outside the range: from the bundle, else copied out of the
-        // cache (which `emit` below adds to).
+        // Raw bytes of the bases that the range does not hold, copied out of the cache
+        // (which `emit` below adds to): a chain stops at a cached base even when `fetched`
+        // holds it and the links below it too (a chain answer sends them whatever the
+        // worker caches), so nothing is decoded twice.
         let mut outside: HashMap<Fingerprint, Vec<u8>> = HashMap::new();
         if chunks.iter().any(|c| c.codec == CODEC_DELTA) {
-            if !bases.is_empty() {
-                let entries =
-                    decode_bundle(bases).map_err(|e| err(format!("malformed bundle: {e:?}")))?;
-                for e in entries {
-                    let raw = self
-                        .dec
-                        .decompress(e.codec as u8, e.payload, e.raw_len as usize)
-                        .map_err(|m| err(format!("chunk {}: {m}", crate::hash::to_hex(&e.fp))))?;
-                    // Kept like a scanned chunk: a base shared by many deltas (a trained
-                    // dictionary) is then fetched once per worker, not once per job.
-                    cache.keep(&e.fp, raw);
-                    outside.insert(e.fp, raw.to_vec());
+            let in_range: HashSet<Fingerprint> = chunks.iter().map(|c| c.fp).collect();
+            for c in chunks.iter().chain(&fetched) {
+                if c.codec != CODEC_DELTA {
+                    continue;
+                }
+                let b = base_of(c.stored)
+                    .map_err(|e| err(format!("chunk {}: {e}", crate::hash::to_hex(&c.fp))))?;
+                *cache.named.entry(b).or_insert(0) += 1;
+                if let (false, Some(raw)) = (in_range.contains(&b), cache.chunks.get(&b)) {
+                    outside.entry(b).or_insert_with(|| raw.to_vec());
                 }
             }
-            for b in outside_bases(&chunks).map_err(err)? {
-                if let (false, Some(raw)) = (outside.contains_key(&b), cache.chunks.get(&b)) {
-                    outside.insert(b, raw.to_vec());
-                }
+        }
+        for c in chunks.iter().chain(&fetched) {
+            if c.codec != CODEC_DELTA {
+                cache.whole.insert(c.fp);
             }
         }
         let tiny = &mut self.tiny;
         self.range
-            .decode(&chunks, &outside, |fp, raw| {
+            .decode(&chunks, &fetched, &outside, |fp, raw, in_range| {
+                // Fetched bases are kept like scanned chunks: a base many deltas share (a
+                // trained dictionary) is then fetched once per worker, not once per job.
                 cache.keep(fp, raw);
-                tiny.push(phase.scan(fp, raw));
+                if in_range {
+                    tiny.push(phase.scan(fp, raw));
+                }
             })
             .map_err(err)?;
         Ok(self.tiny.lengths.len() as u32)

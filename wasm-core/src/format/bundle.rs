@@ -22,7 +22,7 @@ pub const MAX_BUNDLE_CHUNKS: u32 = 65_536;
 pub enum Codec {
     Raw = 0,
     Zstd = 1,
-    /// Reserved: 20-byte base fingerprint, then a delta against that base.
+    /// 20-byte base fingerprint, then a delta against that base (docs/FORMAT.md).
     Delta = 2,
 }
 

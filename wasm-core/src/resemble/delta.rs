@@ -358,10 +358,26 @@ where
 pub fn decode_chain_within<F>(
     fp: &Fingerprint,
     max_links: usize,
-    mut fetch: F,
+    fetch: F,
 ) -> Result<Vec<u8>, DeltaError>
 where
     F: FnMut(&Fingerprint) -> Result<Stored, String>,
+{
+    decode_chain_each(fp, max_links, fetch, |_, _| {})
+}
+
+/// [`decode_chain_within`] that also hands each chunk below `fp` it decoded and verified
+/// (the whole chunk at the bottom, then each delta link up) to `each`: a reader that keeps
+/// them decodes a chain sharing those links with one delta decode, not the whole walk again.
+pub fn decode_chain_each<F, E>(
+    fp: &Fingerprint,
+    max_links: usize,
+    mut fetch: F,
+    mut each: E,
+) -> Result<Vec<u8>, DeltaError>
+where
+    F: FnMut(&Fingerprint) -> Result<Stored, String>,
+    E: FnMut(&Fingerprint, &[u8]),
 {
     // Walk down to the first non-delta chunk, remembering the deltas on the way.
     let mut links: Vec<(Fingerprint, Stored)> = Vec::new();
@@ -386,6 +402,7 @@ where
     };
     let mut dec = DeltaDecoder::new()?;
     while let Some((chunk_fp, s)) = links.pop() {
+        each(&cur, &raw);
         let next = dec.decode(&s.bytes, &cur, &raw, s.raw_len)?;
         if crate::hash::fingerprint(&next) != chunk_fp {
             return Err(DeltaError::Corrupt(

@@ -3,21 +3,28 @@
 //!
 //! A delta chunk (codec 2) decodes only against the raw bytes of its base, which may sit in
 //! the same range, in another container, or be a delta itself. A reader that scans ranges
-//! does not want to walk chains through an index it does not have, so the work is split:
-//! - [`outside_bases`] names the bases the range's deltas need and the range does not hold;
-//!   the caller finds their raw bytes elsewhere (chunks it decoded before, or the server's
-//!   `chunks/get`, which answers every chunk decoded whatever its chain);
-//! - [`RangeDecoder::decode`] decodes the range's codec 0/1 chunks first, then its deltas
-//!   round by round against bases decoded in the range or handed in, so a chain inside the
-//!   range resolves in any storage order, and hands each chunk's raw bytes out exactly once.
+//! does not have the index to walk chains, so the work is split:
+//! - [`outside_bases`] names the bases the range's deltas need that the caller does not
+//!   hold yet, walking each chain down through the range and the chunks the caller fetched
+//!   already; the caller fetches those as stored (`chunks/get` with `"deltas": "stored"`),
+//!   and asks again, since a fetched base may be a delta whose own base is missing, until
+//!   nothing is missing (at most [`MAX_CHAIN_DEPTH`] rounds);
+//! - [`RangeDecoder::decode`] decodes the range's codec 0/1 chunks first, then its deltas,
+//!   each by walking its chain down to a chunk whose raw bytes are at hand (decoded in this
+//!   range, handed in raw, or a whole fetched chunk) and decoding back up, so a chain
+//!   resolves in any storage order; it hands each chunk's raw bytes out exactly once, and
+//!   the fetched chunks it decoded too (the caller keeps them, so each is fetched once).
 //!
-//! Every decoded delta is checked against its fingerprint, so a wrong base (a stale cache, a
-//! corrupt range) is an error and never silently wrong bytes. A base that never becomes
-//! available (missing, or a loop of deltas) is an error too.
+//! Every decoded delta and every fetched chunk is checked against its fingerprint, so a
+//! wrong base (a stale cache, a corrupt range, a wrong answer) is an error and never
+//! silently wrong bytes. A base that never becomes available and a chain longer than
+//! [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too. The links are
+//! counted down to the first chunk whose raw bytes the caller handed in: those were
+//! verified, and their own chain was capped when they were decoded.
 
 use std::collections::{HashMap, HashSet};
 
-use super::delta::{base_of, DeltaDecoder, CODEC_DELTA};
+use super::delta::{base_of, DeltaDecoder, DeltaError, CODEC_DELTA, MAX_CHAIN_DEPTH};
 use crate::compress::Decompressor;
 use crate::hash::{fingerprint, to_hex, Fingerprint};
 
@@ -30,16 +37,58 @@ pub struct RangeChunk<'a> {
     pub raw_len: usize,
 }
 
-/// The distinct bases that the delta chunks of `chunks` name and that `chunks` does not
-/// hold, in first-named order.
-pub fn outside_bases(chunks: &[RangeChunk<'_>]) -> Result<Vec<Fingerprint>, String> {
-    let inside: HashSet<Fingerprint> = chunks.iter().map(|c| c.fp).collect();
+/// Where a chunk of a chain comes from: the range, or the chunks fetched from outside it.
+type Index<'r, 'a> = HashMap<Fingerprint, (&'r RangeChunk<'a>, bool)>;
+
+/// The stored chunks of `chunks` (in range: `true`) and of `fetched` (`false`) by
+/// fingerprint; a chunk in both is the range's.
+fn index<'r, 'a>(chunks: &'r [RangeChunk<'a>], fetched: &'r [RangeChunk<'a>]) -> Index<'r, 'a> {
+    let mut ix = HashMap::with_capacity(chunks.len() + fetched.len());
+    for c in fetched {
+        ix.insert(c.fp, (c, false));
+    }
+    for c in chunks {
+        ix.insert(c.fp, (c, true));
+    }
+    ix
+}
+
+/// The distinct bases (in first-named order) that the delta chunks of `chunks` need and
+/// that neither `chunks`, `fetched` (stored chunks from outside the range, which the caller
+/// fetched already) nor `known` (chunks whose raw bytes the caller holds) has, following each
+/// chain down through `chunks` and `fetched`. `Err` for a chain longer than
+/// [`MAX_CHAIN_DEPTH`] links or a malformed delta.
+pub fn outside_bases(
+    chunks: &[RangeChunk<'_>],
+    fetched: &[RangeChunk<'_>],
+    known: impl Fn(&Fingerprint) -> bool,
+) -> Result<Vec<Fingerprint>, String> {
+    let ix = index(chunks, fetched);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for c in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
-        let b = base_of(c.stored).map_err(|e| format!("chunk {}: {e}", to_hex(&c.fp)))?;
-        if !inside.contains(&b) && seen.insert(b) {
-            out.push(b);
+    for top in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
+        let mut cur = top;
+        let mut links = 0;
+        loop {
+            links += 1;
+            if links > MAX_CHAIN_DEPTH {
+                return Err(chunk_err(&top.fp, DeltaError::ChainTooLong));
+            }
+            let b = base_of(cur.stored).map_err(|e| chunk_err(&cur.fp, e))?;
+            // Raw bytes at hand first, as in the decoder.
+            if known(&b) {
+                break;
+            }
+            match ix.get(&b) {
+                Some((c, _)) if c.codec == CODEC_DELTA => cur = c,
+                Some(_) => break,
+                None => {
+                    if seen.insert(b) {
+                        out.push(b);
+                    }
+                    break;
+                }
+            }
         }
     }
     Ok(out)
@@ -61,50 +110,98 @@ impl RangeDecoder {
         })
     }
 
-    /// Delta chunks decoded so far.
+    /// Delta chunks of ranges decoded so far (fetched ones not counted).
     pub fn deltas(&self) -> u64 {
         self.deltas
     }
 
-    /// Decodes every chunk of `chunks` and calls `emit` once per chunk with its raw bytes
-    /// (codec 0/1 chunks in range order, then the deltas as their bases become available).
-    /// `outside` holds the raw bytes of the bases [`outside_bases`] named (more is harmless).
+    /// Decodes every chunk of `chunks` and calls `emit(fp, raw, true)` once per chunk with
+    /// its raw bytes (codec 0/1 chunks in range order, then the deltas), and
+    /// `emit(fp, raw, false)` once per chunk of `fetched` that a chain needed. `fetched`
+    /// holds stored chunks from outside the range (the bases [`outside_bases`] named, fetched
+    /// as stored), `outside` the raw bytes of bases the caller holds (more is harmless).
     pub fn decode(
         &mut self,
         chunks: &[RangeChunk<'_>],
+        fetched: &[RangeChunk<'_>],
         outside: &HashMap<Fingerprint, Vec<u8>>,
-        mut emit: impl FnMut(&Fingerprint, &[u8]),
+        mut emit: impl FnMut(&Fingerprint, &[u8], bool),
     ) -> Result<(), String> {
         let named = |c: &RangeChunk<'_>| base_of(c.stored).map_err(|e| chunk_err(&c.fp, e));
-        // Bases inside the range are kept once decoded; nothing else is copied.
+        let ix = index(chunks, fetched);
+        // Bases are kept once decoded, with the links of their chain below them; nothing
+        // else is copied.
         let mut wanted = HashSet::new();
-        for c in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
+        for c in chunks
+            .iter()
+            .chain(fetched)
+            .filter(|c| c.codec == CODEC_DELTA)
+        {
             wanted.insert(named(c)?);
         }
-        let mut held: HashMap<Fingerprint, Vec<u8>> = HashMap::new();
-        let mut pending = Vec::new();
-        for c in chunks {
-            if c.codec == CODEC_DELTA {
-                pending.push(c);
-                continue;
-            }
+        let mut held: HashMap<Fingerprint, (Vec<u8>, usize)> = HashMap::new();
+        for c in chunks.iter().filter(|c| c.codec != CODEC_DELTA) {
             let raw = self
                 .dec
                 .decompress(c.codec, c.stored, c.raw_len)
                 .map_err(|e| chunk_err(&c.fp, e))?;
             if wanted.contains(&c.fp) {
-                held.insert(c.fp, raw.to_vec());
+                held.insert(c.fp, (raw.to_vec(), 0));
             }
-            emit(&c.fp, raw);
+            emit(&c.fp, raw, true);
         }
-        while !pending.is_empty() {
-            let before = pending.len();
-            let mut rest = Vec::new();
-            for c in pending {
+        let mut done: HashSet<Fingerprint> = HashSet::new();
+        for top in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
+            if done.contains(&top.fp) {
+                continue; // decoded already as the base of an earlier chain
+            }
+            // Down the chain to a chunk whose raw bytes are at hand.
+            let mut chain: Vec<(&RangeChunk<'_>, bool)> = vec![(top, true)];
+            let below = loop {
+                let (cur, _) = chain[chain.len() - 1];
+                if chain.len() > MAX_CHAIN_DEPTH {
+                    return Err(chunk_err(&top.fp, DeltaError::ChainTooLong));
+                }
+                let b = named(cur)?;
+                if let Some((_, links)) = held.get(&b) {
+                    break *links;
+                }
+                if outside.contains_key(&b) {
+                    break 0;
+                }
+                match ix.get(&b) {
+                    Some(&(c, in_range)) if c.codec == CODEC_DELTA => chain.push((c, in_range)),
+                    // A whole fetched chunk (the range's are held once decoded, when named).
+                    Some(&(c, in_range)) => {
+                        let raw = self
+                            .dec
+                            .decompress(c.codec, c.stored, c.raw_len)
+                            .map_err(|e| chunk_err(&c.fp, e))?;
+                        if fingerprint(raw) != c.fp {
+                            return Err(chunk_err(&c.fp, "fetched base has other bytes"));
+                        }
+                        if !in_range {
+                            emit(&c.fp, raw, false);
+                        }
+                        held.insert(c.fp, (raw.to_vec(), 0));
+                        break 0;
+                    }
+                    None => {
+                        return Err(chunk_err(
+                            &cur.fp,
+                            format!("delta base {} not available", to_hex(&b)),
+                        ))
+                    }
+                }
+            };
+            if chain.len() + below > MAX_CHAIN_DEPTH {
+                return Err(chunk_err(&top.fp, DeltaError::ChainTooLong));
+            }
+            // Back up, each link against the one below it.
+            for (k, &(c, in_range)) in chain.iter().enumerate().rev() {
                 let b = named(c)?;
-                let Some(base) = held.get(&b).or_else(|| outside.get(&b)) else {
-                    rest.push(c);
-                    continue;
+                let Some(base) = held.get(&b).map(|h| &h.0).or_else(|| outside.get(&b)) else {
+                    return Err(chunk_err(&c.fp, "delta base lost while decoding"));
                 };
                 let raw = self
                     .delta
@@ -113,20 +210,15 @@ impl RangeDecoder {
                 if fingerprint(&raw) != c.fp {
                     return Err(chunk_err(&c.fp, "delta decodes to other bytes"));
                 }
-                self.deltas += 1;
-                emit(&c.fp, &raw);
-                if wanted.contains(&c.fp) {
-                    held.insert(c.fp, raw);
+                if in_range {
+                    self.deltas += 1;
+                    done.insert(c.fp);
+                }
+                emit(&c.fp, &raw, in_range);
+                if k > 0 || wanted.contains(&c.fp) {
+                    held.insert(c.fp, (raw, below + chain.len() - k));
                 }
             }
-            if rest.len() == before {
-                let c = rest[0];
-                return Err(chunk_err(
-                    &c.fp,
-                    format!("delta base {} not available", to_hex(&named(c)?)),
-                ));
-            }
-            pending = rest;
         }
         Ok(())
     }
@@ -210,19 +302,25 @@ mod tests {
             .collect()
     }
 
+    /// Every chunk `decode` emits: (raw bytes, in range).
     fn decode_all(
         chunks: &[RangeChunk<'_>],
+        fetched: &[RangeChunk<'_>],
         outside: &HashMap<Fingerprint, Vec<u8>>,
-    ) -> Result<HashMap<Fingerprint, Vec<u8>>, String> {
+    ) -> Result<HashMap<Fingerprint, (Vec<u8>, bool)>, String> {
         let mut d = RangeDecoder::new().unwrap();
         let mut out = HashMap::new();
-        d.decode(chunks, outside, |fp, raw| {
+        d.decode(chunks, fetched, outside, |fp, raw, in_range| {
             assert!(
-                out.insert(*fp, raw.to_vec()).is_none(),
+                out.insert(*fp, (raw.to_vec(), in_range)).is_none(),
                 "a chunk emitted twice"
             );
         })?;
         Ok(out)
+    }
+
+    fn none(_: &Fingerprint) -> bool {
+        false
     }
 
     #[test]
@@ -237,16 +335,162 @@ mod tests {
         // Deltas before their bases, a chain of three inside the range, one base outside.
         let order = [&d, &y, &c, &z, &b, &a];
         let chunks = range(&order);
-        assert_eq!(outside_bases(&chunks).unwrap(), vec![x.fp]);
+        assert_eq!(outside_bases(&chunks, &[], none).unwrap(), vec![x.fp]);
+        assert!(outside_bases(&chunks, &[], |fp| *fp == x.fp)
+            .unwrap()
+            .is_empty());
         let outside: HashMap<_, _> = [(x.fp, x.raw.clone())].into();
-        let got = decode_all(&chunks, &outside).unwrap();
+        let got = decode_all(&chunks, &[], &outside).unwrap();
         assert_eq!(got.len(), order.len());
         for s in order {
-            assert_eq!(got[&s.fp], s.raw);
+            assert_eq!(got[&s.fp], (s.raw.clone(), true));
         }
         let mut r = RangeDecoder::new().unwrap();
-        r.decode(&chunks, &outside, |_, _| {}).unwrap();
+        r.decode(&chunks, &[], &outside, |_, _, _| {}).unwrap();
         assert_eq!(r.deltas(), 4);
+    }
+
+    /// The worker's loop: ask which bases are missing, fetch them as stored, ask again.
+    fn fetch_rounds(
+        chunks: &[RangeChunk<'_>],
+        store: &[&Stored],
+        known: &HashSet<Fingerprint>,
+    ) -> Result<(Vec<RangeChunk<'static>>, usize), String> {
+        let mut fetched = Vec::new();
+        for round in 0.. {
+            let want = outside_bases(chunks, &fetched, |fp| known.contains(fp))?;
+            if want.is_empty() {
+                return Ok((fetched, round));
+            }
+            assert!(round < MAX_CHAIN_DEPTH, "the rounds end within the cap");
+            for fp in want {
+                let s = store
+                    .iter()
+                    .find(|s| s.fp == fp)
+                    .ok_or_else(|| format!("{} is not stored", to_hex(&fp)))?;
+                fetched.extend(range(&[s]));
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn chains_of_stored_deltas_fetched_from_outside() {
+        // dict <- a <- b <- c (stored outside the range) <- d, e (in the range): d's chain
+        // has four links, the cap. f names b too; g names the dictionary directly.
+        let dict = plain(data(5, 12000), true);
+        let a = delta(edit(&dict.raw, 40), &dict);
+        let b = delta(edit(&a.raw, 900), &a);
+        let c = delta(edit(&b.raw, 3000), &b);
+        let d = delta(edit(&c.raw, 5000), &c);
+        let e = plain(data(6, 5000), true);
+        let f = delta(edit(&b.raw, 7000), &b);
+        let g = delta(edit(&dict.raw, 11000), &dict);
+        let store = [&dict, &a, &b, &c];
+        let (fetched, rounds) = fetch_rounds(&range(&[&d, &e]), &store, &HashSet::new()).unwrap();
+        assert_eq!(
+            (fetched.len(), rounds),
+            (4, 4),
+            "one round per link below d"
+        );
+        let chunks = range(&[&d, &e, &f, &g]);
+        let (fetched, rounds) = fetch_rounds(&chunks, &store, &HashSet::new()).unwrap();
+        assert_eq!(fetched.len(), 4, "each base fetched once");
+        assert_eq!(
+            rounds, 2,
+            "f and g name b and the dictionary in the first round"
+        );
+        let got = decode_all(&chunks, &fetched, &HashMap::new()).unwrap();
+        for s in [&d, &e, &f, &g] {
+            assert_eq!(got[&s.fp], (s.raw.clone(), true));
+        }
+        for s in store {
+            assert_eq!(
+                got[&s.fp],
+                (s.raw.clone(), false),
+                "fetched bases are handed out"
+            );
+        }
+        let mut r = RangeDecoder::new().unwrap();
+        r.decode(&chunks, &fetched, &HashMap::new(), |_, _, _| {})
+            .unwrap();
+        assert_eq!(r.deltas(), 3, "fetched deltas are not the range's");
+
+        // With the dictionary held raw (a worker's cache): it is neither fetched nor counted.
+        let known: HashSet<_> = [dict.fp].into();
+        let (fetched, rounds) = fetch_rounds(&chunks, &store, &known).unwrap();
+        assert_eq!((fetched.len(), rounds), (3, 2));
+        let outside: HashMap<_, _> = [(dict.fp, dict.raw.clone())].into();
+        let got = decode_all(&chunks, &fetched, &outside).unwrap();
+        assert_eq!(got[&d.fp].0, d.raw);
+        assert!(!got.contains_key(&dict.fp));
+        // And with b held: the chain stops there.
+        let known: HashSet<_> = [b.fp].into();
+        let (fetched, _) = fetch_rounds(&chunks, &store, &known).unwrap();
+        assert_eq!(
+            fetched.iter().map(|c| c.fp).collect::<Vec<_>>(),
+            vec![c.fp, dict.fp]
+        );
+    }
+
+    #[test]
+    fn chains_past_the_cap_and_missing_or_wrong_fetched_bases_are_errors() {
+        let dict = plain(data(7, 9000), true);
+        let mut links = vec![dict];
+        for k in 0..5 {
+            let next = delta(edit(&links[k].raw, 100 + 1000 * k), &links[k]);
+            links.push(next);
+        }
+        let cap = |e: &str| e.contains(&DeltaError::ChainTooLong.to_string());
+        // links[5] has five links: refused while asking for bases, and while decoding.
+        let store: Vec<&Stored> = links[..5].iter().collect();
+        let top = range(&[&links[5]]);
+        let e = fetch_rounds(&top, &store, &HashSet::new()).unwrap_err();
+        assert!(cap(&e) && e.contains(&to_hex(&links[5].fp)), "{e}");
+        let all = range(&store);
+        let e = decode_all(&top, &all, &HashMap::new()).unwrap_err();
+        assert!(cap(&e), "{e}");
+        // The same chain inside one range, in any order.
+        let e = decode_all(
+            &range(&[
+                &links[2], &links[5], &links[0], &links[4], &links[1], &links[3],
+            ]),
+            &[],
+            &HashMap::new(),
+        )
+        .unwrap_err();
+        assert!(cap(&e), "{e}");
+        // Four links pass.
+        let top = range(&[&links[4]]);
+        let (fetched, _) = fetch_rounds(&top, &store, &HashSet::new()).unwrap();
+        assert_eq!(
+            decode_all(&top, &fetched, &HashMap::new()).unwrap()[&links[4].fp].0,
+            links[4].raw
+        );
+
+        // A base that never arrives: the fetch fails (the server answers 404), and a decode
+        // without it names it.
+        let store: Vec<&Stored> = links[1..3].iter().collect();
+        let top = range(&[&links[3]]);
+        let e = fetch_rounds(&top, &store, &HashSet::new()).unwrap_err();
+        assert!(e.contains(&to_hex(&links[0].fp)), "{e}");
+        let e = decode_all(&top, &range(&store), &HashMap::new()).unwrap_err();
+        assert!(
+            e.contains("not available") && e.contains(&to_hex(&links[0].fp)),
+            "{e}"
+        );
+        // A fetched base with other bytes than its fingerprint's: refused, not used.
+        let mut fetched = range(&store);
+        let mut stale = range(&[&links[0]]);
+        stale[0].codec = CODEC_RAW;
+        stale[0].stored = Box::leak(edit(&links[0].raw, 5).into_boxed_slice());
+        stale[0].raw_len = stale[0].stored.len();
+        fetched.extend(stale);
+        let e = decode_all(&top, &fetched, &HashMap::new()).unwrap_err();
+        assert!(
+            e.contains("other bytes") && e.contains(&to_hex(&links[0].fp)),
+            "{e}"
+        );
     }
 
     #[test]
@@ -254,22 +498,78 @@ mod tests {
         let a = plain(data(4, 9000), true);
         let b = delta(edit(&a.raw, 300), &a);
         let chunks = range(&[&b]);
-        let e = decode_all(&chunks, &HashMap::new()).unwrap_err();
+        let e = decode_all(&chunks, &[], &HashMap::new()).unwrap_err();
         assert!(e.contains("not available"), "{e}");
         // Another chunk's bytes under the base's fingerprint: the check catches it.
         let wrong: HashMap<_, _> = [(a.fp, edit(&a.raw, 9))].into();
-        let e = decode_all(&chunks, &wrong).unwrap_err();
+        let e = decode_all(&chunks, &[], &wrong).unwrap_err();
         assert!(e.contains(&to_hex(&b.fp)), "{e}");
-        // Two deltas naming each other never resolve.
+        // Two deltas naming each other never resolve: a chain past the cap.
         let mut p = delta(edit(&a.raw, 50), &a);
         let q = delta(edit(&p.raw, 60), &p);
         p.bytes[..20].copy_from_slice(&q.fp);
-        let e = decode_all(&range(&[&p, &q]), &HashMap::new()).unwrap_err();
-        assert!(e.contains("not available"), "{e}");
-        assert!(outside_bases(&range(&[&p, &q])).unwrap().is_empty());
+        let e = decode_all(&range(&[&p, &q]), &[], &HashMap::new()).unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+        let e = outside_bases(&range(&[&p, &q]), &[], none).unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+        // The same loop through fetched chunks.
+        let e = outside_bases(&range(&[&q]), &range(&[&p]), none).unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
         // A truncated delta payload is refused, not a panic.
         let mut t = delta(edit(&a.raw, 70), &a);
         t.bytes.truncate(5);
-        assert!(outside_bases(&range(&[&t])).is_err());
+        assert!(outside_bases(&range(&[&t]), &[], none).is_err());
+        assert!(decode_all(&range(&[&t]), &[], &HashMap::new()).is_err());
+    }
+
+    #[test]
+    fn a_chain_answer_resolves_in_one_round() {
+        // dict <- a <- b <- c (outside) <- d (in the range); f (in the range) names a.
+        // `chains: true` answers c then b, a and dict in one round: nothing is missing after.
+        let dict = plain(data(8, 12000), true);
+        let a = delta(edit(&dict.raw, 40), &dict);
+        let b = delta(edit(&a.raw, 900), &a);
+        let c = delta(edit(&b.raw, 3000), &b);
+        let d = delta(edit(&c.raw, 5000), &c);
+        let f = delta(edit(&a.raw, 7000), &a);
+        let chunks = range(&[&d, &f]);
+        assert_eq!(outside_bases(&chunks, &[], none).unwrap(), vec![c.fp, a.fp]);
+        let answer = range(&[&c, &a, &b, &dict]);
+        assert!(outside_bases(&chunks, &answer, none).unwrap().is_empty());
+        let got = decode_all(&chunks, &answer, &HashMap::new()).unwrap();
+        for s in [&d, &f] {
+            assert_eq!(got[&s.fp], (s.raw.clone(), true));
+        }
+        for s in [&c, &b, &a, &dict] {
+            assert_eq!(
+                got[&s.fp],
+                (s.raw.clone(), false),
+                "each link handed out once"
+            );
+        }
+        // The dictionary held raw (`have`): the answer stops above it.
+        let known = |fp: &Fingerprint| *fp == dict.fp;
+        let answer = range(&[&c, &a, &b]);
+        assert!(outside_bases(&chunks, &answer, known).unwrap().is_empty());
+        let outside: HashMap<_, _> = [(dict.fp, dict.raw.clone())].into();
+        let got = decode_all(&chunks, &answer, &outside).unwrap();
+        assert_eq!(got[&d.fp].0, d.raw);
+        assert!(!got.contains_key(&dict.fp), "a held base is not handed out");
+        // A link held raw stops the decoding there, though the answer holds the links
+        // below it: those are neither decoded nor handed out.
+        let outside: HashMap<_, _> = [(b.fp, b.raw.clone()), (a.fp, a.raw.clone())].into();
+        let answer = range(&[&c, &a, &b, &dict]);
+        let got = decode_all(&chunks, &answer, &outside).unwrap();
+        assert_eq!(got[&d.fp].0, d.raw);
+        assert_eq!(got[&f.fp].0, f.raw);
+        assert_eq!(got[&c.fp], (c.raw.clone(), false));
+        assert!(!got.contains_key(&dict.fp) && !got.contains_key(&b.fp));
+        // A chain answer that lacks a link (a server that stopped early): the next round
+        // names it.
+        let answer = range(&[&c, &a]);
+        assert_eq!(
+            outside_bases(&chunks, &answer, none).unwrap(),
+            vec![b.fp, dict.fp]
+        );
     }
 }

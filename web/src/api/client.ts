@@ -326,14 +326,29 @@ export class Api {
     });
   }
 
-  /** Many chunks as one bundle, in request order (restore); `decode`: all sent raw (codec 0). */
-  async getChunks(fps: string[], signal?: AbortSignal, decode = false): Promise<Uint8Array> {
+  /**
+   * Many chunks as one bundle, in request order (restore); `decode`: all sent raw (codec 0).
+   * Otherwise whole chunks come as stored and delta chunks decoded, or, with
+   * `deltas: 'stored'`, as stored too (codec 2: the caller decodes them against their bases).
+   */
+  async getChunks(
+    fps: string[],
+    signal?: AbortSignal,
+    decode = false,
+    deltas: 'decoded' | 'stored' = 'decoded',
+    chains?: { have: string[] },
+  ): Promise<Uint8Array> {
     const res = await this.call(
       this.repoPath('/chunks/get'),
       {
         method: 'POST',
         headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ fingerprints: fps, decode }),
+        body: JSON.stringify({
+          fingerprints: fps,
+          decode,
+          ...(deltas === 'stored' ? { deltas } : {}),
+          ...(chains ? { chains: true, have: chains.have } : {}),
+        }),
       },
       signal,
     );

@@ -270,6 +270,10 @@ function Summary({ o }: { o: Shown }) {
       data-stored-bytes-read={o.storedBytesRead}
       data-ranges-read={o.physical?.rangesRead}
       data-delta-chunks={o.physical?.deltaChunks}
+      data-bases-fetched={o.physical?.basesFetched}
+      data-bases-bytes={o.physical?.basesBytes}
+      data-base-jobs={o.physical?.baseJobs}
+      data-base-requests={o.physical?.baseRequests}
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
       data-records={records ? JSON.stringify(records) : undefined}
     >
@@ -307,7 +311,8 @@ function Summary({ o }: { o: Shown }) {
           {o.physical && o.physical.deltaChunks > 0 && (
             <li>
               {plural(o.physical.deltaChunks, 'delta chunk')} decoded against their bases before scanning (
-              {plural(o.physical.basesFetched, 'base')} fetched decoded).
+              {plural(o.physical.basesFetched, 'base')} fetched, {bytes(o.physical.basesBytes)}, in{' '}
+              {plural(o.physical.baseRequests, 'request')} for {plural(o.physical.baseJobs, 'job')}).
             </li>
           )}
           {o.naiveBytes !== undefined && <li>{bytes(o.naiveBytes)} reassembled and scanned.</li>}

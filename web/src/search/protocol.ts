@@ -50,8 +50,13 @@ export type PhysicalStats = {
   tinyBytes: number;
   /** Delta chunks decoded against their bases and scanned. */
   deltaChunks: number;
-  /** Bases fetched decoded from `chunks/get` (not held by a range read or the cache). */
+  /** Bases fetched from `chunks/get` as stored (not held by a range read or the cache), their own bases included. */
   basesFetched: number;
+  /** Their stored bytes (part of the bytes the search read). */
+  basesBytes: number;
+  /** Jobs that fetched bases, and the `chunks/get` requests they made for them (one per job when each answer brings the whole chains). */
+  baseJobs: number;
+  baseRequests: number;
 };
 export type LogicalStats = {
   files: number;

@@ -7,8 +7,8 @@
  *    - **physical** — each container holding a chunk in scope is read once, as one byte
  *      range, by one of the workers, which decodes and scans every chunk (wasm-core's
  *      `ContainerScan`); a delta chunk is decoded against its base (in the same range, in
- *      the worker's cache, or fetched decoded with `chunks/get`) and scanned once like any
- *      other; tiny records go to IndexedDB;
+ *      the worker's cache, or fetched as stored with `chunks/get`, a base that is a delta
+ *      resolved the same way) and scanned once like any other; tiny records go to IndexedDB;
  *    - **logical** — one worker merges the result databases and walks the recipes
  *      (`RecipeSearch`), fetching tiny records only next to `n - 1` partials.
  *    The naive baseline instead reassembles every file from `chunks/get` and scans it
@@ -536,6 +536,9 @@ async function dedupSearchAs(
       tinyBytes: a.tinyBytes + f.stats.tinyBytes,
       deltaChunks: a.deltaChunks + f.stats.deltaChunks,
       basesFetched: a.basesFetched + f.stats.basesFetched,
+      basesBytes: a.basesBytes + f.stats.basesBytes,
+      baseJobs: a.baseJobs + f.stats.baseJobs,
+      baseRequests: a.baseRequests + f.stats.baseRequests,
       containers: a.containers,
       rangesRead: a.rangesRead,
     }),
@@ -547,6 +550,9 @@ async function dedupSearchAs(
       tinyBytes: 0,
       deltaChunks: 0,
       basesFetched: 0,
+      basesBytes: 0,
+      baseJobs: 0,
+      baseRequests: 0,
       containers: new Set(jobs.map((j) => j.job.id)).size,
       rangesRead: containersRead,
     },

@@ -4,17 +4,31 @@
  * (fetching each stored byte range once, decoding and scanning it in wasm-core, writing tiny
  * records to IndexedDB) and, on one worker, the logical phase over the file recipes. A delta
  * chunk is decoded against its base (wasm-core's `resemble::range`, the codec the server
- * writes with) from the same range, the worker's cache, or `chunks/get` decoded, and
- * scanned once like any other chunk. For the
+ * writes with) from the same range, the worker's cache, or `chunks/get` as stored (a base
+ * that is a delta itself comes in the same answer, its chain resolved here), and scanned
+ * once like any other chunk. For the
  * naive baseline it reassembles whole files from `chunks/get` bundles and scans them.
  */
-import init, { ChunkCache, ContainerScan, NaiveScan, RecipeSearch, SearchKeywords } from '../wasm-pkg/wasm_core.js';
+import init, {
+  ChunkCache,
+  ContainerScan,
+  FetchedBases,
+  NaiveScan,
+  RecipeSearch,
+  SearchKeywords,
+} from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA } from './protocol';
 import { TinyStore } from './tinystore';
 import { expose, transfer } from '../worker/bridge';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
+
+/**
+ * At most this many whole bases named in `chunks/get`'s `have` (the server takes 256): the
+ * most named ones, which end most chains; a chain end left out only costs its bytes again.
+ */
+const HAVE_MAX = 64;
 
 interface Current {
   query: SearchQuery;
@@ -23,8 +37,13 @@ interface Current {
   tiny: TinyStore;
   api: Api;
   chunks: ChunkCache;
-  /** Delta chunks' bases fetched decoded (`chunks/get`) because no range read or cache held them. */
+  /** Delta chunks' bases fetched (`chunks/get`, as stored) because no range read or cache held them. */
   basesFetched: number;
+  /** Their stored bytes (`chunks/get` answers). */
+  basesBytes: number;
+  /** Jobs that fetched bases, and their `chunks/get` requests for them. */
+  baseJobs: number;
+  baseRequests: number;
   /** Tiny records of the jobs scanned so far, written to IndexedDB by `finishScan`. */
   pendingTiny: [Uint8Array, Uint32Array][];
 }
@@ -91,21 +110,35 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     const rest = missing.length === job.rawLens.length ? job : pick(job, missing);
     const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
     storedBytes = bytes.byteLength;
-    const args = [rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
+    const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
     // Delta chunks decode against their bases: those neither this range nor the cache
-    // holds come from `chunks/get` as stored (zstd, a quarter of the raw bytes, decoded by
-    // the scan), a base that is a delta itself decoded (the server resolves its chain).
-    let bases: Uint8Array = new Uint8Array(0);
-    if (rest.codecs.includes(CODEC_DELTA)) {
-      const want = c.scan.outsideBases(c.chunks, bytes, rest.start, ...args);
-      if (want.length > 0) {
-        const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-        bases = await c.api.getChunks(fps);
-        storedBytes += bases.byteLength;
-        c.basesFetched += fps.length;
+    // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
+    // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
+    // job waits for one request, not one per link. `have` names the whole bases the cache
+    // holds (the trained dictionary above all), where the server stops a chain. Should a
+    // chain still miss a base (the cache changed meanwhile), the next round fetches it;
+    // wasm-core refuses a chain past the cap, so the rounds end.
+    const fetched = new FetchedBases();
+    try {
+      if (rest.codecs.includes(CODEC_DELTA)) {
+        let want = c.scan.outsideBases(c.chunks, ...args, fetched);
+        if (want.length > 0) c.baseJobs++;
+        while (want.length > 0) {
+          c.baseRequests++;
+          const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
+          const held = c.chunks.wholeBases(HAVE_MAX);
+          const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
+          const bundle = await c.api.getChunks(fps, undefined, false, 'stored', { have });
+          storedBytes += bundle.byteLength;
+          c.basesFetched += fetched.add(bundle, want);
+          c.basesBytes += bundle.byteLength;
+          want = c.scan.outsideBases(c.chunks, ...args, fetched);
+        }
       }
+      c.scan.scan(c.chunks, ...args, fetched);
+    } finally {
+      fetched.free();
     }
-    c.scan.scan(c.chunks, bytes, rest.start, ...args, bases);
   }
   // Taken before any await (another job's scan may run meanwhile), written in one
   // IndexedDB transaction when the phase ends: a transaction per job costs more than the
@@ -210,6 +243,9 @@ expose<SearchApi>(
         chunks: chunkCache(cacheKey, cacheBytes),
         pendingTiny: [],
         basesFetched: 0,
+        basesBytes: 0,
+        baseJobs: 0,
+        baseRequests: 0,
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
@@ -230,7 +266,18 @@ expose<SearchApi>(
       await c.tiny.putAll(records, lengths);
       const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks] = c.scan.stats();
       const db = c.scan.finish();
-      const stats = { chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks, basesFetched: c.basesFetched };
+      const stats = {
+        chunks,
+        bytes,
+        exactMatches,
+        tinyRecords,
+        tinyBytes,
+        deltaChunks,
+        basesFetched: c.basesFetched,
+        basesBytes: c.basesBytes,
+        baseJobs: c.baseJobs,
+        baseRequests: c.baseRequests,
+      };
       return transfer({ db, stats }, [db.buffer]);
     },
     logical: async ({ dbs, files }) => {

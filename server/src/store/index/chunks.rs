@@ -62,6 +62,14 @@ pub trait ChunkRead {
             .map(|fp| self.chunk_location(repo_id, fp))
             .collect()
     }
+    /// The base each of `fps` is stored against (its `base` row), in their order: `None`
+    /// for a chunk that is not a delta or not stored. One statement for the whole list
+    /// where a statement is a network round trip.
+    fn delta_bases(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<Fingerprint>>>;
     /// Whether the repository stores chunk `fp`.
     fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool>;
     /// The raw length of the repository's chunk `fp`, if stored.

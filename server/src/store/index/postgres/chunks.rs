@@ -86,6 +86,26 @@ impl<G: DerefMut<Target = Client>> ChunkRead for Pg<G> {
         Ok(fps.iter().map(|fp| found.get(fp).copied()).collect())
     }
 
+    fn delta_bases(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<Fingerprint>>> {
+        let keys: Vec<&[u8]> = fps.iter().map(|fp| &fp[..]).collect();
+        let rows = self.c().query(
+            "SELECT fp, base FROM chunks WHERE repo_id = $1 AND fp = ANY($2) AND base IS NOT NULL",
+            &[&repo_id, &keys],
+        )?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let base: Vec<u8> = r.try_get(1)?;
+            if let Ok(base) = Fingerprint::try_from(base.as_slice()) {
+                found.insert(fp_of(r.try_get(0)?), base);
+            }
+        }
+        Ok(fps.iter().map(|fp| found.get(fp).copied()).collect())
+    }
+
     fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool> {
         Ok(self
             .c()

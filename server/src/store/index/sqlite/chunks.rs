@@ -65,6 +65,27 @@ impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
             .optional()?)
     }
 
+    fn delta_bases(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<Fingerprint>>> {
+        let mut st = self
+            .c()
+            .prepare_cached("SELECT base FROM chunks WHERE repo_id = ?1 AND fp = ?2")?;
+        let mut out = Vec::with_capacity(fps.len());
+        for fp in fps {
+            let base: Option<Option<Vec<u8>>> = st
+                .query_row(params![repo_id, &fp[..]], |r| r.get(0))
+                .optional()?;
+            out.push(
+                base.flatten()
+                    .and_then(|b| Fingerprint::try_from(b.as_slice()).ok()),
+            );
+        }
+        Ok(out)
+    }
+
     fn chunk_stored(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<bool> {
         Ok(self
             .c()
