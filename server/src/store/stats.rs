@@ -77,6 +77,7 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
         "gc_epoch": gc_epoch,
         "delta_chunks": delta_chunks,
         "delta_saved_bytes": delta_saved,
+        "delta_done": ix.delta_done(repo_id)?,
         "series": series,
     }))
 }
@@ -144,9 +145,7 @@ impl Store {
     /// [`repo_stats`] on the index's reads, with what the mover did since the server
     /// started.
     pub fn stats(&self, repo_id: i64, name: &str) -> StoreResult<Value> {
-        let ix = self.index()?;
-        let mut v = repo_stats(&*ix, repo_id, name)?;
-        v["delta_done"] = ix.delta_done(repo_id)?.into();
+        let mut v = repo_stats(&*self.index()?, repo_id, name)?;
         v["layout"]["mover"] = serde_json::to_value(self.mover_totals(repo_id))
             .map_err(|e| super::StoreError::Internal(e.to_string()))?;
         v["delta_pass"] = serde_json::to_value(self.delta_last(repo_id))
