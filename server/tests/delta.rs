@@ -8,6 +8,7 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
+    ops::Range,
     time::Duration,
 };
 
@@ -21,6 +22,8 @@ const ENV: &[(&str, &str)] = &[
     ("DITTO_MOVE_THRESHOLD", "0"),
     ("DITTO_COMPACT_THRESHOLD", "0.5"),
 ];
+/// [`ENV`] with the pass off.
+const ENV_NO_PASS: &[(&str, &str)] = &[("DITTO_DELTA", "0"), ENV[1], ENV[2]];
 
 /// `chunk` with a few bytes changed (a small edit, as between two versions of a file).
 fn edited(chunk: &[u8], seed: u64) -> Vec<u8> {
@@ -349,9 +352,7 @@ fn a_kill_at_each_point_of_the_pass_loses_nothing() {
             std::thread::sleep(Duration::from_millis(50));
         }
         // Restart without the pass: everything committed reads back, check passes.
-        let mut no_pass = ENV.to_vec();
-        no_pass[0] = ("DITTO_DELTA", "0");
-        let s = Server::start_with(&dir.0, &no_pass, None);
+        let s = Server::start_with(&dir.0, ENV_NO_PASS, None);
         read_back(&s, &h, &h.v1, point);
         read_back(&s, &h, &h.v2, point);
         drop(s);
@@ -371,9 +372,7 @@ fn a_kill_at_each_point_of_the_pass_loses_nothing() {
 /// a repository whose versions no pass has handled.
 fn committed_without_pass(dir: &std::path::Path) -> (History, i64, i64) {
     let h = dictionary_history();
-    let mut no_pass = ENV.to_vec();
-    no_pass[0] = ("DITTO_DELTA", "0");
-    let mut s = Server::start_with(dir, &no_pass, None);
+    let mut s = Server::start_with(dir, ENV_NO_PASS, None);
     let v1 = backup(&s, &h, &h.v1);
     let v2 = backup(&s, &h, &h.v2);
     assert_eq!(
@@ -628,17 +627,23 @@ fn pooled_chunks(seed: u64, from: u64, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Two versions of a code base whose chunks share lines but do not resemble each other
-/// (a trained dictionary's case): v2 keeps half of v1's chunks and adds 140 new ones.
-fn dictionary_history() -> History {
-    let chunks: Vec<TestChunk> = pooled_chunks(9, 0, 280)
+/// Two versions of one file made of `n` [`pooled_chunks`] (seed `seed`): v1 holds the
+/// chunks `v1`, v2 the chunks `v2`, in order.
+fn pooled_history(seed: u64, n: usize, v1: Range<usize>, v2: Range<usize>) -> History {
+    let chunks: Vec<TestChunk> = pooled_chunks(seed, 0, n)
         .into_iter()
         .map(|r| TestChunk::new(r, true))
         .collect();
     let fps: Vec<String> = chunks.iter().map(|c| c.hex()).collect();
-    let v1 = one_file(&chunks, &fps[..140], 1_763_000_000_000);
-    let v2 = one_file(&chunks, &fps[70..], 1_763_003_600_000);
+    let v1 = one_file(&chunks, &fps[v1], 1_763_000_000_000);
+    let v2 = one_file(&chunks, &fps[v2], 1_763_003_600_000);
     History { chunks, v1, v2 }
+}
+
+/// Two versions of a code base whose chunks share lines but do not resemble each other
+/// (a trained dictionary's case): v2 keeps half of v1's chunks and adds 140 new ones.
+fn dictionary_history() -> History {
+    pooled_history(9, 280, 0..140, 70..280)
 }
 
 /// A manifest of one file made of `recipe`.
@@ -658,21 +663,11 @@ fn one_file(chunks: &[TestChunk], recipe: &[String], t: i64) -> Value {
 fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
     let dir = TempDir::new("dictionary");
     let mut s = Server::start_with(&dir.0, ENV, None);
-    let chunks: Vec<TestChunk> = pooled_chunks(7, 0, 140)
-        .into_iter()
-        .map(|r| TestChunk::new(r, true))
-        .collect();
-    let all: Vec<String> = chunks.iter().map(|c| c.hex()).collect();
-    let v1m = one_file(&chunks, &all, 1_763_000_000_000);
     // v2 keeps the first half of the file.
-    let v2m = one_file(&chunks, &all[..70], 1_763_003_600_000);
-    let h = History {
-        chunks: chunks.clone(),
-        v1: v1m.clone(),
-        v2: v2m.clone(),
-    };
-    let uploaded: i64 = chunks.iter().map(|c| c.stored().len() as i64).sum();
-    let v1 = backup(&s, &h, &v1m);
+    let h = pooled_history(7, 140, 0..140, 0..70);
+    let all: Vec<String> = h.chunks.iter().map(|c| c.hex()).collect();
+    let uploaded: i64 = h.chunks.iter().map(|c| c.stored().len() as i64).sum();
+    let v1 = backup(&s, &h, &h.v1);
     let st = wait_pass(&s, v1);
     let pass = &st["delta_pass"];
     eprintln!("pass over v1: {pass}");
@@ -710,11 +705,11 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
     let r = get_dict(&s);
     assert_eq!(r.status, 200);
     assert_eq!(to_hex(&fingerprint(&r.body)), dict);
-    read_back(&s, &h, &v1m, "after the pass");
-    search_equals_naive(&s, &h, &[(v1, &v1m)]);
+    read_back(&s, &h, &h.v1, "after the pass");
+    search_equals_naive(&s, &h, &[(v1, &h.v1)]);
 
     // v1 expires while v2 needs half of its chunks: the dictionary stays with them.
-    let v2 = backup(&s, &h, &v2m);
+    let v2 = backup(&s, &h, &h.v2);
     wait_pass(&s, v2);
     frees_what_stats_said(&s, v1, || expire_all_but_newest(&s));
     assert_eq!(
@@ -722,8 +717,8 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
         200,
         "the dictionary a live delta needs stays"
     );
-    read_back(&s, &h, &v2m, "after v1 expired");
-    search_equals_naive(&s, &h, &[(v2, &v2m)]);
+    read_back(&s, &h, &h.v2, "after v1 expired");
+    search_equals_naive(&s, &h, &[(v2, &h.v2)]);
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "after v1 expired");
 
@@ -752,16 +747,8 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
 fn a_later_version_reuses_the_stored_dictionary() {
     let dir = TempDir::new("dictionary-reuse");
     let mut s = Server::start_with(&dir.0, ENV, None);
-    let chunks: Vec<TestChunk> = pooled_chunks(11, 0, 160)
-        .into_iter()
-        .map(|r| TestChunk::new(r, true))
-        .collect();
-    let fps: Vec<String> = chunks.iter().map(|c| c.hex()).collect();
-    let h = History {
-        v1: one_file(&chunks, &fps[..140], 1_763_000_000_000),
-        v2: one_file(&chunks, &fps[20..], 1_763_003_600_000),
-        chunks,
-    };
+    let h = pooled_history(11, 160, 0..140, 20..160);
+    let fps: Vec<String> = h.chunks.iter().map(|c| c.hex()).collect();
     let v1 = backup(&s, &h, &h.v1);
     let st = wait_pass(&s, v1);
     assert!(
@@ -1559,8 +1546,7 @@ fn postgres_schema_2_upgrades_to_the_current_one() {
     }
     let dir = TempDir::new("pg-schema2");
     let h = history();
-    let no_delta = [("DITTO_DELTA", "0")];
-    let mut s = Server::start_with(&dir.0, &no_delta, None);
+    let mut s = Server::start_without_pass(&dir.0);
     let v1 = backup(&s, &h, &h.v1);
     s.stop(Duration::from_secs(10));
 
@@ -1701,7 +1687,7 @@ fn icda_keeps_bases_the_mover_did_not_regroup() {
     let mut ch = Chains::new();
     let mut live: BTreeMap<i64, Value> = BTreeMap::new();
     // Two versions without the pass: the mover files v1's edited-away chunks as group 1.
-    let mut s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0"), ENV[1], ENV[2]], None);
+    let mut s = Server::start_with(&dir.0, ENV_NO_PASS, None);
     let mut ids = Vec::new();
     for _ in 0..2 {
         let m = ch.next();
