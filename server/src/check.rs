@@ -100,6 +100,9 @@ pub fn check(
         .map_err(q)?;
     }
     let containers: Vec<IndexContainer> = snap.repo_containers(repo_id).map_err(q)?;
+    // Verified delta bases kept across chunks: a base shared by many deltas (a trained
+    // dictionary) is read and hashed once, not once per delta.
+    let base_cache = verify::BaseCache::default();
     for c in containers {
         let id = c.id;
         rep.containers += 1;
@@ -228,7 +231,7 @@ pub fn check(
                     backend: &*backend,
                     ix: Some(&*snap),
                     repo_id,
-                    cache: None,
+                    cache: Some(&base_cache),
                 };
                 if let Err(reason) =
                     verify::verify_stored(&row.fp, row.codec, row.raw_len, stored, &bases)

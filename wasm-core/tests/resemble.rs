@@ -397,6 +397,7 @@ fn chain_of_four_decodes_step_by_step_and_longer_chains_are_refused() {
     let top = decode_chain_each(
         &fps[base_links],
         base_links,
+        |_| None::<Vec<u8>>,
         |fp| fetch(&store, fp),
         |fp, raw| {
             assert_eq!(fingerprint(raw), *fp);
@@ -406,6 +407,44 @@ fn chain_of_four_decodes_step_by_step_and_longer_chains_are_refused() {
     .unwrap();
     assert_eq!(top, versions[base_links]);
     assert_eq!(below, fps[..base_links].to_vec());
+    // A link the reader already holds ends the walk down: nothing below it is fetched, and
+    // the chunks above it are decoded from it and handed out as before.
+    let mut fetched = Vec::new();
+    let mut below = Vec::new();
+    let top = decode_chain_each(
+        &fps[base_links],
+        base_links,
+        |fp| (*fp == fps[1]).then(|| versions[1].clone()),
+        |fp| {
+            fetched.push(*fp);
+            fetch(&store, fp)
+        },
+        |fp, raw| {
+            assert_eq!(fingerprint(raw), *fp);
+            below.push(*fp);
+        },
+    )
+    .unwrap();
+    assert_eq!(top, versions[base_links]);
+    assert_eq!(
+        fetched,
+        fps[2..=base_links]
+            .iter()
+            .rev()
+            .copied()
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(below, fps[1..base_links].to_vec());
+    // The requested chunk itself held: answered as held, nothing fetched.
+    let held = decode_chain_each(
+        &fps[base_links],
+        base_links,
+        |_| Some(versions[base_links].clone()),
+        |_| -> Result<Stored, String> { panic!("fetched a held chunk") },
+        |_, _| panic!("a held chunk has no links to hand out"),
+    )
+    .unwrap();
+    assert_eq!(held, versions[base_links]);
     let a = text(&mut rng, 1000);
     let b = edit(&mut rng, &a, 1);
     let (fa, fb) = (fingerprint(&a), fingerprint(&b));

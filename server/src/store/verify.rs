@@ -29,8 +29,8 @@ pub struct Bases<'a> {
     /// `None` where no delta chunk is expected (a delta then fails to decode).
     pub ix: Option<&'a dyn IndexRead>,
     pub repo_id: i64,
-    /// Decoded bases kept between reads (the store's reads); `None` reads every base from
-    /// its container (`check`, the verify endpoint).
+    /// Decoded bases kept between reads (the store's for its reads, `check`'s and the verify
+    /// endpoint's for one run); `None` reads every base from its container.
     pub cache: Option<&'a BaseCache>,
 }
 
@@ -141,6 +141,7 @@ impl Bases<'_> {
                     decode_chain_each(
                         &base_fp,
                         MAX_CHAIN_DEPTH - 1,
+                        |f| self.cache.and_then(|c| c.get(f)),
                         |f| self.fetch(f),
                         |f, raw| {
                             if let Some(c) = self.cache.filter(|c| c.get(f).is_none()) {
@@ -294,11 +295,13 @@ pub fn verify_repo(
     subset: Subset,
 ) -> Result<Verified, StoreError> {
     let salt = salt();
+    // Kept for this run only: a base shared by many deltas is read and hashed once.
+    let cache = BaseCache::default();
     let bases = Bases {
         backend,
         ix: Some(ix),
         repo_id,
-        cache: None,
+        cache: Some(&cache),
     };
     let containers = ix.container_ids(repo_id)?;
     let mut out = Verified::default();

@@ -363,26 +363,37 @@ pub fn decode_chain_within<F>(
 where
     F: FnMut(&Fingerprint) -> Result<Stored, String>,
 {
-    decode_chain_each(fp, max_links, fetch, |_, _| {})
+    decode_chain_each(fp, max_links, |_| None::<&[u8]>, fetch, |_, _| {})
 }
 
 /// [`decode_chain_within`] that also hands each chunk below `fp` it decoded and verified
 /// (the whole chunk at the bottom, then each delta link up) to `each`: a reader that keeps
 /// them decodes a chain sharing those links with one delta decode, not the whole walk again.
-pub fn decode_chain_each<F, E>(
+/// `known` answers the raw bytes of a chunk the reader already holds verified (its cache):
+/// the walk down stops at the first link it knows, so a chain ending at a shared base (a
+/// trained dictionary) does not read and hash that base again for every chunk above it.
+pub fn decode_chain_each<F, E, K, R>(
     fp: &Fingerprint,
     max_links: usize,
+    mut known: K,
     mut fetch: F,
     mut each: E,
 ) -> Result<Vec<u8>, DeltaError>
 where
+    K: FnMut(&Fingerprint) -> Option<R>,
+    R: std::ops::Deref,
+    R::Target: AsRef<[u8]>,
     F: FnMut(&Fingerprint) -> Result<Stored, String>,
     E: FnMut(&Fingerprint, &[u8]),
 {
-    // Walk down to the first non-delta chunk, remembering the deltas on the way.
+    // Walk down to a chunk the reader holds or the first non-delta chunk, remembering the
+    // deltas on the way.
     let mut links: Vec<(Fingerprint, Stored)> = Vec::new();
     let mut cur = *fp;
-    let mut raw = loop {
+    let bottom = loop {
+        if let Some(raw) = known(&cur) {
+            break Bottom::Known(raw);
+        }
         let s = fetch(&cur).map_err(DeltaError::Base)?;
         if s.codec == CODEC_DELTA {
             if links.len() >= max_links {
@@ -398,19 +409,47 @@ where
         if crate::hash::fingerprint(&raw) != cur {
             return Err(DeltaError::Base("base fingerprint mismatch".into()));
         }
-        break raw;
+        break Bottom::Decoded(raw);
+    };
+    let Some((chunk_fp, s)) = links.pop() else {
+        return Ok(match bottom {
+            Bottom::Known(raw) => (*raw).as_ref().to_vec(),
+            Bottom::Decoded(raw) => raw,
+        });
     };
     let mut dec = DeltaDecoder::new()?;
-    while let Some((chunk_fp, s)) = links.pop() {
-        each(&cur, &raw);
-        let next = dec.decode(&s.bytes, &cur, &raw, s.raw_len)?;
-        if crate::hash::fingerprint(&next) != chunk_fp {
+    let decode_link = |dec: &mut DeltaDecoder,
+                       base_fp: &Fingerprint,
+                       base: &[u8],
+                       fp: &Fingerprint,
+                       s: &Stored| {
+        let next = dec.decode(&s.bytes, base_fp, base, s.raw_len)?;
+        if crate::hash::fingerprint(&next) != *fp {
             return Err(DeltaError::Corrupt(
                 "decoded delta fingerprint mismatch".into(),
             ));
         }
-        raw = next;
+        Ok(next)
+    };
+    let base: &[u8] = match &bottom {
+        Bottom::Known(raw) => (**raw).as_ref(),
+        Bottom::Decoded(raw) => raw,
+    };
+    each(&cur, base);
+    let mut raw = decode_link(&mut dec, &cur, base, &chunk_fp, &s)?;
+    cur = chunk_fp;
+    while let Some((chunk_fp, s)) = links.pop() {
+        each(&cur, &raw);
+        raw = decode_link(&mut dec, &cur, &raw, &chunk_fp, &s)?;
         cur = chunk_fp;
     }
     Ok(raw)
+}
+
+/// Where [`decode_chain_each`]'s walk down stopped.
+enum Bottom<R> {
+    /// A chunk the reader holds, verified.
+    Known(R),
+    /// A whole chunk read, decoded and verified.
+    Decoded(Vec<u8>),
 }
