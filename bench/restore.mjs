@@ -28,6 +28,7 @@ import {
   restoreFolder,
   restoreZip,
   sameTree,
+  settle,
   startServer,
 } from './lib.mjs';
 
@@ -76,14 +77,9 @@ async function ditto() {
     targets[0].version = backups[pickIndex].version;
     if (withParent) targets[1].version = (await backupFolders(backupPage, [parent], `${pkg}-all`))[0].version;
     await backupPage.close();
-    // The mover runs in the background after each commit; a dry-run prune runs it to the end,
-    // so that every restore reads the same, settled layout.
-    const settle = await fetch(`${server.origin}/api/v1/repos/default/prune`, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ dry_run: true }),
-    });
-    if (settle.status !== 200) throw new Error(`prune (dry run): ${settle.status} ${await settle.text()}`);
+    // The delta pass and the mover run in the background after each commit: every restore
+    // reads the same, settled layout.
+    await settle(server);
     for (const t of targets) {
       t.zip = [];
       t.dir = [];
