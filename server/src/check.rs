@@ -103,6 +103,10 @@ pub fn check(
     // Verified delta bases kept across chunks: a base shared by many deltas (a trained
     // dictionary) is read and hashed once, not once per delta.
     let base_cache = verify::BaseCache::default();
+    // Bases are located outside the snapshot: a server running beside the check may move a
+    // base (the mover, the delta pass) and delete its old container, and a base located in
+    // the snapshot would then read as missing and quarantine a good delta.
+    let live = ix.read().map_err(q)?;
     for c in containers {
         let id = c.id;
         rep.containers += 1;
@@ -229,13 +233,18 @@ pub fn check(
                 };
                 let bases = verify::Bases {
                     backend: &*backend,
-                    ix: Some(&*snap),
+                    ix: Some(&*live),
                     repo_id,
                     cache: Some(&base_cache),
                 };
-                if let Err(reason) =
-                    verify::verify_stored(&row.fp, row.codec, row.raw_len, stored, &bases)
-                {
+                if let Err(reason) = verify::verify_stored(
+                    &row.fp,
+                    row.codec,
+                    row.raw_len,
+                    stored,
+                    &bases,
+                    verify::Check::Fingerprint,
+                ) {
                     rep.errors.push(format!(
                         "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"
                     ));

@@ -5,7 +5,7 @@
 use crate::{
     compress, crc32,
     format::bundle::{decode_bundle, Codec},
-    hash::{self, Fingerprint, FINGERPRINT_LEN},
+    hash::{self, Fingerprint},
 };
 
 /// A bundle whose chunks all verified: raw bytes back to back in bundle order.
@@ -24,8 +24,9 @@ pub struct Refused {
     pub reason: String,
 }
 
-/// Decodes every chunk of `bundle` (zstd capped at its raw length), fingerprints them all
-/// with the multi-buffer SHA-1 and compares each with the fingerprint it was sent under.
+/// Decodes every chunk of `bundle` (zstd capped at its raw length) and checks that each is
+/// the stored chunk it was sent under ([`hash::first_not_stored_flat`]: the multi-buffer
+/// plain SHA-1, the fingerprint where that differs).
 pub fn verify_bundle(bundle: &[u8]) -> Result<VerifiedBundle, Refused> {
     let entries = decode_bundle(bundle).map_err(|e| Refused {
         chunk: None,
@@ -64,23 +65,15 @@ pub fn verify_bundle(bundle: &[u8]) -> Result<VerifiedBundle, Refused> {
         crcs.push(crc32::crc32(&raw[start..]));
         ranges.push((start, e.raw_len as usize));
     }
-    let mut digests = vec![0u8; ranges.len() * FINGERPRINT_LEN];
-    hash::fingerprint_many_flat(&raw, &ranges, &mut digests);
-    for (k, (e, d)) in entries
-        .iter()
-        .zip(digests.chunks_exact(FINGERPRINT_LEN))
-        .enumerate()
-    {
-        if d != e.fp {
-            let got: Fingerprint = d.try_into().expect("20 bytes");
-            return Err(Refused {
-                chunk: Some((k, e.fp)),
-                reason: format!(
-                    "its bytes fingerprint as {}, not as its fingerprint",
-                    hash::to_hex(&got)
-                ),
-            });
-        }
+    let fps: Vec<u8> = entries.iter().flat_map(|e| e.fp).collect();
+    if let Some((k, got)) = hash::first_not_stored_flat(&raw, &ranges, &fps) {
+        return Err(Refused {
+            chunk: Some((k, entries[k].fp)),
+            reason: format!(
+                "its bytes fingerprint as {}, not as its fingerprint",
+                hash::to_hex(&got)
+            ),
+        });
     }
     Ok(VerifiedBundle {
         fps: entries.iter().map(|e| e.fp).collect(),

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use wasm_core::chunk::pipeline::ChunkPipeline;
 use wasm_core::chunk::{make_chunker_or_default, test_bytes};
 use wasm_core::hash::{
-    confirm_flat, fingerprint, fingerprint_many, fingerprint_many_flat, lookup_keys_flat,
-    Fingerprint, Fingerprinter,
+    confirm_flat, fingerprint, fingerprint_many, fingerprint_many_flat, first_not_stored_flat,
+    is_stored_chunk, lookup_keys_flat, Fingerprint, Fingerprinter,
 };
 
 #[cfg(target_arch = "wasm32")]
@@ -146,6 +146,69 @@ fn shattered_pair_gets_two_fingerprints() {
         assert_eq!(fingerprint(a), fa);
         assert_eq!(fingerprint(b), fb);
     }
+}
+
+/// The read check (plain SHA-1 first, the fingerprint where that differs) against the
+/// fingerprint itself: it accepts exactly the bytes whose fingerprint is the name, on
+/// ordinary data, on the SHAttered pair named by their safe hashes, and in batches.
+#[test]
+fn reads_accept_exactly_the_stored_chunk() {
+    let data = test_bytes(11, 300_000);
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0;
+    for len in lengths(12, 37, 9000) {
+        ranges.push((at, len));
+        at += len;
+    }
+    let fps: Vec<Fingerprint> = ranges
+        .iter()
+        .map(|&(o, l)| fingerprint(&data[o..o + l]))
+        .collect();
+    for (k, &(o, l)) in ranges.iter().enumerate() {
+        assert!(is_stored_chunk(&data[o..o + l], &fps[k]));
+        // Another chunk's name, or the bytes one bit off: refused, as by the fingerprint.
+        let other = fps[(k + 1) % fps.len()];
+        assert_eq!(
+            is_stored_chunk(&data[o..o + l], &other),
+            fingerprint(&data[o..o + l]) == other
+        );
+        let mut flipped = data[o..o + l].to_vec();
+        if let Some(b) = flipped.first_mut() {
+            *b ^= 1;
+            assert!(!is_stored_chunk(&flipped, &fps[k]));
+        }
+    }
+    let flat: Vec<u8> = fps.iter().flatten().copied().collect();
+    assert_eq!(first_not_stored_flat(&data, &ranges, &flat), None);
+    // A wrong chunk in the batch is named with its fingerprint, the first one only.
+    let mut wrong = flat.clone();
+    wrong[5 * 20..6 * 20].copy_from_slice(&fps[6]);
+    wrong[9 * 20..10 * 20].copy_from_slice(&fps[2]);
+    let (o, l) = ranges[5];
+    assert_eq!(
+        first_not_stored_flat(&data, &ranges, &wrong),
+        Some((5, fingerprint(&data[o..o + l])))
+    );
+
+    // The SHAttered pair, stored under their safe hashes: each is accepted under its own
+    // name only, although both have one plain SHA-1.
+    let (a, b) = (&SHATTERED_1[..8192], &SHATTERED_2[..8192]);
+    let (fa, fb) = (fingerprint(a), fingerprint(b));
+    assert!(is_stored_chunk(a, &fa) && is_stored_chunk(b, &fb));
+    assert!(!is_stored_chunk(a, &fb) && !is_stored_chunk(b, &fa));
+    // Why only the names of stored chunks may be checked so: the pair's shared plain SHA-1,
+    // a name ingest never stores (422 `fingerprint_mismatch`), passes for either.
+    assert!(is_stored_chunk(a, &sha1_plain(b)) && is_stored_chunk(b, &sha1_plain(a)));
+    let pair = [a, b].concat();
+    let ranges = [(0, a.len()), (a.len(), b.len())];
+    assert_eq!(
+        first_not_stored_flat(&pair, &ranges, &[fa, fb].concat()),
+        None
+    );
+    assert_eq!(
+        first_not_stored_flat(&pair, &ranges, &[fa, fa].concat()),
+        Some((1, fb))
+    );
 }
 
 /// The worker's hybrid (web/src/worker/settle.ts) over one batch of a pipeline: chunks whose

@@ -267,14 +267,26 @@ impl Store {
         }
         let res = self.with_bases(repo_id, loc.codec, |bases| match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
-            Some(stored) if answer.decodes(loc.codec) => {
-                verify::decode_verified(fp, loc.codec, loc.raw_len, stored, bases)
-                    .map(|raw| (0, raw))
-            }
+            Some(stored) if answer.decodes(loc.codec) => verify::decode_verified(
+                fp,
+                loc.codec,
+                loc.raw_len,
+                stored,
+                bases,
+                verify::Check::Read,
+            )
+            .map(|raw| (0, raw)),
             // A delta is decoded against its base here too, and checked: the client gets it
             // as stored only once it is known to decode to its fingerprint.
-            Some(stored) => verify::verify_stored(fp, loc.codec, loc.raw_len, &stored, bases)
-                .map(|_| (loc.codec, stored)),
+            Some(stored) => verify::verify_stored(
+                fp,
+                loc.codec,
+                loc.raw_len,
+                &stored,
+                bases,
+                verify::Check::Read,
+            )
+            .map(|_| (loc.codec, stored)),
         })?;
         res.map_err(|reason| {
             let found = quarantine::Found {

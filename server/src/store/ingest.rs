@@ -152,7 +152,14 @@ impl Store {
                 None => Err("its container file is missing".into()),
                 Some(c) => match self.containers.read_at(&c, loc.offset, loc.stored_len)? {
                     Some(b) => self.with_bases(repo_id, loc.codec, |bases| {
-                        verify::verify_stored(&e.fp, loc.codec, loc.raw_len, &b, bases)
+                        verify::verify_stored(
+                            &e.fp,
+                            loc.codec,
+                            loc.raw_len,
+                            &b,
+                            bases,
+                            verify::Check::Read,
+                        )
                     })?,
                     None => Err("its container file is shorter than committed".into()),
                 },

@@ -325,7 +325,14 @@ impl Store {
                 }
                 // A delta chunk moves as it is stored; its base is read to verify it.
                 let verified = self.with_bases(repo_id, r.codec, |bases| {
-                    verify::verify_stored(&r.fp, r.codec, r.raw_len, stored, bases)
+                    verify::verify_stored(
+                        &r.fp,
+                        r.codec,
+                        r.raw_len,
+                        stored,
+                        bases,
+                        verify::Check::Read,
+                    )
                 })?;
                 if let Err(reason) = verified {
                     eprintln!(

@@ -264,6 +264,7 @@ impl Store {
                                                 l.raw_len,
                                                 stored.to_vec(),
                                                 b,
+                                                verify::Check::Read,
                                             )
                                         })?
                                         .map_err(failed)?;

@@ -9,7 +9,7 @@ use std::{
 
 use wasm_core::{
     compress::{self, CODEC_RAW},
-    hash::{fingerprint, to_hex, Fingerprint},
+    hash::{fingerprint, is_stored_chunk, to_hex, Fingerprint},
     resemble::delta::{
         base_of, decode_chain_each, DeltaDecoder, Stored, CODEC_DELTA, MAX_CHAIN_DEPTH,
     },
@@ -19,6 +19,18 @@ use super::{
     backend::ContainerBackend, chunks::decode_stored, index::IndexRead, quarantine::Found,
     StoreError,
 };
+
+/// How a chunk's bytes are compared with the fingerprint it is stored under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// A read (an answer, a move, a copy compared with an upload): plain SHA-1 first, the
+    /// fingerprint only where that differs ([`wasm_core::hash::is_stored_chunk`]: exact for
+    /// the name of a stored chunk).
+    Read,
+    /// `check` and the verify endpoint: the fingerprint itself, which also proves again that
+    /// every stored chunk is stored under its fingerprint.
+    Fingerprint,
+}
 
 /// Where the bases of delta chunks (codec 2, docs/FORMAT.md) are read from: the
 /// repository's index and containers. A base may sit in any container of the repository,
@@ -128,6 +140,7 @@ impl Bases<'_> {
         fp: &Fingerprint,
         raw_len: u32,
         stored: &[u8],
+        how: Check,
     ) -> Result<Vec<u8>, String> {
         let err = |e: wasm_core::resemble::delta::DeltaError| format!("delta chunk: {e}");
         let base_fp = base_of(stored).map_err(err)?;
@@ -160,25 +173,27 @@ impl Bases<'_> {
         let raw = DeltaDecoder::new()
             .and_then(|mut d| d.decode(stored, &base_fp, &base, raw_len as usize))
             .map_err(err)?;
-        matches(fp, &raw)?;
+        matches(fp, &raw, how)?;
         Ok(raw)
     }
 }
 
-/// Decodes stored bytes to the raw chunk and checks its fingerprint; `Err` says why the copy
-/// is damaged. `bases` reads the bases of a delta chunk.
+/// Decodes stored bytes to the raw chunk and checks them against its fingerprint (`how`);
+/// `Err` says why the copy is damaged. `bases` reads the bases of a delta chunk, each link
+/// checked as a read.
 pub fn decode_verified(
     fp: &Fingerprint,
     codec: u8,
     raw_len: u32,
     stored: Vec<u8>,
     bases: &Bases<'_>,
+    how: Check,
 ) -> Result<Vec<u8>, String> {
     if codec == CODEC_DELTA {
-        return bases.decode_delta(fp, raw_len, &stored);
+        return bases.decode_delta(fp, raw_len, &stored, how);
     }
     let raw = decode_stored(codec, raw_len, stored)?;
-    matches(fp, &raw)?;
+    matches(fp, &raw, how)?;
     Ok(raw)
 }
 
@@ -190,21 +205,30 @@ pub fn verify_stored(
     raw_len: u32,
     stored: &[u8],
     bases: &Bases<'_>,
+    how: Check,
 ) -> Result<(), String> {
     if codec == CODEC_DELTA {
-        return bases.decode_delta(fp, raw_len, stored).map(|_| ());
+        return bases.decode_delta(fp, raw_len, stored, how).map(|_| ());
     }
     if codec != CODEC_RAW {
-        return matches(fp, &compress::decompress(codec, stored, raw_len as usize)?);
+        return matches(
+            fp,
+            &compress::decompress(codec, stored, raw_len as usize)?,
+            how,
+        );
     }
     if stored.len() != raw_len as usize {
         return Err(format!("{} stored bytes, expected {raw_len}", stored.len()));
     }
-    matches(fp, stored)
+    matches(fp, stored, how)
 }
 
-fn matches(fp: &Fingerprint, raw: &[u8]) -> Result<(), String> {
-    if fingerprint(raw) != *fp {
+fn matches(fp: &Fingerprint, raw: &[u8], how: Check) -> Result<(), String> {
+    let ok = match how {
+        Check::Read => is_stored_chunk(raw, fp),
+        Check::Fingerprint => fingerprint(raw) == *fp,
+    };
+    if !ok {
         return Err("its decoded bytes do not match its fingerprint".into());
     }
     Ok(())
@@ -318,7 +342,14 @@ pub fn verify_repo(
             out.bytes += loc.stored_len as u64;
             let res = match &file {
                 Some(f) => match backend.read_at(f, loc.offset, loc.stored_len) {
-                    Ok(Some(buf)) => verify_stored(&fp, loc.codec, loc.raw_len, &buf, &bases),
+                    Ok(Some(buf)) => verify_stored(
+                        &fp,
+                        loc.codec,
+                        loc.raw_len,
+                        &buf,
+                        &bases,
+                        Check::Fingerprint,
+                    ),
                     Ok(None) => Err("its container file is shorter than the index says".into()),
                     Err(e) => return Err(e.into()),
                 },

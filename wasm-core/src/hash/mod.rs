@@ -45,8 +45,22 @@
 //!   SHA-1 of a chunk whose fingerprint differs from it.
 //!
 //! So a key that is found stands for exactly the chunk stored under it, and every chunk
-//! that is stored is stored under its fingerprint. Server verification, `check` and restore
-//! verification always compute [`fingerprint`].
+//! that is stored is stored under its fingerprint. The server's verification of uploads and
+//! `check` always compute [`fingerprint`].
+//!
+//! # Reads: plain SHA-1 first
+//!
+//! The same argument makes reads cheap. A reader that holds bytes claimed to be the stored
+//! chunk named `X` (a restore, the server answering `chunks/get`, a delta's base) checks
+//! them with [`is_stored_chunk`]: plain SHA-1 first, and [`fingerprint`] only when that
+//! differs. If the plain SHA-1 is `X`, the bytes are the stored chunk `C`: either `C`'s
+//! fingerprint is its plain SHA-1 (no attack block in `C`, so bytes `C' != C` with that SHA-1
+//! would be a collision detection misses, as above), or `X` is `C`'s safe hash, which no
+//! plain SHA-1 reaches short of a preimage. If it is not `X`, the fingerprint decides, which
+//! is how a stored attack chunk (named by its safe hash) verifies. Only names of *stored*
+//! chunks may be checked so: an upload's name is what is being proven, so ingest computes
+//! the fingerprint, and so does `check`, which also proves that every stored chunk is
+//! stored under its fingerprint.
 
 mod lanes;
 pub mod multi;
@@ -173,6 +187,52 @@ pub fn confirm_flat(
         }
     }
     Ok(changed)
+}
+
+/// Whether `data` is the stored chunk named `fp` (a fingerprint under which a chunk was
+/// stored): its plain SHA-1 is `fp`, or else its [`fingerprint`] is (the module
+/// documentation, "Reads", says why that is exact). Never for an upload's claimed name.
+pub fn is_stored_chunk(data: &[u8], fp: &Fingerprint) -> bool {
+    lookup_key(data) == *fp || fingerprint(data) == *fp
+}
+
+/// [`is_stored_chunk`] for many chunks, given as `(offset, length)` ranges of one buffer with
+/// their names in `fps` (20 bytes each, in order): the first chunk that is not the stored
+/// chunk it is named as, with its fingerprint; `None` when every one is. The plain SHA-1 runs
+/// four chunks at a time in SIMD lanes in Wasm ([`sha1_many_flat`]; natively the `sha1`
+/// crate, which uses the CPU's SHA instructions, is faster). Panics if a range lies outside
+/// `buf` or `fps` is shorter than 20 bytes per range.
+pub fn first_not_stored_flat(
+    buf: &[u8],
+    ranges: &[(usize, usize)],
+    fps: &[u8],
+) -> Option<(usize, Fingerprint)> {
+    assert!(
+        fps.len() >= ranges.len() * FINGERPRINT_LEN,
+        "fewer names than chunks"
+    );
+    let mut keys = vec![0u8; ranges.len() * FINGERPRINT_LEN];
+    if cfg!(target_arch = "wasm32") {
+        sha1_many_flat(buf, ranges, &mut keys);
+    } else {
+        for (d, &(off, len)) in keys.chunks_exact_mut(FINGERPRINT_LEN).zip(ranges) {
+            d.copy_from_slice(&lookup_key(&buf[off..off + len]));
+        }
+    }
+    for (k, (key, want)) in keys
+        .chunks_exact(FINGERPRINT_LEN)
+        .zip(fps.chunks_exact(FINGERPRINT_LEN))
+        .enumerate()
+    {
+        if key != want {
+            let (off, len) = ranges[k];
+            let fp = fingerprint(&buf[off..off + len]);
+            if fp != want {
+                return Some((k, fp));
+            }
+        }
+    }
+    None
 }
 
 /// Plain SHA-1 (FIPS 180-4) of a whole file, streamed: the file checksum the Fingerprints

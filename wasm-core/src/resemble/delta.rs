@@ -406,7 +406,7 @@ where
         }
         let raw =
             crate::compress::decompress(s.codec, &s.bytes, s.raw_len).map_err(DeltaError::Base)?;
-        if crate::hash::fingerprint(&raw) != cur {
+        if !crate::hash::is_stored_chunk(&raw, &cur) {
             return Err(DeltaError::Base("base fingerprint mismatch".into()));
         }
         break Bottom::Decoded(raw);
@@ -424,7 +424,7 @@ where
                        fp: &Fingerprint,
                        s: &Stored| {
         let next = dec.decode(&s.bytes, base_fp, base, s.raw_len)?;
-        if crate::hash::fingerprint(&next) != *fp {
+        if !crate::hash::is_stored_chunk(&next, fp) {
             return Err(DeltaError::Corrupt(
                 "decoded delta fingerprint mismatch".into(),
             ));

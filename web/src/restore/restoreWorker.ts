@@ -1,9 +1,10 @@
 /// <reference lib="webworker" />
 /**
  * A restore worker: turns a `chunks/get` bundle into verified raw chunks with one wasm-core
- * call (`verifyBundle`): every chunk decoded (zstd capped at its raw length), fingerprinted
- * with the collision-detecting multi-buffer SHA-1 the backup used and compared with the one
- * it is stored under, and its CRC-32 computed for the zip. Nothing unverified leaves here.
+ * call (`verifyBundle`): every chunk decoded (zstd capped at its raw length), checked to be
+ * the chunk stored under its fingerprint (the multi-buffer plain SHA-1, the collision-detecting
+ * fingerprint where that differs: docs/FORMAT.md), and its CRC-32 computed for the zip.
+ * Nothing unverified leaves here.
  */
 import init, { ChunkEngine, verifyBundle } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN, fpHex } from '../backup/hex';
