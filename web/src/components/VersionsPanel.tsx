@@ -184,7 +184,9 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
                 <th scope="col">Folder</th>
                 <th scope="col">Files</th>
                 <th scope="col">Size</th>
-                <th scope="col">Stored (new)</th>
+                <th scope="col" title="Chunks this version added, as it uploaded them (compressed in the page)">
+                  Stored (uploaded)
+                </th>
                 <th scope="col">Dedup ratio</th>
                 <th scope="col">
                   <span className="visually-hidden">Actions</span>

@@ -1,7 +1,7 @@
 /**
  * Restore into a folder the user picks (File System Access API): files are written straight
- * into it, and a file already there with the same size and the same chunks (cut and
- * fingerprinted locally with the backup's chunker) is left alone, so only what the folder
+ * into it, and a file already there with the same size and the same chunks (cut locally with
+ * the backup's chunker, each named by its lookup key) is left alone, so only what the folder
  * lacks is fetched (desync's `--seed` idea).
  */
 import { fpHex } from '../backup/hex';

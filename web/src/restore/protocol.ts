@@ -26,8 +26,9 @@ export interface RestoreApi {
   /** A `chunks/get` answer (transferred): decode every chunk, recompute its fingerprint and compare. */
   verify: Method<Uint8Array, Verified | Damaged>;
   /**
-   * A file on disk cut with the backup's chunker and every chunk named by its fingerprint
-   * (20 bytes each): a restore into a folder compares it with the recipe to skip the file.
+   * A file on disk cut with the backup's chunker and every chunk named by its lookup key
+   * (plain SHA-1, 20 bytes each): a restore into a folder compares it with the recipe to skip
+   * the file (a key equals a stored chunk's name only for that chunk, docs/FORMAT.md).
    */
   fingerprintFile: Method<File, Uint8Array>;
 }

@@ -34,14 +34,18 @@ function verify(bundle: Uint8Array): Reply<Verified | Damaged> {
   return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw }, [out.buffer, offsets.buffer]);
 }
 
-/** Reads `file` in blocks through the chunker; every chunk confirmed (see worker/settle.ts). */
+/**
+ * Reads `file` in blocks through the chunker and names every chunk by its lookup key (plain
+ * SHA-1, SIMD). Compared with a recipe, whose names are those of stored chunks, a key equals
+ * the name exactly when the chunk is the stored one (docs/FORMAT.md; a chunk stored under a
+ * safe hash never matches, so such a file is restored again, never wrongly skipped).
+ */
 async function fingerprintFile(file: File): Promise<Reply<Uint8Array>> {
   const engine = new ChunkEngine('default');
   const parts: Uint8Array[] = [];
   let total = 0;
   const take = (n: number) => {
     if (!n) return;
-    engine.confirm(Uint32Array.from({ length: n }, (_, i) => i));
     const fps = engine.fingerprints().slice(0, n * FP_LEN);
     parts.push(fps);
     total += fps.length;
