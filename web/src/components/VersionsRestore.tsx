@@ -3,6 +3,7 @@ import type { Api, ManifestEntry } from '../api/client';
 import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
+import { versionLocations } from '../restore/locations';
 import { chooseSink, writeToSink } from '../restore/sink';
 import { restoreWorkers } from '../restore/workers';
 import { bytes, duration } from './format';
@@ -50,6 +51,20 @@ export function useRestore(api: Api) {
   const [state, setState] = useState<RestoreState | null>(null);
   const job = useRef<RestoreJob | null>(null);
 
+  /**
+   * The chunk locations of `version`, fetched while its items are (both need only its id);
+   * a failure is seen where it is awaited, not reported as unhandled before.
+   */
+  const locate = useCallback(
+    (version: number | undefined) => {
+      if (version === undefined) return null;
+      const p = versionLocations(api, version);
+      p.catch(() => {});
+      return p;
+    },
+    [api],
+  );
+
   const run = useCallback(
     async (request: RestoreRequest) => {
       if (job.current) return;
@@ -63,6 +78,7 @@ export function useRestore(api: Api) {
             return;
           }
           const target = new FolderTarget(dir);
+          const locating = locate(request.version);
           const all = typeof request.items === 'function' ? await request.items() : request.items;
           const present = await skipPresent(target, all, await restoreWorkers());
           setState((s) => (s ? { ...s, skipped: { files: present.skippedFiles, bytes: present.skippedBytes } } : s));
@@ -72,6 +88,7 @@ export function useRestore(api: Api) {
             format: 'folder',
             folder: target,
             version: request.version,
+            locations: locating ? (await locating).locations : undefined,
             onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
           });
           job.current = j;
@@ -86,11 +103,13 @@ export function useRestore(api: Api) {
           setState(null);
           return;
         }
+        const locating = locate(request.version);
         const j = await startRestore({
           api,
           items: typeof request.items === 'function' ? await request.items() : request.items,
           format: request.format,
           version: request.version,
+          locations: locating ? (await locating).locations : undefined,
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
@@ -107,7 +126,7 @@ export function useRestore(api: Api) {
         job.current = null;
       }
     },
-    [api],
+    [api, locate],
   );
 
   const cancel = useCallback(() => job.current?.cancel(), []);
