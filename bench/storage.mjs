@@ -27,6 +27,7 @@ import {
   resticRepo,
   restoreZip,
   startServer,
+  waitPass,
 } from './lib.mjs';
 import { launchCdp } from './cdp.mjs';
 
@@ -188,7 +189,9 @@ async function ditto(layout) {
       await cdp.close();
     }
     const ids = backups.map((b) => b.version);
-    // The mover runs in the background after each commit; a dry-run prune runs it to the end.
+    // The delta pass and the mover run in the background after each commit: the pass over
+    // the newest version is waited for, then a dry-run prune runs the mover to the end.
+    await waitPass(server, Math.max(...ids));
     const settle = await call(server, 'POST', '/repos/default/prune', { dry_run: true });
     const h0 = await holdings(server);
     // Each version must hold its whole folder (a driver that clicked too early would not).

@@ -182,15 +182,29 @@ fn read_back(s: &Server, h: &History, m: &Value, ctx: &str) {
 }
 
 /// `forget` with `keep_last: 1`, then `prune`.
+/// Expires every version but the newest and prunes, checking that the stored bytes fell by
+/// exactly what the forget's preview (a dry run) said it frees.
 fn expire_all_but_newest(s: &Server) {
-    let r = post_json(
-        &s.repo_url("default", "/forget"),
-        &s.token,
-        &json!({ "policy": { "keep_last": 1 } }),
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let forget = |dry_run: bool| {
+        let r = post_json(
+            &s.repo_url("default", "/forget"),
+            &s.token,
+            &json!({ "policy": { "keep_last": 1 }, "dry_run": dry_run }),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.json()
+    };
+    let said = forget(true)["freed_bytes"].as_i64().unwrap();
+    let before = stats(s)["stored_bytes"].as_i64().unwrap();
+    forget(false);
     let r = post_json(&s.repo_url("default", "/prune"), &s.token, &json!({}));
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let after = stats(s)["stored_bytes"].as_i64().unwrap();
+    assert_eq!(
+        before - after,
+        said,
+        "the forget frees what its preview said"
+    );
 }
 
 /// Runs `delete` (which removes version `v` and prunes) and checks that the stored bytes

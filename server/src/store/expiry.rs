@@ -165,8 +165,11 @@ impl Store {
         self.index()?.any_stored(repo_id, fps)
     }
 
-    /// The stored bytes of the chunks that versions `removed` reference and no other live
-    /// version does, and those chunks.
+    /// The stored bytes of the chunks that versions `removed` reach and no other live version
+    /// does, and those chunks. A version reaches the chunks its manifest names and, through
+    /// their base chains, the bases of its delta chunks, as garbage collection keeps them
+    /// (docs/STORAGE.md): so a removed version's chunk that a kept version's delta is stored
+    /// against is not freed, and a base only removed versions need (a trained dictionary) is.
     fn freed_by(
         &self,
         repo_id: i64,
@@ -189,6 +192,9 @@ impl Store {
                 kept.extend(fps);
             }
         }
+        let base_of: HashMap<Fingerprint, Fingerprint> =
+            ix.delta_edges(repo_id)?.into_iter().collect();
+        let (gone, kept) = (with_bases(gone, &base_of), with_bases(kept, &base_of));
         let (mut bytes, mut freed) = (0i64, Vec::new());
         for fp in gone.difference(&kept) {
             if let Some(n) = ix.stored_len(repo_id, fp)? {
@@ -198,4 +204,17 @@ impl Store {
         }
         Ok((bytes, freed))
     }
+}
+
+/// `fps` with every link of their delta chains (`base_of`: a delta chunk's base).
+fn with_bases(mut fps: FpSet, base_of: &HashMap<Fingerprint, Fingerprint>) -> FpSet {
+    let mut todo: Vec<Fingerprint> = fps.iter().copied().collect();
+    while let Some(fp) = todo.pop() {
+        if let Some(base) = base_of.get(&fp) {
+            if fps.insert(*base) {
+                todo.push(*base);
+            }
+        }
+    }
+    fps
 }
