@@ -5,7 +5,7 @@
 // version by version (the same chunks uploaded as stored, the same manifests committed,
 // the mover left to finish after each commit), into fresh servers with each setting.
 import { rmSync } from 'node:fs';
-import { openApp, launchBrowser, backupFolders, cli, dataset, du, startServer, apiJson } from './lib.mjs';
+import { openApp, launchBrowser, backupFolders, cli, dataset, du, settle, startServer, apiJson } from './lib.mjs';
 
 const quick = cli().flag('quick');
 const folders = dataset('typescript', quick ? 4 : 10);
@@ -125,8 +125,9 @@ for (const s of settings) {
       part.forEach((fp) => sent.add(fp));
     }
     await post(target, '/repos/default/versions', JSON.stringify(manifest));
-    // The mover runs after the commit; a dry-run prune waits for it and runs it to the end.
-    await post(target, '/repos/default/prune', JSON.stringify({ dry_run: true }));
+    // The delta pass and the mover run after the commit: wait for the pass, then a dry-run
+    // prune runs the mover to the end.
+    await settle(target);
   }
   const seconds = (performance.now() - t0) / 1000;
   const stats = await apiJson(target, '/repos/default/stats');
