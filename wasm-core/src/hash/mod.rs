@@ -198,10 +198,11 @@ pub fn is_stored_chunk(data: &[u8], fp: &Fingerprint) -> bool {
 
 /// [`is_stored_chunk`] for many chunks, given as `(offset, length)` ranges of one buffer with
 /// their names in `fps` (20 bytes each, in order): the first chunk that is not the stored
-/// chunk it is named as, with its fingerprint; `None` when every one is. The plain SHA-1 runs
-/// four chunks at a time in SIMD lanes in Wasm ([`sha1_many_flat`]; natively the `sha1`
-/// crate, which uses the CPU's SHA instructions, is faster). Panics if a range lies outside
-/// `buf` or `fps` is shorter than 20 bytes per range.
+/// chunk it is named as, with its fingerprint; `None` when every one is. The plain SHA-1 is
+/// [`lookup_keys_flat`]'s, four chunks at a time in SIMD lanes (the restore workers' batches;
+/// a native reader checks one chunk at a time with [`is_stored_chunk`], whose `sha1` crate
+/// uses the CPU's SHA instructions). Panics if a range lies outside `buf` or `fps` is shorter
+/// than 20 bytes per range.
 pub fn first_not_stored_flat(
     buf: &[u8],
     ranges: &[(usize, usize)],
@@ -212,13 +213,7 @@ pub fn first_not_stored_flat(
         "fewer names than chunks"
     );
     let mut keys = vec![0u8; ranges.len() * FINGERPRINT_LEN];
-    if cfg!(target_arch = "wasm32") {
-        sha1_many_flat(buf, ranges, &mut keys);
-    } else {
-        for (d, &(off, len)) in keys.chunks_exact_mut(FINGERPRINT_LEN).zip(ranges) {
-            d.copy_from_slice(&lookup_key(&buf[off..off + len]));
-        }
-    }
+    lookup_keys_flat(buf, ranges, &mut keys);
     for (k, (key, want)) in keys
         .chunks_exact(FINGERPRINT_LEN)
         .zip(fps.chunks_exact(FINGERPRINT_LEN))

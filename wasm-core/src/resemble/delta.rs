@@ -18,6 +18,8 @@
 //! declared raw length, itself checked against [`MAX_CHUNK_RAW`], and the frame's own content
 //! size must agree with it before anything is allocated.
 
+use std::borrow::Cow;
+
 use crate::format::bundle::MAX_CHUNK_RAW;
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};
 use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx};
@@ -411,39 +413,31 @@ where
         }
         break Bottom::Decoded(raw);
     };
-    let Some((chunk_fp, s)) = links.pop() else {
+    if links.is_empty() {
         return Ok(match bottom {
             Bottom::Known(raw) => (*raw).as_ref().to_vec(),
             Bottom::Decoded(raw) => raw,
         });
-    };
+    }
+    // Back up, each link decoded against the one below it: borrowed at the bottom, owned
+    // from the first delta on.
+    let mut raw: Cow<'_, [u8]> = Cow::Borrowed(match &bottom {
+        Bottom::Known(raw) => (**raw).as_ref(),
+        Bottom::Decoded(raw) => raw,
+    });
     let mut dec = DeltaDecoder::new()?;
-    let decode_link = |dec: &mut DeltaDecoder,
-                       base_fp: &Fingerprint,
-                       base: &[u8],
-                       fp: &Fingerprint,
-                       s: &Stored| {
-        let next = dec.decode(&s.bytes, base_fp, base, s.raw_len)?;
-        if !crate::hash::is_stored_chunk(&next, fp) {
+    while let Some((chunk_fp, s)) = links.pop() {
+        each(&cur, &raw);
+        let next = dec.decode(&s.bytes, &cur, &raw, s.raw_len)?;
+        if !crate::hash::is_stored_chunk(&next, &chunk_fp) {
             return Err(DeltaError::Corrupt(
                 "decoded delta fingerprint mismatch".into(),
             ));
         }
-        Ok(next)
-    };
-    let base: &[u8] = match &bottom {
-        Bottom::Known(raw) => (**raw).as_ref(),
-        Bottom::Decoded(raw) => raw,
-    };
-    each(&cur, base);
-    let mut raw = decode_link(&mut dec, &cur, base, &chunk_fp, &s)?;
-    cur = chunk_fp;
-    while let Some((chunk_fp, s)) = links.pop() {
-        each(&cur, &raw);
-        raw = decode_link(&mut dec, &cur, &raw, &chunk_fp, &s)?;
+        raw = Cow::Owned(next);
         cur = chunk_fp;
     }
-    Ok(raw)
+    Ok(raw.into_owned())
 }
 
 /// Where [`decode_chain_each`]'s walk down stopped.
