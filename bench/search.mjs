@@ -257,7 +257,7 @@ try {
       `  matches ${cold.matches} (set B ${warm.matches}), files with a hit: page ${cold.files}, rg ${r.files}; files searched ${cold.filesSearched}; stored bytes read: cold ${cold.storedBytesRead} (delta bases ${cold.basesBytes}: ${cold.basesFetched} fetched in ${cold.baseRequests} requests for ${cold.baseJobs} jobs), warm ${warm.storedBytesRead}, naive ${nv.storedBytesRead}`,
     );
     console.log(
-      `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, fetched ${rec.tiny_fetched}), infix lists ${rec.infix_lists}`,
+      `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, looked up ${rec.tiny_lookups}), infix lists ${rec.infix_lists}`,
     );
     console.log(
       `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,

@@ -69,11 +69,35 @@ async function boundaryKeywords(): Promise<{ hex: string[]; bytes: Buffer[] }> {
   let at = 0;
   for (const fp of big.recipe.slice(0, -1)) cuts.push((at += len.get(fp)!));
   // Across a border in the middle, and one-byte partials on either side (tiny records).
-  const ranges = [
-    [cuts[0] - 7, cuts[0] + 9],
-    [cuts[1] - 1, cuts[1] + 5],
-    [cuts[2] - 5, cuts[2] + 1],
-  ];
+  // For the latter, a border where the chunk on the one-byte side holds nothing else of the
+  // keyword (no match, no longer partial at either end), so that only its tiny record
+  // completes the match.
+  const starts = [0, ...cuts];
+  const ends = [...cuts, data.length];
+  const longest = (chunk: Buffer, k: Buffer, atEnd: boolean) => {
+    let best = 0;
+    for (let j = 1; j < k.length && j <= chunk.length; j++) {
+      const part = atEnd ? k.subarray(0, j) : k.subarray(k.length - j);
+      if ((atEnd ? chunk.subarray(chunk.length - j) : chunk.subarray(0, j)).equals(part)) best = j;
+    }
+    return best;
+  };
+  const tinyAt = (before: number, after: number) => {
+    const side = before === 1 ? 0 : 1; // which chunk of the pair holds one byte
+    const i = cuts.findIndex((c, i) => {
+      if (i === 0 || i + 1 >= cuts.length) return false;
+      const k = data.subarray(c - before, c + after);
+      const chunk = data.subarray(starts[i + side], ends[i + side]);
+      return (
+        chunk.indexOf(k) < 0 &&
+        longest(chunk, k, true) === (side === 0 ? 1 : 0) &&
+        longest(chunk, k, false) === (side === 1 ? 1 : 0)
+      );
+    });
+    expect(i, `a chunk border where only a tiny record completes a ${before} + ${after} match`).toBeGreaterThan(0);
+    return [cuts[i] - before, cuts[i] + after];
+  };
+  const ranges = [[cuts[0] - 7, cuts[0] + 9], tinyAt(1, 5), tinyAt(5, 1)];
   const bytes = ranges.map(([a, b]) => data.subarray(a, b));
   return { bytes, hex: bytes.map((b) => b.toString('hex').replace(/(..)/g, '$1 ').trim()) };
 }

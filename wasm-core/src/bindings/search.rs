@@ -22,18 +22,14 @@
 //!                                      have: cache.wholeBases(64) }), want);
 //! scan.scan(cache, ...range, fetched);
 //! fetched.free();
-//! const tiny = scan.takeTiny(), tinyLens = scan.takeTinyLengths(); // -> IndexedDB
-//! const db = scan.finish();                                         // -> logical worker
+//! // When every job is scanned: both go to the logical worker.
+//! const tiny = scan.takeTiny(), db = scan.finish();
 //!
 //! // Logical phase (Algorithm 1) over file recipes.
 //! const logical = new RecipeSearch(kw, /* filesOnly */ false);
 //! logical.addResults(db);                       // once per physical worker
-//! let missing = logical.searchFile(fileId, fps, lengths);
-//! while (missing > 0) {                         // tiny records next to n-1 partials
-//!   const want = logical.missingTiny();         // 20 bytes each
-//!   for (each fp) logical.addTiny(fp, recordBytesOrUndefined);
-//!   missing = logical.searchFile(fileId, fps, lengths);
-//! }
+//! logical.addTiny(tiny);                        // likewise
+//! logical.searchFile(fileId, fps, lengths);     // per file
 //! const hits = logical.takeMatches();           // Float64Array (file, keyword, offset)*
 //!
 //! // Naive baseline: whole files, chunk by chunk, from `chunks/get` bundles.
@@ -51,8 +47,8 @@ use crate::hash::Fingerprint;
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
-    parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, Mode, NaiveSearch, PhysicalPhase,
-    RecordingTinyStore, ResultDb, SearchError, TinyRecord,
+    parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, NaiveSearch,
+    PhysicalPhase, ResultDb, SearchError, TinyRecord,
 };
 
 fn err(msg: impl std::fmt::Display) -> JsError {
@@ -65,12 +61,6 @@ fn mode(files_only: bool) -> Mode {
     } else {
         Mode::AllMatches
     }
-}
-
-fn fingerprint(bytes: &[u8]) -> Result<Fingerprint, JsError> {
-    bytes
-        .try_into()
-        .map_err(|_| err("a fingerprint must be 20 bytes"))
 }
 
 /// Flattens matches as (file, keyword, offset) triples; offsets are exact below 2^53.
@@ -295,10 +285,11 @@ pub struct ContainerScan {
     tiny: Tiny,
 }
 
+/// The worker's tiny records, encoded back to back until the phase ends.
 #[derive(Default)]
 struct Tiny {
     records: Vec<u8>,
-    lengths: Vec<u32>,
+    count: u32,
     bytes: u64,
 }
 
@@ -307,9 +298,8 @@ impl Tiny {
         if let Some(t) = tiny {
             let before = self.records.len();
             t.encode(&mut self.records);
-            let len = self.records.len() - before;
-            self.lengths.push(len as u32);
-            self.bytes += len as u64;
+            self.count += 1;
+            self.bytes += (self.records.len() - before) as u64;
         }
     }
 }
@@ -468,7 +458,7 @@ impl ContainerScan {
                 }
             })
             .map_err(err)?;
-        Ok(self.tiny.lengths.len() as u32)
+        Ok(self.tiny.count)
     }
 
     fn scan_raw(&mut self, fp: &Fingerprint, raw: &[u8]) -> Result<(), JsError> {
@@ -482,16 +472,10 @@ impl ContainerScan {
     }
 
     /// The tiny records produced since the last call, encoded back to back
-    /// (`TinyRecord::encode`; the first 20 bytes of each are its fingerprint).
+    /// (`TinyRecord::encode`), for [`RecipeSearch::add_tiny`].
     #[wasm_bindgen(js_name = takeTiny)]
     pub fn take_tiny(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.tiny.records)
-    }
-
-    /// The lengths of the records [`ContainerScan::take_tiny`] returned (call it second).
-    #[wasm_bindgen(js_name = takeTinyLengths)]
-    pub fn take_tiny_lengths(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.tiny.lengths)
     }
 
     /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes, delta
@@ -522,12 +506,12 @@ impl ContainerScan {
     }
 }
 
-/// Logical phase (Algorithm 1) over file recipes, with tiny records fetched on demand.
+/// Logical phase (Algorithm 1) over file recipes, with the physical workers' records.
 #[wasm_bindgen]
 pub struct RecipeSearch {
     db: ResultDb,
     phase: LogicalPhase,
-    tiny: RecordingTinyStore,
+    tiny: MemTinyStore,
     recipe: Vec<ChunkRef>,
     out: Vec<Match>,
 }
@@ -539,7 +523,7 @@ impl RecipeSearch {
         RecipeSearch {
             db: ResultDb::new(),
             phase: LogicalPhase::new(&keywords.dict, mode(files_only)),
-            tiny: RecordingTinyStore::new(),
+            tiny: MemTinyStore::new(),
             recipe: Vec::new(),
             out: Vec::new(),
         }
@@ -552,12 +536,16 @@ impl RecipeSearch {
         Ok(())
     }
 
+    /// Adds one physical worker's tiny records ([`ContainerScan::take_tiny`]).
+    #[wasm_bindgen(js_name = addTiny)]
+    pub fn add_tiny(&mut self, encoded: &[u8]) -> Result<(), JsError> {
+        self.tiny.add_encoded(encoded).map_err(err)
+    }
+
     /// Searches one file given its recipe (20-byte fingerprints and raw lengths, in file
-    /// order). Returns 0 when done (matches kept for [`RecipeSearch::take_matches`]), else
-    /// the number of tiny records it needs first: fetch [`RecipeSearch::missing_tiny`], add
-    /// each with [`RecipeSearch::add_tiny`] and call again with the same file.
+    /// order); its matches are kept for [`RecipeSearch::take_matches`].
     #[wasm_bindgen(js_name = searchFile)]
-    pub fn search_file(&mut self, file: f64, fps: &[u8], lengths: &[u32]) -> Result<u32, JsError> {
+    pub fn search_file(&mut self, file: f64, fps: &[u8], lengths: &[u32]) -> Result<(), JsError> {
         if fps.len() != 20 * lengths.len() {
             return Err(err("fingerprints and lengths differ in count"));
         }
@@ -567,7 +555,6 @@ impl RecipeSearch {
                 .zip(lengths)
                 .map(|(fp, &len)| ChunkRef::new(fp.try_into().unwrap(), len as u64)),
         );
-        let before = self.out.len();
         self.phase.search_file(
             &self.db,
             file as u64,
@@ -575,34 +562,6 @@ impl RecipeSearch {
             &mut self.tiny,
             &mut self.out,
         );
-        let missing = self.tiny.missing().len() as u32;
-        if missing > 0 {
-            self.out.truncate(before);
-        }
-        Ok(missing)
-    }
-
-    /// The fingerprints (20 bytes each) whose tiny records the last `searchFile` needs.
-    #[wasm_bindgen(js_name = missingTiny)]
-    pub fn missing_tiny(&mut self) -> Vec<u8> {
-        self.tiny.take_missing().concat()
-    }
-
-    /// Adds a fetched tiny record for `fp`, or records that it has none (`record` absent).
-    #[wasm_bindgen(js_name = addTiny)]
-    pub fn add_tiny(&mut self, fp: &[u8], record: Option<Vec<u8>>) -> Result<(), JsError> {
-        let fp = fingerprint(fp)?;
-        let record = match record {
-            Some(bytes) => {
-                let r = TinyRecord::decode(&bytes).map_err(err)?;
-                if r.fp != fp {
-                    return Err(err("tiny record stored under another fingerprint"));
-                }
-                Some(r)
-            }
-            None => None,
-        };
-        self.tiny.add_fetched(fp, record);
         Ok(())
     }
 
@@ -613,7 +572,6 @@ impl RecipeSearch {
     }
 
     /// `[files, chunks, chunk-result hits, location-list reads, tiny lookups, matches]`
-    /// (a file re-run for tiny records counts again).
     pub fn stats(&self) -> Vec<f64> {
         let s = self.phase.stats;
         [

@@ -52,13 +52,14 @@
 //! # Ok::<(), SearchError>(())
 //! ```
 //!
-//! In the browser the tiny store is IndexedDB: [`ResultDb::insert`] (or
-//! [`PhysicalScanner::scan_chunk`]) hands back each chunk's [`TinyRecord`] for the caller to
-//! write, batched ([`TinyRecord::encode`]). The logical phase calls [`TinyStore::get`] only
-//! for chunks next to an `n - 1` partial — a few per search — so with an asynchronous store
-//! the caller passes a [`RecordingTinyStore`] and, per file: runs `search_file`; if
-//! `take_missing()` returns fingerprints, truncates that file's output, fetches those records
-//! (`add_fetched`, also for absent ones) and runs the file again.
+//! In the browser each physical worker keeps its tiny records encoded
+//! ([`PhysicalPhase::scan`] hands them back, [`TinyRecord::encode`]) and passes them to the
+//! logical worker with its [`ResultDb`], which loads them into a [`MemTinyStore`]
+//! ([`MemTinyStore::add_encoded`]). The paper keeps them on disk because they can outnumber
+//! the chunk-results; here they stay in memory because a search runs in the page only while
+//! the repository's unique chunks fit the workers' cache (above that the server searches),
+//! and a tiny record is at most one per chunk of 22 bytes plus 5 per keyword, far below the
+//! chunk's own bytes (docs/SEARCH.md, "Memory").
 //!
 //! Workers: each scans its containers with its own [`PhysicalPhase`]/[`PhysicalScanner`];
 //! [`ResultDb::encode`]/[`ResultDb::decode`] move the records to the logical worker and
@@ -82,7 +83,7 @@ pub use naive::NaiveSearch;
 pub use physical::{PhysicalPhase, PhysicalScanner, PhysicalStats};
 pub use records::{
     ChunkResult, ChunkScan, DbStats, DecodeError, KeywordResult, LocationEntry, LocationList,
-    MemTinyStore, RecordingTinyStore, ResultDb, TinyEntry, TinyRecord, TinyStore,
+    MemTinyStore, ResultDb, TinyEntry, TinyRecord, TinyStore,
 };
 pub use table::PartialMatchTable;
 

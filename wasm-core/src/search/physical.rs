@@ -213,8 +213,9 @@ impl PhysicalPhase {
         }
     }
 
-    /// [`PhysicalPhase::add_chunk`] for callers with an asynchronous tiny store: the chunk's
-    /// tiny record, if any, is returned for the caller to store.
+    /// [`PhysicalPhase::add_chunk`] for callers that keep tiny records elsewhere (a worker
+    /// hands its records to the logical worker encoded): the chunk's tiny record, if any, is
+    /// returned for the caller to store.
     pub fn scan(&mut self, fp: &Fingerprint, data: &[u8]) -> Option<TinyRecord> {
         let scan = self.scanner.scan_chunk(fp, data);
         self.stats.chunks += 1;

@@ -13,8 +13,8 @@
 //!   count, because the one-byte count in the chunk-result then only says "255 = many".
 //! * [`TinyRecord`] — a keyword whose *only* finding in the chunk is a one-byte prefix at its
 //!   end and/or a one-byte suffix at its start gets no chunk-result entry; two flags go to a
-//!   separate [`TinyStore`] instead (IndexedDB in the browser), which the logical phase asks
-//!   only when the neighbouring chunk holds the matching `n - 1` bytes. For keywords of
+//!   separate [`TinyStore`] instead, which the logical phase asks only when the neighbouring
+//!   chunk holds the matching `n - 1` bytes. For keywords of
 //!   length 1 and 2 this split is not used (a one-byte partial *is* the `n - 1` partial).
 //! * [`InfixList`] — our addition for chunks shorter than `n - 1` bytes, which only occur at
 //!   the ends of files under content-defined chunking (see `logical` for why the paper's
@@ -152,6 +152,25 @@ impl MemTinyStore {
         })
     }
 
+    /// Adds records encoded back to back ([`TinyRecord::encode`]): how a physical worker
+    /// hands its records to the logical one.
+    pub fn add_encoded(&mut self, mut bytes: &[u8]) -> Result<(), DecodeError> {
+        while !bytes.is_empty() {
+            let mut r = Reader(bytes);
+            self.put(TinyRecord::read(&mut r)?);
+            bytes = r.0;
+        }
+        Ok(())
+    }
+
+    /// Every record, in no particular order.
+    pub fn records(&self) -> impl Iterator<Item = TinyRecord> + '_ {
+        self.map.iter().map(|(fp, e)| TinyRecord {
+            fp: *fp,
+            entries: e.clone(),
+        })
+    }
+
     /// Sum of [`TinyRecord::encoded_len`] over all records.
     pub fn encoded_bytes(&self) -> u64 {
         self.map
@@ -238,7 +257,7 @@ impl ResultDb {
     }
 
     /// Stores the in-memory records of `scan`; returns its tiny record for the caller to put
-    /// in its [`TinyStore`] (possibly asynchronously, e.g. batched into IndexedDB).
+    /// in its [`TinyStore`] (a worker keeps them encoded until the phase ends).
     pub fn insert(&mut self, scan: ChunkScan) -> Option<TinyRecord> {
         if let Some(c) = scan.chunk {
             self.chunk_results.insert(c.fp, c);
@@ -301,65 +320,7 @@ impl ResultDb {
     }
 }
 
-/// A [`TinyStore`] for asynchronous backends (IndexedDB): answers from the records fetched so
-/// far and notes every chunk it could not answer for.
-///
-/// Drive the logical phase per file: run `search_file`; if [`RecordingTinyStore::missing`] is
-/// non-empty, drop that file's output, fetch those fingerprints' tiny records (absent ones
-/// too, via [`RecordingTinyStore::add_fetched`] with `None`) and run the file again. Each round
-/// fetches new chunks, so this ends; usually no file needs a second round.
-#[derive(Clone, Debug, Default)]
-pub struct RecordingTinyStore {
-    known: HashMap<Fingerprint, Vec<TinyEntry>>,
-    missing: Vec<Fingerprint>,
-    /// Number of [`TinyStore::get`] calls so far.
-    pub lookups: u64,
-}
-
-impl RecordingTinyStore {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Fingerprints asked for but not fetched yet, without repeats; cleared by `take_missing`.
-    pub fn missing(&self) -> &[Fingerprint] {
-        &self.missing
-    }
-
-    pub fn take_missing(&mut self) -> Vec<Fingerprint> {
-        std::mem::take(&mut self.missing)
-    }
-
-    /// Records the fetch result for `fp` (`None`: the chunk has no tiny record).
-    pub fn add_fetched(&mut self, fp: Fingerprint, record: Option<TinyRecord>) {
-        self.known
-            .insert(fp, record.map(|r| r.entries).unwrap_or_default());
-    }
-}
-
-impl TinyStore for RecordingTinyStore {
-    fn put(&mut self, record: TinyRecord) {
-        self.known.insert(record.fp, record.entries);
-    }
-
-    fn get(&mut self, fp: &Fingerprint, keyword: u32) -> Option<TinyEntry> {
-        self.lookups += 1;
-        match self.known.get(fp) {
-            Some(entries) => entries
-                .binary_search_by_key(&keyword, |e| e.keyword)
-                .ok()
-                .map(|i| entries[i]),
-            None => {
-                if !self.missing.contains(fp) {
-                    self.missing.push(*fp);
-                }
-                None
-            }
-        }
-    }
-}
-
-// ---- Byte encoding, for moving records between workers and into IndexedDB ----
+// ---- Byte encoding, for moving records between workers ----
 //
 // Little-endian. Result database: "DSR1", then three sections (chunk-results, location
 // lists, infix lists), each a u32 record count followed by records of a 20-byte fingerprint,
@@ -421,8 +382,17 @@ impl TinyRecord {
         }
     }
 
+    /// Decodes exactly one record.
     pub fn decode(bytes: &[u8]) -> Result<TinyRecord, DecodeError> {
         let mut r = Reader(bytes);
+        let record = Self::read(&mut r)?;
+        if !r.0.is_empty() {
+            return Err(DecodeError);
+        }
+        Ok(record)
+    }
+
+    fn read(r: &mut Reader) -> Result<TinyRecord, DecodeError> {
         let fp = r.fp()?;
         let n = r.u16()?;
         let mut entries = Vec::with_capacity(n as usize);
@@ -434,9 +404,6 @@ impl TinyRecord {
                 prefix: flags & 1 != 0,
                 suffix: flags & 2 != 0,
             });
-        }
-        if !r.0.is_empty() {
-            return Err(DecodeError);
         }
         Ok(TinyRecord { fp, entries })
     }

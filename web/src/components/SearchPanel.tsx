@@ -252,7 +252,7 @@ function Summary({ o }: { o: Shown }) {
     location_list_bytes: o.db.locationListBytes,
     tiny: o.physical!.tinyRecords,
     tiny_bytes: o.physical!.tinyBytes,
-    tiny_fetched: o.tinyFetched,
+    tiny_lookups: o.logical?.tinyLookups,
     infix_lists: o.db.infixLists,
   };
   return (
@@ -319,7 +319,7 @@ function Summary({ o }: { o: Shown }) {
           {records && (
             <li>
               Index records: {records.chunk_results} chunk-results, {records.location_lists} location-lists (
-              {records.long_location_lists} long), {records.tiny} tiny ({records.tiny_fetched} read back),{' '}
+              {records.long_location_lists} long), {records.tiny} tiny ({records.tiny_lookups} looked up),{' '}
               {records.infix_lists} infix.
             </li>
           )}

@@ -76,15 +76,11 @@ export type DbStats = {
 };
 
 export interface SearchApi {
-  /**
-   * Starts a search in this worker; `searchId` keys its tiny records in IndexedDB. Answers
-   * the parsed keywords.
-   */
+  /** Starts a search in this worker. Answers the parsed keywords. */
   begin: Method<
     {
       query: SearchQuery;
       maxKeywordLen: number;
-      searchId: string;
       server: ServerAccess;
       /** The repository state the page read; the worker's chunk cache is emptied when it changes. */
       cacheKey: string;
@@ -98,12 +94,15 @@ export interface SearchApi {
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.
    */
   scan: Method<ContainerJob, { storedBytes: number; cached: boolean }>;
-  /** Ends the physical phase in this worker (its tiny records written to IndexedDB): answers with its encoded result database. */
-  finishScan: Method<null, { db: Uint8Array; stats: PhysicalStats }>;
-  /** Logical phase: merge the databases, then walk the recipes. Matches as (file, keyword, offset) triples. */
+  /** Ends the physical phase in this worker: answers with its encoded result database and tiny records. */
+  finishScan: Method<null, { db: Uint8Array; tiny: Uint8Array; stats: PhysicalStats }>;
+  /**
+   * Logical phase: merge the databases and the tiny records (one of each per physical
+   * worker), then walk the recipes. Matches as (file, keyword, offset) triples.
+   */
   logical: Method<
-    { dbs: Uint8Array[]; files: FileBatch },
-    { matches: Float64Array; stats: LogicalStats; db: DbStats; tinyFetched: number }
+    { dbs: Uint8Array[]; tiny: Uint8Array[]; files: FileBatch },
+    { matches: Float64Array; stats: LogicalStats; db: DbStats }
   >;
   /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
   naive: Method<

@@ -8,9 +8,10 @@
  *      range, by one of the workers, which decodes and scans every chunk (wasm-core's
  *      `ContainerScan`); a delta chunk is decoded against its base (in the same range, in
  *      the worker's cache, or fetched as stored with `chunks/get`, a base that is a delta
- *      resolved the same way) and scanned once like any other; tiny records go to IndexedDB;
- *    - **logical** — one worker merges the result databases and walks the recipes
- *      (`RecipeSearch`), fetching tiny records only next to `n - 1` partials.
+ *      resolved the same way) and scanned once like any other;
+ *    - **logical** — one worker merges the result databases and the tiny records (kept in
+ *      memory: a search runs here only while the repository's unique chunks fit the
+ *      workers' cache) and walks the recipes (`RecipeSearch`).
  *    The naive baseline instead reassembles every file from `chunks/get` and scans it
  *    (**scan**), so it reads each chunk as often as files reference it.
  *
@@ -20,7 +21,6 @@ import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, hexToBytes } from '../backup/hex';
 import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
 import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
-import { TinyStore } from './tinystore';
 import type { SearchWorkers } from './workers';
 
 /** Keywords may be as long as the minimum chunk size of the default chunker (§3.1). */
@@ -78,7 +78,6 @@ export interface SearchOutcome {
   prepareCached?: boolean;
   logical?: LogicalStats;
   db?: DbStats;
-  tinyFetched?: number;
   /** Logical bytes the naive scan read. */
   naiveBytes?: number;
   /** What prepare found (the files searched), for snippets. */
@@ -102,6 +101,8 @@ interface Prepared {
   cached: boolean;
   /** The files' recipes for the logical phase, built on first use. */
   batch?: FileBatch;
+  /** The physical jobs of the last search of this scope, and the holders they were cut for. */
+  jobs?: { holders: Holders; generation: number; jobs: Job[] };
 }
 
 /**
@@ -303,7 +304,10 @@ interface Job {
  * at most [`JOB_STORED_BYTES`] (a chunk larger than that is a job of its own) and held by
  * the same worker's cache (`held`) or by none, each read as one byte range.
  */
-function containerJobs(p: Prepared, held: Map<string, number>): Job[] {
+function containerJobs(p: Prepared, holders: Holders): Job[] {
+  // A repeat search of the scope cuts the same jobs unless a chunk changed holder since.
+  if (p.jobs?.holders === holders && p.jobs.generation === holders.generation) return p.jobs.jobs;
+  const held = holders.at;
   const byContainer = new Map<number, [string, StoredChunkLoc][]>();
   const seen = new Set<string>();
   for (const f of p.files)
@@ -351,6 +355,7 @@ function containerJobs(p: Prepared, held: Map<string, number>): Job[] {
         from = k;
       }
   }
+  p.jobs = { holders, generation: holders.generation, jobs };
   return jobs;
 }
 
@@ -359,12 +364,18 @@ function containerJobs(p: Prepared, held: Map<string, number>): Job[] {
  * state: a job goes back to the worker that holds its chunks, so a repeat search scans from
  * memory. Only a routing hint: a worker scans what it does not hold after fetching it.
  */
-const holders = new WeakMap<SearchWorkers, { state: string; at: Map<string, number> }>();
+interface Holders {
+  state: string;
+  at: Map<string, number>;
+  /** Counts the changes of `at`. */
+  generation: number;
+}
+const holders = new WeakMap<SearchWorkers, Holders>();
 
-function holderMap(workers: SearchWorkers, state: string): Map<string, number> {
+function holderMap(workers: SearchWorkers, state: string): Holders {
   let h = holders.get(workers);
-  if (!h || h.state !== state) holders.set(workers, (h = { state, at: new Map() }));
-  return h.at;
+  if (!h || h.state !== state) holders.set(workers, (h = { state, at: new Map(), generation: 0 }));
+  return h;
 }
 
 function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
@@ -384,19 +395,13 @@ function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
   );
 }
 
-async function begin(
-  api: Api,
-  workers: SearchWorkers,
-  query: SearchQuery,
-  searchId: string,
-  state: string,
-): Promise<Uint8Array[]> {
+async function begin(api: Api, workers: SearchWorkers, query: SearchQuery, state: string): Promise<Uint8Array[]> {
   const server = { base: api.base || location.origin, repo: api.repo, token: api.token };
   const cacheKey = `${server.base}\u0000${api.repo}\u0000${state}`;
   const cacheBytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
   const answers = await Promise.all(
     Array.from({ length: workers.size }, (_, w) =>
-      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, searchId, server, cacheKey, cacheBytes }),
+      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, server, cacheKey, cacheBytes }),
     ),
   );
   return answers[0].keywords;
@@ -435,7 +440,6 @@ async function scatter<J>(
 }
 
 type Engine = (
-  searchId: string,
   api: Api,
   workers: SearchWorkers,
   query: SearchQuery,
@@ -452,35 +456,40 @@ const CONTAINER_GONE = /no container \d+ in this repository/;
 const ATTEMPTS = 3;
 
 /**
- * Runs `engine` under a fresh search id; its tiny records are removed afterwards. A search
- * that read a container the server has since moved starts over from a new listing.
+ * Earlier builds kept tiny records in this IndexedDB database (removed only by a later
+ * search); a page that searches deletes it, so nothing of theirs stays on the disk.
  */
-function withSearchId(engine: Engine) {
-  return async (...args: Parameters<Engine> extends [string, ...infer Rest] ? Rest : never) => {
+let staleStoreDropped = false;
+function dropStaleStore() {
+  if (staleStoreDropped) return;
+  staleStoreDropped = true;
+  indexedDB.deleteDatabase('ditto-search');
+}
+
+/** Runs `engine`; a search that read a container the server has since moved starts over from a new listing. */
+function withRetry(engine: Engine): Engine {
+  return async (...args) => {
+    dropStaleStore();
     for (let attempt = 1; ; attempt++) {
-      const searchId = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
       try {
-        return await engine(searchId, ...args);
+        return await engine(...args);
       } catch (e) {
         if (attempt < ATTEMPTS && e instanceof Error && CONTAINER_GONE.test(e.message)) {
           dropLocations(args[0]);
           continue;
         }
         throw e;
-      } finally {
-        await TinyStore.remove(searchId).catch(() => undefined); // only space: never fail a search for it
       }
     }
   };
 }
 
 /** DedupSearch: prepare, physical phase, logical phase. */
-export const dedupSearch = withSearchId(dedupSearchAs);
+export const dedupSearch = withRetry(dedupSearchAs);
 /** The naive search: prepare, then every file reassembled and scanned. */
-export const naiveSearch = withSearchId(naiveSearchAs);
+export const naiveSearch = withRetry(naiveSearchAs);
 
 async function dedupSearchAs(
-  searchId: string,
   api: Api,
   workers: SearchWorkers,
   query: SearchQuery,
@@ -491,9 +500,9 @@ async function dedupSearchAs(
   const repo = await repoState(api);
   const where = scope.where ?? 'auto';
   if (where === 'server' || (where === 'auto' && repo.uniqueRawBytes > SERVER_SEARCH_ABOVE))
-    return serverSearch(api, workers, query, scope, searchId, repo, t0);
+    return serverSearch(api, workers, query, scope, repo, t0);
   const prepared = await prepare(api, scope, progress, repo);
-  const keywords = await begin(api, workers, query, searchId, prepared.state);
+  const keywords = await begin(api, workers, query, prepared.state);
   const t1 = performance.now();
 
   const held = holderMap(workers, prepared.state);
@@ -505,12 +514,17 @@ async function dedupSearchAs(
   await scatter(
     workers,
     jobs,
-    (j) => held.get(j.fps[0]),
+    (j) => held.at.get(j.fps[0]),
     async (w, { job, fps }) => {
       const r = await workers.call(w, 'scan', job);
       storedBytesRead += r.storedBytes;
       if (r.storedBytes > 0) containersRead++;
-      if (r.cached) for (const fp of fps) held.set(fp, w);
+      if (r.cached)
+        for (const fp of fps)
+          if (held.at.get(fp) !== w) {
+            held.at.set(fp, w);
+            held.generation++;
+          }
     },
     () => progress({ phase: 'physical', done: ++done, total: jobs.length }),
   );
@@ -523,7 +537,13 @@ async function dedupSearchAs(
   // The recipes are kept with the prepared scope for the next search, so they are copied, not transferred.
   const files = (prepared.batch ??= batch(prepared.files));
   const dbs = finished.map((f) => f.db);
-  const r = await workers.call(0, 'logical', { dbs, files }, { transfer: dbs.map((d) => d.buffer) });
+  const tiny = finished.map((f) => f.tiny);
+  const r = await workers.call(
+    0,
+    'logical',
+    { dbs, tiny, files },
+    { transfer: [...dbs, ...tiny].map((d) => d.buffer) },
+  );
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
 
@@ -572,7 +592,6 @@ async function dedupSearchAs(
     physical,
     logical: r.stats,
     db: r.db,
-    tinyFetched: r.tinyFetched,
     files: prepared.files,
     prepareCached: prepared.cached,
   };
@@ -588,11 +607,10 @@ async function serverSearch(
   workers: SearchWorkers,
   query: SearchQuery,
   scope: SearchScope,
-  searchId: string,
   repo: RepoState,
   t0: number,
 ): Promise<SearchOutcome> {
-  const keywords = await begin(api, workers, query, searchId, repo.state);
+  const keywords = await begin(api, workers, query, repo.state);
   const hex = (k: Uint8Array) => [...k].map((b) => b.toString(16).padStart(2, '0')).join('');
   const r = await api.search({
     keywords: keywords.map(hex),
@@ -640,7 +658,6 @@ function naiveJobBytes(total: number, workers: number): number {
 }
 
 async function naiveSearchAs(
-  searchId: string,
   api: Api,
   workers: SearchWorkers,
   query: SearchQuery,
@@ -649,7 +666,7 @@ async function naiveSearchAs(
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
   const prepared = await prepare(api, scope, progress, await repoState(api));
-  const keywords = await begin(api, workers, query, searchId, prepared.state);
+  const keywords = await begin(api, workers, query, prepared.state);
   const t1 = performance.now();
 
   const jobBytes = naiveJobBytes(prepared.logicalBytes, workers.size);

@@ -1,8 +1,8 @@
 /// <reference lib="webworker" />
 /**
  * A search worker. For DedupSearch it runs the physical phase over the containers it is given
- * (fetching each stored byte range once, decoding and scanning it in wasm-core, writing tiny
- * records to IndexedDB) and, on one worker, the logical phase over the file recipes. A delta
+ * (fetching each stored byte range once, decoding and scanning it in wasm-core, its records
+ * kept until the phase ends) and, on one worker, the logical phase over the file recipes. A delta
  * chunk is decoded against its base (wasm-core's `resemble::range`, the codec the server
  * writes with) from the same range, the worker's cache, or `chunks/get` as stored (a base
  * that is a delta itself comes in the same answer, its chain resolved here), and scanned
@@ -20,7 +20,6 @@ import init, {
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA } from './protocol';
-import { TinyStore } from './tinystore';
 import { expose, transfer } from '../worker/bridge';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
@@ -34,7 +33,6 @@ interface Current {
   query: SearchQuery;
   keywords: SearchKeywords;
   scan: ContainerScan;
-  tiny: TinyStore;
   api: Api;
   chunks: ChunkCache;
   /** Delta chunks' bases fetched (`chunks/get`, as stored) because no range read or cache held them. */
@@ -44,8 +42,6 @@ interface Current {
   /** Jobs that fetched bases, and their `chunks/get` requests for them. */
   baseJobs: number;
   baseRequests: number;
-  /** Tiny records of the jobs scanned so far, written to IndexedDB by `finishScan`. */
-  pendingTiny: [Uint8Array, Uint32Array][];
 }
 let cur: Current | null = null;
 
@@ -67,7 +63,6 @@ function release() {
   if (!cur) return;
   cur.scan.free();
   cur.keywords.free();
-  cur.tiny.close();
   cur = null;
 }
 
@@ -140,34 +135,24 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       fetched.free();
     }
   }
-  // Taken before any await (another job's scan may run meanwhile), written in one
-  // IndexedDB transaction when the phase ends: a transaction per job costs more than the
-  // scan of a cached job.
-  const lengths = c.scan.takeTinyLengths();
-  if (lengths.length) c.pendingTiny.push([c.scan.takeTiny(), lengths]);
   return { storedBytes, cached: c.chunks.holdsAll(job.fps) };
 }
 
-async function logical(dbs: Uint8Array[], files: FileBatch) {
+async function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
   const c = need();
   const search = new RecipeSearch(c.keywords, c.query.filesOnly);
-  let tinyFetched = 0;
   try {
     for (const db of dbs) search.addResults(db);
+    for (const t of tiny) search.addTiny(t);
     let at = 0;
     for (let k = 0; k < files.ids.length; k++) {
       const n = files.counts[k];
-      const fps = files.fps.subarray(at * FP_LEN, (at + n) * FP_LEN);
-      const lengths = files.lengths.subarray(at, at + n);
+      search.searchFile(
+        files.ids[k],
+        files.fps.subarray(at * FP_LEN, (at + n) * FP_LEN),
+        files.lengths.subarray(at, at + n),
+      );
       at += n;
-      let missing = search.searchFile(files.ids[k], fps, lengths);
-      while (missing > 0) {
-        const want = search.missingTiny();
-        const got = await c.tiny.getMany(want);
-        tinyFetched += got.length;
-        got.forEach((rec, i) => search.addTiny(want.subarray(i * FP_LEN, (i + 1) * FP_LEN), rec));
-        missing = search.searchFile(files.ids[k], fps, lengths);
-      }
     }
     const [nFiles, chunks, chunkHits, locationReads, tinyLookups, matches] = search.stats();
     const [chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists] =
@@ -176,7 +161,6 @@ async function logical(dbs: Uint8Array[], files: FileBatch) {
       matches: new Float64Array(search.takeMatches()),
       stats: { files: nFiles, chunks, chunkHits, locationReads, tinyLookups, matches },
       db: { chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists },
-      tinyFetched,
     };
   } finally {
     search.free();
@@ -231,17 +215,15 @@ async function naive(files: FileBatch, requestBytes: number) {
 
 expose<SearchApi>(
   {
-    begin: async ({ query, maxKeywordLen, searchId, server, cacheKey, cacheBytes }) => {
+    begin: async ({ query, maxKeywordLen, server, cacheKey, cacheBytes }) => {
       release();
       const keywords = new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
       cur = {
         query,
         keywords,
         scan: new ContainerScan(keywords),
-        tiny: await TinyStore.open(searchId),
         api: new Api(server.token, server.repo, server.base),
         chunks: chunkCache(cacheKey, cacheBytes),
-        pendingTiny: [],
         basesFetched: 0,
         basesBytes: 0,
         baseJobs: 0,
@@ -252,18 +234,7 @@ expose<SearchApi>(
     scan: (job) => scanContainer(job),
     finishScan: async () => {
       const c = need();
-      const pending = c.pendingTiny.splice(0);
-      const records = new Uint8Array(pending.reduce((n, [r]) => n + r.byteLength, 0));
-      const lengths = new Uint32Array(pending.reduce((n, [, l]) => n + l.length, 0));
-      let at = 0;
-      let k = 0;
-      for (const [r, l] of pending) {
-        records.set(r, at);
-        lengths.set(l, k);
-        at += r.byteLength;
-        k += l.length;
-      }
-      await c.tiny.putAll(records, lengths);
+      const tiny = c.scan.takeTiny();
       const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks] = c.scan.stats();
       const db = c.scan.finish();
       const stats = {
@@ -278,10 +249,10 @@ expose<SearchApi>(
         baseJobs: c.baseJobs,
         baseRequests: c.baseRequests,
       };
-      return transfer({ db, stats }, [db.buffer]);
+      return transfer({ db, tiny, stats }, [db.buffer, tiny.buffer]);
     },
-    logical: async ({ dbs, files }) => {
-      const r = await logical(dbs, files);
+    logical: async ({ dbs, tiny, files }) => {
+      const r = await logical(dbs, tiny, files);
       return transfer(r, [r.matches.buffer]);
     },
     naive: async ({ files, requestBytes }) => {
