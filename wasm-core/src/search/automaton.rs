@@ -102,7 +102,8 @@ pub const PAIR_FILTER_MAX: usize = 64;
 const MIN_AVG_SKIP: usize = 16;
 
 /// How the scan skips ahead while in the start state: `memchr` over the bytes that leave the
-/// start state when there are at most three, else a bitmap of the keywords' first two bytes.
+/// start state when there are at most three, else a bitmap of the keywords' first two bytes
+/// behind a SIMD pre-check of their first three.
 #[derive(Clone, Debug)]
 enum Skip {
     None,
@@ -118,11 +119,15 @@ struct Pairs {
     bits: [u64; 1024],
     /// Some keyword starts with this byte.
     first: [bool; 256],
-    /// Nibble tables of a SIMD pre-check (Teddy-style, 8 buckets): pair `(a, b)` in bucket
-    /// `k` sets bit `k` of `nib[0][a & 15]`, `nib[1][a >> 4]`, `nib[2][b & 15]`,
-    /// `nib[3][b >> 4]`; a position can start a keyword only if the AND of its four lookups
-    /// is non-zero. Used 16 positions at a time on wasm32 with simd128.
-    nib: [[u8; 16]; 4],
+    /// Nibble tables of a SIMD pre-check (Teddy-style, 8 buckets): a keyword starting with
+    /// bytes `a, b, c` in bucket `k` sets bit `k` of `nib[0][a & 15]`, `nib[1][a >> 4]`,
+    /// `nib[2][b & 15]`, `nib[3][b >> 4]`, `nib[4][c & 15]` and `nib[5][c >> 4]` (every entry
+    /// of a table for a byte the keyword lacks); a position where at least three bytes are
+    /// left can start a keyword only if the AND of its six lookups is non-zero. Three bytes,
+    /// not two: in source code many positions share a keyword's first two letters, and
+    /// each false candidate costs an exact check. Used 16 positions at a time on wasm32 with
+    /// simd128.
+    nib: [[u8; 16]; 6],
 }
 
 impl Pairs {
@@ -135,16 +140,19 @@ impl Pairs {
             bits[key >> 6] >> (key & 63) & 1 != 0
         };
         let mut from = 0;
-        // Blocks of 16 positions that pass the SIMD pre-check are checked exactly.
-        while let Some(p) = self.simd_next_block(hay, from) {
-            for q in p..p + 16 {
+        // The positions of a 16-position block that pass the SIMD pre-check are checked
+        // exactly.
+        while let Some((p, mut lanes)) = self.simd_next_block(hay, from) {
+            while lanes != 0 {
+                let q = p + lanes.trailing_zeros() as usize;
                 if test(hay[q], hay[q + 1]) {
                     return Some(q);
                 }
+                lanes &= lanes - 1;
             }
             from = p + 16;
         }
-        // The rest (all of `hay` without SIMD): fewer than 17 bytes with it.
+        // The rest (all of `hay` without SIMD): fewer than 18 bytes with it.
         let from = self.simd_tail(hay, from);
         for (p, pair) in hay[from..].windows(2).enumerate() {
             if test(pair[0], pair[1]) {
@@ -160,46 +168,41 @@ impl Pairs {
 
 impl Pairs {
     /// From `from` on (a multiple of 16 apart from 0), the first 16-position block `p..p+16`
-    /// (with `p + 17 <= len`) in which some position passes the nibble pre-check.
+    /// (with `p + 18 <= len`) in which some position passes the nibble pre-check, and those
+    /// positions as bits (bit `i`: position `p + i`).
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[inline]
-    fn simd_next_block(&self, hay: &[u8], from: usize) -> Option<usize> {
+    fn simd_next_block(&self, hay: &[u8], from: usize) -> Option<(usize, u32)> {
         use core::arch::wasm32::*;
-        let load = |t: &[u8; 16]| {
-            u8x16(
-                t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12],
-                t[13], t[14], t[15],
+        // SAFETY: each table is 16 bytes; `v128_load` has no alignment requirement.
+        let t: [v128; 6] =
+            core::array::from_fn(|i| unsafe { v128_load(self.nib[i].as_ptr() as *const v128) });
+        let low = u8x16_splat(0x0f);
+        let look = |t_lo: v128, t_hi: v128, x: v128| {
+            v128_and(
+                i8x16_swizzle(t_lo, v128_and(x, low)),
+                i8x16_swizzle(t_hi, u8x16_shr(x, 4)),
             )
         };
-        let (alo, ahi, blo, bhi) = (
-            load(&self.nib[0]),
-            load(&self.nib[1]),
-            load(&self.nib[2]),
-            load(&self.nib[3]),
-        );
-        let low = u8x16_splat(0x0f);
         let mut p = from;
-        while p + 17 <= hay.len() {
-            // SAFETY: `p + 17 <= hay.len()`, so both 16-byte loads (at `p` and `p + 1`) are in
-            // bounds; `v128_load` has no alignment requirement.
-            let (x, y) = unsafe {
+        while p + 18 <= hay.len() {
+            // SAFETY: `p + 18 <= hay.len()`, so the three 16-byte loads (at `p`, `p + 1` and
+            // `p + 2`) are in bounds; `v128_load` has no alignment requirement.
+            let (x, y, z) = unsafe {
+                let at = hay.as_ptr().add(p);
                 (
-                    v128_load(hay.as_ptr().add(p) as *const v128),
-                    v128_load(hay.as_ptr().add(p + 1) as *const v128),
+                    v128_load(at as *const v128),
+                    v128_load(at.add(1) as *const v128),
+                    v128_load(at.add(2) as *const v128),
                 )
             };
             let m = v128_and(
-                v128_and(
-                    i8x16_swizzle(alo, v128_and(x, low)),
-                    i8x16_swizzle(ahi, u8x16_shr(x, 4)),
-                ),
-                v128_and(
-                    i8x16_swizzle(blo, v128_and(y, low)),
-                    i8x16_swizzle(bhi, u8x16_shr(y, 4)),
-                ),
+                v128_and(look(t[0], t[1], x), look(t[2], t[3], y)),
+                look(t[4], t[5], z),
             );
             if v128_any_true(m) {
-                return Some(p);
+                let lanes = i8x16_bitmask(i8x16_ne(m, u8x16_splat(0))) as u32;
+                return Some((p, lanes));
             }
             p += 16;
         }
@@ -210,16 +213,16 @@ impl Pairs {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[inline]
     fn simd_tail(&self, hay: &[u8], from: usize) -> usize {
-        if from + 17 > hay.len() {
+        if from + 18 > hay.len() {
             from
         } else {
-            from + ((hay.len() - 17 - from) / 16 + 1) * 16
+            from + ((hay.len() - 18 - from) / 16 + 1) * 16
         }
     }
 
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     #[inline]
-    fn simd_next_block(&self, _hay: &[u8], _from: usize) -> Option<usize> {
+    fn simd_next_block(&self, _hay: &[u8], _from: usize) -> Option<(usize, u32)> {
         None
     }
 
@@ -441,7 +444,7 @@ impl Automaton {
                 let mut pairs = Box::new(Pairs {
                     bits: [0; 1024],
                     first: [false; 256],
-                    nib: [[0; 16]; 4],
+                    nib: [[0; 16]; 6],
                 });
                 for kw in keywords {
                     let kw = kw.as_ref();
@@ -455,16 +458,26 @@ impl Automaton {
                         pairs.bits[key >> 6] |= 1 << (key & 63);
                     }
                 }
-                let mut distinct = 0u32;
-                for key in 0..65536usize {
-                    if pairs.bits[key >> 6] >> (key & 63) & 1 != 0 {
-                        let bit = 1u8 << (distinct % 8);
-                        let (a, b) = (key & 0xff, key >> 8);
-                        pairs.nib[0][a & 15] |= bit;
-                        pairs.nib[1][a >> 4] |= bit;
-                        pairs.nib[2][b & 15] |= bit;
-                        pairs.nib[3][b >> 4] |= bit;
-                        distinct += 1;
+                let distinct = pairs.bits.iter().map(|w| w.count_ones()).sum::<u32>();
+                // Buckets by the keywords' first three bytes (`None`: any byte), distinct
+                // starts in turn, so that up to eight keywords each have a bucket of their own.
+                let mut starts: Vec<[Option<u8>; 3]> = keywords
+                    .iter()
+                    .map(|k| core::array::from_fn(|i| k.as_ref().get(i).copied()))
+                    .collect();
+                starts.sort_unstable();
+                starts.dedup();
+                for (n, start) in starts.iter().enumerate() {
+                    let bit = 1u8 << (n % 8);
+                    for (i, byte) in start.iter().enumerate() {
+                        for v in 0..16 {
+                            let (lo, hi) = match byte {
+                                Some(b) => (v == (b & 15) as usize, v == (b >> 4) as usize),
+                                None => (true, true),
+                            };
+                            pairs.nib[2 * i][v] |= if lo { bit } else { 0 };
+                            pairs.nib[2 * i + 1][v] |= if hi { bit } else { 0 };
+                        }
                     }
                 }
                 if distinct as usize <= PAIR_FILTER_MAX {
