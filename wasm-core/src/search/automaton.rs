@@ -98,6 +98,10 @@ pub struct Automaton {
 /// Use the two-byte filter for at most this many distinct keyword starts.
 pub const PAIR_FILTER_MAX: usize = 64;
 
+/// Inputs at least this long (and four times the longest keyword) run the plain DFA as two
+/// streams ([`Automaton::run_plain`]).
+const TWO_STREAMS_MIN: usize = 512;
+
 /// A scan stops using its skip filter when the jumps average fewer bytes than this.
 const MIN_AVG_SKIP: usize = 16;
 
@@ -587,13 +591,7 @@ impl Automaton {
         let limit = self.match_limit;
         self.check_state(s);
         if let Skip::None = self.skip {
-            for (i, &b) in hay.iter().enumerate() {
-                s = step(table, s, classes[b as usize]);
-                if s < limit {
-                    self.report_state(s, i + 1, &mut report);
-                }
-            }
-            return s;
+            return self.run_plain(s, hay, &mut report);
         }
         // Skip mode: the state is `start` at position `i`; jump to the next position where a
         // keyword may start. DFA mode: run until the state is again equivalent to a fresh
@@ -610,13 +608,7 @@ impl Automaton {
         loop {
             if s == start {
                 if jumps >= 32 && skipped < jumps * MIN_AVG_SKIP {
-                    for (k, &b) in hay[i..].iter().enumerate() {
-                        s = step(table, s, classes[b as usize]);
-                        if s < limit {
-                            self.report_state(s, i + k + 1, &mut report);
-                        }
-                    }
-                    return s;
+                    return self.run_plain(s, &hay[i..], &mut |kw, end| report(kw, i + end));
                 }
                 match self.skip.find(&hay[i..]) {
                     Some(j) => {
@@ -647,6 +639,62 @@ impl Automaton {
                 }
             }
         }
+    }
+
+    /// The DFA alone over `hay` from state `s`, reporting as [`Automaton::scan`] does.
+    ///
+    /// Each transition is a load that waits on the one before it, so one pass runs at the
+    /// latency of a load per byte. A long input is read as two halves stepped together, whose
+    /// loads overlap: the second starts from the start state `max_len` bytes before the
+    /// middle, so every match that ends in the second half lies wholly inside what it reads,
+    /// and it ends in the state a single pass would (no keyword prefix is longer than
+    /// `max_len`). Its reports wait until the first half's are made, to keep them in order of
+    /// their end.
+    fn run_plain(
+        &self,
+        mut s: StateId,
+        hay: &[u8],
+        report: &mut impl FnMut(u32, usize),
+    ) -> StateId {
+        let table = &self.table[..];
+        let classes = &self.classes;
+        let limit = self.match_limit;
+        let overlap = self.max_len;
+        if hay.len() < TWO_STREAMS_MIN.max(4 * overlap) {
+            for (i, &b) in hay.iter().enumerate() {
+                s = step(table, s, classes[b as usize]);
+                if s < limit {
+                    self.report_state(s, i + 1, report);
+                }
+            }
+            return s;
+        }
+        let mid = hay.len() / 2;
+        let (first, second) = (&hay[..mid], &hay[mid - overlap..]);
+        let at = mid - overlap; // where `second` starts in `hay`
+        let mut t = self.start;
+        let mut later = Vec::new();
+        for (i, (&x, &y)) in first.iter().zip(second).enumerate() {
+            s = step(table, s, classes[x as usize]);
+            t = step(table, t, classes[y as usize]);
+            if s < limit {
+                self.report_state(s, i + 1, report);
+            }
+            // Matches ending in the first half are the first stream's to report.
+            if t < limit && i >= overlap {
+                self.report_state(t, at + i + 1, &mut |kw, end| later.push((kw, end)));
+            }
+        }
+        for (j, &y) in second.iter().enumerate().skip(mid) {
+            t = step(table, t, classes[y as usize]);
+            if t < limit {
+                self.report_state(t, at + j + 1, &mut |kw, end| later.push((kw, end)));
+            }
+        }
+        for (kw, end) in later {
+            report(kw, end);
+        }
+        t
     }
 
     /// Every keyword occurrence inside `hay` (context before `hay` is ignored), reported as
@@ -810,6 +858,53 @@ mod tests {
             ac.end_partials(ac.run(ac.start(), &hay), &mut p2);
             assert_eq!(p1, p2, "{kws:?} {hay:?}");
         }
+    }
+
+    /// The plain DFA read as two streams reports what one stream reports, in the same order,
+    /// and ends in the same state, from the start state and from a state mid-keyword.
+    #[test]
+    fn two_streams_equal_one() {
+        let mut x = 11u64;
+        let mut rnd = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut long = 0;
+        for _ in 0..300 {
+            let alpha: &[u8] = if rnd(2) == 0 { b"abcdefgh" } else { b"abcd" };
+            // Four one-byte keywords turn the skip filters off: the plain DFA runs.
+            let mut kws: Vec<Vec<u8>> = alpha[alpha.len() - 4..].iter().map(|&b| vec![b]).collect();
+            for _ in 0..rnd(20) {
+                let n = 1 + rnd(12) as usize;
+                kws.push(
+                    (0..n)
+                        .map(|_| alpha[rnd(alpha.len() as u64) as usize])
+                        .collect(),
+                );
+            }
+            let hay: Vec<u8> = (0..rnd(5000))
+                .map(|_| alpha[rnd(alpha.len() as u64) as usize])
+                .collect();
+            let ac = Automaton::new(&kws).unwrap();
+            assert!(matches!(ac.skip, Skip::None));
+            long += usize::from(hay.len() >= TWO_STREAMS_MIN.max(4 * ac.max_len));
+            for from in [ac.start(), ac.run(ac.start(), &kws[kws.len() - 1][1..])] {
+                let mut got = Vec::new();
+                let end = ac.scan(from, &hay, |k, e| got.push((k, e)));
+                let (mut want, mut s) = (Vec::new(), from);
+                for (i, &b) in hay.iter().enumerate() {
+                    s = ac.next(s, b);
+                    if s < ac.match_limit {
+                        ac.report_state(s, i + 1, &mut |k, e| want.push((k, e)));
+                    }
+                }
+                assert_eq!(got, want, "{kws:?}");
+                assert_eq!(end, s, "{kws:?}");
+            }
+        }
+        assert!(long > 100, "{long}");
     }
 
     #[test]
