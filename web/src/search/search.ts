@@ -101,6 +101,8 @@ interface Prepared {
   cached: boolean;
   /** The files' recipes for the logical phase, built on first use. */
   batch?: FileBatch;
+  /** Each chunk in scope once, by container, built on first use. */
+  byContainer?: ContainerChunks[];
   /** The physical jobs of the last search of this scope, and the holders they were cut for. */
   jobs?: { holders: Holders; generation: number; jobs: Job[] };
 }
@@ -299,15 +301,18 @@ interface Job {
   fps: string[];
 }
 
-/**
- * The chunks in scope by container, in storage order: one job per run of chunks spanning
- * at most [`JOB_STORED_BYTES`] (a chunk larger than that is a job of its own) and held by
- * the same worker's cache (`held`) or by none, each read as one byte range.
- */
-function containerJobs(p: Prepared, holders: Holders): Job[] {
-  // A repeat search of the scope cuts the same jobs unless a chunk changed holder since.
-  if (p.jobs?.holders === holders && p.jobs.generation === holders.generation) return p.jobs.jobs;
-  const held = holders.at;
+/** The chunks in scope held by one container, in storage order. */
+interface ContainerChunks {
+  id: number;
+  fps: string[];
+  /** The same fingerprints as bytes, back to back. */
+  fpBytes: Uint8Array;
+  locs: StoredChunkLoc[];
+}
+
+/** Each chunk in scope once, by container (ascending), built once per prepared scope. */
+function scopeChunks(p: Prepared): ContainerChunks[] {
+  if (p.byContainer) return p.byContainer;
   const byContainer = new Map<number, [string, StoredChunkLoc][]>();
   const seen = new Set<string>();
   for (const f of p.files)
@@ -319,39 +324,58 @@ function containerJobs(p: Prepared, holders: Holders): Job[] {
       if (!list) byContainer.set(loc.container, (list = []));
       list.push([fp, loc]);
     }
-  const jobs: Job[] = [];
-  const emit = (id: number, list: [string, StoredChunkLoc][]) => {
-    const n = list.length;
-    const fps = new Uint8Array(n * FP_LEN);
-    const job: ContainerJob = {
-      id,
-      start: list[0][1].offset,
-      end: Math.max(...list.map(([, l]) => l.offset + l.storedLen)),
-      fps,
-      offsets: new Float64Array(n),
-      storedLens: new Uint32Array(n),
-      codecs: new Uint8Array(n),
-      rawLens: new Uint32Array(n),
-    };
-    list.forEach(([fp, l], k) => {
-      hexToBytes(fp, fps, k * FP_LEN);
-      job.offsets[k] = l.offset;
-      job.storedLens[k] = l.storedLen;
-      job.codecs[k] = l.codec;
-      job.rawLens[k] = l.rawLen;
+  p.byContainer = [...byContainer]
+    .sort((a, b) => a[0] - b[0])
+    .map(([id, list]) => {
+      list.sort((a, b) => a[1].offset - b[1].offset);
+      const fpBytes = new Uint8Array(list.length * FP_LEN);
+      list.forEach(([fp], k) => hexToBytes(fp, fpBytes, k * FP_LEN));
+      return { id, fps: list.map(([fp]) => fp), fpBytes, locs: list.map(([, l]) => l) };
     });
-    jobs.push({ job, fps: list.map(([fp]) => fp) });
-  };
-  for (const [id, list] of [...byContainer].sort((a, b) => a[0] - b[0])) {
-    list.sort((a, b) => a[1].offset - b[1].offset); // storage order
+  return p.byContainer;
+}
+
+/**
+ * The chunks in scope by container, in storage order: one job per run of chunks spanning
+ * at most [`JOB_STORED_BYTES`] (a chunk larger than that is a job of its own) and held by
+ * the same worker's cache (`held`) or by none, each read as one byte range.
+ */
+function containerJobs(p: Prepared, holders: Holders): Job[] {
+  // A repeat search of the scope cuts the same jobs unless a chunk changed holder since.
+  if (p.jobs?.holders === holders && p.jobs.generation === holders.generation) return p.jobs.jobs;
+  const held = holders.at;
+  const jobs: Job[] = [];
+  for (const { id, fps, fpBytes, locs } of scopeChunks(p)) {
+    const emit = (from: number, to: number) => {
+      const n = to - from;
+      const job: ContainerJob = {
+        id,
+        start: locs[from].offset,
+        end: 0,
+        fps: fpBytes.slice(from * FP_LEN, to * FP_LEN),
+        offsets: new Float64Array(n),
+        storedLens: new Uint32Array(n),
+        codecs: new Uint8Array(n),
+        rawLens: new Uint32Array(n),
+      };
+      for (let k = 0; k < n; k++) {
+        const l = locs[from + k];
+        job.offsets[k] = l.offset;
+        job.storedLens[k] = l.storedLen;
+        job.codecs[k] = l.codec;
+        job.rawLens[k] = l.rawLen;
+        job.end = Math.max(job.end, l.offset + l.storedLen);
+      }
+      jobs.push({ job, fps: fps.slice(from, to) });
+    };
     let from = 0;
-    for (let k = 1; k <= list.length; k++)
+    for (let k = 1; k <= fps.length; k++)
       if (
-        k === list.length ||
-        list[k][1].offset + list[k][1].storedLen - list[from][1].offset > JOB_STORED_BYTES ||
-        held.get(list[k][0]) !== held.get(list[from][0])
+        k === fps.length ||
+        locs[k].offset + locs[k].storedLen - locs[from].offset > JOB_STORED_BYTES ||
+        held.get(fps[k]) !== held.get(fps[from])
       ) {
-        emit(id, list.slice(from, k));
+        emit(from, k);
         from = k;
       }
   }
@@ -408,9 +432,10 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery, state
 }
 
 /**
- * Runs `jobs` on the workers, two in flight per worker (one downloads while one is scanned).
- * A job with an `owner` runs on that worker only (its cache holds the job's chunks); the
- * others go to whichever worker is free first.
+ * Runs `jobs` on the workers. A job with an `owner` runs on that worker (its cache holds the
+ * job's chunks): all of a worker's own jobs are sent at once, since it scans them from
+ * memory and should not wait for the page between two. The others go to whichever worker is
+ * free first, two in flight per worker (one downloads while one is scanned).
  */
 async function scatter<J>(
   workers: SearchWorkers,
@@ -426,17 +451,16 @@ async function scatter<J>(
     if (w !== undefined && w < workers.size) own[w].push(j);
     else free.push(j);
   }
-  await Promise.all(
-    Array.from({ length: workers.size * 2 }, async (_, lane) => {
-      const w = lane % workers.size;
-      for (;;) {
-        const job = own[w].shift() ?? free.shift();
-        if (job === undefined) return;
-        await run(w, job);
-        onDone();
-      }
+  const runOne = async (w: number, job: J) => {
+    await run(w, job);
+    onDone();
+  };
+  await Promise.all([
+    ...own.flatMap((list, w) => list.map((job) => runOne(w, job))),
+    ...Array.from({ length: workers.size * 2 }, async (_, lane) => {
+      for (let job = free.shift(); job !== undefined; job = free.shift()) await runOne(lane % workers.size, job);
     }),
-  );
+  ]);
 }
 
 type Engine = (
