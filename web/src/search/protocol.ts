@@ -77,18 +77,13 @@ export type DbStats = {
 
 export interface SearchApi {
   /** Starts a search in this worker. Answers the parsed keywords. */
-  begin: Method<
-    {
-      query: SearchQuery;
-      maxKeywordLen: number;
-      server: ServerAccess;
-      /** The repository state the page read; the worker's chunk cache is emptied when it changes. */
-      cacheKey: string;
-      /** This worker's chunk cache budget in raw bytes. */
-      cacheBytes: number;
-    },
-    { keywords: Uint8Array[] }
-  >;
+  begin: Method<{ query: SearchQuery; maxKeywordLen: number; server: ServerAccess }, { keywords: Uint8Array[] }>;
+  /**
+   * Chooses the decoded-chunk cache a DedupSearch scans from, before its first job: `key`
+   * names the repository state the page read (a new state empties the cache), `bytes` is
+   * this worker's budget in raw bytes.
+   */
+  useCache: Method<{ key: string; bytes: number }, void>;
   /**
    * Scans one container's chunks, from the worker's cache where it holds them; answers the
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.

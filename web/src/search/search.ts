@@ -419,16 +419,22 @@ function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
   );
 }
 
-async function begin(api: Api, workers: SearchWorkers, query: SearchQuery, state: string): Promise<Uint8Array[]> {
+/** Starts the search in every worker; answers the parsed keywords. */
+async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Promise<Uint8Array[]> {
   const server = { base: api.base || location.origin, repo: api.repo, token: api.token };
-  const cacheKey = `${server.base}\u0000${api.repo}\u0000${state}`;
-  const cacheBytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
   const answers = await Promise.all(
     Array.from({ length: workers.size }, (_, w) =>
-      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, server, cacheKey, cacheBytes }),
+      workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, server }),
     ),
   );
   return answers[0].keywords;
+}
+
+/** Points every worker at the decoded-chunk cache of repository state `state`. */
+async function useCache(api: Api, workers: SearchWorkers, state: string) {
+  const key = `${api.base || location.origin}\u0000${api.repo}\u0000${state}`;
+  const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
+  await Promise.all(Array.from({ length: workers.size }, (_, w) => workers.call(w, 'useCache', { key, bytes })));
 }
 
 /**
@@ -521,12 +527,13 @@ async function dedupSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
-  const repo = await repoState(api);
+  // The workers parse the keywords while the page asks for the repository's state.
+  const [repo, keywords] = await Promise.all([repoState(api), begin(api, workers, query)]);
   const where = scope.where ?? 'auto';
   if (where === 'server' || (where === 'auto' && repo.uniqueRawBytes > SERVER_SEARCH_ABOVE))
-    return serverSearch(api, workers, query, scope, repo, t0);
+    return serverSearch(api, keywords, query, scope, repo, t0);
   const prepared = await prepare(api, scope, progress, repo);
-  const keywords = await begin(api, workers, query, prepared.state);
+  await useCache(api, workers, prepared.state);
   const t1 = performance.now();
 
   const held = holderMap(workers, prepared.state);
@@ -628,13 +635,12 @@ async function dedupSearchAs(
  */
 async function serverSearch(
   api: Api,
-  workers: SearchWorkers,
+  keywords: Uint8Array[],
   query: SearchQuery,
   scope: SearchScope,
   repo: RepoState,
   t0: number,
 ): Promise<SearchOutcome> {
-  const keywords = await begin(api, workers, query, repo.state);
   const hex = (k: Uint8Array) => [...k].map((b) => b.toString(16).padStart(2, '0')).join('');
   const r = await api.search({
     keywords: keywords.map(hex),
@@ -689,8 +695,10 @@ async function naiveSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
-  const prepared = await prepare(api, scope, progress, await repoState(api));
-  const keywords = await begin(api, workers, query, prepared.state);
+  const [prepared, keywords] = await Promise.all([
+    repoState(api).then((repo) => prepare(api, scope, progress, repo)),
+    begin(api, workers, query),
+  ]);
   const t1 = performance.now();
 
   const jobBytes = naiveJobBytes(prepared.logicalBytes, workers.size);

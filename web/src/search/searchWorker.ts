@@ -34,7 +34,8 @@ interface Current {
   keywords: SearchKeywords;
   scan: ContainerScan;
   api: Api;
-  chunks: ChunkCache;
+  /** The decoded-chunk cache of the repository state searched (`useCache`). */
+  chunks: ChunkCache | null;
   /** Delta chunks' bases fetched (`chunks/get`, as stored) because no range read or cache held them. */
   basesFetched: number;
   /** Their stored bytes (`chunks/get` answers). */
@@ -99,7 +100,9 @@ function pick(job: ContainerJob, idx: Uint32Array): ContainerJob {
 /** Scans a job: the chunks the cache holds from memory, the rest with one `Range` request. */
 async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; cached: boolean }> {
   const c = need();
-  const missing = c.scan.scanCached(c.chunks, job.fps);
+  const chunks = c.chunks;
+  if (!chunks) throw new Error('scan before useCache');
+  const missing = c.scan.scanCached(chunks, job.fps);
   let storedBytes = 0;
   if (missing.length > 0) {
     const rest = missing.length === job.rawLens.length ? job : pick(job, missing);
@@ -116,26 +119,26 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     const fetched = new FetchedBases();
     try {
       if (rest.codecs.includes(CODEC_DELTA)) {
-        let want = c.scan.outsideBases(c.chunks, ...args, fetched);
+        let want = c.scan.outsideBases(chunks, ...args, fetched);
         if (want.length > 0) c.baseJobs++;
         while (want.length > 0) {
           c.baseRequests++;
           const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-          const held = c.chunks.wholeBases(HAVE_MAX);
+          const held = chunks.wholeBases(HAVE_MAX);
           const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
           const bundle = await c.api.getChunks(fps, undefined, false, 'stored', { have });
           storedBytes += bundle.byteLength;
           c.basesFetched += fetched.add(bundle, want);
           c.basesBytes += bundle.byteLength;
-          want = c.scan.outsideBases(c.chunks, ...args, fetched);
+          want = c.scan.outsideBases(chunks, ...args, fetched);
         }
       }
-      c.scan.scan(c.chunks, ...args, fetched);
+      c.scan.scan(chunks, ...args, fetched);
     } finally {
       fetched.free();
     }
   }
-  return { storedBytes, cached: c.chunks.holdsAll(job.fps) };
+  return { storedBytes, cached: chunks.holdsAll(job.fps) };
 }
 
 async function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
@@ -215,7 +218,7 @@ async function naive(files: FileBatch, requestBytes: number) {
 
 expose<SearchApi>(
   {
-    begin: async ({ query, maxKeywordLen, server, cacheKey, cacheBytes }) => {
+    begin: async ({ query, maxKeywordLen, server }) => {
       release();
       const keywords = new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
       cur = {
@@ -223,13 +226,16 @@ expose<SearchApi>(
         keywords,
         scan: new ContainerScan(keywords),
         api: new Api(server.token, server.repo, server.base),
-        chunks: chunkCache(cacheKey, cacheBytes),
+        chunks: null,
         basesFetched: 0,
         basesBytes: 0,
         baseJobs: 0,
         baseRequests: 0,
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
+    },
+    useCache: async ({ key, bytes }) => {
+      need().chunks = chunkCache(key, bytes);
     },
     scan: (job) => scanContainer(job),
     finishScan: async () => {
