@@ -49,7 +49,7 @@ let cur: Current | null = null;
 /**
  * Decoded chunks kept across searches (wasm-core's `ChunkCache`): a repeat search scans them
  * without fetching or decoding again. Keyed by the repository state the page read
- * (`begin`'s `cacheKey`); a new state empties it.
+ * (`useCache`'s `key`); a new state empties it.
  */
 let cache: { key: string; chunks: ChunkCache } | null = null;
 
