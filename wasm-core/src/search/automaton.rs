@@ -814,17 +814,21 @@ mod tests {
         assert_eq!(got, vec![(0, 3), (1, 0), (1, 1), (2, 0), (2, 1)]);
     }
 
-    /// The skipping scan (every `Skip` kind) against brute force, and its final state
-    /// against a plain run.
-    #[test]
-    fn skip_modes_agree_with_brute_force() {
-        let mut x = 7u64;
-        let mut rnd = |n: u64| {
+    /// A seeded generator of numbers below `n` (64-bit LCG, high bits).
+    fn lcg(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             (x >> 33) % n
-        };
+        }
+    }
+
+    /// The skipping scan (every `Skip` kind) against brute force, and its final state
+    /// against a plain run.
+    #[test]
+    fn skip_modes_agree_with_brute_force() {
+        let mut rnd = lcg(7);
         for round in 0..3000 {
             let alpha: &[u8] = if round % 2 == 0 { b"abcdefgh" } else { b"ab" };
             let nk = 1 + rnd(12) as usize;
@@ -864,13 +868,7 @@ mod tests {
     /// and ends in the same state, from the start state and from a state mid-keyword.
     #[test]
     fn two_streams_equal_one() {
-        let mut x = 11u64;
-        let mut rnd = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut rnd = lcg(11);
         let mut long = 0;
         for _ in 0..300 {
             let alpha: &[u8] = if rnd(2) == 0 { b"abcdefgh" } else { b"abcd" };
