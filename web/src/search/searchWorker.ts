@@ -141,7 +141,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
 }
 
-async function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
+function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
   const c = need();
   const search = new RecipeSearch(c.keywords, c.query.filesOnly);
   try {
@@ -258,7 +258,7 @@ expose<SearchApi>(
       return transfer({ db, tiny, stats }, [db.buffer, tiny.buffer]);
     },
     logical: async ({ dbs, tiny, files }) => {
-      const r = await logical(dbs, tiny, files);
+      const r = logical(dbs, tiny, files);
       return transfer(r, [r.matches.buffer]);
     },
     naive: async ({ files, requestBytes }) => {
