@@ -18,8 +18,8 @@
 //! Every decoded delta and every fetched chunk is checked against its fingerprint, so a
 //! wrong base (a stale cache, a corrupt range, a wrong answer) is an error and never
 //! silently wrong bytes; decoded deltas are checked in batches, four at a time in SIMD
-//! lanes, and handed out only once checked. A base that never becomes available and a chain longer than
-//! [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too. The links are
+//! lanes, and handed out only once checked. A base that never becomes available and a chain
+//! longer than [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too. The links are
 //! counted down to the first chunk whose raw bytes the caller handed in: those were
 //! verified, and their own chain was capped when they were decoded.
 
@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::delta::{base_of, DeltaDecoder, DeltaError, CODEC_DELTA, MAX_CHAIN_DEPTH};
 use crate::compress::Decompressor;
-use crate::hash::{first_not_stored_flat, to_hex, Fingerprint};
+use crate::hash::{first_not_stored_flat, to_hex, Fingerprint, FINGERPRINT_LEN};
 
 /// One chunk of a stored range: its fingerprint, codec, stored bytes and raw length.
 #[derive(Debug, Clone, Copy)]
@@ -226,10 +226,10 @@ impl RangeDecoder {
 }
 
 /// Decoded deltas and fetched whole bases waiting for their check against their
-/// fingerprints, which hashes a batch
-/// four chunks at a time in SIMD lanes ([`first_not_stored_flat`]) instead of one chunk at a
-/// time. They are emitted only once checked, so unchecked bytes never leave the decoder; a
-/// link decoded on an unchecked base is in a later batch or the same one, behind it.
+/// fingerprints, which hashes a batch four chunks at a time in SIMD lanes
+/// ([`first_not_stored_flat`]) instead of one chunk at a time. They are emitted only once
+/// checked, so unchecked bytes never leave the decoder; a link decoded on an unchecked base
+/// is in a later batch or the same one, behind it.
 #[derive(Default)]
 struct Unchecked {
     buf: Vec<u8>,
@@ -257,7 +257,11 @@ impl Unchecked {
         &mut self,
         emit: &mut impl FnMut(&Fingerprint, &[u8], bool),
     ) -> Result<(), String> {
-        let fp = |k: usize| -> Fingerprint { self.fps[k * 20..k * 20 + 20].try_into().unwrap() };
+        let fp = |k: usize| -> Fingerprint {
+            self.fps[k * FINGERPRINT_LEN..][..FINGERPRINT_LEN]
+                .try_into()
+                .unwrap()
+        };
         if let Some((k, _)) = first_not_stored_flat(&self.buf, &self.ranges, &self.fps) {
             let what = if self.in_range[k] {
                 "delta decodes to other bytes"

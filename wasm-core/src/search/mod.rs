@@ -59,7 +59,7 @@
 //! the chunk-results; here they stay in memory because a search runs in the page only while
 //! the repository's unique chunks fit the workers' cache (above that the server searches),
 //! and a tiny record is at most one per chunk of 22 bytes plus 5 per keyword, far below the
-//! chunk's own bytes (docs/SEARCH.md, "Memory").
+//! chunk's own bytes (docs/SEARCH.md, "Tiny records in memory").
 //!
 //! Workers: each scans its containers with its own [`PhysicalPhase`]/[`PhysicalScanner`];
 //! [`ResultDb::encode`]/[`ResultDb::decode`] move the records to the logical worker and

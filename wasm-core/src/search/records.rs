@@ -144,14 +144,6 @@ impl MemTinyStore {
         self.map.is_empty()
     }
 
-    /// The whole tiny record of chunk `fp`, if it has one.
-    pub fn record(&self, fp: &Fingerprint) -> Option<TinyRecord> {
-        self.map.get(fp).map(|e| TinyRecord {
-            fp: *fp,
-            entries: e.clone(),
-        })
-    }
-
     /// Adds records encoded back to back ([`TinyRecord::encode`]): how a physical worker
     /// hands its records to the logical one.
     pub fn add_encoded(&mut self, mut bytes: &[u8]) -> Result<(), DecodeError> {
