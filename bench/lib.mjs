@@ -155,7 +155,7 @@ export async function waitPass(server, version, timeoutSeconds = 600) {
  * Waits until the server's background work after the backups is done, so that what is
  * measured next is the repository at rest: the delta pass has handled the newest version
  * (skipped for a server started with `DITTO_DELTA=0`), then a dry-run prune runs the
- * mover and compaction to the end.
+ * mover and compaction to the end. Resolves to the prune's answer (its `seconds` among them).
  */
 export async function settle(server, { delta = true } = {}) {
   if (delta) {
@@ -169,6 +169,7 @@ export async function settle(server, { delta = true } = {}) {
     body: JSON.stringify({ dry_run: true }),
   });
   if (!res.ok) throw new Error(`prune (dry run): ${res.status} ${await res.text()}`);
+  return res.json();
 }
 
 /** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS. */
