@@ -263,13 +263,18 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   await expect(again).toHaveAttribute('data-ranges-read', '0');
   await expect(again).toHaveAttribute('data-stored-bytes-read', '0');
   await expect(again).toHaveAttribute('data-prepare-cached', 'true');
+  // Between the searches the workers summarised the trigrams of what they cached: chunks that
+  // hold none of the keywords were read at their ends only, and the results are the same.
+  expect(Number(await again.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
 
   // Other keywords (tiny records too), files only: still nothing fetched, still exact.
   const b = await boundaryKeywords();
   await search(page, b.hex, { hex: true });
   expectSame(await pageHits(page), scanFolders(b.bytes));
-  await search(page, ['useState', 'h('], { filesOnly: true });
+  const short = await search(page, ['useState', 'h('], { filesOnly: true });
   expectSame(await pageHits(page), scanFolders([Buffer.from('useState'), Buffer.from('h(')], true));
+  // A keyword of two bytes has no trigram: nothing can be ruled out.
+  await expect(short).toHaveAttribute('data-ruled-out', '0');
   // A narrower scope is a new file list, but its chunks are all cached.
   await page.getByTestId('search-versions').selectOption(String(ids[0]));
   await search(page, text);

@@ -201,6 +201,7 @@ struct Totals {
     tiny_records: u64,
     infix_lists: u64,
     tiny_lookups: u64,
+    ruled_out: u64,
 }
 
 /// Runs DedupSearch and the naive search in both modes and compares with brute force.
@@ -254,6 +255,25 @@ fn check(corpus: &Corpus, kws: &[Vec<u8>], max_len: usize, what: &str, totals: &
         got2.sort();
         assert_eq!(got2, want, "{what} {mode:?}: via the encoding");
         totals.tiny_lookups += tiny2.lookups;
+
+        // The same with every chunk's trigram summary, as a repeat search in the page
+        // scans its cached chunks: chunks ruled out are read at their ends only.
+        let mut phys = PhysicalPhase::new(&dict);
+        let mut tiny3 = MemTinyStore::new();
+        for (fp, c) in fps.iter().zip(&corpus.chunks) {
+            if let Some(t) = phys.scan_summarized(fp, c, Some(&Trigrams::of(c))) {
+                tiny3.put(t);
+            }
+        }
+        let (db3, stats3) = phys.finish();
+        let mut lp = LogicalPhase::new(&dict, mode);
+        let mut got3 = Vec::new();
+        for (id, r) in &files {
+            lp.search_file(&db3, *id, r, &mut tiny3, &mut got3);
+        }
+        got3.sort();
+        assert_eq!(got3, want, "{what} {mode:?}: with trigram summaries");
+        totals.ruled_out += stats3.ruled_out;
 
         let mut naive = NaiveSearch::new(&dict, mode);
         let mut got_naive = Vec::new();
@@ -340,6 +360,7 @@ fn random_corpora_min_chunk_rule() {
     assert!(t.matches > 1000, "{}", t.matches);
     assert!(t.tiny_records > 50, "{}", t.tiny_records);
     assert!(t.tiny_lookups > 10, "{}", t.tiny_lookups);
+    assert!(t.ruled_out > 1000, "{}", t.ruled_out);
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -348,6 +369,7 @@ fn random_corpora_arbitrary_chunking() {
     let t = run_rounds(2, false);
     assert!(t.matches > 1000, "{}", t.matches);
     assert!(t.infix_lists > 20, "{}", t.infix_lists);
+    assert!(t.ruled_out > 1000, "{}", t.ruled_out);
 }
 
 /// Figure 1 / Table 1 of the paper: DEDUP and UP, overlapping, split every way.

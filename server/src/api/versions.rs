@@ -125,12 +125,14 @@ pub(super) async fn versions_list(
     blocking(move || {
         // A token that may not browse sees only the versions it committed.
         let own = (!access.scope.can_browse()).then_some(access.id);
+        // The epoch with the list: what a page keys its caches by, in one request.
+        let gc_epoch = store.gc_epoch(repo_id)?;
         let list: Vec<Value> = store
             .list_versions(repo_id, own.as_deref())?
             .iter()
             .map(version_summary)
             .collect();
-        Ok(Json(json!({ "versions": list })))
+        Ok(Json(json!({ "versions": list, "gc_epoch": gc_epoch })))
     })
     .await
 }

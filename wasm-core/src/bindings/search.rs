@@ -48,7 +48,7 @@ use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, NaiveSearch,
-    PhysicalPhase, ResultDb, SearchError, TinyRecord,
+    PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams,
 };
 
 fn err(msg: impl std::fmt::Display) -> JsError {
@@ -128,6 +128,10 @@ impl SearchKeywords {
 #[wasm_bindgen]
 pub struct ChunkCache {
     chunks: HashMap<Fingerprint, Box<[u8]>>,
+    /// Trigram summaries of held chunks ([`ChunkCache::summarize`]), counted in `bytes`.
+    trigrams: HashMap<Fingerprint, Trigrams>,
+    /// Held chunks not summarised yet.
+    unsummarized: Vec<Fingerprint>,
     bytes: u64,
     budget: u64,
     /// How many delta chunks seen so far named each base.
@@ -142,6 +146,8 @@ impl ChunkCache {
     pub fn new(budget: f64) -> ChunkCache {
         ChunkCache {
             chunks: HashMap::new(),
+            trigrams: HashMap::new(),
+            unsummarized: Vec::new(),
             bytes: 0,
             budget: budget.max(0.0) as u64,
             named: HashMap::new(),
@@ -161,6 +167,8 @@ impl ChunkCache {
 
     pub fn clear(&mut self) {
         self.chunks = HashMap::new();
+        self.trigrams = HashMap::new();
+        self.unsummarized = Vec::new();
         self.bytes = 0;
         self.named = HashMap::new();
         self.whole = HashSet::new();
@@ -187,6 +195,24 @@ impl ChunkCache {
             .collect()
     }
 
+    /// The held chunks among `fps` (20 bytes each), for the page's snippets: per
+    /// fingerprint a little-endian `u32` length and that many raw bytes, or `u32::MAX` and
+    /// nothing for a chunk not held.
+    #[wasm_bindgen(js_name = rawChunks)]
+    pub fn raw_chunks(&self, fps: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for fp in fps.chunks_exact(20) {
+            match self.chunks.get(<&Fingerprint>::try_from(fp).unwrap()) {
+                Some(raw) => {
+                    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+                    out.extend_from_slice(raw);
+                }
+                None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+            }
+        }
+        out
+    }
+
     /// Whether every chunk of `fps` (20 bytes each) is held.
     #[wasm_bindgen(js_name = holdsAll)]
     pub fn holds_all(&self, fps: &[u8]) -> bool {
@@ -196,12 +222,38 @@ impl ChunkCache {
         })
     }
 
+    /// Summarises held chunks' trigrams ([`Trigrams`]) until about
+    /// `max_bytes` raw bytes were read or the budget is spent; answers how many are left.
+    /// The workers call it between searches, a slice at a time: a search of chunks with
+    /// summaries reads only the ends of those that cannot hold a keyword.
+    pub fn summarize(&mut self, max_bytes: f64) -> u32 {
+        let mut read = 0.0;
+        while read < max_bytes {
+            let Some(fp) = self.unsummarized.pop() else {
+                break;
+            };
+            let Some(raw) = self.chunks.get(&fp) else {
+                continue;
+            };
+            let t = Trigrams::of(raw);
+            if self.bytes + t.bytes() as u64 > self.budget {
+                self.unsummarized.clear();
+                break;
+            }
+            read += raw.len() as f64;
+            self.bytes += t.bytes() as u64;
+            self.trigrams.insert(fp, t);
+        }
+        self.unsummarized.len() as u32
+    }
+
     fn keep(&mut self, fp: &Fingerprint, raw: &[u8]) {
         if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
             return;
         }
         self.bytes += raw.len() as u64;
         self.chunks.insert(*fp, raw.into());
+        self.unsummarized.push(*fp);
     }
 }
 
@@ -361,7 +413,7 @@ impl ContainerScan {
         for (k, fp) in fps.chunks_exact(20).enumerate() {
             let fp: Fingerprint = fp.try_into().unwrap();
             match cache.chunks.get(&fp) {
-                Some(raw) => self.scan_raw(&fp, raw)?,
+                Some(raw) => self.scan_raw(&fp, raw, cache.trigrams.get(&fp))?,
                 None => missing.push(k as u32),
             }
         }
@@ -461,12 +513,17 @@ impl ContainerScan {
         Ok(self.tiny.count)
     }
 
-    fn scan_raw(&mut self, fp: &Fingerprint, raw: &[u8]) -> Result<(), JsError> {
+    fn scan_raw(
+        &mut self,
+        fp: &Fingerprint,
+        raw: &[u8],
+        trigrams: Option<&Trigrams>,
+    ) -> Result<(), JsError> {
         let tiny = self
             .phase
             .as_mut()
             .ok_or_else(|| err("ContainerScan.scan after finish"))?
-            .scan(fp, raw);
+            .scan_summarized(fp, raw, trigrams);
         self.tiny.push(tiny);
         Ok(())
     }
@@ -479,7 +536,7 @@ impl ContainerScan {
     }
 
     /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes, delta
-    /// chunks decoded]`.
+    /// chunks decoded, chunks whose trigram summary ruled out every keyword]`.
     pub fn stats(&self) -> Result<Vec<f64>, JsError> {
         let s = self
             .phase
@@ -493,6 +550,7 @@ impl ContainerScan {
             s.tiny_records as f64,
             self.tiny.bytes as f64,
             self.range.deltas() as f64,
+            s.ruled_out as f64,
         ])
     }
 
@@ -555,6 +613,7 @@ impl RecipeSearch {
                 .zip(lengths)
                 .map(|(fp, &len)| ChunkRef::new(fp.try_into().unwrap(), len as u64)),
         );
+        let from = self.out.len();
         self.phase.search_file(
             &self.db,
             file as u64,
@@ -562,10 +621,13 @@ impl RecipeSearch {
             &mut self.tiny,
             &mut self.out,
         );
+        // In the order a page lists them; here a file's matches are few and near in order.
+        self.out[from..].sort_by_key(|m| (m.offset, m.keyword));
         Ok(())
     }
 
-    /// The matches found so far as (file, keyword, offset) triples; clears them.
+    /// The matches found so far as (file, keyword, offset) triples, file by file in the
+    /// order searched and each file's by offset, then keyword; clears them.
     #[wasm_bindgen(js_name = takeMatches)]
     pub fn take_matches(&mut self) -> Vec<f64> {
         flatten(&mut self.out)

@@ -75,6 +75,7 @@ pub mod naive;
 pub mod physical;
 pub mod records;
 pub mod table;
+pub mod trigram;
 
 pub use automaton::Automaton;
 pub use keyword::parse_keyword;
@@ -86,6 +87,7 @@ pub use records::{
     MemTinyStore, ResultDb, TinyEntry, TinyRecord, TinyStore,
 };
 pub use table::PartialMatchTable;
+pub use trigram::{TrigramFilter, Trigrams};
 
 use std::sync::Arc;
 
@@ -176,6 +178,7 @@ struct DictInner {
     max_len: usize,
     forward: Automaton,
     reverse: Automaton,
+    trigrams: TrigramFilter,
 }
 
 impl Dictionary {
@@ -209,6 +212,7 @@ impl Dictionary {
         Ok(Dictionary {
             inner: Arc::new(DictInner {
                 max_len: forward.max_keyword_len(),
+                trigrams: TrigramFilter::new(&keywords),
                 keywords,
                 forward,
                 reverse,

@@ -19,6 +19,11 @@
 //!    search of the chunk in each keyword (`O(n)` per keyword). Such chunks are a file's
 //!    short last chunk (often a whole small file), so with long keywords this runs often.
 //!
+//! A chunk whose [`Trigrams`] summary rules out every keyword
+//! ([`super::trigram`]) holds no exact match: [`PhysicalScanner::scan_edges`] skips step 1's
+//! pass and reads only the chunk's last `n_max - 1` bytes for step 2 (the state they lead to
+//! has the same failure chain as after the whole chunk); steps 3 and 4 are unchanged.
+//!
 //! The findings become records (see [`super::records`]): a keyword whose only findings are a
 //! one-byte prefix and/or a one-byte suffix goes to the tiny record (for `n >= 3`), anything
 //! else to the chunk-result entry, plus a location-list entry when it matched two or more
@@ -29,6 +34,7 @@ use super::records::{
     ChunkResult, ChunkScan, InfixEntry, InfixList, KeywordResult, LocationEntry, LocationList,
     ResultDb, TinyEntry, TinyRecord, TinyStore, MANY,
 };
+use super::trigram::Trigrams;
 use super::Dictionary;
 use crate::hash::Fingerprint;
 
@@ -48,6 +54,8 @@ pub struct PhysicalStats {
     pub bytes: u64,
     pub exact_matches: u64,
     pub tiny_records: u64,
+    /// Chunks whose trigram summary ruled out every keyword (only their ends were read).
+    pub ruled_out: u64,
 }
 
 impl PhysicalScanner {
@@ -63,6 +71,17 @@ impl PhysicalScanner {
 
     /// Scans one chunk and returns its records (all `None` when nothing was found).
     pub fn scan_chunk(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
+        self.scan_as(fp, data, true)
+    }
+
+    /// [`PhysicalScanner::scan_chunk`] for a chunk known to hold no keyword wholly (its
+    /// [`Trigrams`] ruled them all out): the forward pass reads only the last `n_max - 1`
+    /// bytes, which decide the prefixes at its end. The records are the same.
+    pub fn scan_edges(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
+        self.scan_as(fp, data, false)
+    }
+
+    fn scan_as(&mut self, fp: &Fingerprint, data: &[u8], whole: bool) -> ChunkScan {
         let d = &*self.dict.inner;
         let fwd = &d.forward;
         self.exact.clear();
@@ -73,10 +92,15 @@ impl PhysicalScanner {
             return ChunkScan::default();
         }
 
-        // 1 + 2: one forward pass.
-        let exact = &mut self.exact;
-        let end = fwd.find_all(data, |kw, at| exact.push((kw, at as u32)));
-        self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword
+        // 1 + 2: one forward pass (or, with no exact match possible, its end).
+        let end = if whole {
+            let exact = &mut self.exact;
+            let end = fwd.find_all(data, |kw, at| exact.push((kw, at as u32)));
+            self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword
+            end
+        } else {
+            fwd.tail_state(data)
+        };
         fwd.end_partials(end, &mut self.pre);
 
         // 3: reverse pass over the first n_max - 1 bytes.
@@ -217,7 +241,24 @@ impl PhysicalPhase {
     /// hands its records to the logical worker encoded): the chunk's tiny record, if any, is
     /// returned for the caller to store.
     pub fn scan(&mut self, fp: &Fingerprint, data: &[u8]) -> Option<TinyRecord> {
-        let scan = self.scanner.scan_chunk(fp, data);
+        self.scan_summarized(fp, data, None)
+    }
+
+    /// [`PhysicalPhase::scan`] of a chunk with its trigram summary: when the summary rules
+    /// out every keyword, only the chunk's ends are read ([`PhysicalScanner::scan_edges`]).
+    pub fn scan_summarized(
+        &mut self,
+        fp: &Fingerprint,
+        data: &[u8],
+        trigrams: Option<&Trigrams>,
+    ) -> Option<TinyRecord> {
+        let ruled_out = trigrams.is_some_and(|t| !self.scanner.dict.inner.trigrams.may_match(t));
+        let scan = if ruled_out {
+            self.stats.ruled_out += 1;
+            self.scanner.scan_edges(fp, data)
+        } else {
+            self.scanner.scan_chunk(fp, data)
+        };
         self.stats.chunks += 1;
         self.stats.bytes += data.len() as u64;
         if let Some(c) = &scan.chunk {

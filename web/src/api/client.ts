@@ -290,7 +290,12 @@ export class Api {
   }
 
   async versions(): Promise<VersionInfo[]> {
-    return (await this.json<{ versions: VersionInfo[] }>(this.repoPath('/versions'))).versions;
+    return (await this.versionList()).versions;
+  }
+
+  /** The versions with the repository's `gc_epoch`, read together. */
+  versionList(): Promise<{ versions: VersionInfo[]; gc_epoch: number }> {
+    return this.json<{ versions: VersionInfo[]; gc_epoch: number }>(this.repoPath('/versions'));
   }
 
   version(id: number) {

@@ -1,8 +1,9 @@
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { memo, useEffect, useMemo, useRef, useState } from 'react';
 import '../search/search.css';
 import type { Api, VersionInfo } from '../api/client';
 import type { SearchQuery } from '../search/protocol';
 import {
+  cachedChunks,
   compareOutcomes,
   dedupSearch,
   naiveSearch,
@@ -24,8 +25,11 @@ import { bytes } from './format';
 /** An outcome and the number of the run that produced it (tests wait for their run). */
 type Shown = SearchOutcome & { seq: number };
 
-/** Files listed in full; the counts cover every match. */
+/** Files listed at first, and how many more each "Show more" adds; the counts cover every match. */
 const FILES_SHOWN = 300;
+const FILES_MORE = 300;
+/** A search's progress is shown once it has run this long. */
+const PROGRESS_AFTER_MS = 150;
 /** Hits per file with a snippet. */
 const SNIPPETS_PER_FILE = 3;
 
@@ -63,9 +67,25 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     [],
   );
 
+  // Progress appears once a search has run for `PROGRESS_AFTER_MS`, then is drawn once per
+  // frame at most: a repeat search takes tens of milliseconds, and renders (and the style and
+  // layout they cause) would take the page's thread from the search's own messages.
+  const shownProgress = useRef({ latest: null as SearchProgress | null, frame: 0, since: 0 });
+  const report = (p: SearchProgress) => {
+    const s = shownProgress.current;
+    s.latest = p;
+    s.frame ||= requestAnimationFrame(() => {
+      s.frame = 0;
+      if (performance.now() - s.since >= PROGRESS_AFTER_MS) setProgress(s.latest);
+      else s.frame = requestAnimationFrame(() => ((s.frame = 0), report(s.latest!)));
+    });
+  };
+
   const runs = useRef(0);
   const run = async (engine: 'dedup' | 'naive') => {
     const seq = ++runs.current;
+    shownProgress.current.since = performance.now();
+    snippets.abort();
     setError(null);
     setBusy(engine);
     setProgress(null);
@@ -73,13 +93,17 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter, where };
     // Outcomes of another query or scope are not comparable: start a new pair.
     const key = JSON.stringify([query, scope.versions, scope.pathFilter]);
-    setOutcomes((o) => (o.key === key ? { ...o, [engine]: undefined } : { key }));
+    // The previous results stay on the page (marked stale) until these replace them: taking
+    // them down now would cost the search's first milliseconds on the page's thread.
     try {
       workers.current ??= startSearchWorkers();
       const w = await workers.current;
-      const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, setProgress);
-      setOutcomes((o) => (o.key === key ? { ...o, [engine]: { ...outcome, seq } } : o));
+      const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, report);
+      setOutcomes((o) =>
+        o.key === key ? { ...o, [engine]: { ...outcome, seq } } : { key, [engine]: { ...outcome, seq } },
+      );
     } catch (e) {
+      setOutcomes({});
       setError(e instanceof Error ? e.message : String(e));
       // A failed worker may be in any state: start afresh next time.
       void workers.current?.then((w) => w.terminate('search cancelled'));
@@ -95,6 +119,12 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   };
 
   const shown = outcomes.dedup ?? outcomes.naive;
+  // The snippets of the results shown; a new search cancels what they still fetch.
+  const snippets = useMemo(
+    () => new ChunkCache(api, async (fps) => (workers.current ? cachedChunks(await workers.current, fps) : new Map())),
+    [api, shown],
+  );
+  useEffect(() => () => snippets.abort(), [snippets]);
   const compared = useMemo(
     () => (outcomes.dedup && outcomes.naive ? compareOutcomes(outcomes.dedup, outcomes.naive) : null),
     [outcomes],
@@ -223,27 +253,30 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
           <p>{error}</p>
         </Notice>
       )}
-      {(['dedup', 'naive'] as const).map((k) => {
-        const o = outcomes[k];
-        return o && <Summary key={k} o={o} />;
-      })}
-      {compared && (
-        <p
-          data-testid="search-compare"
-          data-identical={String(compared.onlyA === 0 && compared.onlyB === 0)}
-          className={compared.onlyA === 0 && compared.onlyB === 0 ? 'ok' : 'error'}
-        >
-          {compared.onlyA === 0 && compared.onlyB === 0
-            ? `Checked: reading every file found the same ${outcomes.dedup!.matches} matches (search ${seconds(outcomes.dedup!.totalMs)}, check ${seconds(outcomes.naive!.totalMs)}).`
-            : `Results differ: ${compared.onlyA} matches only from the search, ${compared.onlyB} only from reading every file.`}
-        </p>
-      )}
-      {shown && !busy && <Results api={api} o={shown} hex={hex} />}
+      <div className={busy ? 'stale' : undefined} aria-busy={!!busy} data-testid="search-outcome">
+        {(['dedup', 'naive'] as const).map((k) => {
+          const o = outcomes[k];
+          return o && <Summary key={k} o={o} />;
+        })}
+        {compared && (
+          <p
+            data-testid="search-compare"
+            data-identical={String(compared.onlyA === 0 && compared.onlyB === 0)}
+            className={compared.onlyA === 0 && compared.onlyB === 0 ? 'ok' : 'error'}
+          >
+            {compared.onlyA === 0 && compared.onlyB === 0
+              ? `Checked: reading every file found the same ${outcomes.dedup!.matches} matches (search ${seconds(outcomes.dedup!.totalMs)}, check ${seconds(outcomes.naive!.totalMs)}).`
+              : `Results differ: ${compared.onlyA} matches only from the search, ${compared.onlyB} only from reading every file.`}
+          </p>
+        )}
+        {shown && <Results key={shown.seq} cache={snippets} o={shown} hex={hex} />}
+      </div>
     </section>
   );
 }
 
-function Summary({ o }: { o: Shown }) {
+/** Memoised, as `Results`: progress renders the panel once a frame while a search runs. */
+const Summary = memo(function Summary({ o }: { o: Shown }) {
   const records = o.db && {
     chunk_results: o.db.chunkResults,
     chunk_result_bytes: o.db.chunkResultBytes,
@@ -274,6 +307,8 @@ function Summary({ o }: { o: Shown }) {
       data-bases-bytes={o.physical?.basesBytes}
       data-base-jobs={o.physical?.baseJobs}
       data-base-requests={o.physical?.baseRequests}
+      data-chunks={o.physical?.chunks}
+      data-ruled-out={o.physical?.ruledOut}
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
       data-records={records ? JSON.stringify(records) : undefined}
     >
@@ -315,6 +350,12 @@ function Summary({ o }: { o: Shown }) {
               {plural(o.physical.baseRequests, 'request')} for {plural(o.physical.baseJobs, 'job')}).
             </li>
           )}
+          {o.physical && o.physical.ruledOut > 0 && (
+            <li>
+              {plural(o.physical.ruledOut, 'cached chunk')} could not hold a keyword (their trigram summaries say so):
+              only their ends were read, for matches that cross into the next chunk.
+            </li>
+          )}
           {o.naiveBytes !== undefined && <li>{bytes(o.naiveBytes)} reassembled and scanned.</li>}
           {records && (
             <li>
@@ -327,10 +368,11 @@ function Summary({ o }: { o: Shown }) {
       </details>
     </div>
   );
-}
+});
 
-function Results({ api, o, hex }: { api: Api; o: SearchOutcome; hex: boolean }) {
-  const cache = useMemo(() => new ChunkCache(api), [api, o]);
+/** Memoised: the previous results stay while the next search runs, and its progress renders the panel. */
+const Results = memo(function Results({ cache, o, hex }: { cache: ChunkCache; o: SearchOutcome; hex: boolean }) {
+  const [shown, setShown] = useState(FILES_SHOWN);
   if (o.results.length === 0)
     return (
       <p className="muted" data-testid="search-empty">
@@ -338,13 +380,16 @@ function Results({ api, o, hex }: { api: Api; o: SearchOutcome; hex: boolean }) 
       </p>
     );
   const byVersion = new Map<number, FileHits[]>();
-  for (const r of o.results.slice(0, FILES_SHOWN))
+  for (const r of o.results.slice(0, shown))
     byVersion.set(r.file.version, [...(byVersion.get(r.file.version) ?? []), r]);
   return (
     <div className="search-results">
-      {o.results.length > FILES_SHOWN && (
-        <p className="muted">
-          Showing the first {FILES_SHOWN} of {o.results.length} files with matches.
+      {o.results.length > shown && (
+        <p className="muted" data-testid="search-more">
+          Showing the first {shown} of {o.results.length} files with matches.{' '}
+          <Button onClick={() => setShown((n) => n + FILES_MORE)}>
+            Show {Math.min(FILES_MORE, o.results.length - shown)} more
+          </Button>
         </p>
       )}
       {[...byVersion].map(([version, rows]) => (
@@ -381,7 +426,7 @@ function Results({ api, o, hex }: { api: Api; o: SearchOutcome; hex: boolean }) 
       ))}
     </div>
   );
-}
+});
 
 function HitLine(props: { cache: ChunkCache; r: FileHits; keyword: Uint8Array; label: string; offset: number }) {
   const { cache, r, keyword, label, offset } = props;

@@ -57,6 +57,8 @@ export type PhysicalStats = {
   /** Jobs that fetched bases, and the `chunks/get` requests they made for them (one per job when each answer brings the whole chains). */
   baseJobs: number;
   baseRequests: number;
+  /** Cached chunks whose trigram summary ruled out every keyword: only their ends were read. */
+  ruledOut: number;
 };
 export type LogicalStats = {
   files: number;
@@ -99,6 +101,16 @@ export interface SearchApi {
     { dbs: Uint8Array[]; tiny: Uint8Array[]; files: FileBatch },
     { matches: Float64Array; stats: LogicalStats; db: DbStats }
   >;
+  /**
+   * The cached chunks among `fps` (20 bytes each), for snippets: per chunk a little-endian
+   * u32 length and its raw bytes, or 0xffffffff for a chunk this worker does not hold.
+   */
+  chunks: Method<Uint8Array, Uint8Array>;
+  /**
+   * The search has ended: the worker summarises its cached chunks' trigrams in the idle
+   * time that follows, a slice at a time (wasm-core's `ChunkCache.summarize`).
+   */
+  idle: Method<null, void>;
   /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
   naive: Method<
     { files: FileBatch; requestBytes: number },

@@ -91,13 +91,19 @@ export interface SearchProgress {
 }
 
 interface Prepared {
+  /** The scope ([`scopeOf`]) and the versions it chose, with the repository state. */
+  key: string;
+  /** [`scopeOf`] the search's scope. */
+  scope: string;
+  /** The repository's unique raw bytes in that state (where `auto` searches). */
+  uniqueRawBytes: number;
   files: SearchFile[];
   locs: Map<string, StoredChunkLoc>;
   /** Sum of the files' sizes. */
   logicalBytes: number;
   /** The repository state read ([`RepoCache`]): keys the workers' chunk caches. */
   state: string;
-  /** Whether prepare fetched nothing but the versions list and the token (all cached). */
+  /** Whether prepare fetched nothing but the versions list (all cached). */
   cached: boolean;
   /** The files' recipes for the logical phase, built on first use. */
   batch?: FileBatch;
@@ -118,14 +124,15 @@ interface Prepared {
 interface RepoCache {
   manifests: Map<number, VersionInfo & { manifest: Manifest }>;
   locs: { state: string; map: Map<string, StoredChunkLoc> } | null;
-  prepared: Map<string, Prepared>;
+  /** The last scope prepared (one is kept). */
+  last: Prepared | null;
 }
 const repoCaches = new Map<string, RepoCache>();
 
 function repoCache(api: Api): RepoCache {
   const key = `${api.base}\u0000${api.repo}`;
   let c = repoCaches.get(key);
-  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: null, prepared: new Map() }));
+  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: null, last: null }));
   return c;
 }
 
@@ -133,7 +140,12 @@ function repoCache(api: Api): RepoCache {
 function dropLocations(api: Api) {
   const c = repoCache(api);
   c.locs = null;
-  c.prepared.clear();
+  c.last = null;
+}
+
+/** What names a search's scope, whatever the repository's state. */
+function scopeOf(scope: SearchScope): string {
+  return JSON.stringify([scope.versions, scope.pathFilter.trim().toLowerCase()]);
 }
 
 /**
@@ -173,10 +185,10 @@ interface RepoState {
 }
 
 async function repoState(api: Api): Promise<RepoState> {
-  const [all, token] = await Promise.all([api.versions(), api.tokenInfo()]);
+  const { versions: all, gc_epoch } = await api.versionList();
   return {
     all,
-    state: `${token.gc_epoch}:${all.map((v) => v.id).join(',')}`,
+    state: `${gc_epoch}:${all.map((v) => v.id).join(',')}`,
     uniqueRawBytes: all.reduce((n, v) => n + v.stats.new_raw_bytes, 0),
   };
 }
@@ -185,17 +197,16 @@ async function prepare(
   api: Api,
   scope: SearchScope,
   progress: (p: SearchProgress) => void,
-  { all, state }: RepoState,
+  { all, state, uniqueRawBytes }: RepoState,
 ): Promise<Prepared> {
   const cache = repoCache(api);
   const chosen = scope.versions ? all.filter((v) => scope.versions!.includes(v.id)) : all;
   if (scope.versions && chosen.length !== scope.versions.length)
     throw new Error('a version in the scope no longer exists; reload the list');
-  const scopeKey = JSON.stringify([state, chosen.map((v) => v.id), scope.pathFilter.trim().toLowerCase()]);
-  const done = cache.prepared.get(scopeKey);
-  if (done) {
-    done.cached = true;
-    return done;
+  const key = JSON.stringify([state, chosen.map((v) => v.id), scopeOf(scope)]);
+  if (cache.last?.key === key) {
+    cache.last.cached = true;
+    return cache.last;
   }
 
   for (const id of cache.manifests.keys()) if (!all.some((v) => v.id === id)) cache.manifests.delete(id);
@@ -256,14 +267,16 @@ async function prepare(
     }
   }
   const prepared: Prepared = {
+    key,
+    scope: scopeOf(scope),
+    uniqueRawBytes,
     files,
     locs,
     logicalBytes: files.reduce((n, f) => n + f.size, 0),
     state,
     cached: !fetched,
   };
-  cache.prepared.clear(); // one scope kept: the last one
-  cache.prepared.set(scopeKey, prepared);
+  cache.last = prepared;
   return prepared;
 }
 
@@ -402,17 +415,67 @@ function holderMap(workers: SearchWorkers, state: string): Holders {
   return h;
 }
 
+/**
+ * Raw bytes of the chunks of `fps` (hex) that the workers' caches hold, asked of the worker
+ * that holds each: the snippets of an in-page search's results need neither the server nor
+ * its decoding. Chunks no worker holds are left out.
+ */
+export async function cachedChunks(workers: SearchWorkers, fps: string[]): Promise<Map<string, Uint8Array>> {
+  const out = new Map<string, Uint8Array>();
+  const at = holders.get(workers)?.at;
+  if (!at) return out;
+  const byWorker = new Map<number, string[]>();
+  for (const fp of new Set(fps)) {
+    const w = at.get(fp);
+    if (w === undefined || w >= workers.size) continue;
+    let list = byWorker.get(w);
+    if (!list) byWorker.set(w, (list = []));
+    list.push(fp);
+  }
+  await Promise.all(
+    [...byWorker].map(async ([w, list]) => {
+      const asked = new Uint8Array(list.length * FP_LEN);
+      list.forEach((fp, k) => hexToBytes(fp, asked, k * FP_LEN));
+      const answer = await workers.call(w, 'chunks', asked, { transfer: [asked.buffer] });
+      const view = new DataView(answer.buffer, answer.byteOffset, answer.byteLength);
+      let p = 0;
+      for (const fp of list) {
+        const len = view.getUint32(p, true);
+        p += 4;
+        if (len === 0xffffffff) continue;
+        out.set(fp, answer.subarray(p, p + len));
+        p += len;
+      }
+    }),
+  );
+  return out;
+}
+
+/**
+ * The matches (file, keyword, offset triples) as hits per file, by offset then keyword. The
+ * engines hand a file's matches over together (DedupSearch's logical phase already in
+ * order), so the walk goes by runs of one file, and sorts only a file whose hits are not.
+ */
 function collect(files: SearchFile[], matches: Float64Array[]): FileHits[] {
   const byFile = new Map<number, Hit[]>();
+  const unsorted = new Set<number>();
   for (const m of matches)
-    for (let i = 0; i < m.length; i += 3) {
-      let hits = byFile.get(m[i]);
-      if (!hits) byFile.set(m[i], (hits = []));
-      hits.push({ keyword: m[i + 1], offset: m[i + 2] });
+    for (let i = 0; i < m.length;) {
+      const id = m[i];
+      let hits = byFile.get(id);
+      if (!hits) byFile.set(id, (hits = []));
+      let last = hits.at(-1);
+      for (; i < m.length && m[i] === id; i += 3) {
+        const h = { keyword: m[i + 1], offset: m[i + 2] };
+        if (last && (h.offset < last.offset || (h.offset === last.offset && h.keyword < last.keyword)))
+          unsorted.add(id);
+        hits.push(h);
+        last = h;
+      }
     }
   const out = [...byFile].map(([id, hits]) => ({
     file: files[id],
-    hits: hits.sort((a, b) => a.offset - b.offset || a.keyword - b.keyword),
+    hits: unsorted.has(id) ? hits.sort((a, b) => a.offset - b.offset || a.keyword - b.keyword) : hits,
   }));
   return out.sort(
     (a, b) => a.file.version - b.file.version || (a.file.path < b.file.path ? -1 : a.file.path > b.file.path ? 1 : 0),
@@ -430,11 +493,15 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Prom
   return answers[0].keywords;
 }
 
-/** Points every worker at the decoded-chunk cache of repository state `state`. */
-async function useCache(api: Api, workers: SearchWorkers, state: string) {
+/**
+ * Points every worker at the decoded-chunk cache of repository state `state`. A worker
+ * handles its messages in order, so the jobs sent next need not wait for the answer; a
+ * failure shows as the first job's ("scan before useCache").
+ */
+function useCache(api: Api, workers: SearchWorkers, state: string) {
   const key = `${api.base || location.origin}\u0000${api.repo}\u0000${state}`;
   const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
-  await Promise.all(Array.from({ length: workers.size }, (_, w) => workers.call(w, 'useCache', { key, bytes })));
+  for (let w = 0; w < workers.size; w++) void workers.call(w, 'useCache', { key, bytes }).catch(() => {});
 }
 
 /**
@@ -528,12 +595,66 @@ async function dedupSearchAs(
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
   // The workers parse the keywords while the page asks for the repository's state.
-  const [repo, keywords] = await Promise.all([repoState(api), begin(api, workers, query)]);
-  const where = scope.where ?? 'auto';
-  if (where === 'server' || (where === 'auto' && repo.uniqueRawBytes > SERVER_SEARCH_ABOVE))
-    return serverSearch(api, keywords, query, scope, repo, t0);
+  const last = speculative(api, scope);
+  let checked: Promise<RepoState> | undefined;
+  if (last) {
+    // The previous search's scope is searched while the page checks that the repository
+    // is unchanged; should it have changed, that result is dropped and the search starts
+    // over. A worker handles its messages in order, so the jobs follow `begin` unawaited.
+    // The state is asked for first: its answer then comes before the workers take both cores.
+    checked = repoState(api);
+    last.cached = true;
+    const begun = begin(api, workers, query);
+    const attempt = searchPrepared(api, workers, begun, last, progress, t0).then(
+      (outcome) => ({ outcome }),
+      // Keywords the workers refused fail every job: their own error says why.
+      async (error: unknown) => ({
+        error: await begun.then(
+          () => error,
+          (e: unknown) => e,
+        ),
+      }),
+    );
+    const r = await attempt;
+    const repo = await checked;
+    if (repo.state === last.state) {
+      if ('error' in r) throw r.error;
+      // Done when the state is known too.
+      return { ...r.outcome, totalMs: performance.now() - t0 };
+    }
+  }
+  const [repo, keywords] = await Promise.all([checked ?? repoState(api), begin(api, workers, query)]);
+  if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0);
   const prepared = await prepare(api, scope, progress, repo);
-  await useCache(api, workers, prepared.state);
+  return searchPrepared(api, workers, Promise.resolve(keywords), prepared, progress, t0);
+}
+
+/** Whether DedupSearch runs on the server, for a repository of this much unique raw data. */
+function onServer(scope: SearchScope, uniqueRawBytes: number): boolean {
+  const where = scope.where ?? 'auto';
+  return where === 'server' || (where === 'auto' && uniqueRawBytes > SERVER_SEARCH_ABOVE);
+}
+
+/**
+ * The scope the previous search prepared, if this search has the same scope and would run
+ * in the page: the search that may reuse it before the repository's state is known.
+ */
+function speculative(api: Api, scope: SearchScope): Prepared | undefined {
+  const p = repoCache(api).last;
+  if (!p || p.scope !== scopeOf(scope) || onServer(scope, p.uniqueRawBytes)) return undefined;
+  return p;
+}
+
+/** The physical and the logical phase over a prepared scope; `keywords` is `begin`'s answer. */
+async function searchPrepared(
+  api: Api,
+  workers: SearchWorkers,
+  keywords: Promise<Uint8Array[]>,
+  prepared: Prepared,
+  progress: (p: SearchProgress) => void,
+  t0: number,
+): Promise<SearchOutcome> {
+  useCache(api, workers, prepared.state);
   const t1 = performance.now();
 
   const held = holderMap(workers, prepared.state);
@@ -577,6 +698,10 @@ async function dedupSearchAs(
   );
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
+  // For the next search, in the time that follows: the workers summarise what they cached,
+  // and the page cuts the jobs for the holders as they now are.
+  for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', null).catch(() => {});
+  setTimeout(() => containerJobs(prepared, held));
 
   const physical = finished.reduce(
     (a, f) => ({
@@ -590,6 +715,7 @@ async function dedupSearchAs(
       basesBytes: a.basesBytes + f.stats.basesBytes,
       baseJobs: a.baseJobs + f.stats.baseJobs,
       baseRequests: a.baseRequests + f.stats.baseRequests,
+      ruledOut: a.ruledOut + f.stats.ruledOut,
       containers: a.containers,
       rangesRead: a.rangesRead,
     }),
@@ -604,21 +730,23 @@ async function dedupSearchAs(
       basesBytes: 0,
       baseJobs: 0,
       baseRequests: 0,
+      ruledOut: 0,
       containers: new Set(jobs.map((j) => j.job.id)).size,
       rangesRead: containersRead,
     },
   );
   const results = collect(prepared.files, [r.matches]);
+  const t4 = performance.now(); // the results are ready
   return {
     engine: 'dedup',
     where: 'page',
-    keywords,
+    keywords: await keywords,
     results,
     matches: r.matches.length / 3,
     filesSearched: prepared.files.length,
     logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, physical: t2 - t1, logical: t3 - t2 },
-    totalMs: t3 - t0,
+    totalMs: t4 - t0,
     storedBytesRead,
     physical,
     logical: r.stats,
@@ -742,16 +870,17 @@ async function naiveSearchAs(
     () => progress({ phase: 'scan', done: ++done, total: jobs.length }),
   );
   const t2 = performance.now();
+  const results = collect(prepared.files, matches);
   return {
     engine: 'naive',
     where: 'page',
     keywords,
-    results: collect(prepared.files, matches),
+    results,
     matches: matches.reduce((n, m) => n + m.length / 3, 0),
     filesSearched: prepared.files.length,
     logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, scan: t2 - t1 },
-    totalMs: t2 - t0,
+    totalMs: performance.now() - t0, // with the results ready
     storedBytesRead,
     naiveBytes,
     files: prepared.files,

@@ -60,6 +60,28 @@ function chunkCache(key: string, budget: number): ChunkCache {
   return cache.chunks;
 }
 
+/**
+ * Raw bytes a slice of idle work summarises (`ChunkCache.summarize`): about a millisecond,
+ * so that a message arriving meanwhile (the next search) waits at most that long.
+ */
+const SUMMARY_SLICE_BYTES = 1 << 20;
+
+/**
+ * Between searches the worker builds the trigram summaries of the chunks it cached, a
+ * slice per task (a message to itself: timers would be clamped to 4 ms), so that the next
+ * search reads only the ends of the chunks that cannot hold its keywords. The page starts
+ * it (`idle`) once a search has ended, so that it competes with neither phase; nothing is
+ * summarised while a physical phase runs.
+ */
+const idle = new MessageChannel();
+let scanning = false;
+/** A slice is queued (one chain of them at a time). */
+let summarizing = false;
+idle.port1.onmessage = () => {
+  summarizing = !scanning && !!cache && cache.chunks.summarize(SUMMARY_SLICE_BYTES) > 0;
+  if (summarizing) idle.port2.postMessage(null);
+};
+
 function release() {
   if (!cur) return;
   cur.scan.free();
@@ -236,13 +258,15 @@ expose<SearchApi>(
     },
     useCache: async ({ key, bytes }) => {
       need().chunks = chunkCache(key, bytes);
+      scanning = true;
     },
     scan: (job) => scanContainer(job),
     finishScan: async () => {
       const c = need();
       const tiny = c.scan.takeTiny();
-      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks] = c.scan.stats();
+      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks, ruledOut] = c.scan.stats();
       const db = c.scan.finish();
+      scanning = false;
       const stats = {
         chunks,
         bytes,
@@ -254,8 +278,18 @@ expose<SearchApi>(
         basesBytes: c.basesBytes,
         baseJobs: c.baseJobs,
         baseRequests: c.baseRequests,
+        ruledOut,
       };
       return transfer({ db, tiny, stats }, [db.buffer, tiny.buffer]);
+    },
+    chunks: async (fps) => {
+      const out = cache ? cache.chunks.rawChunks(fps) : new Uint8Array(0);
+      return transfer(out, [out.buffer]);
+    },
+    idle: async () => {
+      if (scanning || summarizing) return;
+      summarizing = true;
+      idle.port2.postMessage(null);
     },
     logical: async ({ dbs, tiny, files }) => {
       const r = logical(dbs, tiny, files);

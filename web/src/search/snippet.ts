@@ -22,23 +22,50 @@ function printable(bytes: Uint8Array): string {
     .replace(/[\u0000-\u001f\u007f]/g, '·');
 }
 
-/** Chunk bytes by fingerprint, shared by the snippets of one result list. */
+/** Raw bytes of the chunks of `fps` (hex) held nearby (the search workers' caches); others left out. */
+export type LocalChunks = (fps: string[]) => Promise<Map<string, Uint8Array>>;
+
+/**
+ * Chunk bytes by fingerprint, shared by the snippets of one result list. The chunks asked
+ * for in one task (every snippet of a list asks as the list appears) are read together:
+ * from `local` where it holds them, the rest in one `chunks/get` request; `abort` cancels
+ * what is in flight when the list is replaced.
+ */
 export class ChunkCache {
   private chunks = new Map<string, Promise<Uint8Array>>();
-  constructor(private api: Api) {}
+  private batch: { fps: string[]; done: Promise<Uint8Array[]> } | null = null;
+  private aborter = new AbortController();
+  constructor(
+    private api: Api,
+    private local: LocalChunks = async () => new Map(),
+  ) {}
 
-  async get(fps: string[]): Promise<Uint8Array[]> {
-    const want = [...new Set(fps.filter((fp) => !this.chunks.has(fp)))];
-    if (want.length) {
-      const all = this.api.getChunks(want, undefined, true).then((b) => decodeBundle(b).map((c) => c.stored));
-      want.forEach((fp, i) =>
-        this.chunks.set(
-          fp,
-          all.then((c) => c[i]),
-        ),
-      );
-    }
+  get(fps: string[]): Promise<Uint8Array[]> {
+    for (const fp of fps) if (!this.chunks.has(fp)) this.chunks.set(fp, this.fetch(fp));
     return Promise.all(fps.map((fp) => this.chunks.get(fp)!));
+  }
+
+  abort() {
+    this.aborter.abort();
+  }
+
+  private fetch(fp: string): Promise<Uint8Array> {
+    if (!this.batch) {
+      const b: { fps: string[]; done: Promise<Uint8Array[]> } = { fps: [], done: Promise.resolve([]) };
+      b.done = Promise.resolve().then(async () => {
+        this.batch = null;
+        const near = await this.local(b.fps).catch(() => new Map<string, Uint8Array>());
+        const far = b.fps.filter((fp) => !near.has(fp));
+        if (far.length) {
+          const bundle = await this.api.getChunks(far, this.aborter.signal, true);
+          decodeBundle(bundle).forEach((c, i) => near.set(far[i], c.stored));
+        }
+        return b.fps.map((fp) => near.get(fp)!);
+      });
+      this.batch = b;
+    }
+    const i = this.batch.fps.push(fp) - 1;
+    return this.batch.done.then((c) => c[i]);
   }
 }
 
