@@ -252,6 +252,15 @@ fn check(corpus: &Corpus, kws: &[Vec<u8>], max_len: usize, what: &str, totals: &
         for (id, r) in &files {
             lp.search_file(&db2, *id, r, &mut tiny2, &mut got2);
         }
+        // Each file's matches come in order of offset, then keyword (the page lists them so).
+        for w in got2.windows(2) {
+            if w[0].file == w[1].file {
+                assert!(
+                    (w[0].offset, w[0].keyword) < (w[1].offset, w[1].keyword),
+                    "{what} {mode:?}: out of order: {w:?}"
+                );
+            }
+        }
         got2.sort();
         assert_eq!(got2, want, "{what} {mode:?}: via the encoding");
         totals.tiny_lookups += tiny2.lookups;

@@ -613,7 +613,6 @@ impl RecipeSearch {
                 .zip(lengths)
                 .map(|(fp, &len)| ChunkRef::new(fp.try_into().unwrap(), len as u64)),
         );
-        let from = self.out.len();
         self.phase.search_file(
             &self.db,
             file as u64,
@@ -621,8 +620,6 @@ impl RecipeSearch {
             &mut self.tiny,
             &mut self.out,
         );
-        // In the order a page lists them; here a file's matches are few and near in order.
-        self.out[from..].sort_by_key(|m| (m.offset, m.keyword));
         Ok(())
     }
 

@@ -110,8 +110,9 @@ impl LogicalPhase {
         }
     }
 
-    /// Appends the matches of one file to `out`. `recipe` lists the file's chunks in order;
-    /// `db` and `tiny` hold the records of the finished physical phase.
+    /// Appends the matches of one file to `out`, in order of offset, then keyword. `recipe`
+    /// lists the file's chunks in order; `db` and `tiny` hold the records of the finished
+    /// physical phase.
     pub fn search_file(
         &mut self,
         db: &ResultDb,
@@ -139,6 +140,7 @@ impl LogicalPhase {
             let entries = rec.map_or(&[][..], |r| &r.entries[..]);
             let mut next = std::mem::take(&mut self.next);
             next.clear();
+            let chunk_out = out.len();
 
             let (mut ia, mut ie) = (0, 0);
             while ia < self.active.len() || ie < entries.len() {
@@ -270,6 +272,8 @@ impl LogicalPhase {
                     next.retain(|a| a.kw != kw);
                 }
             }
+            // A chunk's matches come keyword by keyword; in order they are few to sort.
+            out[chunk_out..].sort_unstable_by_key(|m| (m.offset, m.keyword));
             std::mem::swap(&mut self.active, &mut next);
             self.next = next;
             if files_only && remaining == 0 {
@@ -277,6 +281,18 @@ impl LogicalPhase {
             }
             prev = Some((c, rec));
             pos += c.len;
+        }
+        // A match across a border can start before the previous chunk's last ones (keywords
+        // of different lengths): an insertion pass, linear on what is already in order,
+        // puts the few such matches in place.
+        for i in out_start + 1..out.len() {
+            let mut j = i;
+            while j > out_start
+                && (out[j - 1].offset, out[j - 1].keyword) > (out[j].offset, out[j].keyword)
+            {
+                out.swap(j - 1, j);
+                j -= 1;
+            }
         }
         self.stats.matches += (out.len() - out_start) as u64;
     }
