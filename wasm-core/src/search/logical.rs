@@ -89,6 +89,8 @@ pub struct LogicalPhase {
     active: Vec<Active>,
     next: Vec<Active>,
     done: Vec<bool>,
+    /// Scratch for ordering a file's matches (`offset << kw_bits | keyword`).
+    order: Vec<u64>,
     pub stats: LogicalStats,
 }
 
@@ -106,6 +108,7 @@ impl LogicalPhase {
             active: Vec::new(),
             next: Vec::new(),
             done: vec![false; dict.inner.keywords.len()],
+            order: Vec::new(),
             stats: LogicalStats::default(),
         }
     }
@@ -140,7 +143,6 @@ impl LogicalPhase {
             let entries = rec.map_or(&[][..], |r| &r.entries[..]);
             let mut next = std::mem::take(&mut self.next);
             next.clear();
-            let chunk_out = out.len();
 
             let (mut ia, mut ie) = (0, 0);
             while ia < self.active.len() || ie < entries.len() {
@@ -272,8 +274,6 @@ impl LogicalPhase {
                     next.retain(|a| a.kw != kw);
                 }
             }
-            // A chunk's matches come keyword by keyword; in order they are few to sort.
-            out[chunk_out..].sort_unstable_by_key(|m| (m.offset, m.keyword));
             std::mem::swap(&mut self.active, &mut next);
             self.next = next;
             if files_only && remaining == 0 {
@@ -282,18 +282,38 @@ impl LogicalPhase {
             prev = Some((c, rec));
             pos += c.len;
         }
-        // A match across a border can start before the previous chunk's last ones (keywords
-        // of different lengths): an insertion pass, linear on what is already in order,
-        // puts the few such matches in place.
-        for i in out_start + 1..out.len() {
-            let mut j = i;
-            while j > out_start
-                && (out[j - 1].offset, out[j - 1].keyword) > (out[j].offset, out[j].keyword)
-            {
-                out.swap(j - 1, j);
-                j -= 1;
-            }
-        }
+        self.order_matches(&mut out[out_start..]);
         self.stats.matches += (out.len() - out_start) as u64;
+    }
+
+    /// Sorts one file's matches by offset, then keyword. They come chunk by chunk and, in a
+    /// chunk, keyword by keyword: in order with one keyword, not with several. Each is
+    /// sorted as one integer, `offset << kw_bits | keyword` (the file is the same for all),
+    /// which sorts several times faster than the structs by a tuple key.
+    fn order_matches(&mut self, m: &mut [Match]) {
+        if m.windows(2)
+            .all(|w| (w[0].offset, w[0].keyword) <= (w[1].offset, w[1].keyword))
+        {
+            return;
+        }
+        let kw_bits = usize::BITS - (self.tables.len().max(2) - 1).leading_zeros();
+        let max_offset = m.iter().map(|x| x.offset).max().unwrap_or(0);
+        if max_offset >> (64 - kw_bits) != 0 {
+            m.sort_unstable_by_key(|x| (x.offset, x.keyword));
+            return;
+        }
+        let file = m[0].file;
+        self.order.clear();
+        self.order
+            .extend(m.iter().map(|x| x.offset << kw_bits | x.keyword as u64));
+        self.order.sort_unstable();
+        let mask = (1u64 << kw_bits) - 1;
+        for (x, &k) in m.iter_mut().zip(&self.order) {
+            *x = Match {
+                file,
+                keyword: (k & mask) as u32,
+                offset: k >> kw_bits,
+            };
+        }
     }
 }

@@ -435,7 +435,11 @@ function HitLine(props: { cache: ChunkCache; r: FileHits; keyword: Uint8Array; l
     let live = true;
     snippet(cache, r.file, offset, keyword.byteLength).then(
       (s) => live && setSnip(s),
-      (e: unknown) => live && setSnip(`snippet unavailable: ${e instanceof Error ? e.message : String(e)}`),
+      (e: unknown) => {
+        // Cancelled because a new search started: this list is about to be replaced.
+        if (!live || (e instanceof DOMException && e.name === 'AbortError')) return;
+        setSnip(`snippet unavailable: ${e instanceof Error ? e.message : String(e)}`);
+      },
     );
     return () => {
       live = false;

@@ -603,6 +603,7 @@ async function dedupSearchAs(
     // over. A worker handles its messages in order, so the jobs follow `begin` unawaited.
     // The state is asked for first: its answer then comes before the workers take both cores.
     checked = repoState(api);
+    checked.catch(() => {}); // awaited below, once the attempt has settled
     last.cached = true;
     const begun = begin(api, workers, query);
     const attempt = searchPrepared(api, workers, begun, last, progress, t0).then(
