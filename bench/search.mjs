@@ -1,7 +1,9 @@
 // Search benchmark: typescript-10 backed up through the real UI (headless Chromium, real
 // release server; its delta pass and mover then settled, so deltas are searched), then for 1, 8 and 128 keywords: DedupSearch in the page (Search tab) cold
 // (the first search after a page load) and warm (a second search in that page with other
-// keywords of the same count, served by the page's and the workers' caches), DedupSearch run
+// keywords of the same count, served by the page's and the workers' caches, started
+// --pause-ms after the first one's results, 500 by default: a person reads them before
+// typing the next query, and the workers summarise what they cached meanwhile), DedupSearch run
 // by the server (`POST search`, chosen in the page), the naive search in the page, and
 // ripgrep over the 10 release folders on disk, as in the DedupSearch paper's Fig. 7 (phase
 // times, record counts). Rounds are interleaved (every count in every round) and medians
@@ -15,7 +17,7 @@
 // the picks a quarter of a step earlier, so it shares no keyword with set A.
 //
 // Prints a table per keyword count and, last, one JSON line.
-// Usage: node bench/search.mjs [--package P] [--count N] [--quick] [--runs N] [--naive-runs N]
+// Usage: node bench/search.mjs [--package P] [--count N] [--quick] [--runs N] [--naive-runs N] [--pause-ms MS]
 // (--runs: DedupSearch and ripgrep runs per set, default 3, medians reported; --naive-runs:
 // default 1; --quick: 3 releases)
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -29,6 +31,7 @@ const quick = flag('quick');
 const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 const runs = Number(option('runs', 3));
+const pauseMs = Number(option('pause-ms', 500));
 const naiveRuns = Number(option('naive-runs', 1));
 const SIZES = [1, 8, 128];
 if (!(runs >= 1) || !(naiveRuns >= 1)) throw new Error('--runs and --naive-runs must be at least 1');
@@ -123,6 +126,8 @@ async function pageRun(page, engine, seq, where = 'page') {
     basesBytes: Number((await a('data-bases-bytes')) ?? 0),
     baseJobs: Number((await a('data-base-jobs')) ?? 0),
     baseRequests: Number((await a('data-base-requests')) ?? 0),
+    chunks: Number((await a('data-chunks')) ?? 0),
+    ruledOut: Number((await a('data-ruled-out')) ?? 0),
     where: await a('data-where'),
     records: records ? JSON.parse(records) : null,
   };
@@ -160,6 +165,7 @@ async function inPage(sets, other) {
         const o = out[n];
         await page.getByTestId('search-keywords').fill(sets[n].join('\n'));
         o.cold.push(await pageRun(page, 'dedup', ++seq));
+        await page.waitForTimeout(pauseMs);
         await page.getByTestId('search-keywords').fill(other[n].join('\n'));
         const warm = await pageRun(page, 'dedup', ++seq);
         o.warm.push(warm);
@@ -242,7 +248,7 @@ try {
       `  DedupSearch cold ${f0(coldMs).padStart(6)} ms  (${phases(cold)}; runs ${p.cold.map((x) => f0(x.totalMs)).join(' ')})`,
     );
     console.log(
-      `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead})`,
+      `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead}; ${warm.ruledOut} of ${warm.chunks} chunks ruled out by their trigrams)`,
     );
     console.log(
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
@@ -268,6 +274,8 @@ try {
       warm_ms: +warmMs.toFixed(1),
       warm_phase_ms: warm.phases,
       warm_ranges_fetched: warm.rangesRead,
+      warm_chunks: warm.chunks,
+      warm_ruled_out: warm.ruledOut,
       server_ms: +srvMs.toFixed(1),
       server_phase_ms: srv.phases,
       naive_ms: +nMs.toFixed(1),
@@ -304,6 +312,7 @@ try {
       versions: versions.length,
       keyword: sets[1][0],
       warm_keyword: other[1][0],
+      warm_pause_ms: pauseMs,
       dedupsearch_ms: per[1].dedupsearch_ms,
       warm_ms: per[1].warm_ms,
       server_ms: per[1].server_ms,
