@@ -67,6 +67,14 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     [],
   );
 
+  const shown = outcomes.dedup ?? outcomes.naive;
+  // The snippets of the results shown; a new search cancels what they still fetch.
+  const snippets = useMemo(
+    () => new ChunkCache(api, async (fps) => (workers.current ? cachedChunks(await workers.current, fps) : new Map())),
+    [api, shown],
+  );
+  useEffect(() => () => snippets.abort(), [snippets]);
+
   // Progress appears once a search has run for `PROGRESS_AFTER_MS`, then is drawn once per
   // frame at most: a repeat search takes tens of milliseconds, and renders (and the style and
   // layout they cause) would take the page's thread from the search's own messages.
@@ -118,13 +126,6 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     workers.current = null;
   };
 
-  const shown = outcomes.dedup ?? outcomes.naive;
-  // The snippets of the results shown; a new search cancels what they still fetch.
-  const snippets = useMemo(
-    () => new ChunkCache(api, async (fps) => (workers.current ? cachedChunks(await workers.current, fps) : new Map())),
-    [api, shown],
-  );
-  useEffect(() => () => snippets.abort(), [snippets]);
   const compared = useMemo(
     () => (outcomes.dedup && outcomes.naive ? compareOutcomes(outcomes.dedup, outcomes.naive) : null),
     [outcomes],
