@@ -30,10 +30,10 @@ const MULT: u32 = 0x9E37_79B1;
 const MIN_BITS: u32 = 9;
 const MAX_BITS: u32 = 20;
 
-/// A trigram's hash before it is cut to a summary's size.
+/// The hash of trigram `t = a << 16 | b << 8 | c`, before it is cut to a summary's size.
 #[inline(always)]
-fn mix(a: u8, b: u8, c: u8) -> u32 {
-    ((a as u32) << 16 | (b as u32) << 8 | c as u32).wrapping_mul(MULT)
+fn mix(t: u32) -> u32 {
+    t.wrapping_mul(MULT)
 }
 
 /// The Bloom filter of one chunk's trigrams.
@@ -50,12 +50,12 @@ impl Trigrams {
             (usize::BITS - data.len().saturating_sub(1).leading_zeros()).clamp(MIN_BITS, MAX_BITS);
         let mut bits = vec![0u64; 1 << (log - 6)].into_boxed_slice();
         let shift = 32 - log;
-        // A rolling window of the last three bytes, multiplied as `mix` does.
+        // A rolling window of the last three bytes.
         let mut w: u32 = 0;
         for (i, &c) in data.iter().enumerate() {
             w = (w << 8 | c as u32) & 0x00FF_FFFF;
             if i >= 2 {
-                let h = (w.wrapping_mul(MULT) >> shift) as usize;
+                let h = (mix(w) >> shift) as usize;
                 bits[h >> 6] |= 1 << (h & 63);
             }
         }
@@ -95,7 +95,7 @@ impl TrigramFilter {
                 let mut t: Vec<u32> = k
                     .as_ref()
                     .windows(3)
-                    .map(|w| mix(w[0], w[1], w[2]))
+                    .map(|w| mix(u32::from_be_bytes([0, w[0], w[1], w[2]])))
                     .collect();
                 t.sort_unstable();
                 t.dedup();

@@ -283,7 +283,8 @@ expose<SearchApi>(
       return transfer({ db, tiny, stats }, [db.buffer, tiny.buffer]);
     },
     chunks: async (fps) => {
-      const out = cache ? cache.chunks.rawChunks(fps) : new Uint8Array(0);
+      // Without a cache (a replaced worker), every chunk is "not held".
+      const out = cache ? cache.chunks.rawChunks(fps) : new Uint8Array((fps.length / FP_LEN) * 4).fill(0xff);
       return transfer(out, [out.buffer]);
     },
     idle: async () => {
