@@ -128,6 +128,8 @@ async function pageRun(page, engine, seq, where = 'page') {
     baseRequests: Number((await a('data-base-requests')) ?? 0),
     chunks: Number((await a('data-chunks')) ?? 0),
     ruledOut: Number((await a('data-ruled-out')) ?? 0),
+    bytesScanned: Number((await a('data-bytes-scanned')) ?? 0),
+    ruledOutBytes: Number((await a('data-ruled-out-bytes')) ?? 0),
     where: await a('data-where'),
     records: records ? JSON.parse(records) : null,
   };
@@ -248,7 +250,7 @@ try {
       `  DedupSearch cold ${f0(coldMs).padStart(6)} ms  (${phases(cold)}; runs ${p.cold.map((x) => f0(x.totalMs)).join(' ')})`,
     );
     console.log(
-      `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead}; ${warm.ruledOut} of ${warm.chunks} chunks ruled out by their trigrams)`,
+      `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead}; ${warm.ruledOut} of ${warm.chunks} chunks ruled out by their trigrams, ${(warm.bytesScanned - warm.ruledOutBytes) / 1e6} MB read wholly)`,
     );
     console.log(
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
@@ -276,6 +278,8 @@ try {
       warm_ranges_fetched: warm.rangesRead,
       warm_chunks: warm.chunks,
       warm_ruled_out: warm.ruledOut,
+      // Raw bytes the warm search read wholly (its other chunks only at their ends).
+      warm_bytes_read_wholly: warm.bytesScanned - warm.ruledOutBytes,
       server_ms: +srvMs.toFixed(1),
       server_phase_ms: srv.phases,
       naive_ms: +nMs.toFixed(1),

@@ -247,6 +247,21 @@ impl ChunkCache {
         self.unsummarized.len() as u32
     }
 
+    /// Fingerprints (20 bytes each) of summarised chunks, up to about `max_bytes` of their
+    /// raw bytes: a sample to run a repeat search's code on once before one is asked for.
+    pub fn sample(&self, max_bytes: f64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut bytes = 0.0;
+        for fp in self.trigrams.keys() {
+            if bytes >= max_bytes {
+                break;
+            }
+            bytes += self.chunks.get(fp).map_or(0, |c| c.len()) as f64;
+            out.extend_from_slice(fp);
+        }
+        out
+    }
+
     fn keep(&mut self, fp: &Fingerprint, raw: &[u8]) {
         if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
             return;
@@ -536,7 +551,8 @@ impl ContainerScan {
     }
 
     /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes, delta
-    /// chunks decoded, chunks whose trigram summary ruled out every keyword]`.
+    /// chunks decoded, chunks whose trigram summary ruled out every keyword, their raw
+    /// bytes]`.
     pub fn stats(&self) -> Result<Vec<f64>, JsError> {
         let s = self
             .phase
@@ -551,6 +567,7 @@ impl ContainerScan {
             self.tiny.bytes as f64,
             self.range.deltas() as f64,
             s.ruled_out as f64,
+            s.ruled_out_bytes as f64,
         ])
     }
 

@@ -56,6 +56,8 @@ pub struct PhysicalStats {
     pub tiny_records: u64,
     /// Chunks whose trigram summary ruled out every keyword (only their ends were read).
     pub ruled_out: u64,
+    /// Their raw bytes (part of `bytes`): `bytes - ruled_out_bytes` were read wholly.
+    pub ruled_out_bytes: u64,
 }
 
 impl PhysicalScanner {
@@ -255,6 +257,7 @@ impl PhysicalPhase {
         let ruled_out = trigrams.is_some_and(|t| !self.scanner.dict.inner.trigrams.may_match(t));
         let scan = if ruled_out {
             self.stats.ruled_out += 1;
+            self.stats.ruled_out_bytes += data.len() as u64;
             self.scanner.scan_edges(fp, data)
         } else {
             self.scanner.scan_chunk(fp, data)

@@ -28,7 +28,12 @@ type Shown = SearchOutcome & { seq: number };
 /** Files listed at first, and how many more each "Show more" adds; the counts cover every match. */
 const FILES_SHOWN = 300;
 const FILES_MORE = 300;
-/** A search's progress is shown once it has run this long. */
+/**
+ * A search looks busy (its progress, the previous results dimmed, a Cancel button) once it
+ * has run this long: a repeat search takes tens of milliseconds, and the style, layout and
+ * paint that a busy look costs at the click would take the page's thread (and a core) from
+ * the search's own messages.
+ */
 const PROGRESS_AFTER_MS = 150;
 /** Hits per file with a snippet. */
 const SNIPPETS_PER_FILE = 3;
@@ -52,6 +57,8 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   const [pathFilter, setPathFilter] = useState('');
   const [where, setWhere] = useState<SearchWhere>('auto');
   const [busy, setBusy] = useState<null | 'dedup' | 'naive'>(null);
+  /** The running search has passed `PROGRESS_AFTER_MS`. */
+  const [slow, setSlow] = useState(false);
   const [progress, setProgress] = useState<SearchProgress | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [outcomes, setOutcomes] = useState<{ key?: string; dedup?: Shown; naive?: Shown }>({});
@@ -76,8 +83,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   useEffect(() => () => snippets.abort(), [snippets]);
 
   // Progress appears once a search has run for `PROGRESS_AFTER_MS`, then is drawn once per
-  // frame at most: a repeat search takes tens of milliseconds, and renders (and the style and
-  // layout they cause) would take the page's thread from the search's own messages.
+  // frame at most.
   const shownProgress = useRef({ latest: null as SearchProgress | null, frame: 0, since: 0 });
   const report = (p: SearchProgress) => {
     const s = shownProgress.current;
@@ -97,6 +103,8 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     setError(null);
     setBusy(engine);
     setProgress(null);
+    setSlow(false);
+    const looksBusy = setTimeout(() => runs.current === seq && setSlow(true), PROGRESS_AFTER_MS);
     const query: SearchQuery = { keywords, hex, filesOnly };
     const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter, where };
     // Outcomes of another query or scope are not comparable: start a new pair.
@@ -117,6 +125,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       void workers.current?.then((w) => w.terminate('search cancelled'));
       workers.current = null;
     } finally {
+      clearTimeout(looksBusy);
       setBusy(null);
     }
   };
@@ -232,14 +241,14 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
           >
             Check by reading every file
           </button>{' '}
-          {busy && (
+          {busy && slow && (
             <button type="button" onClick={cancel}>
               Cancel
             </button>
           )}
         </form>
       </Card>
-      {busy && progress && (
+      {busy && slow && progress && (
         <div data-testid="search-progress" data-phase={progress.phase}>
           <Progress
             label={`${busy === 'dedup' ? 'Searching' : 'Reading every file'}: ${progress.phase}`}
@@ -254,7 +263,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
           <p>{error}</p>
         </Notice>
       )}
-      <div className={busy ? 'stale' : undefined} aria-busy={!!busy} data-testid="search-outcome">
+      <div className={busy && slow ? 'stale' : undefined} aria-busy={!!busy && slow} data-testid="search-outcome">
         {(['dedup', 'naive'] as const).map((k) => {
           const o = outcomes[k];
           return o && <Summary key={k} o={o} />;
@@ -310,6 +319,8 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
       data-base-requests={o.physical?.baseRequests}
       data-chunks={o.physical?.chunks}
       data-ruled-out={o.physical?.ruledOut}
+      data-bytes-scanned={o.physical?.bytes}
+      data-ruled-out-bytes={o.physical?.ruledOutBytes}
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
       data-records={records ? JSON.stringify(records) : undefined}
     >
@@ -353,8 +364,8 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
           )}
           {o.physical && o.physical.ruledOut > 0 && (
             <li>
-              {plural(o.physical.ruledOut, 'cached chunk')} could not hold a keyword (their trigram summaries say so):
-              only their ends were read, for matches that cross into the next chunk.
+              {plural(o.physical.ruledOut, 'cached chunk')} ({bytes(o.physical.ruledOutBytes)}) could not hold a keyword
+              (their trigram summaries say so): only their ends were read, for matches that cross into the next chunk.
             </li>
           )}
           {o.naiveBytes !== undefined && <li>{bytes(o.naiveBytes)} reassembled and scanned.</li>}

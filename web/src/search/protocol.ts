@@ -59,6 +59,8 @@ export type PhysicalStats = {
   baseRequests: number;
   /** Cached chunks whose trigram summary ruled out every keyword: only their ends were read. */
   ruledOut: number;
+  /** Their raw bytes (part of `bytes`). */
+  ruledOutBytes: number;
 };
 export type LogicalStats = {
   files: number;

@@ -508,7 +508,9 @@ function useCache(api: Api, workers: SearchWorkers, state: string) {
  * Runs `jobs` on the workers. A job with an `owner` runs on that worker (its cache holds the
  * job's chunks): all of a worker's own jobs are sent at once, since it scans them from
  * memory and should not wait for the page between two. The others go to whichever worker is
- * free first, two in flight per worker (one downloads while one is scanned).
+ * free first, two in flight per worker (one downloads while one is scanned). `sent(w)` is
+ * called once no more jobs will go to worker `w`: a worker handles its messages in order, so
+ * what follows its jobs can be sent then, without a round trip through the page's thread.
  */
 async function scatter<J>(
   workers: SearchWorkers,
@@ -516,6 +518,7 @@ async function scatter<J>(
   owner: (job: J) => number | undefined,
   run: (w: number, job: J) => Promise<void>,
   onDone: () => void,
+  sent: (w: number) => void,
 ) {
   const own: J[][] = Array.from({ length: workers.size }, () => []);
   const free: J[] = [];
@@ -528,10 +531,13 @@ async function scatter<J>(
     await run(w, job);
     onDone();
   };
+  const lanesLeft = Array.from({ length: workers.size }, () => 2);
   await Promise.all([
     ...own.flatMap((list, w) => list.map((job) => runOne(w, job))),
     ...Array.from({ length: workers.size * 2 }, async (_, lane) => {
-      for (let job = free.shift(); job !== undefined; job = free.shift()) await runOne(lane % workers.size, job);
+      const w = lane % workers.size;
+      for (let job = free.shift(); job !== undefined; job = free.shift()) await runOne(w, job);
+      if (--lanesLeft[w] === 0) sent(w);
     }),
   ]);
 }
@@ -664,6 +670,7 @@ async function searchPrepared(
   let storedBytesRead = 0;
   let containersRead = 0;
   progress({ phase: 'physical', done: 0, total: jobs.length });
+  const finishing: Promise<{ db: Uint8Array; tiny: Uint8Array; stats: PhysicalStats }>[] = [];
   await scatter(
     workers,
     jobs,
@@ -680,10 +687,12 @@ async function searchPrepared(
           }
     },
     () => progress({ phase: 'physical', done: ++done, total: jobs.length }),
+    (w) => {
+      finishing[w] = workers.call(w, 'finishScan', null);
+      finishing[w].catch(() => {}); // awaited below unless a job failed first
+    },
   );
-  const finished = await Promise.all(
-    Array.from({ length: workers.size }, (_, w) => workers.call(w, 'finishScan', null)),
-  );
+  const finished = await Promise.all(finishing);
   const t2 = performance.now();
 
   progress({ phase: 'logical', done: 0, total: prepared.files.length });
@@ -717,6 +726,7 @@ async function searchPrepared(
       baseJobs: a.baseJobs + f.stats.baseJobs,
       baseRequests: a.baseRequests + f.stats.baseRequests,
       ruledOut: a.ruledOut + f.stats.ruledOut,
+      ruledOutBytes: a.ruledOutBytes + f.stats.ruledOutBytes,
       containers: a.containers,
       rangesRead: a.rangesRead,
     }),
@@ -732,6 +742,7 @@ async function searchPrepared(
       baseJobs: 0,
       baseRequests: 0,
       ruledOut: 0,
+      ruledOutBytes: 0,
       containers: new Set(jobs.map((j) => j.job.id)).size,
       rangesRead: containersRead,
     },
@@ -869,6 +880,7 @@ async function naiveSearchAs(
       naiveBytes += r.bytes;
     },
     () => progress({ phase: 'scan', done: ++done, total: jobs.length }),
+    () => {},
   );
   const t2 = performance.now();
   const results = collect(prepared.files, matches);

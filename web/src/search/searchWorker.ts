@@ -80,7 +80,44 @@ let summarizing = false;
 idle.port1.onmessage = () => {
   summarizing = !scanning && !!cache && cache.chunks.summarize(SUMMARY_SLICE_BYTES) > 0;
   if (summarizing) idle.port2.postMessage(null);
+  else if (!scanning && cache && !warmedUp) warmUp(cache.chunks);
 };
+
+/**
+ * Raw bytes of cached chunks that [`warmUp`] scans (a few milliseconds), and its keywords: one
+ * (the single-keyword path) and several (the automaton's), words that most chunks of text hold
+ * some of and many lack, so that summaries both rule chunks out and let them through.
+ */
+const WARM_UP_BYTES = 2 << 20;
+const WARM_UP_KEYWORDS = ['return', 'function\nreturn\nlength\nstring\nvalue\nnumber\ndefault\nimport'];
+let warmedUp = false;
+
+/**
+ * The browser compiles a Wasm function when it is first called and optimises it once it has
+ * run for a while. A first search from cold chunks never runs the code of a repeat search
+ * (chunks scanned from the cache, their summaries tested, most read only at their ends), so
+ * the first repeat search would pay for compiling it and run it unoptimised. The worker runs
+ * that code once over a sample of its cache, in idle time, with scans of its own that it
+ * then drops.
+ */
+function warmUp(chunks: ChunkCache) {
+  warmedUp = true;
+  const fps = chunks.sample(WARM_UP_BYTES);
+  if (fps.length === 0) return;
+  for (const words of WARM_UP_KEYWORDS) {
+    const keywords = new SearchKeywords(words, false, 2048);
+    const scan = new ContainerScan(keywords);
+    try {
+      scan.scanCached(chunks, fps);
+      scan.takeTiny();
+      scan.stats();
+      scan.finish();
+    } finally {
+      scan.free();
+      keywords.free();
+    }
+  }
+}
 
 function release() {
   if (!cur) return;
@@ -264,7 +301,8 @@ expose<SearchApi>(
     finishScan: async () => {
       const c = need();
       const tiny = c.scan.takeTiny();
-      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks, ruledOut] = c.scan.stats();
+      const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks, ruledOut, ruledOutBytes] =
+        c.scan.stats();
       const db = c.scan.finish();
       scanning = false;
       const stats = {
@@ -279,6 +317,7 @@ expose<SearchApi>(
         baseJobs: c.baseJobs,
         baseRequests: c.baseRequests,
         ruledOut,
+        ruledOutBytes,
       };
       return transfer({ db, tiny, stats }, [db.buffer, tiny.buffer]);
     },

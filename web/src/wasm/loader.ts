@@ -32,6 +32,12 @@ async function compileCore(): Promise<WebAssembly.Module> {
   }
   const response = await fetch(wasmUrl);
   if (!response.ok) throw new Error(`Could not load the Ditto engine (${response.status} ${wasmUrl}).`);
+  // Compiled from the response itself, the module can come from the browser's code cache on
+  // a later visit, optimised code included (Chromium caches a module's code with its HTTP
+  // cache entry once its hot functions are optimised); compiled from bytes, every page load
+  // starts unoptimised. A server that labels the file otherwise gets the bytes compiled.
+  if (response.headers.get('content-type')?.startsWith('application/wasm'))
+    return WebAssembly.compileStreaming(response);
   return WebAssembly.compile(await response.arrayBuffer());
 }
 
