@@ -289,7 +289,9 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   expect(seen).toEqual(cold);
 
   // The repository changes (a version is forgotten and pruned: gc_epoch moves): the next
-  // search reads the container tables again and still finds exactly what is stored.
+  // search reads the container tables again and still finds exactly what is stored. The
+  // workers kept the chunks the repository still stores (a fingerprint names its bytes), so
+  // it fetches none of them again, and their trigram summaries still rule chunks out.
   const forgot = await fetch(`${server.url}/api/v1/repos/default/forget`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
@@ -300,6 +302,9 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   const after = await search(page, text);
   await expect(after).toHaveAttribute('data-prepare-cached', 'false');
   expect(seen.listings).toBe(cold.listings + 1);
+  await expect(after).toHaveAttribute('data-ranges-read', '0');
+  expect(seen.ranges).toBe(cold.ranges);
+  expect(Number(await after.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
   const kept = scanFolders(text.map((k) => Buffer.from(k)));
   for (const k of [...kept.keys()]) if (k.startsWith(`${ids[0]}\0`)) kept.delete(k);
   expectSame(await pageHits(page), kept);

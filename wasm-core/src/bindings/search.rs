@@ -120,8 +120,9 @@ impl SearchKeywords {
 }
 
 /// Decoded chunks a search worker keeps between searches, by fingerprint, up to `budget`
-/// bytes. A fingerprint names its bytes, so an entry is never stale; the caller clears the
-/// cache when the repository changes only to give back the memory of chunks that are gone.
+/// bytes. A fingerprint names its bytes, so an entry is never stale: when the repository
+/// changes, the caller keeps the chunks it still holds ([`ChunkCache::retain`]) only to give
+/// back the memory of those that are gone.
 /// Chunks that do not fit are not kept (first come, first kept): a search larger than the
 /// budget then reuses a fixed part of itself every time, where least-recently-used eviction
 /// would evict each chunk just before the next search needs it.
@@ -172,6 +173,32 @@ impl ChunkCache {
         self.bytes = 0;
         self.named = HashMap::new();
         self.whole = HashSet::new();
+    }
+
+    /// Keeps only the held chunks among `live` (20 bytes each: the chunks the repository
+    /// holds now), with their summaries; answers the raw bytes given back.
+    pub fn retain(&mut self, live: &[u8]) -> f64 {
+        let live: HashSet<Fingerprint> = live
+            .chunks_exact(20)
+            .map(|fp| <Fingerprint>::try_from(fp).unwrap())
+            .collect();
+        let before = self.bytes;
+        let mut bytes = 0u64;
+        self.chunks.retain(|fp, raw| {
+            let keep = live.contains(fp);
+            bytes += keep as u64 * raw.len() as u64;
+            keep
+        });
+        self.trigrams.retain(|fp, t| {
+            let keep = live.contains(fp);
+            bytes += keep as u64 * t.bytes() as u64;
+            keep
+        });
+        self.unsummarized.retain(|fp| live.contains(fp));
+        self.whole.retain(|fp| live.contains(fp));
+        self.named.retain(|fp, _| live.contains(fp));
+        self.bytes = bytes;
+        (before - bytes) as f64
     }
 
     /// Up to `max` fingerprints (20 bytes each) of held chunks that were stored whole and

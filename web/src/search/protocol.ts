@@ -84,10 +84,11 @@ export interface SearchApi {
   begin: Method<{ query: SearchQuery; maxKeywordLen: number; server: ServerAccess }, { keywords: Uint8Array[] }>;
   /**
    * Chooses the decoded-chunk cache a DedupSearch scans from, before its first job: `key`
-   * names the repository state the page read (a new state empties the cache), `bytes` is
-   * this worker's budget in raw bytes.
+   * names the repository (another one gets a new cache), `bytes` is this worker's budget in
+   * raw bytes. `live`, sent when the repository's state has changed since the last search,
+   * names every chunk the repository holds now (20 bytes each): the cache keeps only those.
    */
-  useCache: Method<{ key: string; bytes: number }, void>;
+  useCache: Method<{ key: string; bytes: number; live?: Uint8Array }, void>;
   /**
    * Scans one container's chunks, from the worker's cache where it holds them; answers the
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.

@@ -397,11 +397,13 @@ function containerJobs(p: Prepared, holders: Holders): Job[] {
 }
 
 /**
- * Which worker's chunk cache holds which chunk (hex fingerprint), per pool and repository
- * state: a job goes back to the worker that holds its chunks, so a repeat search scans from
- * memory. Only a routing hint: a worker scans what it does not hold after fetching it.
+ * Which worker's chunk cache holds which chunk (hex fingerprint), per pool and repository:
+ * a job goes back to the worker that holds its chunks, so a repeat search scans from memory.
+ * Only a routing hint: a worker scans what it does not hold after fetching it.
  */
 interface Holders {
+  /** The repository ([`cacheKey`]) and the state the map is up to date with. */
+  repo: string;
   state: string;
   at: Map<string, number>;
   /** Counts the changes of `at`. */
@@ -409,10 +411,23 @@ interface Holders {
 }
 const holders = new WeakMap<SearchWorkers, Holders>();
 
-function holderMap(workers: SearchWorkers, state: string): Holders {
+/**
+ * The holders for `p`'s repository state. When that state is new to them (a backup, a
+ * forget or a prune since the last search), the chunks the repository no longer stores are
+ * dropped from the map, and `live` names every chunk it stores, for the workers' caches to
+ * keep the same ones.
+ */
+function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: Holders; live?: Uint8Array } {
   let h = holders.get(workers);
-  if (!h || h.state !== state) holders.set(workers, (h = { state, at: new Map(), generation: 0 }));
-  return h;
+  if (!h || h.repo !== repo) holders.set(workers, (h = { repo, state: p.state, at: new Map(), generation: 0 }));
+  if (h.state === p.state) return { held: h };
+  h.state = p.state;
+  for (const fp of h.at.keys()) if (!p.locs.has(fp)) h.at.delete(fp);
+  h.generation++;
+  const live = new Uint8Array(p.locs.size * FP_LEN);
+  let k = 0;
+  for (const fp of p.locs.keys()) hexToBytes(fp, live, k++ * FP_LEN);
+  return { held: h, live };
 }
 
 /**
@@ -493,15 +508,21 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Prom
   return answers[0].keywords;
 }
 
+/** Names the repository a worker's chunk cache belongs to. */
+function cacheKey(api: Api): string {
+  return `${api.base || location.origin}\u0000${api.repo}`;
+}
+
 /**
- * Points every worker at the decoded-chunk cache of repository state `state`. A worker
- * handles its messages in order, so the jobs sent next need not wait for the answer; a
- * failure shows as the first job's ("scan before useCache").
+ * Points every worker at the decoded-chunk cache of the repository, keeping only the chunks
+ * of `live` when given (see [`holderMap`]). A worker handles its messages in order, so the
+ * jobs sent next need not wait for the answer; a failure shows as the first job's ("scan
+ * before useCache").
  */
-function useCache(api: Api, workers: SearchWorkers, state: string) {
-  const key = `${api.base || location.origin}\u0000${api.repo}\u0000${state}`;
+function useCache(api: Api, workers: SearchWorkers, live: Uint8Array | undefined) {
   const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
-  for (let w = 0; w < workers.size; w++) void workers.call(w, 'useCache', { key, bytes }).catch(() => {});
+  for (let w = 0; w < workers.size; w++)
+    void workers.call(w, 'useCache', { key: cacheKey(api), bytes, live }).catch(() => {});
 }
 
 /**
@@ -661,10 +682,10 @@ async function searchPrepared(
   progress: (p: SearchProgress) => void,
   t0: number,
 ): Promise<SearchOutcome> {
-  useCache(api, workers, prepared.state);
+  const { held, live } = holderMap(workers, cacheKey(api), prepared);
+  useCache(api, workers, live);
   const t1 = performance.now();
 
-  const held = holderMap(workers, prepared.state);
   const jobs = containerJobs(prepared, held);
   let done = 0;
   let storedBytesRead = 0;

@@ -34,7 +34,7 @@ interface Current {
   keywords: SearchKeywords;
   scan: ContainerScan;
   api: Api;
-  /** The decoded-chunk cache of the repository state searched (`useCache`). */
+  /** The decoded-chunk cache of the repository searched (`useCache`). */
   chunks: ChunkCache | null;
   /** Delta chunks' bases fetched (`chunks/get`, as stored) because no range read or cache held them. */
   basesFetched: number;
@@ -43,18 +43,29 @@ interface Current {
   /** Jobs that fetched bases, and their `chunks/get` requests for them. */
   baseJobs: number;
   baseRequests: number;
+  /**
+   * Jobs still running. The page sends `finishScan` right behind a worker's last job, and a
+   * job that fetches awaits its answer while the next message is handled: `finishScan` waits
+   * for these first.
+   */
+  running: Set<Promise<unknown>>;
 }
 let cur: Current | null = null;
 
 /**
  * Decoded chunks kept across searches (wasm-core's `ChunkCache`): a repeat search scans them
- * without fetching or decoding again. Keyed by the repository state the page read
- * (`useCache`'s `key`); a new state empties it.
+ * without fetching or decoding again. Keyed by the repository (`useCache`'s `key`); when the
+ * repository changes (a backup, a forget, a prune) it keeps the chunks still stored, which a
+ * fingerprint names as surely as before, so a search after a backup fetches only what the
+ * backup added.
  */
 let cache: { key: string; chunks: ChunkCache } | null = null;
 
-function chunkCache(key: string, budget: number): ChunkCache {
-  if (cache && cache.key === key) return cache.chunks;
+function chunkCache(key: string, budget: number, live?: Uint8Array): ChunkCache {
+  if (cache && cache.key === key) {
+    if (live) cache.chunks.retain(live);
+    return cache.chunks;
+  }
   cache?.chunks.free();
   cache = { key, chunks: new ChunkCache(budget) };
   return cache.chunks;
@@ -286,6 +297,7 @@ expose<SearchApi>(
         scan: new ContainerScan(keywords),
         api: new Api(server.token, server.repo, server.base),
         chunks: null,
+        running: new Set(),
         basesFetched: 0,
         basesBytes: 0,
         baseJobs: 0,
@@ -293,13 +305,23 @@ expose<SearchApi>(
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
-    useCache: async ({ key, bytes }) => {
-      need().chunks = chunkCache(key, bytes);
+    useCache: async ({ key, bytes, live }) => {
+      need().chunks = chunkCache(key, bytes, live);
       scanning = true;
     },
-    scan: (job) => scanContainer(job),
+    scan: (job) => {
+      const { running } = need();
+      const done = scanContainer(job);
+      const settled: Promise<unknown> = done.then(
+        () => running.delete(settled),
+        () => running.delete(settled),
+      );
+      running.add(settled);
+      return done;
+    },
     finishScan: async () => {
       const c = need();
+      while (c.running.size > 0) await Promise.all(c.running);
       const tiny = c.scan.takeTiny();
       const [chunks, bytes, exactMatches, tinyRecords, tinyBytes, deltaChunks, ruledOut, ruledOutBytes] =
         c.scan.stats();
