@@ -576,6 +576,36 @@ fn a_burst_of_commits_gets_a_pass_per_version() {
     check_cli(&dir.0, "after the burst's passes");
 }
 
+/// A chunk of a forgotten version that a live delta still needs as its base, backed up again
+/// by a later version, is a new chunk of that version again. It must not become a delta
+/// itself: against the delta that needs it (DupAdj pairs them) it would close a loop that
+/// no reader can decode. Every version reads back, and `check` passes.
+#[test]
+fn a_base_backed_up_again_never_becomes_a_delta_of_its_own_deltas() {
+    let dir = TempDir::new("delta-loop");
+    let h = history();
+    let mut s = Server::start_with(&dir.0, ENV, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    let v2 = backup(&s, &h, &h.v2);
+    wait_pass(&s, v2);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "versions": [v1] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut again = h.v1.clone();
+    again["time"] = json!(1_763_000_720_000_i64);
+    let v3 = backup(&s, &h, &again);
+    let st = wait_pass(&s, v3);
+    eprintln!("delta pass over v1's content again: {}", st["delta_pass"]);
+    read_back(&s, &h, &h.v2, "v2, after v1's content came back");
+    read_back(&s, &h, &again, "v1's content backed up again");
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after v1's content came back");
+}
+
 /// New chunks that find no base are re-stored whole at the server's higher zstd level when
 /// that pays: the stored bytes shrink, nothing is counted as a delta, and every reader
 /// answers the same bytes.

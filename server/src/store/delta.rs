@@ -105,6 +105,8 @@ pub struct DeltaReport {
     pub containers_written: u64,
     /// Candidates or bases that could not be read (left as they are).
     pub unreadable: u64,
+    /// Deltas found but not stored: their chains would have been longer than the cap.
+    pub dropped: u64,
     /// The versions changed during the pass: nothing was switched (the next pass retries).
     pub abandoned: bool,
     pub seconds: f64,
@@ -281,8 +283,14 @@ impl Store {
             }
             at
         };
+        // A chunk that stored deltas name as their base stays as it is: made a delta itself
+        // it would lengthen their chains, and against one of them close a loop that nothing
+        // can decode (a base of a forgotten version, backed up again, is new to the version
+        // that brings it back, and DupAdj pairs it with the delta made against it).
+        let bases: HashSet<Fingerprint> = parent.values().copied().collect();
         let is_candidate = |fp: &Fingerprint| {
             !older.contains(fp)
+                && !bases.contains(fp)
                 && rows
                     .get(fp)
                     .is_some_and(|r| r.committed && r.codec != CODEC_DELTA)
@@ -442,15 +450,14 @@ impl Store {
             }
         }
         drop(raw);
+        // Every chain as it will be stored ends within the cap: checked, not assumed. (A
+        // base chosen above is an older version's chunk or a new one that found no base,
+        // which the dictionary can still make a delta: one link more.)
+        rep.dropped = drop_overlong(&parent, &mut chosen);
         if chosen.is_empty() {
             rep.seconds = t0.elapsed().as_secs_f64();
             return Ok(rep);
         }
-        // A base chosen in this pass is a chunk that stays whole (older versions' chunks,
-        // or new ones that found no base, recompressed or not), so no chain loops.
-        debug_assert!(chosen.values().all(|c| c
-            .base
-            .is_none_or(|b| chosen.get(&b).is_none_or(|d| d.base.is_none()))));
 
         // 5. Write the new copies into new active containers, whole and durable.
         let mut order: Vec<Chosen> = chosen.into_values().collect();
@@ -591,6 +598,46 @@ impl Store {
 }
 
 /// One line per pass in the server's log.
+/// Drops from `chosen` every delta whose chain, as it will be stored (`chosen` over the
+/// stored `parent` edges), would be longer than [`MAX_CHAIN_DEPTH`] links or loop; its
+/// chunk stays as it is stored. Answers how many were dropped.
+fn drop_overlong(
+    parent: &HashMap<Fingerprint, Fingerprint>,
+    chosen: &mut HashMap<Fingerprint, Chosen>,
+) -> u64 {
+    let mut dropped = 0;
+    loop {
+        let base_of = |fp: &Fingerprint| match chosen.get(fp) {
+            Some(c) => c.base,
+            None => parent.get(fp).copied(),
+        };
+        let overlong: Vec<Fingerprint> = chosen
+            .values()
+            .filter(|c| c.base.is_some())
+            .filter(|c| {
+                let (mut links, mut at) = (0, c.fp);
+                while let Some(b) = base_of(&at) {
+                    links += 1;
+                    if links > MAX_CHAIN_DEPTH {
+                        return true;
+                    }
+                    at = b;
+                }
+                false
+            })
+            .map(|c| c.fp)
+            .collect();
+        if overlong.is_empty() {
+            return dropped;
+        }
+        // Dropping one only shortens the others' chains: go again until none is left.
+        for fp in overlong.iter().take(1) {
+            chosen.remove(fp);
+            dropped += 1;
+        }
+    }
+}
+
 fn log_pass(repo_id: i64, rep: &DeltaReport) {
     eprintln!(
         "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; dictionary {} bytes; in {:.2} s",
