@@ -16,12 +16,18 @@
 // varied frequency). The 1-keyword set is the median candidate. The warm search's set B takes
 // the picks a quarter of a step earlier, so it shares no keyword with set A.
 //
+// Last, a search right after a backup: a page searches set A (8 keywords), one more version
+// (the newest release with a line added to every 50th file) is backed up from another page
+// and the repository settles, then the first page searches set B: what that search fetched
+// and how long it took (the workers keep what they decoded across a change of the
+// repository).
+//
 // Prints a table per keyword count and, last, one JSON line.
 // Usage: node bench/search.mjs [--package P] [--count N] [--quick] [--runs N] [--naive-runs N] [--pause-ms MS]
 // (--runs: DedupSearch and ripgrep runs per set, default 3, medians reported; --naive-runs:
 // default 1; --quick: 3 releases)
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { backupFolders, cli, dataset, launchBrowser, now, openApp, settle, startServer } from './lib.mjs';
@@ -192,12 +198,39 @@ async function inPage(sets, other) {
         );
       }
     }
-    return out;
+    return { out, afterBackup: await searchAfterBackup(browser, server, sets[8], other[8]) };
   } finally {
     await browser.close();
     await server.stop();
     rmSync(server.dataDir, { recursive: true, force: true });
   }
+}
+
+/** The last measurement of the header: a search before and after one more backup, in one page. */
+async function searchAfterBackup(browser, server, first, second) {
+  const page = await openApp(browser, server);
+  await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-keywords').fill(first.join('\n'));
+  const before = await pageRun(page, 'dedup', 1);
+  const newest = versions[versions.length - 1];
+  const copy = path.join(scratch, `${path.basename(newest)}-edited`);
+  cpSync(newest, copy, { recursive: true });
+  const files = walk(copy).sort();
+  let edited = 0;
+  for (let i = 0; i < files.length; i += 50, edited++) {
+    const b = readFileSync(files[i]);
+    const mid = b.length >> 1;
+    writeFileSync(files[i], Buffer.concat([b.subarray(0, mid), Buffer.from('\n// edited\n'), b.subarray(mid)]));
+  }
+  const backupPage = await openApp(browser, server);
+  await backupFolders(backupPage, [copy], pkg);
+  await backupPage.close();
+  await settle(server);
+  await page.waitForTimeout(pauseMs);
+  await page.getByTestId('search-keywords').fill(second.join('\n'));
+  const after = await pageRun(page, 'dedup', 2);
+  await page.close();
+  return { before, after, edited };
 }
 
 /** The run whose total is the median (lower median for even counts), to report its phases and records. */
@@ -206,7 +239,7 @@ const medianRun = (rs) => [...rs].sort((a, b) => a.totalMs - b.totalMs)[Math.flo
 try {
   const { sets, other, candidates } = chooseKeywords(versions[versions.length - 1]);
   console.error(`${candidates} candidate keywords; 1-keyword sets: ${sets[1][0]} (cold), ${other[1][0]} (warm)`);
-  const page = await inPage(sets, other);
+  const { out: page, afterBackup } = await inPage(sets, other);
   // ripgrep after the page's runs (it needs the page cache warm, the page does not care).
   const rg = {};
   const rgOther = {};
@@ -309,6 +342,12 @@ try {
       },
     };
   }
+  const ab = afterBackup.after;
+  console.log(
+    `After one more backup (${afterBackup.edited} files edited), 8 keywords (set B) in a page that had searched set A: ` +
+      `${f0(ab.totalMs)} ms (${phases(ab)}), ${ab.rangesRead} ranges and ${ab.storedBytesRead} stored bytes fetched ` +
+      `(the first search of that page: ${f0(afterBackup.before.totalMs)} ms, ${afterBackup.before.rangesRead} ranges, ${afterBackup.before.storedBytesRead} bytes)\n`,
+  );
   for (const m of problems) console.log(`MISMATCH: ${m}`);
   console.log(
     JSON.stringify({
@@ -325,6 +364,12 @@ try {
       keywords_1: per[1],
       keywords_8: per[8],
       keywords_128: per[128],
+      after_backup_ms: +ab.totalMs.toFixed(1),
+      after_backup_phase_ms: ab.phases,
+      after_backup_ranges_fetched: ab.rangesRead,
+      after_backup_stored_bytes_read: ab.storedBytesRead,
+      after_backup_first_search_ms: +afterBackup.before.totalMs.toFixed(1),
+      after_backup_first_search_stored_bytes_read: afterBackup.before.storedBytesRead,
     }),
   );
   if (problems.length) process.exitCode = 1;

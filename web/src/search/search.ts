@@ -20,7 +20,8 @@
 import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, hexToBytes } from '../backup/hex';
 import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
-import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
+import type { StoredChunkLoc } from '../restore/restore';
+import { versionLocations, type VersionLocations } from '../restore/locations';
 import type { SearchWorkers } from './workers';
 
 /** Keywords may be as long as the minimum chunk size of the default chunker (§3.1). */
@@ -98,7 +99,10 @@ interface Prepared {
   /** The repository's unique raw bytes in that state (where `auto` searches). */
   uniqueRawBytes: number;
   files: SearchFile[];
+  /** Where the scope's chunks are. */
   locs: Map<string, StoredChunkLoc>;
+  /** Whether the scope is every version: `locs` then names every chunk the repository stores. */
+  complete: boolean;
   /** Sum of the files' sizes. */
   logicalBytes: number;
   /** The repository state read ([`RepoCache`]): keys the workers' chunk caches. */
@@ -115,15 +119,18 @@ interface Prepared {
 
 /**
  * What a search reads before it scans, kept for the next one: version manifests (a version
- * never changes under its id, and ids are never reused) and the container tables, valid
- * while the repository's state is unchanged — the same versions and the same `gc_epoch`
- * (which moves whenever a prune deletes chunks). The mover can still relocate a chunk at
- * any time; a search that reads a container the mover emptied starts over from a fresh
- * table (`CONTAINER_GONE` below), and a chunk the cached table lacks refreshes it.
+ * never changes under its id, and ids are never reused) and their chunk locations, so that
+ * a search after a backup reads only the new version's. A location read earlier can be
+ * stale (the mover, compaction and a prune move chunks), but a container file is never
+ * rewritten in place and container ids are never reused (docs/FORMAT.md, docs/STORAGE.md):
+ * a stale location still names the chunk's bytes, in a dead slot, or a container that is
+ * gone, and a search that reads one that is gone starts over with every location read
+ * again (`CONTAINER_GONE` below).
  */
 interface RepoCache {
   manifests: Map<number, VersionInfo & { manifest: Manifest }>;
-  locs: { state: string; map: Map<string, StoredChunkLoc> } | null;
+  /** Each version's chunk locations (`GET versions/{id}/locations`), by version id. */
+  locs: Map<number, VersionLocations>;
   /** The last scope prepared (one is kept). */
   last: Prepared | null;
 }
@@ -132,14 +139,14 @@ const repoCaches = new Map<string, RepoCache>();
 function repoCache(api: Api): RepoCache {
   const key = `${api.base}\u0000${api.repo}`;
   let c = repoCaches.get(key);
-  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: null, last: null }));
+  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: new Map(), last: null }));
   return c;
 }
 
-/** Forgets the container tables (a container they name is gone). */
+/** Forgets the chunk locations read (a container they name is gone). */
 function dropLocations(api: Api) {
   const c = repoCache(api);
-  c.locs = null;
+  c.locs.clear();
   c.last = null;
 }
 
@@ -210,39 +217,31 @@ async function prepare(
   }
 
   for (const id of cache.manifests.keys()) if (!all.some((v) => v.id === id)) cache.manifests.delete(id);
+  for (const id of cache.locs.keys()) if (!all.some((v) => v.id === id)) cache.locs.delete(id);
   let loaded = 0;
   let fetched = false;
-  let tableFetched = false;
+  const fresh = new Set<number>();
   progress({ phase: 'prepare', done: 0, total: chosen.length });
-  const table = async () => {
-    if (cache.locs?.state !== state) {
-      cache.locs = { state, map: await chunkLocations(api) };
-      fetched = tableFetched = true;
+  const manifests = await mapLimit(chosen, 4, async (v) => {
+    let m = cache.manifests.get(v.id);
+    let l = cache.locs.get(v.id);
+    if (!m || !l) {
+      const [manifest, located] = await Promise.all([m ?? api.version(v.id), l ?? versionLocations(api, v.id)]);
+      cache.manifests.set(v.id, (m = manifest));
+      if (!l) fresh.add(v.id);
+      cache.locs.set(v.id, (l = located));
+      fetched = true;
     }
-    return cache.locs.map;
-  };
-  const [manifests, cachedLocs] = await Promise.all([
-    mapLimit(chosen, 4, async (v) => {
-      let m = cache.manifests.get(v.id);
-      if (!m) {
-        m = await api.version(v.id);
-        cache.manifests.set(v.id, m);
-        fetched = true;
-      }
-      progress({ phase: 'prepare', done: ++loaded, total: chosen.length });
-      return m;
-    }),
-    table(),
-  ]);
-  let locs = cachedLocs;
-  // A cached table can lack a chunk committed after it was read (between the state check
-  // and the table, or by a version the state does not show yet): one fresh read settles it.
-  const lacking = () =>
-    manifests.some((m) => m.manifest.entries.some((e) => e.kind === 'file' && e.recipe.some((fp) => !locs.has(fp))));
-  if (!tableFetched && lacking()) {
-    cache.locs = null;
-    locs = await table();
-  }
+    progress({ phase: 'prepare', done: ++loaded, total: chosen.length });
+    return m;
+  });
+  // Each chunk once; a location read in this search over one read before (the mover may
+  // have moved the chunk since).
+  const locs = new Map<string, StoredChunkLoc>();
+  for (const fromThisSearch of [false, true])
+    for (const v of chosen)
+      if (fresh.has(v.id) === fromThisSearch)
+        for (const [fp, loc] of cache.locs.get(v.id)!.locations) locs.set(fp, loc);
   const filter = scope.pathFilter.trim().toLowerCase();
   const files: SearchFile[] = [];
   for (const m of manifests) {
@@ -252,7 +251,10 @@ async function prepare(
       const lengths = new Uint32Array(e.recipe.length);
       e.recipe.forEach((fp, i) => {
         const loc = locs.get(fp);
-        if (!loc) throw new Error(`version ${m.id}: ${e.path} references chunk ${fp}, which the server does not list`);
+        if (!loc)
+          throw new Error(
+            `version ${m.id}: ${e.path} references chunk ${fp}, which the server does not store (damaged or lost; Verify names it)`,
+          );
         lengths[i] = loc.rawLen;
       });
       files.push({
@@ -272,6 +274,7 @@ async function prepare(
     uniqueRawBytes,
     files,
     locs,
+    complete: chosen.length === all.length,
     logicalBytes: files.reduce((n, f) => n + f.size, 0),
     state,
     cached: !fetched,
@@ -413,14 +416,15 @@ const holders = new WeakMap<SearchWorkers, Holders>();
 
 /**
  * The holders for `p`'s repository state. When that state is new to them (a backup, a
- * forget or a prune since the last search), the chunks the repository no longer stores are
- * dropped from the map, and `live` names every chunk it stores, for the workers' caches to
- * keep the same ones.
+ * forget or a prune since the last search) and `p` covers every version, the chunks the
+ * repository no longer stores are dropped from the map, and `live` names every chunk it
+ * stores, for the workers' caches to keep the same ones. (A narrower scope leaves that to
+ * the next search of every version: until then, chunks that are gone only take memory.)
  */
 function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: Holders; live?: Uint8Array } {
   let h = holders.get(workers);
   if (!h || h.repo !== repo) holders.set(workers, (h = { repo, state: p.state, at: new Map(), generation: 0 }));
-  if (h.state === p.state) return { held: h };
+  if (h.state === p.state || !p.complete) return { held: h };
   h.state = p.state;
   for (const fp of h.at.keys()) if (!p.locs.has(fp)) h.at.delete(fp);
   h.generation++;
