@@ -20,7 +20,7 @@
 import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, hexToBytes } from '../backup/hex';
 import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
-import type { StoredChunkLoc } from '../restore/restore';
+import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
 import { versionLocations, type VersionLocations } from '../restore/locations';
 import type { SearchWorkers } from './workers';
 
@@ -99,9 +99,9 @@ interface Prepared {
   /** The repository's unique raw bytes in that state (where `auto` searches). */
   uniqueRawBytes: number;
   files: SearchFile[];
-  /** Where the scope's chunks are. */
+  /** Where the scope's chunks are (and possibly others). */
   locs: Map<string, StoredChunkLoc>;
-  /** Whether the scope is every version: `locs` then names every chunk the repository stores. */
+  /** Whether the scope is every version: `locs` then names every chunk the repository stores (and possibly some it no longer does). */
   complete: boolean;
   /** Sum of the files' sizes. */
   logicalBytes: number;
@@ -129,7 +129,10 @@ interface Prepared {
  */
 interface RepoCache {
   manifests: Map<number, VersionInfo & { manifest: Manifest }>;
-  /** Each version's chunk locations (`GET versions/{id}/locations`), by version id. */
+  /**
+   * Each version's chunk locations (`GET versions/{id}/locations`), by version id; versions
+   * located together by the repository's chunk table share it (a superset of each one's).
+   */
   locs: Map<number, VersionLocations>;
   /** The last scope prepared (one is kept). */
   last: Prepared | null;
@@ -222,26 +225,39 @@ async function prepare(
   let fetched = false;
   const fresh = new Set<number>();
   progress({ phase: 'prepare', done: 0, total: chosen.length });
-  const manifests = await mapLimit(chosen, 4, async (v) => {
+  // Many versions to locate (a first search): the repository's chunk table, one request,
+  // costs less than one per version; a few (a search after a backup): their own.
+  const table = chosen.filter((v) => !cache.locs.has(v.id)).length > LOCATE_EACH_UP_TO ? chunkLocations(api) : null;
+  table?.catch(() => {}); // awaited below
+  const manifests = await mapLimit(chosen, 6, async (v) => {
     let m = cache.manifests.get(v.id);
     let l = cache.locs.get(v.id);
     if (!m || !l) {
-      const [manifest, located] = await Promise.all([m ?? api.version(v.id), l ?? versionLocations(api, v.id)]);
+      const [manifest, located] = await Promise.all([
+        m ?? api.version(v.id),
+        l ?? (table ? null : versionLocations(api, v.id)),
+      ]);
       cache.manifests.set(v.id, (m = manifest));
-      if (!l) fresh.add(v.id);
-      cache.locs.set(v.id, (l = located));
+      if (!l) {
+        fresh.add(v.id);
+        cache.locs.set(v.id, (l = located ?? { locations: await table!, notStored: 0 }));
+      }
       fetched = true;
     }
     progress({ phase: 'prepare', done: ++loaded, total: chosen.length });
     return m;
   });
   // Each chunk once; a location read in this search over one read before (the mover may
-  // have moved the chunk since).
-  const locs = new Map<string, StoredChunkLoc>();
+  // have moved the chunk since). Versions located by one table share it: it is read once.
+  const maps = new Set<Map<string, StoredChunkLoc>>();
   for (const fromThisSearch of [false, true])
-    for (const v of chosen)
-      if (fresh.has(v.id) === fromThisSearch)
-        for (const [fp, loc] of cache.locs.get(v.id)!.locations) locs.set(fp, loc);
+    for (const v of chosen) if (fresh.has(v.id) === fromThisSearch) maps.add(cache.locs.get(v.id)!.locations);
+  let locs: Map<string, StoredChunkLoc>;
+  if (maps.size === 1) [locs] = maps;
+  else {
+    locs = new Map();
+    for (const m of maps) for (const [fp, loc] of m) locs.set(fp, loc);
+  }
   const filter = scope.pathFilter.trim().toLowerCase();
   const files: SearchFile[] = [];
   for (const m of manifests) {
@@ -282,6 +298,12 @@ async function prepare(
   cache.last = prepared;
   return prepared;
 }
+
+/**
+ * Above this many versions to locate, prepare reads the repository's chunk table instead,
+ * and each of them keeps that table as its locations (a superset of its own).
+ */
+const LOCATE_EACH_UP_TO = 2;
 
 /** The files' recipes as typed arrays for a worker. */
 function batch(files: SearchFile[]): FileBatch {
@@ -628,13 +650,22 @@ async function dedupSearchAs(
   // The workers parse the keywords while the page asks for the repository's state.
   const last = speculative(api, scope);
   let checked: Promise<RepoState> | undefined;
+  let early: Promise<Prepared> | undefined;
   if (last) {
     // The previous search's scope is searched while the page checks that the repository
     // is unchanged; should it have changed, that result is dropped and the search starts
-    // over. A worker handles its messages in order, so the jobs follow `begin` unawaited.
-    // The state is asked for first: its answer then comes before the workers take both cores.
+    // over, its scope prepared while the workers finish the attempt. A worker handles its
+    // messages in order, so the jobs follow `begin` unawaited. The state is asked for
+    // first: its answer then comes before the workers take both cores.
     checked = repoState(api);
-    checked.catch(() => {}); // awaited below, once the attempt has settled
+    checked.then(
+      (repo) => {
+        if (repo.state === last.state || onServer(scope, repo.uniqueRawBytes)) return;
+        early = prepare(api, scope, progress, repo);
+        early.catch(() => {}); // awaited below
+      },
+      () => {}, // awaited below, once the attempt has settled
+    );
     last.cached = true;
     const begun = begin(api, workers, query);
     const attempt = searchPrepared(api, workers, begun, last, progress, t0).then(
@@ -657,7 +688,7 @@ async function dedupSearchAs(
   }
   const [repo, keywords] = await Promise.all([checked ?? repoState(api), begin(api, workers, query)]);
   if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0);
-  const prepared = await prepare(api, scope, progress, repo);
+  const prepared = await (early ?? prepare(api, scope, progress, repo));
   return searchPrepared(api, workers, Promise.resolve(keywords), prepared, progress, t0);
 }
 
