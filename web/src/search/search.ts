@@ -105,7 +105,7 @@ interface Prepared {
   complete: boolean;
   /** Sum of the files' sizes. */
   logicalBytes: number;
-  /** The repository state read ([`RepoCache`]): keys the workers' chunk caches. */
+  /** The repository state read ([`RepoCache`]): a new one makes the workers' caches keep only what is still stored ([`holderMap`]). */
   state: string;
   /** Whether prepare fetched nothing but the versions list (all cached). */
   cached: boolean;
