@@ -113,11 +113,9 @@ async function pageRun(page, engine, seq, where = 'page') {
   await page.getByTestId('search-where').selectOption(where);
   await page.getByTestId(engine === 'dedup' ? 'search-start' : 'search-naive').click();
   const done = page.locator(`[data-testid=search-done][data-engine=${engine}][data-seq="${seq}"]`);
-  const failed = errors.waitFor({ timeout: 1_800_000 }).then(async () => {
-    throw new Error(`${engine} search failed: ${await errors.innerText()}`);
-  });
-  failed.catch(() => {});
-  await Promise.race([done.waitFor({ timeout: 1_800_000 }), failed]);
+  // One wait for either, so that nothing is left polling the page once this run is over.
+  await done.or(errors).first().waitFor({ timeout: 1_800_000 });
+  if ((await done.count()) === 0) throw new Error(`${engine} search failed: ${await errors.innerText()}`);
   const a = (n) => done.getAttribute(n);
   const records = await a('data-records');
   return {
