@@ -109,8 +109,8 @@ interface Prepared {
   state: string;
   /** Whether prepare fetched nothing but the versions list (all cached). */
   cached: boolean;
-  /** The files' recipes for the logical phase, built on first use. */
-  batch?: FileBatch;
+  /** The files' recipes for the logical phase in parts for `workers` workers, built on first use. */
+  batches?: { workers: number; parts: FileBatch[] };
   /** Each chunk in scope once, by container, built on first use. */
   byContainer?: ContainerChunks[];
   /** The physical jobs of the last search of this scope, and the holders they were cut for. */
@@ -304,6 +304,33 @@ async function prepare(
  * and each of them keeps that table as its locations (a superset of its own).
  */
 const LOCATE_EACH_UP_TO = 2;
+
+/**
+ * Above this many bytes of physical records (encoded), the logical phase is split over the
+ * workers: a few keywords leave few records, which one worker walks sooner than two can
+ * each read them; hundreds leave many, and many matches to report (docs/BENCHMARKS.md).
+ */
+const LOGICAL_SPLIT_BYTES = 512 << 10;
+
+/**
+ * The files' recipes in at most `n` parts of about equal length, in file order: one per
+ * worker for the logical phase.
+ */
+function batches(files: SearchFile[], n: number): FileBatch[] {
+  const total = files.reduce((k, f) => k + f.recipe.length, 0);
+  const out: FileBatch[] = [];
+  let from = 0;
+  let walked = 0;
+  files.forEach((f, i) => {
+    walked += f.recipe.length;
+    if (out.length < n - 1 && walked * n >= total * (out.length + 1)) {
+      out.push(batch(files.slice(from, i + 1)));
+      from = i + 1;
+    }
+  });
+  if (from < files.length || out.length === 0) out.push(batch(files.slice(from)));
+  return out;
+}
 
 /** The files' recipes as typed arrays for a worker. */
 function batch(files: SearchFile[]): FileBatch {
@@ -752,16 +779,44 @@ async function searchPrepared(
   const t2 = performance.now();
 
   progress({ phase: 'logical', done: 0, total: prepared.files.length });
-  // The recipes are kept with the prepared scope for the next search, so they are copied, not transferred.
-  const files = (prepared.batch ??= batch(prepared.files));
+  // With many records (many matches to report), each worker walks a part of the recipes
+  // with every worker's records; with few, one worker walks them all, which costs less than
+  // a second worker reading every record too. The recipes are kept with the prepared scope
+  // for the next search, so they are copied, not transferred; the records are copied to
+  // every worker but the last, which takes them. A worker gets its message when `call` is
+  // made, so the calls go out in order.
   const dbs = finished.map((f) => f.db);
   const tiny = finished.map((f) => f.tiny);
-  const r = await workers.call(
-    0,
-    'logical',
-    { dbs, tiny, files },
-    { transfer: [...dbs, ...tiny].map((d) => d.buffer) },
+  const recordBytes = [...dbs, ...tiny].reduce((n, d) => n + d.byteLength, 0);
+  const split = recordBytes > LOGICAL_SPLIT_BYTES ? workers.size : 1;
+  if (prepared.batches?.workers !== split) prepared.batches = { workers: split, parts: batches(prepared.files, split) };
+  const { parts } = prepared.batches;
+  const answers = await Promise.all(
+    parts.map((files, w) =>
+      workers.call(
+        w,
+        'logical',
+        { dbs, tiny, files },
+        w === parts.length - 1 ? { transfer: [...dbs, ...tiny].map((d) => d.buffer) } : undefined,
+      ),
+    ),
   );
+  const r = {
+    matches: answers.map((a) => a.matches),
+    stats: answers.reduce(
+      (s, a) => ({
+        files: s.files + a.stats.files,
+        chunks: s.chunks + a.stats.chunks,
+        chunkHits: s.chunkHits + a.stats.chunkHits,
+        locationReads: s.locationReads + a.stats.locationReads,
+        tinyLookups: s.tinyLookups + a.stats.tinyLookups,
+        matches: s.matches + a.stats.matches,
+      }),
+      { files: 0, chunks: 0, chunkHits: 0, locationReads: 0, tinyLookups: 0, matches: 0 },
+    ),
+    // Every part read the same records.
+    db: answers[0].db,
+  };
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
   // For the next search, in the time that follows: the workers summarise what they cached,
@@ -803,14 +858,14 @@ async function searchPrepared(
       rangesRead: containersRead,
     },
   );
-  const results = collect(prepared.files, [r.matches]);
+  const results = collect(prepared.files, r.matches);
   const t4 = performance.now(); // the results are ready
   return {
     engine: 'dedup',
     where: 'page',
     keywords: await keywords,
     results,
-    matches: r.matches.length / 3,
+    matches: r.matches.reduce((n, m) => n + m.length / 3, 0),
     filesSearched: prepared.files.length,
     logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, physical: t2 - t1, logical: t3 - t2 },
