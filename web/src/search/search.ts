@@ -332,6 +332,14 @@ function batches(files: SearchFile[], n: number): FileBatch[] {
   return out;
 }
 
+/** Field by field, the sum of counters that have the same fields (at least one). */
+function sumOf<T extends Record<keyof T, number>>(counts: T[]): T {
+  const out = { ...counts[0] };
+  for (const c of counts.slice(1))
+    for (const k of Object.keys(out) as (keyof T)[]) out[k] = (out[k] + c[k]) as T[keyof T];
+  return out;
+}
+
 /** The files' recipes as typed arrays for a worker. */
 function batch(files: SearchFile[]): FileBatch {
   const total = files.reduce((n, f) => n + f.recipe.length, 0);
@@ -803,17 +811,7 @@ async function searchPrepared(
   );
   const r = {
     matches: answers.map((a) => a.matches),
-    stats: answers.reduce(
-      (s, a) => ({
-        files: s.files + a.stats.files,
-        chunks: s.chunks + a.stats.chunks,
-        chunkHits: s.chunkHits + a.stats.chunkHits,
-        locationReads: s.locationReads + a.stats.locationReads,
-        tinyLookups: s.tinyLookups + a.stats.tinyLookups,
-        matches: s.matches + a.stats.matches,
-      }),
-      { files: 0, chunks: 0, chunkHits: 0, locationReads: 0, tinyLookups: 0, matches: 0 },
-    ),
+    stats: sumOf(answers.map((a) => a.stats)),
     // Every part read the same records.
     db: answers[0].db,
   };
@@ -824,40 +822,11 @@ async function searchPrepared(
   for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', null).catch(() => {});
   setTimeout(() => containerJobs(prepared, held));
 
-  const physical = finished.reduce(
-    (a, f) => ({
-      chunks: a.chunks + f.stats.chunks,
-      bytes: a.bytes + f.stats.bytes,
-      exactMatches: a.exactMatches + f.stats.exactMatches,
-      tinyRecords: a.tinyRecords + f.stats.tinyRecords,
-      tinyBytes: a.tinyBytes + f.stats.tinyBytes,
-      deltaChunks: a.deltaChunks + f.stats.deltaChunks,
-      basesFetched: a.basesFetched + f.stats.basesFetched,
-      basesBytes: a.basesBytes + f.stats.basesBytes,
-      baseJobs: a.baseJobs + f.stats.baseJobs,
-      baseRequests: a.baseRequests + f.stats.baseRequests,
-      ruledOut: a.ruledOut + f.stats.ruledOut,
-      ruledOutBytes: a.ruledOutBytes + f.stats.ruledOutBytes,
-      containers: a.containers,
-      rangesRead: a.rangesRead,
-    }),
-    {
-      chunks: 0,
-      bytes: 0,
-      exactMatches: 0,
-      tinyRecords: 0,
-      tinyBytes: 0,
-      deltaChunks: 0,
-      basesFetched: 0,
-      basesBytes: 0,
-      baseJobs: 0,
-      baseRequests: 0,
-      ruledOut: 0,
-      ruledOutBytes: 0,
-      containers: new Set(jobs.map((j) => j.job.id)).size,
-      rangesRead: containersRead,
-    },
-  );
+  const physical = {
+    ...sumOf(finished.map((f) => f.stats)),
+    containers: new Set(jobs.map((j) => j.job.id)).size,
+    rangesRead: containersRead,
+  };
   const results = collect(prepared.files, r.matches);
   const t4 = performance.now(); // the results are ready
   return {
