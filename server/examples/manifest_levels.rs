@@ -2,13 +2,15 @@
 //! reads every version's manifest from a copy of a data directory's `ditto.sqlite3`, and
 //! for each level prints the bytes the version rows would hold and the time to compress
 //! and decode one manifest, and beside them the bytes if each manifest were compressed
-//! against the previous one (a candidate the server does not implement).
+//! against the previous one (in id order, whatever its source; the server uses the source's
+//! previous version, docs/FORMAT.md "Stored form").
 //!
 //! `cargo run -p ditto-server --example manifest_levels -- COPY.sqlite3 [LEVEL...]`
 //!
 //! The database is opened read-only; pass a copy anyway, since a live server's file may
 //! change underneath. The server has no library target, so this calls zstd as
-//! `store::manifest_blob` does: one frame per manifest with its content checksum.
+//! `store::manifest_blob` does: one frame per manifest with its content checksum, a row
+//! with a `manifest_base` decoded with its base's JSON as the dictionary.
 
 use std::time::{Duration, Instant};
 
@@ -28,17 +30,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         levels = vec![3, 9, 12, 19];
     }
     let c = Connection::open_with_flags(&db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let mut st = c.prepare("SELECT id, manifest FROM versions ORDER BY id")?;
-    let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+    let mut st = c.prepare("SELECT id, manifest_base, manifest FROM versions ORDER BY id")?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, Option<i64>>(1)?,
+            r.get::<_, Vec<u8>>(2)?,
+        ))
+    })?;
     let mut stored = 0usize;
-    let mut jsons = Vec::new();
+    let mut jsons: Vec<(i64, Vec<u8>)> = Vec::new();
     for row in rows {
-        let (id, blob) = row?;
+        let (id, base, blob) = row?;
         stored += blob.len();
-        jsons.push((
-            id,
-            zstd::decode_all(&blob[..]).map_err(|e| format!("version {id}: {e}"))?,
-        ));
+        let json = match base {
+            None => zstd::decode_all(&blob[..]),
+            Some(b) => {
+                let base = &jsons
+                    .iter()
+                    .find(|(id, _)| *id == b)
+                    .ok_or_else(|| format!("version {id}: base {b} not found"))?
+                    .1;
+                zstd::bulk::Decompressor::with_dictionary(base)
+                    .and_then(|mut d| d.decompress(&blob, 256 << 20))
+            }
+        };
+        jsons.push((id, json.map_err(|e| format!("version {id}: {e}"))?));
     }
     let json_bytes: usize = jsons.iter().map(|(_, j)| j.len()).sum();
     println!(

@@ -303,55 +303,61 @@ pub fn check(
             raw_len_of.remove(&f.fp);
         }
     }
-    for v in versions {
-        let vid = v.id;
-        rep.versions += 1;
-        let m: Manifest = match store::manifest_blob::decode(&v.manifest)
-            .map_err(|e| e.to_string())
-            .and_then(|j| serde_json::from_slice(&j).map_err(|e| e.to_string()))
-        {
-            Ok(m) => m,
-            Err(e) => {
-                rep.errors
-                    .push(format!("version {vid}: unreadable manifest: {e}"));
-                continue;
-            }
-        };
-        let mut missing: std::collections::HashSet<Fingerprint> = Default::default();
-        for e in &m.entries {
-            let mut sum = 0u64;
-            let mut whole = true;
-            for h in &e.recipe {
-                match parse_fp_hex(h) {
-                    Some(fp) => match raw_len_of.get(&fp) {
-                        Some(&n) => sum += n as u64,
+    // Every base is among the rows; the index is read only for a chain that leaves them.
+    let rd = ix.read().map_err(q)?;
+    let chains = store::versions::ManifestChains::new(&*rd, repo_id);
+    chains
+        .each(versions.iter().map(|v| (v.id, &v.manifest)), |vid, json| {
+            rep.versions += 1;
+            let m: Manifest = match json
+                .map_err(|e| e.to_string())
+                .and_then(|j| serde_json::from_slice(j).map_err(|e| e.to_string()))
+            {
+                Ok(m) => m,
+                Err(e) => {
+                    rep.errors
+                        .push(format!("version {vid}: unreadable manifest: {e}"));
+                    return Ok(());
+                }
+            };
+            let mut missing: std::collections::HashSet<Fingerprint> = Default::default();
+            for e in &m.entries {
+                let mut sum = 0u64;
+                let mut whole = true;
+                for h in &e.recipe {
+                    match parse_fp_hex(h) {
+                        Some(fp) => match raw_len_of.get(&fp) {
+                            Some(&n) => sum += n as u64,
+                            None => {
+                                missing.insert(fp);
+                                whole = false;
+                            }
+                        },
                         None => {
-                            missing.insert(fp);
+                            rep.errors
+                                .push(format!("version {vid}: {}: bad fingerprint {h:?}", e.path));
                             whole = false;
                         }
-                    },
-                    None => {
-                        rep.errors
-                            .push(format!("version {vid}: {}: bad fingerprint {h:?}", e.path));
-                        whole = false;
                     }
                 }
+                if e.kind == EntryKind::File && whole && sum != e.size {
+                    rep.errors.push(format!(
+                        "version {vid}: {}: size {} != chunks {sum}",
+                        e.path, e.size
+                    ));
+                }
             }
-            if e.kind == EntryKind::File && whole && sum != e.size {
+            if !missing.is_empty() {
+                rep.damaged_versions.push(vid);
                 rep.errors.push(format!(
-                    "version {vid}: {}: size {} != chunks {sum}",
-                    e.path, e.size
+                    "version {vid} is damaged: {} of its chunks are missing or damaged (uploading them again heals it)",
+                    missing.len()
                 ));
             }
-        }
-        if !missing.is_empty() {
-            rep.damaged_versions.push(vid);
-            rep.errors.push(format!(
-                "version {vid} is damaged: {} of its chunks are missing or damaged (uploading them again heals it)",
-                missing.len()
-            ));
-        }
-    }
+            Ok(())
+        })
+        .map_err(q)?;
+    drop(rd);
     // Keep the versions' damage counts right for the API (a quarantine above, or rows that
     // an older server dropped).
     let tx = writer.begin().map_err(q)?;

@@ -659,6 +659,7 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
              ALTER TABLE repos DROP COLUMN gc_epoch;
              ALTER TABLE repos DROP COLUMN reclaimed_bytes;
              ALTER TABLE repos DROP COLUMN delta_done;
+             ALTER TABLE versions DROP COLUMN manifest_base;
              DROP INDEX containers_by_kind;
              PRAGMA user_version = 2;",
         )
@@ -697,25 +698,45 @@ fn stored_manifest(dir: &Path, id: i64) -> Vec<u8> {
     .unwrap()
 }
 
-/// Overwrites the `versions.manifest` column of version `id` (the server is stopped).
-fn set_stored_manifest(dir: &Path, id: i64, blob: &[u8]) {
+/// The `versions.manifest_base` column of version `id` (the server is stopped).
+fn stored_manifest_base(dir: &Path, id: i64) -> Option<i64> {
     if let Some(url) = database_url(dir) {
         let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        let n = c
-            .execute(
-                "UPDATE versions SET manifest = $1 WHERE id = $2",
-                &[&blob, &id],
-            )
-            .unwrap();
+        return c
+            .query_one("SELECT manifest_base FROM versions WHERE id = $1", &[&id])
+            .unwrap()
+            .get(0);
+    }
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("ditto.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.query_row(
+        "SELECT manifest_base FROM versions WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// Overwrites the `versions.manifest` column of version `id` (the server is stopped), with
+/// its base (`manifest_base`) kept, or set to none when `standalone`.
+fn set_stored_manifest(dir: &Path, id: i64, blob: &[u8], standalone: bool) {
+    let sql = if standalone {
+        "UPDATE versions SET manifest = $1, manifest_base = NULL WHERE id = $2"
+    } else {
+        "UPDATE versions SET manifest = $1 WHERE id = $2"
+    };
+    if let Some(url) = database_url(dir) {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let n = c.execute(sql, &[&blob, &id]).unwrap();
         assert_eq!(n, 1);
         return;
     }
     let db = rusqlite::Connection::open(dir.join("ditto.sqlite3")).unwrap();
     let n = db
-        .execute(
-            "UPDATE versions SET manifest = ?1 WHERE id = ?2",
-            rusqlite::params![blob, id],
-        )
+        .execute(&sql.replace('$', "?"), rusqlite::params![blob, id])
         .unwrap();
     assert_eq!(n, 1);
 }
@@ -791,9 +812,9 @@ fn a_damaged_stored_manifest_is_an_error_not_other_json() {
     let plain_json = served_manifest(&s, plain);
     assert!(s.stop(Duration::from_secs(10)).is_some());
     let stored = stored_manifest(&dir.0, cut);
-    set_stored_manifest(&dir.0, cut, &stored[..stored.len() - 6]);
+    set_stored_manifest(&dir.0, cut, &stored[..stored.len() - 6], false);
     // JSON in the column is not a form the server writes: refused, not guessed at.
-    set_stored_manifest(&dir.0, plain, &plain_json);
+    set_stored_manifest(&dir.0, plain, &plain_json, true);
     let s = Server::start_without_pass(&dir.0);
     assert_eq!(served_manifest(&s, good), good_json);
     for (id, what) in [
@@ -824,6 +845,131 @@ fn a_damaged_stored_manifest_is_an_error_not_other_json() {
         out.contains(&format!(
             "version {plain}: unreadable manifest: stored manifest is not a zstd frame"
         )),
+        "{out}"
+    );
+}
+
+/// Version `v` of the chain test: 200 entries, all alike but for entry `v`'s mtime.
+fn chain_manifest(source: &str, v: usize, cs: &[TestChunk]) -> Value {
+    let size: usize = cs.iter().map(|c| c.raw.len()).sum();
+    let entries: Vec<Value> = (0..200)
+        .map(|i| {
+            json!({ "path": format!("d/f{i}"), "kind": "file", "size": size,
+                    "mtime": if i == v { 1000 + v } else { i }, "mode": null,
+                    "recipe": cs.iter().map(TestChunk::hex).collect::<Vec<_>>() })
+        })
+        .collect();
+    json!({ "source": source, "time": v, "entries": entries })
+}
+
+#[test]
+fn manifests_are_stored_against_the_previous_version_and_survive_deletes() {
+    let dir = TempDir::new("manifestchain");
+    let mut s = Server::start_without_pass(&dir.0);
+    let cs = chunks(14, 3);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs).status, 200);
+    let post = |s: &Server, m: &Value| {
+        let r = post_json(&s.repo_url("default", "/versions"), &s.token, m);
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["id"].as_i64().unwrap()
+    };
+    // Twelve versions of one source, one of another source among them.
+    let mut ids = Vec::new();
+    let mut other = 0;
+    for v in 0..12 {
+        ids.push(post(&s, &chain_manifest("src", v, &cs)));
+        if v == 3 {
+            other = post(&s, &chain_manifest("other", v, &cs));
+        }
+    }
+    let mut served: std::collections::HashMap<i64, Vec<u8>> = ids
+        .iter()
+        .chain([&other])
+        .map(|&id| (id, served_manifest(&s, id)))
+        .collect();
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+
+    // Each version against its source's previous one, until a chain reaches 8 links.
+    let bases: Vec<Option<i64>> = ids
+        .iter()
+        .map(|&id| stored_manifest_base(&dir.0, id))
+        .collect();
+    let mut want: Vec<Option<i64>> = vec![None];
+    want.extend(ids[..8].iter().map(|&id| Some(id)));
+    want.extend([None, Some(ids[9]), Some(ids[10])]);
+    assert_eq!(bases, want);
+    assert_eq!(stored_manifest_base(&dir.0, other), None);
+    let (first, second) = (
+        stored_manifest(&dir.0, ids[0]),
+        stored_manifest(&dir.0, ids[1]),
+    );
+    assert!(
+        second.len() * 4 < first.len(),
+        "{} bytes against the previous version, {} standalone",
+        second.len(),
+        first.len()
+    );
+
+    // Restarted: every version serves the JSON it was committed with.
+    let mut s = Server::start_without_pass(&dir.0);
+    for (id, json) in &served {
+        assert_eq!(&served_manifest(&s, *id), json, "version {id}");
+    }
+    // Deleting the first version and one in the middle of the chain: the versions stored
+    // against them are stored standalone, and every version left reads as before.
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "versions": [ids[0], ids[4]] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    served.remove(&ids[0]);
+    served.remove(&ids[4]);
+    for (id, json) in &served {
+        assert_eq!(&served_manifest(&s, *id), json, "version {id}");
+    }
+    // A new version goes on from the newest one.
+    let next = post(&s, &chain_manifest("src", 12, &cs));
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+    assert_eq!(stored_manifest_base(&dir.0, ids[1]), None);
+    assert_eq!(stored_manifest_base(&dir.0, ids[5]), None);
+    assert_eq!(stored_manifest_base(&dir.0, ids[6]), Some(ids[5]));
+    assert_eq!(stored_manifest_base(&dir.0, next), Some(ids[11]));
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+
+    // A damaged base: the versions stored against it are unreadable too, and say why.
+    let stored = stored_manifest(&dir.0, ids[6]);
+    set_stored_manifest(&dir.0, ids[6], &stored[..stored.len() - 6], false);
+    let s = Server::start_without_pass(&dir.0);
+    assert_eq!(served_manifest(&s, ids[5]), served[&ids[5]]);
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/versions/{}", ids[7])),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    let body = r.expect_error(500, "internal");
+    let msg = body["error"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "version {}: stored manifest's base: base version {} is unreadable",
+            ids[7], ids[6]
+        )),
+        "{msg}"
+    );
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 1, "{out}");
+    for id in [ids[6], ids[7], ids[8]] {
+        assert!(
+            out.contains(&format!("version {id}: unreadable manifest")),
+            "{out}"
+        );
+    }
+    assert!(
+        !out.contains(&format!("version {}: unreadable", ids[5])),
         "{out}"
     );
 }

@@ -1660,20 +1660,27 @@ fn postgres_schema_2_upgrades_to_the_current_one() {
         .query_one("SELECT version FROM schema_version", &[])
         .unwrap()
         .get(0);
-    assert_eq!(at, 4, "schema_version after the upgrade");
-    let cols: BTreeSet<String> = to
-        .query(
+    assert_eq!(at, 5, "schema_version after the upgrade");
+    let mut cols = |table: &str| -> BTreeSet<String> {
+        to.query(
             "SELECT column_name::text FROM information_schema.columns \
-             WHERE table_name = 'chunks'",
-            &[],
+             WHERE table_name = $1",
+            &[&table],
         )
         .unwrap()
         .iter()
         .map(|r| r.get(0))
-        .collect();
+        .collect()
+    };
+    let chunk_cols = cols("chunks");
     assert!(
-        cols.contains("base") && cols.contains("saved"),
-        "the delta columns were added: {cols:?}"
+        chunk_cols.contains("base") && chunk_cols.contains("saved"),
+        "the delta columns were added: {chunk_cols:?}"
+    );
+    let version_cols = cols("versions");
+    assert!(
+        version_cols.contains("manifest_base"),
+        "the manifest base column was added: {version_cols:?}"
     );
     let r = request(
         "GET",

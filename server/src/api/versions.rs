@@ -154,7 +154,7 @@ pub(super) async fn version_get(
                 access.scope.describe()
             )));
         }
-        let manifest = v.manifest_json()?;
+        let manifest = store.manifest_json(repo_id, &v)?;
         let head = serde_json::to_vec(&version_summary(&v.row)).map_err(ApiError::internal)?;
         let mut out = Vec::with_capacity(head.len() + manifest.len() + 16);
         out.extend_from_slice(&head[..head.len() - 1]);

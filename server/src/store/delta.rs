@@ -61,7 +61,7 @@ use super::{
     mover::{Building, Dest},
     now_ms,
     recompress::Recompressor,
-    versions::manifest_stream,
+    versions::{manifest_stream, ManifestChains},
     Store, StoreError, StoreResult,
 };
 
@@ -223,16 +223,33 @@ impl Store {
             return Ok(rep);
         };
         let target = &manifests[at];
-        let new_stream = manifest_stream(&target.manifest).map_err(bad)?;
+        let mut new_stream: Vec<Fingerprint> = Vec::new();
         let mut older: HashSet<Fingerprint> = HashSet::new();
         let mut old_streams: Vec<Vec<Fingerprint>> = Vec::new();
-        for m in &manifests[..at] {
-            let stream = manifest_stream(&m.manifest).map_err(bad)?;
-            older.extend(stream.iter().copied());
-            if m.source == target.source {
-                old_streams.push(stream);
-            }
-        }
+        let same_source: HashSet<i64> = manifests[..at]
+            .iter()
+            .filter(|m| m.source == target.source)
+            .map(|m| m.id)
+            .collect();
+        let chains = ManifestChains::new(&*ix, repo_id);
+        chains.each(
+            manifests[..=at].iter().map(|m| (m.id, &m.manifest)),
+            |id, json| {
+                let stream = json
+                    .map_err(|e| e.to_string())
+                    .and_then(manifest_stream)
+                    .map_err(bad)?;
+                if id == version {
+                    new_stream = stream;
+                } else {
+                    older.extend(stream.iter().copied());
+                    if same_source.contains(&id) {
+                        old_streams.push(stream);
+                    }
+                }
+                Ok(())
+            },
+        )?;
         let keep_from = old_streams.len().saturating_sub(OLD_RECIPES);
         let old_streams = old_streams.split_off(keep_from);
         let wanted: HashSet<Fingerprint> = new_stream

@@ -13,7 +13,7 @@ use super::{
     gc::{PruneReport, Sweep},
     mover::layout_enabled,
     retention::{self, Policy, Reason, VersionMeta},
-    versions::manifest_fps,
+    versions::{manifest_fps, ManifestChains},
     Store, StoreError, StoreResult,
 };
 
@@ -121,7 +121,7 @@ impl Store {
         {
             let w = self.writer_for_write()?;
             let tx = w.begin(repo_id)?;
-            tx.delete_versions(repo_id, &remove)?;
+            super::versions::delete_versions(&*tx, repo_id, &remove)?;
             tx.commit()?;
         }
         crashpoint::reached("forget:deleted");
@@ -182,16 +182,21 @@ impl Store {
         let rows = ix.manifests(repo_id)?;
         let mut gone = FpSet::default();
         let mut kept = FpSet::default();
-        for (id, blob) in &rows {
-            let fps = manifest_fps(blob).map_err(|e| {
-                StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
-            })?;
-            if removed.contains(id) {
+        let chains = ManifestChains::new(&*ix, repo_id);
+        chains.each(rows.iter().map(|(id, m)| (*id, m)), |id, json| {
+            let fps = json
+                .map_err(|e| e.to_string())
+                .and_then(manifest_fps)
+                .map_err(|e| {
+                    StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
+                })?;
+            if removed.contains(&id) {
                 gone.extend(fps);
             } else {
                 kept.extend(fps);
             }
-        }
+            Ok(())
+        })?;
         let base_of: HashMap<Fingerprint, Fingerprint> =
             ix.delta_edges(repo_id)?.into_iter().collect();
         let (gone, kept) = (with_bases(gone, &base_of), with_bases(kept, &base_of));

@@ -14,7 +14,12 @@ use std::collections::{HashMap, HashSet};
 
 use wasm_core::{hash::Fingerprint, resemble::delta::MAX_CHAIN_DEPTH};
 
-use super::{chunks::FpHasher, index::IndexRead, versions::manifest_fps, StoreError, StoreResult};
+use super::{
+    chunks::FpHasher,
+    index::IndexRead,
+    versions::{manifest_fps, ManifestChains},
+    StoreError, StoreResult,
+};
 
 type FpMap<V> = HashMap<Fingerprint, V, std::hash::BuildHasherDefault<FpHasher>>;
 
@@ -61,18 +66,23 @@ impl Snapshot {
             newest_ref: FpMap::default(),
             hot: Default::default(),
         };
-        for v in &rows {
-            let fps = manifest_fps(&v.manifest).map_err(|e| {
-                StoreError::Internal(format!("version {}: unreadable manifest: {e}", v.id))
-            })?;
-            let is_newest = newest.contains(&v.id);
+        let chains = ManifestChains::new(ix, repo_id);
+        chains.each(rows.iter().map(|v| (v.id, &v.manifest)), |id, json| {
+            let fps = json
+                .map_err(|e| e.to_string())
+                .and_then(manifest_fps)
+                .map_err(|e| {
+                    StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
+                })?;
+            let is_newest = newest.contains(&id);
             for fp in fps {
-                snap.newest_ref.insert(fp, v.id); // ascending ids: the newest wins
+                snap.newest_ref.insert(fp, id); // ascending ids: the newest wins
                 if is_newest {
                     snap.hot.insert(fp);
                 }
             }
-        }
+            Ok(())
+        })?;
         snap.follow_bases(&ix.delta_edges(repo_id)?);
         Ok(snap)
     }

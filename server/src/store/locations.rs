@@ -51,7 +51,7 @@ impl Store {
     /// quarantined, or lost) are left out and counted.
     pub fn version_locations(&self, repo_id: i64, id: i64) -> StoreResult<VersionLocations> {
         let v = self.version(repo_id, id)?;
-        let json = v.manifest_json()?;
+        let json = self.manifest_json(repo_id, &v)?;
         let m: Manifest = serde_json::from_slice(&json)
             .map_err(|e| StoreError::Internal(format!("stored manifest of version {id}: {e}")))?;
         let mut seen = HashSet::new();

@@ -1,8 +1,15 @@
 //! The stored form of a version's manifest (docs/FORMAT.md "Manifest", "Stored form"): the
 //! `versions.manifest` column of either index backend holds one zstd frame of the JSON the
-//! server validated. The backends store and return the bytes as they are; the store
-//! encodes once per commit (before it takes the writer lock) and decodes wherever it needs
-//! the recipes, through this module only.
+//! server validated, standalone or compressed against the JSON of the version named by
+//! `versions.manifest_base` (that JSON is the frame's raw-content dictionary: zstd's window
+//! starts with it). The backends store and return the bytes as they are; the store encodes
+//! once per commit and decodes wherever it needs the recipes, through this module only
+//! (chains of bases are followed by `store::versions::ManifestChains`).
+//!
+//! Why a base: consecutive versions of a source share most entries, path and recipe alike,
+//! and a frame that may copy from the previous version's JSON stores a third of a
+//! standalone one on typescript-10 (docs/BENCHMARKS.md, "Stored manifests"); without it
+//! a repository of many unchanged versions grows by a whole manifest per version.
 //!
 //! A manifest is mostly 40-character hex fingerprints, which no level compresses much below
 //! their 20 bytes of entropy each: the middle levels store more bytes than level 3 on
@@ -36,7 +43,7 @@ const PER_ENTRY_SLACK: usize = 32;
 const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 
 /// Why a stored manifest cannot be read.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlobError {
     /// The row does not start with a zstd frame.
     NotAFrame,
@@ -46,6 +53,9 @@ pub enum BlobError {
     TooLarge { limit: usize },
     /// zstd failed to compress (it fails only on allocation or a bad parameter).
     Encode(String),
+    /// The chain of bases cannot be followed: a base that is missing, unreadable, not older
+    /// than its dependent, or a chain longer than [`MAX_DEPTH`].
+    Chain(String),
 }
 
 impl fmt::Display for BlobError {
@@ -57,32 +67,55 @@ impl fmt::Display for BlobError {
                 write!(f, "stored manifest decodes to more than {limit} bytes")
             }
             BlobError::Encode(e) => write!(f, "manifest could not be compressed: {e}"),
+            BlobError::Chain(e) => write!(f, "stored manifest's base: {e}"),
         }
     }
 }
 
 impl std::error::Error for BlobError {}
 
-/// The stored form of manifest JSON `json`.
-pub fn encode(json: &[u8]) -> Result<Vec<u8>, BlobError> {
+/// The most links from a row to a standalone frame: reading a version decodes at most this
+/// many other manifests first. A commit stores its manifest standalone rather than deeper.
+pub const MAX_DEPTH: usize = 8;
+
+/// The stored form of manifest JSON `json`: standalone, or against `base` (the JSON of the
+/// version the row will name as its base).
+pub fn encode(json: &[u8], base: Option<&[u8]>) -> Result<Vec<u8>, BlobError> {
     if json.len() > MAX_JSON {
         // Never written, so that every row reads back under the same bound.
         return Err(BlobError::TooLarge { limit: MAX_JSON });
     }
     let fail = |e: std::io::Error| BlobError::Encode(e.to_string());
-    let mut c = zstd::bulk::Compressor::new(LEVEL).map_err(fail)?;
+    let mut c = match base {
+        Some(base) => {
+            check_base(base)?;
+            zstd::bulk::Compressor::with_dictionary(LEVEL, base).map_err(fail)?
+        }
+        None => zstd::bulk::Compressor::new(LEVEL).map_err(fail)?,
+    };
     c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
         .map_err(fail)?;
     c.compress(json).map_err(fail)
 }
 
-/// The manifest JSON of stored form `stored`.
-pub fn decode(stored: &[u8]) -> Result<Vec<u8>, BlobError> {
-    decode_within(stored, MAX_JSON)
+/// A base is manifest JSON, which starts with `{`: never the zstd dictionary magic, which
+/// zstd would parse as a structured dictionary instead of taking the bytes as content.
+fn check_base(base: &[u8]) -> Result<(), BlobError> {
+    if base.first() == Some(&b'{') {
+        Ok(())
+    } else {
+        Err(BlobError::Chain("a base is not manifest JSON".into()))
+    }
+}
+
+/// The manifest JSON of stored form `stored`, given the JSON of its base if its row names
+/// one.
+pub fn decode(stored: &[u8], base: Option<&[u8]>) -> Result<Vec<u8>, BlobError> {
+    decode_within(stored, base, MAX_JSON)
 }
 
 /// [`decode`] with bound `limit`.
-fn decode_within(stored: &[u8], limit: usize) -> Result<Vec<u8>, BlobError> {
+fn decode_within(stored: &[u8], base: Option<&[u8]>, limit: usize) -> Result<Vec<u8>, BlobError> {
     if !stored.starts_with(&MAGIC) {
         return Err(BlobError::NotAFrame);
     }
@@ -101,14 +134,24 @@ fn decode_within(stored: &[u8], limit: usize) -> Result<Vec<u8>, BlobError> {
         Ok(Some(n)) => n as usize,
         _ => 0,
     };
-    let decoder = zstd::stream::read::Decoder::with_buffer(stored)
-        .map_err(|e| BlobError::Corrupt(e.to_string()))?
-        .single_frame();
+    let corrupt = |e: std::io::Error| BlobError::Corrupt(e.to_string());
     let mut json = Vec::with_capacity(declared);
-    decoder
-        .take(limit as u64 + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| BlobError::Corrupt(e.to_string()))?;
+    match base {
+        Some(base) => {
+            check_base(base)?;
+            zstd::stream::read::Decoder::with_dictionary(stored, base)
+                .map_err(corrupt)?
+                .single_frame()
+                .take(limit as u64 + 1)
+                .read_to_end(&mut json)
+        }
+        None => zstd::stream::read::Decoder::with_buffer(stored)
+            .map_err(corrupt)?
+            .single_frame()
+            .take(limit as u64 + 1)
+            .read_to_end(&mut json),
+    }
+    .map_err(corrupt)?;
     if json.len() > limit {
         return Err(BlobError::TooLarge { limit });
     }
@@ -152,7 +195,7 @@ mod tests {
     #[test]
     fn round_trip_is_a_smaller_zstd_frame() {
         let json = manifest_json();
-        let stored = encode(&json).unwrap();
+        let stored = encode(&json, None).unwrap();
         assert_eq!(stored[..4], MAGIC);
         assert!(
             stored.len() < json.len() / 2,
@@ -160,8 +203,68 @@ mod tests {
             stored.len(),
             json.len()
         );
-        assert_eq!(decode(&stored).unwrap(), json);
-        assert_eq!(decode(&encode(b"").unwrap()).unwrap(), b"");
+        assert_eq!(decode(&stored, None).unwrap(), json);
+        assert_eq!(decode(&encode(b"", None).unwrap(), None).unwrap(), b"");
+    }
+
+    /// `manifest_json()` with entries `from..to` and a last entry that differs per `tag`.
+    fn manifest_json_range(from: usize, to: usize, tag: &str) -> Vec<u8> {
+        let entries: Vec<String> = (from..to)
+            .map(|i| {
+                format!(
+                    r#"{{"path":"d/f{i}","kind":"file","size":1,"mtime":0,"mode":null,"recipe":["{:040x}"]}}"#,
+                    (i as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"source":"s","time":1,"entries":[{}],"tag":"{tag}"}}"#,
+            entries.join(",")
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn against_a_base_round_trips_and_stores_what_differs() {
+        let base = manifest_json_range(0, 400, "a");
+        let next = manifest_json_range(5, 410, "b");
+        let alone = encode(&next, None).unwrap();
+        let against = encode(&next, Some(&base)).unwrap();
+        assert_eq!(against[..4], MAGIC);
+        assert_eq!(decode(&against, Some(&base)).unwrap(), next);
+        // Shared entries are copied from the base: what is left is the 15 changed ones.
+        assert!(
+            against.len() * 5 < alone.len(),
+            "{} against the base, {} alone",
+            against.len(),
+            alone.len()
+        );
+        // A standalone frame reads the same whatever base it is handed.
+        assert_eq!(decode(&alone, Some(&base)).unwrap(), next);
+    }
+
+    #[test]
+    fn against_a_base_needs_that_base() {
+        let base = manifest_json_range(0, 400, "a");
+        let next = manifest_json_range(5, 410, "b");
+        let against = encode(&next, Some(&base)).unwrap();
+        // Without its base, or with another, the frame is refused (its matches reach into
+        // a window that is not there, or its checksum fails), never read as other JSON.
+        for wrong in [None, Some(manifest_json_range(1, 401, "c"))] {
+            match decode(&against, wrong.as_deref()) {
+                Err(BlobError::Corrupt(e)) => assert!(!e.is_empty()),
+                other => panic!("read with base {:?}: {other:?}", wrong.map(|w| w.len())),
+            }
+        }
+        let not_json = b"\x37\xA4\x30\xEC dictionary magic";
+        assert!(matches!(
+            encode(&next, Some(not_json)),
+            Err(BlobError::Chain(_))
+        ));
+        assert!(matches!(
+            decode(&against, Some(not_json)),
+            Err(BlobError::Chain(_))
+        ));
     }
 
     #[test]
@@ -169,28 +272,28 @@ mod tests {
         let json = manifest_json();
         for level in [1, 3, 19] {
             let stored = zstd::bulk::compress(&json, level).unwrap();
-            assert_eq!(decode(&stored).unwrap(), json, "level {level}");
+            assert_eq!(decode(&stored, None).unwrap(), json, "level {level}");
         }
-        assert_eq!(decode(&frame_without_size(&json)).unwrap(), json);
+        assert_eq!(decode(&frame_without_size(&json), None).unwrap(), json);
     }
 
     #[test]
     fn what_is_not_one_whole_frame_is_refused() {
         let json = manifest_json();
-        assert_eq!(decode(&json), Err(BlobError::NotAFrame));
-        assert_eq!(decode(b""), Err(BlobError::NotAFrame));
+        assert_eq!(decode(&json, None), Err(BlobError::NotAFrame));
+        assert_eq!(decode(b"", None), Err(BlobError::NotAFrame));
 
-        let stored = encode(&json).unwrap();
+        let stored = encode(&json, None).unwrap();
         let cut = &stored[..stored.len() - 5];
         assert!(
-            matches!(decode(cut), Err(BlobError::Corrupt(_))),
+            matches!(decode(cut, None), Err(BlobError::Corrupt(_))),
             "truncated"
         );
 
         let mut trailing = stored.clone();
         trailing.extend_from_slice(&stored);
         assert_eq!(
-            decode(&trailing),
+            decode(&trailing, None),
             Err(BlobError::Corrupt(format!(
                 "{} bytes after the frame",
                 stored.len()
@@ -203,11 +306,11 @@ mod tests {
         let mid = flipped.len() / 2;
         flipped[mid] ^= 0x55;
         flipped[mid + 1] ^= 0xAA;
-        match decode(&flipped) {
+        match decode(&flipped, None) {
             Err(BlobError::Corrupt(e)) => assert!(!e.is_empty()),
             other => panic!("damaged frame read as {other:?}"),
         }
-        let shown = decode(&json).unwrap_err().to_string();
+        let shown = decode(&json, None).unwrap_err().to_string();
         assert_eq!(shown, "stored manifest is not a zstd frame");
     }
 
@@ -218,9 +321,9 @@ mod tests {
         let with_size = zstd::bulk::compress(&json, 3).unwrap();
         let without_size = frame_without_size(&json);
         for frame in [&with_size, &without_size] {
-            assert_eq!(decode_within(frame, n).unwrap(), json);
+            assert_eq!(decode_within(frame, None, n).unwrap(), json);
             assert_eq!(
-                decode_within(frame, n - 1),
+                decode_within(frame, None, n - 1),
                 Err(BlobError::TooLarge { limit: n - 1 })
             );
         }
@@ -231,6 +334,9 @@ mod tests {
         // The body limit and the two fields an entry may gain (12 bytes each).
         const { assert!(MAX_JSON >= crate::api::MAX_MANIFEST_BODY + MAX_ENTRIES * 24) };
         let big = vec![0u8; MAX_JSON + 1];
-        assert_eq!(encode(&big), Err(BlobError::TooLarge { limit: MAX_JSON }));
+        assert_eq!(
+            encode(&big, None),
+            Err(BlobError::TooLarge { limit: MAX_JSON })
+        );
     }
 }

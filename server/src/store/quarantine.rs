@@ -145,13 +145,20 @@ fn recount(
     touched: Option<&HashSet<Fingerprint>>,
     which: Recount,
 ) -> StoreResult<()> {
-    for v in ix.versions_to_recount(repo_id, which)? {
+    let versions = ix.versions_to_recount(repo_id, which)?;
+    let damaged: std::collections::HashMap<i64, i64> =
+        versions.iter().map(|v| (v.id, v.damaged)).collect();
+    let chains = super::versions::ManifestChains::new(ix, repo_id);
+    chains.each(versions.iter().map(|v| (v.id, &v.manifest)), |id, json| {
         // An unreadable manifest is `check`'s to report; it cannot be counted here.
-        let Ok(fps) = super::versions::manifest_fps(&v.manifest) else {
-            continue;
+        let Ok(fps) = json
+            .map_err(|e| e.to_string())
+            .and_then(super::versions::manifest_fps)
+        else {
+            return Ok(());
         };
         if touched.is_some_and(|t| !fps.iter().any(|fp| t.contains(fp))) {
-            continue;
+            return Ok(());
         }
         let mut n = 0i64;
         for fp in &fps {
@@ -159,11 +166,11 @@ fn recount(
                 n += 1;
             }
         }
-        if n != v.damaged {
-            ix.set_version_damage(v.id, n)?;
+        if n != damaged[&id] {
+            ix.set_version_damage(id, n)?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 impl super::Store {

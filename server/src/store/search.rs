@@ -25,7 +25,7 @@ use wasm_core::{
     },
 };
 
-use super::{chunks::ChunkLoc, manifest_blob, verify, Store, StoreError, StoreResult};
+use super::{chunks::ChunkLoc, verify, versions::ManifestChains, Store, StoreError, StoreResult};
 
 /// What to search: all versions or some, optionally only paths containing a substring
 /// (case-insensitive, as in the page).
@@ -130,10 +130,10 @@ impl Store {
             let mut unique: Vec<Fingerprint> = Vec::new();
             let mut seen: HashMap<Fingerprint, usize> = HashMap::new();
             let mut recipes: Vec<(i64, String, u64, Vec<usize>)> = Vec::new();
-            for (id, blob) in &manifests {
-                let json = manifest_blob::decode(blob)
-                    .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
-                let m: Manifest = serde_json::from_slice(&json)
+            let chains = ManifestChains::new(&*ix, repo_id);
+            chains.each(manifests.iter().map(|(id, m)| (*id, m)), |id, json| {
+                let json = json.map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
+                let m: Manifest = serde_json::from_slice(json)
                     .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
                 for e in m.entries {
                     if e.kind != EntryKind::File || e.recipe.is_empty() {
@@ -155,9 +155,10 @@ impl Store {
                         idx.push(k);
                     }
                     report.logical_bytes += e.size;
-                    recipes.push((*id, e.path, e.size, idx));
+                    recipes.push((id, e.path, e.size, idx));
                 }
-            }
+                Ok(())
+            })?;
             let found = ix.chunk_locations(repo_id, &unique)?;
             let missing: Vec<Fingerprint> = unique
                 .iter()

@@ -11,7 +11,7 @@ use wasm_core::{
 
 use super::{
     index::{versions::SeriesRow, IndexRead},
-    versions::manifest_fps,
+    versions::{manifest_fps, ManifestChains},
     Store, StoreResult,
 };
 
@@ -95,17 +95,19 @@ fn unique_stored_bytes(
 ) -> StoreResult<HashMap<i64, i64>> {
     // fp -> the one version reaching it, or None once a second one does.
     let mut owner: HashMap<Fingerprint, Option<i64>> = HashMap::new();
-    for v in rows {
-        let Ok(fps) = manifest_fps(&v.manifest) else {
-            continue;
+    let chains = ManifestChains::new(ix, repo_id);
+    chains.each(rows.iter().map(|v| (v.id, &v.manifest)), |id, json| {
+        let Ok(fps) = json.map_err(|e| e.to_string()).and_then(manifest_fps) else {
+            return Ok(());
         };
         for fp in fps {
             owner
                 .entry(fp)
                 .and_modify(|o| *o = None)
-                .or_insert(Some(v.id));
+                .or_insert(Some(id));
         }
-    }
+        Ok(())
+    })?;
     // A base is reached by whoever reaches its deltas. An owner only ever goes from unset to
     // one version to shared, so the rounds end (one per chain link, in practice).
     let edges = ix.delta_edges(repo_id)?;

@@ -1,7 +1,9 @@
 //! Versions: committing a manifest against the index (every referenced chunk stored, every
 //! file's size the sum of its chunks), listing, reading and deleting them. A version row
 //! and the `first_version` marks of its new chunks commit in one transaction; the row
-//! holds the manifest in its stored form ([`manifest_blob`]: one zstd frame of the JSON).
+//! holds the manifest in its stored form ([`manifest_blob`]: one zstd frame of the JSON,
+//! standalone or against the JSON of the source's previous version), which
+//! [`ManifestChains`] decodes.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,24 +17,26 @@ use wasm_core::{
 };
 
 use super::{
-    index::versions::{CommitChunk, NewVersion},
-    manifest_blob,
+    index::{
+        versions::{CommitChunk, NewVersion, StoredManifest},
+        IndexRead, IndexWrite,
+    },
+    manifest_blob::{self, BlobError, MAX_DEPTH},
     mover::layout_enabled,
     now_ms,
     stats::ratio,
     Store, StoreError, StoreResult,
 };
 
-/// The distinct fingerprints of a stored manifest ([`manifest_blob`]).
-pub fn manifest_fps(blob: &[u8]) -> Result<HashSet<Fingerprint>, String> {
-    Ok(manifest_stream(blob)?.into_iter().collect())
+/// The distinct fingerprints of manifest JSON `json`.
+pub fn manifest_fps(json: &[u8]) -> Result<HashSet<Fingerprint>, String> {
+    Ok(manifest_stream(json)?.into_iter().collect())
 }
 
-/// The fingerprints of a stored manifest in stream order: every entry's recipe, one after
+/// The fingerprints of manifest JSON `json` in stream order: every entry's recipe, one after
 /// the other (duplicates kept), as the delta pass's DupAdj aligns versions.
-pub fn manifest_stream(blob: &[u8]) -> Result<Vec<Fingerprint>, String> {
-    let json = manifest_blob::decode(blob).map_err(|e| e.to_string())?;
-    let m: Manifest = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+pub fn manifest_stream(json: &[u8]) -> Result<Vec<Fingerprint>, String> {
+    let m: Manifest = serde_json::from_slice(json).map_err(|e| e.to_string())?;
     let mut fps = Vec::new();
     for e in &m.entries {
         for h in &e.recipe {
@@ -44,12 +48,217 @@ pub fn manifest_stream(blob: &[u8]) -> Result<Vec<Fingerprint>, String> {
 
 pub use super::index::versions::{VersionRecord, VersionRow};
 
-impl VersionRecord {
-    /// Its manifest as JSON.
-    pub fn manifest_json(&self) -> StoreResult<Vec<u8>> {
-        manifest_blob::decode(&self.manifest)
-            .map_err(|e| StoreError::Internal(format!("version {}: {e}", self.row.id)))
+/// Decodes stored manifests, following each row's base (docs/FORMAT.md, "Stored form"):
+/// the rows handed to [`ManifestChains::each`] are decoded in id order, a base among them
+/// once (its JSON kept until its last dependent is decoded); a base that is not among them
+/// is read from the index. Errors of the index end the walk; a manifest that cannot be
+/// read (damaged, or its chain broken) is handed to the caller as the reason, and so are
+/// the manifests stored against it.
+pub struct ManifestChains<'a> {
+    ix: &'a dyn IndexRead,
+    repo_id: i64,
+}
+
+/// A decoded manifest and its depth (links to a standalone frame).
+type Decoded = Result<(Vec<u8>, usize), BlobError>;
+
+impl<'a> ManifestChains<'a> {
+    pub fn new(ix: &'a dyn IndexRead, repo_id: i64) -> Self {
+        ManifestChains { ix, repo_id }
     }
+
+    /// Calls `each` with the JSON of every row of `rows` (or why it cannot be read), in id
+    /// order.
+    pub fn each<'r>(
+        &self,
+        rows: impl IntoIterator<Item = (i64, &'r StoredManifest)>,
+        mut each: impl FnMut(i64, Result<&[u8], BlobError>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut rows: Vec<(i64, &StoredManifest)> = rows.into_iter().collect();
+        rows.sort_by_key(|r| r.0);
+        let mut uses: HashMap<i64, usize> = HashMap::new();
+        for (_, m) in &rows {
+            if let Some(b) = m.base {
+                *uses.entry(b).or_default() += 1;
+            }
+        }
+        let mut kept: HashMap<i64, Decoded> = HashMap::new();
+        for (id, m) in rows {
+            let decoded = match m.base {
+                Some(b) => {
+                    let d = match kept.get(&b) {
+                        Some(base) => self.on_base(id, m, b, base.as_ref().map_err(Clone::clone)),
+                        None => self.decode(id, m)?,
+                    };
+                    if let Some(n) = uses.get_mut(&b) {
+                        *n -= 1;
+                        if *n == 0 {
+                            kept.remove(&b);
+                        }
+                    }
+                    d
+                }
+                None => self.decode(id, m)?,
+            };
+            each(id, decoded.as_ref().map(|d| &d.0[..]).map_err(Clone::clone))?;
+            if uses.get(&id).is_some_and(|n| *n > 0) {
+                kept.insert(id, decoded);
+            }
+        }
+        Ok(())
+    }
+
+    /// The JSON of version `id`, stored as `m`, and its depth; its bases read from the index.
+    fn decode(&self, id: i64, m: &StoredManifest) -> StoreResult<Decoded> {
+        // The chain from `m` down to a standalone frame, read before anything is decoded.
+        let mut chain: Vec<(i64, StoredManifest)> = Vec::new();
+        let (mut at, mut cur) = (id, m.clone());
+        while let Some(b) = cur.base {
+            if chain.len() == MAX_DEPTH {
+                return Ok(Err(BlobError::Chain(format!(
+                    "version {id}'s chain of bases is longer than {MAX_DEPTH}"
+                ))));
+            }
+            if b >= at {
+                return Ok(Err(BlobError::Chain(format!(
+                    "version {at} names base {b}, which is not older"
+                ))));
+            }
+            let Some(next) = self.ix.stored_manifest(self.repo_id, b)? else {
+                return Ok(Err(BlobError::Chain(format!(
+                    "version {at} names base {b}, which is gone"
+                ))));
+            };
+            chain.push((at, cur));
+            (at, cur) = (b, next);
+        }
+        let mut json = match manifest_blob::decode(&cur.blob, None) {
+            Ok(j) => j,
+            Err(e) => return Ok(Err(Self::named(at, id, e))),
+        };
+        let depth = chain.len();
+        while let Some((v, m)) = chain.pop() {
+            json = match manifest_blob::decode(&m.blob, Some(&json)) {
+                Ok(j) => j,
+                Err(e) => return Ok(Err(Self::named(v, id, e))),
+            };
+        }
+        Ok(Ok((json, depth)))
+    }
+
+    /// Version `id`, stored as `m` against version `b`, whose decoding gave `base`.
+    fn on_base(
+        &self,
+        id: i64,
+        m: &StoredManifest,
+        b: i64,
+        base: Result<&(Vec<u8>, usize), BlobError>,
+    ) -> Decoded {
+        let (json, depth) = base.map_err(|e| Self::named(b, id, e))?;
+        if b >= id {
+            return Err(BlobError::Chain(format!(
+                "version {id} names base {b}, which is not older"
+            )));
+        }
+        if depth + 1 > MAX_DEPTH {
+            return Err(BlobError::Chain(format!(
+                "version {id}'s chain of bases is longer than {MAX_DEPTH}"
+            )));
+        }
+        Ok((manifest_blob::decode(&m.blob, Some(json))?, depth + 1))
+    }
+
+    /// Error `e` of link `v` on the chain of version `id`, as `id`'s reader sees it.
+    fn named(v: i64, id: i64, e: BlobError) -> BlobError {
+        match e {
+            BlobError::Chain(_) => e,
+            e if v == id => e,
+            e => BlobError::Chain(format!("base version {v} is unreadable: {e}")),
+        }
+    }
+
+    /// The JSON of version `id`, stored as `m`.
+    pub fn one(&self, id: i64, m: &StoredManifest) -> StoreResult<Vec<u8>> {
+        self.decode(id, m)?
+            .map(|(json, _)| json)
+            .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))
+    }
+
+    /// The JSON of version `id` and its depth, if the repository has that version.
+    fn by_id(&self, id: i64) -> StoreResult<Option<(Vec<u8>, usize)>> {
+        match self.ix.stored_manifest(self.repo_id, id)? {
+            Some(m) => self
+                .decode(id, &m)?
+                .map(Some)
+                .map_err(|e| StoreError::Internal(format!("version {id}: {e}"))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Deletes versions `ids` of the repository in transaction `tx`, first storing standalone the
+/// manifests of the versions that stay and are stored against one of them (their chains
+/// still whole in the transaction), so that no row names a deleted base. A dependent whose
+/// manifest cannot be read keeps its row as it is (`check` names it either way).
+pub fn delete_versions(tx: &dyn IndexWrite, repo_id: i64, ids: &[i64]) -> StoreResult<()> {
+    let gone: HashSet<i64> = ids.iter().copied().collect();
+    let chains = ManifestChains::new(tx, repo_id);
+    for id in tx.manifest_dependents(repo_id, ids)? {
+        if gone.contains(&id) {
+            continue;
+        }
+        let Some(m) = tx.stored_manifest(repo_id, id)? else {
+            continue;
+        };
+        let Ok((json, _)) = chains.decode(id, &m)? else {
+            continue;
+        };
+        let blob = manifest_blob::encode(&json, None)
+            .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
+        tx.set_manifest(repo_id, id, &StoredManifest { base: None, blob })?;
+    }
+    tx.delete_versions(repo_id, ids)
+}
+
+/// The stored form of a new version's manifest `json` of source `source`: against the
+/// JSON of the source's newest version when that is smaller and the chain stays within
+/// [`MAX_DEPTH`], standalone otherwise (also returned, for when the base is deleted before
+/// the commit's transaction).
+fn encode_new(
+    ix: &dyn IndexRead,
+    repo_id: i64,
+    source: &str,
+    json: &[u8],
+) -> StoreResult<(StoredManifest, Option<StoredManifest>)> {
+    let bad = |e: BlobError| StoreError::Internal(e.to_string());
+    let alone = StoredManifest {
+        base: None,
+        blob: manifest_blob::encode(json, None).map_err(bad)?,
+    };
+    let newest = ix
+        .version_metas(repo_id)?
+        .into_iter()
+        .rev()
+        .find(|v| v.source == source);
+    let Some(prev) = newest else {
+        return Ok((alone, None));
+    };
+    // A base that cannot be read is no base: the new version stands alone.
+    let Ok(Some((base, depth))) = ManifestChains::new(ix, repo_id).by_id(prev.id) else {
+        return Ok((alone, None));
+    };
+    if depth + 1 > MAX_DEPTH {
+        return Ok((alone, None));
+    }
+    let against = manifest_blob::encode(json, Some(&base)).map_err(bad)?;
+    if against.len() >= alone.blob.len() {
+        return Ok((alone, None));
+    }
+    let against = StoredManifest {
+        base: Some(prev.id),
+        blob: against,
+    };
+    Ok((against, Some(alone)))
 }
 
 impl Store {
@@ -77,10 +286,18 @@ impl Store {
         stats.skipped_files = manifest.skipped.len() as u64;
         self.backup_activity();
         let json = serde_json::to_vec(manifest).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let blob = manifest_blob::encode(&json).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let (stored, standalone) =
+            encode_new(&*self.snapshot()?, repo_id, &manifest.source, &json)?;
+        drop(json);
 
         let mut w = self.writer_for_write()?;
         let tx = w.begin(repo_id)?;
+        // The base was read before the writer lock: if it has been deleted since, the
+        // manifest stands alone.
+        let stored = match (stored.base, standalone) {
+            (Some(b), Some(alone)) if tx.stored_manifest(repo_id, b)?.is_none() => alone,
+            _ => stored,
+        };
         // Distinct fps in first-reference order, with what the index knows of them.
         let mut info: HashMap<Fingerprint, Option<CommitChunk>> = HashMap::new();
         let mut order: Vec<Fingerprint> = Vec::new();
@@ -142,7 +359,7 @@ impl Store {
             time: manifest.time,
             committed_ms: committed as i64,
             stats: &stats_json,
-            manifest: &blob,
+            manifest: &stored,
             token_id,
         })?;
         tx.mark_first_version(repo_id, vid, &first)?;
@@ -187,5 +404,10 @@ impl Store {
         self.index()?
             .version(repo_id, id)?
             .ok_or_else(|| StoreError::NotFound(format!("no version {id} in this repository")))
+    }
+
+    /// The manifest JSON of version `v` of the repository.
+    pub fn manifest_json(&self, repo_id: i64, v: &VersionRecord) -> StoreResult<Vec<u8>> {
+        ManifestChains::new(&*self.snapshot()?, repo_id).one(v.row.id, &v.manifest)
     }
 }

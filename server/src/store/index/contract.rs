@@ -5,8 +5,13 @@
 use wasm_core::hash::Fingerprint;
 
 use super::{
-    chunks::NewChunk, containers::NewContainer, maintenance::WrittenContainer, quarantine::Found,
-    repos::TokenRow, versions::NewVersion, Index, IndexWrite, IndexWriter,
+    chunks::NewChunk,
+    containers::NewContainer,
+    maintenance::WrittenContainer,
+    quarantine::Found,
+    repos::TokenRow,
+    versions::{NewVersion, StoredManifest},
+    Index, IndexWrite, IndexWriter,
 };
 
 /// Runs every contract test against a fresh, empty index made by `open`.
@@ -121,11 +126,15 @@ fn chunks_move_quarantine_and_go(ix: &dyn Index, w: &mut dyn IndexWriter) {
             time: 10,
             committed_ms: 11,
             stats: "{}",
-            manifest: b"m1",
+            manifest: &StoredManifest {
+                base: None,
+                blob: b"m1".to_vec(),
+            },
             token_id: "t",
         })
         .unwrap();
     tx.commit().unwrap();
+    versions_store_manifests_with_their_base(ix, w, repo, v1);
 
     let r = ix.snapshot().unwrap();
     assert_eq!(r.max_container_id().unwrap(), 1);
@@ -230,6 +239,55 @@ fn chunks_move_quarantine_and_go(ix: &dyn Index, w: &mut dyn IndexWriter) {
     tx.set_delta_done(repo, 3).unwrap();
     tx.commit().unwrap();
     assert_eq!(ix.read().unwrap().delta_done(repo).unwrap(), Some(5));
+}
+
+/// A manifest row keeps its base as written; dependents are found by base; a row's
+/// manifest can be stored another way.
+fn versions_store_manifests_with_their_base(
+    ix: &dyn Index,
+    w: &mut dyn IndexWriter,
+    repo: i64,
+    v1: i64,
+) {
+    let tx = w.begin().unwrap();
+    let v2 = tx
+        .insert_version(&NewVersion {
+            repo_id: repo,
+            source: "src",
+            time: 12,
+            committed_ms: 13,
+            stats: "{}",
+            manifest: &StoredManifest {
+                base: Some(v1),
+                blob: b"m2".to_vec(),
+            },
+            token_id: "t",
+        })
+        .unwrap();
+    tx.commit().unwrap();
+    let r = ix.read().unwrap();
+    let m2 = r.stored_manifest(repo, v2).unwrap().unwrap();
+    assert_eq!((m2.base, &m2.blob[..]), (Some(v1), &b"m2"[..]));
+    assert_eq!(r.stored_manifest(repo, v1).unwrap().unwrap().base, None);
+    assert!(r.stored_manifest(repo + 1, v2).unwrap().is_none());
+    assert_eq!(r.manifest_dependents(repo, &[v1]).unwrap(), vec![v2]);
+    assert!(r.manifest_dependents(repo, &[v2]).unwrap().is_empty());
+    let rec = r.version(repo, v2).unwrap().unwrap();
+    assert_eq!(rec.manifest.base, Some(v1));
+    let all = r.manifests(repo).unwrap();
+    assert!(all.iter().any(|(id, m)| *id == v2 && m.base == Some(v1)));
+    drop(r);
+    let tx = w.begin().unwrap();
+    let alone = StoredManifest {
+        base: None,
+        blob: b"m2 alone".to_vec(),
+    };
+    tx.set_manifest(repo, v2, &alone).unwrap();
+    tx.delete_versions(repo, &[v2]).unwrap();
+    tx.commit().unwrap();
+    let r = ix.read().unwrap();
+    assert!(r.stored_manifest(repo, v2).unwrap().is_none());
+    assert!(r.manifest_dependents(repo, &[v1]).unwrap().is_empty());
 }
 
 fn container(tx: &dyn IndexWrite, id: u64, repo_id: i64) {

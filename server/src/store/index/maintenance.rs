@@ -21,7 +21,7 @@ pub struct Source {
 pub struct LiveManifest {
     pub id: i64,
     pub source: String,
-    pub manifest: Vec<u8>,
+    pub manifest: super::versions::StoredManifest,
 }
 
 /// A container written whole (by the mover, or for an upload to object storage), for its

@@ -30,7 +30,7 @@ pub enum Recount {
 pub struct VersionDamage {
     pub id: i64,
     pub damaged: i64,
-    pub manifest: Vec<u8>,
+    pub manifest: super::versions::StoredManifest,
 }
 
 pub trait QuarantineRead {

@@ -15,13 +15,22 @@ pub struct VersionRow {
     pub damaged: i64,
 }
 
+/// A version's manifest as a row stores it (`store::manifest_blob`; `store::versions`
+/// decodes it, following `base`).
+#[derive(Clone, Debug)]
+pub struct StoredManifest {
+    /// The version whose manifest JSON the frame is compressed against (none: standalone).
+    pub base: Option<i64>,
+    /// The zstd frame.
+    pub blob: Vec<u8>,
+}
+
 /// One version with what only a single read needs.
 pub struct VersionRecord {
     pub row: VersionRow,
     /// The id of the token that committed it (none for versions from before tokens).
     pub token_id: Option<String>,
-    /// The manifest's stored form (`store::manifest_blob`); `store::versions` decodes it.
-    pub(crate) manifest: Vec<u8>,
+    pub(crate) manifest: StoredManifest,
 }
 
 /// A version of the statistics series, with its stored manifest.
@@ -31,7 +40,7 @@ pub struct SeriesRow {
     pub time: i64,
     pub committed_ms: i64,
     pub stats: String,
-    pub manifest: Vec<u8>,
+    pub manifest: StoredManifest,
 }
 
 /// What a commit needs to know of a chunk its manifest references.
@@ -51,7 +60,7 @@ pub struct NewVersion<'a> {
     pub time: i64,
     pub committed_ms: i64,
     pub stats: &'a str,
-    pub manifest: &'a [u8],
+    pub manifest: &'a StoredManifest,
     pub token_id: &'a str,
 }
 
@@ -85,7 +94,11 @@ pub trait VersionRead {
     /// The repository's versions (id, source, time) in id order.
     fn version_metas(&self, repo_id: i64) -> StoreResult<Vec<VersionMeta>>;
     /// Every version of the repository with its stored manifest, in no particular order.
-    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, Vec<u8>)>>;
+    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, StoredManifest)>>;
+    /// The stored manifest of version `id`, if the repository has it.
+    fn stored_manifest(&self, repo_id: i64, id: i64) -> StoreResult<Option<StoredManifest>>;
+    /// The repository's versions whose manifests are stored against a version in `ids`.
+    fn manifest_dependents(&self, repo_id: i64, ids: &[i64]) -> StoreResult<Vec<i64>>;
     /// The repository's versions with their statistics and manifests, in id order.
     fn version_series(&self, repo_id: i64) -> StoreResult<Vec<SeriesRow>>;
     /// What a commit needs of stored chunk `fp`; none if it is not stored.
@@ -109,6 +122,10 @@ pub trait VersionWrite {
     fn set_newest_version(&self, vid: i64, ids: &[i64]) -> StoreResult<()>;
     /// Seals the repository's unsealed active containers: they take no more appends.
     fn seal_active(&self, repo_id: i64) -> StoreResult<()>;
+    /// Replaces the stored manifest of version `id` (the same JSON, stored another way).
+    fn set_manifest(&self, repo_id: i64, id: i64, m: &StoredManifest) -> StoreResult<()>;
     /// Deletes versions `ids` of the repository (ids of other repositories are left).
+    /// Versions stored against them must have been stored otherwise first
+    /// (`store::versions::delete_versions`).
     fn delete_versions(&self, repo_id: i64, ids: &[i64]) -> StoreResult<()>;
 }

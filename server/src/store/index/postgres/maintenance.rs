@@ -31,17 +31,18 @@ impl<G: DerefMut<Target = Client>> MaintenanceRead for Pg<G> {
 
     fn live_manifests(&self, repo_id: i64) -> StoreResult<Vec<LiveManifest>> {
         let rows = self.c().query(
-            "SELECT id, source, manifest FROM versions WHERE repo_id = $1 ORDER BY id",
+            "SELECT id, source, manifest_base, manifest FROM versions WHERE repo_id = $1 ORDER BY id",
             &[&repo_id],
         )?;
-        Ok(rows
-            .iter()
-            .map(|r| LiveManifest {
-                id: r.get(0),
-                source: r.get(1),
-                manifest: r.get(2),
+        rows.iter()
+            .map(|r| {
+                Ok(LiveManifest {
+                    id: r.try_get(0)?,
+                    source: r.try_get(1)?,
+                    manifest: super::stored_manifest(r, 2)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     fn min_live_version(&self, repo_id: i64) -> StoreResult<i64> {

@@ -41,6 +41,14 @@ pub struct Pg<G: DerefMut<Target = Client>> {
     in_tx: Cell<bool>,
 }
 
+/// The stored manifest in columns `at` (`manifest_base`) and `at + 1` (`manifest`).
+fn stored_manifest(r: &postgres::Row, at: usize) -> StoreResult<super::versions::StoredManifest> {
+    Ok(super::versions::StoredManifest {
+        base: r.try_get(at)?,
+        blob: r.try_get(at + 1)?,
+    })
+}
+
 impl<G: DerefMut<Target = Client>> Pg<G> {
     fn plain(client: G) -> Self {
         Pg {

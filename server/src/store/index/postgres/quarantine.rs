@@ -112,12 +112,12 @@ impl<G: DerefMut<Target = Client>> QuarantineRead for Pg<G> {
 
     fn versions_to_recount(&self, repo_id: i64, which: Recount) -> StoreResult<Vec<VersionDamage>> {
         let sql = match which {
-            Recount::All => "SELECT id, damaged, manifest FROM versions WHERE repo_id = $1",
+            Recount::All => "SELECT id, damaged, manifest_base, manifest FROM versions WHERE repo_id = $1",
             Recount::Damaged => {
-                "SELECT id, damaged, manifest FROM versions WHERE repo_id = $1 AND damaged > 0"
+                "SELECT id, damaged, manifest_base, manifest FROM versions WHERE repo_id = $1 AND damaged > 0"
             }
             Recount::Unknown => {
-                "SELECT id, damaged, manifest FROM versions WHERE repo_id = $1 AND damaged < 0"
+                "SELECT id, damaged, manifest_base, manifest FROM versions WHERE repo_id = $1 AND damaged < 0"
             }
         };
         self.c()
@@ -127,7 +127,7 @@ impl<G: DerefMut<Target = Client>> QuarantineRead for Pg<G> {
                 Ok(VersionDamage {
                     id: r.try_get(0)?,
                     damaged: r.try_get(1)?,
-                    manifest: r.try_get(2)?,
+                    manifest: super::stored_manifest(r, 2)?,
                 })
             })
             .collect()

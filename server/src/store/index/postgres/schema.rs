@@ -7,7 +7,7 @@ use postgres::Client;
 use crate::store::{StoreError, StoreResult};
 
 /// The schema version this server writes; bump it with a migration step below.
-const VERSION: i64 = 4;
+const VERSION: i64 = 5;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL);
@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS versions(
   stats TEXT NOT NULL,
   manifest BYTEA NOT NULL,
   damaged BIGINT NOT NULL DEFAULT 0,
-  token_id TEXT);
+  token_id TEXT,
+  manifest_base BIGINT);
 CREATE INDEX IF NOT EXISTS versions_by_repo ON versions(repo_id, id);
 CREATE TABLE IF NOT EXISTS quarantine(
   id BIGSERIAL PRIMARY KEY,
@@ -101,6 +102,12 @@ const TO_4: &str = r#"
 ALTER TABLE repos ADD COLUMN IF NOT EXISTS delta_done BIGINT;
 "#;
 
+/// Version 5: a manifest may be stored against an older version's (NULL: standalone; the
+/// SQLite schema's migration 7).
+const TO_5: &str = r#"
+ALTER TABLE versions ADD COLUMN IF NOT EXISTS manifest_base BIGINT;
+"#;
+
 /// Creates the schema in an empty database (in one transaction, under an advisory lock so
 /// that two servers starting together do not both create it); refuses a newer one. A
 /// database already at this version is left untouched: `CREATE INDEX IF NOT EXISTS` would
@@ -124,14 +131,17 @@ pub fn migrate(client: &mut Client) -> StoreResult<()> {
             )))
         }
         Some(v) if v == VERSION => {}
-        Some(v @ 1..=3) => {
+        Some(v @ 1..=4) => {
             if v == 1 {
                 tx.batch_execute(TO_2)?;
             }
             if v <= 2 {
                 tx.batch_execute(TO_3)?;
             }
-            tx.batch_execute(TO_4)?;
+            if v <= 3 {
+                tx.batch_execute(TO_4)?;
+            }
+            tx.batch_execute(TO_5)?;
             tx.execute("UPDATE schema_version SET version = $1", &[&VERSION])?;
         }
         _ => {

@@ -3,9 +3,10 @@ use std::ops::DerefMut;
 use postgres::{Client, Row};
 use wasm_core::hash::Fingerprint;
 
-use super::Pg;
+use super::{stored_manifest, Pg};
 use crate::store::index::versions::{
-    ChunkTotals, CommitChunk, NewVersion, SeriesRow, Totals, VersionMeta, VersionRecord, VersionRow,
+    ChunkTotals, CommitChunk, NewVersion, SeriesRow, StoredManifest, Totals, VersionMeta,
+    VersionRecord, VersionRow,
 };
 use crate::store::index::{VersionRead, VersionWrite};
 use crate::store::StoreResult;
@@ -43,15 +44,15 @@ impl<G: DerefMut<Target = Client>> VersionRead for Pg<G> {
         self.c()
             .query_opt(
                 &format!(
-                    "SELECT {VERSION_ROW}, manifest, token_id FROM versions WHERE id = $1 AND repo_id = $2"
+                    "SELECT {VERSION_ROW}, manifest_base, manifest, token_id FROM versions WHERE id = $1 AND repo_id = $2"
                 ),
                 &[&id, &repo_id],
             )?
             .map(|r| {
                 Ok(VersionRecord {
                     row: version_row(&r)?,
-                    manifest: r.try_get(6)?,
-                    token_id: r.try_get(7)?,
+                    manifest: stored_manifest(&r, 6)?,
+                    token_id: r.try_get(8)?,
                 })
             })
             .transpose()
@@ -74,21 +75,42 @@ impl<G: DerefMut<Target = Client>> VersionRead for Pg<G> {
             .collect()
     }
 
-    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, Vec<u8>)>> {
+    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, StoredManifest)>> {
         self.c()
             .query(
-                "SELECT id, manifest FROM versions WHERE repo_id = $1",
+                "SELECT id, manifest_base, manifest FROM versions WHERE repo_id = $1",
                 &[&repo_id],
             )?
             .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .map(|r| Ok((r.try_get(0)?, stored_manifest(r, 1)?)))
+            .collect()
+    }
+
+    fn stored_manifest(&self, repo_id: i64, id: i64) -> StoreResult<Option<StoredManifest>> {
+        self.c()
+            .query_opt(
+                "SELECT manifest_base, manifest FROM versions WHERE id = $1 AND repo_id = $2",
+                &[&id, &repo_id],
+            )?
+            .map(|r| stored_manifest(&r, 0))
+            .transpose()
+    }
+
+    fn manifest_dependents(&self, repo_id: i64, ids: &[i64]) -> StoreResult<Vec<i64>> {
+        self.c()
+            .query(
+                "SELECT id FROM versions WHERE repo_id = $1 AND manifest_base = ANY($2)",
+                &[&repo_id, &ids],
+            )?
+            .iter()
+            .map(|r| Ok(r.try_get(0)?))
             .collect()
     }
 
     fn version_series(&self, repo_id: i64) -> StoreResult<Vec<SeriesRow>> {
         self.c()
             .query(
-                "SELECT id, source, time, committed_ms, stats, manifest FROM versions WHERE repo_id = $1 ORDER BY id",
+                "SELECT id, source, time, committed_ms, stats, manifest_base, manifest FROM versions WHERE repo_id = $1 ORDER BY id",
                 &[&repo_id],
             )?
             .iter()
@@ -99,7 +121,7 @@ impl<G: DerefMut<Target = Client>> VersionRead for Pg<G> {
                     time: r.try_get(2)?,
                     committed_ms: r.try_get(3)?,
                     stats: r.try_get(4)?,
-                    manifest: r.try_get(5)?,
+                    manifest: stored_manifest(r, 5)?,
                 })
             })
             .collect()
@@ -170,14 +192,15 @@ impl<G: DerefMut<Target = Client>> VersionRead for Pg<G> {
 impl<G: DerefMut<Target = Client>> VersionWrite for Pg<G> {
     fn insert_version(&self, v: &NewVersion<'_>) -> StoreResult<i64> {
         let r = self.c().query_one(
-            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest, token_id) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest_base, manifest, token_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
             &[
                 &v.repo_id,
                 &v.source,
                 &v.time,
                 &v.committed_ms,
                 &v.stats,
-                &v.manifest,
+                &v.manifest.base,
+                &v.manifest.blob,
                 &v.token_id,
             ],
         )?;
@@ -207,6 +230,14 @@ impl<G: DerefMut<Target = Client>> VersionWrite for Pg<G> {
         self.c().execute(
             "UPDATE containers SET sealed = 1 WHERE repo_id = $1 AND kind = 0 AND sealed = 0",
             &[&repo_id],
+        )?;
+        Ok(())
+    }
+
+    fn set_manifest(&self, repo_id: i64, id: i64, m: &StoredManifest) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE versions SET manifest_base = $1, manifest = $2 WHERE id = $3 AND repo_id = $4",
+            &[&m.base, &m.blob, &id, &repo_id],
         )?;
         Ok(())
     }

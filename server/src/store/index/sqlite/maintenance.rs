@@ -32,13 +32,13 @@ impl<C: Deref<Target = Connection>> MaintenanceRead for Sql<C> {
 
     fn live_manifests(&self, repo_id: i64) -> StoreResult<Vec<LiveManifest>> {
         let mut st = self.c().prepare_cached(
-            "SELECT id, source, manifest FROM versions WHERE repo_id = ?1 ORDER BY id",
+            "SELECT id, source, manifest_base, manifest FROM versions WHERE repo_id = ?1 ORDER BY id",
         )?;
         let it = st.query_map([repo_id], |r| {
             Ok(LiveManifest {
                 id: r.get(0)?,
                 source: r.get(1)?,
-                manifest: r.get(2)?,
+                manifest: super::stored_manifest(r, 2)?,
             })
         })?;
         Ok(it.collect::<Result<_, _>>()?)

@@ -29,6 +29,17 @@ use crate::store::{StoreError, StoreResult};
 /// write transaction, or a plain connection (the CLI's).
 pub struct Sql<C>(pub C);
 
+/// The stored manifest in columns `at` (`manifest_base`) and `at + 1` (`manifest`).
+fn stored_manifest(
+    r: &rusqlite::Row<'_>,
+    at: usize,
+) -> rusqlite::Result<super::versions::StoredManifest> {
+    Ok(super::versions::StoredManifest {
+        base: r.get(at)?,
+        blob: r.get(at + 1)?,
+    })
+}
+
 impl<C: Deref<Target = Connection>> Sql<C> {
     fn c(&self) -> &Connection {
         &self.0

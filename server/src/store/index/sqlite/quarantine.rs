@@ -94,19 +94,19 @@ impl<C: Deref<Target = Connection>> QuarantineRead for Sql<C> {
 
     fn versions_to_recount(&self, repo_id: i64, which: Recount) -> StoreResult<Vec<VersionDamage>> {
         let mut st = self.c().prepare_cached(match which {
-            Recount::All => "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1",
+            Recount::All => "SELECT id, damaged, manifest_base, manifest FROM versions WHERE repo_id = ?1",
             Recount::Damaged => {
-                "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged > 0"
+                "SELECT id, damaged, manifest_base, manifest FROM versions WHERE repo_id = ?1 AND damaged > 0"
             }
             Recount::Unknown => {
-                "SELECT id, damaged, manifest FROM versions WHERE repo_id = ?1 AND damaged < 0"
+                "SELECT id, damaged, manifest_base, manifest FROM versions WHERE repo_id = ?1 AND damaged < 0"
             }
         })?;
         let it = st.query_map([repo_id], |r| {
             Ok(VersionDamage {
                 id: r.get(0)?,
                 damaged: r.get(1)?,
-                manifest: r.get(2)?,
+                manifest: super::stored_manifest(r, 2)?,
             })
         })?;
         Ok(it.collect::<Result<_, _>>()?)

@@ -95,6 +95,9 @@ const MIGRATIONS: &[&str] = &[
     // 6: the highest version the delta pass has handled, so that a restart goes on from
     // there (NULL: unknown, a repository from before this column; docs/STORAGE.md).
     "ALTER TABLE repos ADD COLUMN delta_done INTEGER;",
+    // 7: a manifest may be stored against an older version's (docs/FORMAT.md, "Stored
+    // form"): the id of that version, NULL for a standalone frame (every older row).
+    "ALTER TABLE versions ADD COLUMN manifest_base INTEGER;",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

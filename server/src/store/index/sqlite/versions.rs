@@ -3,9 +3,10 @@ use std::ops::Deref;
 use rusqlite::{params, Connection, OptionalExtension};
 use wasm_core::hash::Fingerprint;
 
-use super::Sql;
+use super::{stored_manifest, Sql};
 use crate::store::index::versions::{
-    ChunkTotals, CommitChunk, NewVersion, SeriesRow, Totals, VersionMeta, VersionRecord, VersionRow,
+    ChunkTotals, CommitChunk, NewVersion, SeriesRow, StoredManifest, Totals, VersionMeta,
+    VersionRecord, VersionRow,
 };
 use crate::store::index::{VersionRead, VersionWrite};
 use crate::store::StoreResult;
@@ -38,13 +39,13 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
         Ok(self
             .c()
             .prepare_cached(&format!(
-                "SELECT {VERSION_ROW}, manifest, token_id FROM versions WHERE id = ?1 AND repo_id = ?2"
+                "SELECT {VERSION_ROW}, manifest_base, manifest, token_id FROM versions WHERE id = ?1 AND repo_id = ?2"
             ))?
             .query_row(params![id, repo_id], |r| {
                 Ok(VersionRecord {
                     row: version_row(r)?,
-                    manifest: r.get(6)?,
-                    token_id: r.get(7)?,
+                    manifest: stored_manifest(r, 6)?,
+                    token_id: r.get(8)?,
                 })
             })
             .optional()?)
@@ -64,17 +65,40 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
         Ok(it.collect::<Result<_, _>>()?)
     }
 
-    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, Vec<u8>)>> {
+    fn manifests(&self, repo_id: i64) -> StoreResult<Vec<(i64, StoredManifest)>> {
+        let mut st = self.c().prepare_cached(
+            "SELECT id, manifest_base, manifest FROM versions WHERE repo_id = ?1",
+        )?;
+        let it = st.query_map([repo_id], |r| Ok((r.get(0)?, stored_manifest(r, 1)?)))?;
+        Ok(it.collect::<Result<_, _>>()?)
+    }
+
+    fn stored_manifest(&self, repo_id: i64, id: i64) -> StoreResult<Option<StoredManifest>> {
+        Ok(self
+            .c()
+            .prepare_cached(
+                "SELECT manifest_base, manifest FROM versions WHERE id = ?1 AND repo_id = ?2",
+            )?
+            .query_row(params![id, repo_id], |r| stored_manifest(r, 0))
+            .optional()?)
+    }
+
+    fn manifest_dependents(&self, repo_id: i64, ids: &[i64]) -> StoreResult<Vec<i64>> {
         let mut st = self
             .c()
-            .prepare_cached("SELECT id, manifest FROM versions WHERE repo_id = ?1")?;
-        let it = st.query_map([repo_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(it.collect::<Result<_, _>>()?)
+            .prepare_cached("SELECT id FROM versions WHERE repo_id = ?1 AND manifest_base = ?2")?;
+        let mut out = Vec::new();
+        for base in ids {
+            for id in st.query_map(params![repo_id, base], |r| r.get::<_, i64>(0))? {
+                out.push(id?);
+            }
+        }
+        Ok(out)
     }
 
     fn version_series(&self, repo_id: i64) -> StoreResult<Vec<SeriesRow>> {
         let mut st = self.c().prepare(
-            "SELECT id, source, time, committed_ms, stats, manifest FROM versions WHERE repo_id = ?1 ORDER BY id",
+            "SELECT id, source, time, committed_ms, stats, manifest_base, manifest FROM versions WHERE repo_id = ?1 ORDER BY id",
         )?;
         let it = st.query_map([repo_id], |r| {
             Ok(SeriesRow {
@@ -83,7 +107,7 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
                 time: r.get(2)?,
                 committed_ms: r.get(3)?,
                 stats: r.get(4)?,
-                manifest: r.get(5)?,
+                manifest: stored_manifest(r, 5)?,
             })
         })?;
         Ok(it.collect::<Result<_, _>>()?)
@@ -158,8 +182,8 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
 impl<C: Deref<Target = Connection>> VersionWrite for Sql<C> {
     fn insert_version(&self, v: &NewVersion<'_>) -> StoreResult<i64> {
         self.c().execute(
-            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest, token_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![v.repo_id, v.source, v.time, v.committed_ms, v.stats, v.manifest, v.token_id],
+            "INSERT INTO versions(repo_id, source, time, committed_ms, stats, manifest_base, manifest, token_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![v.repo_id, v.source, v.time, v.committed_ms, v.stats, v.manifest.base, v.manifest.blob, v.token_id],
         )?;
         Ok(self.c().last_insert_rowid())
     }
@@ -188,6 +212,14 @@ impl<C: Deref<Target = Connection>> VersionWrite for Sql<C> {
         self.c().execute(
             "UPDATE containers SET sealed = 1 WHERE repo_id = ?1 AND kind = 0 AND sealed = 0",
             [repo_id],
+        )?;
+        Ok(())
+    }
+
+    fn set_manifest(&self, repo_id: i64, id: i64, m: &StoredManifest) -> StoreResult<()> {
+        self.c().execute(
+            "UPDATE versions SET manifest_base = ?1, manifest = ?2 WHERE id = ?3 AND repo_id = ?4",
+            params![m.base, m.blob, id, repo_id],
         )?;
         Ok(())
     }
