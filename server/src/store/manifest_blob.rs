@@ -16,7 +16,8 @@
 //! them, and the slowest ones save a few percent for as much time as the server's whole
 //! commit or more (docs/BENCHMARKS.md, "Stored manifests"), so rows use level 3, the one
 //! the chunks use too. Any level decodes the same way, so a later change of level leaves
-//! older rows readable as they are; none is ever rewritten.
+//! older rows readable as they are; none is rewritten for it (only a deletion re-stores the
+//! rows stored against a deleted version, standalone).
 //!
 //! Frames carry zstd's content checksum, so a damaged row reads as an error rather than as
 //! other JSON. Decoding is bounded: a row never holds more JSON than a commit can write
