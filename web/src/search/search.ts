@@ -703,6 +703,9 @@ async function dedupSearchAs(
     );
     last.cached = true;
     const begun = begin(api, workers, query);
+    // Refused keywords reject `begun` while the attempt's jobs still run; the attempt reads
+    // that error once they fail, so the rejection is handled from the start.
+    begun.catch(() => {});
     const attempt = searchPrepared(api, workers, begun, last, progress, t0).then(
       (outcome) => ({ outcome }),
       // Keywords the workers refused fail every job: their own error says why.
