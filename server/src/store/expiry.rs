@@ -13,7 +13,7 @@ use super::{
     gc::{PruneReport, Sweep},
     mover::layout_enabled,
     retention::{self, Policy, Reason, VersionMeta},
-    versions::{manifest_fps, ManifestChains},
+    versions::ManifestChains,
     Store, StoreError, StoreResult,
 };
 
@@ -183,13 +183,7 @@ impl Store {
         let mut gone = FpSet::default();
         let mut kept = FpSet::default();
         let chains = ManifestChains::new(&*ix, repo_id);
-        chains.each(rows.iter().map(|(id, m)| (*id, m)), |id, json| {
-            let fps = json
-                .map_err(|e| e.to_string())
-                .and_then(manifest_fps)
-                .map_err(|e| {
-                    StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
-                })?;
+        chains.each_fps(rows.iter().map(|(id, m)| (*id, m)), |id, fps| {
             if removed.contains(&id) {
                 gone.extend(fps);
             } else {

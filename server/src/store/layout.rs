@@ -14,12 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use wasm_core::{hash::Fingerprint, resemble::delta::MAX_CHAIN_DEPTH};
 
-use super::{
-    chunks::FpHasher,
-    index::IndexRead,
-    versions::{manifest_fps, ManifestChains},
-    StoreError, StoreResult,
-};
+use super::{chunks::FpHasher, index::IndexRead, versions::ManifestChains, StoreResult};
 
 type FpMap<V> = HashMap<Fingerprint, V, std::hash::BuildHasherDefault<FpHasher>>;
 
@@ -67,13 +62,7 @@ impl Snapshot {
             hot: Default::default(),
         };
         let chains = ManifestChains::new(ix, repo_id);
-        chains.each(rows.iter().map(|v| (v.id, &v.manifest)), |id, json| {
-            let fps = json
-                .map_err(|e| e.to_string())
-                .and_then(manifest_fps)
-                .map_err(|e| {
-                    StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
-                })?;
+        chains.each_fps(rows.iter().map(|v| (v.id, &v.manifest)), |id, fps| {
             let is_newest = newest.contains(&id);
             for fp in fps {
                 snap.newest_ref.insert(fp, id); // ascending ids: the newest wins

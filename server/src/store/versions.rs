@@ -108,6 +108,24 @@ impl<'a> ManifestChains<'a> {
         Ok(())
     }
 
+    /// [`Self::each`] with the distinct fingerprints of each manifest; an unreadable one ends
+    /// the walk with an error naming its version.
+    pub fn each_fps<'r>(
+        &self,
+        rows: impl IntoIterator<Item = (i64, &'r StoredManifest)>,
+        mut each: impl FnMut(i64, HashSet<Fingerprint>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        self.each(rows, |id, json| {
+            let fps = json
+                .map_err(|e| e.to_string())
+                .and_then(manifest_fps)
+                .map_err(|e| {
+                    StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
+                })?;
+            each(id, fps)
+        })
+    }
+
     /// The JSON of version `id`, stored as `m`, and its depth; its bases read from the index.
     fn decode(&self, id: i64, m: &StoredManifest) -> StoreResult<Decoded> {
         // The chain from `m` down to a standalone frame, read before anything is decoded.
