@@ -28,6 +28,7 @@ use std::fmt;
 use std::io::Read;
 
 use wasm_core::format::manifest::MAX_ENTRIES;
+use zstd::zstd_safe::CParameter;
 
 /// The zstd level of new rows.
 pub const LEVEL: i32 = 3;
@@ -87,16 +88,41 @@ pub fn encode(json: &[u8], base: Option<&[u8]>) -> Result<Vec<u8>, BlobError> {
         return Err(BlobError::TooLarge { limit: MAX_JSON });
     }
     let fail = |e: std::io::Error| BlobError::Encode(e.to_string());
-    let mut c = match base {
-        Some(base) => {
-            check_base(base)?;
-            zstd::bulk::Compressor::with_dictionary(LEVEL, base).map_err(fail)?
-        }
-        None => zstd::bulk::Compressor::new(LEVEL).map_err(fail)?,
-    };
-    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+    let mut c = zstd::bulk::Compressor::new(LEVEL).map_err(fail)?;
+    c.set_parameter(CParameter::ChecksumFlag(true))
         .map_err(fail)?;
+    if let Some(base) = base {
+        check_base(base)?;
+        // An entry's copy in the base lies about the base's length back: the window spans
+        // base and JSON, and the match finder's tables index enough of the base to find it
+        // (level 3's own, sized for its 2 MiB window, miss most of a base of a few MiB).
+        let w = window_log(base.len() + json.len());
+        c.set_parameter(CParameter::WindowLog(w)).map_err(fail)?;
+        c.set_parameter(CParameter::HashLog((w - 3).max(17)))
+            .map_err(fail)?;
+        c.set_parameter(CParameter::ChainLog((w - 3).max(16)))
+            .map_err(fail)?;
+        c.set_dictionary(LEVEL, base).map_err(fail)?;
+    }
     c.compress(json).map_err(fail)
+}
+
+/// The largest window a frame against a base declares: what zstd's decoders accept without
+/// being told more (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`, 128 MiB).
+pub const MAX_WINDOW_LOG: u32 = 27;
+
+/// A manifest of more JSON than this is stored standalone: against a base its window and
+/// match tables (about the size of base and JSON together) would cost the commit more
+/// memory than the manifest itself, near the window decoders accept.
+pub const MAX_BASED_JSON: usize = 32 << 20;
+
+/// The window of a frame against a base, for `span` bytes of base and JSON: a match reaches
+/// back up to `span` bytes (an entry's copy in the base sits about the base's length back),
+/// beyond the 2 MiB window level 3 takes for inputs of more than ~1 MiB, in which such a
+/// frame would find nothing to copy.
+fn window_log(span: usize) -> u32 {
+    let bits = usize::BITS - span.max(2).saturating_sub(1).leading_zeros();
+    bits.clamp(10, MAX_WINDOW_LOG)
 }
 
 /// A base is manifest JSON, which starts with `{`: never the zstd dictionary magic, which
@@ -242,6 +268,27 @@ mod tests {
         );
         // A standalone frame reads the same whatever base it is handed.
         assert_eq!(decode(&alone, Some(&base)).unwrap(), next);
+    }
+
+    #[test]
+    fn against_a_base_reaches_a_base_larger_than_the_default_window() {
+        // ~4 MB of JSON that compresses little alone (distinct fingerprints): the copy of
+        // an entry in the base lies ~4 MB back, twice level 3's default window.
+        let base = manifest_json_range(0, 36_000, "a");
+        let next = manifest_json_range(10, 36_010, "b");
+        assert!(base.len() > 4 << 20, "{}", base.len());
+        let alone = encode(&next, None).unwrap();
+        let against = encode(&next, Some(&base)).unwrap();
+        assert!(
+            against.len() * 100 < alone.len(),
+            "{} against the base, {} alone",
+            against.len(),
+            alone.len()
+        );
+        assert_eq!(decode(&against, Some(&base)).unwrap(), next);
+        assert_eq!(window_log(base.len() + next.len()), 24);
+        assert_eq!(window_log(1), 10);
+        assert_eq!(window_log(usize::MAX), MAX_WINDOW_LOG);
     }
 
     #[test]

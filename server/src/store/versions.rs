@@ -128,11 +128,22 @@ impl<'a> ManifestChains<'a> {
 
     /// The JSON of version `id`, stored as `m`, and its depth; its bases read from the index.
     fn decode(&self, id: i64, m: &StoredManifest) -> StoreResult<Decoded> {
-        // The chain from `m` down to a standalone frame, read before anything is decoded.
-        let mut chain: Vec<(i64, StoredManifest)> = Vec::new();
-        let (mut at, mut cur) = (id, m.clone());
-        while let Some(b) = cur.base {
-            if chain.len() == MAX_DEPTH {
+        Ok(self
+            .links(id, m)?
+            .and_then(|links| Self::decode_links(id, links)))
+    }
+
+    /// The rows from version `id` (stored as `m`, first) down to a standalone frame, read
+    /// before anything is decoded: the depth is the number of rows less one.
+    fn links(
+        &self,
+        id: i64,
+        m: &StoredManifest,
+    ) -> StoreResult<Result<Vec<(i64, StoredManifest)>, BlobError>> {
+        let mut links = vec![(id, m.clone())];
+        while let Some(b) = links.last().and_then(|(_, m)| m.base) {
+            let at = links.last().map_or(id, |l| l.0);
+            if links.len() > MAX_DEPTH {
                 return Ok(Err(BlobError::Chain(format!(
                     "version {id}'s chain of bases is longer than {MAX_DEPTH}"
                 ))));
@@ -147,21 +158,22 @@ impl<'a> ManifestChains<'a> {
                     "version {at} names base {b}, which is gone"
                 ))));
             };
-            chain.push((at, cur));
-            (at, cur) = (b, next);
+            links.push((b, next));
         }
-        let mut json = match manifest_blob::decode(&cur.blob, None) {
-            Ok(j) => j,
-            Err(e) => return Ok(Err(Self::named(at, id, e))),
-        };
-        let depth = chain.len();
-        while let Some((v, m)) = chain.pop() {
-            json = match manifest_blob::decode(&m.blob, Some(&json)) {
-                Ok(j) => j,
-                Err(e) => return Ok(Err(Self::named(v, id, e))),
-            };
+        Ok(Ok(links))
+    }
+
+    /// The JSON of version `id` from its [`Self::links`], standalone frame first.
+    fn decode_links(id: i64, mut links: Vec<(i64, StoredManifest)>) -> Decoded {
+        let depth = links.len() - 1;
+        let mut json: Option<Vec<u8>> = None;
+        while let Some((v, m)) = links.pop() {
+            json = Some(
+                manifest_blob::decode(&m.blob, json.as_deref())
+                    .map_err(|e| Self::named(v, id, e))?,
+            );
         }
-        Ok(Ok((json, depth)))
+        Ok((json.unwrap_or_default(), depth))
     }
 
     /// Version `id`, stored as `m` against version `b`, whose decoding gave `base`.
@@ -202,15 +214,20 @@ impl<'a> ManifestChains<'a> {
             .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))
     }
 
-    /// The JSON of version `id` and its depth, if the repository has that version.
-    fn by_id(&self, id: i64) -> StoreResult<Option<(Vec<u8>, usize)>> {
-        match self.ix.stored_manifest(self.repo_id, id)? {
-            Some(m) => self
-                .decode(id, &m)?
-                .map(Some)
-                .map_err(|e| StoreError::Internal(format!("version {id}: {e}"))),
-            None => Ok(None),
+    /// The JSON of version `id` as the base of a new version's manifest: none if the
+    /// repository lacks the version, its manifest cannot be read, or one stored against it
+    /// would be deeper than [`MAX_DEPTH`] (known before anything is decoded).
+    fn as_base(&self, id: i64) -> StoreResult<Option<Vec<u8>>> {
+        let Some(m) = self.ix.stored_manifest(self.repo_id, id)? else {
+            return Ok(None);
+        };
+        let Ok(links) = self.links(id, &m)? else {
+            return Ok(None);
+        };
+        if links.len() > MAX_DEPTH {
+            return Ok(None);
         }
+        Ok(Self::decode_links(id, links).ok().map(|(json, _)| json))
     }
 }
 
@@ -239,8 +256,8 @@ pub fn delete_versions(tx: &dyn IndexWrite, repo_id: i64, ids: &[i64]) -> StoreR
 }
 
 /// The stored form of a new version's manifest `json` of source `source`: against the
-/// JSON of the source's newest version when that is smaller and the chain stays within
-/// [`MAX_DEPTH`], standalone otherwise (also returned, for when the base is deleted before
+/// JSON of the source's newest version when that is smaller, the chain stays within
+/// [`MAX_DEPTH`] and the JSON within [`manifest_blob::MAX_BASED_JSON`], standalone otherwise (also returned, for when the base is deleted before
 /// the commit's transaction).
 fn encode_new(
     ix: &dyn IndexRead,
@@ -258,16 +275,13 @@ fn encode_new(
         .into_iter()
         .rev()
         .find(|v| v.source == source);
-    let Some(prev) = newest else {
+    let Some(prev) = newest.filter(|_| json.len() <= manifest_blob::MAX_BASED_JSON) else {
         return Ok((alone, None));
     };
     // A base that cannot be read is no base: the new version stands alone.
-    let Ok(Some((base, depth))) = ManifestChains::new(ix, repo_id).by_id(prev.id) else {
+    let Some(base) = ManifestChains::new(ix, repo_id).as_base(prev.id)? else {
         return Ok((alone, None));
     };
-    if depth + 1 > MAX_DEPTH {
-        return Ok((alone, None));
-    }
     let against = manifest_blob::encode(json, Some(&base)).map_err(bad)?;
     if against.len() >= alone.blob.len() {
         return Ok((alone, None));
