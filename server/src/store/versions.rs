@@ -257,8 +257,9 @@ pub fn delete_versions(tx: &dyn IndexWrite, repo_id: i64, ids: &[i64]) -> StoreR
 
 /// The stored form of a new version's manifest `json` of source `source`: against the
 /// JSON of the source's newest version when that is smaller, the chain stays within
-/// [`MAX_DEPTH`] and the JSON within [`manifest_blob::MAX_BASED_JSON`], standalone otherwise (also returned, for when the base is deleted before
-/// the commit's transaction).
+/// [`MAX_DEPTH`] and the JSON within [`manifest_blob::MAX_BASED_JSON`]; standalone
+/// otherwise. The standalone form is returned beside a based one, for a base deleted
+/// before the commit's transaction.
 fn encode_new(
     ix: &dyn IndexRead,
     repo_id: i64,
