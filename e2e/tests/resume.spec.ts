@@ -91,20 +91,23 @@ test('after a reload, files whose chunks were all acknowledged are not read agai
   const acked = new Set<string>();
   let reloaded = false;
   const sentAfterReload: string[] = [];
-  // Slow uploads (per-file records start 2 s into a backup, RECORD_AFTER_MS, and are written
-  // in batches of 64 files); once the records are there, no bundle is answered until the
-  // reload, so that the backup cannot end before it.
-  let holding = false;
+  // Per-file records start 2 s into a backup (RECORD_AFTER_MS) and are written in batches of
+  // 64 files. The first two bundles (4 MiB each: ~126 of the 64 KiB files) are answered
+  // after 2.5 s, so their files' records are written; every later one waits for the reload
+  // and is dropped, so that the backup cannot end before it. (Answering every bundle after
+  // a fixed delay left it to timing whether the records were written and still there when
+  // looked for: with all bundles answered before 2 s, none is written at all.)
+  let answered = 0;
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   await page.route('**/api/v1/repos/*/bundles', async (route) => {
     const fps = bundleFps(route.request().postDataBuffer()!);
     if (reloaded) sentAfterReload.push(...fps);
-    await new Promise((r) => setTimeout(r, 1000));
-    if (holding && !reloaded) {
+    if (!reloaded && answered++ >= 2) {
       await held;
       return route.abort().catch(() => {});
     }
+    await new Promise((r) => setTimeout(r, reloaded ? 1000 : 2500));
     const response = await route.fetch();
     if (response.status() === 200 && !reloaded) fps.forEach((f) => acked.add(f));
     await route.fulfill({ response }).catch(() => {});
@@ -138,7 +141,6 @@ test('after a reload, files whose chunks were all acknowledged are not read agai
         }),
     );
   await expect.poll(records, { timeout: 60_000, intervals: [100] }).toBeGreaterThanOrEqual(64);
-  holding = true;
   await expect(page.getByTestId('backup-done')).toHaveCount(0);
   reloaded = true;
   release();
