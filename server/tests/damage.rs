@@ -677,47 +677,34 @@ fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
     );
 }
 
-/// The raw `versions.manifest` column of version `id`, read from whichever index backend
-/// the suite runs on (SQLite: the file, read-only; the server is stopped).
-fn stored_manifest(dir: &Path, id: i64) -> Vec<u8> {
+/// Column `column` of version `id`'s row, read from whichever index backend the suite runs on
+/// (SQLite: the file, read-only; the server is stopped).
+fn version_column<T>(dir: &Path, id: i64, column: &str) -> T
+where
+    T: for<'a> postgres::types::FromSql<'a> + rusqlite::types::FromSql,
+{
+    let sql = format!("SELECT {column} FROM versions WHERE id = $1");
     if let Some(url) = database_url(dir) {
         let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        return c
-            .query_one("SELECT manifest FROM versions WHERE id = $1", &[&id])
-            .unwrap()
-            .get(0);
+        return c.query_one(&sql, &[&id]).unwrap().get(0);
     }
     let db = rusqlite::Connection::open_with_flags(
         dir.join("ditto.sqlite3"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .unwrap();
-    db.query_row("SELECT manifest FROM versions WHERE id = ?1", [id], |r| {
-        r.get(0)
-    })
-    .unwrap()
+    db.query_row(&sql.replace('$', "?"), [id], |r| r.get(0))
+        .unwrap()
+}
+
+/// The raw `versions.manifest` column of version `id` (the server is stopped).
+fn stored_manifest(dir: &Path, id: i64) -> Vec<u8> {
+    version_column(dir, id, "manifest")
 }
 
 /// The `versions.manifest_base` column of version `id` (the server is stopped).
 fn stored_manifest_base(dir: &Path, id: i64) -> Option<i64> {
-    if let Some(url) = database_url(dir) {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        return c
-            .query_one("SELECT manifest_base FROM versions WHERE id = $1", &[&id])
-            .unwrap()
-            .get(0);
-    }
-    let db = rusqlite::Connection::open_with_flags(
-        dir.join("ditto.sqlite3"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    db.query_row(
-        "SELECT manifest_base FROM versions WHERE id = ?1",
-        [id],
-        |r| r.get(0),
-    )
-    .unwrap()
+    version_column(dir, id, "manifest_base")
 }
 
 /// Overwrites the `versions.manifest` column of version `id` (the server is stopped), with
