@@ -37,11 +37,18 @@ def prefix_dict(base):
     return zs.ZstdCompressionDict(base, dict_type=zs.DICT_TYPE_RAWCONTENT)
 
 
-def main(data_dir):
-    whole, deltas, raw = [], [], {}
+def decode_all(data_dir, live=None):
+    """Every in-use slot of DATA_DIR (only those whose fingerprint is in `live`, if given):
+    (whole raw chunks in storage order, deltas as (fp, stored, raw_len), raw bytes by
+    fingerprint, stored length by fingerprint, base by fingerprint of each delta)."""
+    whole, deltas, raw, stored_len, base = [], [], {}, {}, {}
     for fp, codec, stored, raw_len in slots(data_dir):
+        if live is not None and fp not in live:
+            continue
+        stored_len[fp] = len(stored)
         if codec == 2:
             deltas.append((fp, stored, raw_len))
+            base[fp] = stored[:20]
         else:
             r = zs.ZstdDecompressor().decompress(stored, max_output_size=raw_len) if codec == 1 else stored
             raw[fp] = r
@@ -50,15 +57,20 @@ def main(data_dir):
     while pending:
         left = []
         for fp, stored, raw_len in pending:
-            base = raw.get(stored[:20])
-            if base is None:
+            b = raw.get(stored[:20])
+            if b is None:
                 left.append((fp, stored, raw_len))
                 continue
-            d = zs.ZstdDecompressor(dict_data=prefix_dict(base))
+            d = zs.ZstdDecompressor(dict_data=prefix_dict(b))
             raw[fp] = d.decompress(stored[21:], max_output_size=raw_len)
         if len(left) == len(pending):
             sys.exit(f"{len(left)} deltas have no decodable base")
         pending = left
+    return whole, deltas, raw, stored_len, base
+
+
+def main(data_dir):
+    whole, deltas, raw, _, _ = decode_all(data_dir)
     print(f"whole chunks: {len(whole)}, raw {sum(map(len, whole))} bytes; deltas: {len(deltas)}")
 
     def framed(level, size):

@@ -7,6 +7,7 @@ import {
   compareOutcomes,
   dedupSearch,
   naiveSearch,
+  preloadScope,
   type FileHits,
   type SearchOutcome,
   type SearchProgress,
@@ -67,6 +68,14 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   useEffect(() => {
     api.versions().then(setVersions, (e: unknown) => setError(e instanceof Error ? e.message : String(e)));
   }, [api]);
+  // With something to search, the workers start and the default scope (every version) is
+  // read while the keywords are typed, so a first search starts with its scan.
+  const searchable = !!versions?.length;
+  useEffect(() => {
+    if (!searchable) return;
+    workers.current ??= startSearchWorkers();
+    void preloadScope(api, { versions: null, pathFilter: '', where: 'auto' });
+  }, [api, searchable]);
   useEffect(
     () => () => {
       void workers.current?.then((w) => w.terminate('search cancelled'));
@@ -352,7 +361,10 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
             <li>
               {plural(o.physical.containers, 'container')}, {plural(o.physical.rangesRead, 'byte range')} fetched (the
               rest from the workers' cache); {o.physical.chunks} chunks, {bytes(o.physical.bytes)} scanned once
-              {o.prepareCached ? '; version list and container tables reused from the previous search' : ''}.
+              {o.prepareCached
+                ? '; manifests and chunk locations read before the search (when the tab opened, or by an earlier one)'
+                : ''}
+              .
             </li>
           )}
           {o.physical && o.physical.deltaChunks > 0 && (

@@ -136,13 +136,15 @@ interface RepoCache {
   locs: Map<number, VersionLocations>;
   /** The last scope prepared (one is kept). */
   last: Prepared | null;
+  /** A scope being prepared ahead of a search ([`preloadScope`]), by [`scopeOf`] it. */
+  preloading: { scope: string; done: Promise<unknown> } | null;
 }
 const repoCaches = new Map<string, RepoCache>();
 
 function repoCache(api: Api): RepoCache {
   const key = `${api.base}\u0000${api.repo}`;
   let c = repoCaches.get(key);
-  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: new Map(), last: null }));
+  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: new Map(), last: null, preloading: null }));
   return c;
 }
 
@@ -151,6 +153,34 @@ function dropLocations(api: Api) {
   const c = repoCache(api);
   c.locs.clear();
   c.last = null;
+}
+
+/**
+ * Reads what a search of `scope` would read first (the repository's state, the versions'
+ * manifests and chunk locations) and keeps it as the last scope prepared, so that a search
+ * started later begins with its physical phase; one started meanwhile waits for this instead
+ * of reading the same again. The Search tab calls it when it opens: a first search then
+ * costs its scan only, the reading done while the keywords are typed. Nothing is read for a
+ * scope that would be searched on the server. Failures are left to the search itself.
+ */
+export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
+  const cache = repoCache(api);
+  const key = scopeOf(scope);
+  if (cache.preloading?.scope === key) return cache.preloading.done.then(() => {});
+  const done = repoState(api)
+    .then((repo) => (onServer(scope, repo.uniqueRawBytes) ? undefined : prepare(api, scope, () => {}, repo)))
+    .catch(() => {})
+    .finally(() => {
+      if (cache.preloading?.done === done) cache.preloading = null;
+    });
+  cache.preloading = { scope: key, done };
+  return done.then(() => {});
+}
+
+/** Waits for a [`preloadScope`] of `scope` still reading, if any. */
+async function preloaded(api: Api, scope: SearchScope): Promise<void> {
+  const p = repoCache(api).preloading;
+  if (p && p.scope === scopeOf(scope)) await p.done;
 }
 
 /** What names a search's scope, whatever the repository's state. */
@@ -682,6 +712,7 @@ async function dedupSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
+  await preloaded(api, scope);
   // The workers parse the keywords while the page asks for the repository's state.
   const last = speculative(api, scope);
   let checked: Promise<RepoState> | undefined;
@@ -918,6 +949,7 @@ async function naiveSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
+  await preloaded(api, scope);
   const [prepared, keywords] = await Promise.all([
     repoState(api).then((repo) => prepare(api, scope, progress, repo)),
     begin(api, workers, query),
