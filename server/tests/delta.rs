@@ -1301,7 +1301,23 @@ fn chunks_get_answers_deltas_as_stored_on_request() {
         .all(|e| e.codec == Codec::Raw));
     get(json!({ "fingerprints": fps, "deltas": "yes" })).expect_error(400, "bad_request");
 
-    // A damaged delta: refused, never sent as stored.
+    // `verify: false`: the same bytes, sent as read; only with `deltas: "stored"`.
+    let checked = get(json!({ "fingerprints": fps, "deltas": "stored" }));
+    let unchecked = get(json!({ "fingerprints": fps, "deltas": "stored", "verify": false }));
+    assert_eq!(unchecked.status, 200);
+    assert!(unchecked.body == checked.body);
+    for body in [
+        json!({ "fingerprints": fps, "verify": false }),
+        json!({ "fingerprints": fps, "deltas": "decoded", "verify": false }),
+        json!({ "fingerprints": fps, "deltas": "stored", "decode": true, "verify": false }),
+        json!({ "fingerprints": fps, "deltas": "stored", "verify": "no" }),
+    ] {
+        get(body).expect_error(400, "bad_request");
+    }
+
+    // A damaged delta: refused, never sent as stored, unless the client checks it itself
+    // (`verify: false`): then it gets the damaged bytes as read, and nothing is quarantined
+    // by that read.
     if !on_s3() {
         let fp = to_hex(deltas[0]);
         let (cid, off, len, _) = listed[&fp];
@@ -1310,7 +1326,26 @@ fn chunks_get_answers_deltas_as_stored_on_request() {
         let at = (off + len - 3) as usize;
         bytes[at] ^= 0x5A;
         std::fs::write(&path, bytes).unwrap();
-        get(json!({ "fingerprints": [fp], "deltas": "stored" })).expect_error(500, "damaged");
+        let missing = || {
+            let r = post_json(
+                &s.repo_url("default", "/chunks/missing"),
+                &s.token,
+                &json!({ "fingerprints": [&fp] }),
+            );
+            assert_eq!(r.status, 200);
+            r.json()["missing"].as_array().unwrap().len()
+        };
+        let r = get(json!({ "fingerprints": [&fp], "deltas": "stored", "verify": false }));
+        assert_eq!(r.status, 200);
+        let e = decode_bundle(&r.body).unwrap();
+        assert!(e[0].payload == stored_copy(&s, &listed, &fp));
+        assert!(
+            e[0].payload != stored[deltas[0]].1,
+            "the damaged bytes, as read"
+        );
+        assert_eq!(missing(), 0, "an unchecked read quarantines nothing");
+        get(json!({ "fingerprints": [&fp], "deltas": "stored" })).expect_error(500, "damaged");
+        assert_eq!(missing(), 1, "a checked read quarantines it");
     }
 }
 

@@ -209,6 +209,16 @@ pub(super) async fn chunks_get(
                     "chains and have need \"deltas\": \"stored\" (and no decode)",
                 ));
             }
+            if !list.verify && answer != Answer::Stored {
+                return Err(ApiError::bad_request(
+                    "verify: false needs \"deltas\": \"stored\" (and no decode)",
+                ));
+            }
+            let answer = if list.verify {
+                answer
+            } else {
+                Answer::StoredUnchecked
+            };
             if !list.have.is_empty() && !list.chains {
                 return Err(ApiError::bad_request("have needs \"chains\": true"));
             }

@@ -332,6 +332,14 @@ struct FpList {
     /// `chunks/get` with `chains`: chunks the client holds raw, where a chain stops.
     #[serde(default)]
     have: Vec<String>,
+    /// `chunks/get` with `deltas: "stored"`: `false` sends the stored bytes unchecked, to a
+    /// client that checks every chunk itself (`Answer::StoredUnchecked`).
+    #[serde(default = "yes")]
+    verify: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `chunks/get`'s `deltas`: `"decoded"` (the default, for clients that cannot resolve a

@@ -20,7 +20,8 @@ use super::{
     backend::Handle, index::IndexRead, quarantine, verify, Store, StoreError, StoreResult,
 };
 
-/// How a read chunk is answered (its bytes are verified against its fingerprint either way).
+/// How a read chunk is answered (its bytes are verified against its fingerprint before they
+/// go out, except with [`Answer::StoredUnchecked`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {
     /// Raw bytes (codec 0).
@@ -31,6 +32,12 @@ pub enum Answer {
     /// As stored, delta chunks included: the client decodes a delta against its base (whose
     /// fingerprint starts the payload), fetching the base itself if it lacks it.
     Stored,
+    /// As [`Answer::Stored`], the bytes as read, neither decoded nor checked here: for a
+    /// client that checks every chunk it decodes itself, as it must for a container's bytes
+    /// (`GET containers/{id}`), so the check is not made twice. A copy that no longer
+    /// decodes to its fingerprint is refused by that client's check (and found by `check`
+    /// and verify), not quarantined by this read.
+    StoredUnchecked,
 }
 
 impl Answer {
@@ -39,7 +46,7 @@ impl Answer {
         match self {
             Answer::Raw => true,
             Answer::Whole => codec == CODEC_DELTA,
-            Answer::Stored => false,
+            Answer::Stored | Answer::StoredUnchecked => false,
         }
     }
 }
@@ -265,6 +272,10 @@ impl Store {
                 }
             }
         }
+        let stored = match (stored, answer) {
+            (Some(stored), Answer::StoredUnchecked) => return Ok((loc.codec, stored)),
+            (stored, _) => stored,
+        };
         let res = self.with_bases(repo_id, loc.codec, |bases| match stored {
             None => Err("its container file is missing or shorter than committed".to_string()),
             Some(stored) if answer.decodes(loc.codec) => verify::decode_verified(

@@ -334,14 +334,16 @@ export class Api {
   /**
    * Many chunks as one bundle, in request order (restore); `decode`: all sent raw (codec 0).
    * Otherwise whole chunks come as stored and delta chunks decoded, or, with
-   * `deltas: 'stored'`, as stored too (codec 2: the caller decodes them against their bases).
+   * `deltas: 'stored'`, as stored too (codec 2: the caller decodes them against their bases),
+   * and with `chains.unchecked` as read, not checked by the server: only for a caller that
+   * checks every chunk it decodes against its fingerprint (docs/API.md, `verify`).
    */
   async getChunks(
     fps: string[],
     signal?: AbortSignal,
     decode = false,
     deltas: 'decoded' | 'stored' = 'decoded',
-    chains?: { have: string[] },
+    chains?: { have: string[]; unchecked?: boolean },
   ): Promise<Uint8Array> {
     const res = await this.call(
       this.repoPath('/chunks/get'),
@@ -353,6 +355,7 @@ export class Api {
           decode,
           ...(deltas === 'stored' ? { deltas } : {}),
           ...(chains ? { chains: true, have: chains.have } : {}),
+          ...(chains?.unchecked ? { verify: false } : {}),
         }),
       },
       signal,
