@@ -293,3 +293,39 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   await expect(page.getByTestId('chart-savings')).toContainText('Saved by delta');
   expect(errors).toEqual([]);
 });
+
+test('a delta base that arrives damaged is refused by the worker: the search names the chunk and shows no hits', async ({
+  page,
+}) => {
+  expect(ids.length, 'the versions backed up by the first test').toBe(3);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  // The server sends the bases a worker asks for unchecked (`verify: false`, docs/API.md):
+  // one byte of the first one answered is changed on the way, and the worker's own check
+  // must refuse it rather than scan wrong bytes.
+  let damaged = '';
+  await page.route('**/chunks/get', async (route) => {
+    const req = route.request().postDataJSON() as { deltas?: string; verify?: boolean };
+    const res = await route.fetch();
+    let body = await res.body();
+    if (req.deltas === 'stored' && !damaged) {
+      expect(req.verify, 'bases are asked for unchecked').toBe(false);
+      body = Buffer.from(body);
+      const storedLen = body.readUInt32LE(16 + 28);
+      expect(storedLen).toBeGreaterThan(8);
+      damaged = body.subarray(16, 36).toString('hex');
+      body[16 + 32 + storedLen - 2] ^= 0x5a;
+    }
+    await route.fulfill({ response: res, body });
+  });
+  await openWithoutPicker(page, server);
+  await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-keywords').fill('needle');
+  await page.getByTestId('search-start').click();
+  const error = page.getByTestId('search-error');
+  await expect(error).toBeVisible({ timeout: 120_000 });
+  expect(damaged, 'a base was fetched').not.toBe('');
+  await expect(error).toContainText(`chunk ${damaged}: `);
+  await expect(page.locator('[data-testid=search-done][data-engine=dedup]')).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
