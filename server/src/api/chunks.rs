@@ -199,26 +199,23 @@ pub(super) async fn chunks_get(
                 .iter()
                 .map(|s| parse_fp(s))
                 .collect::<ApiResult<Vec<Fingerprint>>>()?;
-            let answer = match (list.decode, list.deltas) {
-                (true, _) => Answer::Raw,
-                (false, Deltas::Decoded) => Answer::Whole,
-                (false, Deltas::Stored) => Answer::Stored,
+            let answer = match (list.decode, list.deltas, list.verify) {
+                (true, ..) => Answer::Raw,
+                (false, Deltas::Decoded, _) => Answer::Whole,
+                (false, Deltas::Stored, true) => Answer::Stored,
+                (false, Deltas::Stored, false) => Answer::StoredUnchecked,
             };
-            if (list.chains || !list.have.is_empty()) && answer != Answer::Stored {
+            let as_stored = matches!(answer, Answer::Stored | Answer::StoredUnchecked);
+            if (list.chains || !list.have.is_empty()) && !as_stored {
                 return Err(ApiError::bad_request(
                     "chains and have need \"deltas\": \"stored\" (and no decode)",
                 ));
             }
-            if !list.verify && answer != Answer::Stored {
+            if !list.verify && !as_stored {
                 return Err(ApiError::bad_request(
                     "verify: false needs \"deltas\": \"stored\" (and no decode)",
                 ));
             }
-            let answer = if list.verify {
-                answer
-            } else {
-                Answer::StoredUnchecked
-            };
             if !list.have.is_empty() && !list.chains {
                 return Err(ApiError::bad_request("have needs \"chains\": true"));
             }

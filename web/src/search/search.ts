@@ -137,7 +137,7 @@ interface RepoCache {
   /** The last scope prepared (one is kept). */
   last: Prepared | null;
   /** A scope being prepared ahead of a search ([`preloadScope`]), by [`scopeOf`] it. */
-  preloading: { scope: string; done: Promise<unknown> } | null;
+  preloading: { scope: string; done: Promise<void> } | null;
 }
 const repoCaches = new Map<string, RepoCache>();
 
@@ -166,15 +166,17 @@ function dropLocations(api: Api) {
 export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
   const cache = repoCache(api);
   const key = scopeOf(scope);
-  if (cache.preloading?.scope === key) return cache.preloading.done.then(() => {});
-  const done = repoState(api)
-    .then((repo) => (onServer(scope, repo.uniqueRawBytes) ? undefined : prepare(api, scope, () => {}, repo)))
+  if (cache.preloading?.scope === key) return cache.preloading.done;
+  const done: Promise<void> = repoState(api)
+    .then(async (repo) => {
+      if (!onServer(scope, repo.uniqueRawBytes)) await prepare(api, scope, () => {}, repo);
+    })
     .catch(() => {})
     .finally(() => {
       if (cache.preloading?.done === done) cache.preloading = null;
     });
   cache.preloading = { scope: key, done };
-  return done.then(() => {});
+  return done;
 }
 
 /** Waits for a [`preloadScope`] of `scope` still reading, if any. */
