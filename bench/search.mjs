@@ -16,6 +16,10 @@
 // varied frequency). The 1-keyword set is the median candidate. The warm search's set B takes
 // the picks a quarter of a step earlier, so it shares no keyword with set A.
 //
+// Then, in the same round, the first search after a reload of that page, of set A again: the
+// workers' caches read back from the device (origin private file system, written after the
+// earlier searches), where a fresh browser profile's cold search has nothing there.
+//
 // Last, a search right after a backup: a page searches set A (8 keywords), one more version
 // (the newest release with a line added to every 50th file) is backed up from another page
 // and the repository settles, then the first page searches set B: what that search fetched
@@ -159,7 +163,7 @@ async function inPage(sets, other) {
     // Search the repository at rest: the delta pass's deltas and the mover's layout in place.
     await settle(server);
     await backupPage.close();
-    const out = Object.fromEntries(SIZES.map((n) => [n, { cold: [], warm: [], server: [], naive: [] }]));
+    const out = Object.fromEntries(SIZES.map((n) => [n, { cold: [], warm: [], server: [], naive: [], reload: [] }]));
     for (let round = 0; round < runs; round++) {
       for (const n of SIZES) {
         // A fresh page: nothing cached, workers started by the first search.
@@ -171,6 +175,7 @@ async function inPage(sets, other) {
         const o = out[n];
         await page.getByTestId('search-keywords').fill(sets[n].join('\n'));
         o.cold.push(await pageRun(page, 'dedup', ++seq));
+        const coldHits = await listedHits(page);
         await page.waitForTimeout(pauseMs);
         await page.getByTestId('search-keywords').fill(other[n].join('\n'));
         const warm = await pageRun(page, 'dedup', ++seq);
@@ -187,12 +192,24 @@ async function inPage(sets, other) {
           await cmp.waitFor({ timeout: 60_000 });
           o.identical = (o.identical ?? true) && (await cmp.getAttribute('data-identical')) === 'true';
         }
+        // The first search after a reload, once the workers have written their caches (the
+        // warm search's idle work ended: the last in-page DedupSearch).
+        await page.locator('[data-testid=search-device-cache][data-settled="2"]').waitFor({ timeout: 60_000 });
+        await page.reload();
+        await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+        await page.getByTestId('tab-search').click();
+        await page.getByTestId('search-keywords').fill(sets[n].join('\n'));
+        const reload = await pageRun(page, 'dedup', 1);
+        o.reload.push(reload);
+        if ((await listedHits(page)) !== coldHits || reload.matches !== o.cold.at(-1).matches)
+          throw new Error(`${n} keywords: the search after a reload and the cold one differ`);
         if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
         await page.close();
         console.error(
           `round ${round + 1}, ${n} keywords: cold ${o.cold.at(-1).totalMs.toFixed(0)} ms, warm ${warm.totalMs.toFixed(0)} ms ` +
             `(${warm.rangesRead} ranges fetched), server ${onServer.totalMs.toFixed(0)} ms` +
-            (round < naiveRuns ? `, naive ${o.naive.at(-1).totalMs.toFixed(0)} ms, identical=${o.identical}` : ''),
+            (round < naiveRuns ? `, naive ${o.naive.at(-1).totalMs.toFixed(0)} ms, identical=${o.identical}` : '') +
+            `, after a reload ${reload.totalMs.toFixed(0)} ms (${reload.storedBytesRead} stored bytes fetched)`,
         );
       }
     }
@@ -264,6 +281,8 @@ try {
     const warmMs = median(p.warm.map((r) => r.totalMs));
     const srv = medianRun(p.server);
     const srvMs = median(p.server.map((r) => r.totalMs));
+    const rl = medianRun(p.reload);
+    const rlMs = median(p.reload.map((r) => r.totalMs));
     const nv = medianRun(p.naive);
     const nMs = median(p.naive.map((r) => r.totalMs));
     const r = rg[n];
@@ -284,6 +303,9 @@ try {
       `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead}; ${warm.ruledOut} of ${warm.chunks} chunks ruled out by their trigrams, ${(warm.bytesScanned - warm.ruledOutBytes) / 1e6} MB read wholly)`,
     );
     console.log(
+      `  after a reload   ${f0(rlMs).padStart(6)} ms  (${phases(rl)}; runs ${p.reload.map((x) => f0(x.totalMs)).join(' ')}; stored bytes fetched ${rl.storedBytesRead}; ${rl.ruledOut} of ${rl.chunks} chunks ruled out)`,
+    );
+    console.log(
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
     );
     console.log(
@@ -299,7 +321,7 @@ try {
       `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, looked up ${rec.tiny_lookups}), infix lists ${rec.infix_lists}`,
     );
     console.log(
-      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
+      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x, warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
     );
     per[n] = {
       dedupsearch_ms: +coldMs.toFixed(1),
@@ -311,6 +333,10 @@ try {
       warm_ruled_out: warm.ruledOut,
       // Raw bytes the warm search read wholly (its other chunks only at their ends).
       warm_bytes_read_wholly: warm.bytesScanned - warm.ruledOutBytes,
+      reload_ms: +rlMs.toFixed(1),
+      reload_phase_ms: rl.phases,
+      reload_stored_bytes_read: rl.storedBytesRead,
+      reload_over_rg: +(rlMs / r.ms).toFixed(3),
       server_ms: +srvMs.toFixed(1),
       server_phase_ms: srv.phases,
       naive_ms: +nMs.toFixed(1),
@@ -336,6 +362,7 @@ try {
       runs: {
         cold: p.cold.map((x) => x.totalMs),
         warm: p.warm.map((x) => x.totalMs),
+        reload: p.reload.map((x) => x.totalMs),
         server: p.server.map((x) => x.totalMs),
       },
     };
@@ -356,6 +383,7 @@ try {
       warm_pause_ms: pauseMs,
       dedupsearch_ms: per[1].dedupsearch_ms,
       warm_ms: per[1].warm_ms,
+      reload_ms: per[1].reload_ms,
       server_ms: per[1].server_ms,
       naive_ms: per[1].naive_ms,
       ripgrep_ms: per[1].ripgrep_ms,

@@ -211,11 +211,12 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   await expect(again).toBeVisible({ timeout: 120_000 });
   expectSame(await pageHits(page), want);
 
-  // A cold search in a new page (empty worker caches) of the third version's edited file
-  // only: the bases of its deltas are the second version's copies, out of scope and deltas
-  // against the first version's (deltas against the dictionary) in turn, so the one request
-  // of each job brings them with their chain links.
-  const fresh = await page.context().newPage();
+  // A cold search in a new browser context (empty worker caches, nothing kept on the
+  // device) of the third version's edited file only: the bases of its deltas are the second
+  // version's copies, out of scope and deltas against the first version's (deltas against
+  // the dictionary) in turn, so the one request of each job brings them with their chain
+  // links.
+  const fresh = await (await page.context().browser()!.newContext()).newPage();
   fresh.on('pageerror', (e) => errors.push(e.message));
   const gets: { asked: string[]; have: string[]; body: Promise<Buffer> }[] = [];
   fresh.on('request', (r) => {
@@ -258,7 +259,7 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
     links += extra.length;
   }
   expect(links, 'chain links came with the bases').toBeGreaterThan(0);
-  await fresh.close();
+  await fresh.context().close();
 
   // Restore the newest version: byte-identical to its folder.
   await page.getByTestId('tab-versions').click();

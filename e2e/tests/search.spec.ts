@@ -226,6 +226,101 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
   expect(errors).toEqual([]);
 });
 
+/** Flips one byte of the `which`-th search cache file (by name) of the page's origin: at `at`, or its last byte. */
+async function damageCacheFile(page: Page, which: number, at: number | 'last') {
+  await page.evaluate(
+    async ({ which, at }) => {
+      const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('ditto-search-cache');
+      const names: string[] = [];
+      for await (const name of dir.keys()) if (name.endsWith('.bin')) names.push(name);
+      const handle = await dir.getFileHandle(names.sort()[which]);
+      const file = await handle.getFile();
+      const pos = at === 'last' ? file.size - 1 : at;
+      const byte = new Uint8Array(await file.slice(pos, pos + 1).arrayBuffer())[0];
+      const w = await handle.createWritable({ keepExistingData: true });
+      await w.write({ type: 'write', position: pos, data: new Uint8Array([byte ^ 1]) });
+      await w.close();
+    },
+    { which, at },
+  );
+}
+
+test('the first search after a reload scans what the workers kept on the device; damage there is never trusted', async ({
+  page,
+}) => {
+  expect(ids.length, 'the versions backed up by the first test').toBe(3);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  const device = page.getByTestId('search-device-cache');
+  // The app's address carries the token in its fragment: going to it again would not reload.
+  const openSearch = async () => {
+    if (page.url().startsWith('http')) await page.reload();
+    else await page.goto(server.appUrl);
+    await expect(page.getByTestId('engine-ready')).toBeVisible();
+    await page.getByTestId('tab-search').click();
+    runs = 0;
+  };
+
+  await openSearch();
+  await expect(device).toHaveAttribute('data-bytes', '0');
+  const cold = await search(page, text);
+  expectSame(await pageHits(page), want);
+  const coldRead = Number(await cold.getAttribute('data-stored-bytes-read'));
+  expect(coldRead).toBeGreaterThan(0);
+  // Once the workers have summarised and written what they cached, the tab says so.
+  await expect(device).toHaveAttribute('data-settled', '1');
+  expect(Number(await device.getAttribute('data-bytes'))).toBeGreaterThan(0);
+
+  // A reload: the first search reads every chunk from the device, with its summary.
+  await openSearch();
+  const reloaded = await search(page, text);
+  expectSame(await pageHits(page), want);
+  await expect(reloaded).toHaveAttribute('data-stored-bytes-read', '0');
+  await expect(reloaded).toHaveAttribute('data-ranges-read', '0');
+  expect(Number(await reloaded.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
+  await expect(device).toHaveAttribute('data-settled', '1');
+
+  // One chunk's bytes changed on the device: that chunk alone is fetched again; the results
+  // are still exact, and the file is written again without the damage.
+  await damageCacheFile(page, 0, 'last');
+  await openSearch();
+  const oneBad = await search(page, text);
+  expectSame(await pageHits(page), want);
+  const oneBadRead = Number(await oneBad.getAttribute('data-stored-bytes-read'));
+  expect(oneBadRead).toBeGreaterThan(0);
+  expect(oneBadRead).toBeLessThan(coldRead);
+  await expect(device).toHaveAttribute('data-settled', '1');
+  await openSearch();
+  await expect(await search(page, text)).toHaveAttribute('data-stored-bytes-read', '0');
+  await expect(device).toHaveAttribute('data-settled', '1');
+
+  // A file whose table is damaged is not read at all: its worker's chunks are fetched.
+  await damageCacheFile(page, 0, 30);
+  await openSearch();
+  const badTable = await search(page, text);
+  expectSame(await pageHits(page), want);
+  expect(Number(await badTable.getAttribute('data-stored-bytes-read'))).toBeGreaterThan(oneBadRead);
+  await expect(device).toHaveAttribute('data-settled', '1');
+
+  // Clear: the files are deleted, and the next page's first search is cold again.
+  await page.getByTestId('search-device-clear').click();
+  await expect(device).toHaveAttribute('data-bytes', '0');
+  expect(
+    await page.evaluate(async () => {
+      const root = await navigator.storage.getDirectory();
+      const names: string[] = [];
+      for await (const name of root.keys()) names.push(name);
+      return names;
+    }),
+  ).not.toContain('ditto-search-cache');
+  await openSearch();
+  expect(Number(await (await search(page, text)).getAttribute('data-stored-bytes-read'))).toBeGreaterThan(oneBadRead);
+  expectSame(await pageHits(page), want);
+  expect(errors).toEqual([]);
+});
+
 test('a repeat search reuses what the previous one fetched: same results, no container read again', async ({
   page,
 }) => {
@@ -342,6 +437,9 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   await page.getByTestId('search-start').click();
   await expect(page.getByTestId('search-error')).toBeVisible();
   runs++; // the failed search took a run number
+  // Nor are they read back from the device.
+  await page.getByTestId('search-device-clear').click();
+  await expect(page.getByTestId('search-device-cache')).toHaveAttribute('data-bytes', '0');
   const fresh = await search(page, text);
   expect(Number(await fresh.getAttribute('data-ranges-read'))).toBeGreaterThan(0);
   // The new version's own locations (read by the failed search already), then, after the

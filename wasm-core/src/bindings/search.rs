@@ -47,8 +47,8 @@ use crate::hash::Fingerprint;
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
-    parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, NaiveSearch,
-    PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams,
+    cache_file, parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
+    NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams,
 };
 
 fn err(msg: impl std::fmt::Display) -> JsError {
@@ -139,6 +139,13 @@ pub struct ChunkCache {
     named: HashMap<Fingerprint, u32>,
     /// The held chunks that were stored whole (codec 0/1): where a base chain ends.
     whole: HashSet<Fingerprint>,
+    /// Counts the changes of what is held (chunks, summaries): the worker writes the cache
+    /// to the device when this moved since it last wrote or read it.
+    changes: u32,
+    /// The chunks of the device cache file being written, in its order, and how many of
+    /// them [`ChunkCache::save_chunks`] answered.
+    saving: Vec<Fingerprint>,
+    saved: usize,
 }
 
 #[wasm_bindgen]
@@ -153,7 +160,99 @@ impl ChunkCache {
             budget: budget.max(0.0) as u64,
             named: HashMap::new(),
             whole: HashSet::new(),
+            changes: 0,
+            saving: Vec::new(),
+            saved: 0,
         }
+    }
+
+    /// Counts the changes of what is held: the worker compares it with its value when it
+    /// last wrote or read the device cache file.
+    pub fn changes(&self) -> u32 {
+        self.changes
+    }
+
+    /// Starts the device cache file of what is held (docs/SEARCH.md, "The device cache
+    /// file"), caching repository `key`: answers its bytes up to the chunks, which
+    /// [`ChunkCache::save_chunks`] then answers a few at a time, so that writing the file
+    /// never holds a second copy of the cache in memory. The caller writes the whole file
+    /// before anything changes the cache.
+    pub fn save(&mut self, key: &str) -> Vec<u8> {
+        self.saving = self.chunks.keys().copied().collect();
+        self.saved = 0;
+        let entries: Vec<cache_file::Entry> = self
+            .saving
+            .iter()
+            .map(|fp| cache_file::Entry {
+                fp: *fp,
+                raw: &self.chunks[fp],
+                named: self.named.get(fp).copied().unwrap_or(0),
+                whole: self.whole.contains(fp),
+                summary: self.trigrams.get(fp),
+            })
+            .collect();
+        cache_file::encode_meta(key, &entries)
+    }
+
+    /// The raw bytes of the next chunks of the file [`ChunkCache::save`] started, about
+    /// `max_bytes` of them (at least one chunk); empty once every chunk was answered.
+    #[wasm_bindgen(js_name = saveChunks)]
+    pub fn save_chunks(&mut self, max_bytes: f64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while self.saved < self.saving.len() && (out.is_empty() || (out.len() as f64) < max_bytes) {
+            // A chunk dropped meanwhile (against the contract) makes the file short, which
+            // its reader refuses.
+            if let Some(raw) = self.chunks.get(&self.saving[self.saved]) {
+                out.extend_from_slice(raw);
+            }
+            self.saved += 1;
+        }
+        if self.saved == self.saving.len() {
+            self.saving = Vec::new();
+        }
+        out
+    }
+
+    /// Replaces what is held with the chunks of a device cache file of repository `key`,
+    /// up to the budget, each checked against its fingerprint first (a chunk that fails is
+    /// left out). Answers the number of chunks left out so; a file of another format or
+    /// repository, or whose metadata is damaged, is an error and leaves the cache empty.
+    pub fn load(&mut self, file: &[u8], key: &str) -> Result<u32, JsError> {
+        self.clear();
+        let loaded = cache_file::decode(file).map_err(err)?;
+        if loaded.key != key {
+            return Err(err("the file caches another repository"));
+        }
+        for c in loaded.chunks {
+            let raw = &file[c.offset..c.offset + c.len];
+            let summary = c.summary.as_ref().map_or(0, |t| t.bytes()) as u64;
+            if self.bytes + raw.len() as u64 + summary > self.budget {
+                break;
+            }
+            self.bytes += raw.len() as u64 + summary;
+            self.chunks.insert(c.fp, raw.into());
+            match c.summary {
+                Some(t) => {
+                    self.trigrams.insert(c.fp, t);
+                }
+                None => self.unsummarized.push(c.fp),
+            }
+            if c.named > 0 {
+                self.named.insert(c.fp, c.named);
+            }
+            if c.whole {
+                self.whole.insert(c.fp);
+            }
+        }
+        Ok(loaded.dropped)
+    }
+
+    /// Fingerprints (20 bytes each) of every chunk held.
+    pub fn fingerprints(&self) -> Vec<u8> {
+        self.chunks
+            .keys()
+            .flat_map(|fp| fp.iter().copied())
+            .collect()
     }
 
     /// Raw bytes held.
@@ -167,6 +266,7 @@ impl ChunkCache {
     }
 
     pub fn clear(&mut self) {
+        self.changes = self.changes.wrapping_add(1);
         self.chunks = HashMap::new();
         self.trigrams = HashMap::new();
         self.unsummarized = Vec::new();
@@ -197,6 +297,9 @@ impl ChunkCache {
         self.unsummarized.retain(|fp| live.contains(fp));
         self.whole.retain(|fp| live.contains(fp));
         self.named.retain(|fp, _| live.contains(fp));
+        if bytes != self.bytes {
+            self.changes = self.changes.wrapping_add(1);
+        }
         self.bytes = bytes;
         (before - bytes) as f64
     }
@@ -268,6 +371,7 @@ impl ChunkCache {
                 break;
             }
             read += raw.len() as f64;
+            self.changes = self.changes.wrapping_add(1);
             self.bytes += t.bytes() as u64;
             self.trigrams.insert(fp, t);
         }
@@ -294,6 +398,7 @@ impl ChunkCache {
             return;
         }
         self.bytes += raw.len() as u64;
+        self.changes = self.changes.wrapping_add(1);
         self.chunks.insert(*fp, raw.into());
         self.unsummarized.push(*fp);
     }

@@ -69,6 +69,7 @@
 //! [`naive::NaiveSearch`] is the oracle/baseline.
 
 pub mod automaton;
+pub mod cache_file;
 pub mod keyword;
 pub mod logical;
 pub mod naive;

@@ -46,8 +46,7 @@ pub struct Trigrams {
 impl Trigrams {
     /// Summarises `data`.
     pub fn of(data: &[u8]) -> Trigrams {
-        let log =
-            (usize::BITS - data.len().saturating_sub(1).leading_zeros()).clamp(MIN_BITS, MAX_BITS);
+        let log = Self::log_bits(data.len());
         let mut bits = vec![0u64; 1 << (log - 6)].into_boxed_slice();
         let shift = 32 - log;
         // A rolling window of the last three bytes.
@@ -65,6 +64,31 @@ impl Trigrams {
     /// Memory held, in bytes.
     pub fn bytes(&self) -> usize {
         self.bits.len() * 8
+    }
+
+    /// `log2` of the summary's size in bits for a chunk of `len` bytes.
+    fn log_bits(len: usize) -> u32 {
+        (usize::BITS - len.saturating_sub(1).leading_zeros()).clamp(MIN_BITS, MAX_BITS)
+    }
+
+    /// How many 64-bit words summarise a chunk of `len` bytes.
+    pub fn words_for(len: usize) -> usize {
+        1 << (Self::log_bits(len) - 6)
+    }
+
+    /// The summary's words, for a file ([`super::cache_file`]).
+    pub fn words(&self) -> &[u64] {
+        &self.bits
+    }
+
+    /// The summary of a chunk of `len` bytes from its [`Trigrams::words`]; `None` when
+    /// their count is not [`Trigrams::words_for`]`(len)`.
+    pub fn from_words(len: usize, words: Box<[u64]>) -> Option<Trigrams> {
+        let log = Self::log_bits(len);
+        (words.len() == 1 << (log - 6)).then_some(Trigrams {
+            bits: words,
+            shift: 32 - log,
+        })
     }
 
     #[inline]

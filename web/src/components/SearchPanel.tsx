@@ -4,8 +4,10 @@ import type { Api, VersionInfo } from '../api/client';
 import type { SearchQuery } from '../search/protocol';
 import {
   cachedChunks,
+  clearDeviceCache,
   compareOutcomes,
   dedupSearch,
+  loadDeviceCache,
   naiveSearch,
   preloadScope,
   type FileHits,
@@ -14,6 +16,7 @@ import {
   type SearchScope,
   type SearchWhere,
 } from '../search/search';
+import { deviceCacheBytes } from '../search/deviceCache';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
 import { startSearchWorkers, type SearchWorkers } from '../search/workers';
 import { Button } from '../ui/Button';
@@ -64,6 +67,13 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   const [error, setError] = useState<string | null>(null);
   const [outcomes, setOutcomes] = useState<{ key?: string; dedup?: Shown; naive?: Shown }>({});
   const workers = useRef<Promise<SearchWorkers> | null>(null);
+  /** The device cache's size, and the run whose idle work (its writing included) last ended. */
+  const [device, setDevice] = useState({ bytes: 0, settled: 0 });
+  const refreshDevice = (settled?: number) =>
+    void deviceCacheBytes().then(
+      (b) => setDevice((d) => ({ bytes: b, settled: settled ?? d.settled })),
+      () => {},
+    );
 
   useEffect(() => {
     api.versions().then(setVersions, (e: unknown) => setError(e instanceof Error ? e.message : String(e)));
@@ -74,7 +84,9 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   useEffect(() => {
     if (!searchable) return;
     workers.current ??= startSearchWorkers();
+    void workers.current.then((w) => loadDeviceCache(api, w)).catch(() => {});
     void preloadScope(api, { versions: null, pathFilter: '', where: 'auto' });
+    refreshDevice();
   }, [api, searchable]);
   useEffect(
     () => () => {
@@ -127,6 +139,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       setOutcomes((o) =>
         o.key === key ? { ...o, [engine]: { ...outcome, seq } } : { key, [engine]: { ...outcome, seq } },
       );
+      void outcome.settled?.then(() => refreshDevice(seq));
     } catch (e) {
       setOutcomes({});
       setError(e instanceof Error ? e.message : String(e));
@@ -137,6 +150,11 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       clearTimeout(looksBusy);
       setBusy(null);
     }
+  };
+
+  const clearDevice = async () => {
+    await clearDeviceCache(workers.current ? await workers.current.catch(() => null) : null);
+    refreshDevice();
   };
 
   const cancel = () => {
@@ -256,6 +274,24 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
             </button>
           )}
         </form>
+        <p
+          className="search-device"
+          data-testid="search-device-cache"
+          data-bytes={device.bytes}
+          data-settled={device.settled}
+        >
+          {device.bytes > 0
+            ? `Decoded chunks kept on this device for the first search after a reload: ${bytes(device.bytes)}. `
+            : 'Searches keep the chunks they decode on this device, for the first search after a reload. '}
+          <button
+            type="button"
+            data-testid="search-device-clear"
+            disabled={!!busy || device.bytes === 0}
+            onClick={() => void clearDevice()}
+          >
+            Clear
+          </button>
+        </p>
       </Card>
       {busy && slow && progress && (
         <div data-testid="search-progress" data-phase={progress.phase}>

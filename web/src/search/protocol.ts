@@ -88,7 +88,16 @@ export interface SearchApi {
    * raw bytes. `live`, sent when the repository's state has changed since the last search,
    * names every chunk the repository holds now (20 bytes each): the cache keeps only those.
    */
-  useCache: Method<{ key: string; bytes: number; live?: Uint8Array }, void>;
+  useCache: Method<{ key: string; slot: number; bytes: number; live?: Uint8Array }, void>;
+  /**
+   * Reads this worker's device cache file of repository `key` (`slot`: the worker's index in
+   * its pool) into its cache, unless it holds that repository's cache already; answers the
+   * fingerprints it then holds (20 bytes each) and how many chunks of the file failed their
+   * check. A missing or unreadable file leaves the cache empty.
+   */
+  loadCache: Method<{ key: string; slot: number; bytes: number }, { fps: Uint8Array; dropped: number }>;
+  /** Empties this worker's cache and deletes its device cache file. */
+  clearCache: Method<null, void>;
   /**
    * Scans one container's chunks, from the worker's cache where it holds them; answers the
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.
@@ -111,9 +120,11 @@ export interface SearchApi {
   chunks: Method<Uint8Array, Uint8Array>;
   /**
    * The search has ended: the worker summarises its cached chunks' trigrams in the idle
-   * time that follows, a slice at a time (wasm-core's `ChunkCache.summarize`).
+   * time that follows, a slice at a time (wasm-core's `ChunkCache.summarize`), then writes
+   * its cache to the device if it changed. Answers when that is done or a search stopped it:
+   * whether the file was written.
    */
-  idle: Method<null, void>;
+  idle: Method<null, { saved: boolean }>;
   /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
   naive: Method<
     { files: FileBatch; requestBytes: number },

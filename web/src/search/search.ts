@@ -18,7 +18,8 @@
  * Both return the same matches; the page can run both and compare them.
  */
 import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
-import { FP_LEN, hexToBytes } from '../backup/hex';
+import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
+import { deleteDeviceCache } from './deviceCache';
 import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
 import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
 import { versionLocations, type VersionLocations } from '../restore/locations';
@@ -83,6 +84,11 @@ export interface SearchOutcome {
   naiveBytes?: number;
   /** What prepare found (the files searched), for snippets. */
   files: SearchFile[];
+  /**
+   * An in-page DedupSearch: settles when the workers' idle work after it is done (summaries,
+   * warm-up, the device cache written); true when some worker wrote its file.
+   */
+  settled?: Promise<boolean>;
 }
 
 export interface SearchProgress {
@@ -615,7 +621,55 @@ function cacheKey(api: Api): string {
 function useCache(api: Api, workers: SearchWorkers, live: Uint8Array | undefined) {
   const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
   for (let w = 0; w < workers.size; w++)
-    void workers.call(w, 'useCache', { key: cacheKey(api), bytes, live }).catch(() => {});
+    void workers.call(w, 'useCache', { key: cacheKey(api), slot: w, bytes, live }).catch(() => {});
+}
+
+/** Each pool's read of its device cache files, by repository ([`loadDeviceCache`]). */
+const deviceLoads = new WeakMap<SearchWorkers, { repo: string; done: Promise<void> }>();
+
+/**
+ * Has every worker of `workers` read its device cache file of `api`'s repository (docs/
+ * SEARCH.md, "On the device"), once per pool and repository, and makes the page's map of
+ * holders name what they read: the jobs of those chunks then go to the worker holding them.
+ * The map starts in no repository state, so the first search of every version sends the
+ * workers `live`, and chunks no longer stored leave the caches (and, at the next write, the
+ * files). A file that cannot be read only costs its chunks' fetching; this never fails.
+ */
+export function loadDeviceCache(api: Api, workers: SearchWorkers): Promise<void> {
+  const repo = cacheKey(api);
+  const known = deviceLoads.get(workers);
+  if (known?.repo === repo) return known.done;
+  const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
+  const done = (async () => {
+    const answers = await Promise.all(
+      Array.from({ length: workers.size }, (_, w) =>
+        workers.call(w, 'loadCache', { key: repo, slot: w, bytes }).catch(() => null),
+      ),
+    );
+    // A search of this pool and repository already routes by what the workers hold.
+    if (holders.get(workers)?.repo === repo) return;
+    const at = new Map<string, number>();
+    answers.forEach((a, w) => {
+      if (a) for (let k = 0; k < a.fps.length / FP_LEN; k++) at.set(fpHex(a.fps, k), w);
+    });
+    holders.set(workers, { repo, state: '', at, generation: 1 });
+  })();
+  deviceLoads.set(workers, { repo, done });
+  return done;
+}
+
+/**
+ * Empties the search workers' caches (when given) and deletes every search cache file of
+ * this origin: the Search tab's Clear.
+ */
+export async function clearDeviceCache(workers: SearchWorkers | null): Promise<void> {
+  if (workers) {
+    await Promise.all(
+      Array.from({ length: workers.size }, (_, w) => workers.call(w, 'clearCache', null).catch(() => {})),
+    );
+    holders.delete(workers);
+  }
+  await deleteDeviceCache();
 }
 
 /**
@@ -788,6 +842,7 @@ async function searchPrepared(
   progress: (p: SearchProgress) => void,
   t0: number,
 ): Promise<SearchOutcome> {
+  await loadDeviceCache(api, workers);
   const { held, live } = holderMap(workers, cacheKey(api), prepared);
   useCache(api, workers, live);
   const t1 = performance.now();
@@ -855,7 +910,9 @@ async function searchPrepared(
   const t3 = performance.now();
   // For the next search, in the time that follows: the workers summarise what they cached,
   // and the page cuts the jobs for the holders as they now are.
-  for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', null).catch(() => {});
+  const settled = Promise.all(
+    Array.from({ length: workers.size }, (_, w) => workers.call(w, 'idle', null).catch(() => ({ saved: false }))),
+  ).then((a) => a.some((r) => r.saved));
   setTimeout(() => containerJobs(prepared, held));
 
   const physical = {
@@ -881,6 +938,7 @@ async function searchPrepared(
     db: r.db,
     files: prepared.files,
     prepareCached: prepared.cached,
+    settled,
   };
 }
 

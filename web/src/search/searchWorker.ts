@@ -20,6 +20,7 @@ import init, {
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA } from './protocol';
+import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
@@ -57,18 +58,50 @@ let cur: Current | null = null;
  * without fetching or decoding again. Keyed by the repository (`useCache`'s `key`); when the
  * repository changes (a backup, a forget, a prune) it keeps the chunks still stored, which a
  * fingerprint names as surely as before, so a search after a backup fetches only what the
- * backup added.
+ * backup added. `slot` is the worker's index in its pool, which names its device cache file;
+ * `written` is the cache's `changes()` when it was last written to or read from that file.
  */
-let cache: { key: string; chunks: ChunkCache } | null = null;
+let cache: { key: string; slot: number; chunks: ChunkCache; written: number } | null = null;
 
-function chunkCache(key: string, budget: number, live?: Uint8Array): ChunkCache {
+function chunkCache(key: string, slot: number, budget: number, live?: Uint8Array): ChunkCache {
   if (cache && cache.key === key) {
+    cache.slot = slot;
     if (live) cache.chunks.retain(live);
     return cache.chunks;
   }
   cache?.chunks.free();
-  cache = { key, chunks: new ChunkCache(budget) };
-  return cache.chunks;
+  const chunks = new ChunkCache(budget);
+  cache = { key, slot, chunks, written: chunks.changes() };
+  return chunks;
+}
+
+/** A write of the cache to the device in progress. */
+let saving: Promise<boolean> | null = null;
+
+/** Raw bytes of chunks per piece of a device cache file written (`ChunkCache.saveChunks`). */
+const SAVE_PIECE_BYTES = 4 << 20;
+
+/**
+ * Writes the cache to its device file if it changed since it was last written or read;
+ * answers whether it wrote. The file is written in pieces, without a pause between them, so
+ * a search that starts meanwhile waits for the write and changes nothing of what is written.
+ */
+function save(): Promise<boolean> {
+  saving ??= (async () => {
+    const c = cache;
+    if (!c || c.chunks.changes() === c.written) return false;
+    let changes = 0;
+    await writeCacheFile(c.key, c.slot, function* () {
+      if (cache !== c) throw new Error('the cache was replaced');
+      changes = c.chunks.changes();
+      yield c.chunks.save(c.key);
+      for (let p = c.chunks.saveChunks(SAVE_PIECE_BYTES); p.length > 0; p = c.chunks.saveChunks(SAVE_PIECE_BYTES))
+        yield p;
+    });
+    c.written = changes;
+    return true;
+  })().finally(() => (saving = null));
+  return saving;
 }
 
 /**
@@ -80,19 +113,40 @@ const SUMMARY_SLICE_BYTES = 1 << 20;
 /**
  * Between searches the worker builds the trigram summaries of the chunks it cached, a
  * slice per task (a message to itself: timers would be clamped to 4 ms), so that the next
- * search reads only the ends of the chunks that cannot hold its keywords. The page starts
- * it (`idle`) once a search has ended, so that it competes with neither phase; nothing is
- * summarised while a physical phase runs.
+ * search reads only the ends of the chunks that cannot hold its keywords; then it warms its
+ * code up and writes the cache to the device. The page starts it (`idle`) once a search has
+ * ended, so that it competes with neither phase, and the worker once it has read its file;
+ * nothing is summarised or written while a physical phase runs.
  */
 const idle = new MessageChannel();
 let scanning = false;
 /** A slice is queued (one chain of them at a time). */
 let summarizing = false;
+/** `idle` calls waiting for the chain to end. */
+let idleWaiters: ((r: { saved: boolean }) => void)[] = [];
 idle.port1.onmessage = () => {
   summarizing = !scanning && !!cache && cache.chunks.summarize(SUMMARY_SLICE_BYTES) > 0;
-  if (summarizing) idle.port2.postMessage(null);
-  else if (!scanning && cache && !warmedUp) warmUp(cache.chunks);
+  if (summarizing) {
+    idle.port2.postMessage(null);
+    return;
+  }
+  if (!scanning && cache && !warmedUp) warmUp(cache.chunks);
+  void settle();
 };
+
+function startIdle() {
+  if (scanning || summarizing) return;
+  summarizing = true;
+  idle.port2.postMessage(null);
+}
+
+/** Ends a chain of idle work: writes the cache (unless a search started) and answers `idle`. */
+async function settle() {
+  const saved = scanning ? false : await save().catch(() => false);
+  const waiters = idleWaiters;
+  idleWaiters = [];
+  for (const w of waiters) w({ saved });
+}
 
 /**
  * Raw bytes of cached chunks that [`warmUp`] scans (a few milliseconds), and its keywords: one
@@ -307,9 +361,38 @@ expose<SearchApi>(
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
-    useCache: async ({ key, bytes, live }) => {
-      need().chunks = chunkCache(key, bytes, live);
+    useCache: async ({ key, slot, bytes, live }) => {
+      need().chunks = chunkCache(key, slot, bytes, live);
       scanning = true;
+    },
+    loadCache: async ({ key, slot, bytes }) => {
+      let dropped = 0;
+      if (cache?.key !== key) {
+        const chunks = chunkCache(key, slot, bytes);
+        const file = await readCacheFile(key, slot).catch(() => null);
+        // A search may have started meanwhile: it holds this cache and fills it itself.
+        if (file && cache?.chunks === chunks && chunks.count() === 0) {
+          try {
+            dropped = chunks.load(file, key);
+            // A file with a chunk left out is written again without it.
+            if (dropped === 0) cache.written = chunks.changes();
+          } catch {
+            chunks.clear(); // another format or repository, or damaged: written again later
+          }
+          // Warm the repeat search's code up before the first search asks for it.
+          startIdle();
+        }
+      } else cache.slot = slot;
+      const fps = cache!.chunks.fingerprints();
+      return transfer({ fps, dropped }, [fps.buffer]);
+    },
+    clearCache: async () => {
+      await saving?.catch(() => {});
+      const c = cache;
+      if (!c) return;
+      c.chunks.clear();
+      c.written = c.chunks.changes();
+      await deleteCacheFile(c.key, c.slot);
     },
     scan: (job) => {
       const { running } = need();
@@ -350,11 +433,12 @@ expose<SearchApi>(
       const out = cache ? cache.chunks.rawChunks(fps) : new Uint8Array((fps.length / FP_LEN) * 4).fill(0xff);
       return transfer(out, [out.buffer]);
     },
-    idle: async () => {
-      if (scanning || summarizing) return;
-      summarizing = true;
-      idle.port2.postMessage(null);
-    },
+    idle: () =>
+      new Promise((resolve) => {
+        if (scanning) return resolve({ saved: false });
+        idleWaiters.push(resolve);
+        startIdle();
+      }),
     logical: async ({ dbs, tiny, files }) => {
       const r = logical(dbs, tiny, files);
       return transfer(r, [r.matches.buffer]);
