@@ -16,9 +16,11 @@
 // varied frequency). The 1-keyword set is the median candidate. The warm search's set B takes
 // the picks a quarter of a step earlier, so it shares no keyword with set A.
 //
-// Then, in the same round, the first search after a reload of that page, of set A again: the
-// workers' caches read back from the device (origin private file system, written after the
-// earlier searches), where a fresh browser profile's cold search has nothing there.
+// Then, in the same round, the first search after a reload, of set A again, in a browser
+// profile kept on disk (a person's browser; the pages above have none): a first search fills
+// the workers' device caches (origin private file system), then the page is reloaded and
+// searches, clicked as soon as the tab opens, and reloaded again and searches after
+// --type-ms (1000 by default: a person typing the keywords). The caches are cleared after.
 //
 // Last, a search right after a backup: a page searches set A (8 keywords), one more version
 // (the newest release with a line added to every 50th file) is backed up from another page
@@ -27,14 +29,25 @@
 // repository).
 //
 // Prints a table per keyword count and, last, one JSON line.
-// Usage: node bench/search.mjs [--package P] [--count N] [--quick] [--runs N] [--naive-runs N] [--pause-ms MS]
+// Usage: node bench/search.mjs [--package P] [--count N] [--quick] [--runs N] [--naive-runs N] [--pause-ms MS] [--type-ms MS]
 // (--runs: DedupSearch and ripgrep runs per set, default 3, medians reported; --naive-runs:
 // default 1; --quick: 3 releases)
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { backupFolders, cli, dataset, launchBrowser, now, openApp, settle, startServer } from './lib.mjs';
+import { chromium } from '@playwright/test';
+import {
+  backupFolders,
+  CHROMIUM_ARGS,
+  cli,
+  dataset,
+  launchBrowser,
+  now,
+  openApp,
+  settle,
+  startServer,
+} from './lib.mjs';
 
 const { flag, option } = cli();
 const quick = flag('quick');
@@ -42,6 +55,7 @@ const pkg = option('package', 'typescript');
 const count = Number(option('count', quick ? 3 : 10));
 const runs = Number(option('runs', 3));
 const pauseMs = Number(option('pause-ms', 500));
+const typeMs = Number(option('type-ms', 1000));
 const naiveRuns = Number(option('naive-runs', 1));
 const SIZES = [1, 8, 128];
 if (!(runs >= 1) || !(naiveRuns >= 1)) throw new Error('--runs and --naive-runs must be at least 1');
@@ -155,6 +169,11 @@ async function listedHits(page) {
 async function inPage(sets, other) {
   const server = await startServer();
   const browser = await launchBrowser();
+  const profileDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-profile-'));
+  const profile = await chromium.launchPersistentContext(profileDir, {
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: CHROMIUM_ARGS,
+  });
   try {
     const backupPage = await openApp(browser, server);
     const t0 = now();
@@ -163,7 +182,9 @@ async function inPage(sets, other) {
     // Search the repository at rest: the delta pass's deltas and the mover's layout in place.
     await settle(server);
     await backupPage.close();
-    const out = Object.fromEntries(SIZES.map((n) => [n, { cold: [], warm: [], server: [], naive: [], reload: [] }]));
+    const out = Object.fromEntries(
+      SIZES.map((n) => [n, { cold: [], warm: [], server: [], naive: [], reload: [], reloadAtOnce: [] }]),
+    );
     for (let round = 0; round < runs; round++) {
       for (const n of SIZES) {
         // A fresh page: nothing cached, workers started by the first search.
@@ -192,33 +213,66 @@ async function inPage(sets, other) {
           await cmp.waitFor({ timeout: 60_000 });
           o.identical = (o.identical ?? true) && (await cmp.getAttribute('data-identical')) === 'true';
         }
-        // The first search after a reload, once the workers have written their caches (the
-        // warm search's idle work ended: the last in-page DedupSearch).
-        await page.locator('[data-testid=search-device-cache][data-settled="2"]').waitFor({ timeout: 60_000 });
-        await page.reload();
-        await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
-        await page.getByTestId('tab-search').click();
-        await page.getByTestId('search-keywords').fill(sets[n].join('\n'));
-        const reload = await pageRun(page, 'dedup', 1);
-        o.reload.push(reload);
-        if ((await listedHits(page)) !== coldHits || reload.matches !== o.cold.at(-1).matches)
-          throw new Error(`${n} keywords: the search after a reload and the cold one differ`);
         if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
         await page.close();
+        const reload = await afterReload(profile, server, sets[n], coldHits);
+        o.reload.push(reload.typed);
+        o.reloadAtOnce.push(reload.atOnce);
         console.error(
           `round ${round + 1}, ${n} keywords: cold ${o.cold.at(-1).totalMs.toFixed(0)} ms, warm ${warm.totalMs.toFixed(0)} ms ` +
             `(${warm.rangesRead} ranges fetched), server ${onServer.totalMs.toFixed(0)} ms` +
             (round < naiveRuns ? `, naive ${o.naive.at(-1).totalMs.toFixed(0)} ms, identical=${o.identical}` : '') +
-            `, after a reload ${reload.totalMs.toFixed(0)} ms (${reload.storedBytesRead} stored bytes fetched)`,
+            `, after a reload ${reload.atOnce.totalMs.toFixed(0)} ms at once, ${reload.typed.totalMs.toFixed(0)} ms typed ` +
+            `(${reload.atOnce.storedBytesRead + reload.typed.storedBytesRead} stored bytes fetched)`,
         );
       }
     }
     return { out, afterBackup: await searchAfterBackup(browser, server, sets[8], other[8]) };
   } finally {
+    await profile.close();
+    rmSync(profileDir, { recursive: true, force: true });
     await browser.close();
     await server.stop();
     rmSync(server.dataDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The first search after a reload (see the header), in the persistent browser `profile`:
+ * `{ atOnce, typed }` page runs, each checked against the cold search's hits.
+ */
+async function afterReload(profile, server, keywords, coldHits) {
+  const page = await profile.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  const settled = page.locator('[data-testid=search-device-cache][data-settled="1"]');
+  const open = async (first) => {
+    if (first) await page.goto(server.appUrl);
+    else await page.reload();
+    await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+    await page.getByTestId('tab-search').click();
+    await page.getByTestId('search-keywords').fill(keywords.join('\n'));
+  };
+  await open(true);
+  await pageRun(page, 'dedup', 1);
+  await settled.waitFor({ timeout: 60_000 });
+  const out = {};
+  for (const [name, pause] of [
+    ['atOnce', 0],
+    ['typed', typeMs],
+  ]) {
+    await open(false);
+    if (pause) await page.waitForTimeout(pause);
+    out[name] = await pageRun(page, 'dedup', 1);
+    if ((await listedHits(page)) !== coldHits)
+      throw new Error(`${keywords.length} keywords: the search after a reload (${name}) and the cold one differ`);
+    await settled.waitFor({ timeout: 60_000 });
+  }
+  await page.getByTestId('search-device-clear').click();
+  await page.locator('[data-testid=search-device-cache][data-bytes="0"]').waitFor({ timeout: 60_000 });
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+  await page.close();
+  return out;
 }
 
 /** The last measurement of the header: a search before and after one more backup, in one page. */
@@ -283,6 +337,8 @@ try {
     const srvMs = median(p.server.map((r) => r.totalMs));
     const rl = medianRun(p.reload);
     const rlMs = median(p.reload.map((r) => r.totalMs));
+    const rl0 = medianRun(p.reloadAtOnce);
+    const rl0Ms = median(p.reloadAtOnce.map((r) => r.totalMs));
     const nv = medianRun(p.naive);
     const nMs = median(p.naive.map((r) => r.totalMs));
     const r = rg[n];
@@ -303,7 +359,10 @@ try {
       `  DedupSearch warm ${f0(warmMs).padStart(6)} ms  (${phases(warm)}; runs ${p.warm.map((x) => f0(x.totalMs)).join(' ')}; ranges fetched ${warm.rangesRead}; ${warm.ruledOut} of ${warm.chunks} chunks ruled out by their trigrams, ${(warm.bytesScanned - warm.ruledOutBytes) / 1e6} MB read wholly)`,
     );
     console.log(
-      `  after a reload   ${f0(rlMs).padStart(6)} ms  (${phases(rl)}; runs ${p.reload.map((x) => f0(x.totalMs)).join(' ')}; stored bytes fetched ${rl.storedBytesRead}; ${rl.ruledOut} of ${rl.chunks} chunks ruled out)`,
+      `  after a reload   ${f0(rlMs).padStart(6)} ms  (typed for ${typeMs} ms; ${phases(rl)}; runs ${p.reload.map((x) => f0(x.totalMs)).join(' ')}; stored bytes fetched ${rl.storedBytesRead}; ${rl.ruledOut} of ${rl.chunks} chunks ruled out)`,
+    );
+    console.log(
+      `    ... at once    ${f0(rl0Ms).padStart(6)} ms  (clicked as the tab opened; ${phases(rl0)}; runs ${p.reloadAtOnce.map((x) => f0(x.totalMs)).join(' ')}; stored bytes fetched ${rl0.storedBytesRead})`,
     );
     console.log(
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
@@ -321,7 +380,7 @@ try {
       `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, looked up ${rec.tiny_lookups}), infix lists ${rec.infix_lists}`,
     );
     console.log(
-      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x, warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
+      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x (at once ${(rl0Ms / r.ms).toFixed(2)}x), warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
     );
     per[n] = {
       dedupsearch_ms: +coldMs.toFixed(1),
@@ -337,6 +396,10 @@ try {
       reload_phase_ms: rl.phases,
       reload_stored_bytes_read: rl.storedBytesRead,
       reload_over_rg: +(rlMs / r.ms).toFixed(3),
+      reload_at_once_ms: +rl0Ms.toFixed(1),
+      reload_at_once_phase_ms: rl0.phases,
+      reload_at_once_stored_bytes_read: rl0.storedBytesRead,
+      reload_at_once_over_rg: +(rl0Ms / r.ms).toFixed(3),
       server_ms: +srvMs.toFixed(1),
       server_phase_ms: srv.phases,
       naive_ms: +nMs.toFixed(1),
@@ -363,6 +426,7 @@ try {
         cold: p.cold.map((x) => x.totalMs),
         warm: p.warm.map((x) => x.totalMs),
         reload: p.reload.map((x) => x.totalMs),
+        reload_at_once: p.reloadAtOnce.map((x) => x.totalMs),
         server: p.server.map((x) => x.totalMs),
       },
     };
@@ -384,6 +448,7 @@ try {
       dedupsearch_ms: per[1].dedupsearch_ms,
       warm_ms: per[1].warm_ms,
       reload_ms: per[1].reload_ms,
+      reload_at_once_ms: per[1].reload_at_once_ms,
       server_ms: per[1].server_ms,
       naive_ms: per[1].naive_ms,
       ripgrep_ms: per[1].ripgrep_ms,

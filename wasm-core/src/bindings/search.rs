@@ -142,6 +142,10 @@ pub struct ChunkCache {
     /// Counts the changes of what is held (chunks, summaries): the worker writes the cache
     /// to the device when this moved since it last wrote or read it.
     changes: u32,
+    /// Held chunks kept only as the bases of deltas this worker decoded, never scanned by
+    /// its own jobs: the device cache file leaves them out (the worker whose jobs hold them
+    /// keeps them), but for the whole ones deltas name (a trained dictionary).
+    bases_only: HashSet<Fingerprint>,
     /// The chunks of the device cache file being written, in its order, and how many of
     /// them [`ChunkCache::save_chunks`] answered.
     saving: Vec<Fingerprint>,
@@ -161,6 +165,7 @@ impl ChunkCache {
             named: HashMap::new(),
             whole: HashSet::new(),
             changes: 0,
+            bases_only: HashSet::new(),
             saving: Vec::new(),
             saved: 0,
         }
@@ -178,7 +183,15 @@ impl ChunkCache {
     /// never holds a second copy of the cache in memory. The caller writes the whole file
     /// before anything changes the cache.
     pub fn save(&mut self, key: &str) -> Vec<u8> {
-        self.saving = self.chunks.keys().copied().collect();
+        self.saving = self
+            .chunks
+            .keys()
+            .filter(|fp| {
+                !self.bases_only.contains(*fp)
+                    || (self.whole.contains(*fp) && self.named.contains_key(*fp))
+            })
+            .copied()
+            .collect();
         self.saved = 0;
         let entries: Vec<cache_file::Entry> = self
             .saving
@@ -267,6 +280,7 @@ impl ChunkCache {
 
     pub fn clear(&mut self) {
         self.changes = self.changes.wrapping_add(1);
+        self.bases_only = HashSet::new();
         self.chunks = HashMap::new();
         self.trigrams = HashMap::new();
         self.unsummarized = Vec::new();
@@ -297,6 +311,7 @@ impl ChunkCache {
         self.unsummarized.retain(|fp| live.contains(fp));
         self.whole.retain(|fp| live.contains(fp));
         self.named.retain(|fp, _| live.contains(fp));
+        self.bases_only.retain(|fp| live.contains(fp));
         if bytes != self.bytes {
             self.changes = self.changes.wrapping_add(1);
         }
@@ -383,7 +398,12 @@ impl ChunkCache {
     pub fn sample(&self, max_bytes: f64) -> Vec<u8> {
         let mut out = Vec::new();
         let mut bytes = 0.0;
-        for fp in self.trigrams.keys() {
+        // Not the chunks held only as bases: scanning them would make them this worker's.
+        for fp in self
+            .trigrams
+            .keys()
+            .filter(|fp| !self.bases_only.contains(*fp))
+        {
             if bytes >= max_bytes {
                 break;
             }
@@ -393,7 +413,12 @@ impl ChunkCache {
         out
     }
 
-    fn keep(&mut self, fp: &Fingerprint, raw: &[u8]) {
+    /// Keeps a decoded chunk while the budget allows; `own`: scanned by this worker's job,
+    /// not only decoded as a base.
+    fn keep(&mut self, fp: &Fingerprint, raw: &[u8], own: bool) {
+        if own {
+            self.owned(fp);
+        }
         if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
             return;
         }
@@ -401,6 +426,16 @@ impl ChunkCache {
         self.changes = self.changes.wrapping_add(1);
         self.chunks.insert(*fp, raw.into());
         self.unsummarized.push(*fp);
+        if !own {
+            self.bases_only.insert(*fp);
+        }
+    }
+
+    /// A held chunk was scanned by this worker's job: it goes into the device cache file.
+    fn owned(&mut self, fp: &Fingerprint) {
+        if self.bases_only.remove(fp) {
+            self.changes = self.changes.wrapping_add(1);
+        }
     }
 }
 
@@ -552,16 +587,18 @@ impl ContainerScan {
     /// Scans the chunks of `fps` (20 bytes each) that `cache` holds; answers the indices
     /// of the others, which the caller fetches and passes to [`ContainerScan::scan`].
     #[wasm_bindgen(js_name = scanCached)]
-    pub fn scan_cached(&mut self, cache: &ChunkCache, fps: &[u8]) -> Result<Vec<u32>, JsError> {
+    pub fn scan_cached(&mut self, cache: &mut ChunkCache, fps: &[u8]) -> Result<Vec<u32>, JsError> {
         if !fps.len().is_multiple_of(20) {
             return Err(err("fingerprints must be 20 bytes each"));
         }
         let mut missing = Vec::new();
         for (k, fp) in fps.chunks_exact(20).enumerate() {
             let fp: Fingerprint = fp.try_into().unwrap();
-            match cache.chunks.get(&fp) {
-                Some(raw) => self.scan_raw(&fp, raw, cache.trigrams.get(&fp))?,
-                None => missing.push(k as u32),
+            if cache.chunks.contains_key(&fp) {
+                cache.owned(&fp);
+                self.scan_raw(&fp, &cache.chunks[&fp], cache.trigrams.get(&fp))?;
+            } else {
+                missing.push(k as u32);
             }
         }
         Ok(missing)
@@ -651,7 +688,7 @@ impl ContainerScan {
             .decode(&chunks, &fetched, &outside, |fp, raw, in_range| {
                 // Fetched bases are kept like scanned chunks: a base many deltas share (a
                 // trained dictionary) is then fetched once per worker, not once per job.
-                cache.keep(fp, raw);
+                cache.keep(fp, raw, in_range);
                 if in_range {
                     tiny.push(phase.scan(fp, raw));
                 }
