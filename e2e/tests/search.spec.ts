@@ -318,6 +318,21 @@ test('the first search after a reload scans what the workers kept on the device;
   await openSearch();
   expect(Number(await (await search(page, text)).getAttribute('data-stored-bytes-read'))).toBeGreaterThan(oneBadRead);
   expectSame(await pageHits(page), want);
+  await expect(device).toHaveAttribute('data-settled', '1');
+
+  // Turned off: what is kept is deleted, nothing is written after a search, and the choice
+  // holds across a reload.
+  const keep = page.getByTestId('search-device-keep');
+  await keep.uncheck();
+  await expect(device).toHaveAttribute('data-bytes', '0');
+  await search(page, ['vnode']);
+  await expect(device).toHaveAttribute('data-settled', '2');
+  await expect(device).toHaveAttribute('data-bytes', '0');
+  await openSearch();
+  await expect(keep).not.toBeChecked();
+  expect(Number(await (await search(page, text)).getAttribute('data-stored-bytes-read'))).toBeGreaterThan(oneBadRead);
+  await expect(device).toHaveAttribute('data-settled', '1');
+  await expect(device).toHaveAttribute('data-bytes', '0');
   expect(errors).toEqual([]);
 });
 

@@ -7,9 +7,11 @@ import {
   clearDeviceCache,
   compareOutcomes,
   dedupSearch,
+  deviceCacheOn,
   loadDeviceCache,
   naiveSearch,
   preloadScope,
+  setDeviceCache,
   type FileHits,
   type SearchOutcome,
   type SearchProgress,
@@ -69,6 +71,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   const workers = useRef<Promise<SearchWorkers> | null>(null);
   /** The device cache's size, and the run whose idle work (its writing included) last ended. */
   const [device, setDevice] = useState({ bytes: 0, settled: 0 });
+  const [keepOnDevice, setKeepOnDevice] = useState(deviceCacheOn);
   const refreshDevice = (settled?: number) =>
     void deviceCacheBytes().then(
       (b) => setDevice((d) => ({ bytes: b, settled: settled ?? d.settled })),
@@ -152,8 +155,14 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     }
   };
 
+  const pool = async () => (workers.current ? await workers.current.catch(() => null) : null);
   const clearDevice = async () => {
-    await clearDeviceCache(workers.current ? await workers.current.catch(() => null) : null);
+    await clearDeviceCache(await pool());
+    refreshDevice();
+  };
+  const toggleKeep = async (on: boolean) => {
+    setKeepOnDevice(on);
+    await setDeviceCache(on, await pool());
     refreshDevice();
   };
 
@@ -280,9 +289,17 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
           data-bytes={device.bytes}
           data-settled={device.settled}
         >
-          {device.bytes > 0
-            ? `Decoded chunks kept on this device for the first search after a reload: ${bytes(device.bytes)}. `
-            : 'Searches keep the chunks they decode on this device, for the first search after a reload. '}
+          <label>
+            <input
+              type="checkbox"
+              data-testid="search-device-keep"
+              checked={keepOnDevice}
+              disabled={!!busy}
+              onChange={(e) => void toggleKeep(e.target.checked)}
+            />{' '}
+            Keep the chunks searches decode on this device, for the first search after a reload
+          </label>{' '}
+          ({device.bytes > 0 ? `${bytes(device.bytes)} kept` : keepOnDevice ? 'nothing kept yet' : 'nothing kept'}){' '}
           <button
             type="button"
             data-testid="search-device-clear"

@@ -87,8 +87,9 @@ export interface SearchApi {
    * names the repository (another one gets a new cache), `bytes` is this worker's budget in
    * raw bytes. `live`, sent when the repository's state has changed since the last search,
    * names every chunk the repository holds now (20 bytes each): the cache keeps only those.
+   * `persist`: the cache is written to the device after searches (docs/SEARCH.md).
    */
-  useCache: Method<{ key: string; slot: number; bytes: number; live?: Uint8Array }, void>;
+  useCache: Method<{ key: string; slot: number; bytes: number; live?: Uint8Array; persist: boolean }, void>;
   /**
    * Reads this worker's device cache file of repository `key` (`slot`: the worker's index in
    * its pool) into its cache, unless it holds that repository's cache already; answers the

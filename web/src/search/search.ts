@@ -620,8 +620,29 @@ function cacheKey(api: Api): string {
  */
 function useCache(api: Api, workers: SearchWorkers, live: Uint8Array | undefined) {
   const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
+  const persist = deviceCacheOn();
   for (let w = 0; w < workers.size; w++)
-    void workers.call(w, 'useCache', { key: cacheKey(api), slot: w, bytes, live }).catch(() => {});
+    void workers.call(w, 'useCache', { key: cacheKey(api), slot: w, bytes, live, persist }).catch(() => {});
+}
+
+/** Where the Search tab's "Keep on this device" choice is remembered (on unless turned off). */
+const DEVICE_CACHE_SETTING = 'ditto.search.deviceCache';
+
+/** Whether the search workers keep their caches on the device ([`loadDeviceCache`]). */
+export function deviceCacheOn(): boolean {
+  return localStorage.getItem(DEVICE_CACHE_SETTING) !== 'off';
+}
+
+/**
+ * Turns keeping the caches on the device on or off; off also deletes what is kept there
+ * ([`clearDeviceCache`]) and empties the workers' caches.
+ */
+export async function setDeviceCache(on: boolean, workers: SearchWorkers | null): Promise<void> {
+  if (on) localStorage.removeItem(DEVICE_CACHE_SETTING);
+  else {
+    localStorage.setItem(DEVICE_CACHE_SETTING, 'off');
+    await clearDeviceCache(workers);
+  }
 }
 
 /** Each pool's read of its device cache files, by repository ([`loadDeviceCache`]). */
@@ -634,8 +655,10 @@ const deviceLoads = new WeakMap<SearchWorkers, { repo: string; done: Promise<voi
  * The map starts in no repository state, so the first search of every version sends the
  * workers `live`, and chunks no longer stored leave the caches (and, at the next write, the
  * files). A file that cannot be read only costs its chunks' fetching; this never fails.
+ * Nothing is read while the user has turned keeping the caches off ([`setDeviceCache`]).
  */
 export function loadDeviceCache(api: Api, workers: SearchWorkers): Promise<void> {
+  if (!deviceCacheOn()) return Promise.resolve();
   const repo = cacheKey(api);
   const known = deviceLoads.get(workers);
   if (known?.repo === repo) return known.done;

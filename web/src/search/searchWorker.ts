@@ -61,17 +61,18 @@ let cur: Current | null = null;
  * backup added. `slot` is the worker's index in its pool, which names its device cache file;
  * `written` is the cache's `changes()` when it was last written to or read from that file.
  */
-let cache: { key: string; slot: number; chunks: ChunkCache; written: number } | null = null;
+let cache: { key: string; slot: number; chunks: ChunkCache; written: number; persist: boolean } | null = null;
 
-function chunkCache(key: string, slot: number, budget: number, live?: Uint8Array): ChunkCache {
+function chunkCache(key: string, slot: number, budget: number, persist: boolean, live?: Uint8Array): ChunkCache {
   if (cache && cache.key === key) {
     cache.slot = slot;
+    cache.persist = persist;
     if (live) cache.chunks.retain(live);
     return cache.chunks;
   }
   cache?.chunks.free();
   const chunks = new ChunkCache(budget);
-  cache = { key, slot, chunks, written: chunks.changes() };
+  cache = { key, slot, chunks, written: chunks.changes(), persist };
   return chunks;
 }
 
@@ -89,7 +90,7 @@ const SAVE_PIECE_BYTES = 4 << 20;
 function save(): Promise<boolean> {
   saving ??= (async () => {
     const c = cache;
-    if (!c || c.chunks.changes() === c.written) return false;
+    if (!c || !c.persist || c.chunks.changes() === c.written) return false;
     let changes = 0;
     await writeCacheFile(c.key, c.slot, function* () {
       if (cache !== c) throw new Error('the cache was replaced');
@@ -361,14 +362,14 @@ expose<SearchApi>(
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
-    useCache: async ({ key, slot, bytes, live }) => {
-      need().chunks = chunkCache(key, slot, bytes, live);
+    useCache: async ({ key, slot, bytes, live, persist }) => {
+      need().chunks = chunkCache(key, slot, bytes, persist, live);
       scanning = true;
     },
     loadCache: async ({ key, slot, bytes }) => {
       let dropped = 0;
       if (cache?.key !== key) {
-        const chunks = chunkCache(key, slot, bytes);
+        const chunks = chunkCache(key, slot, bytes, true);
         const file = await readCacheFile(key, slot).catch(() => null);
         // A search may have started meanwhile: it holds this cache and fills it itself.
         if (file && cache?.chunks === chunks && chunks.count() === 0) {
