@@ -82,6 +82,15 @@ fn file_round_trips_through_the_cache() {
     assert_eq!(back.summarize(1e9), 0);
     assert!(back.bytes() > bytes);
 
+    // Read in place (the worker reads the file into the cache's own buffer): the same.
+    let mut in_place = ChunkCache::new(1e9);
+    let at = in_place.file_buffer(again.len() as u32 + 7) as usize as *mut u8;
+    // SAFETY: `file_buffer` answered the address of `again.len() + 7` bytes it owns.
+    unsafe { std::ptr::copy_nonoverlapping(again.as_ptr(), at, again.len()) };
+    assert_eq!(in_place.load_buffer(again.len() as u32, "repo").unwrap(), 0);
+    assert_eq!(in_place.raw_chunks(&fps), want);
+    assert_eq!(in_place.bytes(), bytes);
+
     // A chunk's byte changed: that chunk alone is left out.
     let mut bad = again.clone();
     let n = bad.len();

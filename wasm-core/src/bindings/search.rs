@@ -38,6 +38,7 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
@@ -128,7 +129,7 @@ impl SearchKeywords {
 /// would evict each chunk just before the next search needs it.
 #[wasm_bindgen]
 pub struct ChunkCache {
-    chunks: HashMap<Fingerprint, Box<[u8]>>,
+    chunks: HashMap<Fingerprint, Held>,
     /// Trigram summaries of held chunks ([`ChunkCache::summarize`]), counted in `bytes`.
     trigrams: HashMap<Fingerprint, Trigrams>,
     /// Held chunks not summarised yet.
@@ -150,6 +151,25 @@ pub struct ChunkCache {
     /// them [`ChunkCache::save_chunks`] answered.
     saving: Vec<Fingerprint>,
     saved: usize,
+    /// A device cache file being read in ([`ChunkCache::file_buffer`]).
+    incoming: Vec<u8>,
+}
+
+/// A held chunk's bytes: its own allocation, or its place in a device cache file read in
+/// whole ([`ChunkCache::load_buffer`]), which lives while any of its chunks is held.
+enum Held {
+    Own(Box<[u8]>),
+    InFile(Rc<Vec<u8>>, usize, usize),
+}
+
+impl std::ops::Deref for Held {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Held::Own(b) => b,
+            Held::InFile(file, at, len) => &file[*at..*at + *len],
+        }
+    }
 }
 
 #[wasm_bindgen]
@@ -168,6 +188,7 @@ impl ChunkCache {
             bases_only: HashSet::new(),
             saving: Vec::new(),
             saved: 0,
+            incoming: Vec::new(),
         }
     }
 
@@ -231,11 +252,37 @@ impl ChunkCache {
     /// left out). Answers the number of chunks left out so; a file of another format or
     /// repository, or whose metadata is damaged, is an error and leaves the cache empty.
     pub fn load(&mut self, file: &[u8], key: &str) -> Result<u32, JsError> {
+        self.load_from(Rc::new(file.to_vec()), key)
+    }
+
+    /// Room for a device cache file of `len` bytes in Wasm memory, for the caller to read
+    /// the file into (at the address answered, before anything else runs in the module)
+    /// and then [`ChunkCache::load_buffer`] it: the file is neither copied in nor copied
+    /// again chunk by chunk.
+    #[wasm_bindgen(js_name = fileBuffer)]
+    pub fn file_buffer(&mut self, len: u32) -> u32 {
+        self.incoming = vec![0; len as usize];
+        self.incoming.as_mut_ptr() as usize as u32
+    }
+
+    /// [`ChunkCache::load`] of the first `len` bytes read into [`ChunkCache::file_buffer`].
+    /// The chunks stay where they were read while the file fits the budget.
+    #[wasm_bindgen(js_name = loadBuffer)]
+    pub fn load_buffer(&mut self, len: u32, key: &str) -> Result<u32, JsError> {
+        let mut file = std::mem::take(&mut self.incoming);
+        file.truncate(len as usize);
+        self.load_from(Rc::new(file), key)
+    }
+
+    fn load_from(&mut self, file: Rc<Vec<u8>>, key: &str) -> Result<u32, JsError> {
         self.clear();
-        let loaded = cache_file::decode(file).map_err(err)?;
+        let loaded = cache_file::decode(&file).map_err(err)?;
         if loaded.key != key {
             return Err(err("the file caches another repository"));
         }
+        // Chunks left where they were read keep the whole file in memory: only when it all
+        // fits the budget; otherwise the chunks that fit are copied out and the file freed.
+        let in_place = file.len() as u64 <= self.budget;
         for c in loaded.chunks {
             let raw = &file[c.offset..c.offset + c.len];
             let summary = c.summary.as_ref().map_or(0, |t| t.bytes()) as u64;
@@ -243,7 +290,12 @@ impl ChunkCache {
                 break;
             }
             self.bytes += raw.len() as u64 + summary;
-            self.chunks.insert(c.fp, raw.into());
+            let held = if in_place {
+                Held::InFile(Rc::clone(&file), c.offset, c.len)
+            } else {
+                Held::Own(raw.into())
+            };
+            self.chunks.insert(c.fp, held);
             match c.summary {
                 Some(t) => {
                     self.trigrams.insert(c.fp, t);
@@ -424,7 +476,7 @@ impl ChunkCache {
         }
         self.bytes += raw.len() as u64;
         self.changes = self.changes.wrapping_add(1);
-        self.chunks.insert(*fp, raw.into());
+        self.chunks.insert(*fp, Held::Own(raw.into()));
         self.unsummarized.push(*fp);
         if !own {
             self.bases_only.insert(*fp);

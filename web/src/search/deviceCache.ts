@@ -22,8 +22,16 @@ async function fileName(key: string, slot: number): Promise<string> {
   return `${[...digest].map((b) => b.toString(16).padStart(2, '0')).join('')}-${slot}.bin`;
 }
 
-/** The bytes of worker `slot`'s file for `key`, or null when there is none (workers only). */
-export async function readCacheFile(key: string, slot: number): Promise<Uint8Array | null> {
+/**
+ * Reads worker `slot`'s file for `key` (workers only) into the buffer `into(size)` gives
+ * (called once the file is open, its view used at once); answers how many bytes were read,
+ * or null when there is no file.
+ */
+export async function readCacheFile(
+  key: string,
+  slot: number,
+  into: (size: number) => Uint8Array,
+): Promise<number | null> {
   const dir = await directory(false);
   if (!dir) return null;
   let handle: FileSystemFileHandle;
@@ -34,14 +42,14 @@ export async function readCacheFile(key: string, slot: number): Promise<Uint8Arr
   }
   const file = await handle.createSyncAccessHandle();
   try {
-    const bytes = new Uint8Array(file.getSize());
+    const bytes = into(file.getSize());
     let at = 0;
     while (at < bytes.length) {
       const n = file.read(bytes.subarray(at), { at });
       if (n === 0) break;
       at += n;
     }
-    return at === bytes.length ? bytes : bytes.subarray(0, at);
+    return at;
   } finally {
     file.close();
   }

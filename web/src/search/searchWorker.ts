@@ -52,6 +52,8 @@ interface Current {
   running: Set<Promise<unknown>>;
 }
 let cur: Current | null = null;
+/** wasm-core's memory, where a device cache file is read into. */
+let memory: WebAssembly.Memory | null = null;
 
 /**
  * Decoded chunks kept across searches (wasm-core's `ChunkCache`): a repeat search scans them
@@ -370,11 +372,15 @@ expose<SearchApi>(
       let dropped = 0;
       if (cache?.key !== key) {
         const chunks = chunkCache(key, slot, bytes, true);
-        const file = await readCacheFile(key, slot).catch(() => null);
+        // Read straight into Wasm memory, where the chunks then stay.
+        const read = await readCacheFile(key, slot, (size) => {
+          const at = chunks.fileBuffer(size); // may grow the memory: its buffer is taken after
+          return new Uint8Array(memory!.buffer, at, size);
+        }).catch(() => null);
         // A search may have started meanwhile: it holds this cache and fills it itself.
-        if (file && cache?.chunks === chunks && chunks.count() === 0) {
+        if (read !== null && cache?.chunks === chunks && chunks.count() === 0) {
           try {
-            dropped = chunks.load(file, key);
+            dropped = chunks.loadBuffer(read, key);
             // A file with a chunk left out is written again without it.
             if (dropped === 0) cache.written = chunks.changes();
           } catch {
@@ -382,7 +388,7 @@ expose<SearchApi>(
           }
           // Warm the repeat search's code up before the first search asks for it.
           startIdle();
-        }
+        } else if (cache?.chunks === chunks) chunks.fileBuffer(0); // the file's room, unused
       } else cache.slot = slot;
       const fps = cache!.chunks.fingerprints();
       return transfer({ fps, dropped }, [fps.buffer]);
@@ -450,6 +456,6 @@ expose<SearchApi>(
     },
   },
   async (module) => {
-    await init({ module_or_path: module as WebAssembly.Module });
+    memory = (await init({ module_or_path: module as WebAssembly.Module })).memory;
   },
 );
