@@ -98,7 +98,12 @@ export async function deviceCacheBytes(): Promise<number> {
   if (!dir) return 0;
   let bytes = 0;
   for await (const handle of dir.values())
-    if (handle.kind === 'file') bytes += (await (handle as FileSystemFileHandle).getFile()).size;
+    if (handle.kind === 'file')
+      // A file a worker is writing cannot be opened meanwhile: it is counted next time.
+      bytes += await (handle as FileSystemFileHandle)
+        .getFile()
+        .then((f) => f.size)
+        .catch(() => 0);
   return bytes;
 }
 
