@@ -6,6 +6,7 @@ import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { SearchPanel } from './components/SearchPanel';
+import { prestartSearchWorkers } from './search/workers';
 import { SourcesPanel } from './components/SourcesPanel';
 import { TokenBadge, TokenProblem, useTokenCheck } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
@@ -121,6 +122,13 @@ export function App() {
     })().catch((e: unknown) => setEngine({ state: 'failed', message: e instanceof Error ? e.message : String(e) }));
     return () => pool?.terminate();
   }, []);
+
+  // A token that may search gets idle search workers once the engine is up, so that the
+  // Search tab starts reading its device caches as it opens.
+  const maySearch = engine.state === 'ready' && check.state === 'ok' && check.info.can.restore;
+  useEffect(() => {
+    if (maySearch) prestartSearchWorkers();
+  }, [maySearch]);
 
   const usable = api && check.state !== 'refused';
   const view = views.find((v) => v.id === tab) ?? views[0];

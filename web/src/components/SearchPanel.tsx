@@ -20,7 +20,7 @@ import {
 } from '../search/search';
 import { deviceCacheBytes } from '../search/deviceCache';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
-import { startSearchWorkers, type SearchWorkers } from '../search/workers';
+import { prestartSearchWorkers, takeSearchWorkers, type SearchWorkers } from '../search/workers';
 import { Button } from '../ui/Button';
 import { Card } from '../ui/Card';
 import { Input, Select } from '../ui/Field';
@@ -86,7 +86,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   const searchable = !!versions?.length;
   useEffect(() => {
     if (!searchable) return;
-    workers.current ??= startSearchWorkers();
+    workers.current ??= takeSearchWorkers();
     void workers.current.then((w) => loadDeviceCache(api, w)).catch(() => {});
     void preloadScope(api, { versions: null, pathFilter: '', where: 'auto' });
     refreshDevice();
@@ -94,6 +94,8 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   useEffect(
     () => () => {
       void workers.current?.then((w) => w.terminate('search cancelled'));
+      // Idle workers for the tab's next opening (App starts the first ones).
+      prestartSearchWorkers();
     },
     [],
   );
@@ -136,7 +138,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     // The previous results stay on the page (marked stale) until these replace them: taking
     // them down now would cost the search's first milliseconds on the page's thread.
     try {
-      workers.current ??= startSearchWorkers();
+      workers.current ??= takeSearchWorkers();
       const w = await workers.current;
       const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, report);
       setOutcomes((o) =>

@@ -5,6 +5,30 @@ import type { SearchApi } from './protocol';
 
 export type SearchWorkers = WorkerPool<SearchApi>;
 
+/** A pool started ahead of the Search tab ([`prestartSearchWorkers`]), for the next one to open. */
+let spare: Promise<SearchWorkers> | null = null;
+
+/**
+ * Starts a pool for the Search tab to take when it opens ([`takeSearchWorkers`]), so that
+ * reading the workers' device caches starts at once there instead of after the workers'
+ * start. Idle workers hold nothing but the instantiated module.
+ */
+export function prestartSearchWorkers(): void {
+  if (spare) return;
+  const started = startSearchWorkers();
+  spare = started;
+  started.catch(() => {
+    if (spare === started) spare = null; // the tab starts its own
+  });
+}
+
+/** The pool [`prestartSearchWorkers`] started, or a new one. */
+export function takeSearchWorkers(): Promise<SearchWorkers> {
+  const pool = spare ?? startSearchWorkers();
+  spare = null;
+  return pool;
+}
+
 export async function startSearchWorkers(
   count = Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)),
 ): Promise<SearchWorkers> {
