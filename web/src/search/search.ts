@@ -931,8 +931,9 @@ async function searchPrepared(
   };
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
-  // For the next search, in the time that follows: the workers summarise what they cached,
-  // and the page cuts the jobs for the holders as they now are.
+  // For the next search, in the time that follows: the workers summarise what they cached
+  // and write it to the device (`settled`), and the page cuts the jobs for the holders as
+  // they now are.
   const settled = Promise.all(
     Array.from({ length: workers.size }, (_, w) => workers.call(w, 'idle', null).catch(() => ({ saved: false }))),
   ).then((a) => a.some((r) => r.saved));
