@@ -208,26 +208,32 @@ pub fn first_not_stored_flat(
     ranges: &[(usize, usize)],
     fps: &[u8],
 ) -> Option<(usize, Fingerprint)> {
+    not_stored_flat(buf, ranges, fps).next()
+}
+
+/// Every chunk that [`first_not_stored_flat`] would find, in order, with its fingerprint:
+/// for a reader that drops the chunks that fail and keeps the others. Panics as
+/// [`first_not_stored_flat`] does.
+pub fn not_stored_flat<'a>(
+    buf: &'a [u8],
+    ranges: &'a [(usize, usize)],
+    fps: &'a [u8],
+) -> impl Iterator<Item = (usize, Fingerprint)> + 'a {
     assert!(
         fps.len() >= ranges.len() * FINGERPRINT_LEN,
         "fewer names than chunks"
     );
     let mut keys = vec![0u8; ranges.len() * FINGERPRINT_LEN];
     lookup_keys_flat(buf, ranges, &mut keys);
-    for (k, (key, want)) in keys
-        .chunks_exact(FINGERPRINT_LEN)
-        .zip(fps.chunks_exact(FINGERPRINT_LEN))
-        .enumerate()
-    {
-        if key != want {
-            let (off, len) = ranges[k];
-            let fp = fingerprint(&buf[off..off + len]);
-            if fp != want {
-                return Some((k, fp));
-            }
+    (0..ranges.len()).filter_map(move |k| {
+        let want = &fps[k * FINGERPRINT_LEN..(k + 1) * FINGERPRINT_LEN];
+        if keys[k * FINGERPRINT_LEN..(k + 1) * FINGERPRINT_LEN] == *want {
+            return None;
         }
-    }
-    None
+        let (off, len) = ranges[k];
+        let fp = fingerprint(&buf[off..off + len]);
+        (fp != want).then_some((k, fp))
+    })
 }
 
 /// Plain SHA-1 (FIPS 180-4) of a whole file, streamed: the file checksum the Fingerprints

@@ -12,7 +12,9 @@
 //! checks a bundle); a chunk that is not is dropped with its summary and the rest are kept.
 
 use crate::crc32::crc32;
-use crate::hash::{fingerprint, lookup_keys_flat, Fingerprint, FINGERPRINT_LEN};
+use std::collections::HashSet;
+
+use crate::hash::{not_stored_flat, Fingerprint, FINGERPRINT_LEN};
 use crate::search::Trigrams;
 
 const MAGIC: &[u8; 8] = b"DSCACHE1";
@@ -172,8 +174,12 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, CacheFileError> {
         ranges.push((offset, r.1));
         offset += r.1;
     }
-    let mut keys = vec![0u8; n * FINGERPRINT_LEN];
-    lookup_keys_flat(bytes, &ranges, &mut keys);
+    // The plain SHA-1 four chunks at a time, the detecting fingerprint only where that
+    // differs (hash::not_stored_flat).
+    let names: Vec<u8> = rows.iter().flat_map(|r| r.0).collect();
+    let bad: HashSet<usize> = not_stored_flat(bytes, &ranges, &names)
+        .map(|(k, _)| k)
+        .collect();
     let mut words = words
         .chunks_exact(8)
         .map(|w| u64::from_le_bytes(w.try_into().unwrap()));
@@ -186,10 +192,7 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, CacheFileError> {
         } else {
             None
         };
-        // The plain SHA-1 names almost every chunk; the detecting fingerprint is computed
-        // only where it does not (hash::is_stored_chunk).
-        let key = &keys[k * FINGERPRINT_LEN..(k + 1) * FINGERPRINT_LEN];
-        if key != fp && fingerprint(&bytes[offset..offset + len]) != fp {
+        if bad.contains(&k) {
             dropped += 1;
             continue;
         }
@@ -212,7 +215,7 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, CacheFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::is_stored_chunk;
+    use crate::hash::{fingerprint, is_stored_chunk};
 
     fn chunk(seed: u32, len: usize) -> Vec<u8> {
         let mut x = seed.wrapping_mul(2_654_435_761).max(1);

@@ -5,6 +5,8 @@
  * reads the directory's size and deletes it (the Search tab's Clear).
  */
 
+import { fpHex } from '../backup/hex';
+
 /** The directory of every search cache file of this origin. */
 const DIR = 'ditto-search-cache';
 
@@ -19,7 +21,7 @@ async function directory(create: boolean): Promise<FileSystemDirectoryHandle | n
 /** The file of worker `slot` for repository `key` (a hash of it: keys hold any character). */
 async function fileName(key: string, slot: number): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-1', new TextEncoder().encode(key)));
-  return `${[...digest].map((b) => b.toString(16).padStart(2, '0')).join('')}-${slot}.bin`;
+  return `${fpHex(digest)}-${slot}.bin`;
 }
 
 /**

@@ -619,10 +619,15 @@ function cacheKey(api: Api): string {
  * before useCache").
  */
 function useCache(api: Api, workers: SearchWorkers, live: Uint8Array | undefined) {
-  const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
+  const bytes = workerBudget(workers);
   const persist = deviceCacheOn();
   for (let w = 0; w < workers.size; w++)
     void workers.call(w, 'useCache', { key: cacheKey(api), slot: w, bytes, live, persist }).catch(() => {});
+}
+
+/** Each worker's share of `SEARCH_CACHE_BYTES`, in memory and on the device. */
+function workerBudget(workers: SearchWorkers): number {
+  return Math.floor(SEARCH_CACHE_BYTES / workers.size);
 }
 
 /** Where the Search tab's "Keep on this device" choice is remembered (on unless turned off). */
@@ -662,7 +667,7 @@ export function loadDeviceCache(api: Api, workers: SearchWorkers): Promise<void>
   const repo = cacheKey(api);
   const known = deviceLoads.get(workers);
   if (known?.repo === repo) return known.done;
-  const bytes = Math.floor(SEARCH_CACHE_BYTES / workers.size);
+  const bytes = workerBudget(workers);
   const done = (async () => {
     const answers = await Promise.all(
       Array.from({ length: workers.size }, (_, w) =>
