@@ -464,28 +464,24 @@ fn a_restart_goes_on_from_the_recorded_pass() {
     );
 }
 
-/// The server's search with delta chunks stored finds exactly what a scan of the test's own
-/// bytes finds.
-fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
-    use std::collections::BTreeMap;
-    let keywords = ["zstd browser", "backup"];
-    let mut want: BTreeMap<(i64, String), Vec<(u64, u64)>> = BTreeMap::new();
+/// Hits by (version, path): `(keyword, offset)` by offset, then keyword.
+type Hits = BTreeMap<(i64, String), Vec<(u64, u64)>>;
+
+/// What a plain scan of the test's own bytes finds in `versions` for `keywords`.
+fn scanned_hits(chunks: &[TestChunk], versions: &[(i64, &Value)], keywords: &[Vec<u8>]) -> Hits {
+    let raw: HashMap<String, &[u8]> = chunks.iter().map(|c| (c.hex(), &c.raw[..])).collect();
+    let mut want = Hits::new();
     for (id, m) in versions {
         for e in m["entries"].as_array().unwrap() {
             let recipe = e["recipe"].as_array().unwrap();
-            if recipe.is_empty() {
-                continue;
-            }
-            let mut data = Vec::new();
-            for fp in recipe {
-                let c = h.chunks.iter().find(|c| c.hex() == fp.as_str().unwrap());
-                data.extend_from_slice(&c.unwrap().raw);
-            }
+            let data: Vec<u8> = recipe
+                .iter()
+                .flat_map(|fp| raw[fp.as_str().unwrap()].iter().copied())
+                .collect();
             let mut hits = Vec::new();
             for (k, kw) in keywords.iter().enumerate() {
-                let kw = kw.as_bytes();
                 for at in 0..data.len().saturating_sub(kw.len() - 1) {
-                    if &data[at..at + kw.len()] == kw {
+                    if data[at..].starts_with(kw) {
                         hits.push((k as u64, at as u64));
                     }
                 }
@@ -496,13 +492,24 @@ fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
             }
         }
     }
+    want
+}
+
+/// `POST search` (hex keywords) over `versions`: its status, and its hits when it is 200.
+fn server_hits(s: &Server, versions: &[i64], keywords: &[Vec<u8>]) -> (u16, Hits) {
+    let hex: Vec<String> = keywords
+        .iter()
+        .map(|k| k.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
     let r = post_json(
         &s.repo_url("default", "/search"),
         &s.token,
-        &json!({ "keywords": keywords }),
+        &json!({ "keywords": hex, "hex": true, "versions": versions }),
     );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let mut got: BTreeMap<(i64, String), Vec<(u64, u64)>> = BTreeMap::new();
+    let mut got = Hits::new();
+    if r.status != 200 {
+        return (r.status, got);
+    }
     for f in r.json()["files"].as_array().unwrap() {
         let mut hits: Vec<(u64, u64)> = f["hits"]
             .as_array()
@@ -511,19 +518,160 @@ fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
             .map(|x| (x[0].as_u64().unwrap(), x[1].as_u64().unwrap()))
             .collect();
         hits.sort_by_key(|&(k, at)| (at, k));
-        got.insert(
-            (
-                f["version"].as_i64().unwrap(),
-                f["path"].as_str().unwrap().to_string(),
-            ),
-            hits,
+        let key = (
+            f["version"].as_i64().unwrap(),
+            f["path"].as_str().unwrap().to_string(),
         );
+        got.insert(key, hits);
     }
+    (r.status, got)
+}
+
+/// The server's search with delta chunks stored finds exactly what a scan of the test's own
+/// bytes finds.
+fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
+    let keywords = [b"zstd browser".to_vec(), b"backup".to_vec()];
+    let want = scanned_hits(&h.chunks, versions, &keywords);
+    let ids: Vec<i64> = versions.iter().map(|v| v.0).collect();
+    let (status, got) = server_hits(s, &ids, &keywords);
+    assert_eq!(status, 200);
     assert!(!want.is_empty(), "the keywords occur in the history");
     assert_eq!(
         got, want,
         "server search with deltas equals the naive search"
     );
+}
+
+/// Searches running while the server commits, runs the delta pass and the mover, expires
+/// and prunes (compaction moving chunks between containers) each find exactly what a scan
+/// of the test's bytes finds in the versions they name. Keywords cross chunk borders, in
+/// text chunks that become deltas and in random chunks stored raw (the case the e2e
+/// comparison once saw differ, docs/SEARCH.md "On the server").
+#[test]
+fn searches_beside_the_pass_the_mover_and_a_prune_equal_the_naive_search() {
+    use std::sync::{
+        atomic::{AtomicBool, Ordering},
+        Mutex,
+    };
+    let dir = TempDir::new("delta-search-busy");
+    let mut h = history();
+    // Another source: random chunks sent raw, and hex keywords across their borders.
+    let noise: Vec<TestChunk> = (0..24)
+        .map(|i| {
+            TestChunk::new(
+                rand_bytes(0xD000 + i, 2_000 + (i as usize * 379) % 7_000),
+                false,
+            )
+        })
+        .collect();
+    let mut keywords = vec![
+        b"zstd browser".to_vec(),
+        b"backup".to_vec(),
+        b"p\nd".to_vec(),
+        b"k".to_vec(),
+    ];
+    for w in noise.windows(2).step_by(3) {
+        let (a, b) = (&w[0].raw, &w[1].raw);
+        keywords.push([&a[a.len() - 3..], &b[..2]].concat());
+        keywords.push([&a[a.len() - 1..], &b[..1]].concat());
+    }
+    let recipe: Vec<String> = noise.iter().map(TestChunk::hex).collect();
+    let size: usize = noise.iter().map(|c| c.raw.len()).sum();
+    let other = |t: i64| {
+        json!({ "source": "other", "time": t, "entries": [
+            { "path": "noise.bin", "kind": "file", "size": size, "mtime": t, "mode": 420,
+              "recipe": recipe } ] })
+    };
+    h.chunks.extend(noise.iter().cloned());
+    let (o1, o2) = (other(1_763_000_100_000), other(1_763_000_800_000));
+    // v1 also holds a file no later version keeps: the forget's prune deletes the container
+    // the mover placed it in.
+    let gone: Vec<TestChunk> = (0..60)
+        .map(|i| TestChunk::new(text_bytes(0xF000 + i, 20_000), true))
+        .collect();
+    let mut v1 = h.v1.clone();
+    v1["entries"].as_array_mut().unwrap().push(json!({
+        "path": "src/gone", "kind": "file", "size": 60 * 20_000, "mtime": 1, "mode": 420,
+        "recipe": gone.iter().map(TestChunk::hex).collect::<Vec<_>>() }));
+    h.chunks.extend(gone);
+    let mut again = h.v1.clone();
+    again["time"] = json!(1_763_000_900_000_i64);
+
+    let mut s = Server::start_with(&dir.0, ENV, None);
+    let committed: Mutex<Vec<(i64, Value)>> = Mutex::new(Vec::new());
+    let add = |id: i64, m: &Value| committed.lock().unwrap().push((id, m.clone()));
+    let v1_id = backup(&s, &h, &v1);
+    add(v1_id, &v1);
+    let done = AtomicBool::new(false);
+    let searches = std::thread::scope(|sc| {
+        let searcher = sc.spawn(|| {
+            let (mut n, mut refused) = (0, 0);
+            while !done.load(Ordering::Relaxed) || n < 5 {
+                let scope = committed.lock().unwrap().clone();
+                let ids: Vec<i64> = scope.iter().map(|v| v.0).collect();
+                let (status, got) = server_hits(&s, &ids, &keywords);
+                if status == 404
+                    && !ids
+                        .iter()
+                        .all(|id| committed.lock().unwrap().iter().any(|v| v.0 == *id))
+                {
+                    refused += 1; // a version of its scope was forgotten meanwhile
+                    assert!(refused < 100, "searches keep being refused");
+                    continue;
+                }
+                assert_eq!(status, 200, "search {n} over {ids:?}");
+                let refs: Vec<(i64, &Value)> = scope.iter().map(|(id, m)| (*id, m)).collect();
+                let want = scanned_hits(&h.chunks, &refs, &keywords);
+                assert_eq!(got, want, "search {n} over {ids:?}");
+                n += 1;
+            }
+            (n, refused)
+        });
+        // Stops the searcher however this thread ends (a failed assertion too).
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _done = Done(&done);
+        let v_o1 = backup(&s, &h, &o1);
+        add(v_o1, &o1);
+        let v2 = backup(&s, &h, &h.v2);
+        add(v2, &h.v2);
+        wait_pass(&s, v2);
+        let v_o2 = backup(&s, &h, &o2);
+        add(v_o2, &o2);
+        // Expire v1 and the first noise version (their chunks that v2's deltas need stay),
+        // then prune: compaction moves what is left of their containers.
+        committed
+            .lock()
+            .unwrap()
+            .retain(|v| v.0 != v1_id && v.0 != v_o1);
+        let r = post_json(
+            &s.repo_url("default", "/forget"),
+            &s.token,
+            &json!({ "versions": [v1_id, v_o1] }),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let pruned = r.json()["prune"].clone();
+        eprintln!("the forget's prune beside the searches: {pruned}");
+        let n = |k: &str| pruned[k].as_i64().unwrap();
+        assert!(
+            n("containers_deleted") + n("containers_compacted") > 0,
+            "containers went away beside the searches: {pruned}"
+        );
+        let v3 = backup(&s, &h, &again);
+        add(v3, &again);
+        wait_pass(&s, v3);
+        drop(_done);
+        searcher.join().unwrap()
+    });
+    eprintln!("searches compared: {searches:?}");
+    let st = stats(&s);
+    assert!(st["delta_chunks"].as_i64().unwrap() > 0, "{st}");
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after searching beside the pass");
 }
 
 /// Versions committed in a burst (the pass waits for backups to be quiet, so it runs once

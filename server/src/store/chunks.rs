@@ -255,7 +255,7 @@ impl Store {
 
     /// The rest of [`Store::read_verified`], once the stored bytes are read (`None`: the
     /// container is gone or shorter than the index says).
-    fn verify_read(
+    pub(super) fn verify_read(
         &self,
         repo_id: i64,
         fp: &Fingerprint,

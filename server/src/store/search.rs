@@ -15,17 +15,19 @@ use std::{
 };
 
 use wasm_core::{
-    compress::Decompressor,
     format::{manifest::EntryKind, manifest::Manifest, parse_fp_hex},
     hash::Fingerprint,
-    resemble::delta::CODEC_DELTA,
     search::{
         ChunkRef, ChunkScan, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, PhysicalScanner,
         ResultDb, TinyStore,
     },
 };
 
-use super::{chunks::ChunkLoc, verify, versions::ManifestChains, Store, StoreError, StoreResult};
+use super::{
+    chunks::{Answer, ChunkLoc},
+    versions::ManifestChains,
+    Store, StoreError, StoreResult,
+};
 
 /// What to search: all versions or some, optionally only paths containing a substring
 /// (case-insensitive, as in the page).
@@ -217,7 +219,6 @@ impl Store {
                     let mut scanner = PhysicalScanner::new(dict);
                     let mut out = Vec::new();
                     let res = (|| -> StoreResult<()> {
-                        let mut dec = Decompressor::new()?;
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some((id, list)) = jobs.get(i) else {
@@ -246,36 +247,15 @@ impl Store {
                             read.fetch_add(data.len(), Ordering::Relaxed);
                             for (fp, l) in list {
                                 let at = (l.offset - start) as usize;
-                                let stored = &data[at..at + l.stored_len as usize];
-                                let failed = |e: String| {
-                                    StoreError::Internal(format!(
-                                        "chunk {}: {e}",
-                                        wasm_core::hash::to_hex(fp)
-                                    ))
-                                };
-                                // A delta chunk is decoded against its base chain, which
-                                // may sit in other containers.
-                                let delta;
-                                let raw: &[u8] = if l.codec == CODEC_DELTA {
-                                    delta = self
-                                        .with_bases(repo_id, l.codec, |b| {
-                                            verify::decode_verified(
-                                                fp,
-                                                l.codec,
-                                                l.raw_len,
-                                                stored.to_vec(),
-                                                b,
-                                                verify::Check::Read,
-                                            )
-                                        })?
-                                        .map_err(failed)?;
-                                    &delta
-                                } else {
-                                    dec.decompress(l.codec, stored, l.raw_len as usize)
-                                        .map_err(failed)?
-                                };
+                                let stored = data[at..at + l.stored_len as usize].to_vec();
+                                // Decoded (a delta against its base chain, which may sit in
+                                // other containers) and checked against its fingerprint as
+                                // every read is: a damaged copy is quarantined and fails
+                                // the search instead of giving wrong hits.
+                                let (_, raw) =
+                                    self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)?;
                                 scanned.fetch_add(raw.len(), Ordering::Relaxed);
-                                out.push(scanner.scan_chunk(fp, raw));
+                                out.push(scanner.scan_chunk(fp, &raw));
                             }
                         }
                     })();

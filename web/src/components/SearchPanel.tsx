@@ -250,7 +250,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
             >
               <option value="auto">where it is fastest (auto)</option>
               <option value="page">in this page</option>
-              <option value="server">on the server (preview: may miss matches)</option>
+              <option value="server">on the server</option>
             </Select>
             <Select
               label="Versions"

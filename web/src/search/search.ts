@@ -204,11 +204,12 @@ export const SEARCH_CACHE_BYTES = 256 << 20;
 
 /**
  * Above this much unique raw data in the repository, DedupSearch runs on the server when
- * the scope says `auto`. It would be the workers' cache budget (a repeat search in the page
- * then fetches and decodes again), but the server's engine does not always find what the
- * page finds yet (docs/SEARCH.md, "On the server"), so `auto` stays in the page.
+ * the scope says `auto`: the workers' cache budget. Below it a repeat search in the page is
+ * served from memory (or the device) and beats the server's; above it every search in the
+ * page fetches and decodes again, which the server's native engine does faster
+ * (docs/SEARCH.md, "Which one runs").
  */
-export const SERVER_SEARCH_ABOVE = Number.POSITIVE_INFINITY;
+export const SERVER_SEARCH_ABOVE = SEARCH_CACHE_BYTES;
 
 async function mapLimit<T, R>(items: T[], limit: number, f: (t: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
