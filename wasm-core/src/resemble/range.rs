@@ -15,10 +15,10 @@
 //!   resolves in any storage order; it hands each chunk's raw bytes out exactly once, and
 //!   the fetched chunks it decoded too (the caller keeps them, so each is fetched once).
 //!
-//! Every decoded delta and every fetched chunk is checked against its fingerprint, so a
-//! wrong base (a stale cache, a corrupt range, a wrong answer) is an error and never
-//! silently wrong bytes; decoded deltas are checked in batches, four at a time in SIMD
-//! lanes, and handed out only once checked. A base that never becomes available and a chain
+//! Every chunk handed out (the range's, decoded, and every fetched one) is checked against
+//! its fingerprint, so damage in the range, a wrong base (a stale cache, a wrong answer) is
+//! an error and never silently wrong bytes; chunks are checked in batches, four at a time
+//! in SIMD lanes, and handed out only once checked. A base that never becomes available and a chain
 //! longer than [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too. The links are
 //! counted down to the first chunk whose raw bytes the caller handed in: those were
 //! verified, and their own chain was capped when they were decoded.
@@ -141,6 +141,7 @@ impl RangeDecoder {
             wanted.insert(named(c)?);
         }
         let mut held: HashMap<Fingerprint, (Vec<u8>, usize)> = HashMap::new();
+        let mut unchecked = Unchecked::default();
         for c in chunks.iter().filter(|c| c.codec != CODEC_DELTA) {
             let raw = self
                 .dec
@@ -149,10 +150,14 @@ impl RangeDecoder {
             if wanted.contains(&c.fp) {
                 held.insert(c.fp, (raw.to_vec(), 0));
             }
-            emit(&c.fp, raw, true);
+            unchecked.push(&c.fp, raw, Source::Whole);
+            if unchecked.is_full() {
+                unchecked.check_and_emit(&mut emit)?;
+            }
         }
+        // The whole chunks go out before the deltas, as documented.
+        unchecked.check_and_emit(&mut emit)?;
         let mut done: HashSet<Fingerprint> = HashSet::new();
-        let mut unchecked = Unchecked::default();
         for top in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
             if done.contains(&top.fp) {
                 continue; // decoded already as the base of an earlier chain
@@ -182,7 +187,7 @@ impl RangeDecoder {
                         // A fetched base is checked, and handed out, with the batch (the
                         // range's own whole chunks are held above when named).
                         if !in_range {
-                            unchecked.push(&c.fp, raw, false);
+                            unchecked.push(&c.fp, raw, Source::Fetched);
                         }
                         held.insert(c.fp, (raw.to_vec(), 0));
                         break 0;
@@ -212,7 +217,12 @@ impl RangeDecoder {
                     self.deltas += 1;
                     done.insert(c.fp);
                 }
-                unchecked.push(&c.fp, &raw, in_range);
+                let from = if in_range {
+                    Source::Delta
+                } else {
+                    Source::Fetched
+                };
+                unchecked.push(&c.fp, &raw, from);
                 if unchecked.is_full() {
                     unchecked.check_and_emit(&mut emit)?;
                 }
@@ -225,7 +235,18 @@ impl RangeDecoder {
     }
 }
 
-/// Decoded deltas and fetched whole bases waiting for their check against their
+/// Where a chunk waiting for its check comes from (what its failure says).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A codec 0/1 chunk of the range, decompressed.
+    Whole,
+    /// A delta chunk of the range, decoded against its base.
+    Delta,
+    /// A chunk fetched from outside the range (a base).
+    Fetched,
+}
+
+/// Decoded chunks of the range and fetched bases waiting for their check against their
 /// fingerprints, which hashes a batch four chunks at a time in SIMD lanes
 /// ([`first_not_stored_flat`]) instead of one chunk at a time. They are emitted only once
 /// checked, so unchecked bytes never leave the decoder; a link decoded on an unchecked base
@@ -235,24 +256,25 @@ struct Unchecked {
     buf: Vec<u8>,
     ranges: Vec<(usize, usize)>,
     fps: Vec<u8>,
-    in_range: Vec<bool>,
+    from: Vec<Source>,
 }
 
 impl Unchecked {
     /// Chunks per batch: enough to keep the four lanes busy.
     const BATCH: usize = 16;
 
-    fn push(&mut self, fp: &Fingerprint, raw: &[u8], in_range: bool) {
+    fn push(&mut self, fp: &Fingerprint, raw: &[u8], from: Source) {
         self.ranges.push((self.buf.len(), raw.len()));
         self.buf.extend_from_slice(raw);
         self.fps.extend_from_slice(fp);
-        self.in_range.push(in_range);
+        self.from.push(from);
     }
 
     fn is_full(&self) -> bool {
         self.ranges.len() >= Self::BATCH
     }
 
+    /// Checks the batch, then emits each chunk as `emit(fp, raw, in_range)`.
     fn check_and_emit(
         &mut self,
         emit: &mut impl FnMut(&Fingerprint, &[u8], bool),
@@ -263,20 +285,24 @@ impl Unchecked {
                 .unwrap()
         };
         if let Some((k, _)) = first_not_stored_flat(&self.buf, &self.ranges, &self.fps) {
-            let what = if self.in_range[k] {
-                "delta decodes to other bytes"
-            } else {
-                "fetched chunk has other bytes"
+            let what = match self.from[k] {
+                Source::Whole => "stored bytes decode to other bytes",
+                Source::Delta => "delta decodes to other bytes",
+                Source::Fetched => "fetched chunk has other bytes",
             };
             return Err(chunk_err(&fp(k), what));
         }
         for (k, &(off, len)) in self.ranges.iter().enumerate() {
-            emit(&fp(k), &self.buf[off..off + len], self.in_range[k]);
+            emit(
+                &fp(k),
+                &self.buf[off..off + len],
+                self.from[k] != Source::Fetched,
+            );
         }
         self.buf.clear();
         self.ranges.clear();
         self.fps.clear();
-        self.in_range.clear();
+        self.from.clear();
         Ok(())
     }
 }
@@ -578,6 +604,20 @@ mod tests {
         t.bytes.truncate(5);
         assert!(outside_bases(&range(&[&t]), &[], none).is_err());
         assert!(decode_all(&range(&[&t]), &[], &HashMap::new()).is_err());
+        // A damaged whole chunk of the range (raw, or zstd that still decodes) is refused
+        // before anything of its batch is handed out.
+        let good = plain(data(5, 3000), false);
+        let mut raw = plain(data(6, 5000), false);
+        raw.bytes[100] ^= 0x10;
+        let e = decode_all(&range(&[&good, &raw]), &[], &HashMap::new()).unwrap_err();
+        assert!(
+            e.contains(&to_hex(&raw.fp)) && e.contains("stored bytes"),
+            "{e}"
+        );
+        let mut z = plain(data(7, 5000), true);
+        z.fp[0] ^= 1; // as if another chunk's bytes sat at its place
+        let e = decode_all(&range(&[&z]), &[], &HashMap::new()).unwrap_err();
+        assert!(e.contains(&to_hex(&z.fp)), "{e}");
     }
 
     #[test]
