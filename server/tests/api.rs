@@ -1119,8 +1119,8 @@ fn check_detects_corruption() {
 }
 
 /// SIGTERM: the server exits 0 within its grace period, even with a client's keep-alive
-/// connection open, leaves no write-ahead log behind, and everything committed is there on
-/// restart.
+/// connection open, leaves no write-ahead log (nor its `-shm` index) behind, and everything
+/// committed is there on restart.
 #[test]
 fn sigterm_stops_cleanly_and_folds_the_wal() {
     let dir = TempDir::new("sigterm");
@@ -1145,6 +1145,11 @@ fn sigterm_stops_cleanly_and_folds_the_wal() {
         .expect("stopped within 10 s");
     assert!(status.success(), "exit status {status}");
     assert_eq!(wal_len(), 0, "WAL left behind");
+    if on_sqlite() {
+        for f in ["ditto.sqlite3-wal", "ditto.sqlite3-shm"] {
+            assert!(!dir.0.join(f).exists(), "{f} left behind");
+        }
+    }
     drop(s);
 
     let s = Server::start_without_pass(&dir.0);

@@ -285,6 +285,7 @@ impl Store {
     /// database file, otherwise up to ~4 MiB of committed pages stay in
     /// `ditto.sqlite3-wal`). Committed data is durable either way.
     pub fn checkpoint(&self) -> StoreResult<()> {
+        self.ix.close_idle();
         self.writer().ix.checkpoint()
     }
 }

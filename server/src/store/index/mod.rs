@@ -112,6 +112,9 @@ pub trait Index: Send + Sync {
     /// killed replica's lease ends with its connection). SQLite: one process per index
     /// already, nothing to wait for.
     fn maintenance_lease(&self) -> StoreResult<Lease>;
+    /// Closes the connections no read is using (a clean stop, before the writer's
+    /// [`IndexWriter::checkpoint`]).
+    fn close_idle(&self);
 }
 
 /// Held while a maintenance pass runs; dropping it lets another process's pass start.

@@ -37,6 +37,11 @@ impl<C> Pool<C> {
         }
     }
 
+    /// Closes the idle connections (those in use go back to the pool as usual).
+    pub fn close_idle(&self) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     pub fn get(&self) -> StoreResult<Pooled<'_, C>> {
         let popped = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let conn = match popped {

@@ -111,6 +111,9 @@ impl Index for PgIndex {
         c.execute("SELECT pg_advisory_lock($1)", &[&MAINTENANCE_LOCK])?;
         Ok(Lease::new(Some(Box::new(c))))
     }
+    fn close_idle(&self) {
+        self.pool.close_idle();
+    }
 }
 
 /// Advisory lock keys. `STORE_WRITER_LOCK`: held by every serving server, shared by

@@ -90,6 +90,9 @@ impl Index for SqliteIndex {
     fn maintenance_lease(&self) -> StoreResult<Lease> {
         Ok(Lease::new(None))
     }
+    fn close_idle(&self) {
+        self.pool.close_idle();
+    }
 }
 
 /// The writer connection, and the guard of its write-ahead log (`wal.rs`).
@@ -123,9 +126,16 @@ impl IndexWriter for SqliteWriter {
     fn checkpoint(&self) -> StoreResult<()> {
         // Readers still inside a transaction would make TRUNCATE wait: not for long.
         self.conn.busy_timeout(std::time::Duration::from_secs(1))?;
-        Ok(self
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        // Leaving WAL mode, with no other connection open, removes the empty `-wal` and the
+        // `-shm` index beside the database, which the process would otherwise leave behind
+        // (it exits with this connection open). A reader still open makes the switch fail:
+        // the files then stay, as harmless as before. The next start enters WAL mode again.
+        let _ = self
             .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?)
+            .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0));
+        Ok(())
     }
 }
 
