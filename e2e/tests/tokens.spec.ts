@@ -63,6 +63,9 @@ test('a backup-only token backs up through the page and may not read or delete',
   await expect(page.getByTestId('tab-dashboard')).toHaveCount(0);
   await expect(page.getByTestId('tab-search')).toHaveCount(0);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
+  // Nor are search workers started for it (a token that may search gets idle ones).
+  const searchWorkers = () => page.workers().filter((w) => w.url().includes('searchWorker')).length;
+  expect(searchWorkers()).toBe(0);
 
   const ids: number[] = [];
   for (let v = 0; v < 2; v++) {
@@ -89,6 +92,12 @@ test('a backup-only token backs up through the page and may not read or delete',
     expect(got.length).toBe(files.size);
     if (id === ids[1]) for (const e of got) expect((await restored(e.recipe)).equals(files.get(e.path)!)).toBe(true);
   }
+
+  expect(searchWorkers()).toBe(0);
+  await page.goto(server.appUrl); // only the fragment differs: not a page load yet
+  await page.reload();
+  await expect(page.getByTestId('token-scope')).toHaveAttribute('data-scope', 'full');
+  await expect.poll(searchWorkers).toBeGreaterThan(0);
 
   // The backup token can neither delete nor read bytes.
   const as = (t: string, p: string, method = 'GET') =>

@@ -6,7 +6,7 @@ import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
 import { SearchPanel } from './components/SearchPanel';
-import { prestartSearchWorkers } from './search/workers';
+import { wantSearchWorkers } from './search/workers';
 import { SourcesPanel } from './components/SourcesPanel';
 import { TokenBadge, TokenProblem, useTokenCheck } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
@@ -124,11 +124,9 @@ export function App() {
   }, []);
 
   // A token that may search gets idle search workers once the engine is up, so that the
-  // Search tab starts reading its device caches as it opens.
+  // Search tab starts reading its device caches as it opens; another token's page has none.
   const maySearch = engine.state === 'ready' && check.state === 'ok' && check.info.can.restore;
-  useEffect(() => {
-    if (maySearch) prestartSearchWorkers();
-  }, [maySearch]);
+  useEffect(() => wantSearchWorkers(maySearch), [maySearch]);
 
   const usable = api && check.state !== 'refused';
   const view = views.find((v) => v.id === tab) ?? views[0];

@@ -8,13 +8,32 @@ export type SearchWorkers = WorkerPool<SearchApi>;
 /** A pool started ahead of the Search tab ([`prestartSearchWorkers`]), for the next one to open. */
 let spare: Promise<SearchWorkers> | null = null;
 
+/** Whether the page's token may search: only then are idle workers kept. */
+let wanted = false;
+
+/**
+ * Says whether the page's token may search: idle workers are started when it may
+ * ([`prestartSearchWorkers`]) and terminated when it no longer may (a token without search
+ * rights replaced it), so that such a page holds no search workers.
+ */
+export function wantSearchWorkers(want: boolean): void {
+  wanted = want;
+  if (want) {
+    prestartSearchWorkers();
+    return;
+  }
+  const idle = spare;
+  spare = null;
+  void idle?.then((pool) => pool.terminate('search not allowed')).catch(() => {});
+}
+
 /**
  * Starts a pool for the Search tab to take when it opens ([`takeSearchWorkers`]), so that
  * reading the workers' device caches starts at once there instead of after the workers'
  * start. Idle workers hold nothing but the instantiated module.
  */
 export function prestartSearchWorkers(): void {
-  if (spare) return;
+  if (spare || !wanted) return;
   const started = startSearchWorkers();
   spare = started;
   started.catch(() => {
