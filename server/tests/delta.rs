@@ -464,13 +464,14 @@ fn a_restart_goes_on_from_the_recorded_pass() {
     );
 }
 
-/// Hits by (version, path): `(keyword, offset)` by offset, then keyword.
-type Hits = BTreeMap<(i64, String), Vec<(u64, u64)>>;
-
 /// What a plain scan of the test's own bytes finds in `versions` for `keywords`.
-fn scanned_hits(chunks: &[TestChunk], versions: &[(i64, &Value)], keywords: &[Vec<u8>]) -> Hits {
+fn scanned_hits(
+    chunks: &[TestChunk],
+    versions: &[(i64, &Value)],
+    keywords: &[Vec<u8>],
+) -> SearchHits {
     let raw: HashMap<String, &[u8]> = chunks.iter().map(|c| (c.hex(), &c.raw[..])).collect();
-    let mut want = Hits::new();
+    let mut want = SearchHits::new();
     for (id, m) in versions {
         for e in m["entries"].as_array().unwrap() {
             let recipe = e["recipe"].as_array().unwrap();
@@ -495,45 +496,27 @@ fn scanned_hits(chunks: &[TestChunk], versions: &[(i64, &Value)], keywords: &[Ve
     want
 }
 
-/// `POST search` (hex keywords) over `versions`: its status, and its hits when it is 200.
-fn server_hits(s: &Server, versions: &[i64], keywords: &[Vec<u8>]) -> (u16, Hits) {
-    let hex: Vec<String> = keywords
-        .iter()
-        .map(|k| k.iter().map(|b| format!("{b:02x}")).collect())
-        .collect();
-    let r = post_json(
-        &s.repo_url("default", "/search"),
-        &s.token,
-        &json!({ "keywords": hex, "hex": true, "versions": versions }),
-    );
-    let mut got = Hits::new();
+/// `POST search` (hex keywords) over `versions` (all when `None`): its status, and its hits
+/// when it is 200.
+fn server_hits(s: &Server, versions: Option<&[i64]>, keywords: &[Vec<u8>]) -> (u16, SearchHits) {
+    let hex: Vec<String> = keywords.iter().map(|k| hex_bytes(k)).collect();
+    let mut body = json!({ "keywords": hex, "hex": true });
+    if let Some(v) = versions {
+        body["versions"] = json!(v);
+    }
+    let r = post_json(&s.repo_url("default", "/search"), &s.token, &body);
     if r.status != 200 {
-        return (r.status, got);
+        return (r.status, SearchHits::new());
     }
-    for f in r.json()["files"].as_array().unwrap() {
-        let mut hits: Vec<(u64, u64)> = f["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| (x[0].as_u64().unwrap(), x[1].as_u64().unwrap()))
-            .collect();
-        hits.sort_by_key(|&(k, at)| (at, k));
-        let key = (
-            f["version"].as_i64().unwrap(),
-            f["path"].as_str().unwrap().to_string(),
-        );
-        got.insert(key, hits);
-    }
-    (r.status, got)
+    (r.status, search_hits(&r.json()))
 }
 
-/// The server's search with delta chunks stored finds exactly what a scan of the test's own
-/// bytes finds.
+/// The server's search of every version, with delta chunks stored, finds exactly what a scan
+/// of the test's own bytes finds in `versions` (the repository's live versions).
 fn search_equals_naive(s: &Server, h: &History, versions: &[(i64, &Value)]) {
     let keywords = [b"zstd browser".to_vec(), b"backup".to_vec()];
     let want = scanned_hits(&h.chunks, versions, &keywords);
-    let ids: Vec<i64> = versions.iter().map(|v| v.0).collect();
-    let (status, got) = server_hits(s, &ids, &keywords);
+    let (status, got) = server_hits(s, None, &keywords);
     assert_eq!(status, 200);
     assert!(!want.is_empty(), "the keywords occur in the history");
     assert_eq!(
@@ -609,7 +592,7 @@ fn searches_beside_the_pass_the_mover_and_a_prune_equal_the_naive_search() {
             while !done.load(Ordering::Relaxed) || n < 5 {
                 let scope = committed.lock().unwrap().clone();
                 let ids: Vec<i64> = scope.iter().map(|v| v.0).collect();
-                let (status, got) = server_hits(&s, &ids, &keywords);
+                let (status, got) = server_hits(&s, Some(&ids), &keywords);
                 if status == 404
                     && !ids
                         .iter()
@@ -1047,7 +1030,6 @@ impl Chains {
 
 /// The index's base edges (delta fingerprint -> base), read beside the running server.
 fn base_edges(dir: &std::path::Path) -> HashMap<String, String> {
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let rows: Vec<(Vec<u8>, Vec<u8>)> = match database_url(dir) {
         Some(url) => {
             let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
@@ -1075,7 +1057,7 @@ fn base_edges(dir: &std::path::Path) -> HashMap<String, String> {
         }
     };
     rows.into_iter()
-        .map(|(fp, base)| (hex(&fp), hex(&base)))
+        .map(|(fp, base)| (hex_bytes(&fp), hex_bytes(&base)))
         .collect()
 }
 

@@ -5,14 +5,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::*;
 use serde_json::{json, Value};
 use wasm_core::search::{Dictionary, Match, Mode, NaiveSearch};
-
-/// (version, path) -> [(keyword, offset)] sorted by offset, then keyword.
-type Hits = BTreeMap<(i64, String), Vec<(u64, u64)>>;
 
 struct File {
     version: i64,
@@ -28,10 +23,10 @@ fn naive(
     keywords: &[Vec<u8>],
     mode: Mode,
     keep: impl Fn(&File) -> bool,
-) -> Hits {
+) -> SearchHits {
     let dict = Dictionary::new(keywords.to_vec(), 2048).unwrap();
     let mut search = NaiveSearch::new(&dict, mode);
-    let mut out = Hits::new();
+    let mut out = SearchHits::new();
     for (i, f) in files.iter().enumerate().filter(|(_, f)| keep(f)) {
         let mut m: Vec<Match> = Vec::new();
         search.search_file(
@@ -61,29 +56,6 @@ fn naive(
         }
     }
     out
-}
-
-fn server_hits(r: &Value) -> Hits {
-    r["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            let hits = f["hits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|h| (h[0].as_u64().unwrap(), h[1].as_u64().unwrap()))
-                .collect();
-            (
-                (
-                    f["version"].as_i64().unwrap(),
-                    f["path"].as_str().unwrap().to_string(),
-                ),
-                hits,
-            )
-        })
-        .collect()
 }
 
 fn search(s: &Server, t: &str, body: Value) -> Value {
@@ -182,10 +154,7 @@ fn server_search_equals_the_naive_search() {
     }
 
     // Every keyword, all matches.
-    let hex: Vec<String> = keywords
-        .iter()
-        .map(|k| k.iter().map(|b| format!("{b:02x}")).collect())
-        .collect();
+    let hex: Vec<String> = keywords.iter().map(|k| hex_bytes(k)).collect();
     let r = search(&s, &t, json!({ "keywords": hex, "hex": true }));
     let want = naive(&pool, &files, &keywords, Mode::AllMatches, |_| true);
     let total: usize = want.values().map(Vec::len).sum();
@@ -194,7 +163,7 @@ fn server_search_equals_the_naive_search() {
         want.values().flatten().any(|&(k, _)| k == 0),
         "a \"backup\" split across chunks is found"
     );
-    assert_eq!(server_hits(&r), want);
+    assert_eq!(search_hits(&r), want);
     assert_eq!(r["matches"].as_u64(), Some(total as u64));
     assert_eq!(r["files_searched"].as_u64(), Some(36));
     // Each unique chunk was read once: fewer bytes scanned than the files hold.
@@ -218,7 +187,7 @@ fn server_search_equals_the_naive_search() {
         json!({ "keywords": ["backup", "ditto"], "files_only": true }),
     );
     assert_eq!(
-        server_hits(&r),
+        search_hits(&r),
         naive(&pool, &files, &text, Mode::FilesOnly, |_| true)
     );
 
@@ -233,7 +202,7 @@ fn server_search_equals_the_naive_search() {
         scope.contains(&f.version) && f.path.to_lowercase().contains("hooks")
     });
     assert!(!want.is_empty());
-    assert_eq!(server_hits(&r), want);
+    assert_eq!(search_hits(&r), want);
 
     // Bad input: 4xx with a message, never 5xx.
     let url = s.repo_url("default", "/search");

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::{
+    collections::BTreeMap,
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -586,4 +587,35 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Bytes as lowercase hex (keywords sent with `"hex": true`, index blobs).
+pub fn hex_bytes(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A `POST search` answer's hits by (version, path): `(keyword, offset)` as the server
+/// lists them (by offset, then keyword).
+pub type SearchHits = BTreeMap<(i64, String), Vec<(u64, u64)>>;
+
+/// The hits of a `POST search` answer (docs/API.md), in the server's order.
+pub fn search_hits(r: &Value) -> SearchHits {
+    r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let hits = f["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h[0].as_u64().unwrap(), h[1].as_u64().unwrap()))
+                .collect();
+            let key = (
+                f["version"].as_i64().unwrap(),
+                f["path"].as_str().unwrap().to_string(),
+            );
+            (key, hits)
+        })
+        .collect()
 }
