@@ -169,6 +169,8 @@ fn server_search_equals_the_naive_search() {
     // Each unique chunk was read once: fewer bytes scanned than the files hold.
     let logical = r["logical_bytes"].as_u64().unwrap();
     assert!(r["bytes_scanned"].as_u64().unwrap() < logical);
+    assert!(r["stored_bytes_read"].as_u64().unwrap() > 0);
+    let scanned = r["bytes_scanned"].clone();
     // The recipe of each file with hits comes along (snippets).
     let f0 = &r["files"][0];
     let recipe_len: u64 = f0["lengths"]
@@ -190,6 +192,10 @@ fn server_search_equals_the_naive_search() {
         search_hits(&r),
         naive(&pool, &files, &text, Mode::FilesOnly, |_| true)
     );
+    // A repeat search scans what the first one checked from memory: no container read,
+    // the same chunks scanned (and, above and below, the naive search's hits).
+    assert_eq!(r["stored_bytes_read"], 0, "{r}");
+    assert_eq!(r["bytes_scanned"], scanned);
 
     // Scope: two versions, a path filter (case-insensitive).
     let scope = [versions[0], versions[2]];
@@ -231,4 +237,69 @@ fn server_search_equals_the_naive_search() {
         Some(b"{}"),
     );
     assert_eq!(r.status, 401);
+}
+
+/// The server's search cache (`DITTO_SEARCH_CACHE_MB`): a repeat search reads nothing when
+/// its chunks fit the budget; a search over more than the budget keeps what it cached and
+/// a repeat reads only the rest, with the same hits; a server started again has nothing
+/// cached.
+#[test]
+fn repeat_searches_scan_from_the_cache_within_its_budget() {
+    let dir = TempDir::new("search-cache");
+    // 1 MiB of budget; 24 chunks of ~100 KB: about ten fit.
+    let mut s = Server::start_with(
+        &dir.0,
+        &[("DITTO_DELTA", "0"), ("DITTO_SEARCH_CACHE_MB", "1")],
+        None,
+    );
+    let t = s.token.clone();
+    let a = agent();
+    let pool: Vec<TestChunk> = (0..24u64)
+        .map(|i| {
+            let mut raw = rand_bytes(100 + i, 100_000);
+            raw[5_000..5_006].copy_from_slice(b"needle");
+            TestChunk::new(raw, false)
+        })
+        .collect();
+    for c in pool.chunks(8) {
+        assert_eq!(upload(&a, &s, &t, c).unwrap().status, 200);
+    }
+    let entries: Vec<Value> = pool
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({ "path": format!("f{i}"), "kind": "file", "size": c.raw.len(), "mtime": 1,
+                    "recipe": [c.hex()] })
+        })
+        .collect();
+    let r = post_json(
+        &s.repo_url("default", "/versions"),
+        &t,
+        &json!({ "source": "s", "time": 1, "entries": entries }),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let total: u64 = pool.iter().map(|c| c.raw.len() as u64).sum();
+    let body = json!({ "keywords": ["needle"] });
+    let first = search(&s, &t, body.clone());
+    assert_eq!(first["matches"], 24);
+    assert_eq!(first["stored_bytes_read"], total);
+    let second = search(&s, &t, body.clone());
+    assert_eq!(search_hits(&second), search_hits(&first));
+    let read = second["stored_bytes_read"].as_u64().unwrap();
+    let cached = total - read;
+    assert!(
+        (800_000..=1 << 20).contains(&cached),
+        "about the budget is scanned from memory: {cached} bytes"
+    );
+    // The same chunks stay cached: a third search reads what the second read.
+    let third = search(&s, &t, body.clone());
+    assert_eq!(third["stored_bytes_read"].as_u64().unwrap(), read);
+    assert_eq!(search_hits(&third), search_hits(&first));
+
+    // The cache is memory only: a server started again reads everything once more.
+    s.stop(std::time::Duration::from_secs(10));
+    let s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0")], None);
+    let again = search(&s, &s.token, body);
+    assert_eq!(again["stored_bytes_read"], total);
+    assert_eq!(search_hits(&again), search_hits(&first));
 }

@@ -131,6 +131,8 @@ pub struct Store {
     opened_ms: i64,
     /// Decoded delta bases shared by the store's reads (`verify::BaseCache`).
     base_cache: verify::BaseCache,
+    /// Decoded chunks kept between the server's searches (`search::SearchCache`).
+    search_cache: search::SearchCache,
     /// When a backup last asked, uploaded or committed (unix ms): the background mover
     /// waits for a quiet moment.
     last_backup_ms: AtomicU64,
@@ -175,6 +177,7 @@ impl Store {
             delta_last: Mutex::new(HashMap::new()),
             opened_ms: now_ms() as i64,
             base_cache: verify::BaseCache::default(),
+            search_cache: search::SearchCache::from_env()?,
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 ix: writer,

@@ -6,10 +6,10 @@
 //! walked (logical phase). Results are those of the page's search, hit for hit.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Mutex,
+        Arc, Mutex,
     },
     time::Instant,
 };
@@ -213,6 +213,11 @@ impl Store {
         let read = AtomicUsize::new(0);
         let scanned = AtomicUsize::new(0);
         let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+        let cache = &self.search_cache;
+        let round = cache.begin(
+            repo_id,
+            jobs.iter().flat_map(|(_, l)| l.iter().map(|c| &c.0)),
+        );
         std::thread::scope(|s| {
             for _ in 0..threads().min(jobs.len()) {
                 s.spawn(|| {
@@ -227,8 +232,23 @@ impl Store {
                             if failure.lock().unwrap().is_some() {
                                 return Ok(());
                             }
-                            let start = list[0].1.offset;
-                            let end = list
+                            // Chunks an earlier search decoded and checked are scanned from
+                            // memory; the container is read only for the others.
+                            let mut misses = Vec::new();
+                            for (fp, l) in list {
+                                match cache.get(repo_id, fp) {
+                                    Some(raw) => {
+                                        scanned.fetch_add(raw.len(), Ordering::Relaxed);
+                                        out.push(scanner.scan_chunk(fp, &raw));
+                                    }
+                                    None => misses.push((fp, l)),
+                                }
+                            }
+                            let Some(&(_, first)) = misses.first() else {
+                                continue;
+                            };
+                            let start = first.offset;
+                            let end = misses
                                 .iter()
                                 .map(|(_, l)| l.offset + l.stored_len as u64)
                                 .max()
@@ -245,7 +265,7 @@ impl Store {
                                 .read_at(&file, start, len)?
                                 .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
                             read.fetch_add(data.len(), Ordering::Relaxed);
-                            for (fp, l) in list {
+                            for (fp, l) in misses {
                                 let at = (l.offset - start) as usize;
                                 let stored = data[at..at + l.stored_len as usize].to_vec();
                                 // Decoded (a delta against its base chain, which may sit in
@@ -256,6 +276,7 @@ impl Store {
                                     self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)?;
                                 scanned.fetch_add(raw.len(), Ordering::Relaxed);
                                 out.push(scanner.scan_chunk(fp, &raw));
+                                cache.put(repo_id, *fp, raw, round);
                             }
                         }
                     })();
@@ -319,3 +340,128 @@ impl Store {
 
 /// The marker of a container that went away mid-search (retried, never answered).
 const GONE: &str = "a container of the search is gone";
+
+/// Decoded, checked chunks kept between the server's searches (docs/SEARCH.md, "On the
+/// server"): a repeat search scans them from memory instead of reading, decoding and
+/// checking them again, as the page's workers keep theirs. Keyed by repository and
+/// fingerprint, and filled only with bytes checked against it, so an entry never goes
+/// stale: what a search scans is decided by the manifests and the index, never by the
+/// cache. The copy scanned is the one checked when it was cached; a copy damaged on disk
+/// since is found by the reads and `check` that go to the disk, not by a search.
+///
+/// Within [`SearchCache::budget`] bytes. A search over more than the budget must not evict
+/// what it cached itself, or a repeat of it would find nothing: an entry the current search
+/// used is kept, the others go oldest first, and once only entries of the current search
+/// are left a new chunk is not cached.
+pub struct SearchCache {
+    inner: Mutex<Held>,
+    budget: usize,
+}
+
+/// A cached chunk: its repository and fingerprint.
+type Key = (i64, Fingerprint);
+
+#[derive(Default)]
+struct Held {
+    /// Raw bytes and the round of the last search that used them.
+    map: HashMap<Key, (Arc<Vec<u8>>, u64)>,
+    /// Insertion order, oldest first.
+    order: VecDeque<Key>,
+    bytes: usize,
+    /// The newest search's round.
+    round: u64,
+    /// The round in which only that round's entries were left (nothing more is cached).
+    full: u64,
+}
+
+impl SearchCache {
+    /// A cache of at most `budget` bytes of raw chunks (0: none kept).
+    pub fn new(budget: usize) -> SearchCache {
+        SearchCache {
+            inner: Mutex::new(Held::default()),
+            budget,
+        }
+    }
+
+    /// The budget set by `DITTO_SEARCH_CACHE_MB` (MiB; default 256, 0 turns it off).
+    pub fn from_env() -> Result<SearchCache, String> {
+        let mb = match std::env::var("DITTO_SEARCH_CACHE_MB") {
+            Ok(v) if !v.is_empty() => v
+                .parse::<usize>()
+                .map_err(|_| format!("DITTO_SEARCH_CACHE_MB: not a number of MiB: {v:?}"))?,
+            _ => 256,
+        };
+        Ok(SearchCache::new(mb.saturating_mul(1 << 20)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a search that will scan `fps`: its round. The entries it will scan are its
+    /// own from now on, so caching its other chunks does not evict them.
+    fn begin<'a>(&self, repo_id: i64, fps: impl Iterator<Item = &'a Fingerprint>) -> u64 {
+        let mut g = self.lock();
+        g.round += 1;
+        let round = g.round;
+        if !g.map.is_empty() {
+            for fp in fps {
+                if let Some((_, used)) = g.map.get_mut(&(repo_id, *fp)) {
+                    *used = round;
+                }
+            }
+        }
+        round
+    }
+
+    fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Vec<u8>>> {
+        self.lock()
+            .map
+            .get(&(repo_id, *fp))
+            .map(|(raw, _)| raw.clone())
+    }
+
+    fn put(&self, repo_id: i64, fp: Fingerprint, raw: Vec<u8>, round: u64) {
+        if raw.len() > self.budget {
+            return;
+        }
+        let mut g = self.lock();
+        let Held {
+            map,
+            order,
+            bytes,
+            full,
+            ..
+        } = &mut *g;
+        let key = (repo_id, fp);
+        if map.contains_key(&key) {
+            return;
+        }
+        if *bytes + raw.len() > self.budget {
+            if *full == round {
+                return;
+            }
+            // One turn through the entries at most: the current search's go to the back.
+            let mut turn = order.len();
+            while *bytes + raw.len() > self.budget && turn > 0 {
+                turn -= 1;
+                let Some(old) = order.pop_front() else { break };
+                match map.get(&old) {
+                    Some((_, used)) if *used == round => order.push_back(old),
+                    Some(_) => {
+                        let (r, _) = map.remove(&old).expect("present");
+                        *bytes -= r.len();
+                    }
+                    None => {}
+                }
+            }
+            if *bytes + raw.len() > self.budget {
+                *full = round;
+                return;
+            }
+        }
+        *bytes += raw.len();
+        order.push_back(key);
+        map.insert(key, (Arc::new(raw), round));
+    }
+}
