@@ -5,7 +5,7 @@
 import { chromium } from '@playwright/test';
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -342,24 +342,102 @@ export async function restoreZip(browser, server, version, folder, scratch) {
   const zip = path.join(dir, 'restore.zip');
   await download.saveAs(zip);
   await page.close();
-  result.zipBytes = readFileSync(zip).length;
-  const out = path.join(dir, 'out');
-  execFileSync('unzip', ['-q', zip, '-d', out]);
-  result.checked = sameTree(folder, out, `the zip of version ${version}`);
-  if (result.checked.bytes !== result.bytes)
-    throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
+  checkZip(result, zip, folder, version);
   rmSync(dir, { recursive: true });
   return result;
 }
 
+/** Unpacks the restored `zip` next to it and checks it against `folder` and the page's byte count. */
+function checkZip(result, zip, folder, version) {
+  result.zipBytes = readFileSync(zip).length;
+  const out = path.join(path.dirname(zip), 'out');
+  execFileSync('unzip', ['-q', zip, '-d', out]);
+  result.checked = sameTree(folder, out, `the zip of version ${version}`);
+  if (result.checked.bytes !== result.bytes)
+    throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
+}
+
+/** A persistent Chromium profile in `dir` (on disk, as a person's browser), with CHROMIUM_ARGS. */
+export function launchProfile(dir) {
+  return chromium.launchPersistentContext(dir, {
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: CHROMIUM_ARGS,
+  });
+}
+
 /**
- * One restore of `version` into a folder in a fresh page (Playwright): Versions, "Restore
- * into folder…", with the folder picker stubbed to an empty directory of the origin private
- * file system (Playwright cannot drive the real picker; OPFS is a real on-disk folder of the
- * browser profile). Every restored file is hashed in the page and compared with `folder`;
- * the directory is removed after. Resolves to `{ wallSeconds` (click to the last file
- * closed), `pageSeconds`, `mbps`, `bytes`, `requests }`.
+ * One restore of `version` as a zip written to a file the user picks, the path Chromium takes
+ * (`showSaveFilePicker`, the stream written to the file as it comes): Versions, "Download
+ * zip", in a fresh page of the persistent `profile` (its origin private file system is on
+ * disk), with the save picker stubbed to a file there (Playwright cannot drive the real
+ * picker). The wall clock runs from the click to the file closed (the browser moves its
+ * swap file into place first). The file is then copied out of the page, unpacked under
+ * `scratch` and checked as [`restoreZip`]'s. Resolves to the same figures.
  */
+export async function restoreZipToFile(profile, server, version, folder, scratch) {
+  const name = `bench-restore-${version}.zip`;
+  const page = await profile.newPage();
+  await page.addInitScript((name) => {
+    Object.defineProperty(window, 'showSaveFilePicker', {
+      value: async () => (await navigator.storage.getDirectory()).getFileHandle(name, { create: true }),
+      configurable: true,
+    });
+  }, name);
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(server.appUrl);
+  await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+  const remove = (name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name).catch(() => {}));
+  await page.evaluate(remove, name);
+  await page.getByTestId('tab-versions').click();
+  const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
+  await zipButton.waitFor();
+  const t0 = now();
+  await zipButton.click();
+  const done = page.getByTestId('restore-done');
+  await Promise.race([
+    done.waitFor({ timeout: 600_000 }),
+    page
+      .getByTestId('restore-error')
+      .waitFor({ timeout: 600_000 })
+      .then(async () => {
+        throw new Error(`the restore to a file failed: ${await page.getByTestId('restore-error').innerText()}`);
+      }),
+  ]);
+  const wallSeconds = now() - t0;
+  const result = {
+    ...(await restoreFigures(done, wallSeconds)),
+    containersRead: Number(await done.getAttribute('data-containers-read')),
+    containersMin: Number(await done.getAttribute('data-containers-min')),
+  };
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+  const dir = mkdtempSync(path.join(scratch, 'file-'));
+  const zip = path.join(dir, 'restore.zip');
+  const size = await page.evaluate(
+    async (name) => (await (await (await navigator.storage.getDirectory()).getFileHandle(name)).getFile()).size,
+    name,
+  );
+  const piece = 8 << 20;
+  for (let at = 0; at < size; at += piece) {
+    const b64 = await page.evaluate(
+      async ({ name, at, piece }) => {
+        const file = await (await (await navigator.storage.getDirectory()).getFileHandle(name)).getFile();
+        const bytes = new Uint8Array(await file.slice(at, at + piece).arrayBuffer());
+        let s = '';
+        for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+        return btoa(s);
+      },
+      { name, at, piece },
+    );
+    appendFileSync(zip, Buffer.from(b64, 'base64'));
+  }
+  await page.evaluate(remove, name);
+  await page.close();
+  checkZip(result, zip, folder, version);
+  rmSync(dir, { recursive: true });
+  return result;
+}
+
 /** The figures a finished restore shows on `restore-done`, beside the wall clock measured here. */
 async function restoreFigures(done, wallSeconds) {
   const attr = async (name) => Number(await done.getAttribute(name));
@@ -372,8 +450,17 @@ async function restoreFigures(done, wallSeconds) {
   };
 }
 
-export async function restoreFolder(browser, server, version, folder, dirName) {
-  const page = await browser.newPage();
+/**
+ * One restore of `version` into a folder in a fresh page of `context` (Playwright): Versions,
+ * "Restore into folder…", with the folder picker stubbed to an empty directory of the origin
+ * private file system (Playwright cannot drive the real picker). Pass a persistent profile
+ * ([`launchProfile`]): there OPFS is a folder on disk, while an ordinary (incognito) context
+ * keeps it in memory. Every restored file is hashed in the page and compared with `folder`;
+ * the directory is removed after. Resolves to `{ wallSeconds` (click to the last file
+ * closed), `pageSeconds`, `mbps`, `bytes`, `requests }`.
+ */
+export async function restoreFolder(context, server, version, folder, dirName) {
+  const page = await context.newPage();
   await page.addInitScript((name) => {
     Object.defineProperty(window, 'showDirectoryPicker', {
       value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle(name, { create: true }),

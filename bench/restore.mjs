@@ -3,7 +3,9 @@
 // folder (the 10 releases side by side, ~213 MB) backed up as one more source. Restored, in
 // fresh pages and interleaved run by run: (a) the largest release and (b) the parent folder,
 // each as a zip ("Download zip", no save picker, so it ends in a download, unpacked and
-// compared byte for byte) and into a folder ("Restore into folder…", the picker stubbed to an
+// compared byte for byte, the path of browsers without the File System Access API), as a zip
+// written to a picked file (Chromium's path: the save picker stubbed to a file of the origin
+// private file system of a browser profile on disk, copied out and compared the same way) and into a folder ("Restore into folder…", the picker stubbed to an
 // OPFS directory, every file hashed in the page and compared). restic backs up the same
 // folders and restores the same two snapshots, timed, as the reference. Prints a table and,
 // last, one JSON line.
@@ -21,12 +23,14 @@ import {
   dataset,
   du,
   launchBrowser,
+  launchProfile,
   median,
   now,
   openApp,
   resticRepo,
   restoreFolder,
   restoreZip,
+  restoreZipToFile,
   sameTree,
   settle,
   startServer,
@@ -71,6 +75,7 @@ async function containersMin(server, version) {
 async function ditto() {
   const server = await startServer();
   const browser = await launchBrowser();
+  const profile = await launchProfile(mkdtempSync(path.join(scratch, 'profile-')));
   try {
     const backupPage = await openApp(browser, server);
     const backups = await backupFolders(backupPage, versions, pkg);
@@ -82,12 +87,14 @@ async function ditto() {
     await settle(server);
     for (const t of targets) {
       t.zip = [];
+      t.file = [];
       t.dir = [];
     }
     for (let run = 0; run < runs; run++)
       for (const t of targets) {
         t.zip.push(await restoreZip(browser, server, t.version, t.folder, scratch));
-        t.dir.push(await restoreFolder(browser, server, t.version, t.folder, `bench-${t.key}-${run}`));
+        t.file.push(await restoreZipToFile(profile, server, t.version, t.folder, scratch));
+        t.dir.push(await restoreFolder(profile, server, t.version, t.folder, `bench-${t.key}-${run}`));
       }
     for (const t of targets) {
       const min = await containersMin(server, t.version);
@@ -96,6 +103,7 @@ async function ditto() {
           throw new Error(`the page says containers_min ${r.containersMin}, the API's tables give ${min}`);
     }
   } finally {
+    await profile.close();
     await browser.close();
     await server.stop();
     rmSync(server.dataDir, { recursive: true, force: true });
@@ -157,6 +165,14 @@ try {
       'ditto zip, click to download on disk',
       t.zip.map((r) => r.wallSeconds),
     );
+    const filePage = row(
+      'ditto zip to a picked file, page clock',
+      t.file.map((r) => r.pageSeconds),
+    );
+    const fileWall = row(
+      'ditto zip to a picked file, click to closed',
+      t.file.map((r) => r.wallSeconds),
+    );
     const dirPage = row(
       'ditto folder, page clock',
       t.dir.map((r) => r.pageSeconds),
@@ -178,6 +194,9 @@ try {
       [`${p}restore_mbps`]: median(t.zip.map((r) => r.mbps)),
       [`${p}restore_page_seconds`]: +zipPage.toFixed(3),
       [`${p}restore_seconds`]: +zipWall.toFixed(3),
+      [`${p}restore_file_mbps`]: median(t.file.map((r) => r.mbps)),
+      [`${p}restore_file_page_seconds`]: +filePage.toFixed(3),
+      [`${p}restore_file_seconds`]: +fileWall.toFixed(3),
       [`${p}restore_folder_mbps`]: median(t.dir.map((r) => r.mbps)),
       [`${p}restore_folder_page_seconds`]: +dirPage.toFixed(3),
       [`${p}restore_folder_seconds`]: +dirWall.toFixed(3),
@@ -187,6 +206,7 @@ try {
       ...(withRestic && {
         [`${p}restic_restore_seconds`]: +rs.toFixed(3),
         [`${p}speed_vs_restic`]: +(rs / zipWall).toFixed(3),
+        [`${p}file_speed_vs_restic`]: +(rs / fileWall).toFixed(3),
         [`${p}folder_speed_vs_restic`]: +(rs / dirWall).toFixed(3),
       }),
     });

@@ -37,13 +37,12 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium } from '@playwright/test';
 import {
   backupFolders,
-  CHROMIUM_ARGS,
   cli,
   dataset,
   launchBrowser,
+  launchProfile,
   now,
   openApp,
   settle,
@@ -171,10 +170,7 @@ async function inPage(sets, other) {
   const server = await startServer();
   const browser = await launchBrowser();
   const profileDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-profile-'));
-  const profile = await chromium.launchPersistentContext(profileDir, {
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    args: CHROMIUM_ARGS,
-  });
+  const profile = await launchProfile(profileDir);
   try {
     const backupPage = await openApp(browser, server);
     const t0 = now();

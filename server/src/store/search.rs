@@ -350,9 +350,9 @@ const GONE: &str = "a container of the search is gone";
 /// since is found by the reads and `check` that go to the disk, not by a search.
 ///
 /// Within [`SearchCache::budget`] bytes. A search over more than the budget must not evict
-/// what it cached itself, or a repeat of it would find nothing: an entry the current search
-/// used is kept, the others go oldest first, and once only entries of the current search
-/// are left a new chunk is not cached.
+/// what it cached itself, or a repeat of it would find nothing: the entries the newest
+/// search scans are kept, the others go oldest first, and once only its own are left a new
+/// chunk is not cached.
 pub struct SearchCache {
     inner: Mutex<Held>,
     budget: usize,
