@@ -1,6 +1,7 @@
 import { expect, test, type Page } from '@playwright/test';
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
 import { repoJson, startServer, type RunningServer } from '../server';
@@ -55,11 +56,11 @@ async function opfsTree(page: Page): Promise<Record<string, string>> {
   });
 }
 
-function sourceTree(): Record<string, string> {
+function sourceTree(dir = folder): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const rel of walk(folder))
+  for (const rel of walk(dir))
     out[rel] = createHash('sha1')
-      .update(readFileSync(path.join(folder, rel)))
+      .update(readFileSync(path.join(dir, rel)))
       .digest('hex');
   return out;
 }
@@ -166,4 +167,36 @@ test('preview a file in the page: its text, with the terms highlighted', async (
   await expect(pre).toHaveAttribute('data-hits', String(want));
   await expect(pre.locator('mark')).toHaveCount(want);
   expect(downloads).toBe(0);
+});
+
+test('a file larger than a block is written into the folder as it comes, byte-identical', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  // 9 MiB (more than the 4 MiB block the restore writes a large file in, not a multiple of
+  // it) of a random MiB repeated, so the upload stays small; and small files beside it.
+  const dir = mkdtempSync(path.join(tmpdir(), 'ditto-restore-big-'));
+  try {
+    const block = randomBytes(1 << 20);
+    const big = Buffer.concat([...Array(9).fill(block), block.subarray(0, 12_345)]);
+    mkdirSync(path.join(dir, 'Big', 'sub'), { recursive: true });
+    writeFileSync(path.join(dir, 'Big', 'big.bin'), big);
+    writeFileSync(path.join(dir, 'Big', 'note.txt'), 'small beside a big one\n');
+    writeFileSync(path.join(dir, 'Big', 'sub', 'empty.txt'), '');
+    await openWithOpfsPicker(page);
+    await page.evaluate(() =>
+      navigator.storage.getDirectory().then((d) => d.removeEntry('restored', { recursive: true }).catch(() => {})),
+    );
+    await page.getByTestId('folder-input').setInputFiles(path.join(dir, 'Big'));
+    await page.getByTestId('source-label').fill('big');
+    await page.getByTestId('backup-start').click();
+    await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
+    version = Number(await page.getByTestId('backup-done').getAttribute('data-version'));
+    await restoreIntoFolder(page);
+    const want = sourceTree(path.join(dir, 'Big'));
+    expect(Object.keys(want)).toHaveLength(3);
+    expect(await opfsTree(page)).toEqual(want);
+    expect(errors).toEqual([]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { blocks } from './blocks';
+import { blocks, concat } from './blocks';
 
 function pieces(seed: number, count: number, maxLen: number): Uint8Array[] {
   let s = seed;
@@ -13,7 +13,8 @@ function pieces(seed: number, count: number, maxLen: number): Uint8Array[] {
   return out;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
+/** The reference: every part copied in order. */
+function joined(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
   let at = 0;
   for (const p of parts) {
@@ -39,7 +40,7 @@ describe('blocks', () => {
     ]) {
       const src = pieces(seed, 300, maxLen);
       const out = await collect(blocks(src, blockBytes));
-      expect(concat(out)).toEqual(concat(src));
+      expect(joined(out)).toEqual(joined(src));
       for (const b of out) {
         expect(b.length).toBeGreaterThan(0);
         // A block of copies is at most blockBytes; a large piece passes through whole.
@@ -71,6 +72,21 @@ describe('blocks', () => {
       8,
     ))
       out.push(b);
-    expect(concat(out)).toEqual(concat(Array.from({ length: 10 }, (_, i) => new Uint8Array(5).fill(i))));
+    expect(joined(out)).toEqual(joined(Array.from({ length: 10 }, (_, i) => new Uint8Array(5).fill(i))));
+  });
+
+  it('concat: one buffer of the parts in order; a single part is returned as it is', () => {
+    for (const [seed, count] of [
+      [5, 1],
+      [6, 2],
+      [7, 50],
+    ]) {
+      const src = pieces(seed, count, 300);
+      const size = src.reduce((s, p) => s + p.length, 0);
+      const out = concat(src, size);
+      expect(out).toEqual(joined(src));
+      if (count === 1) expect(out).toBe(src[0]);
+    }
+    expect(concat([], 0)).toEqual(new Uint8Array(0));
   });
 });

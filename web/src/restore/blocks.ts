@@ -66,3 +66,15 @@ export async function* blocks(
   w.flush();
   yield* w.take();
 }
+
+/** `parts` (`size` bytes in all) as one buffer: the only part itself, else a copy of them. */
+export function concat(parts: Uint8Array[], size: number): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -14,7 +14,7 @@ import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type Restor
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
 import { ZipWriter, type ZipPiece } from './zip';
-import { BlockWriter, blocks } from './blocks';
+import { BLOCK_BYTES, BlockWriter, blocks, concat } from './blocks';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
 import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
 
@@ -480,25 +480,31 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   } else if (format === 'folder') {
     const target = opts.folder!;
     // Opening and closing a file costs a round trip to the browser's file system (and, for a
-    // picked folder, a swap file moved into place), whatever its size: files are written
-    // several at a time, each in one write, while the next ones are assembled.
+    // picked folder, a swap file moved into place), whatever its size: files up to a block
+    // are assembled and written several at a time, each in one write of one buffer (a
+    // buffer writes faster than a Blob of the same bytes), while the next ones are
+    // assembled. A larger file is written as it comes, a block at a time, so the page never
+    // holds more of it than a block.
     const MAX_FILES = 16;
     const MAX_BYTES = 64 << 20;
     const writing = new Set<Promise<void>>();
     let pendingBytes = 0;
     let failed: unknown = null;
-    const writeFile = (name: string, parts: Uint8Array[], size: number) => {
+    const written = async (name: string, write: (w: FileSystemWritableFileStream) => Promise<void>) => {
+      const w = await target.create(name);
+      try {
+        await write(w);
+        await w.close();
+      } catch (e) {
+        await w.abort().catch(() => {});
+        throw e;
+      }
+    };
+    const writeSmall = (name: string, parts: Uint8Array[], size: number) => {
       pendingBytes += size;
-      const p = (async () => {
-        const w = await target.create(name);
-        try {
-          if (parts.length) await w.write(new Blob(parts as Uint8Array<ArrayBuffer>[]));
-          await w.close();
-        } catch (e) {
-          await w.abort().catch(() => {});
-          throw e;
-        }
-      })()
+      const p = written(name, async (w) => {
+        if (size) await w.write(concat(parts, size) as Uint8Array<ArrayBuffer>);
+      })
         .catch((e: unknown) => {
           failed ??= e;
         })
@@ -517,10 +523,23 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
             await target.dir(item.name);
             continue;
           }
+          if (item.size > BLOCK_BYTES) {
+            const out = new BlockWriter();
+            await written(item.name, async (w) => {
+              for await (const p of filePieces(k)) {
+                out.push(p.bytes);
+                for (const b of out.take()) await w.write(b as Uint8Array<ArrayBuffer>);
+              }
+              out.flush();
+              for (const b of out.take()) await w.write(b as Uint8Array<ArrayBuffer>);
+            });
+            k++;
+            continue;
+          }
           const parts: Uint8Array[] = [];
           for await (const p of filePieces(k)) parts.push(p.bytes);
           k++;
-          writeFile(item.name, parts, item.size);
+          writeSmall(item.name, parts, item.size);
           while (writing.size >= MAX_FILES || pendingBytes > MAX_BYTES) await Promise.race(writing);
         }
         await Promise.all(writing);
