@@ -366,6 +366,57 @@ export function launchProfile(dir) {
 }
 
 /**
+ * A new page of `context` on the app, once the engine is ready, with the save picker
+ * (`kind` 'file') or the folder picker ('directory') stubbed to the entry `name` of the origin
+ * private file system (Playwright cannot drive the real pickers), removed first.
+ */
+async function openWithOpfsPicker(context, server, kind, name) {
+  const page = await context.newPage();
+  await page.addInitScript(
+    ({ kind, name }) => {
+      const root = () => navigator.storage.getDirectory();
+      Object.defineProperty(window, kind === 'file' ? 'showSaveFilePicker' : 'showDirectoryPicker', {
+        value: async () =>
+          kind === 'file'
+            ? (await root()).getFileHandle(name, { create: true })
+            : (await root()).getDirectoryHandle(name, { create: true }),
+        configurable: true,
+      });
+    },
+    { kind, name },
+  );
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(server.appUrl);
+  await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+  await page.evaluate(
+    (name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true }).catch(() => {})),
+    name,
+  );
+  return { page, pageErrors };
+}
+
+/** Versions, then `button` of `version`'s row; waits for the restore's end (throws its error). */
+async function runRestore(page, version, button, what) {
+  await page.getByTestId('tab-versions').click();
+  const b = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=${button}]`);
+  await b.waitFor();
+  const t0 = now();
+  await b.click();
+  const done = page.getByTestId('restore-done');
+  await Promise.race([
+    done.waitFor({ timeout: 600_000 }),
+    page
+      .getByTestId('restore-error')
+      .waitFor({ timeout: 600_000 })
+      .then(async () => {
+        throw new Error(`${what} failed: ${await page.getByTestId('restore-error').innerText()}`);
+      }),
+  ]);
+  return { done, wallSeconds: now() - t0 };
+}
+
+/**
  * One restore of `version` as a zip written to a file the user picks, the path Chromium takes
  * (`showSaveFilePicker`, the stream written to the file as it comes): Versions, "Download
  * zip", in a fresh page of the persistent `profile` (its origin private file system is on
@@ -376,35 +427,8 @@ export function launchProfile(dir) {
  */
 export async function restoreZipToFile(profile, server, version, folder, scratch) {
   const name = `bench-restore-${version}.zip`;
-  const page = await profile.newPage();
-  await page.addInitScript((name) => {
-    Object.defineProperty(window, 'showSaveFilePicker', {
-      value: async () => (await navigator.storage.getDirectory()).getFileHandle(name, { create: true }),
-      configurable: true,
-    });
-  }, name);
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.goto(server.appUrl);
-  await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
-  const remove = (name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name).catch(() => {}));
-  await page.evaluate(remove, name);
-  await page.getByTestId('tab-versions').click();
-  const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
-  await zipButton.waitFor();
-  const t0 = now();
-  await zipButton.click();
-  const done = page.getByTestId('restore-done');
-  await Promise.race([
-    done.waitFor({ timeout: 600_000 }),
-    page
-      .getByTestId('restore-error')
-      .waitFor({ timeout: 600_000 })
-      .then(async () => {
-        throw new Error(`the restore to a file failed: ${await page.getByTestId('restore-error').innerText()}`);
-      }),
-  ]);
-  const wallSeconds = now() - t0;
+  const { page, pageErrors } = await openWithOpfsPicker(profile, server, 'file', name);
+  const { done, wallSeconds } = await runRestore(page, version, 'version-zip', 'the restore to a file');
   const result = {
     ...(await restoreFigures(done, wallSeconds)),
     containersRead: Number(await done.getAttribute('data-containers-read')),
@@ -431,7 +455,7 @@ export async function restoreZipToFile(profile, server, version, folder, scratch
     );
     appendFileSync(zip, Buffer.from(b64, 'base64'));
   }
-  await page.evaluate(remove, name);
+  await page.evaluate((name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name)), name);
   await page.close();
   checkZip(result, zip, folder, version);
   rmSync(dir, { recursive: true });
@@ -460,37 +484,9 @@ async function restoreFigures(done, wallSeconds) {
  * closed), `pageSeconds`, `mbps`, `bytes`, `requests }`.
  */
 export async function restoreFolder(context, server, version, folder, dirName) {
-  const page = await context.newPage();
-  await page.addInitScript((name) => {
-    Object.defineProperty(window, 'showDirectoryPicker', {
-      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle(name, { create: true }),
-      configurable: true,
-    });
-  }, dirName);
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.goto(server.appUrl);
-  await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
-  await page.evaluate(
-    (name) => navigator.storage.getDirectory().then((d) => d.removeEntry(name, { recursive: true }).catch(() => {})),
-    dirName,
-  );
-  await page.getByTestId('tab-versions').click();
-  const button = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-folder]`);
-  await button.waitFor();
-  const t0 = now();
-  await button.click();
-  const done = page.getByTestId('restore-done');
-  await Promise.race([
-    done.waitFor({ timeout: 600_000 }),
-    page
-      .getByTestId('restore-error')
-      .waitFor({ timeout: 600_000 })
-      .then(async () => {
-        throw new Error(`the folder restore failed: ${await page.getByTestId('restore-error').innerText()}`);
-      }),
-  ]);
-  const result = await restoreFigures(done, now() - t0);
+  const { page, pageErrors } = await openWithOpfsPicker(context, server, 'directory', dirName);
+  const { done, wallSeconds } = await runRestore(page, version, 'version-folder', 'the folder restore');
+  const result = await restoreFigures(done, wallSeconds);
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
   const got = await page.evaluate(async (name) => {
     const out = {};
