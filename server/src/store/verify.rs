@@ -46,10 +46,12 @@ pub struct Bases<'a> {
     pub cache: Option<&'a BaseCache>,
 }
 
-/// Decoded, verified delta bases, most recently added kept, within [`BaseCache::BUDGET`]
-/// bytes. A base shared by many deltas (a trained dictionary, `super::dictionary`, is up
-/// to 1 MiB) would otherwise be read, decoded and hashed again for each of them. Keyed by
-/// fingerprint and filled only with bytes that match it, so an entry never goes stale.
+/// Decoded, verified delta bases within [`BaseCache::BUDGET`] bytes. A base shared by many
+/// deltas (a trained dictionary, `super::dictionary`, is up to 1 MiB) would otherwise be
+/// read, decoded and hashed again for each of them. Keyed by fingerprint and filled only with
+/// bytes that match it, so an entry never goes stale. Eviction gives a second chance (the
+/// clock rule): the oldest entry goes unless it was used since it was last passed over, so a
+/// base many deltas share stays while bases used once come and go.
 #[derive(Default)]
 pub struct BaseCache {
     inner: Mutex<Cached>,
@@ -57,8 +59,9 @@ pub struct BaseCache {
 
 #[derive(Default)]
 struct Cached {
-    map: HashMap<Fingerprint, Arc<Vec<u8>>>,
-    /// Insertion order, oldest first.
+    /// Raw bytes, and whether they were used since the clock last passed.
+    map: HashMap<Fingerprint, (Arc<Vec<u8>>, bool)>,
+    /// The clock: oldest (or last passed over) first.
     order: VecDeque<Fingerprint>,
     bytes: usize,
 }
@@ -67,8 +70,10 @@ impl BaseCache {
     const BUDGET: usize = 64 << 20;
 
     fn get(&self, fp: &Fingerprint) -> Option<Arc<Vec<u8>>> {
-        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.map.get(fp).cloned()
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (raw, used) = g.map.get_mut(fp)?;
+        *used = true;
+        Some(raw.clone())
     }
 
     fn put(&self, fp: Fingerprint, raw: Arc<Vec<u8>>) {
@@ -77,15 +82,24 @@ impl BaseCache {
         if raw.len() > Self::BUDGET || map.contains_key(&fp) {
             return;
         }
+        // Each entry is passed over at most once before it goes: two turns at most.
         while *bytes + raw.len() > Self::BUDGET {
             let Some(old) = order.pop_front() else { break };
-            if let Some(r) = map.remove(&old) {
-                *bytes -= r.len();
+            match map.get_mut(&old) {
+                Some((_, used)) if *used => {
+                    *used = false;
+                    order.push_back(old);
+                }
+                Some(_) => {
+                    let (r, _) = map.remove(&old).expect("present");
+                    *bytes -= r.len();
+                }
+                None => {}
             }
         }
         *bytes += raw.len();
         order.push_back(fp);
-        map.insert(fp, raw);
+        map.insert(fp, (raw, false));
     }
 }
 
@@ -367,4 +381,37 @@ pub fn verify_repo(
         })?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(i: u32) -> Fingerprint {
+        let mut f = [0u8; 20];
+        f[..4].copy_from_slice(&i.to_le_bytes());
+        f
+    }
+
+    /// A base used between puts outlives bases put after it and never used (FIFO would
+    /// evict it first); the budget holds.
+    #[test]
+    fn a_base_in_use_survives_a_stream_of_others() {
+        let cache = BaseCache::default();
+        let mib = |i: u32| Arc::new(vec![i as u8; 1 << 20]);
+        cache.put(fp(0), mib(0));
+        for i in 1..400 {
+            assert!(
+                cache.get(&fp(0)).is_some(),
+                "the shared base, after {i} others"
+            );
+            cache.put(fp(i), mib(i));
+            let g = cache.inner.lock().unwrap();
+            assert!(g.bytes <= BaseCache::BUDGET);
+            assert_eq!(g.bytes, g.map.values().map(|(r, _)| r.len()).sum::<usize>());
+        }
+        assert!(cache.get(&fp(1)).is_none(), "an old base used once is gone");
+        assert!(cache.get(&fp(399)).is_some(), "the newest is kept");
+        assert_eq!(cache.get(&fp(0)).unwrap()[0], 0);
+    }
 }
