@@ -396,12 +396,24 @@ async function openWithOpfsPicker(context, server, kind, name) {
   return { page, pageErrors };
 }
 
-/** Versions, then `button` of `version`'s row; waits for the restore's end (throws its error). */
+/**
+ * Versions, then `button` of `version`'s row; waits for the restore's end (throws its error).
+ * The wall clock is the page's own, from the click to the moment the result shows (a
+ * mutation observer): Playwright's `waitFor` polls, up to 500 ms apart, which would count.
+ */
 async function runRestore(page, version, button, what) {
   await page.getByTestId('tab-versions').click();
   const b = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=${button}]`);
   await b.waitFor();
-  const t0 = now();
+  await page.evaluate(() => {
+    const clock = (window.__restoreClock = {});
+    document.addEventListener('click', () => (clock.click ??= performance.now()), { capture: true, once: true });
+    new MutationObserver((_, seen) => {
+      if (!document.querySelector('[data-testid=restore-done], [data-testid=restore-error]')) return;
+      clock.end = performance.now();
+      seen.disconnect();
+    }).observe(document.body, { childList: true, subtree: true });
+  });
   await b.click();
   const done = page.getByTestId('restore-done');
   await Promise.race([
@@ -413,7 +425,8 @@ async function runRestore(page, version, button, what) {
         throw new Error(`${what} failed: ${await page.getByTestId('restore-error').innerText()}`);
       }),
   ]);
-  return { done, wallSeconds: now() - t0 };
+  const clock = await page.evaluate(() => window.__restoreClock);
+  return { done, wallSeconds: (clock.end - clock.click) / 1000 };
 }
 
 /**
