@@ -37,11 +37,10 @@ def manifests(db):
     return {vid: json.loads(j) for vid, j in out.items()}
 
 
-def main(data_dir):
-    db = sqlite3.connect(f"file:{data_dir}/ditto.sqlite3?mode=ro", uri=True)
-    live = {bytes(fp) for (fp,) in db.execute("SELECT fp FROM chunks")}
-    _, _, raw, stored, base = decode_all(data_dir, live)
-    where = {}  # fingerprint -> (its file's recipe, index in it, version)
+def first_use(db):
+    """Each chunk's first use, in version and manifest order: fingerprint -> (its file's
+    recipe, index in it, version), and the fingerprints in that order."""
+    where = {}
     order = []
     for vid, m in sorted(manifests(db).items()):
         for e in m["entries"]:
@@ -50,6 +49,14 @@ def main(data_dir):
                 if fp not in where:
                     where[fp] = (recipe, i, vid)
                     order.append(fp)
+    return where, order
+
+
+def main(data_dir):
+    db = sqlite3.connect(f"file:{data_dir}/ditto.sqlite3?mode=ro", uri=True)
+    live = {bytes(fp) for (fp,) in db.execute("SELECT fp FROM chunks")}
+    _, _, raw, stored, base = decode_all(data_dir, live)
+    where, order = first_use(db)
 
     def delta(chunk, prefix):
         c = zs.ZstdCompressor(level=LEVEL, dict_data=prefix_dict(prefix), write_dict_id=False) if prefix else zs.ZstdCompressor(level=LEVEL)

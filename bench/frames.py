@@ -26,7 +26,7 @@ import time
 
 import zstandard as zs
 
-from bases import manifests
+from bases import first_use
 from levels import decode_all, prefix_dict
 
 LEVEL = 19
@@ -36,15 +36,10 @@ def main(data_dir, frame_kibs):
     db = sqlite3.connect(f"file:{data_dir}/ditto.sqlite3?mode=ro", uri=True)
     live = {bytes(fp) for (fp,) in db.execute("SELECT fp FROM chunks")}
     _, _, raw, stored, base = decode_all(data_dir, live)
-    where = {}  # fingerprint -> (its file's recipe, index in it, version)
+    where, first = first_use(db)
     order = collections.defaultdict(list)  # version -> its new chunks, first use first
-    for vid, m in sorted(manifests(db).items()):
-        for e in m["entries"]:
-            recipe = [bytes.fromhex(f) for f in e["recipe"]]
-            for i, fp in enumerate(recipe):
-                if fp not in where:
-                    where[fp] = (recipe, i, vid)
-                    order[vid].append(fp)
+    for fp in first:
+        order[where[fp][2]].append(fp)
     unnamed = live - set(where)
     kept = sum(stored[f] for f in unnamed)
     today = sum(stored[f] for f in where)

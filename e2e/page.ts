@@ -13,6 +13,21 @@ export async function openWithoutPicker(page: Page, server: RunningServer) {
   await expect(page.getByTestId('engine-ready')).toBeVisible();
 }
 
+/**
+ * Opens the page with the folder picker stubbed to the directory `name` of the origin private
+ * file system (Playwright cannot drive the real one).
+ */
+export async function openWithOpfsFolderPicker(page: Page, server: RunningServer, name = 'restored') {
+  await page.addInitScript((name) => {
+    Object.defineProperty(window, 'showDirectoryPicker', {
+      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle(name, { create: true }),
+      configurable: true,
+    });
+  }, name);
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+}
+
 /** Backs `folder` up as `source` through the folder input; the committed version's id. */
 export async function backUp(page: Page, folder: string, source: string): Promise<number> {
   await page.getByTestId('folder-input').setInputFiles(folder);

@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { openWithOpfsFolderPicker } from '../page';
 import { startServer, type RunningServer } from '../server';
 
 /**
@@ -116,15 +117,7 @@ test(`a ${SIZE / MiB} MiB file backs up with the tab under ${LIMIT / MiB} MiB an
   const pid = browserPid(profile);
   // The page the profile opens with: another would be one more renderer to measure.
   const page = context.pages()[0] ?? (await context.newPage());
-  // The folder picker stubbed to a directory of the origin private file system.
-  await page.addInitScript(() => {
-    Object.defineProperty(window, 'showDirectoryPicker', {
-      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle('restored', { create: true }),
-      configurable: true,
-    });
-  });
-  await page.goto(server.appUrl);
-  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await openWithOpfsFolderPicker(page, server);
   await page.getByTestId('folder-input').setInputFiles(path.join(root, 'Large'));
   const idle = rendererPss(pid);
   let backup, restore;

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
+import { openWithOpfsFolderPicker } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -22,17 +23,7 @@ test.afterAll(async () => {
   await server?.stop();
 });
 
-/** The folder picker stubbed to a directory of the origin private file system (Playwright cannot drive the real one). */
-async function openWithOpfsPicker(page: Page) {
-  await page.addInitScript(() => {
-    Object.defineProperty(window, 'showDirectoryPicker', {
-      value: async () => (await navigator.storage.getDirectory()).getDirectoryHandle('restored', { create: true }),
-      configurable: true,
-    });
-  });
-  await page.goto(server.appUrl);
-  await expect(page.getByTestId('engine-ready')).toBeVisible();
-}
+const openWithOpfsPicker = (page: Page) => openWithOpfsFolderPicker(page, server);
 
 /** Every file of the OPFS restore folder: relative path -> SHA-1 hex. */
 async function opfsTree(page: Page): Promise<Record<string, string>> {
