@@ -481,10 +481,9 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     const target = opts.folder!;
     // Opening and closing a file costs a round trip to the browser's file system (and, for a
     // picked folder, a swap file moved into place), whatever its size: files up to a block
-    // are assembled and written several at a time, each in one write of one buffer (a
-    // buffer writes faster than a Blob of the same bytes), while the next ones are
-    // assembled. A larger file is written as it comes, a block at a time, so the page never
-    // holds more of it than a block.
+    // are assembled and written several at a time, each in one write of one buffer, while
+    // the next ones are assembled. A larger file is written as it comes, a block at a time,
+    // so the page never holds more of it than a block.
     const MAX_FILES = 16;
     const MAX_BYTES = 64 << 20;
     const writing = new Set<Promise<void>>();
