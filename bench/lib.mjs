@@ -331,11 +331,7 @@ export async function restoreZip(browser, server, version, folder, scratch) {
   const wallSeconds = now() - t0;
   const done = page.getByTestId('restore-done');
   await done.waitFor({ timeout: 60_000 });
-  const result = {
-    ...(await restoreFigures(done, wallSeconds)),
-    containersRead: Number(await done.getAttribute('data-containers-read')),
-    containersMin: Number(await done.getAttribute('data-containers-min')),
-  };
+  const result = await restoreFigures(done, wallSeconds);
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
 
   const dir = mkdtempSync(path.join(scratch, 'zip-'));
@@ -442,11 +438,7 @@ export async function restoreZipToFile(profile, server, version, folder, scratch
   const name = `bench-restore-${version}.zip`;
   const { page, pageErrors } = await openWithOpfsPicker(profile, server, 'file', name);
   const { done, wallSeconds } = await runRestore(page, version, 'version-zip', 'the restore to a file');
-  const result = {
-    ...(await restoreFigures(done, wallSeconds)),
-    containersRead: Number(await done.getAttribute('data-containers-read')),
-    containersMin: Number(await done.getAttribute('data-containers-min')),
-  };
+  const result = await restoreFigures(done, wallSeconds);
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
   const dir = mkdtempSync(path.join(scratch, 'file-'));
   const zip = path.join(dir, 'restore.zip');
@@ -484,6 +476,8 @@ async function restoreFigures(done, wallSeconds) {
     mbps: await attr('data-mbps'),
     bytes: await attr('data-bytes'),
     requests: await attr('data-requests'),
+    containersRead: await attr('data-containers-read'),
+    containersMin: await attr('data-containers-min'),
   };
 }
 
@@ -494,7 +488,7 @@ async function restoreFigures(done, wallSeconds) {
  * ([`launchProfile`]): there OPFS is a folder on disk, while an ordinary (incognito) context
  * keeps it in memory. Every restored file is hashed in the page and compared with `folder`;
  * the directory is removed after. Resolves to `{ wallSeconds` (click to the last file
- * closed), `pageSeconds`, `mbps`, `bytes`, `requests }`.
+ * closed), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`, `containersMin }`.
  */
 export async function restoreFolder(context, server, version, folder, dirName) {
   const { page, pageErrors } = await openWithOpfsPicker(context, server, 'directory', dirName);

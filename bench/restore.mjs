@@ -149,14 +149,14 @@ try {
     const mb = t.zip[0].checked.bytes / 1e6;
     const row = (tool, all) => {
       const s = median(all);
-      console.log(tool.padEnd(36), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
+      console.log(tool.padEnd(44), s.toFixed(2).padStart(8), (mb / s).toFixed(1).padStart(8), '  ', list(all));
       return s;
     };
     console.log(
       `\n(${t.key}) ${t.label}, version ${t.version}: ${mb.toFixed(1)} MB, ${t.zip[0].checked.files} files, ` +
         `zip ${(t.zip[0].zipBytes / 1e6).toFixed(1)} MB, byte-identical in all ${runs} runs of each\n`,
     );
-    console.log('restore (median of runs)'.padEnd(36), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
+    console.log('restore (median of runs)'.padEnd(44), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
     const zipPage = row(
       'ditto zip, page clock (fetch->zip)',
       t.zip.map((r) => r.pageSeconds),

@@ -48,21 +48,23 @@ test.afterAll(async () => {
 
 /** The browser process of the Chromium running with the profile in `dir`. */
 function browserPid(dir: string): number {
-  const rows = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' }).split('\n');
-  for (const row of rows) {
-    const m = /^\s*(\d+)\s+(.*)$/.exec(row);
-    if (m && m[2].includes(`--user-data-dir=${dir}`) && !m[2].includes('--type=')) return Number(m[1]);
-  }
-  throw new Error(`no browser process with the profile ${dir}`);
+  const found = processes().find((r) => r.args.includes(`--user-data-dir=${dir}`) && !r.args.includes('--type='));
+  if (!found) throw new Error(`no browser process with the profile ${dir}`);
+  return found.pid;
 }
 
-/** Memory of the renderer processes (the tab and its workers) under one browser. */
-function rendererPss(browserPid: number): number {
-  const rows = execFileSync('ps', ['-eo', 'pid=,ppid=,rss=,args='], { encoding: 'utf8' })
+/** Every process: its id, its parent's and its command line. */
+function processes(): { pid: number; ppid: number; args: string }[] {
+  return execFileSync('ps', ['-eo', 'pid=,ppid=,rss=,args='], { encoding: 'utf8' })
     .split('\n')
     .map((l) => l.trim().split(/\s+/))
     .filter((r) => r.length >= 4)
     .map(([pid, ppid, , ...args]) => ({ pid: +pid, ppid: +ppid, args: args.join(' ') }));
+}
+
+/** Memory of the renderer processes (the tab and its workers) under one browser. */
+function rendererPss(browserPid: number): number {
+  const rows = processes();
   const ours = new Set([browserPid]);
   for (let grew = true; grew;) {
     grew = false;
