@@ -478,6 +478,7 @@ async function restoreFigures(done, wallSeconds) {
     requests: await attr('data-requests'),
     containersRead: await attr('data-containers-read'),
     containersMin: await attr('data-containers-min'),
+    bytesFetched: await attr('data-bytes-fetched'),
   };
 }
 
@@ -488,7 +489,8 @@ async function restoreFigures(done, wallSeconds) {
  * ([`launchProfile`]): there OPFS is a folder on disk, while an ordinary (incognito) context
  * keeps it in memory. Every restored file is hashed in the page and compared with `folder`;
  * the directory is removed after. Resolves to `{ wallSeconds` (click to the last file
- * closed), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`, `containersMin }`.
+ * closed), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`, `containersMin`,
+ * `bytesFetched }`.
  */
 export async function restoreFolder(context, server, version, folder, dirName) {
   const { page, pageErrors } = await openWithOpfsPicker(context, server, 'directory', dirName);

@@ -184,7 +184,8 @@ try {
     const rs = withRestic ? row('restic restore', t.restic) : NaN;
     console.log(
       `\nditto zip: ${t.zip[0].requests} chunk requests, ${t.zip[0].containersRead} container reads, ` +
-        `${t.zip[0].containersMin} containers hold the version's chunks`,
+        `${t.zip[0].containersMin} containers hold the version's chunks, ` +
+        `${(t.zip[0].bytesFetched / 1e6).toFixed(2)} MB fetched`,
     );
     const p = t.key === 'b' ? '' : 'a_';
     Object.assign(out, {
@@ -203,6 +204,7 @@ try {
       [`${p}requests`]: t.zip[0].requests,
       [`${p}containers_read`]: t.zip[0].containersRead,
       [`${p}containers_min`]: t.zip[0].containersMin,
+      [`${p}bytes_fetched`]: t.zip[0].bytesFetched,
       ...(withRestic && {
         [`${p}restic_restore_seconds`]: +rs.toFixed(3),
         [`${p}speed_vs_restic`]: +(rs / zipWall).toFixed(3),

@@ -1,11 +1,20 @@
 //! Restore verification: a `chunks/get` bundle decoded and every chunk checked against its
 //! fingerprint in one pass, with each chunk's CRC-32 for the zip the page writes. Nothing
 //! unverified leaves here.
+//!
+//! A restore asks for delta chunks as stored, with their base chains (`"deltas": "stored"`,
+//! `"chains": true`, docs/API.md), so that what crosses the link is what the repository
+//! stores, not the chunks' raw bytes: a bundle is then the requested chunks followed by the
+//! chain links they need, and its deltas are decoded here against those (DARE §3.4 decoding,
+//! [`crate::resemble::range`], as the search's workers do).
+
+use std::collections::HashMap;
 
 use crate::{
     compress, crc32,
-    format::bundle::{decode_bundle, Codec},
+    format::bundle::{decode_bundle, BundleEntry, Codec},
     hash::{self, Fingerprint},
+    resemble::range::{blamed_chunk, RangeChunk, RangeDecoder},
 };
 
 /// A bundle whose chunks all verified: raw bytes back to back in bundle order.
@@ -26,12 +35,27 @@ pub struct Refused {
 
 /// Decodes every chunk of `bundle` (zstd capped at its raw length) and checks that each is
 /// the stored chunk it was sent under ([`hash::first_not_stored_flat`]: the multi-buffer
-/// plain SHA-1, the fingerprint where that differs).
-pub fn verify_bundle(bundle: &[u8]) -> Result<VerifiedBundle, Refused> {
-    let entries = decode_bundle(bundle).map_err(|e| Refused {
+/// plain SHA-1, the fingerprint where that differs). The first `requested` entries are the
+/// answer; the rest are chain links their deltas need (checked too, not answered). A bundle
+/// of fewer entries is refused.
+pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, Refused> {
+    let mut entries = decode_bundle(bundle).map_err(|e| Refused {
         chunk: None,
         reason: e.to_string(),
     })?;
+    if entries.len() < requested {
+        return Err(Refused {
+            chunk: None,
+            reason: format!(
+                "{} chunks answered for {requested} requested",
+                entries.len()
+            ),
+        });
+    }
+    if entries.iter().any(|e| e.codec == Codec::Delta) {
+        return verify_with_deltas(&entries, requested);
+    }
+    entries.truncate(requested);
     let total: usize = entries.iter().map(|e| e.raw_len as usize).sum();
     let mut raw = Vec::with_capacity(total);
     let mut ranges = Vec::with_capacity(entries.len());
@@ -58,9 +82,7 @@ pub fn verify_bundle(bundle: &[u8]) -> Result<VerifiedBundle, Refused> {
                     .map_err(|why| bad(format!("its zstd data does not decode ({why})")))?;
                 raw.extend_from_slice(&out);
             }
-            Codec::Delta => {
-                return Err(bad("codec 2 is not supported by this restore".into()));
-            }
+            Codec::Delta => unreachable!("bundles with deltas are verified by verify_with_deltas"),
         }
         crcs.push(crc32::crc32(&raw[start..]));
         ranges.push((start, e.raw_len as usize));
@@ -78,6 +100,76 @@ pub fn verify_bundle(bundle: &[u8]) -> Result<VerifiedBundle, Refused> {
     Ok(VerifiedBundle {
         fps: entries.iter().map(|e| e.fp).collect(),
         lengths: entries.iter().map(|e| e.raw_len).collect(),
+        crcs,
+        raw,
+    })
+}
+
+/// [`verify_bundle`] of a bundle holding delta chunks: the requested entries are decoded as
+/// one range against the links after them ([`RangeDecoder`], which checks every chunk it
+/// hands out, links included), then laid out in request order (a repeated chunk in each of
+/// its places).
+fn verify_with_deltas<'b>(
+    entries: &[BundleEntry<'b>],
+    requested: usize,
+) -> Result<VerifiedBundle, Refused> {
+    let as_range = |e: &BundleEntry<'b>| RangeChunk {
+        fp: e.fp,
+        codec: e.codec as u8,
+        stored: e.payload,
+        raw_len: e.raw_len as usize,
+    };
+    let (answer, links) = entries.split_at(requested);
+    let chunks: Vec<RangeChunk<'_>> = answer.iter().map(as_range).collect();
+    let fetched: Vec<RangeChunk<'_>> = links.iter().map(as_range).collect();
+    let mut starts = Vec::with_capacity(requested);
+    let mut places: HashMap<Fingerprint, Vec<usize>> = HashMap::with_capacity(requested);
+    let mut total = 0usize;
+    for (k, e) in answer.iter().enumerate() {
+        starts.push(total);
+        total += e.raw_len as usize;
+        places.entry(e.fp).or_default().push(k);
+    }
+    let mut raw = vec![0u8; total];
+    let mut filled = vec![false; requested];
+    let mut dec = RangeDecoder::new().map_err(|reason| Refused {
+        chunk: None,
+        reason,
+    })?;
+    dec.decode(&chunks, &fetched, &HashMap::new(), |fp, bytes, in_range| {
+        if !in_range {
+            return;
+        }
+        for &k in places.get(fp).into_iter().flatten() {
+            // The decoder hands out `raw_len` bytes for a chunk of the range; a length that
+            // differs leaves the place unfilled, which is refused below.
+            if bytes.len() == answer[k].raw_len as usize {
+                raw[starts[k]..][..bytes.len()].copy_from_slice(bytes);
+                filled[k] = true;
+            }
+        }
+    })
+    .map_err(|reason| {
+        let chunk = blamed_chunk(&reason).map(|fp| {
+            let k = entries.iter().position(|e| e.fp == fp).unwrap_or(requested);
+            (k, fp)
+        });
+        Refused { chunk, reason }
+    })?;
+    if let Some(k) = filled.iter().position(|f| !f) {
+        return Err(Refused {
+            chunk: Some((k, answer[k].fp)),
+            reason: "it was not decoded".into(),
+        });
+    }
+    let crcs = answer
+        .iter()
+        .enumerate()
+        .map(|(k, e)| crc32::crc32(&raw[starts[k]..][..e.raw_len as usize]))
+        .collect();
+    Ok(VerifiedBundle {
+        fps: answer.iter().map(|e| e.fp).collect(),
+        lengths: answer.iter().map(|e| e.raw_len).collect(),
         crcs,
         raw,
     })
@@ -112,7 +204,7 @@ mod tests {
     #[test]
     fn verifies_decodes_and_checksums_every_chunk() {
         let (chunks, bundle) = sample();
-        let v = verify_bundle(&bundle).unwrap();
+        let v = verify_bundle(&bundle, 5).unwrap();
         assert_eq!(v.raw, chunks.concat());
         assert_eq!(
             v.lengths,
@@ -145,10 +237,103 @@ mod tests {
             + 10;
         let mut bad = bundle.clone();
         bad[at] ^= 1;
-        let e = verify_bundle(&bad).err().unwrap();
+        let e = verify_bundle(&bad, 5).err().unwrap();
         assert_eq!(e.chunk, Some((1, hash::fingerprint(&chunks[1]))));
         assert!(e.reason.contains("fingerprint as"), "{}", e.reason);
-        let e = verify_bundle(&bundle[..bundle.len() - 1]).err().unwrap();
+        let e = verify_bundle(&bundle[..bundle.len() - 1], 5).err().unwrap();
         assert_eq!(e.chunk, None);
+        let e = verify_bundle(&bundle, 6).err().unwrap();
+        assert_eq!(e.chunk, None);
+        assert!(e.reason.contains("5 chunks answered for 6"), "{}", e.reason);
+    }
+
+    /// Text-like bytes from a seed (compressible, distinct per seed).
+    fn text(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b"abcdefgh \n"[(x % 10) as usize]
+            })
+            .collect()
+    }
+
+    fn edited(base: &[u8], at: usize) -> Vec<u8> {
+        let mut v = base.to_vec();
+        v[at] ^= 0x55;
+        v.insert(at / 2, b'!');
+        v
+    }
+
+    fn delta_of(raw: &[u8], base: &[u8]) -> Vec<u8> {
+        let mut e = crate::resemble::delta::DeltaEncoder::new(3).unwrap();
+        e.encode(&hash::fingerprint(base), base, raw)
+            .unwrap()
+            .to_vec()
+    }
+
+    /// A bundle as a restore's `chunks/get` with chains answers it: `d2` (a delta on `d1`,
+    /// itself a delta on the whole chunk `b`), `w` (whole), `d2` again, then the links `d1`
+    /// and `b`. Returns the raw chunks in answer order and the bundle.
+    fn chained() -> (Vec<Vec<u8>>, Vec<u8>) {
+        let b = text(7, 40_000);
+        let d1 = edited(&b, 1_000);
+        let d2 = edited(&d1, 30_000);
+        let w = text(8, 5_000);
+        let fp = |c: &[u8]| hash::fingerprint(c);
+        let mut wr = BundleWriter::new();
+        let z = |c: &[u8]| zstd::bulk::compress(c, 3).unwrap();
+        wr.push(&fp(&d2), Codec::Delta, d2.len() as u32, &delta_of(&d2, &d1));
+        wr.push(&fp(&w), Codec::Zstd, w.len() as u32, &z(&w));
+        wr.push(&fp(&d2), Codec::Delta, d2.len() as u32, &delta_of(&d2, &d1));
+        wr.push(&fp(&d1), Codec::Delta, d1.len() as u32, &delta_of(&d1, &b));
+        wr.push(&fp(&b), Codec::Zstd, b.len() as u32, &z(&b));
+        (vec![d2.clone(), w, d2], wr.finish())
+    }
+
+    #[test]
+    fn decodes_deltas_against_the_links_after_the_answer() {
+        let (answer, bundle) = chained();
+        let v = verify_bundle(&bundle, 3).unwrap();
+        assert_eq!(v.raw, answer.concat());
+        assert_eq!(
+            v.fps,
+            answer
+                .iter()
+                .map(|c| hash::fingerprint(c))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            v.crcs,
+            answer.iter().map(|c| crc32::crc32(c)).collect::<Vec<_>>()
+        );
+        // Fewer bytes cross than the chunks hold raw.
+        assert!(bundle.len() * 4 < answer.iter().map(Vec::len).sum::<usize>());
+    }
+
+    #[test]
+    fn refuses_a_damaged_delta_or_link_and_a_missing_link() {
+        let (_, bundle) = chained();
+        let entries = decode_bundle(&bundle).unwrap();
+        let offset_of = |k: usize| entries[k].payload.as_ptr() as usize - bundle.as_ptr() as usize;
+        // A byte of the first delta's frame; then of the link `d1`'s frame.
+        for (k, blamed) in [(0usize, 0usize), (3, 3)] {
+            let mut bad = bundle.clone();
+            let at = offset_of(k) + entries[k].payload.len() - 3;
+            bad[at] ^= 0x20;
+            let e = verify_bundle(&bad, 3).err().unwrap();
+            let (i, fp) = e.chunk.expect("a chunk is named");
+            assert_eq!(fp, entries[blamed].fp, "{}", e.reason);
+            assert!(i == blamed || entries[i].fp == fp, "{}", e.reason);
+        }
+        // Without the last link the chain cannot be decoded.
+        let mut w = BundleWriter::new();
+        for e in &entries[..4] {
+            w.push(&e.fp, e.codec, e.raw_len, e.payload);
+        }
+        let e = verify_bundle(&w.finish(), 3).err().unwrap();
+        assert!(e.reason.contains("not available"), "{}", e.reason);
     }
 }

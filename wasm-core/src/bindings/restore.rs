@@ -5,14 +5,15 @@ use wasm_bindgen::prelude::*;
 
 use crate::{hash, restore};
 
-/// Verifies a whole `chunks/get` bundle ([`restore::verify_bundle`]) in one call. The answer
+/// Verifies a whole `chunks/get` bundle ([`restore::verify_bundle`]) in one call: its first
+/// `requested` entries are the answer, any after them the chain links its deltas need. The answer
 /// is one buffer, so the worker hands it to the page without copying; little-endian:
 /// verified: `0u32, n, fps (20 n), raw lengths (4 n), CRC-32s (4 n), raw bytes`;
 /// refused: `1u32, chunk index (0xffffffff: the bundle itself), fingerprint (20), reason
 /// (UTF-8)`.
 #[wasm_bindgen(js_name = verifyBundle)]
-pub fn verify_bundle(bundle: &[u8]) -> Vec<u8> {
-    match restore::verify_bundle(bundle) {
+pub fn verify_bundle(bundle: &[u8], requested: u32) -> Vec<u8> {
+    match restore::verify_bundle(bundle, requested as usize) {
         Ok(v) => {
             let n = v.fps.len();
             let mut out = Vec::with_capacity(8 + n * 28 + v.raw.len());

@@ -160,6 +160,7 @@ export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState
           data-mbps={p.mbps.toFixed(2)}
           data-containers-read={p.containersRead}
           data-containers-min={p.containersMin}
+          data-bytes-fetched={p.bytesFetched}
           data-requests={p.requestsDone}
           data-skipped-files={state.skipped?.files ?? 0}
         >

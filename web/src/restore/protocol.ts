@@ -23,8 +23,11 @@ export interface Damaged {
 }
 
 export interface RestoreApi {
-  /** A `chunks/get` answer (transferred): decode every chunk, recompute its fingerprint and compare. */
-  verify: Method<Uint8Array, Verified | Damaged>;
+  /**
+   * A `chunks/get` answer (transferred): decode every chunk, recompute its fingerprint and
+   * compare; the first `requested` are answered, the rest are the base chains of its deltas.
+   */
+  verify: Method<{ bundle: Uint8Array; requested: number }, Verified | Damaged>;
   /**
    * A file on disk cut with the backup's chunker and every chunk named by its lookup key
    * (plain SHA-1, 20 bytes each): a restore into a folder compares it with the recipe to skip

@@ -39,6 +39,8 @@ export interface RestoreProgress {
   requestsTotal: number;
   containersRead: number;
   containersMin: number;
+  /** Bytes of the `chunks/get` answers (what crossed the link). */
+  bytesFetched: number;
   elapsedMs: number;
   /** Raw bytes restored per second (MB/s, decimal). */
   mbps: number;
@@ -154,7 +156,7 @@ class ChunkSource {
     private workers: RestoreWorkers,
     private items: RestoreItem[],
     private signal: AbortSignal,
-    private onRequest: (containers: number) => void,
+    private onRequest: (containers: number, bytes: number) => void,
   ) {}
 
   /** The manifest path of the first restored file that references `fp`. */
@@ -177,12 +179,18 @@ class ChunkSource {
     );
   }
 
-  private async fetchRequest(fps: string[], into: Map<string, ZipPiece>) {
-    let bundle: Uint8Array;
+  /**
+   * A request's chunks as the repository stores them: delta chunks with their base chains,
+   * sent as read (`checked: false`; the worker decodes and checks every chunk), or, when
+   * `checked`, decoded and checked by the server first.
+   */
+  private async fetchBundle(fps: string[], checked: boolean): Promise<Uint8Array> {
     try {
-      bundle = await this.api.getChunks(fps, this.signal);
+      return checked
+        ? await this.api.getChunks(fps, this.signal)
+        : await this.api.getChunks(fps, this.signal, false, 'stored', { have: [], unchecked: true });
     } catch (e) {
-      // The server verifies what it sends: a damaged chunk is refused (and quarantined there,
+      // The server verifies what it checks: a damaged chunk is refused (and quarantined there,
       // so the next backup of the file uploads it again).
       if (e instanceof ApiError && e.code === 'damaged' && Array.isArray(e.body.damaged) && e.body.damaged.length) {
         const fp = String(e.body.damaged[0]);
@@ -197,10 +205,29 @@ class ChunkSource {
       if (e instanceof ApiError) throw new RestoreError(`Reading chunks of ${this.filesOf(fps)} failed: ${e.message}`);
       throw e;
     }
+  }
+
+  /** Fetches and verifies one request's chunks into `into`; answers the bytes fetched. */
+  private async fetchRequest(fps: string[], into: Map<string, ZipPiece>): Promise<number> {
     let v;
+    let fetched = 0;
+    const fetch = async (checked: boolean) => {
+      const bundle = await this.fetchBundle(fps, checked);
+      fetched += bundle.byteLength;
+      return bundle;
+    };
     try {
-      v = await this.workers.verify(bundle);
+      try {
+        v = await this.workers.verify(await fetch(false), fps.length);
+      } catch (e) {
+        // Sent unchecked, a damaged copy is found here, not by the server, which would
+        // quarantine it: asked again checked, the server finds it (and the restore stops
+        // with its answer), or the copy was sound and only this transfer was not.
+        if (!(e instanceof DamagedChunkError)) throw e;
+        v = await this.workers.verify(await fetch(true), fps.length);
+      }
     } catch (e) {
+      if (e instanceof RestoreError) throw e;
       if (e instanceof DamagedChunkError)
         throw new RestoreError(
           `"${this.fileOf(e.fp)}" is damaged in the repository: chunk ${e.fp} failed verification (${e.reason}). The restore stopped.`,
@@ -217,6 +244,7 @@ class ChunkSource {
         );
       into.set(got, { bytes: v.raw.subarray(v.offsets[k], v.offsets[k] + v.lengths[k]), crc: v.crcs[k] });
     }
+    return fetched;
   }
 
   /** The fetch of window `w` (created on first use; its requests are started by `pump`). */
@@ -265,9 +293,9 @@ class ChunkSource {
       const l = this.load(w);
       this.inflight++;
       this.fetchRequest(r.fps, l.chunks).then(
-        () => {
+        (bytes) => {
           this.inflight--;
-          this.onRequest(r.containers.length);
+          this.onRequest(r.containers.length, bytes);
           l.left--;
           l.wake();
           this.pump();
@@ -379,6 +407,7 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     requestsTotal: plan.stats.requests,
     containersRead: 0,
     containersMin: plan.stats.containersMin,
+    bytesFetched: 0,
     elapsedMs: 0,
     mbps: 0,
   };
@@ -397,9 +426,10 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const getSource = async () => {
     // The workers stay warm after this restore: the next one starts at once.
     const workers = await restoreWorkers();
-    source ??= new ChunkSource(api, plan, workers, items, controller.signal, (containers) => {
+    source ??= new ChunkSource(api, plan, workers, items, controller.signal, (containers, bytes) => {
       progress.requestsDone++;
       progress.containersRead += containers;
+      progress.bytesFetched += bytes;
       report();
     });
     return source;

@@ -1,7 +1,8 @@
 /// <reference lib="webworker" />
 /**
  * A restore worker: turns a `chunks/get` bundle into verified raw chunks with one wasm-core
- * call (`verifyBundle`): every chunk decoded (zstd capped at its raw length), checked to be
+ * call (`verifyBundle`): every chunk decoded (zstd capped at its raw length; a delta against
+ * the base chain the bundle carries after the answer), checked to be
  * the chunk stored under its fingerprint (the multi-buffer plain SHA-1, the collision-detecting
  * fingerprint where that differs: docs/FORMAT.md), and its CRC-32 computed for the zip.
  * Nothing unverified leaves here.
@@ -11,8 +12,8 @@ import { FP_LEN, fpHex } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
 import type { Damaged, RestoreApi, Verified } from './protocol';
 
-function verify(bundle: Uint8Array): Reply<Verified | Damaged> {
-  const out = verifyBundle(bundle);
+function verify({ bundle, requested }: { bundle: Uint8Array; requested: number }): Reply<Verified | Damaged> {
+  const out = verifyBundle(bundle, requested);
   const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   if (dv.getUint32(0, true) !== 0) {
     const index = dv.getUint32(4, true);

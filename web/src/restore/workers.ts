@@ -32,11 +32,14 @@ export class RestoreWorkers {
     return new RestoreWorkers(pool);
   }
 
-  /** Decodes and verifies a bundle (its buffer is transferred) on the least busy worker. */
-  async verify(bundle: Uint8Array): Promise<Verified> {
+  /**
+   * Decodes and verifies a bundle (its buffer is transferred) on the least busy worker: its
+   * first `requested` chunks are answered, the rest are base chains their deltas need.
+   */
+  async verify(bundle: Uint8Array, requested: number): Promise<Verified> {
     let r;
     try {
-      r = await this.pool.call(this.pool.leastLoaded(), 'verify', bundle, { transfer: [bundle.buffer] });
+      r = await this.pool.call(this.pool.leastLoaded(), 'verify', { bundle, requested }, { transfer: [bundle.buffer] });
     } catch (e) {
       throw e instanceof WorkerError ? new Error(`the chunks could not be read: ${e.message}`) : e;
     }
