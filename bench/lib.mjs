@@ -75,12 +75,16 @@ export function dataset(pkg, count) {
 
 /**
  * Starts target/release/ditto-server (under `CARGO_TARGET_DIR` if set; or `DITTO_SERVER_BIN`), serving
- * web/dist (or `DITTO_WEB_DIR`, e.g. an older build to compare with), on PORT=0 with a fresh data directory (or `dataDir`),
+ * web/dist (or `webDir`, default `DITTO_WEB_DIR`, e.g. an older build to compare with), on PORT=0 with a fresh data directory (or `dataDir`),
  * with `env` added to its environment. Resolves to `{ appUrl, origin, token, dataDir, child, stop }`: `appUrl` is the page URL with
  * the token in its fragment; `stop()` ends the process (SIGTERM) and waits for it. The data
  * directory is left for the caller (`du`, then `rmSync`).
  */
-export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')), env = {} } = {}) {
+export async function startServer({
+  dataDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-')),
+  env = {},
+  webDir = process.env.DITTO_WEB_DIR ?? path.join(ROOT, 'web', 'dist'),
+} = {}) {
   // Where scripts/build.sh put it: cargo builds into $CARGO_TARGET_DIR when that is set.
   const target = process.env.CARGO_TARGET_DIR ?? path.join(ROOT, 'target');
   const bin = process.env.DITTO_SERVER_BIN ?? path.join(target, 'release', 'ditto-server');
@@ -91,7 +95,7 @@ export async function startServer({ dataDir = mkdtempSync(path.join(tmpdir(), 'd
       ...env,
       PORT: '0',
       DATA_DIR: dataDir,
-      WEB_DIR: process.env.DITTO_WEB_DIR ?? path.join(ROOT, 'web', 'dist'),
+      WEB_DIR: webDir,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -303,10 +307,23 @@ export function sameTree(want, got, what) {
  * save picker hidden so it ends in a download. The zip is unpacked in a folder under `scratch`
  * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (click
  * to download on disk), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`,
- * `containersMin` (the page's own figures, see docs/BENCHMARKS.md), `zipBytes, checked }`.
+ * `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
+ * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `zipBytes, checked }`.
+ * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
  */
-export async function restoreZip(browser, server, version, folder, scratch) {
+export async function restoreZip(browser, server, version, folder, scratch, { link } = {}) {
   const page = await openApp(browser, server, { noSavePicker: true });
+  if (link) await emulateLink(page, link);
+  const fetched = [];
+  page.on('response', (r) => {
+    if (r.url().endsWith('/chunks/get'))
+      fetched.push(
+        r
+          .request()
+          .sizes()
+          .then((z) => z.responseBodySize),
+      );
+  });
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.getByTestId('tab-versions').click();
@@ -332,6 +349,8 @@ export async function restoreZip(browser, server, version, folder, scratch) {
   const done = page.getByTestId('restore-done');
   await done.waitFor({ timeout: 60_000 });
   const result = await restoreFigures(done, wallSeconds);
+  // Counted by the driver too, so that builds whose page does not count them compare.
+  result.responseBytes = (await Promise.all(fetched)).reduce((a, b) => a + b, 0);
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
 
   const dir = mkdtempSync(path.join(scratch, 'zip-'));
@@ -341,6 +360,23 @@ export async function restoreZip(browser, server, version, folder, scratch) {
   checkZip(result, zip, folder, version);
   rmSync(dir, { recursive: true });
   return result;
+}
+
+/**
+ * Throttles `page`'s network (Chromium's emulation, as DevTools does) to a link of `mbit`
+ * Mbit/s each way with `rttMs` of latency: what a restore from a server across the internet
+ * waits for, where a benchmark on loopback sees none of it.
+ */
+export async function emulateLink(page, { mbit, rttMs }) {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  const bytesPerSecond = (mbit * 1e6) / 8;
+  await cdp.send('Network.emulateNetworkConditions', {
+    offline: false,
+    latency: rttMs,
+    downloadThroughput: bytesPerSecond,
+    uploadThroughput: bytesPerSecond,
+  });
 }
 
 /** Unpacks the restored `zip` next to it and checks it against `folder` and the page's byte count. */
