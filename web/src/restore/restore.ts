@@ -190,8 +190,8 @@ class ChunkSource {
         ? await this.api.getChunks(fps, this.signal)
         : await this.api.getChunks(fps, this.signal, false, 'stored', { have: [], unchecked: true });
     } catch (e) {
-      // The server verifies what it checks: a damaged chunk is refused (and quarantined there,
-      // so the next backup of the file uploads it again).
+      // A checked read refuses a damaged chunk (and the server quarantines it, so the next
+      // backup of the file uploads it again).
       if (e instanceof ApiError && e.code === 'damaged' && Array.isArray(e.body.damaged) && e.body.damaged.length) {
         const fp = String(e.body.damaged[0]);
         throw new RestoreError(
