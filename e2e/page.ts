@@ -1,7 +1,12 @@
 /**
- * Driving the page as a user does, shared by the specs: open it, back a folder up.
+ * Driving the page as a user does, shared by the specs: open it, back a folder up, restore
+ * a version.
  */
 import { expect, type Page } from '@playwright/test';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { walk } from './datasets';
 import type { RunningServer } from './server';
 
 /** Opens the page without the File System Access save picker (Playwright cannot drive it): downloads are Blobs. */
@@ -35,4 +40,20 @@ export async function backUp(page: Page, folder: string, source: string): Promis
   await page.getByTestId('backup-start').click();
   await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 120_000 });
   return Number(await page.getByTestId('backup-done').getAttribute('data-version'));
+}
+
+/**
+ * Restores version `id` through the page (Versions tab, whole version as a zip, downloaded
+ * as a Blob: open the page with [`openWithoutPicker`]), unpacked into `out`; path -> bytes.
+ */
+export async function restoreVersionZip(page: Page, id: number, out: string): Promise<Map<string, Buffer>> {
+  await page.getByTestId('tab-versions').click();
+  const row = page.locator(`[data-testid=version-row][data-version="${id}"]`);
+  const [download] = await Promise.all([page.waitForEvent('download'), row.getByTestId('version-zip').click()]);
+  const zip = `${out}.zip`;
+  await download.saveAs(zip);
+  await expect(page.getByTestId('restore-done')).toBeVisible();
+  mkdirSync(out, { recursive: true });
+  execFileSync('unzip', ['-q', '-o', zip, '-d', out]);
+  return new Map(walk(out).map((rel) => [rel, readFileSync(path.join(out, rel))]));
 }

@@ -1,10 +1,10 @@
 import { expect, test, type Page } from '@playwright/test';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
+import { restoreVersionZip } from '../page';
 import { startServer, type RunningServer } from '../server';
 
 let server: RunningServer;
@@ -63,19 +63,6 @@ async function trust(page: Page) {
   };
 }
 
-/** Restores version `id` through the page (Versions tab, whole version as zip); path -> bytes. */
-async function restore(page: Page, id: number, out: string): Promise<Map<string, Buffer>> {
-  await page.getByTestId('tab-versions').click();
-  const row = page.locator(`[data-testid=version-row][data-version="${id}"]`);
-  const [download] = await Promise.all([page.waitForEvent('download'), row.getByTestId('version-zip').click()]);
-  const zip = `${out}.zip`;
-  await download.saveAs(zip);
-  await expect(page.getByTestId('restore-done')).toBeVisible();
-  mkdirSync(out, { recursive: true });
-  execFileSync('unzip', ['-q', '-o', zip, '-d', out]);
-  return new Map(walk(out).map((rel) => [rel, readFileSync(path.join(out, rel))]));
-}
-
 /** The same length, other bytes: what a same-size edit looks like. */
 function sameSizeEdit(file: string, text: boolean) {
   const old = readFileSync(file);
@@ -126,7 +113,7 @@ test('same-size edits under a fixed or shared mtime are read, and every version 
     versions.push({ id, files: snapshot(dir) });
   }
   for (const v of versions) {
-    const got = await restore(page, v.id, testInfo.outputPath(`v${v.id}`));
+    const got = await restoreVersionZip(page, v.id, testInfo.outputPath(`v${v.id}`));
     expect([...got.keys()].sort()).toEqual([...v.files.keys()].sort());
     for (const [rel, want] of v.files) expect(got.get(rel)!.equals(want), `version ${v.id}: ${rel}`).toBe(true);
   }
@@ -176,7 +163,7 @@ test('a sampled file that changed under the same size and mtime makes the backup
     [v3, want3],
     [v4, want3],
   ] as const) {
-    const got = await restore(page, id, testInfo.outputPath(`n${id}`));
+    const got = await restoreVersionZip(page, id, testInfo.outputPath(`n${id}`));
     for (const [rel, bytes] of want) expect(got.get(rel)!.equals(bytes), `version ${id}: ${rel}`).toBe(true);
   }
   expect(v1).toBeLessThan(v2);

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
-import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
+import { pageHits, scanFolders as scanAll } from '../hits';
 import { startServer, type RunningServer } from '../server';
 // @ts-expect-error plain ESM script without types
 import { startBalancer } from '../../scripts/lb.mjs';

@@ -1,11 +1,10 @@
 import { expect, test, type Locator, type Page } from '@playwright/test';
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
 import { expectSame, pageHits, scanFolders as scanAll, type ScanOptions } from '../hits';
-import { backUp, openWithoutPicker } from '../page';
+import { backUp, openWithoutPicker, restoreVersionZip } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 // Delta chunks (issue 17) in the page: after the server's delta pass re-stored the second
@@ -305,17 +304,9 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
 
 /** Restores version `id` as a zip into `out` and checks it against the third folder. */
 async function restoreZip(page: Page, id: number, out: string) {
-  await page.getByTestId('tab-versions').click();
-  const row = page.locator(`[data-testid=version-row][data-version="${id}"]`);
-  const [download] = await Promise.all([page.waitForEvent('download'), row.getByTestId('version-zip').click()]);
-  const zip = `${out}.zip`;
-  await download.saveAs(zip);
-  await expect(page.getByTestId('restore-done')).toBeVisible();
-  mkdirSync(out, { recursive: true });
-  execFileSync('unzip', ['-q', '-o', zip, '-d', out]);
-  expect(walk(out)).toEqual(walk(folders[2]));
-  for (const rel of walk(folders[2]))
-    expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[2], rel))), rel).toBe(true);
+  const got = await restoreVersionZip(page, id, out);
+  expect([...got.keys()].sort()).toEqual(walk(folders[2]).sort());
+  for (const [rel, bytes] of got) expect(bytes.equals(readFileSync(path.join(folders[2], rel))), rel).toBe(true);
 }
 
 test('a restore whose unchecked answer arrives damaged asks again checked and is still identical', async ({

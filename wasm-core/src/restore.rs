@@ -179,6 +179,7 @@ fn verify_with_deltas<'b>(
 mod tests {
     use super::*;
     use crate::format::bundle::BundleWriter;
+    use crate::resemble::testdata::{data, edit};
 
     fn sample() -> (Vec<Vec<u8>>, Vec<u8>) {
         let chunks: Vec<Vec<u8>> = (0..5u32)
@@ -247,26 +248,6 @@ mod tests {
         assert!(e.reason.contains("5 chunks answered for 6"), "{}", e.reason);
     }
 
-    /// Text-like bytes from a seed (compressible, distinct per seed).
-    fn text(seed: u64, n: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b"abcdefgh \n"[(x % 10) as usize]
-            })
-            .collect()
-    }
-
-    fn edited(base: &[u8], at: usize) -> Vec<u8> {
-        let mut v = base.to_vec();
-        v[at] ^= 0x55;
-        v.insert(at / 2, b'!');
-        v
-    }
-
     fn delta_of(raw: &[u8], base: &[u8]) -> Vec<u8> {
         let mut e = crate::resemble::delta::DeltaEncoder::new(3).unwrap();
         e.encode(&hash::fingerprint(base), base, raw)
@@ -278,10 +259,10 @@ mod tests {
     /// itself a delta on the whole chunk `b`), `w` (whole), `d2` again, then the links `d1`
     /// and `b`. Returns the raw chunks in answer order and the bundle.
     fn chained() -> (Vec<Vec<u8>>, Vec<u8>) {
-        let b = text(7, 40_000);
-        let d1 = edited(&b, 1_000);
-        let d2 = edited(&d1, 30_000);
-        let w = text(8, 5_000);
+        let b = data(7, 40_000);
+        let d1 = edit(&b, 1_000);
+        let d2 = edit(&d1, 30_000);
+        let w = data(8, 5_000);
         let fp = |c: &[u8]| hash::fingerprint(c);
         let mut wr = BundleWriter::new();
         let z = |c: &[u8]| zstd::bulk::compress(c, 3).unwrap();

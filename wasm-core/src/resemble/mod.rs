@@ -42,3 +42,5 @@ pub mod delta;
 pub mod dupadj;
 pub mod range;
 pub mod superfeature;
+#[cfg(test)]
+pub(crate) mod testdata;

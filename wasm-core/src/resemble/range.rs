@@ -327,26 +327,8 @@ mod tests {
     use super::super::delta::DeltaEncoder;
     use super::*;
     use crate::compress::{Compressor, CODEC_RAW};
+    use super::super::testdata::{data, edit};
     use crate::hash::fingerprint;
-
-    fn data(seed: u64, n: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b"abcdefgh \n"[(x % 10) as usize]
-            })
-            .collect()
-    }
-
-    fn edit(base: &[u8], at: usize) -> Vec<u8> {
-        let mut v = base.to_vec();
-        v[at] ^= 0x55;
-        v.insert(at / 2, b'!');
-        v
-    }
 
     struct Stored {
         fp: Fingerprint,
