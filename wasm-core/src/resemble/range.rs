@@ -325,9 +325,9 @@ pub fn blamed_chunk(err: &str) -> Option<Fingerprint> {
 #[cfg(test)]
 mod tests {
     use super::super::delta::DeltaEncoder;
+    use super::super::testdata::{data, edit};
     use super::*;
     use crate::compress::{Compressor, CODEC_RAW};
-    use super::super::testdata::{data, edit};
     use crate::hash::fingerprint;
 
     struct Stored {
