@@ -1653,7 +1653,8 @@ fn chunks_get_answers_base_chains_in_one_request() {
         .collect();
     assert_eq!(got, asked);
     // Bad requests: JSON errors, nothing streamed.
-    let many: Vec<String> = (0..257u32)
+    // One more than `have` may name (server/src/api/mod.rs, MAX_GET_HAVE).
+    let many: Vec<String> = (0..16_385u32)
         .map(|i| to_hex(&fingerprint(&i.to_le_bytes())))
         .collect();
     for body in [

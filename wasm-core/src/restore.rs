@@ -6,7 +6,9 @@
 //! `"chains": true`, docs/API.md), so that what crosses the link is what the repository
 //! stores, not the chunks' raw bytes: a bundle is then the requested chunks followed by the
 //! chain links they need, and its deltas are decoded here against those (DARE §3.4 decoding,
-//! [`crate::resemble::range`], as the search's workers do).
+//! [`crate::resemble::range`], as the search's workers do). A [`RestoreSession`] keeps what
+//! its answers carried, as stored, so that the restore can name those chunks in the next
+//! request's `have` and the server does not send them again as another delta's links.
 
 use std::collections::HashMap;
 
@@ -39,7 +41,13 @@ pub struct Refused {
 /// answer; the rest are chain links their deltas need (checked too, not answered). A bundle
 /// of fewer entries is refused.
 pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, Refused> {
-    let mut entries = decode_bundle(bundle).map_err(|e| Refused {
+    let entries = answer_entries(bundle, requested)?;
+    verify_entries(&entries, requested, &HashMap::new())
+}
+
+/// The entries of `bundle`, refused if fewer than `requested`.
+fn answer_entries(bundle: &[u8], requested: usize) -> Result<Vec<BundleEntry<'_>>, Refused> {
+    let entries = decode_bundle(bundle).map_err(|e| Refused {
         chunk: None,
         reason: e.to_string(),
     })?;
@@ -52,10 +60,19 @@ pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, 
             ),
         });
     }
+    Ok(entries)
+}
+
+/// [`verify_bundle`] over parsed entries, with the chunks a session holds as further links.
+fn verify_entries(
+    entries: &[BundleEntry<'_>],
+    requested: usize,
+    held: &HashMap<Fingerprint, Held>,
+) -> Result<VerifiedBundle, Refused> {
     if entries.iter().any(|e| e.codec == Codec::Delta) {
-        return verify_with_deltas(&entries, requested);
+        return verify_with_deltas(entries, requested, held);
     }
-    entries.truncate(requested);
+    let entries = &entries[..requested];
     let total: usize = entries.iter().map(|e| e.raw_len as usize).sum();
     let mut raw = Vec::with_capacity(total);
     let mut ranges = Vec::with_capacity(entries.len());
@@ -112,6 +129,7 @@ pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, 
 fn verify_with_deltas<'b>(
     entries: &[BundleEntry<'b>],
     requested: usize,
+    held: &'b HashMap<Fingerprint, Held>,
 ) -> Result<VerifiedBundle, Refused> {
     let as_range = |e: &BundleEntry<'b>| RangeChunk {
         fp: e.fp,
@@ -121,7 +139,16 @@ fn verify_with_deltas<'b>(
     };
     let (answer, links) = entries.split_at(requested);
     let chunks: Vec<RangeChunk<'_>> = answer.iter().map(as_range).collect();
-    let fetched: Vec<RangeChunk<'_>> = links.iter().map(as_range).collect();
+    let fetched: Vec<RangeChunk<'_>> = links
+        .iter()
+        .map(as_range)
+        .chain(held.iter().map(|(fp, h)| RangeChunk {
+            fp: *fp,
+            codec: h.codec,
+            stored: &h.stored,
+            raw_len: h.raw_len,
+        }))
+        .collect();
     let mut starts = Vec::with_capacity(requested);
     let mut places: HashMap<Fingerprint, Vec<usize>> = HashMap::with_capacity(requested);
     let mut total = 0usize;
@@ -173,6 +200,69 @@ fn verify_with_deltas<'b>(
         crcs,
         raw,
     })
+}
+
+/// A chunk a [`RestoreSession`] keeps: as stored, verified when it arrived.
+pub struct Held {
+    codec: u8,
+    stored: Vec<u8>,
+    raw_len: usize,
+}
+
+/// One restore's answers, kept as stored (a few bytes a delta) so that a later answer's
+/// deltas may name them as bases without the server sending them again: the restore lists
+/// what a session holds in its requests' `have` (docs/API.md), and the chain walk stops there.
+/// A session keeps whole answers or nothing (at most [`RestoreSession::HELD_BYTES`]), so every
+/// chunk it holds has its own chain held too, and it never drops what it kept, so a `have`
+/// made from what it answered stays true.
+#[derive(Default)]
+pub struct RestoreSession {
+    held: HashMap<Fingerprint, Held>,
+    held_bytes: usize,
+}
+
+impl RestoreSession {
+    /// Stored bytes a session keeps at most.
+    pub const HELD_BYTES: usize = 32 << 20;
+
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// [`verify_bundle`], the chunks held decoding the answer's deltas too; also answers the
+    /// fingerprints this answer added to what the session holds.
+    pub fn verify(
+        &mut self,
+        bundle: &[u8],
+        requested: usize,
+    ) -> Result<(VerifiedBundle, Vec<Fingerprint>), Refused> {
+        let entries = answer_entries(bundle, requested)?;
+        let verified = verify_entries(&entries, requested, &self.held)?;
+        let mut fresh: Vec<&BundleEntry<'_>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for e in &entries {
+            if !self.held.contains_key(&e.fp) && seen.insert(e.fp) {
+                fresh.push(e);
+            }
+        }
+        let bytes: usize = fresh.iter().map(|e| e.payload.len()).sum();
+        if self.held_bytes + bytes > Self::HELD_BYTES {
+            return Ok((verified, Vec::new()));
+        }
+        self.held_bytes += bytes;
+        let kept = fresh.iter().map(|e| e.fp).collect();
+        for e in fresh {
+            self.held.insert(
+                e.fp,
+                Held {
+                    codec: e.codec as u8,
+                    stored: e.payload.to_vec(),
+                    raw_len: e.raw_len as usize,
+                },
+            );
+        }
+        Ok((verified, kept))
+    }
 }
 
 #[cfg(test)]
@@ -316,5 +406,41 @@ mod tests {
         }
         let e = verify_bundle(&w.finish(), 3).err().unwrap();
         assert!(e.reason.contains("not available"), "{}", e.reason);
+    }
+
+    #[test]
+    fn a_session_decodes_a_later_answer_against_what_it_holds() {
+        let b = data(7, 40_000);
+        let d1 = edit(&b, 1_000);
+        let d2 = edit(&d1, 30_000);
+        let fp = |c: &[u8]| hash::fingerprint(c);
+        let z = |c: &[u8]| zstd::bulk::compress(c, 3).unwrap();
+        // First answer: d1 with its link b.
+        let mut w = BundleWriter::new();
+        w.push(&fp(&d1), Codec::Delta, d1.len() as u32, &delta_of(&d1, &b));
+        w.push(&fp(&b), Codec::Zstd, b.len() as u32, &z(&b));
+        let first = w.finish();
+        let mut session = RestoreSession::new();
+        let (v, kept) = session.verify(&first, 1).unwrap();
+        assert_eq!(v.raw, d1);
+        assert_eq!(kept, vec![fp(&d1), fp(&b)]);
+        // Second answer: d2 without links (the request's `have` named d1).
+        let mut w = BundleWriter::new();
+        w.push(&fp(&d2), Codec::Delta, d2.len() as u32, &delta_of(&d2, &d1));
+        let second = w.finish();
+        let (v, kept) = session.verify(&second, 1).unwrap();
+        assert_eq!(v.raw, d2);
+        assert_eq!(kept, vec![fp(&d2)]);
+        // Without the session, the same answer lacks its base.
+        let e = verify_bundle(&second, 1).err().unwrap();
+        assert!(e.reason.contains("not available"), "{}", e.reason);
+        // A refused answer keeps nothing.
+        let mut bad = second.clone();
+        let n = bad.len();
+        bad[n - 2] ^= 0x20;
+        let mut fresh = RestoreSession::new();
+        fresh.verify(&first, 1).unwrap();
+        assert!(fresh.verify(&bad, 1).is_err());
+        assert!(!fresh.held.contains_key(&fp(&d2)));
     }
 }

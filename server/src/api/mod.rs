@@ -39,9 +39,10 @@ pub const MAX_MISSING_BODY: usize = 16 << 20;
 pub const MAX_MISSING_FPS: usize = 200_000;
 pub const MAX_GET_BODY: usize = 4 << 20;
 pub const MAX_GET_FPS: usize = 65_536;
-/// `chunks/get`'s `have` names the few chain ends a client holds (a trained dictionary),
-/// not its whole cache: every answer's chain walk checks against it.
-pub const MAX_GET_HAVE: usize = 256;
+/// `chunks/get`'s `have` names chunks a client holds, where answers' chain walks stop: the
+/// chain ends a search worker keeps (a trained dictionary), or what a restore's earlier
+/// answers carried. As many as a request may ask for.
+pub const MAX_GET_HAVE: usize = MAX_GET_FPS / 4;
 pub const MAX_MANIFEST_BODY: usize = 256 << 20;
 /// Beyond the limit, bodies are read and discarded up to this size so that the client
 /// still receives its 413; larger ones are cut off.

@@ -5,7 +5,7 @@
 //! - [`chunk_engine`]: chunking and fingerprinting one file (`ChunkEngine`, `RecipeHints`).
 //! - [`segments`]: one segment of a large file split across workers (`SegmentChunker`).
 //! - [`upload`]: a worker's new chunks, compressed and packed for upload (`NewChunkBatch`).
-//! - [`restore`]: verifying fetched chunks (`verifyBundle`, `fingerprintMany`).
+//! - [`restore`]: verifying fetched chunks (`RestoreSession`, `fingerprintMany`).
 //! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
 //! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
 //!   call, kept out of the page's Wasm.
@@ -29,7 +29,7 @@ pub mod bench;
 
 pub use chunk_engine::{ChunkEngine, RecipeHints};
 pub use hashing::{sha1_hex, FileHasher};
-pub use restore::{fingerprint_many, verify_bundle};
+pub use restore::{fingerprint_many, RestoreSession};
 pub use segments::SegmentChunker;
 pub use upload::NewChunkBatch;
 

@@ -3,43 +3,69 @@
 
 use wasm_bindgen::prelude::*;
 
-use crate::{hash, restore};
+use crate::{
+    hash::{self, FINGERPRINT_LEN},
+    restore,
+};
 
-/// Verifies a whole `chunks/get` bundle ([`restore::verify_bundle`]) in one call: its first
-/// `requested` entries are the answer, any after them the chain links its deltas need. The answer
-/// is one buffer, so the worker hands it to the page without copying; little-endian:
-/// verified: `0u32, n, fps (20 n), raw lengths (4 n), CRC-32s (4 n), raw bytes`;
-/// refused: `1u32, chunk index (0xffffffff: the bundle itself), fingerprint (20), reason
-/// (UTF-8)`.
-#[wasm_bindgen(js_name = verifyBundle)]
-pub fn verify_bundle(bundle: &[u8], requested: u32) -> Vec<u8> {
-    match restore::verify_bundle(bundle, requested as usize) {
-        Ok(v) => {
-            let n = v.fps.len();
-            let mut out = Vec::with_capacity(8 + n * 28 + v.raw.len());
-            out.extend_from_slice(&0u32.to_le_bytes());
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-            for fp in &v.fps {
-                out.extend_from_slice(fp);
+/// One restore's verification in a worker ([`restore::RestoreSession`]): each `chunks/get`
+/// answer decoded and checked in one call, against its own chain links and what the session
+/// kept of earlier answers.
+#[wasm_bindgen(js_name = RestoreSession)]
+pub struct RestoreSession(restore::RestoreSession);
+
+#[wasm_bindgen(js_class = RestoreSession)]
+impl RestoreSession {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> RestoreSession {
+        RestoreSession(restore::RestoreSession::new())
+    }
+
+    /// Verifies a bundle whose first `requested` entries are the answer and any after them
+    /// the chain links its deltas need. One buffer, so the worker hands it to the page
+    /// without copying; little-endian: verified: `0u32, n, fps (20 n), raw lengths (4 n),
+    /// CRC-32s (4 n), raw bytes, m, fingerprints the session now holds too (20 m)`; refused:
+    /// `1u32, chunk index (0xffffffff: the bundle itself), fingerprint (20), reason (UTF-8)`.
+    pub fn verify(&mut self, bundle: &[u8], requested: u32) -> Vec<u8> {
+        match self.0.verify(bundle, requested as usize) {
+            Ok((v, kept)) => {
+                let n = v.fps.len();
+                let mut out =
+                    Vec::with_capacity(12 + n * 28 + v.raw.len() + kept.len() * FINGERPRINT_LEN);
+                out.extend_from_slice(&0u32.to_le_bytes());
+                out.extend_from_slice(&(n as u32).to_le_bytes());
+                for fp in &v.fps {
+                    out.extend_from_slice(fp);
+                }
+                for l in &v.lengths {
+                    out.extend_from_slice(&l.to_le_bytes());
+                }
+                for c in &v.crcs {
+                    out.extend_from_slice(&c.to_le_bytes());
+                }
+                out.extend_from_slice(&v.raw);
+                out.extend_from_slice(&(kept.len() as u32).to_le_bytes());
+                for fp in &kept {
+                    out.extend_from_slice(fp);
+                }
+                out
             }
-            for l in &v.lengths {
-                out.extend_from_slice(&l.to_le_bytes());
+            Err(e) => {
+                let (k, fp) = e.chunk.unwrap_or((u32::MAX as usize, [0; 20]));
+                let mut out = Vec::with_capacity(28 + e.reason.len());
+                out.extend_from_slice(&1u32.to_le_bytes());
+                out.extend_from_slice(&(k as u32).to_le_bytes());
+                out.extend_from_slice(&fp);
+                out.extend_from_slice(e.reason.as_bytes());
+                out
             }
-            for c in &v.crcs {
-                out.extend_from_slice(&c.to_le_bytes());
-            }
-            out.extend_from_slice(&v.raw);
-            out
         }
-        Err(e) => {
-            let (k, fp) = e.chunk.unwrap_or((u32::MAX as usize, [0; 20]));
-            let mut out = Vec::with_capacity(28 + e.reason.len());
-            out.extend_from_slice(&1u32.to_le_bytes());
-            out.extend_from_slice(&(k as u32).to_le_bytes());
-            out.extend_from_slice(&fp);
-            out.extend_from_slice(e.reason.as_bytes());
-            out
-        }
+    }
+}
+
+impl Default for RestoreSession {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

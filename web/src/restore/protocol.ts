@@ -12,6 +12,8 @@ export interface Verified {
   lengths: Uint32Array;
   crcs: Uint32Array;
   raw: Uint8Array;
+  /** Fingerprints (20 bytes each) the worker's restore session kept from this answer. */
+  kept: Uint8Array;
 }
 
 /** Chunk `index` (fingerprint `fp`) is damaged: `reason` says how. */
@@ -26,8 +28,10 @@ export interface RestoreApi {
   /**
    * A `chunks/get` answer (transferred): decode every chunk, recompute its fingerprint and
    * compare; the first `requested` are answered, the rest are the base chains of its deltas.
+   * `restore` names the restore: the worker keeps one session per restore, which holds what
+   * its answers carried as stored so that later answers need not carry it again.
    */
-  verify: Method<{ bundle: Uint8Array; requested: number }, Verified | Damaged>;
+  verify: Method<{ bundle: Uint8Array; requested: number; restore: number }, Verified | Damaged>;
   /**
    * A file on disk cut with the backup's chunker and every chunk named by its lookup key
    * (plain SHA-1, 20 bytes each): a restore into a folder compares it with the recipe to skip

@@ -9,7 +9,7 @@
  */
 import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
-import { fpHex } from '../backup/hex';
+import { FP_LEN, fpHex } from '../backup/hex';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
@@ -138,6 +138,12 @@ interface WindowLoad {
   wake: () => void;
 }
 
+/** Restores started in this page (each names its sessions in the restore workers). */
+let restoresStarted = 0;
+
+/** Most fingerprints a request lists as held (`have`; the server's limit, docs/API.md). */
+const MAX_HAVE = 16_384;
+
 /**
  * Serves the chunks of a plan in reference order: fetches window w+1 while window w is
  * being written, and keeps the plan's restore cache between windows.
@@ -149,6 +155,12 @@ class ChunkSource {
   private inflight = 0;
   private nextWindow = 0;
   private nextRequest = 0;
+  /** Names this restore's sessions in the workers. */
+  private readonly restoreId = ++restoresStarted;
+  /** Requests sent so far: request k goes to worker k mod the pool's size. */
+  private requestsSent = 0;
+  /** Per worker, the chunks its session holds as stored (what its answers carried). */
+  private held: Set<string>[];
 
   constructor(
     private api: Api,
@@ -157,7 +169,9 @@ class ChunkSource {
     private items: RestoreItem[],
     private signal: AbortSignal,
     private onRequest: (containers: number, bytes: number) => void,
-  ) {}
+  ) {
+    this.held = Array.from({ length: workers.size }, () => new Set<string>());
+  }
 
   /** The manifest path of the first restored file that references `fp`. */
   private fileOf(fp: string): string {
@@ -184,11 +198,11 @@ class ChunkSource {
    * sent as read (`checked: false`; the worker decodes and checks every chunk), or, when
    * `checked`, decoded and checked by the server first.
    */
-  private async fetchBundle(fps: string[], checked: boolean): Promise<Uint8Array> {
+  private async fetchBundle(fps: string[], checked: boolean, have: string[]): Promise<Uint8Array> {
     try {
       return checked
         ? await this.api.getChunks(fps, this.signal)
-        : await this.api.getChunks(fps, this.signal, false, 'stored', { have: [], unchecked: true });
+        : await this.api.getChunks(fps, this.signal, false, 'stored', { have, unchecked: true });
     } catch (e) {
       // A checked read refuses a damaged chunk (and the server quarantines it, so the next
       // backup of the file uploads it again).
@@ -211,20 +225,24 @@ class ChunkSource {
   private async fetchRequest(fps: string[], into: Map<string, ZipPiece>): Promise<number> {
     let v;
     let fetched = 0;
+    const worker = this.requestsSent++ % this.held.length;
+    // What this worker's session holds need not come again as a link of another chunk.
+    const have = [...this.held[worker]].slice(0, MAX_HAVE);
     const fetch = async (checked: boolean) => {
-      const bundle = await this.fetchBundle(fps, checked);
+      const bundle = await this.fetchBundle(fps, checked, have);
       fetched += bundle.byteLength;
       return bundle;
     };
+    const verify = (bundle: Uint8Array) => this.workers.verify(bundle, fps.length, worker, this.restoreId);
     try {
       try {
-        v = await this.workers.verify(await fetch(false), fps.length);
+        v = await verify(await fetch(false));
       } catch (e) {
         // Sent unchecked, a damaged copy is found here, not by the server, which would
         // quarantine it: asked again checked, the server finds it (and the restore stops
         // with its answer), or the copy was sound and only this transfer was not.
         if (!(e instanceof DamagedChunkError)) throw e;
-        v = await this.workers.verify(await fetch(true), fps.length);
+        v = await verify(await fetch(true));
       }
     } catch (e) {
       if (e instanceof RestoreError) throw e;
@@ -244,6 +262,7 @@ class ChunkSource {
         );
       into.set(got, { bytes: v.raw.subarray(v.offsets[k], v.offsets[k] + v.lengths[k]), crc: v.crcs[k] });
     }
+    for (let k = 0; k < v.kept.length / FP_LEN; k++) this.held[worker].add(fpHex(v.kept, k));
     return fetched;
   }
 

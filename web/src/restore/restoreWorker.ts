@@ -1,19 +1,38 @@
 /// <reference lib="webworker" />
 /**
  * A restore worker: turns a `chunks/get` bundle into verified raw chunks with one wasm-core
- * call (`verifyBundle`): every chunk decoded (zstd capped at its raw length; a delta against
- * the base chain the bundle carries after the answer), checked to be
- * the chunk stored under its fingerprint (the multi-buffer plain SHA-1, the collision-detecting
- * fingerprint where that differs: docs/FORMAT.md), and its CRC-32 computed for the zip.
- * Nothing unverified leaves here.
+ * call (`RestoreSession.verify`): every chunk decoded (zstd capped at its raw length; a delta
+ * against the base chain the bundle carries after the answer, or against a chunk the
+ * restore's session kept from an earlier answer), checked to be the chunk stored under its
+ * fingerprint (the multi-buffer plain SHA-1, the collision-detecting fingerprint where that
+ * differs: docs/FORMAT.md), and its CRC-32 computed for the zip. Nothing unverified leaves here.
  */
-import init, { ChunkEngine, verifyBundle } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkEngine, RestoreSession } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
 import type { Damaged, RestoreApi, Verified } from './protocol';
 
-function verify({ bundle, requested }: { bundle: Uint8Array; requested: number }): Reply<Verified | Damaged> {
-  const out = verifyBundle(bundle, requested);
+/** The session of the restore this worker verifies for (a new restore starts a new one). */
+let current: { restore: number; session: RestoreSession } | null = null;
+
+function sessionOf(restore: number): RestoreSession {
+  if (current?.restore !== restore) {
+    current?.session.free();
+    current = { restore, session: new RestoreSession() };
+  }
+  return current.session;
+}
+
+function verify({
+  bundle,
+  requested,
+  restore,
+}: {
+  bundle: Uint8Array;
+  requested: number;
+  restore: number;
+}): Reply<Verified | Damaged> {
+  const out = sessionOf(restore).verify(bundle, requested);
   const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   if (dv.getUint32(0, true) !== 0) {
     const index = dv.getUint32(4, true);
@@ -22,17 +41,22 @@ function verify({ bundle, requested }: { bundle: Uint8Array; requested: number }
     return { type: 'bad', index, fp: fpHex(out.subarray(8, 8 + FP_LEN)), reason };
   }
   const n = dv.getUint32(4, true);
-  // Views into the one buffer wasm-core answered (it starts 8-aligned, every part is 4-aligned).
+  // Views into the one buffer wasm-core answered (it starts 8-aligned, every part up to the
+  // raw bytes is 4-aligned).
   const fps = out.subarray(8, 8 + n * FP_LEN);
   const lengths = new Uint32Array(out.buffer, out.byteOffset + 8 + n * FP_LEN, n);
   const crcs = new Uint32Array(out.buffer, out.byteOffset + 8 + n * (FP_LEN + 4), n);
-  const raw = out.subarray(8 + n * (FP_LEN + 8));
+  const rawAt = 8 + n * (FP_LEN + 8);
   const offsets = new Uint32Array(n);
-  for (let k = 0, at = 0; k < n; k++) {
+  let at = 0;
+  for (let k = 0; k < n; k++) {
     offsets[k] = at;
     at += lengths[k];
   }
-  return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw }, [out.buffer, offsets.buffer]);
+  const raw = out.subarray(rawAt, rawAt + at);
+  const m = dv.getUint32(rawAt + at, true);
+  const kept = out.subarray(rawAt + at + 4, rawAt + at + 4 + m * FP_LEN);
+  return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw, kept }, [out.buffer, offsets.buffer]);
 }
 
 /**

@@ -32,14 +32,21 @@ export class RestoreWorkers {
     return new RestoreWorkers(pool);
   }
 
+  /** How many workers the pool has (a restore spreads its requests over them). */
+  get size(): number {
+    return this.pool.size;
+  }
+
   /**
-   * Decodes and verifies a bundle (its buffer is transferred) on the least busy worker: its
-   * first `requested` chunks are answered, the rest are base chains their deltas need.
+   * Decodes and verifies a bundle (its buffer is transferred) on worker `worker`, in the
+   * session of restore `restore`: its first `requested` chunks are answered, the rest are
+   * base chains their deltas need. A restore sends each request to a fixed worker, whose
+   * session holds what that worker's earlier answers carried (`kept`).
    */
-  async verify(bundle: Uint8Array, requested: number): Promise<Verified> {
+  async verify(bundle: Uint8Array, requested: number, worker: number, restore: number): Promise<Verified> {
     let r;
     try {
-      r = await this.pool.call(this.pool.leastLoaded(), 'verify', { bundle, requested }, { transfer: [bundle.buffer] });
+      r = await this.pool.call(worker, 'verify', { bundle, requested, restore }, { transfer: [bundle.buffer] });
     } catch (e) {
       throw e instanceof WorkerError ? new Error(`the chunks could not be read: ${e.message}`) : e;
     }
