@@ -222,8 +222,9 @@ pub struct RestoreSession {
 }
 
 impl RestoreSession {
-    /// Stored bytes a session keeps at most.
-    pub const HELD_BYTES: usize = 32 << 20;
+    /// Stored bytes a session keeps at most: a restore worker's memory beside its answers,
+    /// for as long as the restore runs.
+    pub const HELD_BYTES: usize = 16 << 20;
 
     pub fn new() -> Self {
         Self::default()

@@ -32,6 +32,8 @@ export interface RestoreApi {
    * its answers carried as stored so that later answers need not carry it again.
    */
   verify: Method<{ bundle: Uint8Array; requested: number; restore: number }, Verified | Damaged>;
+  /** Restore `restore` is over: its session's chunks are let go. */
+  endRestore: Method<number, null>;
   /**
    * A file on disk cut with the backup's chunker and every chunk named by its lookup key
    * (plain SHA-1, 20 bytes each): a restore into a folder compares it with the recipe to skip

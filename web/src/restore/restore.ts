@@ -221,6 +221,11 @@ class ChunkSource {
     }
   }
 
+  /** The restore is over: the workers let go of what they kept for it. */
+  close() {
+    this.workers.endRestore(this.restoreId);
+  }
+
   /** Fetches and verifies one request's chunks into `into`; answers the bytes fetched. */
   private async fetchRequest(fps: string[], into: Map<string, ZipPiece>): Promise<number> {
     let v;
@@ -461,6 +466,7 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const finish = (error?: unknown) => {
     if (finished) return;
     finished = true;
+    source?.close();
     if (error === undefined) {
       progress.phase = 'done';
       report(true);

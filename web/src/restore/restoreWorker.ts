@@ -23,6 +23,14 @@ function sessionOf(restore: number): RestoreSession {
   return current.session;
 }
 
+function endRestore(restore: number): null {
+  if (current?.restore === restore) {
+    current.session.free();
+    current = null;
+  }
+  return null;
+}
+
 function verify({
   bundle,
   requested,
@@ -92,6 +100,6 @@ async function fingerprintFile(file: File): Promise<Reply<Uint8Array>> {
   return transfer(out, [out.buffer]);
 }
 
-expose<RestoreApi>({ verify, fingerprintFile }, async (module) => {
+expose<RestoreApi>({ verify, endRestore, fingerprintFile }, async (module) => {
   await init({ module_or_path: module as WebAssembly.Module });
 });

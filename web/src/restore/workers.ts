@@ -54,6 +54,11 @@ export class RestoreWorkers {
     return r;
   }
 
+  /** Restore `restore` is over: every worker lets its session go. */
+  endRestore(restore: number) {
+    for (let w = 0; w < this.pool.size; w++) this.pool.call(w, 'endRestore', restore).catch(() => {});
+  }
+
   /** The fingerprints (20 bytes each) of `file` as the backup would cut it. */
   async fingerprintFile(file: File): Promise<Uint8Array> {
     return this.pool.call(this.pool.leastLoaded(), 'fingerprintFile', file);
