@@ -115,6 +115,10 @@ export async function startServer({
       reject(new Error(`ditto-server exited with ${code} before it was ready:\n${out}`));
     });
   });
+  // A driver that dies on an uncaught error must not leave the server running.
+  const orphaned = () => child.kill('SIGTERM');
+  process.once('exit', orphaned);
+  child.once('exit', () => process.off('exit', orphaned));
   const u = new URL(appUrl);
   return {
     appUrl,
