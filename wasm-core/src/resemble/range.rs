@@ -314,12 +314,7 @@ fn chunk_err(fp: &Fingerprint, e: impl std::fmt::Display) -> String {
 /// The chunk an error of this module names (its message starts `chunk <hex>: `), so a caller
 /// can say which chunk failed.
 pub fn blamed_chunk(err: &str) -> Option<Fingerprint> {
-    let hex = err.strip_prefix("chunk ")?.get(..2 * FINGERPRINT_LEN)?;
-    let mut fp = [0u8; FINGERPRINT_LEN];
-    for (i, b) in fp.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(fp)
+    crate::format::parse_fp_hex(err.strip_prefix("chunk ")?.get(..2 * FINGERPRINT_LEN)?)
 }
 
 #[cfg(test)]
