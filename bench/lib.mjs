@@ -163,21 +163,37 @@ export async function waitPass(server, version, timeoutSeconds = 600) {
  * Waits until the server's background work after the backups is done, so that what is
  * measured next is the repository at rest: the delta pass has handled the newest version
  * (skipped for a server started with `DITTO_DELTA=0`), then a dry-run prune runs the
- * mover and compaction to the end. Resolves to the prune's answer (its `seconds` among them).
+ * mover and compaction to the end, and the search cache is warmed up. Resolves to the
+ * prune's answer (its `seconds` among them).
  */
 export async function settle(server, { delta = true } = {}) {
-  if (delta) {
-    const { versions } = await apiJson(server, '/repos/default/versions');
-    const newest = Math.max(0, ...versions.map((v) => v.id));
-    if (newest > 0) await waitPass(server, newest);
-  }
+  const { versions } = await apiJson(server, '/repos/default/versions');
+  const newest = Math.max(0, ...versions.map((v) => v.id));
+  if (delta && newest > 0) await waitPass(server, newest);
   const res = await fetch(new URL('/api/v1/repos/default/prune', server.origin), {
     method: 'POST',
     headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
     body: JSON.stringify({ dry_run: true }),
   });
   if (!res.ok) throw new Error(`prune (dry run): ${res.status} ${await res.text()}`);
-  return res.json();
+  const pruned = await res.json();
+  if (newest > 0) await waitWarm(server, newest);
+  return pruned;
+}
+
+/**
+ * Waits until the server has warmed its search cache up to `version` (docs/SEARCH.md, "On
+ * the server": the last step of its background work after a commit).
+ */
+export async function waitWarm(server, version, timeoutSeconds = 600) {
+  const t0 = now();
+  for (;;) {
+    const warm = (await apiJson(server, '/repos/default/stats')).search_warm;
+    if ((warm?.version ?? 0) >= version) return warm;
+    if (now() - t0 > timeoutSeconds)
+      throw new Error(`the search cache was not warmed up to version ${version} in ${timeoutSeconds} s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS. */

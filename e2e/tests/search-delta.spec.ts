@@ -179,6 +179,7 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   ).toBeGreaterThan(0);
 
   await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-where').selectOption('page');
   // Text: a word only the edits wrote (inside delta chunks), common words, overlaps.
   const text = ['EDITMARK', 'needle', 'gamma', 'ARKne', 'MARK'];
   const { done, hits } = await searchBoth(page, text, false);
@@ -231,6 +232,7 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   });
   await openWithoutPicker(fresh, server);
   await fresh.getByTestId('tab-search').click();
+  await fresh.getByTestId('search-where').selectOption('page');
   await fresh.getByTestId('search-versions').selectOption(String(ids[2]));
   await fresh.getByTestId('search-path').fill('a.txt');
   await fresh.getByTestId('search-keywords').fill(text.join('\n'));
@@ -365,6 +367,7 @@ test('a delta base that arrives damaged is refused by the worker: the search nam
   });
   await openWithoutPicker(page, server);
   await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-where').selectOption('page');
   await page.getByTestId('search-keywords').fill('needle');
   await page.getByTestId('search-start').click();
   const error = page.getByTestId('search-error');

@@ -126,6 +126,9 @@ test('DedupSearch in the page finds exactly what a scan of the folders finds', a
   ).toEqual(walk(folders[0]));
 
   await page.getByTestId('tab-search').click();
+  // In the page, chosen: `auto` sends a page's first search to the server when the page holds
+  // nothing of the repository (the last test here).
+  await page.getByTestId('search-where').selectOption('page');
 
   // Text keywords, overlapping ones included.
   const text = ['createElement', 'options', 'Element', 'vnode'];
@@ -226,6 +229,48 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
   expect(errors).toEqual([]);
 });
 
+test('auto: a page holding nothing of the repository asks the server, then searches in the page from what it cached', async ({
+  page,
+}) => {
+  expect(ids.length, 'the versions backed up by the first test').toBe(3);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  let searches = 0;
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname.endsWith('/search')) searches++;
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('tab-search').click();
+  await expect(page.getByTestId('search-where')).toHaveValue('auto');
+  runs = 0;
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+
+  // A new browser context: nothing in the workers, nothing on the device.
+  const first = await search(page, text);
+  await expect(first).toHaveAttribute('data-where', 'server');
+  expectSame(await pageHits(page), want);
+  const matches = (await first.getAttribute('data-matches'))!;
+  // The page runs the same search behind the server's answer, caching what it fetched.
+  await expect(first).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
+  expect(searches).toBe(1);
+
+  // From then on the page searches, from its caches: nothing fetched, the same hits.
+  const second = await search(page, text);
+  await expect(second).toHaveAttribute('data-where', 'page');
+  await expect(second).toHaveAttribute('data-stored-bytes-read', '0');
+  await expect(second).toHaveAttribute('data-matches', matches);
+  expectSame(await pageHits(page), want);
+  const b = await boundaryKeywords();
+  const hex = await search(page, b.hex, { hex: true });
+  await expect(hex).toHaveAttribute('data-where', 'page');
+  await expect(hex).toHaveAttribute('data-stored-bytes-read', '0');
+  expectSame(await pageHits(page), scanFolders(b.bytes));
+  expect(searches).toBe(1);
+  expect(errors).toEqual([]);
+});
+
 /** Flips one byte of the `which`-th search cache file (by name) of the page's origin: at `at`, or its last byte. */
 async function damageCacheFile(page: Page, which: number, at: number | 'last') {
   await page.evaluate(
@@ -260,6 +305,7 @@ test('the first search after a reload scans what the workers kept on the device;
     else await page.goto(server.appUrl);
     await expect(page.getByTestId('engine-ready')).toBeVisible();
     await page.getByTestId('tab-search').click();
+    await page.getByTestId('search-where').selectOption('page');
     runs = 0;
   };
 
@@ -358,6 +404,7 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   const listed = page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/containers'));
   await page.getByTestId('tab-search').click();
   await listed;
+  await page.getByTestId('search-where').selectOption('page');
   expect(seen.ranges, 'nothing is scanned before a search').toBe(0);
   runs = 0; // a new page numbers its searches from 1
 

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
+use std::time::Duration;
 use wasm_core::search::{Dictionary, Match, Mode, NaiveSearch};
 
 struct File {
@@ -62,6 +63,13 @@ fn search(s: &Server, t: &str, body: Value) -> Value {
     let r = post_json(&s.repo_url("default", "/search"), t, &body);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.json()
+}
+
+/// The server's last warm-up of its search cache (`stats.search_warm`).
+fn search_warm(s: &Server, t: &str) -> Value {
+    let r = request("GET", &s.repo_url("default", "/stats"), Some(t), &[], None);
+    assert_eq!(r.status, 200);
+    r.json()["search_warm"].clone()
 }
 
 #[test]
@@ -153,6 +161,19 @@ fn server_search_equals_the_naive_search() {
         }));
     }
 
+    // After each commit (and its delta pass) the server decodes the repository's chunks
+    // into its search cache, so even the first search reads no container.
+    let mut warm = Value::Null;
+    wait_until(
+        "the search cache's warm-up",
+        Duration::from_secs(120),
+        || {
+            warm = search_warm(&s, &t);
+            warm["version"].as_i64() == versions.last().copied()
+        },
+    );
+    assert_eq!(warm["cached"], true, "{warm}");
+
     // Every keyword, all matches.
     let hex: Vec<String> = keywords.iter().map(|k| hex_bytes(k)).collect();
     let r = search(&s, &t, json!({ "keywords": hex, "hex": true }));
@@ -169,7 +190,11 @@ fn server_search_equals_the_naive_search() {
     // Each unique chunk was read once: fewer bytes scanned than the files hold.
     let logical = r["logical_bytes"].as_u64().unwrap();
     assert!(r["bytes_scanned"].as_u64().unwrap() < logical);
-    assert!(r["stored_bytes_read"].as_u64().unwrap() > 0);
+    assert_eq!(r["stored_bytes_read"], 0, "{r}");
+    assert_eq!(
+        r["bytes_scanned"].as_u64().unwrap(),
+        warm["raw_bytes"].as_u64().unwrap()
+    );
     let scanned = r["bytes_scanned"].clone();
     // The recipe of each file with hits comes along (snippets).
     let f0 = &r["files"][0];
@@ -192,8 +217,8 @@ fn server_search_equals_the_naive_search() {
         search_hits(&r),
         naive(&pool, &files, &text, Mode::FilesOnly, |_| true)
     );
-    // A repeat search scans what the first one checked from memory: no container read,
-    // the same chunks scanned (and, above and below, the naive search's hits).
+    // A repeat search scans from memory too: no container read, the same chunks scanned
+    // (and, above and below, the naive search's hits).
     assert_eq!(r["stored_bytes_read"], 0, "{r}");
     assert_eq!(r["bytes_scanned"], scanned);
 
@@ -242,7 +267,8 @@ fn server_search_equals_the_naive_search() {
 /// The server's search cache (`DITTO_SEARCH_CACHE_MB`): a repeat search reads nothing when
 /// its chunks fit the budget; a search over more than the budget keeps what it cached and
 /// a repeat reads only the rest, with the same hits; a server started again has nothing
-/// cached.
+/// cached and warms it up at start. A repository over the budget is not warmed after a
+/// commit: its first search reads everything.
 #[test]
 fn repeat_searches_scan_from_the_cache_within_its_budget() {
     let dir = TempDir::new("search-cache");
@@ -279,6 +305,19 @@ fn repeat_searches_scan_from_the_cache_within_its_budget() {
     );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let total: u64 = pool.iter().map(|c| c.raw.len() as u64).sum();
+    let id = r.json()["id"].as_i64();
+    let mut warm = Value::Null;
+    wait_until(
+        "the search cache's warm-up",
+        Duration::from_secs(120),
+        || {
+            warm = search_warm(&s, &t);
+            warm["version"].as_i64() == id
+        },
+    );
+    assert_eq!(warm["cached"], false, "over the budget: {warm}");
+    assert_eq!(warm["raw_bytes"], total);
+    assert_eq!(warm["decoded_bytes"], 0);
     let body = json!({ "keywords": ["needle"] });
     let first = search(&s, &t, body.clone());
     assert_eq!(first["matches"], 24);
@@ -296,10 +335,17 @@ fn repeat_searches_scan_from_the_cache_within_its_budget() {
     assert_eq!(third["stored_bytes_read"].as_u64().unwrap(), read);
     assert_eq!(search_hits(&third), search_hits(&first));
 
-    // The cache is memory only: a server started again reads everything once more.
+    // The cache is memory only: a server started again (with the default budget) decodes
+    // everything once more, in its warm-up at start, and its first search reads nothing.
     s.stop(std::time::Duration::from_secs(10));
     let s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0")], None);
+    wait_until("the warm-up at start", Duration::from_secs(120), || {
+        warm = search_warm(&s, &s.token);
+        warm["version"].as_i64() == id
+    });
+    assert_eq!(warm["cached"], true, "{warm}");
+    assert_eq!(warm["decoded_bytes"], total);
     let again = search(&s, &s.token, body);
-    assert_eq!(again["stored_bytes_read"], total);
+    assert_eq!(again["stored_bytes_read"], 0);
     assert_eq!(search_hits(&again), search_hits(&first));
 }

@@ -686,7 +686,7 @@ fn pick_for_move(
 /// after commits: one thread per store at a time, which goes on while repositories are
 /// waiting.
 pub fn kick(store: &Arc<Store>, repo_id: i64) {
-    if !layout_enabled() && !super::delta::delta_enabled() {
+    if !layout_enabled() && !super::delta::delta_enabled() && !store.search_cache.warms() {
         return;
     }
     store
@@ -747,6 +747,11 @@ fn mover_loop(store: Arc<Store>) {
             if let Err(e) = store.run_delta(repo_id) {
                 eprintln!("delta pass: repository {repo_id}: {e}");
             }
+        }
+        // Last, after the backup's own work: the cache holds raw bytes by fingerprint, which
+        // neither the mover nor the pass changes.
+        if let Err(e) = store.warm_search_cache(repo_id) {
+            eprintln!("search cache: repository {repo_id}: {e}");
         }
     }
 }

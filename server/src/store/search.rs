@@ -71,6 +71,14 @@ struct ScopeFile {
     recipe: Vec<ChunkRef>,
 }
 
+/// A search's scope read from the index: its files with their recipes, the unique chunks
+/// they name with their locations, and the newest version in it.
+struct Scope {
+    files: Vec<ScopeFile>,
+    locs: Vec<(Fingerprint, ChunkLoc)>,
+    newest: Option<i64>,
+}
+
 /// Threads of the physical phase: the cores, at most 4 (as the page's workers).
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
@@ -112,194 +120,24 @@ impl Store {
     ) -> StoreResult<SearchReport> {
         let t0 = Instant::now();
         let mut report = SearchReport::default();
-        let (mut files, locs) = {
-            let ix = self.snapshot()?;
-            let mut manifests = ix.manifests(repo_id)?;
-            manifests.sort_by_key(|(id, _)| *id);
-            if let Some(want) = &scope.versions {
-                if let Some(id) = want
-                    .iter()
-                    .find(|id| !manifests.iter().any(|m| m.0 == **id))
-                {
-                    return Err(StoreError::NotFound(format!(
-                        "no version {id} in this repository"
-                    )));
-                }
-                manifests.retain(|(id, _)| want.contains(id));
-            }
-            let filter = scope.path_filter.trim().to_lowercase();
-            let mut files = Vec::new();
-            let mut unique: Vec<Fingerprint> = Vec::new();
-            let mut seen: HashMap<Fingerprint, usize> = HashMap::new();
-            let mut recipes: Vec<(i64, String, u64, Vec<usize>)> = Vec::new();
-            let chains = ManifestChains::new(&*ix, repo_id);
-            chains.each(manifests.iter().map(|(id, m)| (*id, m)), |id, json| {
-                let json = json.map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
-                let m: Manifest = serde_json::from_slice(json)
-                    .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
-                for e in m.entries {
-                    if e.kind != EntryKind::File || e.recipe.is_empty() {
-                        continue;
-                    }
-                    if !filter.is_empty() && !e.path.to_lowercase().contains(&filter) {
-                        continue;
-                    }
-                    let mut idx = Vec::with_capacity(e.recipe.len());
-                    for h in &e.recipe {
-                        let fp = parse_fp_hex(h).ok_or_else(|| {
-                            StoreError::Internal(format!("version {id}: bad fingerprint"))
-                        })?;
-                        let next = unique.len();
-                        let k = *seen.entry(fp).or_insert(next);
-                        if k == next {
-                            unique.push(fp);
-                        }
-                        idx.push(k);
-                    }
-                    report.logical_bytes += e.size;
-                    recipes.push((id, e.path, e.size, idx));
-                }
-                Ok(())
-            })?;
-            let found = ix.chunk_locations(repo_id, &unique)?;
-            let missing: Vec<Fingerprint> = unique
-                .iter()
-                .zip(&found)
-                .filter(|(_, l)| l.is_none())
-                .map(|(fp, _)| *fp)
-                .collect();
-            if !missing.is_empty() {
-                return Err(StoreError::Unavailable {
-                    damaged: Vec::new(),
-                    missing,
-                });
-            }
-            let locs: Vec<ChunkLoc> = found.into_iter().map(Option::unwrap).collect();
-            for (version, path, size, idx) in recipes {
-                let recipe = idx
-                    .iter()
-                    .map(|&k| ChunkRef::new(unique[k], locs[k].raw_len as u64))
-                    .collect();
-                files.push(ScopeFile {
-                    version,
-                    path,
-                    size,
-                    recipe,
-                });
-            }
-            (files, unique.into_iter().zip(locs).collect::<Vec<_>>())
-        };
+        let Scope {
+            mut files, locs, ..
+        } = self.scope_files(repo_id, scope, &mut report)?;
         report.files_searched = files.len() as u64;
         let t1 = Instant::now();
 
-        // Physical phase: containers in id order, chunks in storage order, one read each.
-        let mut by_container: BTreeMap<u64, Vec<(Fingerprint, ChunkLoc)>> = BTreeMap::new();
-        for (fp, loc) in locs {
-            by_container
-                .entry(loc.container_id)
-                .or_default()
-                .push((fp, loc));
-        }
-        let jobs: Vec<(u64, Vec<(Fingerprint, ChunkLoc)>)> = by_container
-            .into_iter()
-            .map(|(id, mut list)| {
-                list.sort_by_key(|(_, l)| l.offset);
-                (id, list)
-            })
-            .collect();
-        report.containers = jobs.len() as u64;
-        let next = AtomicUsize::new(0);
-        let scans: Mutex<Vec<ChunkScan>> = Mutex::new(Vec::new());
-        let read = AtomicUsize::new(0);
-        let scanned = AtomicUsize::new(0);
-        let failure: Mutex<Option<StoreError>> = Mutex::new(None);
-        let cache = &self.search_cache;
-        let round = cache.begin(
-            repo_id,
-            jobs.iter().flat_map(|(_, l)| l.iter().map(|c| &c.0)),
-        );
-        std::thread::scope(|s| {
-            for _ in 0..threads().min(jobs.len()) {
-                s.spawn(|| {
-                    let mut scanner = PhysicalScanner::new(dict);
-                    let mut out = Vec::new();
-                    let res = (|| -> StoreResult<()> {
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some((id, list)) = jobs.get(i) else {
-                                return Ok(());
-                            };
-                            if failure.lock().unwrap().is_some() {
-                                return Ok(());
-                            }
-                            // Chunks an earlier search decoded and checked are scanned from
-                            // memory; the container is read only for the others.
-                            let mut misses = Vec::new();
-                            for (fp, l) in list {
-                                match cache.get(repo_id, fp) {
-                                    Some(raw) => {
-                                        scanned.fetch_add(raw.len(), Ordering::Relaxed);
-                                        out.push(scanner.scan_chunk(fp, &raw));
-                                    }
-                                    None => misses.push((fp, l)),
-                                }
-                            }
-                            let Some(&(_, first)) = misses.first() else {
-                                continue;
-                            };
-                            let start = first.offset;
-                            let end = misses
-                                .iter()
-                                .map(|(_, l)| l.offset + l.stored_len as u64)
-                                .max()
-                                .unwrap();
-                            let len = u32::try_from(end - start).map_err(|_| {
-                                StoreError::Internal("container range too large".into())
-                            })?;
-                            let file = self
-                                .containers
-                                .open(repo_id, *id)?
-                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
-                            let data = self
-                                .containers
-                                .read_at(&file, start, len)?
-                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
-                            read.fetch_add(data.len(), Ordering::Relaxed);
-                            for (fp, l) in misses {
-                                let at = (l.offset - start) as usize;
-                                let stored = data[at..at + l.stored_len as usize].to_vec();
-                                // Decoded (a delta against its base chain, which may sit in
-                                // other containers) and checked against its fingerprint as
-                                // every read is: a damaged copy is quarantined and fails
-                                // the search instead of giving wrong hits.
-                                let (_, raw) =
-                                    self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)?;
-                                scanned.fetch_add(raw.len(), Ordering::Relaxed);
-                                out.push(scanner.scan_chunk(fp, &raw));
-                                cache.put(repo_id, *fp, raw, round);
-                            }
-                        }
-                    })();
-                    if let Err(e) = res {
-                        failure.lock().unwrap().get_or_insert(e);
-                    }
-                    scans.lock().unwrap().extend(out);
-                });
-            }
-        });
-        if let Some(e) = failure.into_inner().unwrap() {
-            return Err(e);
-        }
+        let physical = self.physical(repo_id, locs, Some(dict))?;
+        report.containers = physical.containers;
+        report.stored_bytes_read = physical.read;
+        report.bytes_scanned = physical.scanned;
         let mut db = ResultDb::new();
         let mut tiny = MemTinyStore::new();
-        for scan in scans.into_inner().unwrap() {
+        for scan in physical.scans {
             report.chunks += 1;
             if let Some(t) = db.insert(scan) {
                 tiny.put(t);
             }
         }
-        report.stored_bytes_read = read.into_inner() as u64;
-        report.bytes_scanned = scanned.into_inner() as u64;
         let t2 = Instant::now();
 
         // Logical phase: every recipe.
@@ -336,6 +174,284 @@ impl Store {
         report.logical_ms = (t3 - t2).as_secs_f64() * 1e3;
         Ok(report)
     }
+
+    /// Decodes and checks the chunks of the repository's versions that the search cache
+    /// lacks and keeps them there, so the next search, the first one included, scans from
+    /// memory (docs/SEARCH.md, "On the server"). Runs in the background after each commit's
+    /// delta pass. A repository with more unique raw data than the cache's budget is left
+    /// as it is: its searches fill the cache themselves. Recorded for `stats`.
+    pub fn warm_search_cache(&self, repo_id: i64) -> StoreResult<()> {
+        if !self.search_cache.warms() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let all = SearchScope {
+            versions: None,
+            path_filter: String::new(),
+        };
+        let mut attempt = 1;
+        let warm = loop {
+            let Scope { newest, locs, .. } =
+                self.scope_files(repo_id, &all, &mut SearchReport::default())?;
+            let raw_bytes: u64 = locs.iter().map(|(_, l)| l.raw_len as u64).sum();
+            let mut warm = SearchWarm {
+                version: newest,
+                raw_bytes,
+                cached: false,
+                decoded_bytes: 0,
+                seconds: 0.0,
+            };
+            if raw_bytes > self.search_cache.budget as u64 {
+                break warm;
+            }
+            match self.physical(repo_id, locs, None) {
+                Err(StoreError::NotFound(m)) if m == GONE && attempt < ATTEMPTS => attempt += 1,
+                Err(e) => return Err(e),
+                Ok(p) => {
+                    warm.cached = true;
+                    warm.decoded_bytes = p.decoded;
+                    break warm;
+                }
+            }
+        };
+        let warm = SearchWarm {
+            seconds: t0.elapsed().as_secs_f64(),
+            ..warm
+        };
+        self.search_cache
+            .warmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo_id, warm);
+        Ok(())
+    }
+
+    /// The repository's last warm-up of the search cache since the server started.
+    pub fn search_warm(&self, repo_id: i64) -> Option<SearchWarm> {
+        self.search_cache
+            .warmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&repo_id)
+            .cloned()
+    }
+
+    /// The files of `scope` and the unique chunks they name; adds the scope's logical bytes
+    /// to `report`.
+    fn scope_files(
+        &self,
+        repo_id: i64,
+        scope: &SearchScope,
+        report: &mut SearchReport,
+    ) -> StoreResult<Scope> {
+        let ix = self.snapshot()?;
+        let mut manifests = ix.manifests(repo_id)?;
+        manifests.sort_by_key(|(id, _)| *id);
+        if let Some(want) = &scope.versions {
+            if let Some(id) = want
+                .iter()
+                .find(|id| !manifests.iter().any(|m| m.0 == **id))
+            {
+                return Err(StoreError::NotFound(format!(
+                    "no version {id} in this repository"
+                )));
+            }
+            manifests.retain(|(id, _)| want.contains(id));
+        }
+        let filter = scope.path_filter.trim().to_lowercase();
+        let mut files = Vec::new();
+        let mut unique: Vec<Fingerprint> = Vec::new();
+        let mut seen: HashMap<Fingerprint, usize> = HashMap::new();
+        let mut recipes: Vec<(i64, String, u64, Vec<usize>)> = Vec::new();
+        let chains = ManifestChains::new(&*ix, repo_id);
+        chains.each(manifests.iter().map(|(id, m)| (*id, m)), |id, json| {
+            let json = json.map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
+            let m: Manifest = serde_json::from_slice(json)
+                .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
+            for e in m.entries {
+                if e.kind != EntryKind::File || e.recipe.is_empty() {
+                    continue;
+                }
+                if !filter.is_empty() && !e.path.to_lowercase().contains(&filter) {
+                    continue;
+                }
+                let mut idx = Vec::with_capacity(e.recipe.len());
+                for h in &e.recipe {
+                    let fp = parse_fp_hex(h).ok_or_else(|| {
+                        StoreError::Internal(format!("version {id}: bad fingerprint"))
+                    })?;
+                    let next = unique.len();
+                    let k = *seen.entry(fp).or_insert(next);
+                    if k == next {
+                        unique.push(fp);
+                    }
+                    idx.push(k);
+                }
+                report.logical_bytes += e.size;
+                recipes.push((id, e.path, e.size, idx));
+            }
+            Ok(())
+        })?;
+        let found = ix.chunk_locations(repo_id, &unique)?;
+        let missing: Vec<Fingerprint> = unique
+            .iter()
+            .zip(&found)
+            .filter(|(_, l)| l.is_none())
+            .map(|(fp, _)| *fp)
+            .collect();
+        if !missing.is_empty() {
+            return Err(StoreError::Unavailable {
+                damaged: Vec::new(),
+                missing,
+            });
+        }
+        let locs: Vec<ChunkLoc> = found.into_iter().map(Option::unwrap).collect();
+        for (version, path, size, idx) in recipes {
+            let recipe = idx
+                .iter()
+                .map(|&k| ChunkRef::new(unique[k], locs[k].raw_len as u64))
+                .collect();
+            files.push(ScopeFile {
+                version,
+                path,
+                size,
+                recipe,
+            });
+        }
+        Ok(Scope {
+            newest: manifests.last().map(|(id, _)| *id),
+            files,
+            locs: unique.into_iter().zip(locs).collect(),
+        })
+    }
+
+    /// The physical phase: every chunk of `locs` read once (containers in id order, chunks
+    /// in storage order, one read per container for the chunks the search cache lacks),
+    /// decoded, checked, kept in the cache and, with a dictionary, scanned on a few threads.
+    fn physical(
+        &self,
+        repo_id: i64,
+        locs: Vec<(Fingerprint, ChunkLoc)>,
+        dict: Option<&Dictionary>,
+    ) -> StoreResult<Physical> {
+        let mut by_container: BTreeMap<u64, Vec<(Fingerprint, ChunkLoc)>> = BTreeMap::new();
+        for (fp, loc) in locs {
+            by_container
+                .entry(loc.container_id)
+                .or_default()
+                .push((fp, loc));
+        }
+        let jobs: Vec<(u64, Vec<(Fingerprint, ChunkLoc)>)> = by_container
+            .into_iter()
+            .map(|(id, mut list)| {
+                list.sort_by_key(|(_, l)| l.offset);
+                (id, list)
+            })
+            .collect();
+        let next = AtomicUsize::new(0);
+        let scans: Mutex<Vec<ChunkScan>> = Mutex::new(Vec::new());
+        let read = AtomicUsize::new(0);
+        let scanned = AtomicUsize::new(0);
+        let decoded = AtomicUsize::new(0);
+        let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+        let cache = &self.search_cache;
+        let round = cache.begin(
+            repo_id,
+            jobs.iter().flat_map(|(_, l)| l.iter().map(|c| &c.0)),
+        );
+        std::thread::scope(|s| {
+            for _ in 0..threads().min(jobs.len()) {
+                s.spawn(|| {
+                    let mut scanner = dict.map(PhysicalScanner::new);
+                    let mut out = Vec::new();
+                    let mut scan = |fp: &Fingerprint, raw: &[u8]| {
+                        if let Some(scanner) = scanner.as_mut() {
+                            scanned.fetch_add(raw.len(), Ordering::Relaxed);
+                            out.push(scanner.scan_chunk(fp, raw));
+                        }
+                    };
+                    let res = (|| -> StoreResult<()> {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((id, list)) = jobs.get(i) else {
+                                return Ok(());
+                            };
+                            if failure.lock().unwrap().is_some() {
+                                return Ok(());
+                            }
+                            // Chunks an earlier search decoded and checked are scanned from
+                            // memory; the container is read only for the others.
+                            let mut misses = Vec::new();
+                            for (fp, l) in list {
+                                match cache.get(repo_id, fp) {
+                                    Some(raw) => scan(fp, &raw),
+                                    None => misses.push((fp, l)),
+                                }
+                            }
+                            let Some(&(_, first)) = misses.first() else {
+                                continue;
+                            };
+                            let start = first.offset;
+                            let end = misses
+                                .iter()
+                                .map(|(_, l)| l.offset + l.stored_len as u64)
+                                .max()
+                                .unwrap();
+                            let len = u32::try_from(end - start).map_err(|_| {
+                                StoreError::Internal("container range too large".into())
+                            })?;
+                            let file = self
+                                .containers
+                                .open(repo_id, *id)?
+                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
+                            let data = self
+                                .containers
+                                .read_at(&file, start, len)?
+                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
+                            read.fetch_add(data.len(), Ordering::Relaxed);
+                            for (fp, l) in misses {
+                                let at = (l.offset - start) as usize;
+                                let stored = data[at..at + l.stored_len as usize].to_vec();
+                                // Decoded (a delta against its base chain, which may sit in
+                                // other containers) and checked against its fingerprint as
+                                // every read is: a damaged copy is quarantined and fails
+                                // the search instead of giving wrong hits.
+                                let (_, raw) =
+                                    self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)?;
+                                decoded.fetch_add(raw.len(), Ordering::Relaxed);
+                                scan(fp, &raw);
+                                cache.put(repo_id, *fp, raw, round);
+                            }
+                        }
+                    })();
+                    if let Err(e) = res {
+                        failure.lock().unwrap().get_or_insert(e);
+                    }
+                    scans.lock().unwrap().extend(out);
+                });
+            }
+        });
+        if let Some(e) = failure.into_inner().unwrap() {
+            return Err(e);
+        }
+        Ok(Physical {
+            scans: scans.into_inner().unwrap(),
+            containers: jobs.len() as u64,
+            read: read.into_inner() as u64,
+            scanned: scanned.into_inner() as u64,
+            decoded: decoded.into_inner() as u64,
+        })
+    }
+}
+
+/// What a physical phase did: its scans (with a dictionary), the containers its chunks sit
+/// in, the stored bytes it read, the raw bytes it scanned and those it decoded.
+struct Physical {
+    scans: Vec<ChunkScan>,
+    containers: u64,
+    read: u64,
+    scanned: u64,
+    decoded: u64,
 }
 
 /// The marker of a container that went away mid-search (retried, never answered).
@@ -356,6 +472,20 @@ const GONE: &str = "a container of the search is gone";
 pub struct SearchCache {
     inner: Mutex<Held>,
     budget: usize,
+    /// Each repository's last warm-up ([`Store::warm_search_cache`]).
+    warmed: Mutex<HashMap<i64, SearchWarm>>,
+}
+
+/// One warm-up of the search cache: the newest version it covered (every version up to it),
+/// the unique raw bytes of the repository's files, whether they fitted the budget and were
+/// cached, the raw bytes it decoded (those not cached already) and its time.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SearchWarm {
+    pub version: Option<i64>,
+    pub raw_bytes: u64,
+    pub cached: bool,
+    pub decoded_bytes: u64,
+    pub seconds: f64,
 }
 
 /// A cached chunk: its repository and fingerprint.
@@ -380,6 +510,7 @@ impl SearchCache {
         SearchCache {
             inner: Mutex::new(Held::default()),
             budget,
+            warmed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -392,6 +523,11 @@ impl SearchCache {
             _ => 256,
         };
         Ok(SearchCache::new(mb.saturating_mul(1 << 20)))
+    }
+
+    /// Whether the server keeps decoded chunks (and so warms them after each commit).
+    pub(super) fn warms(&self) -> bool {
+        self.budget > 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {

@@ -152,6 +152,8 @@ impl Store {
             .map_err(|e| super::StoreError::Internal(e.to_string()))?;
         v["delta_pass"] = serde_json::to_value(self.delta_last(repo_id))
             .map_err(|e| super::StoreError::Internal(e.to_string()))?;
+        v["search_warm"] = serde_json::to_value(self.search_warm(repo_id))
+            .map_err(|e| super::StoreError::Internal(e.to_string()))?;
         Ok(v)
     }
 }

@@ -351,6 +351,15 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
 
 /** Memoised, as `Results`: progress renders the panel once a frame while a search runs. */
 const Summary = memo(function Summary({ o }: { o: Shown }) {
+  // A first search the server answered while this page caches the repository behind it.
+  const [filled, setFilled] = useState(false);
+  useEffect(() => {
+    let live = true;
+    void o.filling?.then(() => live && setFilled(true));
+    return () => {
+      live = false;
+    };
+  }, [o.filling]);
   const records = o.db && {
     chunk_results: o.db.chunkResults,
     chunk_result_bytes: o.db.chunkResultBytes,
@@ -386,6 +395,7 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
       data-bytes-scanned={o.physical?.bytes}
       data-ruled-out-bytes={o.physical?.ruledOutBytes}
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
+      data-filled={o.filling ? String(filled) : undefined}
       data-records={records ? JSON.stringify(records) : undefined}
     >
       <p data-testid="search-summary">
@@ -411,6 +421,13 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
               .join(', ')}
             .
           </li>
+          {o.filling && (
+            <li data-testid="search-filling">
+              {filled
+                ? 'This page held nothing of this repository, so the server answered; the page has since cached it, and the next searches run here.'
+                : 'This page holds nothing of this repository yet, so the server answered; the page is caching it for the next searches.'}
+            </li>
+          )}
           <li>Read {bytes(o.storedBytesRead)} from the server.</li>
           {o.physical && (
             <li>

@@ -33,7 +33,10 @@ export interface SearchScope {
   versions: number[] | null;
   /** Only files whose path contains this (case-insensitive); empty: all. */
   pathFilter: string;
-  /** Where DedupSearch runs; `auto` (the default): on the server above [`SERVER_SEARCH_ABOVE`]. */
+  /**
+   * Where DedupSearch runs; `auto` (the default): on the server above [`SERVER_SEARCH_ABOVE`],
+   * and for a page that holds nothing of the repository yet ([`coldOnServer`]).
+   */
   where?: SearchWhere;
 }
 
@@ -89,6 +92,11 @@ export interface SearchOutcome {
    * warm-up, the device cache written); true when some worker wrote its file.
    */
   settled?: Promise<boolean>;
+  /**
+   * A search the server answered because the page held nothing of the repository: settles
+   * when the page has run it too, its workers then holding what the next searches scan.
+   */
+  filling?: Promise<void>;
 }
 
 export interface SearchProgress {
@@ -789,6 +797,13 @@ export const dedupSearch = withRetry(dedupSearchAs);
 /** The naive search: prepare, then every file reassembled and scanned. */
 export const naiveSearch = withRetry(naiveSearchAs);
 
+/**
+ * A search in the page run behind one the server answered for a page that held nothing of
+ * the repository ([`coldOnServer`]), by pool: it fills the workers' caches. A search the
+ * page starts meanwhile waits for it, since both give the workers their keywords.
+ */
+const fills = new WeakMap<SearchWorkers, Promise<void>>();
+
 async function dedupSearchAs(
   api: Api,
   workers: SearchWorkers,
@@ -797,6 +812,67 @@ async function dedupSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
+  await fills.get(workers);
+  if ((scope.where ?? 'auto') === 'auto' && !(await pageHoldsAny(api, workers))) {
+    const answered = await coldOnServer(api, workers, query, scope, t0);
+    if (answered) return answered;
+  }
+  return searchAnywhere(api, workers, query, scope, progress, t0);
+}
+
+/**
+ * Whether the search workers hold any chunk of this repository, in memory or in the files
+ * they keep on the device (read first): a page that holds nothing would fetch and decode
+ * every chunk in scope, which the server, holding them decoded, answers several times faster.
+ */
+async function pageHoldsAny(api: Api, workers: SearchWorkers): Promise<boolean> {
+  await loadDeviceCache(api, workers);
+  const h = holders.get(workers);
+  return h?.repo === cacheKey(api) && h.at.size > 0;
+}
+
+/**
+ * The first search of a page that holds nothing of the repository (docs/SEARCH.md, "Which
+ * one runs"): answered by the server, then run in the page behind it ([`fills`]), so the
+ * searches that follow run in the page from what it cached. Undefined when the server's
+ * search failed: the page then searches itself.
+ */
+async function coldOnServer(
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  scope: SearchScope,
+  t0: number,
+): Promise<SearchOutcome | undefined> {
+  const [repo, keywords] = await Promise.all([repoState(api), begin(api, workers, query)]);
+  // Above the workers' cache the server searches anyway, and the page would cache nothing.
+  if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0);
+  let answered: SearchOutcome;
+  try {
+    answered = await serverSearch(api, keywords, query, scope, repo, t0);
+  } catch {
+    return undefined;
+  }
+  const fill = searchAnywhere(api, workers, query, { ...scope, where: 'page' }, () => {}, performance.now()).then(
+    () => {},
+    () => {},
+  );
+  fills.set(workers, fill);
+  void fill.then(() => {
+    if (fills.get(workers) === fill) fills.delete(workers);
+  });
+  return { ...answered, filling: fill };
+}
+
+/** DedupSearch where the scope says, `auto` choosing by the repository's size. */
+async function searchAnywhere(
+  api: Api,
+  workers: SearchWorkers,
+  query: SearchQuery,
+  scope: SearchScope,
+  progress: (p: SearchProgress) => void,
+  t0: number,
+): Promise<SearchOutcome> {
   await preloaded(api, scope);
   // The workers parse the keywords while the page asks for the repository's state.
   const last = speculative(api, scope);
@@ -1039,6 +1115,7 @@ async function naiveSearchAs(
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
   const t0 = performance.now();
+  await fills.get(workers);
   await preloaded(api, scope);
   const [prepared, keywords] = await Promise.all([
     repoState(api).then((repo) => prepare(api, scope, progress, repo)),
