@@ -16,7 +16,7 @@ use crate::{
     compress, crc32,
     format::bundle::{decode_bundle, BundleEntry, Codec},
     hash::{self, Fingerprint},
-    resemble::range::{blamed_chunk, RangeChunk, RangeDecoder},
+    resemble::range::{RangeChunk, RangeDecoder, RangeError},
 };
 
 /// A bundle whose chunks all verified: raw bytes back to back in bundle order.
@@ -159,10 +159,16 @@ fn verify_with_deltas<'b>(
     }
     let mut raw = vec![0u8; total];
     let mut filled = vec![false; requested];
-    let mut dec = RangeDecoder::new().map_err(|reason| Refused {
-        chunk: None,
-        reason,
-    })?;
+    // The chunk at fault, with its place in the bundle (past the answer when it is not
+    // among the requested ones).
+    let refused = |e: RangeError| Refused {
+        chunk: e.chunk.map(|fp| {
+            let k = entries.iter().position(|e| e.fp == fp).unwrap_or(requested);
+            (k, fp)
+        }),
+        reason: e.reason,
+    };
+    let mut dec = RangeDecoder::new().map_err(refused)?;
     dec.decode(&chunks, &fetched, &HashMap::new(), |fp, bytes, in_range| {
         if !in_range {
             return;
@@ -176,13 +182,7 @@ fn verify_with_deltas<'b>(
             }
         }
     })
-    .map_err(|reason| {
-        let chunk = blamed_chunk(&reason).map(|fp| {
-            let k = entries.iter().position(|e| e.fp == fp).unwrap_or(requested);
-            (k, fp)
-        });
-        Refused { chunk, reason }
-    })?;
+    .map_err(refused)?;
     if let Some(k) = filled.iter().position(|f| !f) {
         return Err(Refused {
             chunk: Some((k, answer[k].fp)),
@@ -407,6 +407,8 @@ mod tests {
         }
         let e = verify_bundle(&w.finish(), 3).err().unwrap();
         assert!(e.reason.contains("not available"), "{}", e.reason);
+        // At fault: the link whose base is missing (so the page can retry it checked).
+        assert_eq!(e.chunk, Some((3, entries[3].fp)), "{}", e.reason);
     }
 
     #[test]

@@ -29,6 +29,26 @@ use super::delta::{base_of, DeltaDecoder, DeltaError, CODEC_DELTA, MAX_CHAIN_DEP
 use crate::compress::Decompressor;
 use crate::hash::{first_not_stored_flat, to_hex, Fingerprint, FINGERPRINT_LEN};
 
+/// A range that could not be decoded: the chunk at fault when there is one (a chunk of the
+/// range or a fetched link whose bytes are wrong, a delta whose chain is too long or whose
+/// base is missing), and why. Shown as `chunk <hex>: <reason>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeError {
+    pub chunk: Option<Fingerprint>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for RangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.chunk {
+            Some(fp) => write!(f, "chunk {}: {}", to_hex(fp), self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
 /// One chunk of a stored range: its fingerprint, codec, stored bytes and raw length.
 #[derive(Debug, Clone, Copy)]
 pub struct RangeChunk<'a> {
@@ -63,7 +83,7 @@ pub fn outside_bases(
     chunks: &[RangeChunk<'_>],
     fetched: &[RangeChunk<'_>],
     known: impl Fn(&Fingerprint) -> bool,
-) -> Result<Vec<Fingerprint>, String> {
+) -> Result<Vec<Fingerprint>, RangeError> {
     let ix = index(chunks, fetched);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -103,10 +123,14 @@ pub struct RangeDecoder {
 }
 
 impl RangeDecoder {
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, RangeError> {
+        let unowned = |e: &dyn std::fmt::Display| RangeError {
+            chunk: None,
+            reason: e.to_string(),
+        };
         Ok(RangeDecoder {
-            dec: Decompressor::new().map_err(|e| e.to_string())?,
-            delta: DeltaDecoder::new().map_err(|e| e.to_string())?,
+            dec: Decompressor::new().map_err(|e| unowned(&e))?,
+            delta: DeltaDecoder::new().map_err(|e| unowned(&e))?,
             deltas: 0,
         })
     }
@@ -127,7 +151,7 @@ impl RangeDecoder {
         fetched: &[RangeChunk<'_>],
         outside: &HashMap<Fingerprint, Vec<u8>>,
         mut emit: impl FnMut(&Fingerprint, &[u8], bool),
-    ) -> Result<(), String> {
+    ) -> Result<(), RangeError> {
         let named = |c: &RangeChunk<'_>| base_of(c.stored).map_err(|e| chunk_err(&c.fp, e));
         let ix = index(chunks, fetched);
         // Bases are kept once decoded, with the links of their chain below them; nothing
@@ -278,7 +302,7 @@ impl Unchecked {
     fn check_and_emit(
         &mut self,
         emit: &mut impl FnMut(&Fingerprint, &[u8], bool),
-    ) -> Result<(), String> {
+    ) -> Result<(), RangeError> {
         let fp = |k: usize| -> Fingerprint {
             self.fps[k * FINGERPRINT_LEN..][..FINGERPRINT_LEN]
                 .try_into()
@@ -307,14 +331,11 @@ impl Unchecked {
     }
 }
 
-fn chunk_err(fp: &Fingerprint, e: impl std::fmt::Display) -> String {
-    format!("chunk {}: {e}", to_hex(fp))
-}
-
-/// The chunk an error of this module names (its message starts `chunk <hex>: `), so a caller
-/// can say which chunk failed.
-pub fn blamed_chunk(err: &str) -> Option<Fingerprint> {
-    crate::format::parse_fp_hex(err.strip_prefix("chunk ")?.get(..2 * FINGERPRINT_LEN)?)
+fn chunk_err(fp: &Fingerprint, e: impl std::fmt::Display) -> RangeError {
+    RangeError {
+        chunk: Some(*fp),
+        reason: e.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -387,7 +408,8 @@ mod tests {
                 out.insert(*fp, (raw.to_vec(), in_range)).is_none(),
                 "a chunk emitted twice"
             );
-        })?;
+        })
+        .map_err(|e| e.to_string())?;
         Ok(out)
     }
 
@@ -430,7 +452,8 @@ mod tests {
     ) -> Result<(Vec<RangeChunk<'static>>, usize), String> {
         let mut fetched = Vec::new();
         for round in 0.. {
-            let want = outside_bases(chunks, &fetched, |fp| known.contains(fp))?;
+            let want = outside_bases(chunks, &fetched, |fp| known.contains(fp))
+                .map_err(|e| e.to_string())?;
             if want.is_empty() {
                 return Ok((fetched, round));
             }
@@ -551,6 +574,15 @@ mod tests {
             e.contains("not available") && e.contains(&to_hex(&links[0].fp)),
             "{e}"
         );
+        // The error names the delta whose base is missing as the chunk at fault.
+        let e = RangeDecoder::new()
+            .unwrap()
+            .decode(&top, &range(&store), &HashMap::new(), |_, _, _| {})
+            .unwrap_err();
+        assert_eq!(e.chunk, Some(links[1].fp), "{e}");
+        assert!(e
+            .to_string()
+            .starts_with(&format!("chunk {}: ", to_hex(&links[1].fp))));
         // A fetched base with other bytes than its fingerprint's: refused, not used.
         let mut fetched = range(&store);
         let mut stale = range(&[&links[0]]);
@@ -583,10 +615,10 @@ mod tests {
         let e = decode_all(&range(&[&p, &q]), &[], &HashMap::new()).unwrap_err();
         assert!(e.contains("longer than"), "{e}");
         let e = outside_bases(&range(&[&p, &q]), &[], none).unwrap_err();
-        assert!(e.contains("longer than"), "{e}");
+        assert!(e.reason.contains("longer than"), "{e}");
         // The same loop through fetched chunks.
         let e = outside_bases(&range(&[&q]), &range(&[&p]), none).unwrap_err();
-        assert!(e.contains("longer than"), "{e}");
+        assert!(e.reason.contains("longer than"), "{e}");
         // A truncated delta payload is refused, not a panic.
         let mut t = delta(edit(&a.raw, 70), &a);
         t.bytes.truncate(5);
