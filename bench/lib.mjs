@@ -145,18 +145,30 @@ export async function apiJson(server, p) {
 }
 
 /**
- * Polls the stats until the delta pass has handled `version` (or a later one: a run after a
- * burst of commits reports its last); returns that pass's report.
+ * Polls the stats until their report `key` names `version` or a later one (a run after a
+ * burst of commits reports its last); returns that report.
  */
-export async function waitPass(server, version, timeoutSeconds = 600) {
+async function waitReport(server, key, what, version, timeoutSeconds) {
   const t0 = now();
   for (;;) {
-    const pass = (await apiJson(server, '/repos/default/stats')).delta_pass;
-    if ((pass?.version ?? 0) >= version) return pass;
-    if (now() - t0 > timeoutSeconds)
-      throw new Error(`the delta pass did not handle version ${version} in ${timeoutSeconds} s`);
+    const report = (await apiJson(server, '/repos/default/stats'))[key];
+    if ((report?.version ?? 0) >= version) return report;
+    if (now() - t0 > timeoutSeconds) throw new Error(`${what} did not reach version ${version} in ${timeoutSeconds} s`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/** Waits until the delta pass has handled `version` (or a later one); its report. */
+export function waitPass(server, version, timeoutSeconds = 600) {
+  return waitReport(server, 'delta_pass', 'the delta pass', version, timeoutSeconds);
+}
+
+/**
+ * Waits until the server has warmed its search cache up to `version` (docs/SEARCH.md, "On
+ * the server": the last step of its background work after a commit); its report.
+ */
+function waitWarm(server, version, timeoutSeconds = 600) {
+  return waitReport(server, 'search_warm', "the search cache's warm-up", version, timeoutSeconds);
 }
 
 /**
@@ -179,21 +191,6 @@ export async function settle(server, { delta = true } = {}) {
   const pruned = await res.json();
   if (newest > 0) await waitWarm(server, newest);
   return pruned;
-}
-
-/**
- * Waits until the server has warmed its search cache up to `version` (docs/SEARCH.md, "On
- * the server": the last step of its background work after a commit).
- */
-export async function waitWarm(server, version, timeoutSeconds = 600) {
-  const t0 = now();
-  for (;;) {
-    const warm = (await apiJson(server, '/repos/default/stats')).search_warm;
-    if ((warm?.version ?? 0) >= version) return warm;
-    if (now() - t0 > timeoutSeconds)
-      throw new Error(`the search cache was not warmed up to version ${version} in ${timeoutSeconds} s`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 /** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS. */

@@ -185,9 +185,11 @@ test('DedupSearch in the page finds exactly what a scan of the folders finds', a
   expect(errors).toEqual([]);
 });
 
-// The server's engine once found fewer matches than the page here (docs/SEARCH.md): this is
-// the comparison that would catch it again.
-test('DedupSearch on the server finds exactly what the in-page search finds', async ({ page }) => {
+/**
+ * Opens the app's Search tab in a new page after the first test's backups, counting the
+ * page's errors and its `POST search` requests (the server's engine).
+ */
+async function openSearchTab(page: Page) {
   expect(ids.length, 'the versions backed up by the first test').toBe(3);
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
@@ -198,6 +200,13 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await page.getByTestId('tab-search').click();
+  return { errors, serverSearches: () => searches };
+}
+
+// The server's engine once found fewer matches than the page here (docs/SEARCH.md): this is
+// the comparison that would catch it again.
+test('DedupSearch on the server finds exactly what the in-page search finds', async ({ page }) => {
+  const { errors, serverSearches } = await openSearchTab(page);
   runs = 0;
   const b = await boundaryKeywords();
   const queries: [string[], { hex?: boolean; filesOnly?: boolean }, string][] = [
@@ -222,7 +231,7 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
     // Snippets come from the recipes the server sent.
     await expect(page.getByTestId('search-snippet').first()).toBeVisible();
   }
-  expect(searches).toBe(queries.length);
+  expect(serverSearches()).toBe(queries.length);
   // The small e2e repository is searched in the page when the choice is automatic.
   await page.getByTestId('search-where').selectOption('auto');
   await expect(await search(page, ['vnode'])).toHaveAttribute('data-where', 'page');
@@ -232,16 +241,7 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
 test('auto: a page holding nothing of the repository asks the server, then searches in the page from what it cached', async ({
   page,
 }) => {
-  expect(ids.length, 'the versions backed up by the first test').toBe(3);
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  let searches = 0;
-  page.on('request', (r) => {
-    if (new URL(r.url()).pathname.endsWith('/search')) searches++;
-  });
-  await page.goto(server.appUrl);
-  await expect(page.getByTestId('engine-ready')).toBeVisible();
-  await page.getByTestId('tab-search').click();
+  const { errors, serverSearches } = await openSearchTab(page);
   await expect(page.getByTestId('search-where')).toHaveValue('auto');
   runs = 0;
   const text = ['createElement', 'options', 'Element', 'vnode'];
@@ -254,7 +254,7 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   const matches = (await first.getAttribute('data-matches'))!;
   // The page runs the same search behind the server's answer, caching what it fetched.
   await expect(first).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
-  expect(searches).toBe(1);
+  expect(serverSearches()).toBe(1);
 
   // From then on the page searches, from its caches: nothing fetched, the same hits.
   const second = await search(page, text);
@@ -267,7 +267,7 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   await expect(hex).toHaveAttribute('data-where', 'page');
   await expect(hex).toHaveAttribute('data-stored-bytes-read', '0');
   expectSame(await pageHits(page), scanFolders(b.bytes));
-  expect(searches).toBe(1);
+  expect(serverSearches()).toBe(1);
   expect(errors).toEqual([]);
 });
 

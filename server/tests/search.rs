@@ -65,11 +65,21 @@ fn search(s: &Server, t: &str, body: Value) -> Value {
     r.json()
 }
 
-/// The server's last warm-up of its search cache (`stats.search_warm`).
-fn search_warm(s: &Server, t: &str) -> Value {
-    let r = request("GET", &s.repo_url("default", "/stats"), Some(t), &[], None);
-    assert_eq!(r.status, 200);
-    r.json()["search_warm"].clone()
+/// Waits for the server's warm-up of its search cache to cover `version`; its report
+/// (`stats.search_warm`).
+fn wait_warm(s: &Server, t: &str, version: Option<i64>) -> Value {
+    let mut warm = Value::Null;
+    wait_until(
+        "the search cache's warm-up",
+        Duration::from_secs(120),
+        || {
+            let r = request("GET", &s.repo_url("default", "/stats"), Some(t), &[], None);
+            assert_eq!(r.status, 200);
+            warm = r.json()["search_warm"].clone();
+            warm["version"].as_i64() == version
+        },
+    );
+    warm
 }
 
 #[test]
@@ -163,15 +173,7 @@ fn server_search_equals_the_naive_search() {
 
     // After each commit (and its delta pass) the server decodes the repository's chunks
     // into its search cache, so even the first search reads no container.
-    let mut warm = Value::Null;
-    wait_until(
-        "the search cache's warm-up",
-        Duration::from_secs(120),
-        || {
-            warm = search_warm(&s, &t);
-            warm["version"].as_i64() == versions.last().copied()
-        },
-    );
+    let warm = wait_warm(&s, &t, versions.last().copied());
     assert_eq!(warm["cached"], true, "{warm}");
 
     // Every keyword, all matches.
@@ -306,15 +308,7 @@ fn repeat_searches_scan_from_the_cache_within_its_budget() {
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let total: u64 = pool.iter().map(|c| c.raw.len() as u64).sum();
     let id = r.json()["id"].as_i64();
-    let mut warm = Value::Null;
-    wait_until(
-        "the search cache's warm-up",
-        Duration::from_secs(120),
-        || {
-            warm = search_warm(&s, &t);
-            warm["version"].as_i64() == id
-        },
-    );
+    let warm = wait_warm(&s, &t, id);
     assert_eq!(warm["cached"], false, "over the budget: {warm}");
     assert_eq!(warm["raw_bytes"], total);
     assert_eq!(warm["decoded_bytes"], 0);
@@ -339,10 +333,7 @@ fn repeat_searches_scan_from_the_cache_within_its_budget() {
     // everything once more, in its warm-up at start, and its first search reads nothing.
     s.stop(std::time::Duration::from_secs(10));
     let s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0")], None);
-    wait_until("the warm-up at start", Duration::from_secs(120), || {
-        warm = search_warm(&s, &s.token);
-        warm["version"].as_i64() == id
-    });
+    let warm = wait_warm(&s, &s.token, id);
     assert_eq!(warm["cached"], true, "{warm}");
     assert_eq!(warm["decoded_bytes"], total);
     let again = search(&s, &s.token, body);
