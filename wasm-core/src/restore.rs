@@ -163,7 +163,7 @@ fn verify_with_deltas<'b>(
     // among the requested ones).
     let refused = |e: RangeError| Refused {
         chunk: e.chunk.map(|fp| {
-            let k = entries.iter().position(|e| e.fp == fp).unwrap_or(requested);
+            let k = entries.iter().position(|x| x.fp == fp).unwrap_or(requested);
             (k, fp)
         }),
         reason: e.reason,

@@ -190,7 +190,7 @@ impl Store {
             path_filter: String::new(),
         };
         let mut attempt = 1;
-        let warm = loop {
+        let mut warm = loop {
             let Scope { newest, locs, .. } =
                 self.scope_files(repo_id, &all, &mut SearchReport::default())?;
             let raw_bytes: u64 = locs.iter().map(|(_, l)| l.raw_len as u64).sum();
@@ -214,10 +214,7 @@ impl Store {
                 }
             }
         };
-        let warm = SearchWarm {
-            seconds: t0.elapsed().as_secs_f64(),
-            ..warm
-        };
+        warm.seconds = t0.elapsed().as_secs_f64();
         self.search_cache
             .warmed
             .lock()

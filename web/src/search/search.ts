@@ -845,14 +845,17 @@ async function coldOnServer(
   t0: number,
 ): Promise<SearchOutcome | undefined> {
   const [repo, keywords] = await Promise.all([repoState(api), begin(api, workers, query)]);
-  // Above the workers' cache the server searches anyway, and the page would cache nothing.
-  if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0);
+  // Above the workers' cache the server searches anyway (its failure is the search's), and
+  // the page would cache nothing.
+  const large = onServer(scope, repo.uniqueRawBytes);
   let answered: SearchOutcome;
   try {
     answered = await serverSearch(api, keywords, query, scope, repo, t0);
-  } catch {
+  } catch (e) {
+    if (large) throw e;
     return undefined;
   }
+  if (large) return answered;
   const fill = searchAnywhere(api, workers, query, { ...scope, where: 'page' }, () => {}, performance.now()).then(
     () => {},
     () => {},
