@@ -14,7 +14,7 @@ mod wal;
 
 use std::{ops::Deref, path::Path};
 
-use rusqlite::{Connection, Transaction};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use schema::{db_path, open_ro, open_rw};
 
@@ -106,7 +106,14 @@ pub struct SqliteWriter {
 
 impl IndexWriter for SqliteWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
-        Ok(Box::new(Sql(self.conn.unchecked_transaction()?)))
+        // IMMEDIATE takes the write lock at the start, waiting out another process's writer
+        // (the CLI beside a running server) under the busy timeout. A deferred transaction
+        // that reads first and writes later gets SQLITE_BUSY at once, with no wait, when
+        // the other process commits in between: WAL mode cannot upgrade a stale snapshot.
+        Ok(Box::new(Sql(Transaction::new_unchecked(
+            &self.conn,
+            TransactionBehavior::Immediate,
+        )?)))
     }
     fn claim(&self, _shared: bool) -> StoreResult<()> {
         Ok(())
@@ -186,5 +193,36 @@ mod tests {
         };
         contract::run_all(&open);
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// Two processes' writers on one database (a CLI command beside the running server): a
+    /// transaction that reads, then writes after the other writer committed, must wait for
+    /// the lock instead of failing with "database is locked".
+    #[test]
+    fn a_second_writer_waits_instead_of_failing() {
+        let dir = std::env::temp_dir().join(format!("ditto-two-writers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_, cli) = super::open(&dir).unwrap();
+        let tx = cli.begin().unwrap();
+        assert!(crate::store::repo_id(&*tx, "a").unwrap().is_none());
+        let server = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let (_, w) = super::open(&dir).unwrap();
+                let tx = w.begin().unwrap();
+                crate::store::create_repo(&*tx, "b").unwrap();
+                tx.commit().unwrap();
+            })
+        };
+        // Long enough for the other writer to commit, had it not been made to wait.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        crate::store::create_repo(&*tx, "a").unwrap();
+        tx.commit().unwrap();
+        server.join().unwrap();
+        let (ix, _) = super::open(&dir).unwrap();
+        let r = ix.read().unwrap();
+        assert!(crate::store::repo_id(&*r, "a").unwrap().is_some());
+        assert!(crate::store::repo_id(&*r, "b").unwrap().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
