@@ -201,16 +201,26 @@ export function launchBrowser() {
 /**
  * A new page (own context) on the app, once the engine is ready. With `noSavePicker`,
  * `showSaveFilePicker` is hidden so a restore ends in an ordinary download (Playwright's
- * 'download' event), as in e2e/tests/restore.spec.ts.
+ * 'download' event), as in e2e/tests/restore.spec.ts: streamed by the download worker once it
+ * is active (waited for, up to 10 s: a build without one never has it), or with
+ * `serviceWorkers: 'block'` a Blob (web/src/restore/sink.ts).
  */
-export async function openApp(browser, server, { noSavePicker = false } = {}) {
-  const page = await browser.newPage({ acceptDownloads: true });
+export async function openApp(browser, server, { noSavePicker = false, serviceWorkers = 'allow' } = {}) {
+  const page = await browser.newPage({ acceptDownloads: true, serviceWorkers });
   if (noSavePicker)
     await page.addInitScript(() => {
       Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
     });
   await page.goto(server.appUrl);
   await page.getByTestId('engine-ready').waitFor({ timeout: 60_000 });
+  if (noSavePicker && serviceWorkers === 'allow')
+    await page
+      .waitForFunction(
+        async () => (await navigator.serviceWorker.getRegistration('/dl/'))?.active?.state === 'activated',
+        null,
+        { timeout: 10_000 },
+      )
+      .catch(() => {});
   return page;
 }
 
@@ -321,15 +331,21 @@ export function sameTree(want, got, what) {
 /**
  * One restore of `version` as a zip in a fresh page of `browser` (Playwright), as a user coming
  * back to restore (nothing of the backup left in memory): Versions, "Download zip", with the
- * save picker hidden so it ends in a download. The zip is unpacked in a folder under `scratch`
+ * save picker hidden so it ends in a download: `sink` 'stream' (default) streamed by the
+ * download worker, as Chromium's page does, or 'blob' with service workers blocked, as a
+ * browser without them. The zip is unpacked in a folder under `scratch`
  * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (click
  * to download on disk), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`,
  * `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
- * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `zipBytes, checked }`.
+ * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
+ * page's, `data-sink`), `zipBytes, checked }`.
  * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
  */
-export async function restoreZip(browser, server, version, folder, scratch, { link } = {}) {
-  const page = await openApp(browser, server, { noSavePicker: true });
+export async function restoreZip(browser, server, version, folder, scratch, { link, sink = 'stream' } = {}) {
+  const page = await openApp(browser, server, {
+    noSavePicker: true,
+    serviceWorkers: sink === 'blob' ? 'block' : 'allow',
+  });
   if (link) await emulateLink(page, link);
   const fetched = [];
   page.on('response', (r) => {
@@ -366,6 +382,9 @@ export async function restoreZip(browser, server, version, folder, scratch, { li
   const done = page.getByTestId('restore-done');
   await done.waitFor({ timeout: 60_000 });
   const result = await restoreFigures(done, wallSeconds);
+  result.sink = await page.getByTestId('restore-status').getAttribute('data-sink');
+  if (sink === 'blob' && result.sink !== 'blob')
+    throw new Error(`asked for a Blob download, the page used ${result.sink}`);
   // Counted by the driver too, so that builds whose page does not count them compare.
   result.responseBytes = (await Promise.all(fetched)).reduce((a, b) => a + b, 0);
   if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
@@ -411,6 +430,8 @@ export function launchProfile(dir) {
   return chromium.launchPersistentContext(dir, {
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
     args: CHROMIUM_ARGS,
+    // The pickers stubbed in it are what it measures, not the download worker.
+    serviceWorkers: 'block',
   });
 }
 

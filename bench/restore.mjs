@@ -2,10 +2,12 @@
 // (headless Chromium, real release server), one version per release, then their parent
 // folder (the 10 releases side by side, ~213 MB) backed up as one more source. Restored, in
 // fresh pages and interleaved run by run: (a) the largest release and (b) the parent folder,
-// each as a zip ("Download zip", no save picker, so it ends in a download, unpacked and
-// compared byte for byte, the path of browsers without the File System Access API), as a zip
-// written to a picked file (Chromium's path: the save picker stubbed to a file of the origin
-// private file system of a browser profile on disk, copied out and compared the same way) and into a folder ("Restore into folder…", the picker stubbed to an
+// each as a zip ("Download zip" ending in a download, unpacked and compared byte for byte:
+// streamed by the download worker, the page's first choice, and as a Blob, with service
+// workers blocked, the path of browsers without them), as a zip written to a picked file (the
+// save picker stubbed to a file of the origin private file system of a browser profile on
+// disk, service workers blocked, copied out and compared the same way) and into a folder
+// ("Restore into folder…", the picker stubbed to an
 // OPFS directory, every file hashed in the page and compared). restic backs up the same
 // folders and restores the same two snapshots, timed, as the reference. Prints a table and,
 // last, one JSON line.
@@ -87,12 +89,14 @@ async function ditto() {
     await settle(server);
     for (const t of targets) {
       t.zip = [];
+      t.blob = [];
       t.file = [];
       t.dir = [];
     }
     for (let run = 0; run < runs; run++)
       for (const t of targets) {
         t.zip.push(await restoreZip(browser, server, t.version, t.folder, scratch));
+        t.blob.push(await restoreZip(browser, server, t.version, t.folder, scratch, { sink: 'blob' }));
         t.file.push(await restoreZipToFile(profile, server, t.version, t.folder, scratch));
         t.dir.push(await restoreFolder(profile, server, t.version, t.folder, `bench-${t.key}-${run}`));
       }
@@ -158,12 +162,20 @@ try {
     );
     console.log('restore (median of runs)'.padEnd(44), 'seconds'.padStart(8), 'MB/s'.padStart(8), '   seconds per run');
     const zipPage = row(
-      'ditto zip, page clock (fetch->zip)',
+      `ditto zip (${t.zip[0].sink}), page clock`,
       t.zip.map((r) => r.pageSeconds),
     );
     const zipWall = row(
-      'ditto zip, click to download on disk',
+      `ditto zip (${t.zip[0].sink}), click to on disk`,
       t.zip.map((r) => r.wallSeconds),
+    );
+    const blobPage = row(
+      'ditto zip (blob), page clock',
+      t.blob.map((r) => r.pageSeconds),
+    );
+    const blobWall = row(
+      'ditto zip (blob), click to on disk',
+      t.blob.map((r) => r.wallSeconds),
     );
     const filePage = row(
       'ditto zip to a picked file, page clock',
@@ -195,6 +207,10 @@ try {
       [`${p}restore_mbps`]: median(t.zip.map((r) => r.mbps)),
       [`${p}restore_page_seconds`]: +zipPage.toFixed(3),
       [`${p}restore_seconds`]: +zipWall.toFixed(3),
+      [`${p}restore_sink`]: t.zip[0].sink,
+      [`${p}restore_blob_mbps`]: median(t.blob.map((r) => r.mbps)),
+      [`${p}restore_blob_page_seconds`]: +blobPage.toFixed(3),
+      [`${p}restore_blob_seconds`]: +blobWall.toFixed(3),
       [`${p}restore_file_mbps`]: median(t.file.map((r) => r.mbps)),
       [`${p}restore_file_page_seconds`]: +filePage.toFixed(3),
       [`${p}restore_file_seconds`]: +fileWall.toFixed(3),
@@ -208,6 +224,7 @@ try {
       ...(withRestic && {
         [`${p}restic_restore_seconds`]: +rs.toFixed(3),
         [`${p}speed_vs_restic`]: +(rs / zipWall).toFixed(3),
+        [`${p}blob_speed_vs_restic`]: +(rs / blobWall).toFixed(3),
         [`${p}file_speed_vs_restic`]: +(rs / fileWall).toFixed(3),
         [`${p}folder_speed_vs_restic`]: +(rs / dirWall).toFixed(3),
       }),

@@ -9,13 +9,19 @@ import path from 'node:path';
 import { walk } from './datasets';
 import type { RunningServer } from './server';
 
-/** Opens the page without the File System Access save picker (Playwright cannot drive it): downloads are Blobs. */
+/**
+ * Opens the page without the File System Access save picker (Playwright cannot drive it), once
+ * the download worker is active: downloads are streamed by it (web/src/restore/sink.ts).
+ */
 export async function openWithoutPicker(page: Page, server: RunningServer) {
   await page.addInitScript(() => {
     Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
   });
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.waitForFunction(
+    async () => (await navigator.serviceWorker.getRegistration('/dl/'))?.active?.state === 'activated',
+  );
 }
 
 /**

@@ -1,4 +1,4 @@
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test, type Download, type Page } from '@playwright/test';
 import { execFileSync } from 'node:child_process';
 import {
   mkdirSync,
@@ -79,6 +79,8 @@ test('back up three releases, restore version 2 as a zip identical to its folder
   v2Zip = zip;
   expect(download.suggestedFilename()).toMatch(/\.zip$/);
   await expect(page.getByTestId('restore-done')).toBeVisible();
+  // Streamed by the download worker (public/dl/sw.js), not assembled into a Blob.
+  await expect(page.getByTestId('restore-status')).toHaveAttribute('data-sink', 'stream');
 
   const out = testInfo.outputPath('v2');
   mkdirSync(out, { recursive: true });
@@ -142,7 +144,12 @@ test('download one file and one folder of a version', async ({ page }, testInfo)
     expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[1], folder, rel))), rel).toBe(true);
 });
 
-test('with a save picker the zip is streamed to the file, same bytes as the download', async ({ page }, testInfo) => {
+test('with a save picker the zip is streamed to the file, same bytes as the download', async ({
+  browser,
+}, testInfo) => {
+  // Without service workers (a private window, an insecure origin) the picker is the way out.
+  const context = await browser.newContext({ serviceWorkers: 'block' });
+  const page = await context.newPage();
   // A stand-in for the File System Access API that records what is written, piece by piece.
   await page.addInitScript(() => {
     const w = window as unknown as { __written: Uint8Array[]; __closed: boolean; showSaveFilePicker: unknown };
@@ -160,6 +167,7 @@ test('with a save picker the zip is streamed to the file, same bytes as the down
   await page.getByTestId('tab-versions').click();
   await row(page, ids[1]).getByTestId('version-zip').click();
   await expect(page.getByTestId('restore-done')).toBeVisible();
+  await expect(page.getByTestId('restore-status')).toHaveAttribute('data-sink', 'picker');
   const { pieces, largest, bytes, closed } = await page.evaluate(() => {
     const w = window as unknown as { __written: Uint8Array[]; __closed: boolean };
     return {
@@ -183,6 +191,7 @@ test('with a save picker the zip is streamed to the file, same bytes as the down
   execFileSync('unzip', ['-q', '-o', testInfo.outputPath('picker.zip'), '-d', out]);
   for (const rel of walk(folders[1]))
     expect(readFileSync(path.join(out, rel)).equals(readFileSync(path.join(folders[1], rel))), rel).toBe(true);
+  await context.close();
 });
 
 interface Entry {
@@ -227,8 +236,9 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
 
   await openWithoutPicker(page);
   await page.getByTestId('tab-versions').click();
-  let downloaded = false;
-  page.on('download', () => (downloaded = true));
+  // A streamed download starts at the click; the failure must end it failed, never complete.
+  const downloads: Download[] = [];
+  page.on('download', (d) => downloads.push(d));
   await row(page, ids[2]).getByTestId('version-zip').click();
   const error = page.getByTestId('restore-error');
   await expect(error).toBeVisible();
@@ -236,5 +246,7 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
   await expect(error).toContainText(fp);
   await expect(error).toContainText('damaged');
   await expect(page.getByTestId('restore-done')).toHaveCount(0);
-  expect(downloaded).toBe(false);
+  await expect(page.getByTestId('restore-status')).toHaveAttribute('data-sink', 'stream');
+  expect(downloads.length).toBe(1);
+  expect(await downloads[0].failure(), 'the download failed').not.toBeNull();
 });

@@ -4,7 +4,7 @@ import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress }
 import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { versionLocations } from '../restore/locations';
-import { chooseSink, writeToSink } from '../restore/sink';
+import { abandonSink, chooseSink, mimeOf, writeToSink, type Sink } from '../restore/sink';
 import { restoreWorkers } from '../restore/workers';
 import { bytes, duration } from './format';
 
@@ -29,6 +29,8 @@ export interface RestoreState {
   done?: boolean;
   /** Restore into a folder: files found there already identical, not fetched. */
   skipped?: { files: number; bytes: number };
+  /** Where a download goes (sink.ts): a streamed download, a picked file or a Blob. */
+  sink?: Sink['kind'];
 }
 
 /** The last segment of a path, safe as a file name. */
@@ -69,6 +71,7 @@ export function useRestore(api: Api) {
     async (request: RestoreRequest) => {
       if (job.current) return;
       setState({ request, progress: null });
+      let sink: Sink | null = null;
       try {
         if (request.format === 'folder') {
           // The picker must come before any other await (it needs the click's gesture).
@@ -97,12 +100,14 @@ export function useRestore(api: Api) {
           setState((s) => (s ? { ...s, done: true } : s));
           return;
         }
-        // The save picker must come before any other await (it needs the click's gesture).
-        const sink = await chooseSink(request.filename, request.expectedBytes, request.format === 'zip');
+        // The sink must come before any other await (a picker or a download needs the click's gesture).
+        sink = await chooseSink(request.filename, request.expectedBytes, request.format === 'zip');
         if (!sink) {
           setState(null);
           return;
         }
+        const kind = sink.kind;
+        setState((s) => (s ? { ...s, sink: kind } : s));
         const locating = locate(request.version);
         const j = await startRestore({
           api,
@@ -113,10 +118,11 @@ export function useRestore(api: Api) {
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
-        await writeToSink(sink, j.stream, request.format === 'zip' ? 'application/zip' : 'application/octet-stream');
+        await writeToSink(sink, j.stream, mimeOf(request.format === 'zip'));
         await j.done;
         setState((s) => (s ? { ...s, done: true } : s));
       } catch (e) {
+        if (sink) await abandonSink(sink, e);
         // The restore's own message (naming the damaged file) beats the stream's generic one.
         let message = e instanceof Error ? e.message : String(e);
         if (job.current)
@@ -137,7 +143,7 @@ export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState
   const p = state.progress;
   const pct = p && p.bytesTotal ? Math.min(100, (100 * p.bytesDone) / p.bytesTotal) : 0;
   return (
-    <div className="restore-status" data-testid="restore-status">
+    <div className="restore-status" data-testid="restore-status" data-sink={state.sink}>
       <strong>{state.request.label}</strong>
       {p && (
         <>

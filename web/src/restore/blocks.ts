@@ -8,6 +8,17 @@
 
 export const BLOCK_BYTES = 4 << 20;
 
+/** The buffers of blocks a BlockWriter made: nothing else refers to them once taken. */
+const made = new WeakSet<ArrayBufferLike>();
+
+/**
+ * Whether `b` is a block a BlockWriter made (a view of its own buffer, which the reader may
+ * transfer), not a piece that passed through (a view of a chunk something else may hold).
+ */
+export function ownsBuffer(b: Uint8Array): boolean {
+  return made.has(b.buffer);
+}
+
 /** The synchronous side: `push` pieces, `take` the blocks completed so far, `flush` at the end. */
 export class BlockWriter {
   private block: Uint8Array | null = null;
@@ -26,7 +37,10 @@ export class BlockWriter {
     }
     let from = 0;
     while (from < p.length) {
-      this.block ??= new Uint8Array(this.blockBytes);
+      if (!this.block) {
+        this.block = new Uint8Array(this.blockBytes);
+        made.add(this.block.buffer);
+      }
       const n = Math.min(p.length - from, this.blockBytes - this.at);
       this.block.set(p.subarray(from, from + n), this.at);
       this.at += n;

@@ -1,12 +1,54 @@
 /**
- * Where a restore goes. With the File System Access API (Chromium) the user picks a file and
- * the stream is written straight to it with backpressure: no size limit, flat memory. Without
- * it, the stream is collected into a Blob and handed to an `<a download>`; that holds the whole
- * archive (Chrome keeps blobs in memory up to ~2 GB before paging to disk, Firefox keeps them
- * in memory, Safari may peak at several times the size), so it is gated at BLOB_LIMIT.
+ * Where a restore goes, best first:
+ * - A streamed download: the download worker (public/dl/sw.js, a service worker scoped to
+ *   `/dl/` only) answers a hidden frame's request with a stream the page feeds block by
+ *   block, a few blocks in flight; the browser writes it to disk as it comes. No size limit,
+ *   flat memory, and nothing copied into blob storage (the fastest way out of the page,
+ *   `npm run bench:writefloor`). Needs a secure context with service workers (not Firefox's
+ *   private windows, not plain http other than localhost).
+ * - A picked file (File System Access API, Chromium): the stream is written straight to it
+ *   with backpressure; no size limit, but every write goes through the browser's swap file.
+ * - A Blob handed to an `<a download>`: it holds the whole archive (Chrome keeps blobs in
+ *   memory up to ~2 GB before paging to disk, Firefox keeps them in memory, Safari may peak
+ *   at several times the size), so it is gated at BLOB_LIMIT.
  */
 
+import { ownsBuffer } from './blocks';
+
 export const BLOB_LIMIT = 512 * 1024 * 1024;
+
+/** Blocks sent to the download worker and not yet taken by the browser (4 MiB each). */
+const IN_FLIGHT = 4;
+/** How often the page pings the download worker while a download runs (browsers stop idle workers). */
+const PING_MS = 10_000;
+
+/** The active download worker, once its registration is; null until then or without one. */
+let downloadWorker: ServiceWorker | null = null;
+
+/**
+ * Registers the download worker (call once at start). A failure only means restores fall
+ * back to the picker or a Blob.
+ */
+export function registerDownloadWorker(): void {
+  const container = typeof navigator === 'undefined' ? undefined : navigator.serviceWorker;
+  if (!container) return;
+  container
+    .register('/dl/sw.js', { scope: '/dl/' })
+    .then((reg) => {
+      const watch = (w: ServiceWorker | null) => {
+        if (!w) return;
+        const settle = () => {
+          if (w.state === 'activated') downloadWorker = w;
+          else if (w.state === 'redundant' && downloadWorker === w) downloadWorker = null;
+        };
+        settle();
+        w.addEventListener('statechange', settle);
+      };
+      watch(reg.active ?? reg.waiting ?? reg.installing);
+      reg.addEventListener('updatefound', () => watch(reg.installing));
+    })
+    .catch(() => {});
+}
 
 interface SaveFilePickerOptions {
   suggestedName?: string;
@@ -15,7 +57,9 @@ interface SaveFilePickerOptions {
 type SavePicker = (opts?: SaveFilePickerOptions) => Promise<FileSystemFileHandle>;
 
 export type Sink =
-  { kind: 'picker'; name: string; writable: Promise<FileSystemWritableFileStream> } | { kind: 'blob'; name: string };
+  | { kind: 'stream'; name: string; writable: WritableStream<Uint8Array> }
+  | { kind: 'picker'; name: string; writable: Promise<FileSystemWritableFileStream> }
+  | { kind: 'blob'; name: string };
 
 export class SinkError extends Error {}
 
@@ -24,6 +68,8 @@ export class SinkError extends Error {}
  * the user's gesture. Returns null when the user dismissed the picker.
  */
 export async function chooseSink(name: string, expectedBytes: number, zip: boolean): Promise<Sink | null> {
+  if (downloadWorker?.state === 'activated')
+    return { kind: 'stream', name, writable: streamedDownload(downloadWorker, name, mimeOf(zip)) };
   const picker = (window as unknown as { showSaveFilePicker?: SavePicker }).showSaveFilePicker;
   if (typeof picker === 'function') {
     try {
@@ -44,8 +90,28 @@ export async function chooseSink(name: string, expectedBytes: number, zip: boole
   return { kind: 'blob', name };
 }
 
+/** What a restore's download is served as. */
+export function mimeOf(zip: boolean): string {
+  return zip ? 'application/zip' : 'application/octet-stream';
+}
+
+/**
+ * Ends a sink the restore never wrote to (it failed before its stream existed), so that no
+ * download is left waiting and no swap file is left behind. A sink already written to has
+ * been ended by its stream.
+ */
+export async function abandonSink(sink: Sink, reason: unknown): Promise<void> {
+  const w =
+    sink.kind === 'stream' ? sink.writable : sink.kind === 'picker' ? await sink.writable.catch(() => null) : null;
+  if (w && !w.locked) await w.abort(reason).catch(() => {});
+}
+
 /** Pours the stream into the sink; resolves when the file is complete. */
 export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>, mime: string): Promise<void> {
+  if (sink.kind === 'stream') {
+    await stream.pipeTo(sink.writable);
+    return;
+  }
   if (sink.kind === 'picker') {
     // pipeTo closes the file on success (Chrome then swaps the .crswap in) and aborts it on error.
     await stream.pipeTo(await sink.writable);
@@ -70,4 +136,64 @@ export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>
   a.click();
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+/**
+ * A download fed by the page. It is opened at once, inside the click that asked for it (the
+ * browser lets a page start a download while it has the user's gesture): the download worker
+ * gets a `MessagePort` and a hidden frame requests `/dl/<id>/<name>`, which the worker answers
+ * with a stream that waits for blocks. Each block is then sent (transferred when the page
+ * owns it), with at most IN_FLIGHT blocks the browser has not taken. Closing waits until the
+ * browser has taken the last one; a download the user cancels fails the next write; an
+ * aborted stream fails the download.
+ */
+function streamedDownload(worker: ServiceWorker, name: string, mime: string): WritableStream<Uint8Array> {
+  const id = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+  const { port1: port, port2 } = new MessageChannel();
+  let inFlight = 0;
+  let cancelled = false;
+  let wake: (() => void) | null = null;
+  port.onmessage = (e: MessageEvent<{ type: string }>) => {
+    if (e.data.type === 'pulled') inFlight--;
+    else if (e.data.type === 'cancel') cancelled = true;
+    wake?.();
+  };
+  const changed = () => new Promise<void>((r) => (wake = r));
+  worker.postMessage({ type: 'open', id, name, mime }, [port2]);
+  const frame = document.createElement('iframe');
+  frame.hidden = true;
+  frame.src = `/dl/${id}/${encodeURIComponent(name)}`;
+  document.body.appendChild(frame);
+  const ping = window.setInterval(() => worker.postMessage({ type: 'ping' }), PING_MS);
+  const cleanup = () => {
+    clearInterval(ping);
+    port.close();
+    // The frame stays a while: removing it at once could end the download it started.
+    setTimeout(() => frame.remove(), 60_000);
+  };
+  const check = () => {
+    if (cancelled) throw new SinkError('The download was cancelled.');
+  };
+  return new WritableStream<Uint8Array>({
+    async write(chunk) {
+      check();
+      const own = ownsBuffer(chunk) ? chunk : chunk.slice();
+      port.postMessage({ type: 'data', block: own.buffer, offset: own.byteOffset, length: own.byteLength }, [
+        own.buffer,
+      ]);
+      inFlight++;
+      while (inFlight >= IN_FLIGHT && !cancelled) await changed();
+      check();
+    },
+    async close() {
+      port.postMessage({ type: 'end' });
+      while (inFlight > 0 && !cancelled) await changed();
+      cleanup();
+      check();
+    },
+    abort(reason) {
+      port.postMessage({ type: 'abort', message: reason instanceof Error ? reason.message : String(reason) });
+      cleanup();
+    },
+  });
 }
