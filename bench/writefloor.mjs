@@ -14,7 +14,8 @@
 // - file: each block written to a `FileSystemWritableFileStream` of an origin-private file,
 //   until it is closed (what the picked file's stream does after the picker);
 // - sw: each block transferred to a service worker whose response to a download request
-//   streams them (no Blob storage; the product does not do this, it measures the idea).
+//   streams them (no Blob storage), as the page's download worker does (public/dl/sw.js,
+//   without its flow control).
 //
 // Usage: node bench/writefloor.mjs [--runs N] [--no-restic]
 import http from 'node:http';

@@ -194,6 +194,30 @@ test('with a save picker the zip is streamed to the file, same bytes as the down
   await context.close();
 });
 
+test('a cancelled restore fails its download instead of leaving a truncated zip', async ({ page }) => {
+  await open(page, server);
+  // A slow link (Chromium's emulation, for the page and its workers), so the restore is still
+  // running when Cancel is pressed.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', {
+    offline: false,
+    latency: 20,
+    downloadThroughput: 250_000,
+    uploadThroughput: 250_000,
+  });
+  await page.getByTestId('tab-versions').click();
+  const downloads: Download[] = [];
+  page.on('download', (d) => downloads.push(d));
+  await row(page, ids[1]).getByTestId('version-zip').click();
+  await expect(page.getByTestId('restore-progress')).toBeVisible();
+  await page.getByTestId('restore-cancel').click();
+  await expect(page.getByTestId('restore-error')).toContainText('cancelled');
+  await expect(page.getByTestId('restore-done')).toHaveCount(0);
+  expect(downloads.length).toBe(1);
+  expect(await downloads[0].failure(), 'the download failed').not.toBeNull();
+});
+
 interface Entry {
   path: string;
   kind: string;

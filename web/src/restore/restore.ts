@@ -616,10 +616,16 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     }),
   );
   const reader = observed.getReader();
+  let outCtl: ReadableStreamDefaultController<Uint8Array> | null = null;
   const out = new ReadableStream<Uint8Array>({
+    start(ctl) {
+      outCtl = ctl;
+    },
     async pull(ctl) {
       try {
         const r = await reader.read();
+        // A cancelled restore ends its reader early: that is not the end of the output.
+        if (controller.signal.aborted) return;
         if (r.done) ctl.close();
         else ctl.enqueue(r.value);
       } catch (e) {
@@ -638,8 +644,11 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     plan,
     done,
     cancel: () => {
-      controller.abort();
-      finish(new DOMException('cancelled', 'AbortError'));
+      const reason = new DOMException('cancelled', 'AbortError');
+      controller.abort(reason);
+      finish(reason);
+      // The output fails, so the file or download it feeds is discarded, not left truncated.
+      outCtl?.error(reason);
       reader.cancel().catch(() => {});
     },
   };
