@@ -71,12 +71,11 @@ struct ScopeFile {
     recipe: Vec<ChunkRef>,
 }
 
-/// A search's scope read from the index: its files with their recipes, the unique chunks
-/// they name with their locations, and the newest version in it.
+/// A search's scope read from the index: its files with their recipes, and the unique
+/// chunks they name with their locations.
 struct Scope {
     files: Vec<ScopeFile>,
     locs: Vec<(Fingerprint, ChunkLoc)>,
-    newest: Option<i64>,
 }
 
 /// Threads of the physical phase: the cores, at most 4 (as the page's workers).
@@ -178,25 +177,34 @@ impl Store {
     /// Decodes and checks the chunks of the repository's versions that the search cache
     /// lacks and keeps them there, so the next search, the first one included, scans from
     /// memory (docs/SEARCH.md, "On the server"). Runs in the background after each commit's
-    /// delta pass. A repository with more unique raw data than the cache's budget is left
-    /// as it is: its searches fill the cache themselves. Recorded for `stats`.
+    /// delta pass, and at start. The work follows what is new, not the repository's size:
+    /// after a warm-up that cached the repository, only the versions committed since are
+    /// scoped (their chunks the cache already holds cost a lookup); the first warm-up since
+    /// start takes every version. A repository whose stored chunks hold more raw bytes than
+    /// the cache's budget is left as it is, judged by one sum over its chunk rows, so its
+    /// commits decode no manifest here: its searches fill the cache themselves. Recorded for
+    /// `stats`.
     pub fn warm_search_cache(&self, repo_id: i64) -> StoreResult<()> {
         if !self.search_cache.warms() {
             return Ok(());
         }
         let t0 = Instant::now();
-        let all = SearchScope {
-            versions: None,
-            path_filter: String::new(),
-        };
+        let covered = self
+            .search_warm(repo_id)
+            .filter(|w| w.cached)
+            .and_then(|w| w.version);
         let mut attempt = 1;
         let mut warm = loop {
-            let Scope { newest, locs, .. } =
-                self.scope_files(repo_id, &all, &mut SearchReport::default())?;
-            let raw_bytes: u64 = locs.iter().map(|(_, l)| l.raw_len as u64).sum();
+            let (raw_bytes, ids) = {
+                let ix = self.snapshot()?;
+                let raw = ix.chunk_totals(repo_id)?.raw_bytes.max(0) as u64;
+                let ids: Vec<i64> = ix.version_metas(repo_id)?.iter().map(|v| v.id).collect();
+                (raw, ids)
+            };
             let mut warm = SearchWarm {
-                version: newest,
+                version: ids.last().copied(),
                 raw_bytes,
+                versions: 0,
                 cached: false,
                 decoded_bytes: 0,
                 seconds: 0.0,
@@ -204,8 +212,29 @@ impl Store {
             if raw_bytes > self.search_cache.budget as u64 {
                 break warm;
             }
-            match self.physical(repo_id, locs, None) {
-                Err(StoreError::NotFound(m)) if m == GONE && attempt < ATTEMPTS => attempt += 1,
+            let new: Vec<i64> = ids
+                .into_iter()
+                .filter(|id| covered.is_none_or(|c| *id > c))
+                .collect();
+            warm.versions = new.len();
+            if new.is_empty() {
+                warm.cached = true;
+                break warm;
+            }
+            let scope = SearchScope {
+                versions: Some(new),
+                path_filter: String::new(),
+            };
+            let gone = |e: &StoreError| match e {
+                // A version deleted or a container rewritten since they were listed.
+                StoreError::NotFound(m) => m == GONE || m.starts_with("no version "),
+                _ => false,
+            };
+            let found = self
+                .scope_files(repo_id, &scope, &mut SearchReport::default())
+                .and_then(|Scope { locs, .. }| self.physical(repo_id, locs, None));
+            match found {
+                Err(e) if gone(&e) && attempt < ATTEMPTS => attempt += 1,
                 Err(e) => return Err(e),
                 Ok(p) => {
                     warm.cached = true;
@@ -316,7 +345,6 @@ impl Store {
             });
         }
         Ok(Scope {
-            newest: manifests.last().map(|(id, _)| *id),
             files,
             locs: unique.into_iter().zip(locs).collect(),
         })
@@ -474,12 +502,14 @@ pub struct SearchCache {
 }
 
 /// One warm-up of the search cache: the newest version it covered (every version up to it),
-/// the unique raw bytes of the repository's files, whether they fitted the budget and were
-/// cached, the raw bytes it decoded (those not cached already) and its time.
+/// the raw bytes of the repository's stored chunks, whether they fitted the budget and were
+/// cached, how many versions it scoped (those new since the last warm-up), the raw bytes it
+/// decoded (those not cached already) and its time.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SearchWarm {
     pub version: Option<i64>,
     pub raw_bytes: u64,
+    pub versions: usize,
     pub cached: bool,
     pub decoded_bytes: u64,
     pub seconds: f64,
