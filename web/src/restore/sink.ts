@@ -21,6 +21,8 @@ export const BLOB_LIMIT = 512 * 1024 * 1024;
 const IN_FLIGHT = 4;
 /** How often the page pings the download worker while a download runs (browsers stop idle workers). */
 const PING_MS = 10_000;
+/** How long a streamed download may take to start (the browser taking its first block). */
+const START_MS = 60_000;
 
 /** The active download worker, once its registration is; null until then or without one. */
 let downloadWorker: ServiceWorker | null = null;
@@ -64,8 +66,9 @@ export type Sink =
 export class SinkError extends Error {}
 
 /**
- * Chooses the sink. Call it first in a click handler, before any `await`: the picker needs
- * the user's gesture. Returns null when the user dismissed the picker.
+ * Chooses the sink. Call it first in a click handler, before any `await`: the picker and a
+ * download started by the page need the user's gesture (a streamed download is opened here).
+ * Returns null when the user dismissed the picker.
  */
 export async function chooseSink(name: string, expectedBytes: number, zip: boolean): Promise<Sink | null> {
   if (downloadWorker?.state === 'activated')
@@ -152,13 +155,30 @@ function streamedDownload(worker: ServiceWorker, name: string, mime: string): Wr
   const { port1: port, port2 } = new MessageChannel();
   let inFlight = 0;
   let cancelled = false;
+  let started = false;
   let wake: (() => void) | null = null;
   port.onmessage = (e: MessageEvent<{ type: string }>) => {
-    if (e.data.type === 'pulled') inFlight--;
-    else if (e.data.type === 'cancel') cancelled = true;
+    if (e.data.type === 'pulled') {
+      inFlight--;
+      started = true;
+    } else if (e.data.type === 'cancel') cancelled = true;
     wake?.();
   };
-  const changed = () => new Promise<void>((r) => (wake = r));
+  // Until the browser takes a first block, the download may not exist at all (the worker
+  // gone between its activation and the request): fail then, instead of waiting forever.
+  const changed = () =>
+    new Promise<void>((resolve, reject) => {
+      const timer = started
+        ? 0
+        : window.setTimeout(
+            () => reject(new SinkError('The download did not start: the browser took none of it. Try again.')),
+            START_MS,
+          );
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   worker.postMessage({ type: 'open', id, name, mime }, [port2]);
   const frame = document.createElement('iframe');
   frame.hidden = true;
