@@ -42,6 +42,8 @@ export async function pickFolder(): Promise<FileSystemDirectoryHandle | null> {
 /** A folder being restored into: directory handles by path, created on demand. */
 export class FolderTarget {
   private dirs = new Map<string, Promise<FileSystemDirectoryHandle>>();
+  /** Each directory's files as found before the restore writes, listed once per directory. */
+  private listings = new Map<string, Promise<Map<string, FileSystemFileHandle>>>();
 
   constructor(readonly root: FileSystemDirectoryHandle) {
     this.dirs.set('', Promise.resolve(root));
@@ -63,13 +65,28 @@ export class FolderTarget {
     return cut < 0 ? ['', name] : [name.slice(0, cut), name.slice(cut + 1)];
   }
 
-  /** The file at `name` if it exists. */
+  /**
+   * The file at `name` if it exists. Its directory is listed once (one round trip to the
+   * browser's file system for all its entries, where asking for each file costs one each,
+   * most of them "not found" in a fresh folder).
+   */
   async existing(name: string): Promise<File | null> {
     const [dir, base] = this.split(name);
+    let listing = this.listings.get(dir);
+    if (!listing) {
+      listing = this.dir(dir).then(async (d) => {
+        const files = new Map<string, FileSystemFileHandle>();
+        for await (const h of d.values()) if (h.kind === 'file') files.set(h.name, h as FileSystemFileHandle);
+        return files;
+      });
+      this.listings.set(dir, listing);
+    }
+    const handle = (await listing).get(base);
     try {
-      return await (await (await this.dir(dir)).getFileHandle(base)).getFile();
+      return handle ? await handle.getFile() : null;
     } catch (e) {
-      if (e instanceof DOMException && (e.name === 'NotFoundError' || e.name === 'TypeMismatchError')) return null;
+      // Removed since the listing.
+      if (e instanceof DOMException && e.name === 'NotFoundError') return null;
       throw e;
     }
   }
