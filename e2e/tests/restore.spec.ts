@@ -194,6 +194,24 @@ test('with a save picker the zip is streamed to the file, same bytes as the down
   await context.close();
 });
 
+test('without service workers or a save picker the zip is a Blob download, same bytes', async ({ browser }) => {
+  const context = await browser.newContext({ serviceWorkers: 'block', acceptDownloads: true });
+  const page = await context.newPage();
+  await page.addInitScript(() => {
+    Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });
+  });
+  await page.goto(server.appUrl);
+  await page.getByTestId('tab-versions').click();
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    row(page, ids[1]).getByTestId('version-zip').click(),
+  ]);
+  await expect(page.getByTestId('restore-done')).toBeVisible();
+  await expect(page.getByTestId('restore-status')).toHaveAttribute('data-sink', 'blob');
+  expect(readFileSync(await download.path()).equals(readFileSync(v2Zip)), 'Blob zip == streamed zip').toBe(true);
+  await context.close();
+});
+
 test('a cancelled restore fails its download instead of leaving a truncated zip', async ({ page }) => {
   await open(page, server);
   // A slow link (Chromium's emulation, for the page and its workers), so the restore is still

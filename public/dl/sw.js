@@ -15,7 +15,7 @@
  */
 const sw = /** @type {ServiceWorkerGlobalScope} */ (/** @type {unknown} */ (self));
 
-/** @typedef {{ port: MessagePort, name: string, mime: string }} Opened */
+/** @typedef {{ port: MessagePort, name: string, mime: string, at: number }} Opened */
 /** Downloads opened and not yet requested, by id. @type {Map<string, Opened>} */
 const opened = new Map();
 /** Requests that came before their `open` message, by id. @type {Map<string, (o: Opened) => void>} */
@@ -50,7 +50,14 @@ sw.addEventListener('message', (e) => {
   if (e.data?.type !== 'open') return;
   const port = e.ports[0];
   if (!port || typeof e.data.id !== 'string') return;
-  const o = { port, name: String(e.data.name), mime: String(e.data.mime) };
+  // Downloads whose request never came (a frame that failed to load) are dropped.
+  const stale = Date.now() - 60_000;
+  for (const [id, o] of opened)
+    if (o.at < stale) {
+      o.port.close();
+      opened.delete(id);
+    }
+  const o = { port, name: String(e.data.name), mime: String(e.data.mime), at: Date.now() };
   const waiting = early.get(e.data.id);
   if (waiting) waiting(o);
   else opened.set(e.data.id, o);
