@@ -4,7 +4,7 @@ import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress }
 import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { versionLocations } from '../restore/locations';
-import { abandonSink, chooseSink, mimeOf, writeToSink, type Sink } from '../restore/sink';
+import { abandonSink, chooseSink, writeToSink, type Sink } from '../restore/sink';
 import { restoreWorkers } from '../restore/workers';
 import { bytes, duration } from './format';
 
@@ -118,7 +118,7 @@ export function useRestore(api: Api) {
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
-        await writeToSink(sink, j.stream, mimeOf(request.format === 'zip'));
+        await writeToSink(sink, j.stream);
         await j.done;
         setState((s) => (s ? { ...s, done: true } : s));
       } catch (e) {

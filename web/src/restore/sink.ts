@@ -61,7 +61,7 @@ type SavePicker = (opts?: SaveFilePickerOptions) => Promise<FileSystemFileHandle
 export type Sink =
   | { kind: 'stream'; name: string; writable: WritableStream<Uint8Array> }
   | { kind: 'picker'; name: string; writable: Promise<FileSystemWritableFileStream> }
-  | { kind: 'blob'; name: string };
+  | { kind: 'blob'; name: string; mime: string };
 
 export class SinkError extends Error {}
 
@@ -71,8 +71,9 @@ export class SinkError extends Error {}
  * Returns null when the user dismissed the picker.
  */
 export async function chooseSink(name: string, expectedBytes: number, zip: boolean): Promise<Sink | null> {
+  const mime = zip ? 'application/zip' : 'application/octet-stream';
   if (downloadWorker?.state === 'activated')
-    return { kind: 'stream', name, writable: streamedDownload(downloadWorker, name, mimeOf(zip)) };
+    return { kind: 'stream', name, writable: streamedDownload(downloadWorker, name, mime) };
   const picker = (window as unknown as { showSaveFilePicker?: SavePicker }).showSaveFilePicker;
   if (typeof picker === 'function') {
     try {
@@ -90,12 +91,7 @@ export async function chooseSink(name: string, expectedBytes: number, zip: boole
     throw new SinkError(
       `This browser cannot stream a download to disk, and ${Math.round(expectedBytes / 1e6)} MB is too much to assemble in memory (limit ${BLOB_LIMIT / 1e6} MB). Use a Chromium-based browser, or restore a folder at a time.`,
     );
-  return { kind: 'blob', name };
-}
-
-/** What a restore's download is served as. */
-export function mimeOf(zip: boolean): string {
-  return zip ? 'application/zip' : 'application/octet-stream';
+  return { kind: 'blob', name, mime };
 }
 
 /**
@@ -110,7 +106,7 @@ export async function abandonSink(sink: Sink, reason: unknown): Promise<void> {
 }
 
 /** Pours the stream into the sink; resolves when the file is complete. */
-export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>, mime: string): Promise<void> {
+export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>): Promise<void> {
   if (sink.kind === 'stream') {
     await stream.pipeTo(sink.writable);
     return;
@@ -129,7 +125,7 @@ export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>
     if (r.done) break;
     parts.push(new Blob([r.value as Uint8Array<ArrayBuffer>]));
   }
-  const blob = new Blob(parts, { type: mime });
+  const blob = new Blob(parts, { type: sink.mime });
   const url = URL.createObjectURL(blob);
   const a = document.createElement('a');
   a.href = url;
