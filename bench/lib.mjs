@@ -341,6 +341,51 @@ export function sameTree(want, got, what) {
  * page's, `data-sink`), `zipBytes, checked }`.
  * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
  */
+/**
+ * CPU time (ms, user + system) of every thread of the browser's and the server's processes so
+ * far, by thread id, from /proc (Linux only; empty elsewhere). Two readings around a restore
+ * give what each thread spent on it: Chromium names a page's main thread "chromium" (in the
+ * renderer) and every dedicated worker's thread "DedicatedWorker".
+ */
+function threadCpu() {
+  const out = new Map();
+  let pids;
+  try {
+    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      const renderer = cmd.includes('--type=renderer');
+      if (!cmd.includes('chromium') && !cmd.includes('ditto-server')) continue;
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+        // utime and stime, in clock ticks of 10 ms.
+        out.set(tid, { renderer, comm, ms: (Number(f[11]) + Number(f[12])) * 10 });
+      }
+    } catch {
+      // A process or thread that ended while being read.
+    }
+  }
+  return out;
+}
+
+/** What the threads spent between two [`threadCpu`] readings: `{ workers, page, all }` in ms. */
+function cpuSpent(before, after) {
+  const spent = { workers: 0, page: 0, all: 0 };
+  for (const [tid, t] of after) {
+    const ms = t.ms - (before.get(tid)?.ms ?? 0);
+    spent.all += ms;
+    if (t.renderer && t.comm === 'DedicatedWorker') spent.workers += ms;
+    if (t.renderer && t.comm === 'chromium') spent.page += ms;
+  }
+  return spent;
+}
+
 export async function restoreZip(browser, server, version, folder, scratch, { link, sink = 'stream' } = {}) {
   const page = await openApp(browser, server, {
     noSavePicker: true,
@@ -370,6 +415,7 @@ export async function restoreZip(browser, server, version, folder, scratch, { li
       throw new Error(`the restore failed: ${await page.getByTestId('restore-error').innerText()}`);
     });
   failed.catch(() => {}); // only matters if it wins the race below
+  const cpuBefore = threadCpu();
   const t0 = now();
   const [download] = await Promise.all([
     Promise.race([page.waitForEvent('download', { timeout: 600_000 }), failed]),
@@ -379,10 +425,12 @@ export async function restoreZip(browser, server, version, folder, scratch, { li
   if (failure) throw new Error(`the download failed: ${failure}`);
   await download.path(); // resolves once the file is complete on disk
   const wallSeconds = now() - t0;
+  const cpu = cpuSpent(cpuBefore, threadCpu());
   const done = page.getByTestId('restore-done');
   await done.waitFor({ timeout: 60_000 });
   const result = await restoreFigures(done, wallSeconds);
   result.sink = await page.getByTestId('restore-status').getAttribute('data-sink');
+  result.cpu = cpu;
   if (sink === 'blob' && result.sink !== 'blob')
     throw new Error(`asked for a Blob download, the page used ${result.sink}`);
   // Counted by the driver too, so that builds whose page does not count them compare.

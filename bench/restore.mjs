@@ -199,6 +199,11 @@ try {
         `${t.zip[0].containersMin} containers hold the version's chunks, ` +
         `${(t.zip[0].bytesFetched / 1e6).toFixed(2)} MB fetched`,
     );
+    const cpu = (k) => median(t.zip.map((r) => r.cpu[k]));
+    console.log(
+      `ditto zip (${t.zip[0].sink}), CPU click to on disk (medians): restore workers ${cpu('workers')} ms, ` +
+        `page thread ${cpu('page')} ms, browser and server in all ${cpu('all')} ms`,
+    );
     const p = t.key === 'b' ? '' : 'a_';
     Object.assign(out, {
       [`${p}version`]: t.key === 'a' ? pick : path.basename(parent),
@@ -208,6 +213,11 @@ try {
       [`${p}restore_page_seconds`]: +zipPage.toFixed(3),
       [`${p}restore_seconds`]: +zipWall.toFixed(3),
       [`${p}restore_sink`]: t.zip[0].sink,
+      // CPU of the streamed zip's restore, click to on disk (Linux /proc; 0 elsewhere): the
+      // restore workers, the page's thread, and every thread of the browser and the server.
+      [`${p}restore_cpu_workers_ms`]: median(t.zip.map((r) => r.cpu.workers)),
+      [`${p}restore_cpu_page_ms`]: median(t.zip.map((r) => r.cpu.page)),
+      [`${p}restore_cpu_ms`]: median(t.zip.map((r) => r.cpu.all)),
       [`${p}restore_blob_mbps`]: median(t.blob.map((r) => r.mbps)),
       [`${p}restore_blob_page_seconds`]: +blobPage.toFixed(3),
       [`${p}restore_blob_seconds`]: +blobWall.toFixed(3),

@@ -98,6 +98,18 @@ export async function runCoreBench(core, datasets, { where, reps = 3, hashers = 
       });
       rec({ what: 'sha1', impl: 'node-crypto', data: name, mbps: Math.round(mbps) });
     }
+    // zstd at the backup's level 3, chunk by chunk over the same 8K FastCDC chunks: what a
+    // backup pays to compress and a restore or a search to decompress.
+    {
+      const z = new core.ZstdBench(3);
+      z.compress(buf, o32.subarray(0, 64), l32.subarray(0, 64));
+      z.decompress();
+      const c = best(reps, bytes.length, () => z.compress(buf, o32, l32));
+      rec({ what: 'zstd', impl: 'compress-l3', data: name, mbps: Math.round(c.mbps), stored: c.result });
+      const d = best(reps, bytes.length, () => z.decompress());
+      rec({ what: 'zstd', impl: 'decompress', data: name, mbps: Math.round(d.mbps) });
+      z.free();
+    }
     for (const c of [['default'], ['fastcdc', 2048, 8192, 65536, 1]]) {
       const { mbps, result } = best(reps, bytes.length, () => core.benchPipeline(buf, 1 << 20, ...c));
       rec({ what: 'pipeline', chunker: c.join(':'), data: name, mbps: Math.round(mbps), chunks: result });

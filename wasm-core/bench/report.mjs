@@ -51,6 +51,18 @@ const out = {
   sha1_wasm_vs_hashwasm: ratio(sha1Wasm, hashwasm),
   pipeline_wasm_mbps: pipeline,
   pipeline_wasm_chromium_mbps: mbps((r) => r.what === 'pipeline' && r.where === 'wasm-chromium' && r.chunker === 'default'),
+  ...Object.fromEntries(
+    ['compress-l3', 'decompress'].flatMap((impl) => {
+      const key = `zstd_${impl.replace('-l3', '')}`;
+      const at = (where) => mbps((r) => r.what === 'zstd' && r.where === where && r.impl === impl);
+      return [
+        [`${key}_native_mbps`, at('native')],
+        [`${key}_wasm_mbps`, at('wasm-node')],
+        [`${key}_wasm_chromium_mbps`, at('wasm-chromium')],
+        [`${key}_wasm_vs_native`, ratio(at('wasm-node'), at('native'))],
+      ];
+    }),
+  ),
   dedup_ratio: defDedup ? Number(defDedup.ratio) : null,
   default_chunker: defDedup?.chunker ?? null,
   mean_chunk: defDedup ? Number(defDedup.mean_chunk) : null,

@@ -93,6 +93,40 @@ impl Decompressor {
             other => Err(format!("unsupported codec {other}")),
         }
     }
+
+    /// [`Decompressor::decompress`] into `out`, whose length is the chunk's raw length.
+    pub fn decompress_into(
+        &mut self,
+        codec: u8,
+        stored: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), String> {
+        match codec {
+            CODEC_RAW if stored.len() == out.len() => {
+                out.copy_from_slice(stored);
+                Ok(())
+            }
+            CODEC_ZSTD => {
+                let n = self
+                    .ctx
+                    .decompress_to_buffer(stored, out)
+                    .map_err(|e| e.to_string())?;
+                if n != out.len() {
+                    return Err(format!(
+                        "zstd frame decoded to {n} bytes, expected {}",
+                        out.len()
+                    ));
+                }
+                Ok(())
+            }
+            CODEC_RAW => Err(format!(
+                "raw chunk of {} bytes, expected {}",
+                stored.len(),
+                out.len()
+            )),
+            other => Err(format!("unsupported codec {other}")),
+        }
+    }
 }
 
 /// Decodes a stored chunk of `codec` into exactly `raw_len` bytes.

@@ -75,6 +75,10 @@ fn verify_entries(
     let entries = &entries[..requested];
     let total: usize = entries.iter().map(|e| e.raw_len as usize).sum();
     let mut raw = Vec::with_capacity(total);
+    let mut dec = compress::Decompressor::new().map_err(|e| Refused {
+        chunk: None,
+        reason: e.to_string(),
+    })?;
     let mut ranges = Vec::with_capacity(entries.len());
     let mut crcs = Vec::with_capacity(entries.len());
     for (k, e) in entries.iter().enumerate() {
@@ -95,9 +99,9 @@ fn verify_entries(
                 raw.extend_from_slice(e.payload);
             }
             Codec::Zstd => {
-                let out = compress::decompress(compress::CODEC_ZSTD, e.payload, e.raw_len as usize)
+                raw.resize(start + e.raw_len as usize, 0);
+                dec.decompress_into(compress::CODEC_ZSTD, e.payload, &mut raw[start..])
                     .map_err(|why| bad(format!("its zstd data does not decode ({why})")))?;
-                raw.extend_from_slice(&out);
             }
             Codec::Delta => unreachable!("bundles with deltas are verified by verify_with_deltas"),
         }

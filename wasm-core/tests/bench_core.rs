@@ -396,6 +396,42 @@ fn bench_core_native() {
             ("data", q(name)),
             ("mbps", format!("{mbps:.0}")),
         ]);
+        // zstd at the backup's level 3, chunk by chunk through reused contexts (the Wasm
+        // runs time the same calls: `ZstdBench`, wasm-core/src/bindings/bench.rs).
+        let mut comp = wasm_core::compress::Compressor::new(3).unwrap();
+        let mut stored: Vec<(u8, Vec<u8>, usize)> = Vec::new();
+        let mbps = best(reps, data.len(), || {
+            stored.clear();
+            for &(o, l) in &ranges {
+                let (codec, bytes) = comp.compress(&data[o..o + l]);
+                stored.push((codec, bytes.to_vec(), l));
+            }
+        });
+        emit(&[
+            ("what", q("zstd")),
+            ("where", q("native")),
+            ("impl", q("compress-l3")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+        ]);
+        let mut dec = wasm_core::compress::Decompressor::new().unwrap();
+        let mut out = vec![0u8; data.len()];
+        let mbps = best(reps, data.len(), || {
+            let mut at = 0;
+            for (codec, bytes, len) in &stored {
+                dec.decompress_into(*codec, bytes, &mut out[at..at + len])
+                    .unwrap();
+                at += len;
+            }
+        });
+        assert_eq!(out, **data, "zstd round trip");
+        emit(&[
+            ("what", q("zstd")),
+            ("where", q("native")),
+            ("impl", q("decompress")),
+            ("data", q(name)),
+            ("mbps", format!("{mbps:.0}")),
+        ]);
         let mbps = best(reps, data.len(), || {
             let mut p = ChunkPipeline::new(make_chunker("fastcdc", 2048, 8192, 65536, 1).unwrap());
             for b in data.chunks(1 << 20) {

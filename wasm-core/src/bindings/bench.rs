@@ -141,3 +141,62 @@ pub fn bench_pipeline(
     take(&mut p, got)?;
     Ok(n as u32)
 }
+
+/// Benchmark: zstd as the page uses it, one chunk at a time through a reused context: the
+/// backup's compression ([`crate::compress::Compressor`], stored compressed only when that
+/// pays) and the restore's and search's decompression into place
+/// ([`crate::compress::Decompressor::decompress_into`]). `compress` stores every range of the
+/// buffer at `level`; `decompress` decodes what was stored.
+#[wasm_bindgen]
+pub struct ZstdBench {
+    stored: Vec<(u8, Vec<u8>, usize)>,
+    level: i32,
+}
+
+#[wasm_bindgen]
+impl ZstdBench {
+    #[wasm_bindgen(constructor)]
+    pub fn new(level: i32) -> ZstdBench {
+        ZstdBench {
+            stored: Vec::new(),
+            level,
+        }
+    }
+
+    /// Compresses every range of `buf`, keeping what it stores; returns the stored bytes.
+    pub fn compress(
+        &mut self,
+        buf: &ByteBuffer,
+        offsets: &[u32],
+        lengths: &[u32],
+    ) -> Result<f64, JsError> {
+        let ranges = checked_ranges(buf.data.len(), offsets, lengths)?;
+        let mut c = crate::compress::Compressor::new(self.level)
+            .map_err(|e| JsError::new(&e.to_string()))?;
+        self.stored.clear();
+        let mut total = 0usize;
+        for (o, l) in ranges {
+            let (codec, bytes) = c.compress(&buf.data[o..o + l]);
+            total += bytes.len();
+            self.stored.push((codec, bytes.to_vec(), l));
+        }
+        Ok(total as f64)
+    }
+
+    /// Decodes everything [`ZstdBench::compress`] stored, each chunk into its place in one
+    /// buffer; returns the XOR of the chunks' first bytes.
+    pub fn decompress(&self) -> Result<u32, JsError> {
+        let mut d =
+            crate::compress::Decompressor::new().map_err(|e| JsError::new(&e.to_string()))?;
+        let total = self.stored.iter().map(|s| s.2).sum();
+        let mut out = vec![0u8; total];
+        let (mut at, mut x) = (0, 0u32);
+        for (codec, bytes, len) in &self.stored {
+            d.decompress_into(*codec, bytes, &mut out[at..at + len])
+                .map_err(js_err)?;
+            x ^= out[at] as u32;
+            at += len;
+        }
+        Ok(x)
+    }
+}

@@ -22,44 +22,67 @@ impl RestoreSession {
     }
 
     /// Verifies a bundle whose first `requested` entries are the answer and any after them
-    /// the chain links its deltas need. One buffer, so the worker hands it to the page
-    /// without copying; little-endian: verified: `0u32, n, fps (20 n), raw lengths (4 n),
-    /// CRC-32s (4 n), raw bytes, m, fingerprints the session now holds too (20 m)`; refused:
-    /// `1u32, chunk index (0xffffffff: the bundle itself), fingerprint (20), reason (UTF-8)`.
-    pub fn verify(&mut self, bundle: &[u8], requested: u32) -> Vec<u8> {
+    /// the chain links its deltas need.
+    pub fn verify(&mut self, bundle: &[u8], requested: u32) -> RestoreAnswer {
         match self.0.verify(bundle, requested as usize) {
             Ok((v, kept)) => {
                 let n = v.fps.len();
-                let mut out =
-                    Vec::with_capacity(12 + n * 28 + v.raw.len() + kept.len() * FINGERPRINT_LEN);
-                out.extend_from_slice(&0u32.to_le_bytes());
-                out.extend_from_slice(&(n as u32).to_le_bytes());
+                let mut head = Vec::with_capacity(12 + n * 28 + kept.len() * FINGERPRINT_LEN);
+                head.extend_from_slice(&0u32.to_le_bytes());
+                head.extend_from_slice(&(n as u32).to_le_bytes());
                 for fp in &v.fps {
-                    out.extend_from_slice(fp);
+                    head.extend_from_slice(fp);
                 }
                 for l in &v.lengths {
-                    out.extend_from_slice(&l.to_le_bytes());
+                    head.extend_from_slice(&l.to_le_bytes());
                 }
                 for c in &v.crcs {
-                    out.extend_from_slice(&c.to_le_bytes());
+                    head.extend_from_slice(&c.to_le_bytes());
                 }
-                out.extend_from_slice(&v.raw);
-                out.extend_from_slice(&(kept.len() as u32).to_le_bytes());
+                head.extend_from_slice(&(kept.len() as u32).to_le_bytes());
                 for fp in &kept {
-                    out.extend_from_slice(fp);
+                    head.extend_from_slice(fp);
                 }
-                out
+                RestoreAnswer { head, raw: v.raw }
             }
             Err(e) => {
                 let (k, fp) = e.chunk.unwrap_or((u32::MAX as usize, [0; 20]));
-                let mut out = Vec::with_capacity(28 + e.reason.len());
-                out.extend_from_slice(&1u32.to_le_bytes());
-                out.extend_from_slice(&(k as u32).to_le_bytes());
-                out.extend_from_slice(&fp);
-                out.extend_from_slice(e.reason.as_bytes());
-                out
+                let mut head = Vec::with_capacity(28 + e.reason.len());
+                head.extend_from_slice(&1u32.to_le_bytes());
+                head.extend_from_slice(&(k as u32).to_le_bytes());
+                head.extend_from_slice(&fp);
+                head.extend_from_slice(e.reason.as_bytes());
+                RestoreAnswer {
+                    head,
+                    raw: Vec::new(),
+                }
             }
         }
+    }
+}
+
+/// What [`RestoreSession::verify`] answers, in two buffers so that the raw bytes leave the
+/// Wasm memory in one copy, straight into a buffer the worker can hand to the page.
+#[wasm_bindgen]
+pub struct RestoreAnswer {
+    head: Vec<u8>,
+    raw: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl RestoreAnswer {
+    /// Little-endian. Verified: `0u32, n, fps (20 n), raw lengths (4 n), CRC-32s (4 n), m,
+    /// fingerprints the session now holds too (20 m)`. Refused: `1u32, chunk index
+    /// (0xffffffff: the bundle itself), fingerprint (20), reason (UTF-8)`.
+    pub fn head(&self) -> Vec<u8> {
+        self.head.clone()
+    }
+
+    /// The verified chunks' raw bytes back to back in answer order (nothing when refused);
+    /// what is taken is no longer held here.
+    #[wasm_bindgen(js_name = takeRaw)]
+    pub fn take_raw(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.raw)
     }
 }
 

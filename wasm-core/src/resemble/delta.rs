@@ -287,44 +287,47 @@ impl DeltaDecoder {
         base: &[u8],
         raw_len: usize,
     ) -> Result<Vec<u8>, DeltaError> {
-        let named = base_of(payload)?;
-        if payload[FINGERPRINT_LEN] != METHOD_ZSTD_PREFIX {
-            return Err(DeltaError::UnknownMethod(payload[FINGERPRINT_LEN]));
-        }
-        if &named != base_fp {
-            return Err(DeltaError::WrongBase);
-        }
-        if raw_len > MAX_CHUNK_RAW as usize {
-            return Err(DeltaError::TooLarge(raw_len));
-        }
-        let frame = &payload[HEADER_LEN..];
-        let declared = zstd_safe::get_frame_content_size(frame)
-            .map_err(|_| DeltaError::Corrupt("bad frame header".into()))?;
-        if declared != Some(raw_len as u64) {
-            return Err(DeltaError::LengthMismatch {
-                declared: raw_len,
-                frame: declared,
-            });
-        }
-        let size = zstd_safe::find_frame_compressed_size(frame).map_err(zstd_err)?;
-        if size != frame.len() {
-            return Err(DeltaError::TrailingBytes);
-        }
+        let frame = checked_frame(payload, base_fp, raw_len)?;
         let mut out = vec![0u8; raw_len];
-        let res = self.frame(frame, base, &mut out);
+        self.decode_frame(frame, base, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`DeltaDecoder::decode`] into `out`, whose length is the chunk's raw length: a reader
+    /// that gathers many chunks in one buffer decodes each in its place instead of copying it
+    /// there.
+    pub fn decode_into(
+        &mut self,
+        payload: &[u8],
+        base_fp: &Fingerprint,
+        base: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), DeltaError> {
+        let frame = checked_frame(payload, base_fp, out.len())?;
+        self.decode_frame(frame, base, out)
+    }
+
+    /// Decodes a checked `frame` into all of `out`.
+    fn decode_frame(
+        &mut self,
+        frame: &[u8],
+        base: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), DeltaError> {
+        let res = self.frame(frame, base, out);
         let reset = self
             .dctx
             .reset(zstd_safe::ResetDirective::SessionAndParameters)
             .map_err(zstd_err);
         let n = res?;
         reset?;
-        if n != raw_len {
+        if n != out.len() {
             return Err(DeltaError::LengthMismatch {
-                declared: raw_len,
+                declared: out.len(),
                 frame: Some(n as u64),
             });
         }
-        Ok(out)
+        Ok(())
     }
 
     fn frame(&mut self, frame: &[u8], base: &[u8], out: &mut [u8]) -> Result<usize, DeltaError> {
@@ -334,6 +337,39 @@ impl DeltaDecoder {
             .map_err(zstd_err)?;
         self.dctx.decompress(out, frame).map_err(zstd_err)
     }
+}
+
+/// The zstd frame of a delta payload, once its header names `base_fp` with a known method
+/// and the frame declares exactly `raw_len` bytes and ends where the payload does.
+fn checked_frame<'p>(
+    payload: &'p [u8],
+    base_fp: &Fingerprint,
+    raw_len: usize,
+) -> Result<&'p [u8], DeltaError> {
+    let named = base_of(payload)?;
+    if payload[FINGERPRINT_LEN] != METHOD_ZSTD_PREFIX {
+        return Err(DeltaError::UnknownMethod(payload[FINGERPRINT_LEN]));
+    }
+    if &named != base_fp {
+        return Err(DeltaError::WrongBase);
+    }
+    if raw_len > MAX_CHUNK_RAW as usize {
+        return Err(DeltaError::TooLarge(raw_len));
+    }
+    let frame = &payload[HEADER_LEN..];
+    let declared = zstd_safe::get_frame_content_size(frame)
+        .map_err(|_| DeltaError::Corrupt("bad frame header".into()))?;
+    if declared != Some(raw_len as u64) {
+        return Err(DeltaError::LengthMismatch {
+            declared: raw_len,
+            frame: declared,
+        });
+    }
+    let size = zstd_safe::find_frame_compressed_size(frame).map_err(zstd_err)?;
+    if size != frame.len() {
+        return Err(DeltaError::TrailingBytes);
+    }
+    Ok(frame)
 }
 
 /// What [`decode_chain`] needs to know of a stored chunk: its codec, stored bytes and raw

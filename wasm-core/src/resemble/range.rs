@@ -167,14 +167,13 @@ impl RangeDecoder {
         let mut held: HashMap<Fingerprint, (Vec<u8>, usize)> = HashMap::new();
         let mut unchecked = Unchecked::default();
         for c in chunks.iter().filter(|c| c.codec != CODEC_DELTA) {
-            let raw = self
-                .dec
-                .decompress(c.codec, c.stored, c.raw_len)
+            let raw = unchecked.slot(&c.fp, c.raw_len, Source::Whole);
+            self.dec
+                .decompress_into(c.codec, c.stored, raw)
                 .map_err(|e| chunk_err(&c.fp, e))?;
             if wanted.contains(&c.fp) {
                 held.insert(c.fp, (raw.to_vec(), 0));
             }
-            unchecked.push(&c.fp, raw, Source::Whole);
             if unchecked.is_full() {
                 unchecked.check_and_emit(&mut emit)?;
             }
@@ -211,7 +210,9 @@ impl RangeDecoder {
                         // A fetched base is checked, and handed out, with the batch (the
                         // range's own whole chunks are held above when named).
                         if !in_range {
-                            unchecked.push(&c.fp, raw, Source::Fetched);
+                            unchecked
+                                .slot(&c.fp, raw.len(), Source::Fetched)
+                                .copy_from_slice(raw);
                         }
                         held.insert(c.fp, (raw.to_vec(), 0));
                         break 0;
@@ -233,25 +234,24 @@ impl RangeDecoder {
                 let Some(base) = held.get(&b).map(|h| &h.0).or_else(|| outside.get(&b)) else {
                     return Err(chunk_err(&c.fp, "delta base lost while decoding"));
                 };
-                let raw = self
-                    .delta
-                    .decode(c.stored, &b, base, c.raw_len)
-                    .map_err(|e| chunk_err(&c.fp, e))?;
-                if in_range {
-                    self.deltas += 1;
-                    done.insert(c.fp);
-                }
                 let from = if in_range {
                     Source::Delta
                 } else {
                     Source::Fetched
                 };
-                unchecked.push(&c.fp, &raw, from);
-                if unchecked.is_full() {
-                    unchecked.check_and_emit(&mut emit)?;
+                let raw = unchecked.slot(&c.fp, c.raw_len, from);
+                self.delta
+                    .decode_into(c.stored, &b, base, raw)
+                    .map_err(|e| chunk_err(&c.fp, e))?;
+                if in_range {
+                    self.deltas += 1;
+                    done.insert(c.fp);
                 }
                 if k > 0 || wanted.contains(&c.fp) {
-                    held.insert(c.fp, (raw, below + chain.len() - k));
+                    held.insert(c.fp, (raw.to_vec(), below + chain.len() - k));
+                }
+                if unchecked.is_full() {
+                    unchecked.check_and_emit(&mut emit)?;
                 }
             }
         }
@@ -287,11 +287,15 @@ impl Unchecked {
     /// Chunks per batch: enough to keep the four lanes busy.
     const BATCH: usize = 16;
 
-    fn push(&mut self, fp: &Fingerprint, raw: &[u8], from: Source) {
-        self.ranges.push((self.buf.len(), raw.len()));
-        self.buf.extend_from_slice(raw);
+    /// Room for the `raw_len` bytes of chunk `fp`, to be decoded in place (a chunk whose
+    /// decoding fails fails the whole batch, so a slot is never left half written).
+    fn slot(&mut self, fp: &Fingerprint, raw_len: usize, from: Source) -> &mut [u8] {
+        let at = self.buf.len();
+        self.ranges.push((at, raw_len));
+        self.buf.resize(at + raw_len, 0);
         self.fps.extend_from_slice(fp);
         self.from.push(from);
+        &mut self.buf[at..]
     }
 
     fn is_full(&self) -> bool {

@@ -71,6 +71,9 @@ export function useRestore(api: Api) {
     async (request: RestoreRequest) => {
       if (job.current) return;
       setState({ request, progress: null });
+      // Started now, the workers are ready by the time the plan is (a page's first restore
+      // would otherwise start them only then); a failure shows where the restore awaits them.
+      restoreWorkers().catch(() => {});
       let sink: Sink | null = null;
       try {
         if (request.format === 'folder') {

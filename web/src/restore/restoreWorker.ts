@@ -40,31 +40,42 @@ function verify({
   requested: number;
   restore: number;
 }): Reply<Verified | Damaged> {
-  const out = sessionOf(restore).verify(bundle, requested);
-  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  const answer = sessionOf(restore).verify(bundle, requested);
+  let head: Uint8Array;
+  let raw: Uint8Array;
+  try {
+    head = answer.head();
+    raw = answer.takeRaw();
+  } finally {
+    answer.free();
+  }
+  const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
   if (dv.getUint32(0, true) !== 0) {
     const index = dv.getUint32(4, true);
-    const reason = new TextDecoder().decode(out.subarray(28));
+    const reason = new TextDecoder().decode(head.subarray(28));
     if (index === 0xffffffff) throw new Error(`the chunks could not be read: ${reason}`);
-    return { type: 'bad', index, fp: fpHex(out.subarray(8, 8 + FP_LEN)), reason };
+    return { type: 'bad', index, fp: fpHex(head.subarray(8, 8 + FP_LEN)), reason };
   }
   const n = dv.getUint32(4, true);
-  // Views into the one buffer wasm-core answered (it starts 8-aligned, every part up to the
-  // raw bytes is 4-aligned).
-  const fps = out.subarray(8, 8 + n * FP_LEN);
-  const lengths = new Uint32Array(out.buffer, out.byteOffset + 8 + n * FP_LEN, n);
-  const crcs = new Uint32Array(out.buffer, out.byteOffset + 8 + n * (FP_LEN + 4), n);
-  const rawAt = 8 + n * (FP_LEN + 8);
+  // Views into the head wasm-core answered (a buffer of its own, every part 4-aligned).
+  const fps = head.subarray(8, 8 + n * FP_LEN);
+  const lengths = new Uint32Array(head.buffer, head.byteOffset + 8 + n * FP_LEN, n);
+  const crcs = new Uint32Array(head.buffer, head.byteOffset + 8 + n * (FP_LEN + 4), n);
   const offsets = new Uint32Array(n);
   let at = 0;
   for (let k = 0; k < n; k++) {
     offsets[k] = at;
     at += lengths[k];
   }
-  const raw = out.subarray(rawAt, rawAt + at);
-  const m = dv.getUint32(rawAt + at, true);
-  const kept = out.subarray(rawAt + at + 4, rawAt + at + 4 + m * FP_LEN);
-  return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw, kept }, [out.buffer, offsets.buffer]);
+  if (at !== raw.byteLength) throw new Error(`the chunks could not be read: ${raw.byteLength} raw bytes for ${at}`);
+  const keptAt = 8 + n * (FP_LEN + 8);
+  const m = dv.getUint32(keptAt, true);
+  const kept = head.subarray(keptAt + 4, keptAt + 4 + m * FP_LEN);
+  return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw, kept }, [
+    head.buffer,
+    raw.buffer,
+    offsets.buffer,
+  ]);
 }
 
 /**
