@@ -212,6 +212,43 @@ test('without service workers or a save picker the zip is a Blob download, same 
   await context.close();
 });
 
+test('a restore worker that crashes mid-restore is replaced and the zip is still identical', async ({ page }) => {
+  await openWithoutPicker(page);
+  await page.getByTestId('tab-versions').click();
+  const zipOf = async () => {
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      row(page, ids[1]).getByTestId('version-zip').click(),
+    ]);
+    await expect(page.getByTestId('restore-done')).toBeVisible();
+    return readFileSync(await download.path());
+  };
+  // A first restore starts the restore workers, which stay for the next one.
+  await zipOf();
+  const workers = page.workers().filter((w) => w.url().includes('restoreWorker'));
+  expect(workers.length).toBeGreaterThan(0);
+  // Each worker crashes on the next verification it is sent (an exception outside any
+  // handler, as a trap or an exhausted memory would end it), leaving that request unanswered.
+  for (const w of workers)
+    await w.evaluate(() => {
+      const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
+      const serve = scope.onmessage!;
+      scope.onmessage = (e: MessageEvent) => {
+        const msg = e.data as { bridge?: string; method?: string };
+        if (msg.bridge !== 'call' || msg.method !== 'verify') return serve(e);
+        scope.onmessage = serve;
+        setTimeout(() => {
+          throw new Error('injected crash');
+        });
+      };
+    });
+  const replaced = page.waitForEvent('worker', (w) => w.url().includes('restoreWorker'));
+  const again = await zipOf();
+  await replaced;
+  expect(again.equals(readFileSync(v2Zip)), 'the zip after a crash == the first zip').toBe(true);
+  await expect(page.getByTestId('restore-error')).toHaveCount(0);
+});
+
 test('a cancelled restore fails its download instead of leaving a truncated zip', async ({ page }) => {
   await open(page, server);
   // A slow link (Chromium's emulation, for the page and its workers), so the restore is still

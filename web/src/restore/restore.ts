@@ -16,7 +16,7 @@ import { versionLocations } from './locations';
 import { ZipWriter, type ZipPiece } from './zip';
 import { BLOCK_BYTES, BlockWriter, blocks, concat } from './blocks';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
-import { DamagedChunkError, restoreWorkers, type RestoreWorkers } from './workers';
+import { DamagedChunkError, RestoreWorkerCrash, restoreWorkers, type RestoreWorkers } from './workers';
 
 export interface RestoreItem {
   /** The name in the archive (sanitised, unique). */
@@ -231,23 +231,34 @@ class ChunkSource {
     let v;
     let fetched = 0;
     const worker = this.requestsSent++ % this.held.length;
-    // What this worker's session holds need not come again as a link of another chunk.
-    const have = [...this.held[worker]].slice(0, MAX_HAVE);
     const fetch = async (checked: boolean) => {
+      // What this worker's session holds need not come again as a link of another chunk.
+      const have = [...this.held[worker]].slice(0, MAX_HAVE);
       const bundle = await this.fetchBundle(fps, checked, have);
       fetched += bundle.byteLength;
       return bundle;
     };
     const verify = (bundle: Uint8Array) => this.workers.verify(bundle, fps.length, worker, this.restoreId);
-    try {
+    const attempt = async () => {
       try {
-        v = await verify(await fetch(false));
+        return await verify(await fetch(false));
       } catch (e) {
         // Sent unchecked, a damaged copy is found here, not by the server, which would
         // quarantine it: asked again checked, the server finds it (and the restore stops
         // with its answer), or the copy was sound and only this transfer was not.
         if (!(e instanceof DamagedChunkError)) throw e;
-        v = await verify(await fetch(true));
+        return await verify(await fetch(true));
+      }
+    };
+    try {
+      try {
+        v = await attempt();
+      } catch (e) {
+        // The worker crashed and was replaced: its session, and what it held, went with it.
+        // The request goes again, once, to the replacement, naming nothing as held.
+        if (!(e instanceof RestoreWorkerCrash)) throw e;
+        this.held[worker].clear();
+        v = await attempt();
       }
     } catch (e) {
       if (e instanceof RestoreError) throw e;

@@ -19,6 +19,9 @@ export class DamagedChunkError extends Error {
   }
 }
 
+/** The worker verifying a request crashed: it is replaced, without what its session held. */
+export class RestoreWorkerCrash extends Error {}
+
 export class RestoreWorkers {
   private constructor(private pool: WorkerPool<RestoreApi>) {}
 
@@ -48,6 +51,8 @@ export class RestoreWorkers {
     try {
       r = await this.pool.call(worker, 'verify', { bundle, requested, restore }, { transfer: [bundle.buffer] });
     } catch (e) {
+      if (e instanceof WorkerError && e.crashed)
+        throw new RestoreWorkerCrash(`the chunks could not be read: ${e.message}`);
       throw e instanceof WorkerError ? new Error(`the chunks could not be read: ${e.message}`) : e;
     }
     if (r.type === 'bad') throw new DamagedChunkError(r.fp, r.reason);

@@ -149,6 +149,8 @@ describe('worker bridge', () => {
     expect(pool.load(0)).toBe(2);
     spawned[0].crash('out of memory');
     for (const h of held) await expect(h).rejects.toThrow('test worker crashed: out of memory');
+    // Told apart from a handler's error: the request may not have run, the worker's state is gone.
+    await expect(held[0]).rejects.toMatchObject({ crashed: true });
     expect(pool.load(0)).toBe(0);
     // Sent while the replacement starts: it waits for it.
     const next = pool.call(0, 'whoami', null);
@@ -187,7 +189,9 @@ describe('worker bridge', () => {
     await tick();
     spawned[0].crash('boom');
     await expect(held).rejects.toThrow('crashed: boom');
-    await expect(pool.call(0, 'wait', { ms: 0, tag: 'x' })).rejects.toThrow('engine refused');
+    const refused = pool.call(0, 'wait', { ms: 0, tag: 'x' });
+    await expect(refused).rejects.toThrow('engine refused');
+    await expect(refused).rejects.toMatchObject({ crashed: false });
     expect(await pool.call(0, 'whoami', null)).toEqual({ init: 'module', serial: 2 });
   });
 

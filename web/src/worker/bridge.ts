@@ -174,6 +174,11 @@ export class WorkerError extends Error {
     message: string,
     /** The `name` of the error the worker threw (`Error` when it crashed). */
     readonly remoteName = 'Error',
+    /**
+     * The worker crashed while it held the request (and is being replaced): the request may
+     * not have run at all, and whatever the worker kept between requests is gone.
+     */
+    readonly crashed = false,
   ) {
     super(message);
     this.name = 'WorkerError';
@@ -344,11 +349,11 @@ export class WorkerPool<T extends Protocol<T>> {
     this.restart(slot);
   }
 
-  private rejectAll(slot: Slot, message: string) {
+  private rejectAll(slot: Slot, message: string, crashed = false) {
     const held = [...slot.pending.values()];
     slot.pending.clear();
     slot.backlog = [];
-    for (const p of held) p.reject(new WorkerError(message));
+    for (const p of held) p.reject(new WorkerError(message, 'Error', crashed));
   }
 
   private attach(slot: Slot, worker: WorkerLike) {
@@ -383,7 +388,7 @@ export class WorkerPool<T extends Protocol<T>> {
     if (slot.worker !== worker) return;
     worker.terminate();
     slot.worker = null;
-    this.rejectAll(slot, `${this.opts.name} worker crashed: ${message}`);
+    this.rejectAll(slot, `${this.opts.name} worker crashed: ${message}`, true);
     this.restart(slot);
   }
 
