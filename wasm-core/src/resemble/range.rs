@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::delta::{base_of, DeltaDecoder, DeltaError, CODEC_DELTA, MAX_CHAIN_DEPTH};
 use crate::compress::Decompressor;
+use crate::format::bundle::MAX_CHUNK_RAW;
 use crate::hash::{first_not_stored_flat, to_hex, Fingerprint, FINGERPRINT_LEN};
 
 /// A range that could not be decoded: the chunk at fault when there is one (a chunk of the
@@ -167,7 +168,7 @@ impl RangeDecoder {
         let mut held: HashMap<Fingerprint, (Vec<u8>, usize)> = HashMap::new();
         let mut unchecked = Unchecked::default();
         for c in chunks.iter().filter(|c| c.codec != CODEC_DELTA) {
-            let raw = unchecked.slot(&c.fp, c.raw_len, Source::Whole);
+            let raw = unchecked.slot(&c.fp, c.raw_len, Source::Whole)?;
             self.dec
                 .decompress_into(c.codec, c.stored, raw)
                 .map_err(|e| chunk_err(&c.fp, e))?;
@@ -211,7 +212,7 @@ impl RangeDecoder {
                         // range's own whole chunks are held above when named).
                         if !in_range {
                             unchecked
-                                .slot(&c.fp, raw.len(), Source::Fetched)
+                                .slot(&c.fp, raw.len(), Source::Fetched)?
                                 .copy_from_slice(raw);
                         }
                         held.insert(c.fp, (raw.to_vec(), 0));
@@ -239,7 +240,7 @@ impl RangeDecoder {
                 } else {
                     Source::Fetched
                 };
-                let raw = unchecked.slot(&c.fp, c.raw_len, from);
+                let raw = unchecked.slot(&c.fp, c.raw_len, from)?;
                 self.delta
                     .decode_into(c.stored, &b, base, raw)
                     .map_err(|e| chunk_err(&c.fp, e))?;
@@ -288,14 +289,26 @@ impl Unchecked {
     const BATCH: usize = 16;
 
     /// Room for the `raw_len` bytes of chunk `fp`, to be decoded in place (a chunk whose
-    /// decoding fails fails the whole batch, so a slot is never left half written).
-    fn slot(&mut self, fp: &Fingerprint, raw_len: usize, from: Source) -> &mut [u8] {
+    /// decoding fails fails the whole batch, so a slot is never left half written). A raw
+    /// length no chunk can have is refused before anything is allocated for it.
+    fn slot(
+        &mut self,
+        fp: &Fingerprint,
+        raw_len: usize,
+        from: Source,
+    ) -> Result<&mut [u8], RangeError> {
+        if raw_len > MAX_CHUNK_RAW as usize {
+            return Err(chunk_err(
+                fp,
+                format!("raw length {raw_len} exceeds the chunk limit ({MAX_CHUNK_RAW})"),
+            ));
+        }
         let at = self.buf.len();
         self.ranges.push((at, raw_len));
         self.buf.resize(at + raw_len, 0);
         self.fps.extend_from_slice(fp);
         self.from.push(from);
-        &mut self.buf[at..]
+        Ok(&mut self.buf[at..])
     }
 
     fn is_full(&self) -> bool {
@@ -623,6 +636,19 @@ mod tests {
         // The same loop through fetched chunks.
         let e = outside_bases(&range(&[&q]), &range(&[&p]), none).unwrap_err();
         assert!(e.reason.contains("longer than"), "{e}");
+        // A raw length no chunk can have is refused before room is made for it, for a whole
+        // chunk and for a delta alike.
+        for c in [&a, &b] {
+            let mut huge = range(&[c]);
+            huge[0].raw_len = 1 << 40;
+            let fetched = if c.codec == CODEC_DELTA {
+                range(&[&a])
+            } else {
+                Vec::new()
+            };
+            let e = decode_all(&huge, &fetched, &HashMap::new()).unwrap_err();
+            assert!(e.contains("exceeds the chunk limit"), "{e}");
+        }
         // A truncated delta payload is refused, not a panic.
         let mut t = delta(edit(&a.raw, 70), &a);
         t.bytes.truncate(5);
