@@ -1,5 +1,5 @@
 import { expect, test, type Locator, type Page } from '@playwright/test';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
@@ -60,13 +60,22 @@ test.beforeAll(async () => {
     const one = words(1000 + i, size);
     const two = name === 'small.txt' ? one : edited(one, 13_000 + i * 1_000, 3_000 + i * 500);
     const three = name === 'small.txt' ? one : edited(two, 11_000 + i * 700, 8_000 + i * 300);
-    for (const [dir, data] of [
-      [v1, one],
-      [v2, two],
-      [v3, three],
-    ] as const) {
-      mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-      writeFileSync(path.join(dir, name), data);
+    for (const [k, [dir, data]] of (
+      [
+        [v1, one],
+        [v2, two],
+        [v3, three],
+      ] as const
+    ).entries()) {
+      const file = path.join(dir, name);
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, data);
+      // An edit keeps the size, so each version's copy gets an mtime of its own (hours
+      // apart, one per file): written in the same millisecond, an edited copy would look
+      // unchanged to the backup's change detection (docs/BACKUP.md) once its mtime is no
+      // longer racy, and be trusted unread.
+      const at = new Date(Date.now() - (3 - k) * 3_600_000 + i * 1_000);
+      utimesSync(file, at, at);
     }
   }
   folders.push(v1, v2, v3);

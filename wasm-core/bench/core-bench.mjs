@@ -98,6 +98,10 @@ export async function runCoreBench(core, datasets, { where, reps = 3, hashers = 
       });
       rec({ what: 'sha1', impl: 'node-crypto', data: name, mbps: Math.round(mbps) });
     }
+    {
+      const { mbps } = best(reps, bytes.length, () => core.benchCrc32(buf, o32, l32));
+      rec({ what: 'crc32', impl: 'slicing-by-16', data: name, mbps: Math.round(mbps) });
+    }
     // zstd at the backup's level 3, chunk by chunk over the same 8K FastCDC chunks: what a
     // backup pays to compress and a restore or a search to decompress.
     {

@@ -51,6 +51,9 @@ const out = {
   sha1_wasm_vs_hashwasm: ratio(sha1Wasm, hashwasm),
   pipeline_wasm_mbps: pipeline,
   pipeline_wasm_chromium_mbps: mbps((r) => r.what === 'pipeline' && r.where === 'wasm-chromium' && r.chunker === 'default'),
+  crc32_native_crc32fast_mbps: mbps((r) => r.what === 'crc32' && r.where === 'native' && r.impl === 'crc32fast'),
+  crc32_wasm_mbps: mbps((r) => r.what === 'crc32' && r.where === 'wasm-node'),
+  crc32_wasm_chromium_mbps: mbps((r) => r.what === 'crc32' && r.where === 'wasm-chromium'),
   ...Object.fromEntries(
     ['compress-l3', 'decompress'].flatMap((impl) => {
       const key = `zstd_${impl.replace('-l3', '')}`;

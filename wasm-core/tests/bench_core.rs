@@ -396,6 +396,24 @@ fn bench_core_native() {
             ("data", q(name)),
             ("mbps", format!("{mbps:.0}")),
         ]);
+        // CRC-32 per chunk: ours (slicing-by-16, what the page runs) and crc32fast (the
+        // carry-less multiply natively), the anchor.
+        for (imp, f) in [
+            ("slicing-by-16", wasm_core::crc32::crc32 as fn(&[u8]) -> u32),
+            ("crc32fast", crc32fast::hash),
+        ] {
+            let mbps = best(reps, data.len(), || {
+                let x = ranges.iter().fold(0, |x, &(o, l)| x ^ f(&data[o..o + l]));
+                std::hint::black_box(x);
+            });
+            emit(&[
+                ("what", q("crc32")),
+                ("where", q("native")),
+                ("impl", q(imp)),
+                ("data", q(name)),
+                ("mbps", format!("{mbps:.0}")),
+            ]);
+        }
         // zstd at the backup's level 3, chunk by chunk through reused contexts (the Wasm
         // runs time the same calls: `ZstdBench`, wasm-core/src/bindings/bench.rs).
         let mut comp = wasm_core::compress::Compressor::new(3).unwrap();

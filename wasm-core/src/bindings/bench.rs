@@ -200,3 +200,13 @@ impl ZstdBench {
         Ok(x)
     }
 }
+
+/// Benchmark: the CRC-32 of every range of the buffer (the zip checksum a restore computes
+/// per chunk, [`crate::crc32`]); returns their XOR.
+#[wasm_bindgen(js_name = benchCrc32)]
+pub fn bench_crc32(buf: &ByteBuffer, offsets: &[u32], lengths: &[u32]) -> Result<u32, JsError> {
+    let ranges = checked_ranges(buf.data.len(), offsets, lengths)?;
+    Ok(ranges
+        .into_iter()
+        .fold(0, |x, (o, l)| x ^ crate::crc32::crc32(&buf.data[o..o + l])))
+}

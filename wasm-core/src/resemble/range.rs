@@ -638,9 +638,9 @@ mod tests {
         assert!(e.reason.contains("longer than"), "{e}");
         // A raw length no chunk can have is refused before room is made for it, for a whole
         // chunk and for a delta alike.
-        for c in [&a, &b] {
+        for (c, raw_len) in [(&a, usize::MAX), (&b, MAX_CHUNK_RAW as usize + 1)] {
             let mut huge = range(&[c]);
-            huge[0].raw_len = 1 << 40;
+            huge[0].raw_len = raw_len;
             let fetched = if c.codec == CODEC_DELTA {
                 range(&[&a])
             } else {
