@@ -329,19 +329,6 @@ export function sameTree(want, got, what) {
 }
 
 /**
- * One restore of `version` as a zip in a fresh page of `browser` (Playwright), as a user coming
- * back to restore (nothing of the backup left in memory): Versions, "Download zip", with the
- * save picker hidden so it ends in a download: `sink` 'stream' (default) streamed by the
- * download worker, as Chromium's page does, or 'blob' with service workers blocked, as a
- * browser without them. The zip is unpacked in a folder under `scratch`
- * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (click
- * to download on disk), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`,
- * `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
- * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
- * page's, `data-sink`), `zipBytes, checked }`.
- * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
- */
-/**
  * CPU time (ms, user + system) of every thread of the browser's and the server's processes so
  * far, by thread id, from /proc (Linux only; empty elsewhere). Two readings around a restore
  * give what each thread spent on it: Chromium names a page's main thread "chromium" (in the
@@ -386,6 +373,19 @@ function cpuSpent(before, after) {
   return spent;
 }
 
+/**
+ * One restore of `version` as a zip in a fresh page of `browser` (Playwright), as a user coming
+ * back to restore (nothing of the backup left in memory): Versions, "Download zip", with the
+ * save picker hidden so it ends in a download: `sink` 'stream' (default) streamed by the
+ * download worker, as Chromium's page does, or 'blob' with service workers blocked, as a
+ * browser without them. The zip is unpacked in a folder under `scratch`
+ * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (click
+ * to download on disk), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`,
+ * `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
+ * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
+ * page's, `data-sink`), `cpu` (ms, click to on disk: [`cpuSpent`]), `zipBytes, checked }`.
+ * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
+ */
 export async function restoreZip(browser, server, version, folder, scratch, { link, sink = 'stream' } = {}) {
   const page = await openApp(browser, server, {
     noSavePicker: true,

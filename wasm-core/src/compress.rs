@@ -75,22 +75,10 @@ impl Decompressor {
             CODEC_RAW if stored.len() == raw_len => Ok(stored),
             CODEC_ZSTD => {
                 self.out.resize(raw_len, 0);
-                let n = self
-                    .ctx
-                    .decompress_to_buffer(stored, &mut self.out[..])
-                    .map_err(|e| e.to_string())?;
-                if n != raw_len {
-                    return Err(format!(
-                        "zstd frame decoded to {n} bytes, expected {raw_len}"
-                    ));
-                }
-                Ok(&self.out[..n])
+                zstd_into(&mut self.ctx, stored, &mut self.out)?;
+                Ok(&self.out)
             }
-            CODEC_RAW => Err(format!(
-                "raw chunk of {} bytes, expected {raw_len}",
-                stored.len()
-            )),
-            other => Err(format!("unsupported codec {other}")),
+            other => Err(not_decodable(other, stored.len(), raw_len)),
         }
     }
 
@@ -106,26 +94,35 @@ impl Decompressor {
                 out.copy_from_slice(stored);
                 Ok(())
             }
-            CODEC_ZSTD => {
-                let n = self
-                    .ctx
-                    .decompress_to_buffer(stored, out)
-                    .map_err(|e| e.to_string())?;
-                if n != out.len() {
-                    return Err(format!(
-                        "zstd frame decoded to {n} bytes, expected {}",
-                        out.len()
-                    ));
-                }
-                Ok(())
-            }
-            CODEC_RAW => Err(format!(
-                "raw chunk of {} bytes, expected {}",
-                stored.len(),
-                out.len()
-            )),
-            other => Err(format!("unsupported codec {other}")),
+            CODEC_ZSTD => zstd_into(&mut self.ctx, stored, out),
+            other => Err(not_decodable(other, stored.len(), out.len())),
         }
+    }
+}
+
+/// Decodes the zstd frame `stored` into all of `out`.
+fn zstd_into(
+    ctx: &mut zstd::bulk::Decompressor<'static>,
+    stored: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    let n = ctx
+        .decompress_to_buffer(stored, out)
+        .map_err(|e| e.to_string())?;
+    if n != out.len() {
+        return Err(format!(
+            "zstd frame decoded to {n} bytes, expected {}",
+            out.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Why a chunk of `codec` (not zstd) with `stored_len` bytes is not `raw_len` raw bytes.
+fn not_decodable(codec: u8, stored_len: usize, raw_len: usize) -> String {
+    match codec {
+        CODEC_RAW => format!("raw chunk of {stored_len} bytes, expected {raw_len}"),
+        other => format!("unsupported codec {other}"),
     }
 }
 

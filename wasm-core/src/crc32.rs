@@ -133,15 +133,7 @@ mod tests {
 
     #[test]
     fn equals_the_crc32fast_crate() {
-        let mut x = 0x9e37_79b9u32;
-        let data: Vec<u8> = (0..70_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
+        let data = crate::chunk::test_bytes(0x9e37_79b9, 70_000);
         for (start, len) in [
             (0, 70_000),
             (1, 16),

@@ -51,9 +51,9 @@ export class RestoreWorkers {
     try {
       r = await this.pool.call(worker, 'verify', { bundle, requested, restore }, { transfer: [bundle.buffer] });
     } catch (e) {
-      if (e instanceof WorkerError && e.crashed)
-        throw new RestoreWorkerCrash(`the chunks could not be read: ${e.message}`);
-      throw e instanceof WorkerError ? new Error(`the chunks could not be read: ${e.message}`) : e;
+      if (!(e instanceof WorkerError)) throw e;
+      const message = `the chunks could not be read: ${e.message}`;
+      throw e.crashed ? new RestoreWorkerCrash(message) : new Error(message);
     }
     if (r.type === 'bad') throw new DamagedChunkError(r.fp, r.reason);
     return r;
