@@ -12,7 +12,7 @@ import { startServer, type RunningServer } from '../server';
  * most of it writing the file). PSS of the browser's page renderers (the tab with its workers,
  * plus any spare renderer; not Chromium's own UI renderer) while the file backs up, then while
  * it is restored into a folder (the picker stubbed to the origin private file system): a file
- * larger than a block is written as it comes (web/src/restore/restore.ts), not assembled in
+ * larger than a block is written as it comes (web/src/restore/assemble.ts), not assembled in
  * the page first. Measured peaks: docs/BACKUP.md "Memory".
  */
 const MiB = 2 ** 20;

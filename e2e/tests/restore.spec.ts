@@ -249,6 +249,49 @@ test('a restore worker that crashes mid-restore is replaced and the zip is still
   await expect(page.getByTestId('restore-error')).toHaveCount(0);
 });
 
+test('the zip is assembled off the page; an assembler that crashes fails the download, the next restore works', async ({
+  page,
+}) => {
+  await openWithoutPicker(page);
+  await page.getByTestId('tab-versions').click();
+  const downloads: Download[] = [];
+  page.on('download', (d) => downloads.push(d));
+  const zip = async () => {
+    await row(page, ids[1]).getByTestId('version-zip').click();
+    await expect(page.getByTestId('restore-done').or(page.getByTestId('restore-error'))).toBeVisible();
+    await expect.poll(() => downloads.length).toBeGreaterThan(0);
+    return downloads.shift()!;
+  };
+  // A first restore starts the assembler worker (it is kept for the next ones).
+  const first = await zip();
+  expect(readFileSync(await first.path()).equals(readFileSync(v2Zip))).toBe(true);
+  const assemblers = page.workers().filter((w) => w.url().includes('assembleWorker'));
+  expect(assemblers.length).toBe(1);
+  // It crashes on the first verified chunks it is sent (an exception outside any handler).
+  await assemblers[0].evaluate(() => {
+    const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
+    const serve = scope.onmessage!;
+    scope.onmessage = (e: MessageEvent) => {
+      const msg = e.data as { bridge?: string; data?: { type?: string } };
+      if (msg.bridge !== 'signal' || msg.data?.type !== 'chunks') return serve(e);
+      scope.onmessage = serve;
+      setTimeout(() => {
+        throw new Error('injected crash');
+      });
+    };
+  });
+  const replaced = page.waitForEvent('worker', (w) => w.url().includes('assembleWorker'));
+  const failed = await zip();
+  await expect(page.getByTestId('restore-error')).toContainText('assembler worker crashed');
+  // The download the crashed worker was writing fails (the page fails it by its id), rather
+  // than waiting forever or ending as a truncated zip.
+  expect(await failed.failure(), 'the download failed').not.toBeNull();
+  await replaced;
+  const again = await zip();
+  await expect(page.getByTestId('restore-done')).toBeVisible();
+  expect(readFileSync(await again.path()).equals(readFileSync(v2Zip)), 'the zip after a crash').toBe(true);
+});
+
 test('a cancelled restore fails its download instead of leaving a truncated zip', async ({ page }) => {
   await open(page, server);
   // A slow link (Chromium's emulation, for the page and its workers), so the restore is still

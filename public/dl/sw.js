@@ -1,17 +1,19 @@
 // @ts-check
 /// <reference lib="webworker" />
 /**
- * Streamed downloads (web/src/restore/sink.ts, "Streamed downloads" in docs/RESTORE.md). The
- * page opens a download with a `MessagePort`, then navigates a hidden frame to
- * `/dl/<id>/<name>`; this worker answers that request with a stream fed by the port, so the
- * browser writes the restore to disk as it is made, with no copy in blob storage and no size
- * limit. Its scope is `/dl/` only: the app's own requests never pass through it.
+ * Streamed downloads (web/src/restore/sink.ts). The page opens a download with a
+ * `MessagePort`, then navigates a hidden frame to `/dl/<id>/<name>`; this worker answers that
+ * request with a stream fed by the port, so the browser writes the restore to disk as it is
+ * made, with no copy in blob storage and no size limit. Its scope is `/dl/` only: the app's
+ * own requests never pass through it.
  *
- * Messages to the worker: `{ type: 'open', id, name, mime }` with the port, `{ type: 'ping' }`.
- * On the port, page → worker: `{ type: 'data', block, offset, length }` (an ArrayBuffer,
- * transferred, and the view of it to send), `{ type: 'end' }`, `{ type: 'abort', message }`;
- * worker → page: `{ type: 'pulled' }` each time the browser took a block (the page keeps a
- * few in flight), `{ type: 'cancel' }` if the user cancelled the download.
+ * Messages to the worker: `{ type: 'open', id, name, mime }` with the port, `{ type: 'ping' }`,
+ * `{ type: 'abort', id, message }` (the page fails download `id`: its writer may be gone).
+ * The port speaks the block port protocol (web/src/restore/port.ts), written by whoever holds
+ * its other end (the restore's assembler worker): writer → here `{ type: 'data', block,
+ * offset, length }` (an ArrayBuffer, transferred, and the view of it to send), `{ type: 'end' }`,
+ * `{ type: 'abort', message }`; here → writer `{ type: 'pulled' }` each time the browser took a
+ * block (the writer keeps a few in flight), `{ type: 'cancel' }` if the user cancelled.
  */
 const sw = /** @type {ServiceWorkerGlobalScope} */ (/** @type {unknown} */ (self));
 
@@ -20,6 +22,8 @@ const sw = /** @type {ServiceWorkerGlobalScope} */ (/** @type {unknown} */ (self
 const opened = new Map();
 /** Requests that came before their `open` message, by id. @type {Map<string, (o: Opened) => void>} */
 const early = new Map();
+/** Downloads being streamed, by id: how to fail each. @type {Map<string, (message: string) => void>} */
+const streaming = new Map();
 
 /** The download `id`, waiting briefly for its `open` (the page sends it just before the request). */
 function openedAs(/** @type {string} */ id) {
@@ -47,6 +51,15 @@ sw.addEventListener('activate', (e) => e.waitUntil(sw.clients.claim()));
 sw.addEventListener('message', (e) => {
   // `ping`: the page keeps this worker alive during a long download (each message event
   // extends its life; Firefox stops an idle worker after ~30 s).
+  if (e.data?.type === 'abort' && typeof e.data.id === 'string') {
+    const o = opened.get(e.data.id);
+    if (o) {
+      o.port.close();
+      opened.delete(e.data.id);
+    }
+    streaming.get(e.data.id)?.(String(e.data.message));
+    return;
+  }
   if (e.data?.type !== 'open') return;
   const port = e.ports[0];
   if (!port || typeof e.data.id !== 'string') return;
@@ -69,19 +82,29 @@ sw.addEventListener('fetch', (e) => {
   if (!m) return;
   e.respondWith(
     openedAs(m[1]).then((o) =>
-      o ? download(o) : new Response('This download is no longer available.', { status: 404 }),
+      o ? download(m[1], o) : new Response('This download is no longer available.', { status: 404 }),
     ),
   );
 });
 
 /** The response of an opened download: a stream of the blocks its port brings. */
-function download(/** @type {Opened} */ { port, name, mime }) {
+function download(/** @type {string} */ id, /** @type {Opened} */ { port, name, mime }) {
   /** @type {Uint8Array[]} */
   const queue = [];
   let wanted = false;
   let ended = false;
   const body = new ReadableStream({
     start(controller) {
+      const fail = (/** @type {string} */ message) => {
+        streaming.delete(id);
+        try {
+          controller.error(new Error(message));
+        } catch {
+          // Already closed or failed.
+        }
+        port.close();
+      };
+      streaming.set(id, fail);
       port.onmessage = (msg) => {
         const d = msg.data;
         if (d.type === 'data') {
@@ -93,11 +116,9 @@ function download(/** @type {Opened} */ { port, name, mime }) {
           } else queue.push(block);
         } else if (d.type === 'end') {
           ended = true;
+          streaming.delete(id);
           if (!queue.length) controller.close();
-        } else if (d.type === 'abort') {
-          controller.error(new Error(String(d.message)));
-          port.close();
-        }
+        } else if (d.type === 'abort') fail(String(d.message));
       };
     },
     pull(controller) {
@@ -109,6 +130,7 @@ function download(/** @type {Opened} */ { port, name, mime }) {
       } else wanted = true;
     },
     cancel() {
+      streaming.delete(id);
       port.postMessage({ type: 'cancel' });
       port.close();
     },

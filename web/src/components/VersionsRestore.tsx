@@ -98,7 +98,6 @@ export function useRestore(api: Api) {
             onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
           });
           job.current = j;
-          await j.stream.pipeTo(new WritableStream());
           await j.done;
           setState((s) => (s ? { ...s, done: true } : s));
           return;
@@ -118,10 +117,12 @@ export function useRestore(api: Api) {
           format: request.format,
           version: request.version,
           locations: locating ? (await locating).locations : undefined,
+          // A streamed download is written by the restore's assembler worker itself.
+          output: sink.kind === 'stream' ? sink.download.port : undefined,
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
-        await writeToSink(sink, j.stream);
+        if (sink.kind !== 'stream' && j.stream) await writeToSink(sink, j.stream);
         await j.done;
         setState((s) => (s ? { ...s, done: true } : s));
       } catch (e) {
@@ -133,6 +134,7 @@ export function useRestore(api: Api) {
         setState((s) => (s ? { ...s, error: message } : s));
       } finally {
         job.current = null;
+        if (sink?.kind === 'stream') sink.download.end();
       }
     },
     [api, locate],

@@ -26,7 +26,8 @@ export async function restoreHead(
   signal?.addEventListener('abort', stop);
   if (signal?.aborted) stop();
   try {
-    const reader = job.stream.getReader();
+    // A restore without `output` hands its bytes to the page as `stream`.
+    const reader = job.stream!.getReader();
     const parts: Uint8Array[] = [];
     let n = 0;
     while (n < limit) {

@@ -1,5 +1,9 @@
-/** The restore workers' protocol (decode + verify chunks with wasm-core), over the worker bridge. */
+/**
+ * The restore's worker protocols, over the worker bridge: the restore workers' (decode and
+ * verify chunks with wasm-core) and the assembler's (put them in order into the output).
+ */
 import type { Method } from '../worker/bridge';
+import type { AssembleItem, AssemblePlan, WindowChunks } from './assemble';
 
 /**
  * Every chunk verified: raw bytes back to back, chunk k at offsets[k], fps n*20 in order,
@@ -40,4 +44,28 @@ export interface RestoreApi {
    * the file (a key equals a stored chunk's name only for that chunk, docs/FORMAT.md).
    */
   fingerprintFile: Method<File, Uint8Array>;
+}
+
+/** A restore's assembly (assemble.ts), run by the assembler worker. */
+export interface AssembleJob {
+  format: 'zip' | 'file' | 'folder';
+  items: AssembleItem[];
+  plan: AssemblePlan;
+  /** zip and file: the block port the output goes into (transferred). */
+  port?: MessagePort;
+  /** What the port's consumer is called in errors ("download", "restore"). */
+  consumer?: string;
+  /** folder: the folder the files are written into. */
+  folder?: FileSystemDirectoryHandle;
+}
+
+/** The page to the assembly: a request's verified chunks, or stop (cancelled, or a fetch failed). */
+export type AssembleSignal = ({ type: 'chunks' } & WindowChunks) | { type: 'stop'; message: string };
+
+/** The assembly to the page: it moved to a window (send the next one's chunks), or its progress. */
+export type AssembleEvent = { type: 'window'; window: number } | { type: 'progress'; bytes: number; files: number };
+
+export interface AssembleApi {
+  /** Writes the output; answers its bytes and files once the consumer has taken all of it. */
+  assemble: Method<AssembleJob, { bytes: number; files: number }, AssembleEvent, AssembleSignal>;
 }

@@ -1,22 +1,38 @@
 /**
  * Restore: a version (or a folder of it, or one file) back out of the repository, verified
- * chunk by chunk and streamed into a zip (or a plain file) as it is assembled.
+ * chunk by chunk and streamed into a zip, a plain file or a folder as it is assembled.
+ *
+ * Threads: the page plans, fetches (`ChunkFetcher`) and hands each answer to a restore worker
+ * to verify (workers.ts), then the verified chunks, transferred, to the assembler worker
+ * (assemble.ts), which writes the output: into a block port (port.ts) that a streamed
+ * download's worker or the page reads, or into the folder. The page's thread handles no
+ * restored byte unless it reads the output itself (a picked file, a Blob, a preview).
  *
  * Memory: at most two plan windows (the one being written and the one being fetched) plus the
  * restore cache are held, i.e. 2 x windowBytes + cacheBytes of raw chunks (~64 MiB by
- * default), and one output block being filled (blocks.ts), whatever the size of the version. With `showSaveFilePicker` the zip goes straight
- * to disk with backpressure; the fallback builds a Blob (see sink.ts for its size gate).
+ * default), and a few output blocks in flight (blocks.ts, port.ts), whatever the size of the
+ * version. Every sink takes the output with backpressure; a Blob holds it all (see sink.ts
+ * for its size gate).
  */
 import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
 import { FP_LEN, fpHex } from '../backup/hex';
+import { WorkerError, type Request } from '../worker/bridge';
+import { assemblePlan } from './assemble';
 import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
-import { ZipWriter, type ZipPiece } from './zip';
-import { BLOCK_BYTES, BlockWriter, blocks, concat } from './blocks';
+import { portReader } from './port';
+import type { AssembleSignal } from './protocol';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
-import { DamagedChunkError, RestoreWorkerCrash, restoreWorkers, type RestoreWorkers } from './workers';
+import {
+  assembler,
+  DamagedChunkError,
+  RestoreWorkerCrash,
+  restoreWorkers,
+  type RestoreWorkers,
+  type Verified,
+} from './workers';
 
 export interface RestoreItem {
   /** The name in the archive (sanitised, unique). */
@@ -101,42 +117,12 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
   return locs;
 }
 
-/** A stream that pulls `it` one piece at a time (backpressure: nothing is read ahead). */
-function pull(it: AsyncGenerator<Uint8Array>): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({
-    async pull(ctl) {
-      const r = await it.next();
-      if (r.done) ctl.close();
-      else ctl.enqueue(r.value);
-    },
-    async cancel() {
-      await it.return(undefined);
-    },
-  });
-}
-
-/** DOS dates in zips start at 1980; a hostile or unknown mtime must not break the archive. */
-function zipDate(mtime: number): Date {
-  const min = Date.UTC(1980, 0, 2);
-  const max = Date.UTC(2107, 11, 31);
-  return new Date(Number.isFinite(mtime) ? Math.min(max, Math.max(min, mtime)) : min);
-}
-
 /**
  * Chunk requests in flight: with two, one is on the wire (or being read and verified by the
  * server) while the other is verified by a restore worker; a third keeps both sides busy
  * when one request waits on the other.
  */
 const LANES = 3;
-
-/** A window's fetch: chunks arrive request by request; `arrived` settles on the next one. */
-interface WindowLoad {
-  chunks: Map<string, ZipPiece>;
-  left: number;
-  error: unknown;
-  arrived: Promise<void>;
-  wake: () => void;
-}
 
 /** Restores started in this page (each names its sessions in the restore workers). */
 let restoresStarted = 0;
@@ -145,16 +131,18 @@ let restoresStarted = 0;
 const MAX_HAVE = 16_384;
 
 /**
- * Serves the chunks of a plan in reference order: fetches window w+1 while window w is
- * being written, and keeps the plan's restore cache between windows.
+ * Fetches the chunks of a plan and has them verified, request by request in plan order,
+ * LANES at a time, for the window the assembler is writing and the next one: the next
+ * window's first requests go out as soon as this window's last ones are on their way, not
+ * when they are all verified. Each verified answer goes to `deliver`.
  */
-class ChunkSource {
-  private have = new Map<string, ZipPiece>();
-  private window = -1;
-  private loads = new Map<number, WindowLoad>();
+class ChunkFetcher {
+  /** The window the assembler is writing (it starts with the first). */
+  private window = 0;
   private inflight = 0;
   private nextWindow = 0;
   private nextRequest = 0;
+  private stopped = false;
   /** Names this restore's sessions in the workers. */
   private readonly restoreId = ++restoresStarted;
   /** Requests sent so far: request k goes to worker k mod the pool's size. */
@@ -168,7 +156,9 @@ class ChunkSource {
     private workers: RestoreWorkers,
     private items: RestoreItem[],
     private signal: AbortSignal,
+    private deliver: (window: number, fps: string[], v: Verified) => void,
     private onRequest: (containers: number, bytes: number) => void,
+    private onError: (e: unknown) => void,
   ) {
     this.held = Array.from({ length: workers.size }, () => new Set<string>());
   }
@@ -221,13 +211,14 @@ class ChunkSource {
     }
   }
 
-  /** The restore is over: the workers let go of what they kept for it. */
+  /** The restore is over: nothing more is fetched, and the workers let go of what they kept for it. */
   close() {
+    this.stopped = true;
     this.workers.endRestore(this.restoreId);
   }
 
-  /** Fetches and verifies one request's chunks into `into`; answers the bytes fetched. */
-  private async fetchRequest(fps: string[], into: Map<string, ZipPiece>): Promise<number> {
+  /** Fetches and verifies one request's chunks; answers them and the bytes fetched. */
+  private async fetchRequest(fps: string[]): Promise<{ v: Verified; fetched: number }> {
     let v;
     let fetched = 0;
     const worker = this.requestsSent++ % this.held.length;
@@ -276,125 +267,60 @@ class ChunkSource {
         throw new RestoreError(
           `The server answered chunk ${got} where ${fps[k]} (of "${this.fileOf(fps[k])}") was asked for.`,
         );
-      into.set(got, { bytes: v.raw.subarray(v.offsets[k], v.offsets[k] + v.lengths[k]), crc: v.crcs[k] });
     }
     for (let k = 0; k < v.kept.length / FP_LEN; k++) this.held[worker].add(fpHex(v.kept, k));
-    return fetched;
+    return { v, fetched };
   }
 
-  /** The fetch of window `w` (created on first use; its requests are started by `pump`). */
-  private load(w: number): WindowLoad {
-    let l = this.loads.get(w);
-    if (!l) {
-      const fresh: WindowLoad = {
-        chunks: new Map(),
-        left: this.plan.windows[w].requests.length,
-        error: undefined,
-        arrived: Promise.resolve(),
-        wake: () => {},
-      };
-      const arm = () => {
-        fresh.arrived = new Promise<void>((resolve) => {
-          fresh.wake = () => {
-            arm();
-            resolve();
-          };
-        });
-      };
-      arm();
-      l = fresh;
-      this.loads.set(w, l);
-    }
-    return l;
+  /** The assembler moved to window `w`: the one after it may be fetched. */
+  moveTo(w: number) {
+    this.window = Math.max(this.window, w);
+    this.pump();
   }
 
-  /**
-   * Starts requests in plan order, LANES at a time, for the window being assembled and the
-   * next one: the next window's first requests go out as soon as this window's last ones are
-   * on their way, not when they are all verified.
-   */
-  private pump() {
+  /** Starts the requests the windows allow. */
+  pump() {
     const windows = this.plan.windows;
-    while (this.inflight < LANES && this.nextWindow < windows.length && this.nextWindow <= this.window + 1) {
+    while (
+      !this.stopped &&
+      this.inflight < LANES &&
+      this.nextWindow < windows.length &&
+      this.nextWindow <= this.window + 1
+    ) {
       const w = this.nextWindow;
       const reqs = windows[w].requests;
-      this.load(w);
       if (this.nextRequest >= reqs.length) {
         this.nextWindow++;
         this.nextRequest = 0;
         continue;
       }
       const r = reqs[this.nextRequest++];
-      const l = this.load(w);
       this.inflight++;
-      this.fetchRequest(r.fps, l.chunks).then(
-        (bytes) => {
+      this.fetchRequest(r.fps).then(
+        ({ v, fetched }) => {
           this.inflight--;
-          this.onRequest(r.containers.length, bytes);
-          l.left--;
-          l.wake();
+          if (this.stopped) return;
+          this.deliver(w, r.fps, v);
+          this.onRequest(r.containers.length, fetched);
           this.pump();
         },
         (e: unknown) => {
           this.inflight--;
-          l.error ??= e;
-          l.wake();
+          this.onError(e);
         },
       );
-    }
-  }
-
-  /** Moves to the next window: the chunks the plan keeps stay, the rest is let go. */
-  private advance() {
-    if (this.window >= 0) {
-      // Copy kept chunks out of their request buffers so those buffers can be freed.
-      const cur = this.load(this.window);
-      const keep = this.plan.windows[this.window].keep;
-      const have = new Map<string, ZipPiece>();
-      for (const fp of keep) {
-        const cached = this.have.get(fp);
-        const c = cached ?? cur.chunks.get(fp)!;
-        have.set(fp, cached ? c : { bytes: c.bytes.slice(), crc: c.crc });
-      }
-      this.have = have;
-      this.loads.delete(this.window);
-    }
-    this.window++;
-    this.pump();
-  }
-
-  /** Reference `ref` if it is in the window being assembled and has arrived, else undefined. */
-  ready(ref: number): ZipPiece | undefined {
-    if (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) return undefined;
-    const fp = this.plan.refs[ref];
-    return this.have.get(fp) ?? this.load(this.window).chunks.get(fp);
-  }
-
-  /**
-   * The bytes of reference `ref` of the plan, with their CRC-32: as soon as the request that
-   * holds it is verified (requests are in container order, which for most versions is close
-   * to reference order), not when its whole window is.
-   */
-  async chunk(ref: number): Promise<ZipPiece> {
-    while (this.window < 0 || ref >= this.plan.windows[this.window].refEnd) this.advance();
-    const fp = this.plan.refs[ref];
-    const l = this.load(this.window);
-    for (;;) {
-      if (this.signal.aborted) throw this.signal.reason ?? new DOMException('cancelled', 'AbortError');
-      const c = this.have.get(fp) ?? l.chunks.get(fp);
-      if (c) return c;
-      if (l.error !== undefined) throw l.error;
-      if (l.left === 0) throw new RestoreError(`internal: chunk ${fp} is not in the restore window`);
-      await l.arrived;
     }
   }
 }
 
 export interface RestoreJob {
-  /** The archive (zip) or file bytes; pull it to run the restore. */
-  stream: ReadableStream<Uint8Array>;
+  /**
+   * The archive (zip) or file bytes, unless they go into `output`, or into a folder; read it
+   * to run the restore.
+   */
+  stream: ReadableStream<Uint8Array> | null;
   plan: RestorePlan;
-  /** Resolves when the last byte has been produced; rejects with the reason it stopped. */
+  /** Resolves when the last byte has been taken; rejects with the reason it stopped. */
   done: Promise<void>;
   cancel(): void;
 }
@@ -404,10 +330,15 @@ export interface RestoreOptions {
   items: RestoreItem[];
   /**
    * 'zip' = an archive of all items; 'file' = the bytes of the single file item; 'folder' =
-   * every item written into `folder` (the stream then carries no bytes: read it to the end).
+   * every item written into `folder`.
    */
   format: 'zip' | 'file' | 'folder';
   folder?: FolderTarget;
+  /**
+   * zip and file: a block port (port.ts) to write the output into, e.g. a streamed
+   * download's; without it, the output is the job's `stream`.
+   */
+  output?: MessagePort;
   /** The version restored: its chunks are located with `versions/{id}/locations`. */
   version?: number;
   /** Chunk locations known already (tests); otherwise the version's, else the repository's. */
@@ -416,7 +347,11 @@ export interface RestoreOptions {
   onProgress?: (p: RestoreProgress) => void;
 }
 
-/** Plans a restore and returns its output stream; nothing is fetched until the stream is read. */
+/**
+ * Plans a restore and starts it: the page fetches and has chunks verified, the assembler
+ * worker writes the output (assemble.ts), so no byte of it passes through the page's thread
+ * unless the page reads `stream`.
+ */
 export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const { api, items, format } = opts;
   const files = items.filter((i) => i.kind === 'file');
@@ -430,6 +365,8 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     (fp) => locations.get(fp),
     opts.planOptions ?? DEFAULT_PLAN,
   );
+  // The workers stay warm after this restore: the next one starts at once.
+  const [workers, pool] = await Promise.all([restoreWorkers(), assembler()]);
   const controller = new AbortController();
   const started = performance.now();
   const progress: RestoreProgress = {
@@ -457,210 +394,99 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   };
   report(true);
 
-  let source: ChunkSource | null = null;
-  const getSource = async () => {
-    // The workers stay warm after this restore: the next one starts at once.
-    const workers = await restoreWorkers();
-    source ??= new ChunkSource(api, plan, workers, items, controller.signal, (containers, bytes) => {
-      progress.requestsDone++;
-      progress.containersRead += containers;
-      progress.bytesFetched += bytes;
-      report();
-    });
-    return source;
-  };
+  // The output: the given port, or one whose other end is the job's stream.
+  let port: MessagePort | undefined = opts.output;
+  let stream: ReadableStream<Uint8Array> | null = null;
+  if (format !== 'folder' && !port) {
+    const channel = new MessageChannel();
+    port = channel.port2;
+    stream = portReader(channel.port1, controller.signal);
+  }
 
   let settle!: { resolve: () => void; reject: (e: unknown) => void };
   const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
   done.catch(() => {});
   let finished = false;
+  let fetcher: ChunkFetcher | null = null;
+  let assembly: Request<{ bytes: number; files: number }, AssembleSignal> | null = null;
   const finish = (error?: unknown) => {
     if (finished) return;
     finished = true;
-    source?.close();
+    fetcher?.close();
     if (error === undefined) {
       progress.phase = 'done';
       report(true);
       settle.resolve();
-    } else {
-      const cancelled = controller.signal.aborted;
-      progress.phase = cancelled ? 'cancelled' : 'failed';
-      progress.message = cancelled ? 'Cancelled.' : error instanceof Error ? error.message : String(error);
-      report(true);
-      settle.reject(error instanceof Error ? error : new RestoreError(String(error)));
+      return;
     }
+    const cancelled = error instanceof DOMException && error.name === 'AbortError';
+    const e = error instanceof Error ? error : new RestoreError(String(error));
+    // Nothing more is fetched, the assembly stops, and its output fails (a download or file it
+    // feeds is discarded, not left truncated).
+    controller.abort(e);
+    assembly?.signal({ type: 'stop', message: cancelled ? 'Cancelled.' : e.message });
+    progress.phase = cancelled ? 'cancelled' : 'failed';
+    progress.message = cancelled ? 'Cancelled.' : e.message;
+    report(true);
+    settle.reject(e);
   };
 
-  async function* filePieces(k: number): AsyncGenerator<ZipPiece> {
-    const f = plan.files[k];
-    const src = await getSource();
-    let n = 0;
-    for (let i = f.refStart; i < f.refEnd; i++) {
-      const c = await src.chunk(i);
-      n += c.bytes.byteLength;
-      progress.bytesDone += c.bytes.byteLength;
-      report();
-      yield c;
-    }
-    if (n !== f.size) throw new RestoreError(`"${f.name}" came out as ${n} bytes, its manifest says ${f.size}.`);
-    progress.filesDone++;
-    report();
-  }
-
-  let stream: ReadableStream<Uint8Array>;
-  if (format === 'zip') {
-    // One generator writes the whole archive: chunks of the window being assembled are taken
-    // without a promise, and only full blocks leave it (see blocks.ts).
-    stream = pull(
-      (async function* () {
-        const out = new BlockWriter();
-        const zip = new ZipWriter((b) => out.push(b));
-        let k = 0;
-        for (const item of items) {
-          if (controller.signal.aborted) throw controller.signal.reason ?? new DOMException('cancelled', 'AbortError');
-          const lastModified = zipDate(item.mtime);
-          if (item.kind === 'dir') {
-            zip.begin({ name: item.name + '/', lastModified, dir: true });
-            zip.end();
-            continue;
-          }
-          zip.begin({ name: item.name, lastModified, size: item.size });
-          const f = plan.files[k++];
-          const src = await getSource();
-          for (let i = f.refStart; i < f.refEnd; i++) {
-            const c = src.ready(i) ?? (await src.chunk(i));
-            zip.data(c);
-            progress.bytesDone += c.bytes.byteLength;
-            report();
-          }
-          zip.end();
-          progress.filesDone++;
+  assembly = pool.request(
+    0,
+    'assemble',
+    {
+      format,
+      items: items.map(({ name, kind, size, mtime }) => ({ name, kind, size, mtime })),
+      plan: assemblePlan(plan),
+      port,
+      consumer: opts.output ? 'download' : 'restore',
+      folder: opts.folder?.root,
+    },
+    {
+      transfer: port ? [port] : [],
+      onEvent: (ev) => {
+        if (ev.type === 'window') fetcher?.moveTo(ev.window);
+        else {
+          progress.bytesDone = ev.bytes;
+          progress.filesDone = ev.files;
           report();
-          yield* out.take();
         }
-        zip.finish();
-        out.flush();
-        yield* out.take();
-      })(),
-    );
-  } else if (format === 'folder') {
-    const target = opts.folder!;
-    // Opening and closing a file costs a round trip to the browser's file system (and, for a
-    // picked folder, a swap file moved into place), whatever its size: files up to a block
-    // are assembled and written several at a time, each in one write of one buffer, while
-    // the next ones are assembled. A larger file is written as it comes, a block at a time,
-    // so the page never holds more of it than a block.
-    const MAX_FILES = 16;
-    const MAX_BYTES = 64 << 20;
-    const writing = new Set<Promise<void>>();
-    let pendingBytes = 0;
-    let failed: unknown = null;
-    const written = async (name: string, write: (w: FileSystemWritableFileStream) => Promise<void>) => {
-      const w = await target.create(name);
-      try {
-        await write(w);
-        await w.close();
-      } catch (e) {
-        await w.abort().catch(() => {});
-        throw e;
-      }
-    };
-    const writeSmall = (name: string, parts: Uint8Array[], size: number) => {
-      pendingBytes += size;
-      const p = written(name, async (w) => {
-        if (size) await w.write(concat(parts, size) as Uint8Array<ArrayBuffer>);
-      })
-        .catch((e: unknown) => {
-          failed ??= e;
-        })
-        .finally(() => {
-          pendingBytes -= size;
-          writing.delete(p);
-        });
-      writing.add(p);
-    };
-    stream = pull(
-      (async function* () {
-        let k = 0;
-        for (const item of items) {
-          if (failed) throw failed;
-          if (item.kind === 'dir') {
-            await target.dir(item.name);
-            continue;
-          }
-          if (item.size > BLOCK_BYTES) {
-            const out = new BlockWriter();
-            await written(item.name, async (w) => {
-              for await (const p of filePieces(k)) {
-                out.push(p.bytes);
-                for (const b of out.take()) await w.write(b as Uint8Array<ArrayBuffer>);
-              }
-              out.flush();
-              for (const b of out.take()) await w.write(b as Uint8Array<ArrayBuffer>);
-            });
-            k++;
-            continue;
-          }
-          const parts: Uint8Array[] = [];
-          for await (const p of filePieces(k)) parts.push(p.bytes);
-          k++;
-          writeSmall(item.name, parts, item.size);
-          while (writing.size >= MAX_FILES || pendingBytes > MAX_BYTES) await Promise.race(writing);
-        }
-        await Promise.all(writing);
-        if (failed) throw failed;
-      })(),
-    );
-  } else {
-    stream = pull(
-      blocks(
-        (async function* () {
-          for await (const p of filePieces(0)) yield p.bytes;
-        })(),
-      ),
-    );
-  }
-  // Observe the end of the stream whoever reads it, and stop on the first error.
-  const observed = stream.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      flush: () => finish(),
-    }),
+      },
+    },
   );
-  const reader = observed.getReader();
-  let outCtl: ReadableStreamDefaultController<Uint8Array> | null = null;
-  const out = new ReadableStream<Uint8Array>({
-    start(ctl) {
-      outCtl = ctl;
+  assembly.answer.then(
+    (r) => {
+      progress.bytesDone = r.bytes;
+      progress.filesDone = r.files;
+      finish();
     },
-    async pull(ctl) {
-      try {
-        const r = await reader.read();
-        // A cancelled restore ends its reader early: that is not the end of the output.
-        if (controller.signal.aborted) return;
-        if (r.done) ctl.close();
-        else ctl.enqueue(r.value);
-      } catch (e) {
-        finish(e);
-        ctl.error(e);
-      }
+    (e: unknown) => finish(e instanceof WorkerError ? new RestoreError(e.message) : e),
+  );
+  fetcher = new ChunkFetcher(
+    api,
+    plan,
+    workers,
+    items,
+    controller.signal,
+    (window, fps, v) => {
+      // Each buffer once (lengths and crcs are views of one).
+      const list = [...new Set([v.raw.buffer, v.offsets.buffer, v.lengths.buffer, v.crcs.buffer])] as Transferable[];
+      const { offsets, lengths, crcs, raw } = v;
+      assembly?.signal({ type: 'chunks', window, fps, offsets, lengths, crcs, raw }, list);
     },
-    cancel(reason) {
-      controller.abort(reason);
-      finish(new DOMException('cancelled', 'AbortError'));
-      return reader.cancel(reason);
+    (containers, bytes) => {
+      progress.requestsDone++;
+      progress.containersRead += containers;
+      progress.bytesFetched += bytes;
+      report();
     },
-  });
+    (e) => finish(e),
+  );
+  fetcher.pump();
   return {
-    stream: out,
+    stream,
     plan,
     done,
-    cancel: () => {
-      const reason = new DOMException('cancelled', 'AbortError');
-      controller.abort(reason);
-      finish(reason);
-      // The output fails, so the file or download it feeds is discarded, not left truncated.
-      outCtl?.error(reason);
-      reader.cancel().catch(() => {});
-    },
+    cancel: () => finish(new DOMException('cancelled', 'AbortError')),
   };
 }

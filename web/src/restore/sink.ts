@@ -1,11 +1,12 @@
 /**
  * Where a restore goes, best first:
  * - A streamed download: the download worker (public/dl/sw.js, a service worker scoped to
- *   `/dl/` only) answers a hidden frame's request with a stream the page feeds block by
- *   block, a few blocks in flight; the browser writes it to disk as it comes. No size limit,
- *   flat memory, and nothing copied into blob storage (the fastest way out of the page,
- *   `npm run bench:writefloor`). Needs a secure context with service workers (not Firefox's
- *   private windows, not plain http other than localhost).
+ *   `/dl/` only) answers a hidden frame's request with a stream fed block by block through a
+ *   block port (port.ts), which the restore's assembler worker writes into directly, a few
+ *   blocks in flight; the browser writes it to disk as it comes. No size limit, flat memory,
+ *   nothing copied into blob storage, and no byte through the page's thread (the fastest way
+ *   out of the page, `npm run bench:writefloor`). Needs a secure context with service workers
+ *   (not Firefox's private windows, not plain http other than localhost).
  * - A picked file (File System Access API, Chromium): the stream is written straight to it
  *   with backpressure; no size limit, but every write goes through the browser's swap file.
  * - A Blob handed to an `<a download>`: it holds the whole archive (Chrome keeps blobs in
@@ -13,16 +14,10 @@
  *   at several times the size), so it is gated at BLOB_LIMIT.
  */
 
-import { ownsBuffer } from './blocks';
-
 export const BLOB_LIMIT = 512 * 1024 * 1024;
 
-/** Blocks sent to the download worker and not yet taken by the browser (4 MiB each). */
-const IN_FLIGHT = 4;
 /** How often the page pings the download worker while a download runs (browsers stop idle workers). */
 const PING_MS = 10_000;
-/** How long a streamed download may take to start (the browser taking its first block). */
-const START_MS = 60_000;
 
 /** The active download worker, once its registration is; null until then or without one. */
 let downloadWorker: ServiceWorker | null = null;
@@ -58,8 +53,18 @@ interface SaveFilePickerOptions {
 }
 type SavePicker = (opts?: SaveFilePickerOptions) => Promise<FileSystemFileHandle>;
 
+/** A streamed download, opened: write its `port` (port.ts), then `end` it. */
+export interface StreamedDownload {
+  /** The block port the download reads (give it to the restore, which transfers it). */
+  port: MessagePort;
+  /** Fails the download (whoever holds the port now, or if it is gone with its worker). */
+  fail(message: string): void;
+  /** The restore is over: the page stops keeping the download worker alive. */
+  end(): void;
+}
+
 export type Sink =
-  | { kind: 'stream'; name: string; writable: WritableStream<Uint8Array> }
+  | { kind: 'stream'; name: string; download: StreamedDownload }
   | { kind: 'picker'; name: string; writable: Promise<FileSystemWritableFileStream> }
   | { kind: 'blob'; name: string; mime: string };
 
@@ -73,7 +78,7 @@ export class SinkError extends Error {}
 export async function chooseSink(name: string, expectedBytes: number, zip: boolean): Promise<Sink | null> {
   const mime = zip ? 'application/zip' : 'application/octet-stream';
   if (downloadWorker?.state === 'activated')
-    return { kind: 'stream', name, writable: streamedDownload(downloadWorker, name, mime) };
+    return { kind: 'stream', name, download: streamedDownload(downloadWorker, name, mime) };
   const picker = (window as unknown as { showSaveFilePicker?: SavePicker }).showSaveFilePicker;
   if (typeof picker === 'function') {
     try {
@@ -95,22 +100,24 @@ export async function chooseSink(name: string, expectedBytes: number, zip: boole
 }
 
 /**
- * Ends a sink the restore never wrote to (it failed before its stream existed), so that no
- * download is left waiting and no swap file is left behind. A sink already written to has
- * been ended by its stream.
+ * Ends a sink whose restore failed, so that no download is left waiting and no swap file is
+ * left behind: a streamed download is failed (whether or not the restore wrote to it), a
+ * picked file the restore's stream never reached is aborted.
  */
 export async function abandonSink(sink: Sink, reason: unknown): Promise<void> {
-  const w =
-    sink.kind === 'stream' ? sink.writable : sink.kind === 'picker' ? await sink.writable.catch(() => null) : null;
+  if (sink.kind === 'stream') {
+    sink.download.fail(reason instanceof Error ? reason.message : String(reason));
+    return;
+  }
+  const w = sink.kind === 'picker' ? await sink.writable.catch(() => null) : null;
   if (w && !w.locked) await w.abort(reason).catch(() => {});
 }
 
-/** Pours the stream into the sink; resolves when the file is complete. */
-export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>): Promise<void> {
-  if (sink.kind === 'stream') {
-    await stream.pipeTo(sink.writable);
-    return;
-  }
+/** Pours a restore's stream into a picked file or a Blob; resolves when the file is complete. */
+export async function writeToSink(
+  sink: Exclude<Sink, { kind: 'stream' }>,
+  stream: ReadableStream<Uint8Array>,
+): Promise<void> {
   if (sink.kind === 'picker') {
     // pipeTo closes the file on success (Chrome then swaps the .crswap in) and aborts it on error.
     await stream.pipeTo(await sink.writable);
@@ -138,78 +145,36 @@ export async function writeToSink(sink: Sink, stream: ReadableStream<Uint8Array>
 }
 
 /**
- * A download fed by the page. It is opened at once, inside the click that asked for it (the
- * browser lets a page start a download while it has the user's gesture): the download worker
- * gets a `MessagePort` and a hidden frame requests `/dl/<id>/<name>`, which the worker answers
- * with a stream that waits for blocks. Each block is then sent (transferred when the page
- * owns it), with at most IN_FLIGHT blocks the browser has not taken. Closing waits until the
- * browser has taken the last one; a download the user cancels fails the next write; an
- * aborted stream fails the download.
+ * A download opened at once, inside the click that asked for it (the browser lets a page
+ * start a download while it has the user's gesture): the download worker gets a block port
+ * and a hidden frame requests `/dl/<id>/<name>`, which the worker answers with a stream that
+ * waits for blocks. Whoever holds the port writes them (port.ts: flow control, a download the
+ * user cancels, one that never starts); `fail` reaches the worker by the download's id, so it
+ * works after the port has gone to a worker that died with it.
  */
-function streamedDownload(worker: ServiceWorker, name: string, mime: string): WritableStream<Uint8Array> {
+function streamedDownload(worker: ServiceWorker, name: string, mime: string): StreamedDownload {
   const id = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
   const { port1: port, port2 } = new MessageChannel();
-  let inFlight = 0;
-  let cancelled = false;
-  let started = false;
-  let wake: (() => void) | null = null;
-  port.onmessage = (e: MessageEvent<{ type: string }>) => {
-    if (e.data.type === 'pulled') {
-      inFlight--;
-      started = true;
-    } else if (e.data.type === 'cancel') cancelled = true;
-    wake?.();
-  };
-  // Until the browser takes a first block, the download may not exist at all (the worker
-  // gone between its activation and the request): fail then, instead of waiting forever.
-  const changed = () =>
-    new Promise<void>((resolve, reject) => {
-      const timer = started
-        ? 0
-        : window.setTimeout(
-            () => reject(new SinkError('The download did not start: the browser took none of it. Try again.')),
-            START_MS,
-          );
-      wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   worker.postMessage({ type: 'open', id, name, mime }, [port2]);
   const frame = document.createElement('iframe');
   frame.hidden = true;
   frame.src = `/dl/${id}/${encodeURIComponent(name)}`;
   document.body.appendChild(frame);
   const ping = window.setInterval(() => worker.postMessage({ type: 'ping' }), PING_MS);
-  const cleanup = () => {
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
     clearInterval(ping);
-    port.close();
     // The frame stays a while: removing it at once could end the download it started.
     setTimeout(() => frame.remove(), 60_000);
   };
-  const check = () => {
-    if (cancelled) throw new SinkError('The download was cancelled.');
+  return {
+    port,
+    fail: (message) => {
+      worker.postMessage({ type: 'abort', id, message });
+      end();
+    },
+    end,
   };
-  return new WritableStream<Uint8Array>({
-    async write(chunk) {
-      check();
-      const own = ownsBuffer(chunk) ? chunk : chunk.slice();
-      port.postMessage({ type: 'data', block: own.buffer, offset: own.byteOffset, length: own.byteLength }, [
-        own.buffer,
-      ]);
-      inFlight++;
-      while (inFlight >= IN_FLIGHT && !cancelled) await changed();
-      check();
-    },
-    async close() {
-      port.postMessage({ type: 'end' });
-      while (inFlight > 0 && !cancelled) await changed();
-      cleanup();
-      check();
-    },
-    abort(reason) {
-      port.postMessage({ type: 'abort', message: reason instanceof Error ? reason.message : String(reason) });
-      cleanup();
-    },
-  });
 }

@@ -1,11 +1,12 @@
 /**
- * The restore workers: a small pool on the worker bridge, started on the first restore and
- * kept warm for the next ones (starting workers and instantiating the engine costs every
- * restore otherwise).
+ * The restore's workers, on the worker bridge: the restore workers (a small pool verifying
+ * chunks) and the assembler (one worker writing the output), both started on the first
+ * restore and kept warm for the next ones (starting workers and instantiating the engine
+ * costs every restore otherwise).
  */
 import { coreModule } from '../wasm/loader';
 import { WorkerError, WorkerPool } from '../worker/bridge';
-import type { RestoreApi, Verified } from './protocol';
+import type { AssembleApi, RestoreApi, Verified } from './protocol';
 
 export type { Verified } from './protocol';
 
@@ -83,4 +84,23 @@ export function restoreWorkers(): Promise<RestoreWorkers> {
     throw e;
   });
   return shared;
+}
+
+let assembling: Promise<WorkerPool<AssembleApi>> | null = null;
+
+/**
+ * The page's assembler worker (assembleWorker.ts), started on first use and kept. It needs no
+ * Wasm: it orders, copies and frames bytes the restore workers verified.
+ */
+export function assembler(): Promise<WorkerPool<AssembleApi>> {
+  assembling ??= WorkerPool.start<AssembleApi>({
+    name: 'assembler',
+    spawn: () => new Worker(new URL('./assembleWorker.ts', import.meta.url), { type: 'module' }),
+    size: 1,
+    init: null,
+  }).catch((e: unknown) => {
+    assembling = null;
+    throw e;
+  });
+  return assembling;
 }
