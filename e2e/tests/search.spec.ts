@@ -238,6 +238,40 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
   expect(errors).toEqual([]);
 });
 
+test('a search worker that crashes mid-search is replaced and the search starts over: same hits as a scan', async ({
+  page,
+}) => {
+  const { errors } = await openSearchTab(page);
+  runs = 0;
+  await page.getByTestId('search-where').selectOption('page');
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  // A first search starts the workers (and fills their caches).
+  await search(page, ['useState']);
+  const workers = page.workers().filter((w) => w.url().includes('searchWorker'));
+  expect(workers.length).toBeGreaterThan(0);
+  // One worker crashes on the next container it is sent to scan (an exception outside any
+  // handler, as a trap or exhausted memory would end it), leaving that job unanswered.
+  await workers[0].evaluate(() => {
+    const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
+    const serve = scope.onmessage!;
+    scope.onmessage = (e: MessageEvent) => {
+      const msg = e.data as { bridge?: string; method?: string };
+      if (msg.bridge !== 'call' || msg.method !== 'scan') return serve(e);
+      scope.onmessage = serve;
+      setTimeout(() => {
+        throw new Error('injected crash');
+      });
+    };
+  });
+  const replaced = page.waitForEvent('worker', (w) => w.url().includes('searchWorker'));
+  const done = await search(page, text);
+  await replaced;
+  expectSame(await pageHits(page), scanFolders(text.map((k) => Buffer.from(k))));
+  await expect(done).toHaveAttribute('data-where', 'page');
+  await expect(page.getByTestId('search-error')).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
+
 test('auto: a page holding nothing of the repository asks the server, then searches in the page from what it cached', async ({
   page,
 }) => {

@@ -24,6 +24,7 @@ import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, Sea
 import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
 import { versionLocations, type VersionLocations } from '../restore/locations';
 import type { SearchWorkers } from './workers';
+import { WorkerError } from '../worker/bridge';
 
 /** Keywords may be as long as the minimum chunk size of the default chunker (§3.1). */
 export const MAX_KEYWORD_LEN = 2048;
@@ -716,6 +717,9 @@ export async function clearDeviceCache(workers: SearchWorkers | null): Promise<v
  * free first, two in flight per worker (one downloads while one is scanned). `sent(w)` is
  * called once no more jobs will go to worker `w`: a worker handles its messages in order, so
  * what follows its jobs can be sent then, without a round trip through the page's thread.
+ * Once a job fails no more are sent, and the failure is thrown once every job sent has
+ * settled: a search that starts over then finds no job of this one still running in its
+ * workers (it would add its records to the new search's).
  */
 async function scatter<J>(
   workers: SearchWorkers,
@@ -732,19 +736,28 @@ async function scatter<J>(
     if (w !== undefined && w < workers.size) own[w].push(j);
     else free.push(j);
   }
+  let failed = false;
   const runOne = async (w: number, job: J) => {
-    await run(w, job);
+    if (failed) return;
+    try {
+      await run(w, job);
+    } catch (e) {
+      failed = true;
+      throw e;
+    }
     onDone();
   };
   const lanesLeft = Array.from({ length: workers.size }, () => 2);
-  await Promise.all([
+  const settled = await Promise.allSettled([
     ...own.flatMap((list, w) => list.map((job) => runOne(w, job))),
     ...Array.from({ length: workers.size * 2 }, async (_, lane) => {
       const w = lane % workers.size;
-      for (let job = free.shift(); job !== undefined; job = free.shift()) await runOne(w, job);
-      if (--lanesLeft[w] === 0) sent(w);
+      for (let job = free.shift(); job !== undefined && !failed; job = free.shift()) await runOne(w, job);
+      if (--lanesLeft[w] === 0 && !failed) sent(w);
     }),
   ]);
+  const error = settled.find((r) => r.status === 'rejected');
+  if (error) throw error.reason;
 }
 
 type Engine = (
@@ -774,7 +787,11 @@ function dropStaleStore() {
   indexedDB.deleteDatabase('ditto-search');
 }
 
-/** Runs `engine`; a search that read a container the server has since moved starts over from a new listing. */
+/**
+ * Runs `engine`; a search starts over when it read a container the server has since moved
+ * (from a new listing), or when a worker crashed under it (the bridge replaced it, without
+ * the records of this search it held).
+ */
 function withRetry(engine: Engine): Engine {
   return async (...args) => {
     dropStaleStore();
@@ -786,6 +803,7 @@ function withRetry(engine: Engine): Engine {
           dropLocations(args[0]);
           continue;
         }
+        if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
         throw e;
       }
     }
