@@ -5,7 +5,7 @@ import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { versionLocations } from '../restore/locations';
 import { abandonSink, chooseSink, writeToSink, type Sink } from '../restore/sink';
-import { restoreWorkers } from '../restore/workers';
+import { assembler, restoreWorkers } from '../restore/workers';
 import { bytes, duration } from './format';
 
 export interface RestoreRequest {
@@ -74,6 +74,7 @@ export function useRestore(api: Api) {
       // Started now, the workers are ready by the time the plan is (a page's first restore
       // would otherwise start them only then); a failure shows where the restore awaits them.
       restoreWorkers().catch(() => {});
+      assembler().catch(() => {});
       let sink: Sink | null = null;
       try {
         if (request.format === 'folder') {
