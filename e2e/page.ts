@@ -2,7 +2,7 @@
  * Driving the page as a user does, shared by the specs: open it, back a folder up, restore
  * a version.
  */
-import { expect, type Page } from '@playwright/test';
+import { expect, type Page, type Worker } from '@playwright/test';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -62,4 +62,28 @@ export async function restoreVersionZip(page: Page, id: number, out: string): Pr
   mkdirSync(out, { recursive: true });
   execFileSync('unzip', ['-q', '-o', zip, '-d', out]);
   return new Map(walk(out).map((rel) => [rel, readFileSync(path.join(out, rel))]));
+}
+
+/** A message of the worker bridge (web/src/worker/bridge.ts): a call of `method`, or a signal of `type`. */
+export type BridgeMessage = { bridge: 'call'; method: string } | { bridge: 'signal'; type: string };
+
+/**
+ * Makes `worker` crash on the next bridge message that matches: an uncaught exception outside
+ * any handler, as a trap or exhausted memory would end it, leaving that message unanswered.
+ */
+export async function crashOnNext(worker: Worker, match: BridgeMessage) {
+  await worker.evaluate((m) => {
+    const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
+    const serve = scope.onmessage!;
+    scope.onmessage = (e: MessageEvent) => {
+      const msg = e.data as { bridge?: string; method?: string; data?: { type?: string } };
+      const hit =
+        msg.bridge === m.bridge && (m.bridge === 'call' ? msg.method === m.method : msg.data?.type === m.type);
+      if (!hit) return serve(e);
+      scope.onmessage = serve;
+      setTimeout(() => {
+        throw new Error('injected crash');
+      });
+    };
+  }, match);
 }

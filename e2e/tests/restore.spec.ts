@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
-import { backUp, openWithoutPicker as open } from '../page';
+import { backUp, crashOnNext, openWithoutPicker as open } from '../page';
 import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -227,21 +227,8 @@ test('a restore worker that crashes mid-restore is replaced and the zip is still
   await zipOf();
   const workers = page.workers().filter((w) => w.url().includes('restoreWorker'));
   expect(workers.length).toBeGreaterThan(0);
-  // Each worker crashes on the next verification it is sent (an exception outside any
-  // handler, as a trap or an exhausted memory would end it), leaving that request unanswered.
-  for (const w of workers)
-    await w.evaluate(() => {
-      const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
-      const serve = scope.onmessage!;
-      scope.onmessage = (e: MessageEvent) => {
-        const msg = e.data as { bridge?: string; method?: string };
-        if (msg.bridge !== 'call' || msg.method !== 'verify') return serve(e);
-        scope.onmessage = serve;
-        setTimeout(() => {
-          throw new Error('injected crash');
-        });
-      };
-    });
+  // Each worker crashes on the next verification it is sent, leaving that request unanswered.
+  for (const w of workers) await crashOnNext(w, { bridge: 'call', method: 'verify' });
   const replaced = page.waitForEvent('worker', (w) => w.url().includes('restoreWorker'));
   const again = await zipOf();
   await replaced;
@@ -267,19 +254,8 @@ test('the zip is assembled off the page; an assembler that crashes fails the dow
   expect(readFileSync(await first.path()).equals(readFileSync(v2Zip))).toBe(true);
   const assemblers = page.workers().filter((w) => w.url().includes('assembleWorker'));
   expect(assemblers.length).toBe(1);
-  // It crashes on the first verified chunks it is sent (an exception outside any handler).
-  await assemblers[0].evaluate(() => {
-    const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
-    const serve = scope.onmessage!;
-    scope.onmessage = (e: MessageEvent) => {
-      const msg = e.data as { bridge?: string; data?: { type?: string } };
-      if (msg.bridge !== 'signal' || msg.data?.type !== 'chunks') return serve(e);
-      scope.onmessage = serve;
-      setTimeout(() => {
-        throw new Error('injected crash');
-      });
-    };
-  });
+  // It crashes on the first verified chunks it is sent.
+  await crashOnNext(assemblers[0], { bridge: 'signal', type: 'chunks' });
   const replaced = page.waitForEvent('worker', (w) => w.url().includes('assembleWorker'));
   const failed = await zip();
   await expect(page.getByTestId('restore-error')).toContainText('assembler worker crashed');

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
 import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
-import { backUp } from '../page';
+import { backUp, crashOnNext } from '../page';
 import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 // In-page search (issue 7): DedupSearch over three stored releases must find exactly what a
@@ -249,20 +249,8 @@ test('a search worker that crashes mid-search is replaced and the search starts 
   await search(page, ['useState']);
   const workers = page.workers().filter((w) => w.url().includes('searchWorker'));
   expect(workers.length).toBeGreaterThan(0);
-  // One worker crashes on the next container it is sent to scan (an exception outside any
-  // handler, as a trap or exhausted memory would end it), leaving that job unanswered.
-  await workers[0].evaluate(() => {
-    const scope = self as unknown as { onmessage: ((e: MessageEvent) => unknown) | null };
-    const serve = scope.onmessage!;
-    scope.onmessage = (e: MessageEvent) => {
-      const msg = e.data as { bridge?: string; method?: string };
-      if (msg.bridge !== 'call' || msg.method !== 'scan') return serve(e);
-      scope.onmessage = serve;
-      setTimeout(() => {
-        throw new Error('injected crash');
-      });
-    };
-  });
+  // One worker crashes on the next container it is sent to scan, leaving that job unanswered.
+  await crashOnNext(workers[0], { bridge: 'call', method: 'scan' });
   const replaced = page.waitForEvent('worker', (w) => w.url().includes('searchWorker'));
   const done = await search(page, text);
   await replaced;

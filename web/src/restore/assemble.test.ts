@@ -8,6 +8,7 @@ import {
   Windows,
   type AssembleItem,
 } from './assemble';
+import { concat } from './blocks';
 import { crc32 } from './crc32';
 import { planRestore, type ChunkLoc, type RestorePlan } from './plan';
 import { PortWriter, portReader } from './port';
@@ -114,24 +115,18 @@ async function readAll(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> 
     if (r.done) break;
     parts.push(r.value.slice());
   }
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concat(
+    parts,
+    parts.reduce((n, p) => n + p.length, 0),
+  );
 }
 
 function fileBytes(chunks: Map<string, Uint8Array>, recipe: string[]): Uint8Array {
   const parts = recipe.map((fp) => chunks.get(fp)!);
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concat(
+    parts,
+    parts.reduce((n, p) => n + p.length, 0),
+  );
 }
 
 describe('assembly', () => {
