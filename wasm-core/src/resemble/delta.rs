@@ -22,7 +22,7 @@ use std::borrow::Cow;
 
 use crate::format::bundle::MAX_CHUNK_RAW;
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};
-use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx};
+use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DParameter};
 
 /// Codec byte of a delta chunk.
 pub const CODEC_DELTA: u8 = 2;
@@ -104,7 +104,7 @@ pub struct DeltaEncoder {
     out: Vec<u8>,
 }
 
-fn zstd_err(code: usize) -> DeltaError {
+pub(super) fn zstd_err(code: usize) -> DeltaError {
     DeltaError::Corrupt(zstd_safe::get_error_name(code).to_string())
 }
 
@@ -114,7 +114,7 @@ fn zstd_err(code: usize) -> DeltaError {
 /// next frame, inside the same call that references it, and that call resets the context's
 /// parameters and dictionaries before returning (`SessionAndParameters` drops the prefix), so
 /// no pointer into `base` survives the borrow.
-unsafe fn extend(base: &[u8]) -> &'static [u8] {
+pub(super) unsafe fn extend(base: &[u8]) -> &'static [u8] {
     std::mem::transmute::<&[u8], &'static [u8]>(base)
 }
 
@@ -136,7 +136,7 @@ fn start_payload(
 
 /// The frame parameters of method 1 (docs/FORMAT.md): content size, no checksum, no
 /// dictionary id.
-fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), DeltaError> {
+pub(super) fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), DeltaError> {
     c.set_parameter(CParameter::CompressionLevel(level))
         .map_err(zstd_err)?;
     c.set_parameter(CParameter::ContentSizeFlag(true))
@@ -149,10 +149,11 @@ fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), DeltaError>
 }
 
 /// Resets the context (dropping any prefix or dictionary it references, also after a
-/// failure) and cuts `out` to the header and the frame of `res` bytes.
-fn finish_payload<'o>(
+/// failure) and cuts `out` to its header of `header_len` bytes and the frame of `res` bytes.
+pub(super) fn finish_payload<'o>(
     c: &mut CCtx<'static>,
     out: &'o mut Vec<u8>,
+    header_len: usize,
     res: Result<usize, DeltaError>,
 ) -> Result<&'o [u8], DeltaError> {
     let reset = c
@@ -160,7 +161,7 @@ fn finish_payload<'o>(
         .map_err(zstd_err);
     let n = res?;
     reset?;
-    out.truncate(HEADER_LEN + n);
+    out.truncate(header_len + n);
     Ok(out)
 }
 
@@ -197,7 +198,7 @@ impl DeltaEncoder {
             self.frame(base, raw)
         };
         // Always drop the prefix, also after a failure (see `extend`).
-        finish_payload(&mut self.cctx, &mut self.out, res)
+        finish_payload(&mut self.cctx, &mut self.out, HEADER_LEN, res)
     }
 
     fn frame(&mut self, base: &[u8], raw: &[u8]) -> Result<usize, DeltaError> {
@@ -262,7 +263,7 @@ impl SharedBaseEncoder {
                 .map_err(zstd_err)
         })();
         // The dictionary stays referenced by this context only for the call.
-        finish_payload(&mut self.cctx, &mut self.out, res)
+        finish_payload(&mut self.cctx, &mut self.out, HEADER_LEN, res)
     }
 }
 
@@ -314,7 +315,26 @@ impl DeltaDecoder {
         base: &[u8],
         out: &mut [u8],
     ) -> Result<(), DeltaError> {
-        let res = self.frame(frame, base, out);
+        self.decode_prefixed(frame, base, None, out)
+    }
+
+    /// Decodes a checked zstd `frame` made against `prefix` into all of `out`, refusing a
+    /// frame whose window exceeds 2^`window_log_max` when given (zstd's own limit otherwise).
+    pub(super) fn decode_prefixed(
+        &mut self,
+        frame: &[u8],
+        prefix: &[u8],
+        window_log_max: Option<u32>,
+        out: &mut [u8],
+    ) -> Result<(), DeltaError> {
+        let res = (|| {
+            if let Some(log) = window_log_max {
+                self.dctx
+                    .set_parameter(DParameter::WindowLogMax(log))
+                    .map_err(zstd_err)?;
+            }
+            self.frame(frame, prefix, out)
+        })();
         let reset = self
             .dctx
             .reset(zstd_safe::ResetDirective::SessionAndParameters)
@@ -353,10 +373,15 @@ fn checked_frame<'p>(
     if &named != base_fp {
         return Err(DeltaError::WrongBase);
     }
+    checked_zstd(&payload[HEADER_LEN..], raw_len)
+}
+
+/// `frame`, once it declares exactly `raw_len` bytes (within the chunk limit) and ends where
+/// the payload does.
+pub(super) fn checked_zstd(frame: &[u8], raw_len: usize) -> Result<&[u8], DeltaError> {
     if raw_len > MAX_CHUNK_RAW as usize {
         return Err(DeltaError::TooLarge(raw_len));
     }
-    let frame = &payload[HEADER_LEN..];
     let declared = zstd_safe::get_frame_content_size(frame)
         .map_err(|_| DeltaError::Corrupt("bad frame header".into()))?;
     if declared != Some(raw_len as u64) {

@@ -40,6 +40,7 @@ pub const DUPADJ_MAX_RATIO: f64 = 0.5;
 
 pub mod delta;
 pub mod dupadj;
+pub mod frame;
 pub mod range;
 pub mod superfeature;
 #[cfg(test)]
