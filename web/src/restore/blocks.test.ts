@@ -1,5 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { blocks, concat } from './blocks';
+import { BLOCK_BYTES, BlockWriter, concat } from './blocks';
+
+/** The blocks a BlockWriter makes of `pieces`, as the assembler takes them after each push. */
+async function* blocks(
+  pieces: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  blockBytes = BLOCK_BYTES,
+): AsyncGenerator<Uint8Array> {
+  const w = new BlockWriter(blockBytes);
+  for await (const p of pieces) {
+    w.push(p);
+    yield* w.take();
+  }
+  w.flush();
+  yield* w.take();
+}
 
 function pieces(seed: number, count: number, maxLen: number): Uint8Array[] {
   let s = seed;

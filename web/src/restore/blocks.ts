@@ -68,19 +68,6 @@ export class BlockWriter {
   }
 }
 
-export async function* blocks(
-  pieces: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-  blockBytes = BLOCK_BYTES,
-): AsyncGenerator<Uint8Array> {
-  const w = new BlockWriter(blockBytes);
-  for await (const p of pieces) {
-    w.push(p);
-    yield* w.take();
-  }
-  w.flush();
-  yield* w.take();
-}
-
 /** `parts` (`size` bytes in all) as one buffer: the only part itself, else a copy of them. */
 export function concat(parts: Uint8Array[], size: number): Uint8Array {
   if (parts.length === 1) return parts[0];
