@@ -201,7 +201,7 @@ try {
     );
     const cpu = (k) => median(t.zip.map((r) => r.cpu[k]));
     console.log(
-      `ditto zip (${t.zip[0].sink}), CPU click to on disk (medians): restore workers ${cpu('workers')} ms, ` +
+      `ditto zip (${t.zip[0].sink}), CPU click to on disk (medians): restore workers and assembler ${cpu('workers')} ms, ` +
         `page thread ${cpu('page')} ms, browser and server in all ${cpu('all')} ms`,
     );
     const p = t.key === 'b' ? '' : 'a_';
@@ -214,7 +214,8 @@ try {
       [`${p}restore_seconds`]: +zipWall.toFixed(3),
       [`${p}restore_sink`]: t.zip[0].sink,
       // CPU of the streamed zip's restore, click to on disk (Linux /proc; 0 elsewhere): the
-      // restore workers, the page's thread, and every thread of the browser and the server.
+      // page's dedicated workers (the restore workers and the assembler; the others idle), the
+      // page's thread, and every thread of the browser and the server.
       [`${p}restore_cpu_workers_ms`]: median(t.zip.map((r) => r.cpu.workers)),
       [`${p}restore_cpu_page_ms`]: median(t.zip.map((r) => r.cpu.page)),
       [`${p}restore_cpu_ms`]: median(t.zip.map((r) => r.cpu.all)),
