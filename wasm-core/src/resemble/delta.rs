@@ -108,6 +108,11 @@ pub(super) fn zstd_err(code: usize) -> DeltaError {
     DeltaError::Corrupt(zstd_safe::get_error_name(code).to_string())
 }
 
+/// A fresh zstd compression context for an encoder.
+pub(super) fn new_cctx() -> Result<CCtx<'static>, DeltaError> {
+    CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))
+}
+
 /// Extends a borrow of the base to the context's lifetime.
 ///
 /// SAFETY (for both callers): the context reads the prefix only while making or decoding the
@@ -167,8 +172,7 @@ pub(super) fn finish_payload<'o>(
 
 impl DeltaEncoder {
     pub fn new(level: i32) -> Result<Self, DeltaError> {
-        let cctx =
-            CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))?;
+        let cctx = new_cctx()?;
         Ok(DeltaEncoder {
             cctx,
             level,
@@ -240,8 +244,7 @@ impl SharedBaseEncoder {
         }
         let cdict = CDict::try_create(base, level)
             .ok_or_else(|| DeltaError::Corrupt("zstd could not prepare the base".into()))?;
-        let cctx =
-            CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))?;
+        let cctx = new_cctx()?;
         Ok(SharedBaseEncoder {
             cctx,
             cdict,

@@ -15,7 +15,8 @@
 //! methods 2 and 3 as unknown.
 
 use super::delta::{
-    checked_zstd, extend, finish_payload, frame_parameters, zstd_err, DeltaDecoder, DeltaError,
+    checked_zstd, extend, finish_payload, frame_parameters, new_cctx, zstd_err, DeltaDecoder,
+    DeltaError,
 };
 use crate::format::bundle::MAX_CHUNK_RAW;
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};
@@ -53,11 +54,7 @@ pub fn frame_bases(payload: &[u8]) -> Result<Vec<Fingerprint>, DeltaError> {
         return Err(DeltaError::UnknownMethod(payload[FINGERPRINT_LEN]));
     }
     let n = payload[FINGERPRINT_LEN + 1] as usize;
-    if n == 0 || n > MAX_FRAME_BASES {
-        return Err(DeltaError::Base(format!(
-            "a frame names {n} bases (1 to {MAX_FRAME_BASES})"
-        )));
-    }
+    check_count(n)?;
     if payload.len() < frame_header_len(n) {
         return Err(DeltaError::Truncated(payload.len()));
     }
@@ -71,20 +68,33 @@ pub fn frame_bases(payload: &[u8]) -> Result<Vec<Fingerprint>, DeltaError> {
                 .expect("20 bytes"),
         );
     }
-    for (k, b) in bases.iter().enumerate() {
-        if bases[..k].contains(b) {
-            return Err(DeltaError::Base("a frame names a base twice".into()));
-        }
-    }
+    check_distinct(bases.iter())?;
     Ok(bases)
 }
 
-/// The reference prefix of a frame: its bases' raw bytes in order, checked against the
-/// fingerprints it names (by the caller's pairing: `bases[k].0` must be the k-th named).
-fn prefix_of(named: &[Fingerprint], bases: &[(Fingerprint, &[u8])]) -> Result<Vec<u8>, DeltaError> {
-    if named.len() != bases.len() || named.iter().zip(bases).any(|(n, (fp, _))| n != fp) {
-        return Err(DeltaError::WrongBase);
+/// A frame names 1 to [`MAX_FRAME_BASES`] bases.
+fn check_count(n: usize) -> Result<(), DeltaError> {
+    if n == 0 || n > MAX_FRAME_BASES {
+        return Err(DeltaError::Base(format!(
+            "a frame names {n} bases (1 to {MAX_FRAME_BASES})"
+        )));
     }
+    Ok(())
+}
+
+/// A frame names each base once.
+fn check_distinct<'a>(named: impl Iterator<Item = &'a Fingerprint>) -> Result<(), DeltaError> {
+    let named: Vec<&Fingerprint> = named.collect();
+    for (k, b) in named.iter().enumerate() {
+        if named[..k].contains(b) {
+            return Err(DeltaError::Base("a frame names a base twice".into()));
+        }
+    }
+    Ok(())
+}
+
+/// The reference prefix of a frame: its bases' raw bytes in order.
+fn prefix_of(bases: &[(Fingerprint, &[u8])]) -> Result<Vec<u8>, DeltaError> {
     let len: usize = bases.iter().map(|(_, b)| b.len()).sum();
     if len > MAX_FRAME_PREFIX {
         return Err(DeltaError::Base(format!(
@@ -107,8 +117,7 @@ pub struct FrameEncoder {
 
 impl FrameEncoder {
     pub fn new(level: i32) -> Result<Self, DeltaError> {
-        let cctx =
-            CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))?;
+        let cctx = new_cctx()?;
         Ok(FrameEncoder {
             cctx,
             level,
@@ -124,28 +133,18 @@ impl FrameEncoder {
         bases: &[(Fingerprint, &[u8])],
         raw: &[u8],
     ) -> Result<&[u8], DeltaError> {
-        if bases.is_empty() || bases.len() > MAX_FRAME_BASES {
-            return Err(DeltaError::Base(format!(
-                "a frame names 1 to {MAX_FRAME_BASES} bases, not {}",
-                bases.len()
-            )));
-        }
+        check_count(bases.len())?;
+        check_distinct(bases.iter().map(|(fp, _)| fp))?;
         if raw.len() > MAX_CHUNK_RAW as usize {
             return Err(DeltaError::TooLarge(raw.len()));
         }
-        let named: Vec<Fingerprint> = bases.iter().map(|(fp, _)| *fp).collect();
-        for (k, b) in named.iter().enumerate() {
-            if named[..k].contains(b) {
-                return Err(DeltaError::Base("a frame names a base twice".into()));
-            }
-        }
-        let prefix = prefix_of(&named, bases)?;
+        let prefix = prefix_of(bases)?;
         let header = frame_header_len(bases.len());
         self.out.clear();
-        self.out.extend_from_slice(&named[0]);
+        self.out.extend_from_slice(&bases[0].0);
         self.out.push(METHOD_FRAME);
         self.out.push(bases.len() as u8);
-        for fp in &named[1..] {
+        for (fp, _) in &bases[1..] {
             self.out.extend_from_slice(fp);
         }
         self.out
@@ -175,7 +174,11 @@ impl DeltaDecoder {
         raw_len: usize,
     ) -> Result<Vec<u8>, DeltaError> {
         let named = frame_bases(payload)?;
-        let prefix = prefix_of(&named, bases)?;
+        // The caller's bases must be the ones named, in the same order.
+        if named.len() != bases.len() || named.iter().zip(bases).any(|(n, (fp, _))| n != fp) {
+            return Err(DeltaError::WrongBase);
+        }
+        let prefix = prefix_of(bases)?;
         let frame = checked_zstd(&payload[frame_header_len(named.len())..], raw_len)?;
         let mut out = vec![0u8; raw_len];
         self.decode_prefixed(frame, &prefix, Some(FRAME_WINDOW_LOG), &mut out)?;

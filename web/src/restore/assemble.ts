@@ -103,7 +103,7 @@ export class Windows {
 
   /** A request's verified chunks arrived. */
   add(c: WindowChunks) {
-    if (!(c.window > this.window - 1 && c.window < this.plan.windows.length))
+    if (!(c.window >= this.window && c.window < this.plan.windows.length))
       throw new AssemblyError(`chunks for window ${c.window}, which is not being assembled`);
     const l = this.load(c.window);
     for (let k = 0; k < c.fps.length; k++)
