@@ -1857,7 +1857,10 @@ fn crash_at(h: &CrashHistory, point: &str, trigger: Trigger) {
     let conts = api.containers();
     let pctx = format!("{ctx}, after a prune");
     check_disk(&dir.0, &conts, &pctx);
-    check_index(&conts, &h.pool, &model.referenced(), &pctx);
+    // The chunks the live versions name, and the bases their deltas need (frames and
+    // dictionaries are bases no manifest names).
+    let expect = with_bases(model.referenced(), &base_edges(&dir.0));
+    check_index(&conts, &h.pool, &expect, &pctx);
     check_layout(&conts, &model, None, &pctx);
     let dead = check_dead(&api, &conts, &pctx);
     check_cli(&dir.0, &pctx);

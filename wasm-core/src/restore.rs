@@ -42,7 +42,7 @@ pub struct Refused {
 /// of fewer entries is refused.
 pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, Refused> {
     let entries = answer_entries(bundle, requested)?;
-    verify_entries(&entries, requested, &HashMap::new())
+    verify_entries(&entries, requested, &HashMap::new(), &mut Bases::default())
 }
 
 /// The entries of `bundle`, refused if fewer than `requested`.
@@ -63,14 +63,16 @@ fn answer_entries(bundle: &[u8], requested: usize) -> Result<Vec<BundleEntry<'_>
     Ok(entries)
 }
 
-/// [`verify_bundle`] over parsed entries, with the chunks a session holds as further links.
+/// [`verify_bundle`] over parsed entries, with the chunks a session holds as further links
+/// and the bases it decoded before.
 fn verify_entries(
     entries: &[BundleEntry<'_>],
     requested: usize,
     held: &HashMap<Fingerprint, Held>,
+    bases: &mut Bases,
 ) -> Result<VerifiedBundle, Refused> {
     if entries.iter().any(|e| e.codec == Codec::Delta) {
-        return verify_with_deltas(entries, requested, held);
+        return verify_with_deltas(entries, requested, held, bases);
     }
     let entries = &entries[..requested];
     let total: usize = entries.iter().map(|e| e.raw_len as usize).sum();
@@ -134,6 +136,7 @@ fn verify_with_deltas<'b>(
     entries: &[BundleEntry<'b>],
     requested: usize,
     held: &'b HashMap<Fingerprint, Held>,
+    bases: &mut Bases,
 ) -> Result<VerifiedBundle, Refused> {
     let as_range = |e: &BundleEntry<'b>| RangeChunk {
         fp: e.fp,
@@ -173,8 +176,11 @@ fn verify_with_deltas<'b>(
         reason: e.reason,
     };
     let mut dec = RangeDecoder::new().map_err(refused)?;
-    dec.decode(&chunks, &fetched, &HashMap::new(), |fp, bytes, in_range| {
+    let mut decoded: Vec<(Fingerprint, Vec<u8>)> = Vec::new();
+    dec.decode(&chunks, &fetched, &bases.raw, |fp, bytes, in_range| {
         if !in_range {
+            // A link a chain needed, checked: kept for the next answers' chains.
+            decoded.push((*fp, bytes.to_vec()));
             return;
         }
         for &k in places.get(fp).into_iter().flatten() {
@@ -187,6 +193,9 @@ fn verify_with_deltas<'b>(
         }
     })
     .map_err(refused)?;
+    for (fp, raw) in decoded {
+        bases.keep(fp, raw);
+    }
     if let Some(k) = filled.iter().position(|f| !f) {
         return Err(Refused {
             chunk: Some((k, answer[k].fp)),
@@ -206,6 +215,32 @@ fn verify_with_deltas<'b>(
     })
 }
 
+/// Raw bytes of the chain links a session decoded, verified, within [`Bases::BYTES`]: a
+/// base that many answers' chains need (a frame, whose members come in many requests) is
+/// decoded once, not once per answer. Dropped whole when full (a restore walks its plan in
+/// order, so the bases it needs next are mostly the ones it needed last).
+#[derive(Default)]
+pub struct Bases {
+    raw: HashMap<Fingerprint, Vec<u8>>,
+    bytes: usize,
+}
+
+impl Bases {
+    pub const BYTES: usize = 32 << 20;
+
+    fn keep(&mut self, fp: Fingerprint, raw: Vec<u8>) {
+        if self.raw.contains_key(&fp) || raw.len() > Self::BYTES {
+            return;
+        }
+        if self.bytes + raw.len() > Self::BYTES {
+            self.raw.clear();
+            self.bytes = 0;
+        }
+        self.bytes += raw.len();
+        self.raw.insert(fp, raw);
+    }
+}
+
 /// A chunk a [`RestoreSession`] keeps: as stored, verified when it arrived.
 pub struct Held {
     codec: u8,
@@ -223,6 +258,7 @@ pub struct Held {
 pub struct RestoreSession {
     held: HashMap<Fingerprint, Held>,
     held_bytes: usize,
+    bases: Bases,
 }
 
 impl RestoreSession {
@@ -242,7 +278,7 @@ impl RestoreSession {
         requested: usize,
     ) -> Result<(VerifiedBundle, Vec<Fingerprint>), Refused> {
         let entries = answer_entries(bundle, requested)?;
-        let verified = verify_entries(&entries, requested, &self.held)?;
+        let verified = verify_entries(&entries, requested, &self.held, &mut self.bases)?;
         let mut fresh: Vec<&BundleEntry<'_>> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for e in &entries {

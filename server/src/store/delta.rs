@@ -24,6 +24,9 @@
 //!    many, a dictionary is trained on them and stored as one more chunk, and each becomes a
 //!    delta against it where that stores less (`super::dictionary`). Both are re-stored with
 //!    the deltas where that pays.
+//! 5. The candidates are stored together in frames, each a chunk compressed against one older
+//!    frame, each member a slice of its frame, where that stores less than step 4's choice
+//!    (`super::frames`; `DITTO_FRAMES=0` turns it off).
 //!
 //! Durability is the mover's (docs/STORAGE.md, "Crash safety"): the new copies are written into
 //! new containers, whole and durable, before one transaction per container inserts its row
@@ -44,6 +47,7 @@ use wasm_core::{
     resemble::{
         delta::{DeltaEncoder, CODEC_DELTA, DEFAULT_DELTA_LEVEL, MAX_CHAIN_DEPTH},
         dupadj,
+        frame::{slice_payload, SLICE_LEN},
         superfeature::{super_features, Params, SuperFeatureIndex},
         DUPADJ_MAX_RATIO,
     },
@@ -53,6 +57,7 @@ use super::{
     chunks::{Answer, ChunkLoc},
     crashpoint,
     dictionary::{self, Dictionary},
+    frames,
     index::{
         chunks::{ChunkRow, NewChunk},
         maintenance::RewriteMove,
@@ -102,6 +107,11 @@ pub struct DeltaReport {
     /// Stored bytes of the dictionary trained in the pass (0: none stored); its deltas are
     /// among `delta_chunks` and `bytes_saved` (`super::dictionary`).
     pub dictionary_bytes: i64,
+    /// Frames stored (`super::frames`), their stored bytes, and the chunks re-stored as
+    /// slices of them (among `delta_chunks`; `bytes_saved` is net of the frames).
+    pub frames: u64,
+    pub frame_bytes: i64,
+    pub slices: u64,
     pub containers_written: u64,
     /// Candidates or bases that could not be read (left as they are).
     pub unreadable: u64,
@@ -119,6 +129,32 @@ struct Chosen {
     row: ChunkRow,
     base: Option<Fingerprint>,
     payload: Vec<u8>,
+    /// Stored bytes of a frame this slice pays for (its raw bytes' part of the frame's), so
+    /// that the savings a version's slices report are net of their frames.
+    share: u32,
+}
+
+/// A chunk the pass stores that no manifest names: the dictionary it trained, or a frame.
+struct NewStored {
+    fp: Fingerprint,
+    codec: u8,
+    base: Option<Fingerprint>,
+    payload: Vec<u8>,
+    raw_len: u32,
+}
+
+/// What the pass writes, in order.
+enum Item {
+    /// `news[k]`.
+    New(usize),
+    /// A new copy of a stored chunk.
+    Copy(Chosen),
+}
+
+/// What a slot of a written container holds.
+enum Placed {
+    New(usize),
+    Move(RewriteMove),
 }
 
 /// A candidate that found no similar base, and its copy recompressed at the server's level
@@ -165,7 +201,10 @@ impl Store {
             self.with_tx(|tx| tx.set_delta_done(repo_id, version))?;
             crashpoint::reached("delta:recorded");
         }
-        if rewrote {
+        // The mover after the passes (the background thread runs no other with the pass on):
+        // it files the new copies, frees the old ones, and places every chunk as the pass's
+        // base edges now need it.
+        if rewrote || super::mover::layout_enabled() {
             let _maint = self.maintenance()?;
             self.mover_pass(repo_id, "move")?;
         }
@@ -258,7 +297,13 @@ impl Store {
             .copied()
             .collect();
         let mut rows: HashMap<Fingerprint, ChunkRow> = HashMap::new();
+        // Stored slices (FORMAT.md: a method 1 payload is longer than a slice, so codec 2 at
+        // the slice's length is one).
+        let mut slices: HashSet<Fingerprint> = HashSet::new();
         ix.chunk_rows(repo_id, &mut |r| {
+            if r.codec == CODEC_DELTA && r.stored_len as usize == SLICE_LEN {
+                slices.insert(r.fp);
+            }
             if wanted.contains(&r.fp) {
                 rows.insert(r.fp, r);
             }
@@ -268,11 +313,16 @@ impl Store {
             ix.delta_edges(repo_id)?.into_iter().collect();
         drop(ix);
         // The repository's dictionary, if it has one: the whole base with the most deltas
-        // that no manifest up to this version names (an earlier pass trained it).
+        // that no manifest up to this version names (an earlier pass trained it), frames
+        // aside.
         let existing_dictionary = {
             let mut uses: HashMap<Fingerprint, usize> = HashMap::new();
-            for b in parent.values() {
-                if !parent.contains_key(b) && !older.contains(b) && !wanted.contains(b) {
+            for (fp, b) in &parent {
+                if !slices.contains(fp)
+                    && !parent.contains_key(b)
+                    && !older.contains(b)
+                    && !wanted.contains(b)
+                {
                     *uses.entry(*b).or_default() += 1;
                 }
             }
@@ -280,17 +330,7 @@ impl Store {
                 .max_by_key(|(fp, n)| (*n, *fp))
                 .map(|(fp, _)| fp)
         };
-        let depth = |fp: &Fingerprint| {
-            let (mut d, mut at) = (0, *fp);
-            while let Some(p) = parent.get(&at) {
-                d += 1;
-                at = *p;
-                if d > MAX_CHAIN_DEPTH {
-                    break;
-                }
-            }
-            d
-        };
+        let depth = |fp: &Fingerprint| chain_links(&parent, fp);
         // A base at the cap is replaced by its nearest ancestor below it (ancestors resemble
         // it, so likely the chunk too).
         let below_cap = |fp: &Fingerprint| {
@@ -354,6 +394,7 @@ impl Store {
                 row,
                 base: Some(base),
                 payload: payload.to_vec(),
+                share: 0,
             })
         };
 
@@ -462,83 +503,161 @@ impl Store {
                         row,
                         base: None,
                         payload,
+                        share: 0,
+                    },
+                );
+            }
+        }
+        // 5. Frames of the candidates, each member then a slice of its frame.
+        let frames = if frames::frames_enabled() {
+            let dict_raw = dict.as_ref().and_then(|d| {
+                wasm_core::compress::decompress(CODEC_ZSTD, &d.stored, d.raw_len as usize)
+                    .ok()
+                    .map(|r| (d.fp, std::rc::Rc::new(r)))
+            });
+            let mut inputs = PassInputs {
+                store: self,
+                repo_id,
+                raw: &mut raw,
+                rep: &mut rep,
+                chosen: &chosen,
+                rows: &rows,
+                parent: &parent,
+                slices: &slices,
+                dict: dict_raw,
+            };
+            frames::plan(&candidates, &mut inputs)
+        } else {
+            Vec::new()
+        };
+        for f in &frames {
+            for &(fp, offset) in &f.members {
+                let row = rows[&fp];
+                let share = (f.payload.len() as u64 * rows[&fp].raw_len as u64
+                    / f.raw_len.max(1) as u64) as u32;
+                chosen.insert(
+                    fp,
+                    Chosen {
+                        fp,
+                        row,
+                        base: Some(f.fp),
+                        payload: slice_payload(&f.fp, offset).to_vec(),
+                        share,
                     },
                 );
             }
         }
         drop(raw);
+        // A new dictionary nothing is stored against is not stored.
+        let dict = dict.filter(|d| {
+            chosen.values().any(|c| c.base == Some(d.fp))
+                || frames.iter().any(|f| f.base == Some(d.fp))
+        });
         // Every chain as it will be stored ends within the cap: checked, not assumed. (A
         // base chosen above is an older version's chunk or a new one that found no base,
-        // which the dictionary can still make a delta: one link more.)
-        rep.dropped = drop_overlong(&parent, &mut chosen);
+        // which the dictionary can still make a delta: one link more; a frame's slices are
+        // one link above a frame whose chain `frames` kept one link short of the cap.)
+        let mut edges = parent.clone();
+        edges.extend(frames.iter().filter_map(|f| f.base.map(|b| (f.fp, b))));
+        rep.dropped = drop_overlong(&edges, &mut chosen);
         if chosen.is_empty() {
             rep.seconds = t0.elapsed().as_secs_f64();
             return Ok(rep);
         }
 
-        // 5. Write the new copies into new active containers, whole and durable.
-        let mut order: Vec<Chosen> = chosen.into_values().collect();
-        order.sort_by_key(|c| (c.row.container_id, c.row.slot));
-        // `None`: the new dictionary, first, so that it is switched in before any delta
-        // against it (each container is switched in its own transaction).
-        let mut builds: Vec<(Building, Vec<Option<RewriteMove>>)> = Vec::new();
+        // 6. Write the new copies into new active containers, whole and durable: the new
+        //    dictionary first, then each frame followed by its slices, then the rest, so that
+        //    a chunk is switched in no later than any chunk stored against it (each
+        //    container is switched in its own transaction, in order).
+        let mut news: Vec<NewStored> = Vec::new();
         if let Some(d) = &dict {
-            let mut b = Building::new(Dest::Active);
-            b.table.extend_from_slice(
-                &TableEntry {
-                    fp: d.fp,
-                    codec: CODEC_ZSTD,
-                    offset: 0,
-                    stored_len: d.stored.len() as u32,
-                    raw_len: d.raw_len,
-                }
-                .encode(),
-            );
-            b.data.extend_from_slice(&d.stored);
-            b.moves.push((d.fp, 0, 0, 0, 0));
-            builds.push((b, vec![None]));
+            news.push(NewStored {
+                fp: d.fp,
+                codec: CODEC_ZSTD,
+                base: None,
+                payload: d.stored.clone(),
+                raw_len: d.raw_len,
+            });
         }
-        for c in order {
+        let mut items: Vec<Item> = Vec::new();
+        for f in frames {
+            items.push(Item::New(news.len()));
+            news.push(NewStored {
+                fp: f.fp,
+                codec: f.codec,
+                base: f.base,
+                payload: f.payload,
+                raw_len: f.raw_len,
+            });
+            for (fp, _) in &f.members {
+                if let Some(c) = chosen.remove(fp) {
+                    items.push(Item::Copy(c));
+                }
+            }
+        }
+        let mut rest: Vec<Chosen> = chosen.into_values().collect();
+        rest.sort_by_key(|c| (c.row.container_id, c.row.slot));
+        let items = (0..dict.iter().len())
+            .map(Item::New)
+            .chain(items)
+            .chain(rest.into_iter().map(Item::Copy));
+        let mut builds: Vec<(Building, Vec<Placed>)> = Vec::new();
+        for item in items {
+            let (fp, codec, raw_len, payload) = match &item {
+                Item::New(k) => {
+                    let n = &news[*k];
+                    (n.fp, n.codec, n.raw_len, &n.payload)
+                }
+                Item::Copy(c) => (c.fp, c.codec(), c.row.raw_len, &c.payload),
+            };
             if !builds
                 .last()
-                .is_some_and(|(b, _)| b.has_room(c.payload.len()))
+                .is_some_and(|(b, _)| b.has_room(payload.len()))
             {
                 builds.push((Building::new(Dest::Active), Vec::new()));
             }
-            let (b, extra) = builds.last_mut().expect("a container being filled");
+            let (b, placed) = builds.last_mut().expect("a container being filled");
             let slot = b.moves.len() as u32;
             let rel = b.data.len() as u64;
-            let stored_len = c.payload.len() as u32;
+            let stored_len = payload.len() as u32;
             b.table.extend_from_slice(
                 &TableEntry {
-                    fp: c.fp,
-                    codec: c.codec(),
+                    fp,
+                    codec,
                     offset: rel,
                     stored_len,
-                    raw_len: c.row.raw_len,
+                    raw_len,
                 }
                 .encode(),
             );
-            b.data.extend_from_slice(&c.payload);
-            b.moves
-                .push((c.fp, c.row.container_id, c.row.slot, slot, rel));
-            let saved = c.row.stored_len - stored_len;
-            extra.push(Some(RewriteMove {
-                fp: c.fp,
-                old_container: c.row.container_id,
-                old_slot: c.row.slot,
-                slot,
-                offset: rel,
-                stored_len,
-                codec: c.codec(),
-                base: c.base,
-                saved: if c.base.is_some() { saved } else { 0 },
-            }));
+            b.data.extend_from_slice(payload);
+            match item {
+                Item::New(k) => {
+                    b.moves.push((fp, 0, 0, slot, rel));
+                    placed.push(Placed::New(k));
+                }
+                Item::Copy(c) => {
+                    b.moves
+                        .push((c.fp, c.row.container_id, c.row.slot, slot, rel));
+                    let saved = c.row.stored_len.saturating_sub(stored_len + c.share);
+                    placed.push(Placed::Move(RewriteMove {
+                        fp: c.fp,
+                        old_container: c.row.container_id,
+                        old_slot: c.row.slot,
+                        slot,
+                        offset: rel,
+                        stored_len,
+                        codec: c.codec(),
+                        base: c.base,
+                        saved: if c.base.is_some() { saved } else { 0 },
+                    }));
+                }
+            }
         }
         let mut written = Vec::new();
-        for (b, extra) in builds {
+        for (b, placed) in builds {
             match self.write_whole(repo_id, &snap, b) {
-                Ok(w) => written.push((w, extra)),
+                Ok(w) => written.push((w, placed)),
                 Err(e) => {
                     for (w, _) in &written {
                         let _ = self.containers.delete(repo_id, w.id);
@@ -550,42 +669,71 @@ impl Store {
         rep.containers_written = written.len() as u64;
         crashpoint::reached("delta:copied");
 
-        // 6. Switch, one transaction per container, each only if the versions are those of
+        // 7. Switch, one transaction per container, each only if the versions are those of
         //    the snapshot (a base a new commit no longer needs could be swept otherwise).
         let mut switched = 0;
-        for (w, extra) in &written {
+        for (w, placed) in &written {
             let tx_done = {
                 let wr = self.writer_for_write()?;
                 let tx = wr.begin(repo_id)?;
                 if !snap.still_current(&*tx, repo_id)? {
                     false
                 } else {
-                    let moves: Vec<RewriteMove> = extra
-                        .iter()
-                        .zip(&w.moves)
-                        .filter_map(|(m, mv)| m.map(|m| RewriteMove { offset: mv.4, ..m }))
-                        .collect();
                     tx.insert_written_container(&w.row(repo_id, true))?;
-                    if let (Some(d), Some(mv)) =
-                        (&dict, extra.iter().zip(&w.moves).find(|(m, _)| m.is_none()))
-                    {
-                        let new = NewChunk {
-                            fp: d.fp,
-                            slot: mv.1 .3,
-                            offset: mv.1 .4,
-                            stored_len: d.stored.len() as u32,
-                            raw_len: d.raw_len,
-                            codec: CODEC_ZSTD,
-                        };
-                        tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[new])?;
-                        tx.mark_first_version(repo_id, version, &[d.fp])?;
-                        rep.dictionary_bytes = new.stored_len as i64;
+                    let mut moves: Vec<RewriteMove> = Vec::new();
+                    for (p, mv) in placed.iter().zip(&w.moves) {
+                        match p {
+                            Placed::New(k) => {
+                                let n = &news[*k];
+                                let stored_len = n.payload.len() as u32;
+                                let row = NewChunk {
+                                    fp: n.fp,
+                                    slot: mv.3,
+                                    offset: mv.4,
+                                    stored_len,
+                                    raw_len: n.raw_len,
+                                    codec: n.codec,
+                                };
+                                tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[row])?;
+                                tx.mark_first_version(repo_id, version, &[n.fp])?;
+                                if let Some(base) = n.base {
+                                    // The row just inserted, re-pointed in place: the
+                                    // update that re-points rewritten chunks sets its base.
+                                    tx.repoint_rewritten(
+                                        repo_id,
+                                        w.id as i64,
+                                        &[RewriteMove {
+                                            fp: n.fp,
+                                            old_container: w.id as i64,
+                                            old_slot: mv.3,
+                                            slot: mv.3,
+                                            offset: mv.4,
+                                            stored_len,
+                                            codec: n.codec,
+                                            base: Some(base),
+                                            saved: 0,
+                                        }],
+                                    )?;
+                                }
+                                if dict.as_ref().is_some_and(|d| d.fp == n.fp) {
+                                    rep.dictionary_bytes = stored_len as i64;
+                                } else {
+                                    rep.frames += 1;
+                                    rep.frame_bytes += stored_len as i64;
+                                }
+                            }
+                            Placed::Move(m) => moves.push(RewriteMove { offset: mv.4, ..*m }),
+                        }
                     }
                     tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
                     tx.commit()?;
                     let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
                         moves.iter().partition(|m| m.base.is_some());
                     rep.delta_chunks += deltas.len() as u64;
+                    rep.slices += deltas
+                        .iter()
+                        .filter(|m| m.stored_len as usize == SLICE_LEN)
+                        .count() as u64;
                     rep.bytes_saved += deltas.iter().map(|m| m.saved as i64).sum::<i64>();
                     rep.recompressed += whole.len() as u64;
                     rep.recompress_saved += whole
@@ -657,12 +805,15 @@ fn drop_overlong(
 
 fn log_pass(repo_id: i64, rep: &DeltaReport) {
     eprintln!(
-        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features), {} bytes saved; {} recompressed, {} bytes saved; dictionary {} bytes; in {:.2} s",
+        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features, {} slices of {} frames of {} bytes), {} bytes saved; {} recompressed, {} bytes saved; dictionary {} bytes; in {:.2} s",
         rep.version,
         rep.delta_chunks,
         rep.candidates,
         rep.dupadj,
         rep.superfeature,
+        rep.slices,
+        rep.frames,
+        rep.frame_bytes,
         rep.bytes_saved,
         rep.recompressed,
         rep.recompress_saved,
@@ -747,6 +898,7 @@ impl Store {
                     row: w.row,
                     base: Some(fp),
                     payload,
+                    share: 0,
                 },
             );
         }
@@ -756,6 +908,78 @@ impl Store {
         let stored = self.index()?.chunk_stored(repo_id, &dict.fp)?;
         Ok((!stored).then_some(dict))
     }
+}
+
+/// What the frames step reads of the pass (`frames::Inputs`).
+struct PassInputs<'a> {
+    store: &'a Store,
+    repo_id: i64,
+    raw: &'a mut RawCache,
+    rep: &'a mut DeltaReport,
+    chosen: &'a HashMap<Fingerprint, Chosen>,
+    rows: &'a HashMap<Fingerprint, ChunkRow>,
+    parent: &'a HashMap<Fingerprint, Fingerprint>,
+    slices: &'a HashSet<Fingerprint>,
+    /// The dictionary trained in this pass, not stored yet, and its raw bytes.
+    dict: Option<(Fingerprint, std::rc::Rc<Vec<u8>>)>,
+}
+
+impl frames::Inputs for PassInputs<'_> {
+    fn base(&self, fp: &Fingerprint) -> Option<Fingerprint> {
+        match self.chosen.get(fp) {
+            Some(c) => c.base,
+            None => self.parent.get(fp).copied(),
+        }
+    }
+
+    fn slice_frame(&self, fp: &Fingerprint) -> Option<Fingerprint> {
+        self.slices
+            .contains(fp)
+            .then(|| self.parent.get(fp).copied())
+            .flatten()
+    }
+
+    fn depth(&self, fp: &Fingerprint) -> usize {
+        chain_links(self.parent, fp)
+    }
+
+    fn stored_len(&self, fp: &Fingerprint) -> u64 {
+        match self.chosen.get(fp) {
+            Some(c) => c.payload.len() as u64,
+            None => self.rows.get(fp).map_or(0, |r| r.stored_len as u64),
+        }
+    }
+
+    fn raw(&mut self, fp: &Fingerprint) -> Option<std::rc::Rc<Vec<u8>>> {
+        if let Some((d, raw)) = &self.dict {
+            if d == fp {
+                return Some(raw.clone());
+            }
+        }
+        self.raw.get(self.store, self.repo_id, fp, self.rep)
+    }
+
+    fn stored(&self, fp: &Fingerprint) -> bool {
+        // Unknown counts as stored: the frame is then not made.
+        self.store
+            .index()
+            .and_then(|ix| ix.chunk_stored(self.repo_id, fp))
+            .unwrap_or(true)
+    }
+}
+
+/// Links of `fp`'s stored chain (`parent`: each delta chunk's base), counted up to one past
+/// the cap.
+fn chain_links(parent: &HashMap<Fingerprint, Fingerprint>, fp: &Fingerprint) -> usize {
+    let (mut d, mut at) = (0, *fp);
+    while let Some(p) = parent.get(&at) {
+        d += 1;
+        at = *p;
+        if d > MAX_CHAIN_DEPTH {
+            break;
+        }
+    }
+    d
 }
 
 /// Raw bytes of the chunks a pass reads (candidates and bases), dropped whole past

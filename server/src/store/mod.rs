@@ -27,6 +27,7 @@ pub mod delta;
 pub mod dictionary;
 mod error;
 pub mod expiry;
+pub mod frames;
 pub mod gc;
 pub mod index;
 pub mod ingest;

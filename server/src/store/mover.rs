@@ -738,14 +738,16 @@ fn mover_loop(store: Arc<Store>) {
             return;
         };
         store.wait_until_quiet();
-        if layout_enabled() {
-            if let Err(e) = store.run_mover(repo_id) {
-                eprintln!("mover: repository {repo_id}: {e}");
-            }
-        }
+        // The pass first, which runs the mover after it: the mover then files the version's
+        // chunks with the base edges the pass made in view (a frame's base is needed as long
+        // as the frame), instead of filing them once and moving them again.
         if super::delta::delta_enabled() {
             if let Err(e) = store.run_delta(repo_id) {
                 eprintln!("delta pass: repository {repo_id}: {e}");
+            }
+        } else if layout_enabled() {
+            if let Err(e) = store.run_mover(repo_id) {
+                eprintln!("mover: repository {repo_id}: {e}");
             }
         }
         // Last, after the backup's own work: the cache holds raw bytes by fingerprint, which

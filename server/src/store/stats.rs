@@ -1,12 +1,13 @@
 //! Repository statistics from the index: totals, the container layout (docs/STORAGE.md)
 //! and the per-version series.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Value};
 use wasm_core::{
     format::{container::ContainerKind, manifest::VersionStats},
     hash::Fingerprint,
+    resemble::{delta::CODEC_DELTA, frame::SLICE_LEN},
 };
 
 use super::{
@@ -28,6 +29,9 @@ pub fn ratio(logical: u64, stored: u64) -> Option<f64> {
 pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<Value> {
     let chunks = ix.chunk_totals(repo_id)?;
     let stored = chunks.stored_bytes;
+    let edges = ix.delta_edges(repo_id)?;
+    // A frame's raw bytes are its members': counted once, as theirs.
+    let raw_bytes = chunks.raw_bytes - frame_raw_bytes(ix, repo_id, &edges)?;
     let containers = ix.container_totals(repo_id)?;
     let mut layout = json!({});
     for kind in [ContainerKind::Active, ContainerKind::Archival] {
@@ -42,7 +46,7 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     let (gc_epoch, reclaimed) = ix.gc_counters(repo_id)?;
     let (delta_chunks, delta_saved) = ix.delta_totals(repo_id)?;
     let rows = ix.version_series(repo_id)?;
-    let unique = unique_stored_bytes(ix, repo_id, &rows)?;
+    let unique = unique_stored_bytes(ix, repo_id, &rows, &edges)?;
     let first: HashMap<i64, (i64, i64)> = ix
         .first_stored_totals(repo_id)?
         .into_iter()
@@ -65,7 +69,7 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     Ok(json!({
         "repo": name,
         "chunks": chunks.count,
-        "raw_bytes": chunks.raw_bytes,
+        "raw_bytes": raw_bytes,
         "stored_bytes": stored,
         "containers": containers.count,
         "container_bytes": containers.bytes,
@@ -92,6 +96,7 @@ fn unique_stored_bytes(
     ix: &dyn IndexRead,
     repo_id: i64,
     rows: &[SeriesRow],
+    edges: &[(Fingerprint, Fingerprint)],
 ) -> StoreResult<HashMap<i64, i64>> {
     // fp -> the one version reaching it, or None once a second one does.
     let mut owner: HashMap<Fingerprint, Option<i64>> = HashMap::new();
@@ -110,10 +115,9 @@ fn unique_stored_bytes(
     })?;
     // A base is reached by whoever reaches its deltas. An owner only ever goes from unset to
     // one version to shared, so the rounds end (one per chain link, in practice).
-    let edges = ix.delta_edges(repo_id)?;
     loop {
         let mut changed = false;
-        for (fp, base) in &edges {
+        for (fp, base) in edges {
             let Some(&by) = owner.get(fp) else {
                 continue;
             };
@@ -141,6 +145,33 @@ fn unique_stored_bytes(
         Ok(())
     })?;
     Ok(out)
+}
+
+/// Raw bytes of the frames (docs/FORMAT.md, "Codec 2, method 3"): the chunks slices are
+/// stored against. A slice is codec 2 at the slice's length, which no method 1 payload has.
+fn frame_raw_bytes(
+    ix: &dyn IndexRead,
+    repo_id: i64,
+    edges: &[(Fingerprint, Fingerprint)],
+) -> StoreResult<i64> {
+    let mut slices = HashSet::new();
+    let mut raw: HashMap<Fingerprint, u32> = HashMap::new();
+    ix.chunk_rows(repo_id, &mut |r| {
+        if r.codec == CODEC_DELTA && r.stored_len as usize == SLICE_LEN {
+            slices.insert(r.fp);
+        }
+        raw.insert(r.fp, r.raw_len);
+        Ok(())
+    })?;
+    let frames: HashSet<Fingerprint> = edges
+        .iter()
+        .filter(|(fp, _)| slices.contains(fp))
+        .map(|(_, base)| *base)
+        .collect();
+    Ok(frames
+        .iter()
+        .map(|f| raw.get(f).copied().unwrap_or(0) as i64)
+        .sum())
 }
 
 impl Store {

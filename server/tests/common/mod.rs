@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet, HashMap},
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -618,4 +618,52 @@ pub fn search_hits(r: &Value) -> SearchHits {
             (key, hits)
         })
         .collect()
+}
+
+/// The index's base edges (delta fingerprint -> base), read beside the running server.
+pub fn base_edges(dir: &Path) -> HashMap<String, String> {
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = match database_url(dir) {
+        Some(url) => {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            c.query("SELECT fp, base FROM chunks WHERE base IS NOT NULL", &[])
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect()
+        }
+        None => {
+            let c = rusqlite::Connection::open_with_flags(
+                dir.join("ditto.sqlite3"),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            let mut st = c
+                .prepare("SELECT fp, base FROM chunks WHERE base IS NOT NULL")
+                .unwrap();
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            rows
+        }
+    };
+    rows.into_iter()
+        .map(|(fp, base)| (hex_bytes(&fp), hex_bytes(&base)))
+        .collect()
+}
+
+/// `fps` with every chunk their delta chains reach through `edges` ([`base_edges`]): what a
+/// repository keeps for them (a base no manifest names, such as a frame or a dictionary,
+/// included).
+pub fn with_bases(mut fps: BTreeSet<String>, edges: &HashMap<String, String>) -> BTreeSet<String> {
+    let mut todo: Vec<String> = fps.iter().cloned().collect();
+    while let Some(fp) = todo.pop() {
+        if let Some(b) = edges.get(&fp) {
+            if fps.insert(b.clone()) {
+                todo.push(b.clone());
+            }
+        }
+    }
+    fps
 }

@@ -20,14 +20,16 @@
 
 use std::borrow::Cow;
 
+use super::frame::{slice_of, METHOD_SLICE};
 use crate::format::bundle::MAX_CHUNK_RAW;
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};
-use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DParameter};
+use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx};
 
 /// Codec byte of a delta chunk.
 pub const CODEC_DELTA: u8 = 2;
 
-/// The only delta method defined: a zstd frame with the base as a reference prefix.
+/// Delta method 1: a zstd frame with the base as a reference prefix (method 3, a slice of a
+/// frame, is [`super::frame`]'s).
 pub const METHOD_ZSTD_PREFIX: u8 = 1;
 
 /// Bytes before the encoding: base fingerprint and method byte.
@@ -46,7 +48,7 @@ pub const DEFAULT_DELTA_LEVEL: i32 = 9;
 pub enum DeltaError {
     /// Fewer bytes than the header.
     Truncated(usize),
-    /// A method byte other than [`METHOD_ZSTD_PREFIX`].
+    /// A method byte other than [`METHOD_ZSTD_PREFIX`] and [`METHOD_SLICE`].
     UnknownMethod(u8),
     /// The payload names another base than the one handed to the decoder.
     WrongBase,
@@ -87,6 +89,14 @@ impl std::fmt::Display for DeltaError {
 
 impl std::error::Error for DeltaError {}
 
+/// The method byte of a delta payload.
+fn method_of(payload: &[u8]) -> Result<u8, DeltaError> {
+    payload
+        .get(FINGERPRINT_LEN)
+        .copied()
+        .ok_or(DeltaError::Truncated(payload.len()))
+}
+
 /// The base fingerprint a delta payload names (what the caller must fetch to decode it).
 pub fn base_of(payload: &[u8]) -> Result<Fingerprint, DeltaError> {
     if payload.len() < HEADER_LEN {
@@ -104,12 +114,12 @@ pub struct DeltaEncoder {
     out: Vec<u8>,
 }
 
-pub(super) fn zstd_err(code: usize) -> DeltaError {
+fn zstd_err(code: usize) -> DeltaError {
     DeltaError::Corrupt(zstd_safe::get_error_name(code).to_string())
 }
 
 /// A fresh zstd compression context for an encoder.
-pub(super) fn new_cctx() -> Result<CCtx<'static>, DeltaError> {
+fn new_cctx() -> Result<CCtx<'static>, DeltaError> {
     CCtx::try_create().ok_or_else(|| DeltaError::Corrupt("no zstd context".into()))
 }
 
@@ -119,7 +129,7 @@ pub(super) fn new_cctx() -> Result<CCtx<'static>, DeltaError> {
 /// next frame, inside the same call that references it, and that call resets the context's
 /// parameters and dictionaries before returning (`SessionAndParameters` drops the prefix), so
 /// no pointer into `base` survives the borrow.
-pub(super) unsafe fn extend(base: &[u8]) -> &'static [u8] {
+unsafe fn extend(base: &[u8]) -> &'static [u8] {
     std::mem::transmute::<&[u8], &'static [u8]>(base)
 }
 
@@ -141,7 +151,7 @@ fn start_payload(
 
 /// The frame parameters of method 1 (docs/FORMAT.md): content size, no checksum, no
 /// dictionary id.
-pub(super) fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), DeltaError> {
+fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), DeltaError> {
     c.set_parameter(CParameter::CompressionLevel(level))
         .map_err(zstd_err)?;
     c.set_parameter(CParameter::ContentSizeFlag(true))
@@ -154,11 +164,10 @@ pub(super) fn frame_parameters(c: &mut CCtx<'static>, level: i32) -> Result<(), 
 }
 
 /// Resets the context (dropping any prefix or dictionary it references, also after a
-/// failure) and cuts `out` to its header of `header_len` bytes and the frame of `res` bytes.
-pub(super) fn finish_payload<'o>(
+/// failure) and cuts `out` to its header and the frame of `res` bytes.
+fn finish_payload<'o>(
     c: &mut CCtx<'static>,
     out: &'o mut Vec<u8>,
-    header_len: usize,
     res: Result<usize, DeltaError>,
 ) -> Result<&'o [u8], DeltaError> {
     let reset = c
@@ -166,7 +175,7 @@ pub(super) fn finish_payload<'o>(
         .map_err(zstd_err);
     let n = res?;
     reset?;
-    out.truncate(header_len + n);
+    out.truncate(HEADER_LEN + n);
     Ok(out)
 }
 
@@ -202,7 +211,7 @@ impl DeltaEncoder {
             self.frame(base, raw)
         };
         // Always drop the prefix, also after a failure (see `extend`).
-        finish_payload(&mut self.cctx, &mut self.out, HEADER_LEN, res)
+        finish_payload(&mut self.cctx, &mut self.out, res)
     }
 
     fn frame(&mut self, base: &[u8], raw: &[u8]) -> Result<usize, DeltaError> {
@@ -266,7 +275,7 @@ impl SharedBaseEncoder {
                 .map_err(zstd_err)
         })();
         // The dictionary stays referenced by this context only for the call.
-        finish_payload(&mut self.cctx, &mut self.out, HEADER_LEN, res)
+        finish_payload(&mut self.cctx, &mut self.out, res)
     }
 }
 
@@ -283,7 +292,9 @@ impl DeltaDecoder {
     }
 
     /// Decodes a delta payload into `raw_len` bytes against `base`, the raw bytes of the chunk
-    /// whose fingerprint is `base_fp`. The result's fingerprint is the caller's to check.
+    /// whose fingerprint is `base_fp`: method 1 decompresses, a slice (method 3,
+    /// [`super::frame`]) copies its part of the base. The result's fingerprint is the
+    /// caller's to check.
     pub fn decode(
         &mut self,
         payload: &[u8],
@@ -291,6 +302,9 @@ impl DeltaDecoder {
         base: &[u8],
         raw_len: usize,
     ) -> Result<Vec<u8>, DeltaError> {
+        if method_of(payload)? == METHOD_SLICE {
+            return Ok(slice_of(payload, base_fp, base, raw_len)?.to_vec());
+        }
         let frame = checked_frame(payload, base_fp, raw_len)?;
         let mut out = vec![0u8; raw_len];
         self.decode_frame(frame, base, &mut out)?;
@@ -307,6 +321,10 @@ impl DeltaDecoder {
         base: &[u8],
         out: &mut [u8],
     ) -> Result<(), DeltaError> {
+        if method_of(payload)? == METHOD_SLICE {
+            out.copy_from_slice(slice_of(payload, base_fp, base, out.len())?);
+            return Ok(());
+        }
         let frame = checked_frame(payload, base_fp, out.len())?;
         self.decode_frame(frame, base, out)
     }
@@ -318,26 +336,7 @@ impl DeltaDecoder {
         base: &[u8],
         out: &mut [u8],
     ) -> Result<(), DeltaError> {
-        self.decode_prefixed(frame, base, None, out)
-    }
-
-    /// Decodes a checked zstd `frame` made against `prefix` into all of `out`, refusing a
-    /// frame whose window exceeds 2^`window_log_max` when given (zstd's own limit otherwise).
-    pub(super) fn decode_prefixed(
-        &mut self,
-        frame: &[u8],
-        prefix: &[u8],
-        window_log_max: Option<u32>,
-        out: &mut [u8],
-    ) -> Result<(), DeltaError> {
-        let res = (|| {
-            if let Some(log) = window_log_max {
-                self.dctx
-                    .set_parameter(DParameter::WindowLogMax(log))
-                    .map_err(zstd_err)?;
-            }
-            self.frame(frame, prefix, out)
-        })();
+        let res = self.frame(frame, base, out);
         let reset = self
             .dctx
             .reset(zstd_safe::ResetDirective::SessionAndParameters)
@@ -381,7 +380,7 @@ fn checked_frame<'p>(
 
 /// `frame`, once it declares exactly `raw_len` bytes (within the chunk limit) and ends where
 /// the payload does.
-pub(super) fn checked_zstd(frame: &[u8], raw_len: usize) -> Result<&[u8], DeltaError> {
+fn checked_zstd(frame: &[u8], raw_len: usize) -> Result<&[u8], DeltaError> {
     if raw_len > MAX_CHUNK_RAW as usize {
         return Err(DeltaError::TooLarge(raw_len));
     }

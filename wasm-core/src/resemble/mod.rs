@@ -33,6 +33,9 @@
 //! - chains are capped at [`delta::MAX_CHAIN_DEPTH`] links, and only chunks below the cap
 //!   enter the super-feature index ([`superfeature::Params::DITTO`] parameters);
 //! - any delta is kept only if it is smaller than the chunk's own zstd encoding.
+//!
+//! Beyond DARE, the pass then stores a version's new chunks together in [`frame`]s, each
+//! compressed against one older frame, each member a slice of its frame.
 
 /// Largest delta size, as a fraction of the chunk's own zstd size, at which the delta pass
 /// accepts a DupAdj pair (see the policy above).
