@@ -341,31 +341,6 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
     }
 }
 
-/// Each stored chunk's codec and stored length, read beside the running server.
-fn stored_rows(s: &Server) -> HashMap<String, (u64, u64)> {
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    assert_eq!(r.status, 200);
-    let mut out = HashMap::new();
-    for c in r.json()["containers"].as_array().unwrap() {
-        for k in c["chunks"].as_array().unwrap() {
-            out.insert(
-                k["fp"].as_str().unwrap().to_string(),
-                (
-                    k["codec"].as_u64().unwrap(),
-                    k["stored_len"].as_u64().unwrap(),
-                ),
-            );
-        }
-    }
-    out
-}
-
 #[test]
 fn frames_store_less_and_read_back_through_every_reader() {
     let h = history();
@@ -388,13 +363,13 @@ fn frames_store_less_and_read_back_through_every_reader() {
         assert!(pass["slices"].as_u64().unwrap() >= 20, "{pass}");
         // Every slice is 25 bytes against a chunk no manifest names (its frame), whose own
         // chain is at most 3 links: the slice's is within the cap of 4.
-        let rows = stored_rows(&s);
+        let rows = listing(&s);
         let edges = base_edges(&dir.0);
         let named: std::collections::HashSet<String> =
             fps_of(&h.v1).into_iter().chain(fps_of(&h.v2)).collect();
         let mut slices = 0;
         for (fp, base) in &edges {
-            if rows[fp].1 != 25 {
+            if rows[fp].2 != 25 {
                 continue;
             }
             slices += 1;
@@ -405,7 +380,7 @@ fn frames_store_less_and_read_back_through_every_reader() {
             let (mut links, mut at) = (0, base.clone());
             while let Some(b) = edges.get(&at) {
                 links += 1;
-                assert_ne!(rows[&at].1, 25, "a frame's base is never a slice");
+                assert_ne!(rows[&at].2, 25, "a frame's base is never a slice");
                 at = b.clone();
             }
             assert!(links <= 3, "a frame {links} links deep");
@@ -1361,16 +1336,8 @@ fn gc_keeps_exactly_what_live_deltas_need() {
 /// stored length, codec).
 type Listed = BTreeMap<String, (u64, u64, u64, u64)>;
 
-/// A server with four versions of [`Chains`] backed up and their delta passes done, and its
-/// stored chunks.
-fn chains_repo(dir: &TempDir) -> (Server, Chains, Listed) {
-    let s = Server::start_with(&dir.0, ENV, None);
-    let mut ch = Chains::new();
-    for _ in 0..4 {
-        let m = ch.next();
-        let v = backup_of(&s, &ch.chunks, &m);
-        wait_pass(&s, v);
-    }
+/// Every stored chunk, read from the containers listing.
+fn listing(s: &Server) -> Listed {
     let r = request(
         "GET",
         &s.repo_url("default", "/containers"),
@@ -1393,6 +1360,20 @@ fn chains_repo(dir: &TempDir) -> (Server, Chains, Listed) {
             );
         }
     }
+    listed
+}
+
+/// A server with four versions of [`Chains`] backed up and their delta passes done, and its
+/// stored chunks.
+fn chains_repo(dir: &TempDir) -> (Server, Chains, Listed) {
+    let s = Server::start_with(&dir.0, ENV, None);
+    let mut ch = Chains::new();
+    for _ in 0..4 {
+        let m = ch.next();
+        let v = backup_of(&s, &ch.chunks, &m);
+        wait_pass(&s, v);
+    }
+    let listed = listing(&s);
     (s, ch, listed)
 }
 
