@@ -533,8 +533,8 @@ impl Store {
         for f in &frames {
             for &(fp, offset) in &f.members {
                 let row = rows[&fp];
-                let share = (f.payload.len() as u64 * rows[&fp].raw_len as u64
-                    / f.raw_len.max(1) as u64) as u32;
+                let share =
+                    (f.payload.len() as u64 * row.raw_len as u64 / f.raw_len.max(1) as u64) as u32;
                 chosen.insert(
                     fp,
                     Chosen {
@@ -570,16 +570,18 @@ impl Store {
         //    a chunk is switched in no later than any chunk stored against it (each
         //    container is switched in its own transaction, in order).
         let mut news: Vec<NewStored> = Vec::new();
-        if let Some(d) = &dict {
+        let mut items: Vec<Item> = Vec::new();
+        let dict_fp = dict.map(|d| {
+            items.push(Item::New(news.len()));
             news.push(NewStored {
                 fp: d.fp,
                 codec: CODEC_ZSTD,
                 base: None,
-                payload: d.stored.clone(),
+                payload: d.stored,
                 raw_len: d.raw_len,
             });
-        }
-        let mut items: Vec<Item> = Vec::new();
+            d.fp
+        });
         for f in frames {
             items.push(Item::New(news.len()));
             news.push(NewStored {
@@ -597,10 +599,7 @@ impl Store {
         }
         let mut rest: Vec<Chosen> = chosen.into_values().collect();
         rest.sort_by_key(|c| (c.row.container_id, c.row.slot));
-        let items = (0..dict.iter().len())
-            .map(Item::New)
-            .chain(items)
-            .chain(rest.into_iter().map(Item::Copy));
+        items.extend(rest.into_iter().map(Item::Copy));
         let mut builds: Vec<(Building, Vec<Placed>)> = Vec::new();
         for item in items {
             let (fp, codec, raw_len, payload) = match &item {
@@ -715,7 +714,7 @@ impl Store {
                                         }],
                                     )?;
                                 }
-                                if dict.as_ref().is_some_and(|d| d.fp == n.fp) {
+                                if dict_fp == Some(n.fp) {
                                     rep.dictionary_bytes = stored_len as i64;
                                 } else {
                                     rep.frames += 1;

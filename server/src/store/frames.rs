@@ -162,11 +162,7 @@ pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
             let fp = fingerprint(&frame.raw);
             // A frame whose bytes are a chunk's already (one member, or members that another
             // version stored as one chunk) is not stored again: left as they are.
-            if framed.contains_key(&fp)
-                || is_member.contains(&fp)
-                || frames.iter().any(|f| f.fp == fp)
-                || inputs.stored(&fp)
-            {
+            if is_member.contains(&fp) || frames.iter().any(|f| f.fp == fp) || inputs.stored(&fp) {
                 continue;
             }
             let k = frames.len();
@@ -261,19 +257,10 @@ fn target(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasm_core::resemble::{delta::DeltaDecoder, frame::slice_payload};
-
-    fn bytes(seed: u64, n: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
+    use wasm_core::{
+        chunk::test_bytes as bytes,
+        resemble::{delta::DeltaDecoder, frame::slice_payload},
+    };
 
     /// `b` with a few bytes changed.
     fn edit(b: &[u8], seed: u64) -> Vec<u8> {

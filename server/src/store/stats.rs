@@ -30,8 +30,6 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     let chunks = ix.chunk_totals(repo_id)?;
     let stored = chunks.stored_bytes;
     let edges = ix.delta_edges(repo_id)?;
-    // A frame's raw bytes are its members': counted once, as theirs.
-    let raw_bytes = chunks.raw_bytes - frame_raw_bytes(ix, repo_id, &edges)?;
     let containers = ix.container_totals(repo_id)?;
     let mut layout = json!({});
     for kind in [ContainerKind::Active, ContainerKind::Archival] {
@@ -46,7 +44,9 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
     let (gc_epoch, reclaimed) = ix.gc_counters(repo_id)?;
     let (delta_chunks, delta_saved) = ix.delta_totals(repo_id)?;
     let rows = ix.version_series(repo_id)?;
-    let unique = unique_stored_bytes(ix, repo_id, &rows, &edges)?;
+    let (unique, frame_raw) = unique_stored_bytes(ix, repo_id, &rows, &edges)?;
+    // A frame's raw bytes are its members': counted once, as theirs.
+    let raw_bytes = chunks.raw_bytes - frame_raw;
     let first: HashMap<i64, (i64, i64)> = ix
         .first_stored_totals(repo_id)?
         .into_iter()
@@ -91,13 +91,15 @@ pub fn repo_stats(ix: &dyn IndexRead, repo_id: i64, name: &str) -> StoreResult<V
 /// base while a live delta needs it (docs/STORAGE.md). So a chunk of its own that another
 /// version's delta is stored against is not counted, and a base no manifest names (a trained
 /// dictionary) counts with the one version whose chunks need it. Versions with an
-/// unreadable manifest are left out.
+/// unreadable manifest are left out. The same scan of the chunk rows also answers the raw
+/// bytes of the frames (docs/FORMAT.md, "Codec 2, method 3": the chunks slices are stored
+/// against; a slice is codec 2 at the slice's length, which no method 1 payload has).
 fn unique_stored_bytes(
     ix: &dyn IndexRead,
     repo_id: i64,
     rows: &[SeriesRow],
     edges: &[(Fingerprint, Fingerprint)],
-) -> StoreResult<HashMap<i64, i64>> {
+) -> StoreResult<(HashMap<i64, i64>, i64)> {
     // fp -> the one version reaching it, or None once a second one does.
     let mut owner: HashMap<Fingerprint, Option<i64>> = HashMap::new();
     let chains = ManifestChains::new(ix, repo_id);
@@ -138,40 +140,24 @@ fn unique_stored_bytes(
         }
     }
     let mut out: HashMap<i64, i64> = rows.iter().map(|r| (r.id, 0)).collect();
+    let base_of: HashMap<Fingerprint, Fingerprint> = edges.iter().copied().collect();
+    let mut base_raw: HashMap<Fingerprint, i64> =
+        edges.iter().map(|(_, base)| (*base, 0)).collect();
+    let mut frames: HashSet<Fingerprint> = HashSet::new();
     ix.chunk_rows(repo_id, &mut |r| {
         if let Some(Some(id)) = owner.get(&r.fp) {
             *out.entry(*id).or_default() += r.stored_len as i64;
         }
-        Ok(())
-    })?;
-    Ok(out)
-}
-
-/// Raw bytes of the frames (docs/FORMAT.md, "Codec 2, method 3"): the chunks slices are
-/// stored against. A slice is codec 2 at the slice's length, which no method 1 payload has.
-fn frame_raw_bytes(
-    ix: &dyn IndexRead,
-    repo_id: i64,
-    edges: &[(Fingerprint, Fingerprint)],
-) -> StoreResult<i64> {
-    let mut slices = HashSet::new();
-    let mut raw: HashMap<Fingerprint, u32> = HashMap::new();
-    ix.chunk_rows(repo_id, &mut |r| {
         if r.codec == CODEC_DELTA && r.stored_len as usize == SLICE_LEN {
-            slices.insert(r.fp);
+            frames.extend(base_of.get(&r.fp).copied());
         }
-        raw.insert(r.fp, r.raw_len);
+        if let Some(raw) = base_raw.get_mut(&r.fp) {
+            *raw = r.raw_len as i64;
+        }
         Ok(())
     })?;
-    let frames: HashSet<Fingerprint> = edges
-        .iter()
-        .filter(|(fp, _)| slices.contains(fp))
-        .map(|(_, base)| *base)
-        .collect();
-    Ok(frames
-        .iter()
-        .map(|f| raw.get(f).copied().unwrap_or(0) as i64)
-        .sum())
+    let frame_raw = frames.iter().filter_map(|f| base_raw.get(f)).sum();
+    Ok((out, frame_raw))
 }
 
 impl Store {
