@@ -38,8 +38,9 @@ pub struct Refused {
 /// Decodes every chunk of `bundle` (zstd capped at its raw length) and checks that each is
 /// the stored chunk it was sent under ([`hash::first_not_stored_flat`]: the multi-buffer
 /// plain SHA-1, the fingerprint where that differs). The first `requested` entries are the
-/// answer; the rest are chain links their deltas need (checked too, not answered). A bundle
-/// of fewer entries is refused.
+/// answer; the rest are chain links their deltas need (not answered, and checked only
+/// through the chunks decoded from them: a damaged link is named when one of those fails,
+/// [`crate::resemble::range`]). A bundle of fewer entries is refused.
 pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, Refused> {
     let entries = answer_entries(bundle, requested)?;
     verify_entries(&entries, requested, &HashMap::new(), &mut Bases::default())
@@ -130,8 +131,7 @@ fn verify_entries(
 
 /// [`verify_bundle`] of a bundle holding delta chunks: the requested entries are decoded as
 /// one range against the links after them ([`RangeDecoder`], which checks every chunk it
-/// hands out, links included), then laid out in request order (a repeated chunk in each of
-/// its places).
+/// hands out), then laid out in request order (a repeated chunk in each of its places).
 fn verify_with_deltas<'b>(
     entries: &[BundleEntry<'b>],
     requested: usize,
@@ -176,24 +176,21 @@ fn verify_with_deltas<'b>(
         reason: e.reason,
     };
     let mut dec = RangeDecoder::new().map_err(refused)?;
-    let mut decoded: Vec<(Fingerprint, Vec<u8>)> = Vec::new();
-    dec.decode(&chunks, &fetched, &bases.raw, |fp, bytes, in_range| {
-        if !in_range {
-            // A link a chain needed, checked: kept for the next answers' chains.
-            decoded.push((*fp, bytes.to_vec()));
-            return;
-        }
-        for &k in places.get(fp).into_iter().flatten() {
-            // The decoder hands out `raw_len` bytes for a chunk of the range; a length that
-            // differs leaves the place unfilled, which is refused below.
-            if bytes.len() == answer[k].raw_len as usize {
-                raw[starts[k]..][..bytes.len()].copy_from_slice(bytes);
-                filled[k] = true;
+    let links = dec
+        .decode(&chunks, &fetched, &bases.raw, |fp, bytes| {
+            for &k in places.get(fp).into_iter().flatten() {
+                // The decoder hands out `raw_len` bytes for a chunk of the range; a length
+                // that differs leaves the place unfilled, which is refused below.
+                if bytes.len() == answer[k].raw_len as usize {
+                    raw[starts[k]..][..bytes.len()].copy_from_slice(bytes);
+                    filled[k] = true;
+                }
             }
-        }
-    })
-    .map_err(refused)?;
-    for (fp, raw) in decoded {
+        })
+        .map_err(refused)?;
+    // The links the chains needed, kept for the next answers' chains: only ever used as
+    // bases, whose every output is checked.
+    for (fp, raw) in links {
         bases.keep(fp, raw);
     }
     if let Some(k) = filled.iter().position(|f| !f) {
@@ -215,7 +212,10 @@ fn verify_with_deltas<'b>(
     })
 }
 
-/// Raw bytes of the chain links a session decoded, verified, within [`Bases::BYTES`]: a
+/// Raw bytes of the chain links a session decoded, within [`Bases::BYTES`]: not checked
+/// against their fingerprints (they only ever serve as bases, and every chunk decoded from
+/// them is checked, [`crate::resemble::range`]), so that a restore hashes what it writes,
+/// not the frames its chunks are sliced from. A
 /// base that many answers' chains need (a frame, whose members come in many requests) is
 /// decoded once, not once per answer. Dropped whole when full (a restore walks its plan in
 /// order, so the bases it needs next are mostly the ones it needed last).

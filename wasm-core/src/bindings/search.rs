@@ -46,7 +46,7 @@ use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
 use crate::hash::Fingerprint;
 use crate::resemble::delta::{base_of, CODEC_DELTA};
-use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
+use crate::resemble::range::{check_links, outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     cache_file, parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
     NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams,
@@ -736,16 +736,20 @@ impl ContainerScan {
             }
         }
         let tiny = &mut self.tiny;
-        self.range
-            .decode(&chunks, &fetched, &outside, |fp, raw, in_range| {
-                // Fetched bases are kept like scanned chunks: a base many deltas share (a
-                // trained dictionary) is then fetched once per worker, not once per job.
-                cache.keep(fp, raw, in_range);
-                if in_range {
-                    tiny.push(phase.scan(fp, raw));
-                }
+        let links = self
+            .range
+            .decode(&chunks, &fetched, &outside, |fp, raw| {
+                cache.keep(fp, raw, true);
+                tiny.push(phase.scan(fp, raw));
             })
             .map_err(err)?;
+        // Fetched bases are kept like scanned chunks, checked first (a later range may scan
+        // one from the cache): a base many deltas share (a trained dictionary, a frame) is
+        // then fetched once per worker, not once per job.
+        check_links(&links).map_err(err)?;
+        for (fp, raw) in &links {
+            cache.keep(fp, raw, false);
+        }
         Ok(self.tiny.count)
     }
 

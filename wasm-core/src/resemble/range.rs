@@ -13,22 +13,28 @@
 //!   each by walking its chain down to a chunk whose raw bytes are at hand (decoded in this
 //!   range, handed in raw, or a whole fetched chunk) and decoding back up, so a chain
 //!   resolves in any storage order; it hands each chunk's raw bytes out exactly once, and
-//!   the fetched chunks it decoded too (the caller keeps them, so each is fetched once).
+//!   answers the fetched chunks it decoded (the caller keeps them, so each is fetched once).
 //!
-//! Every chunk handed out (the range's, decoded, and every fetched one) is checked against
-//! its fingerprint, so damage in the range, a wrong base (a stale cache, a wrong answer) is
-//! an error and never silently wrong bytes; chunks are checked in batches, four at a time
-//! in SIMD lanes, and handed out only once checked. A base that never becomes available and a chain
-//! longer than [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too. The links are
-//! counted down to the first chunk whose raw bytes the caller handed in: those were
-//! verified, and their own chain was capped when they were decoded.
+//! Every chunk of the range is checked against its fingerprint before it is handed out, so
+//! damage in the range or a wrong base (a stale cache, a wrong answer, a damaged link) is an
+//! error and never silently wrong bytes; chunks are checked in batches, four at a time in
+//! SIMD lanes. The links below them are not checked as they are decoded: a frame
+//! (docs/FORMAT.md, "Codec 2, method 3") is a link of up to 1 MiB whose members are a few
+//! KiB each, so checking the range's chunks alone hashes a fraction of the bytes, and a
+//! damaged link still cannot pass, since every byte of the range decoded from it is checked.
+//! When a chunk fails, the lowest link of its chain whose bytes are not its fingerprint's is
+//! named as the chunk at fault ([`blame`]). A caller that hands a fetched link out as a chunk
+//! of its own checks it first ([`check_links`]). A base that never becomes available and a
+//! chain longer than [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too.
+//! The links are counted down to the first chunk whose raw bytes the caller handed in: their
+//! own chain was capped when they were decoded.
 
 use std::collections::{HashMap, HashSet};
 
 use super::delta::{base_of, DeltaDecoder, DeltaError, CODEC_DELTA, MAX_CHAIN_DEPTH};
 use crate::compress::Decompressor;
 use crate::format::bundle::MAX_CHUNK_RAW;
-use crate::hash::{first_not_stored_flat, to_hex, Fingerprint, FINGERPRINT_LEN};
+use crate::hash::{first_not_stored_flat, is_stored_chunk, to_hex, Fingerprint, FINGERPRINT_LEN};
 
 /// A range that could not be decoded: the chunk at fault when there is one (a chunk of the
 /// range or a fetched link whose bytes are wrong, a delta whose chain is too long or whose
@@ -141,31 +147,50 @@ impl RangeDecoder {
         self.deltas
     }
 
-    /// Decodes every chunk of `chunks` and calls `emit(fp, raw, true)` once per chunk with
-    /// its raw bytes (codec 0/1 chunks in range order, then the deltas), and
-    /// `emit(fp, raw, false)` once per chunk of `fetched` that a chain needed. `fetched`
-    /// holds stored chunks from outside the range (the bases [`outside_bases`] named, fetched
-    /// as stored), `outside` the raw bytes of bases the caller holds (more is harmless).
+    /// Decodes every chunk of `chunks` and calls `emit(fp, raw)` once per chunk with its raw
+    /// bytes, checked (codec 0/1 chunks in range order, then the deltas). `fetched` holds
+    /// stored chunks from outside the range (the bases [`outside_bases`] named, fetched as
+    /// stored), `outside` the raw bytes of bases the caller holds (more is harmless).
+    /// Answers the chunks of `fetched` that a chain needed, decoded and NOT checked (see the
+    /// module doc), for the caller to keep as bases.
     pub fn decode(
         &mut self,
         chunks: &[RangeChunk<'_>],
         fetched: &[RangeChunk<'_>],
         outside: &HashMap<Fingerprint, Vec<u8>>,
-        mut emit: impl FnMut(&Fingerprint, &[u8], bool),
+        mut emit: impl FnMut(&Fingerprint, &[u8]),
+    ) -> Result<Vec<(Fingerprint, Vec<u8>)>, RangeError> {
+        let ix = index(chunks, fetched);
+        let mut held = Held::new();
+        let mut links = Vec::new();
+        match self.decode_with(&ix, chunks, outside, &mut held, &mut links, &mut emit) {
+            Ok(()) => Ok(links
+                .into_iter()
+                .filter_map(|fp| held.remove(&fp).map(|(raw, _)| (fp, raw)))
+                .collect()),
+            Err(e) => Err(blame(e, &ix, &held, outside)),
+        }
+    }
+
+    /// [`RangeDecoder::decode`] with its state outside, for [`blame`] on failure: `held`
+    /// gets each base decoded (with the links of its chain below it), `links` the fetched
+    /// chunks among them.
+    fn decode_with(
+        &mut self,
+        ix: &Index<'_, '_>,
+        chunks: &[RangeChunk<'_>],
+        outside: &HashMap<Fingerprint, Vec<u8>>,
+        held: &mut Held,
+        links: &mut Vec<Fingerprint>,
+        emit: &mut impl FnMut(&Fingerprint, &[u8]),
     ) -> Result<(), RangeError> {
         let named = |c: &RangeChunk<'_>| base_of(c.stored).map_err(|e| chunk_err(&c.fp, e));
-        let ix = index(chunks, fetched);
         // Bases are kept once decoded, with the links of their chain below them; nothing
         // else is copied.
         let mut wanted = HashSet::new();
-        for c in chunks
-            .iter()
-            .chain(fetched)
-            .filter(|c| c.codec == CODEC_DELTA)
-        {
+        for (c, _) in ix.values().filter(|(c, _)| c.codec == CODEC_DELTA) {
             wanted.insert(named(c)?);
         }
-        let mut held: HashMap<Fingerprint, (Vec<u8>, usize)> = HashMap::new();
         let mut unchecked = Unchecked::default();
         for c in chunks.iter().filter(|c| c.codec != CODEC_DELTA) {
             let raw = unchecked.slot(&c.fp, c.raw_len, Source::Whole)?;
@@ -176,11 +201,11 @@ impl RangeDecoder {
                 held.insert(c.fp, (raw.to_vec(), 0));
             }
             if unchecked.is_full() {
-                unchecked.check_and_emit(&mut emit)?;
+                unchecked.check_and_emit(emit)?;
             }
         }
         // The whole chunks go out before the deltas, as documented.
-        unchecked.check_and_emit(&mut emit)?;
+        unchecked.check_and_emit(emit)?;
         let mut done: HashSet<Fingerprint> = HashSet::new();
         for top in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
             if done.contains(&top.fp) {
@@ -203,19 +228,13 @@ impl RangeDecoder {
                 match ix.get(&b) {
                     Some(&(c, in_range)) if c.codec == CODEC_DELTA => chain.push((c, in_range)),
                     // A whole fetched chunk (the range's are held once decoded, when named).
-                    Some(&(c, in_range)) => {
+                    Some(&(c, _)) => {
                         let raw = self
                             .dec
                             .decompress(c.codec, c.stored, c.raw_len)
                             .map_err(|e| chunk_err(&c.fp, e))?;
-                        // A fetched base is checked, and handed out, with the batch (the
-                        // range's own whole chunks are held above when named).
-                        if !in_range {
-                            unchecked
-                                .slot(&c.fp, raw.len(), Source::Fetched)?
-                                .copy_from_slice(raw);
-                        }
                         held.insert(c.fp, (raw.to_vec(), 0));
+                        links.push(c.fp);
                         break 0;
                     }
                     None => {
@@ -235,28 +254,93 @@ impl RangeDecoder {
                 let Some(base) = held.get(&b).map(|h| &h.0).or_else(|| outside.get(&b)) else {
                     return Err(chunk_err(&c.fp, "delta base lost while decoding"));
                 };
-                let from = if in_range {
-                    Source::Delta
-                } else {
-                    Source::Fetched
-                };
-                let raw = unchecked.slot(&c.fp, c.raw_len, from)?;
+                let depth = below + chain.len() - k;
+                if !in_range {
+                    // A fetched link: decoded into its own buffer, held, not checked.
+                    let mut raw = vec![0u8; checked_len(&c.fp, c.raw_len)?];
+                    self.delta
+                        .decode_into(c.stored, &b, base, &mut raw)
+                        .map_err(|e| chunk_err(&c.fp, e))?;
+                    held.insert(c.fp, (raw, depth));
+                    links.push(c.fp);
+                    continue;
+                }
+                let raw = unchecked.slot(&c.fp, c.raw_len, Source::Delta)?;
                 self.delta
                     .decode_into(c.stored, &b, base, raw)
                     .map_err(|e| chunk_err(&c.fp, e))?;
-                if in_range {
-                    self.deltas += 1;
-                    done.insert(c.fp);
-                }
+                self.deltas += 1;
+                done.insert(c.fp);
                 if k > 0 || wanted.contains(&c.fp) {
-                    held.insert(c.fp, (raw.to_vec(), below + chain.len() - k));
+                    held.insert(c.fp, (raw.to_vec(), depth));
                 }
                 if unchecked.is_full() {
-                    unchecked.check_and_emit(&mut emit)?;
+                    unchecked.check_and_emit(emit)?;
                 }
             }
         }
-        unchecked.check_and_emit(&mut emit)
+        unchecked.check_and_emit(emit)
+    }
+}
+
+/// Raw bytes of the bases decoded while decoding a range, with the links of chain below each.
+type Held = HashMap<Fingerprint, (Vec<u8>, usize)>;
+
+/// `raw_len`, refused when no chunk can have it (before anything is allocated for it).
+fn checked_len(fp: &Fingerprint, raw_len: usize) -> Result<usize, RangeError> {
+    if raw_len > MAX_CHUNK_RAW as usize {
+        return Err(chunk_err(
+            fp,
+            format!("raw length {raw_len} exceeds the chunk limit ({MAX_CHUNK_RAW})"),
+        ));
+    }
+    Ok(raw_len)
+}
+
+/// The error `e` of a decode, re-aimed at the lowest link of its chunk's chain whose raw
+/// bytes (decoded here, or handed in) are not its fingerprint's: a damaged link makes the
+/// chunks above it decode wrongly or not at all, and is what needs repair. Runs only on
+/// failure, so the links' hashes cost nothing when every chunk checks out.
+fn blame(
+    e: RangeError,
+    ix: &Index<'_, '_>,
+    held: &Held,
+    outside: &HashMap<Fingerprint, Vec<u8>>,
+) -> RangeError {
+    let Some(mut cur) = e.chunk else {
+        return e;
+    };
+    let mut below = Vec::new();
+    while below.len() <= MAX_CHAIN_DEPTH {
+        let Some((c, _)) = ix.get(&cur) else { break };
+        if c.codec != CODEC_DELTA {
+            break;
+        }
+        let Ok(b) = base_of(c.stored) else { break };
+        below.push(b);
+        cur = b;
+    }
+    for b in below.iter().rev() {
+        let raw = held.get(b).map(|h| &h.0).or_else(|| outside.get(b));
+        if raw.is_some_and(|raw| !is_stored_chunk(raw, b)) {
+            return chunk_err(
+                b,
+                format!(
+                    "a base of chunk {} has other bytes than its fingerprint's",
+                    to_hex(&e.chunk.unwrap_or(*b))
+                ),
+            );
+        }
+    }
+    e
+}
+
+/// Checks the fetched links [`RangeDecoder::decode`] answered, for a caller that hands them
+/// out as chunks of their own (not only as bases).
+pub fn check_links(links: &[(Fingerprint, Vec<u8>)]) -> Result<(), RangeError> {
+    match links.iter().find(|(fp, raw)| !is_stored_chunk(raw, fp)) {
+        Some((fp, _)) => Err(chunk_err(fp, "fetched chunk has other bytes")),
+        None => Ok(()),
     }
 }
 
@@ -267,12 +351,9 @@ enum Source {
     Whole,
     /// A delta chunk of the range, decoded against its base.
     Delta,
-    /// A chunk fetched from outside the range (a base).
-    Fetched,
 }
 
-/// Decoded chunks of the range and fetched bases waiting for their check against their
-/// fingerprints, which hashes a batch four chunks at a time in SIMD lanes
+/// Decoded chunks of the range waiting for their check against their fingerprints, which hashes a batch four chunks at a time in SIMD lanes
 /// ([`first_not_stored_flat`]) instead of one chunk at a time. They are emitted only once
 /// checked, so unchecked bytes never leave the decoder; a link decoded on an unchecked base
 /// is in a later batch or the same one, behind it.
@@ -297,12 +378,7 @@ impl Unchecked {
         raw_len: usize,
         from: Source,
     ) -> Result<&mut [u8], RangeError> {
-        if raw_len > MAX_CHUNK_RAW as usize {
-            return Err(chunk_err(
-                fp,
-                format!("raw length {raw_len} exceeds the chunk limit ({MAX_CHUNK_RAW})"),
-            ));
-        }
+        let raw_len = checked_len(fp, raw_len)?;
         let at = self.buf.len();
         self.ranges.push((at, raw_len));
         self.buf.resize(at + raw_len, 0);
@@ -315,10 +391,10 @@ impl Unchecked {
         self.ranges.len() >= Self::BATCH
     }
 
-    /// Checks the batch, then emits each chunk as `emit(fp, raw, in_range)`.
+    /// Checks the batch, then emits each chunk as `emit(fp, raw)`.
     fn check_and_emit(
         &mut self,
-        emit: &mut impl FnMut(&Fingerprint, &[u8], bool),
+        emit: &mut impl FnMut(&Fingerprint, &[u8]),
     ) -> Result<(), RangeError> {
         let fp = |k: usize| -> Fingerprint {
             self.fps[k * FINGERPRINT_LEN..][..FINGERPRINT_LEN]
@@ -329,16 +405,11 @@ impl Unchecked {
             let what = match self.from[k] {
                 Source::Whole => "stored bytes decode to other bytes",
                 Source::Delta => "delta decodes to other bytes",
-                Source::Fetched => "fetched chunk has other bytes",
             };
             return Err(chunk_err(&fp(k), what));
         }
         for (k, &(off, len)) in self.ranges.iter().enumerate() {
-            emit(
-                &fp(k),
-                &self.buf[off..off + len],
-                self.from[k] != Source::Fetched,
-            );
+            emit(&fp(k), &self.buf[off..off + len]);
         }
         self.buf.clear();
         self.ranges.clear();
@@ -420,13 +491,20 @@ mod tests {
     ) -> Result<HashMap<Fingerprint, (Vec<u8>, bool)>, String> {
         let mut d = RangeDecoder::new().unwrap();
         let mut out = HashMap::new();
-        d.decode(chunks, fetched, outside, |fp, raw, in_range| {
+        let links = d
+            .decode(chunks, fetched, outside, |fp, raw| {
+                assert!(
+                    out.insert(*fp, (raw.to_vec(), true)).is_none(),
+                    "a chunk emitted twice"
+                );
+            })
+            .map_err(|e| e.to_string())?;
+        for (fp, raw) in links {
             assert!(
-                out.insert(*fp, (raw.to_vec(), in_range)).is_none(),
-                "a chunk emitted twice"
+                out.insert(fp, (raw, false)).is_none(),
+                "a link answered twice, or also emitted"
             );
-        })
-        .map_err(|e| e.to_string())?;
+        }
         Ok(out)
     }
 
@@ -457,7 +535,7 @@ mod tests {
             assert_eq!(got[&s.fp], (s.raw.clone(), true));
         }
         let mut r = RangeDecoder::new().unwrap();
-        r.decode(&chunks, &[], &outside, |_, _, _| {}).unwrap();
+        r.decode(&chunks, &[], &outside, |_, _| {}).unwrap();
         assert_eq!(r.deltas(), 4);
     }
 
@@ -524,7 +602,7 @@ mod tests {
             );
         }
         let mut r = RangeDecoder::new().unwrap();
-        r.decode(&chunks, &fetched, &HashMap::new(), |_, _, _| {})
+        r.decode(&chunks, &fetched, &HashMap::new(), |_, _| {})
             .unwrap();
         assert_eq!(r.deltas(), 3, "fetched deltas are not the range's");
 
@@ -594,7 +672,7 @@ mod tests {
         // The error names the delta whose base is missing as the chunk at fault.
         let e = RangeDecoder::new()
             .unwrap()
-            .decode(&top, &range(&store), &HashMap::new(), |_, _, _| {})
+            .decode(&top, &range(&store), &HashMap::new(), |_, _| {})
             .unwrap_err();
         assert_eq!(e.chunk, Some(links[1].fp), "{e}");
         assert!(e
@@ -612,6 +690,44 @@ mod tests {
             e.contains("other bytes") && e.contains(&to_hex(&links[0].fp)),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_damaged_link_is_named_when_a_chunk_decoded_from_it_fails() {
+        // A frame-like link: two halves, d1 copying the first, d2 the second.
+        let front = data(11, 6000);
+        let back = data(12, 6000);
+        let link = plain([front.clone(), back.clone()].concat(), false);
+        let d1 = delta(edit(&front, 10), &link);
+        let d2 = delta(edit(&back, 20), &link);
+        let mut damaged = range(&[&link]);
+        let mut bytes = link.bytes.clone();
+        bytes[9000] ^= 0x40; // in the back half only
+        damaged[0].stored = Box::leak(bytes.into_boxed_slice());
+        // d1 reads only the front: it decodes and checks out; the link is answered
+        // unchecked, and `check_links` refuses it.
+        let got = decode_all(&range(&[&d1]), &damaged, &HashMap::new()).unwrap();
+        assert_eq!(got[&d1.fp], (d1.raw.clone(), true));
+        let mut r = RangeDecoder::new().unwrap();
+        let links = r
+            .decode(&range(&[&d1]), &damaged, &HashMap::new(), |_, _| {})
+            .unwrap();
+        let e = check_links(&links).unwrap_err();
+        assert_eq!(e.chunk, Some(link.fp), "{e}");
+        // d2 reads the damage: refused, and the link is named as the chunk at fault, whether
+        // it came in the answer or from the caller's held bases.
+        let e = RangeDecoder::new()
+            .unwrap()
+            .decode(&range(&[&d2]), &damaged, &HashMap::new(), |_, _| {})
+            .unwrap_err();
+        assert_eq!(e.chunk, Some(link.fp), "{e}");
+        assert!(e.reason.contains(&to_hex(&d2.fp)), "{e}");
+        let held: HashMap<_, _> = links.into_iter().collect();
+        let e = RangeDecoder::new()
+            .unwrap()
+            .decode(&range(&[&d2]), &[], &held, |_, _| {})
+            .unwrap_err();
+        assert_eq!(e.chunk, Some(link.fp), "{e}");
     }
 
     #[test]
