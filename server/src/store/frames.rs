@@ -46,6 +46,11 @@ pub fn frames_enabled() -> bool {
 /// share its cost.
 pub const FRAME_LEVEL: i32 = 19;
 
+/// zstd level at which a frame is encoded both against its base and whole to choose how it
+/// is stored (the choice at this level and at [`FRAME_LEVEL`] agree but for frames where
+/// the two are within a few percent), so that only the stored form costs [`FRAME_LEVEL`].
+pub const PROBE_LEVEL: i32 = 3;
+
 /// Deepest chain a frame may have, so that its slices stay within the readers' cap.
 pub const FRAME_MAX_DEPTH: usize = MAX_CHAIN_DEPTH - 1;
 
@@ -112,8 +117,7 @@ pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
             None => groups.push((t, vec![(*fp, raw)])),
         }
     }
-    let mut enc = DeltaEncoder::new(FRAME_LEVEL).ok();
-    let mut whole = Compressor::new(FRAME_LEVEL).ok();
+    let mut coders = Coders::new();
     for (group_target, ms) in groups {
         for cut in cut(&ms) {
             // The target most of the frame's raw bytes point to now.
@@ -139,19 +143,9 @@ pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
                 Some(r) => Some(r),
                 None => inputs.raw(&t.fp),
             });
-            let mut stored: Option<(u8, Option<Target>, Vec<u8>)> = None;
-            if let (Some(t), Some(b), Some(e)) = (best, &base_raw, enc.as_mut()) {
-                if let Ok(p) = e.encode(&t.fp, b, &frame.raw) {
-                    stored = Some((CODEC_DELTA, Some(t), p.to_vec()));
-                }
-            }
-            if let Some(c) = whole.as_mut() {
-                let (codec, bytes) = c.compress(&frame.raw);
-                if codec == CODEC_ZSTD && stored.as_ref().is_none_or(|s| bytes.len() < s.2.len()) {
-                    stored = Some((CODEC_ZSTD, None, bytes.to_vec()));
-                }
-            }
-            let Some((codec, base, payload)) = stored else {
+            let Some((codec, base, payload)) =
+                encode(&mut coders, &frame.raw, best, base_raw.as_deref())
+            else {
                 continue;
             };
             let replaces: u64 = cut.iter().map(|(fp, _)| inputs.stored_len(fp)).sum();
@@ -182,6 +176,61 @@ pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
         }
     }
     frames
+}
+
+/// The encoders of a pass's frames: at [`PROBE_LEVEL`] to choose between a delta against the
+/// frame's base and the frame whole, at [`FRAME_LEVEL`] for the one stored.
+struct Coders {
+    probe: Option<(DeltaEncoder, Compressor)>,
+    delta: Option<DeltaEncoder>,
+    whole: Option<Compressor>,
+}
+
+impl Coders {
+    fn new() -> Self {
+        Coders {
+            probe: DeltaEncoder::new(PROBE_LEVEL)
+                .ok()
+                .zip(Compressor::new(PROBE_LEVEL).ok()),
+            delta: DeltaEncoder::new(FRAME_LEVEL).ok(),
+            whole: Compressor::new(FRAME_LEVEL).ok(),
+        }
+    }
+}
+
+/// `raw` stored as a delta against `base` (its target and raw bytes) or whole, whichever
+/// the probe finds smaller: `(codec, base, payload)`, or `None` if neither encodes (a frame
+/// whole zstd does not shrink is not worth storing).
+fn encode(
+    coders: &mut Coders,
+    raw: &[u8],
+    best: Option<Target>,
+    base_raw: Option<&Vec<u8>>,
+) -> Option<(u8, Option<Target>, Vec<u8>)> {
+    let (t, b) = match (best, base_raw) {
+        (Some(t), Some(b)) => (Some(t), Some(b.as_slice())),
+        _ => (None, None),
+    };
+    let as_delta = match (t, b, coders.probe.as_mut()) {
+        (Some(t), Some(b), Some((d, w))) => {
+            let delta_len = d.encode(&t.fp, b, raw).ok().map(|p| p.len());
+            let (codec, whole) = w.compress(raw);
+            delta_len.is_some_and(|n| codec != CODEC_ZSTD || n < whole.len())
+        }
+        _ => false,
+    };
+    if as_delta {
+        let (t, b) = (t?, b?);
+        if let Some(p) = coders
+            .delta
+            .as_mut()
+            .and_then(|e| e.encode(&t.fp, b, raw).ok())
+        {
+            return Some((CODEC_DELTA, Some(t), p.to_vec()));
+        }
+    }
+    let (codec, bytes) = coders.whole.as_mut()?.compress(raw);
+    (codec == CODEC_ZSTD).then(|| (CODEC_ZSTD, None, bytes.to_vec()))
 }
 
 /// The raw bytes of a frame made in this pass.
