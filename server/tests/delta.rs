@@ -1582,33 +1582,70 @@ fn chunks_get_answers_base_chains_in_one_request() {
         deep[2].clone(),
         deep[3].clone(),
     ];
-    // What the answer must add: breadth first over the requested deltas, down to a chunk
-    // that is whole or in `have`, each chunk once and none of the requested.
-    let expected = |have: &[String]| -> Vec<String> {
-        let mut seen: std::collections::HashSet<String> = asked.iter().cloned().collect();
-        let mut frontier: Vec<String> = Vec::new();
-        for fp in &asked {
-            if base(fp).is_some() && !frontier.contains(fp) {
-                frontier.push(fp.clone());
+    // The requested deltas answered decoded, computed independently of the server's
+    // code: a link (down each chain to a chunk that is whole, requested or held) is worth
+    // sending when the distinct requested deltas decoded through it hold at least a quarter
+    // of its raw bytes; a delta with a link not worth sending goes decoded.
+    let sparse = |asked: &[String], have: &[String]| -> std::collections::HashSet<String> {
+        let mut deltas: Vec<&String> = Vec::new();
+        for fp in asked {
+            if base(fp).is_some() && !deltas.contains(&fp) {
+                deltas.push(fp);
             }
         }
-        let mut out = Vec::new();
-        while !frontier.is_empty() {
-            let mut next = Vec::new();
-            for fp in &frontier {
-                let Some(b) = base(fp) else { continue };
-                if have.contains(&b) || !seen.insert(b.clone()) {
-                    continue;
+        let chain = |fp: &str| {
+            let mut out = Vec::new();
+            let mut cur = fp.to_string();
+            while let Some(b) = base(&cur) {
+                if asked.contains(&b) || have.contains(&b) {
+                    break;
                 }
                 out.push(b.clone());
-                if base(&b).is_some() {
-                    next.push(b);
+                cur = b;
+            }
+            out
+        };
+        let mut used: HashMap<String, usize> = HashMap::new();
+        for fp in &deltas {
+            for l in chain(fp) {
+                *used.entry(l).or_default() += stored[*fp].2;
+            }
+        }
+        deltas
+            .into_iter()
+            .filter(|fp| chain(fp).iter().any(|l| used[l] * 4 < stored[l].2))
+            .cloned()
+            .collect()
+    };
+    // What the answer must add: breadth first over the requested deltas not answered
+    // decoded, down to a chunk that is whole or in `have`, each chunk once and none of the
+    // requested.
+    let expected =
+        |asked: &[String], have: &[String], decoded: &std::collections::HashSet<String>| {
+            let mut seen: std::collections::HashSet<String> = asked.iter().cloned().collect();
+            let mut frontier: Vec<String> = Vec::new();
+            for fp in asked {
+                if base(fp).is_some() && !decoded.contains(fp) && !frontier.contains(fp) {
+                    frontier.push(fp.clone());
                 }
             }
-            frontier = next;
-        }
-        out
-    };
+            let mut out = Vec::new();
+            while !frontier.is_empty() {
+                let mut next = Vec::new();
+                for fp in &frontier {
+                    let Some(b) = base(fp) else { continue };
+                    if have.contains(&b) || !seen.insert(b.clone()) {
+                        continue;
+                    }
+                    out.push(b.clone());
+                    if base(&b).is_some() {
+                        next.push(b);
+                    }
+                }
+                frontier = next;
+            }
+            out
+        };
     // The chain ends (whole bases) of the asked chains, and one middle link.
     let end_of = |fp: &str| {
         let mut cur = fp.to_string();
@@ -1619,10 +1656,25 @@ fn chunks_get_answers_base_chains_in_one_request() {
     };
     let ends: Vec<String> = asked.iter().map(|fp| end_of(fp)).collect();
     let middle = base(deep[1]).unwrap();
-    for (have, ctx) in [
-        (vec![], "no have"),
-        (ends.clone(), "the chain ends held"),
-        (vec![ends[0].clone(), middle.clone()], "a middle link held"),
+    // Every chunk sharing deep[0]'s base (the members of its frame, with frames): their
+    // chain links are worth sending.
+    let first_base = base(deep[0]).unwrap();
+    let siblings: Vec<String> = all
+        .iter()
+        .filter(|fp| base(fp).as_ref() == Some(&first_base))
+        .cloned()
+        .collect();
+    let mut decoded_seen = 0;
+    let mut links_seen = 0;
+    for (asked, have, ctx) in [
+        (asked.clone(), vec![], "no have"),
+        (asked.clone(), ends.clone(), "the chain ends held"),
+        (
+            asked.clone(),
+            vec![ends[0].clone(), middle.clone()],
+            "a middle link held",
+        ),
+        (siblings.clone(), vec![], "one base's dependents"),
     ] {
         let r = get(
             json!({ "fingerprints": asked, "deltas": "stored", "chains": true,
@@ -1631,8 +1683,10 @@ fn chunks_get_answers_base_chains_in_one_request() {
         assert_eq!(r.status, 200, "{ctx}: {}", String::from_utf8_lossy(&r.body));
         let entries = decode_bundle(&r.body).expect("well-formed bundle");
         let got: Vec<String> = entries.iter().map(|e| to_hex(&e.fp)).collect();
-        let links = expected(&have);
-        assert!(!links.is_empty(), "{ctx}: the chains add links");
+        let decoded = sparse(&asked, &have);
+        let links = expected(&asked, &have, &decoded);
+        decoded_seen += decoded.len();
+        links_seen += links.len();
         assert_eq!(
             got[..asked.len()],
             asked[..],
@@ -1649,15 +1703,20 @@ fn chunks_get_answers_base_chains_in_one_request() {
                 "{ctx}: nothing the client has"
             );
         }
-        // Each entry as stored, and every requested chunk decodes from the answer alone
-        // (plus the raw bytes of what the client has).
+        // Each entry as stored (a delta answered decoded: whole, zstd or raw), and every
+        // requested chunk decodes from the answer alone (plus the raw bytes of what the
+        // client has).
         let mut answer: HashMap<[u8; 20], (u8, Vec<u8>, usize)> = HashMap::new();
         for (e, fp) in entries.iter().zip(&got) {
-            assert_eq!(e.codec as u64, listed[fp].3, "{ctx}: chunk {fp}'s codec");
-            assert!(
-                e.payload == stored_copy(&s, &listed, fp),
-                "{ctx}: chunk {fp} as stored"
-            );
+            if decoded.contains(fp) {
+                assert!(e.codec != Codec::Delta, "{ctx}: chunk {fp} decoded");
+            } else {
+                assert_eq!(e.codec as u64, listed[fp].3, "{ctx}: chunk {fp}'s codec");
+                assert!(
+                    e.payload == stored_copy(&s, &listed, fp),
+                    "{ctx}: chunk {fp} as stored"
+                );
+            }
             answer.insert(
                 e.fp,
                 (e.codec as u8, e.payload.to_vec(), e.raw_len as usize),
@@ -1694,6 +1753,11 @@ fn chunks_get_answers_base_chains_in_one_request() {
             }
         }
     }
+    assert!(
+        decoded_seen > 0,
+        "some requested deltas are answered decoded"
+    );
+    assert!(links_seen > 0, "the chains add links");
     // Without `chains` the answer is exactly the requested entries, as before.
     let r = get(json!({ "fingerprints": asked, "deltas": "stored" }));
     let got: Vec<String> = decode_bundle(&r.body)

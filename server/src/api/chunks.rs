@@ -14,6 +14,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::json;
 use wasm_core::{
+    compress::{Compressor, CODEC_RAW},
     format::bundle::{encode_entry_header, encode_header, Codec, EntryHeader},
     hash::{to_hex, Fingerprint, FINGERPRINT_LEN},
 };
@@ -184,7 +185,7 @@ pub(super) async fn chunks_get(
 ) -> ApiResult<Response> {
     let repo_id = auth.repo_id();
     let body = read_body(&headers, body, MAX_GET_BODY).await?;
-    let (locs, answer) = {
+    let (locs, answer, decoded) = {
         let store = store.clone();
         blocking(move || {
             let list: FpList = parse_json(&body)?;
@@ -230,18 +231,27 @@ pub(super) async fn chunks_get(
                 .map(|s| parse_fp(s))
                 .collect::<ApiResult<FpSet>>()?;
             let mut locs = store.locate_all(repo_id, &fps)?;
+            let mut decoded = FpSet::default();
             if list.chains {
-                // After the requested entries: the order docs/API.md promises.
-                let links = store.chain_links(repo_id, &locs, &have)?;
+                // Deltas whose chains would bring a link for a small share of its bytes go
+                // decoded; the links of the others after the requested entries: the order
+                // docs/API.md promises.
+                let links;
+                (decoded, links) = store.chains_answer(repo_id, &locs, &have)?;
                 locs.extend(links);
             }
-            Ok((locs, answer))
+            Ok((locs, answer, decoded))
         })
         .await?
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(4);
     tokio::task::spawn_blocking(move || {
         let mut reader = store.chunk_reader(repo_id);
+        let mut zstd = if decoded.is_empty() {
+            None
+        } else {
+            Compressor::new(3).ok()
+        };
         let mut buf = BytesMut::with_capacity(512 << 10);
         buf.extend_from_slice(&encode_header(locs.len() as u32));
         let mut sent = false;
@@ -249,7 +259,7 @@ pub(super) async fn chunks_get(
         while !rest.is_empty() {
             let (window, tail) = rest.split_at(read_window(rest));
             rest = tail;
-            let read = match reader.read_many(window, answer) {
+            let read = match reader.read_many(window, answer, &decoded) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("chunks/get: {e}");
@@ -258,6 +268,14 @@ pub(super) async fn chunks_get(
                 }
             };
             for ((fp, loc), (codec, payload)) in window.iter().zip(read) {
+                // A delta answered decoded travels compressed (a few KiB, level 3).
+                let (codec, payload) = match zstd.as_mut() {
+                    Some(z) if decoded.contains(fp) && codec == CODEC_RAW => {
+                        let (c, b) = z.compress(&payload);
+                        (c, b.to_vec())
+                    }
+                    _ => (codec, payload),
+                };
                 let h = EntryHeader {
                     fp: *fp,
                     codec: Codec::from_u8(codec).unwrap_or(Codec::Raw),

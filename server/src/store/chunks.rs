@@ -145,52 +145,72 @@ impl Store {
         Ok(locs)
     }
 
-    /// The links of the base chains of the delta chunks among `locs`, located: each delta's
-    /// base, that base's base if it is a delta too, and so on down to a chunk that is not a
-    /// delta or that `have` lists (that one is not included). Breadth first: the first
-    /// links of every delta in `locs` order, then the second links, and so on. A chunk of
-    /// `locs` or of `have` is never a link, and each link comes once. Only the index is
-    /// read (the `base` rows); the links are verified when they are read, like the chunks
-    /// asked for. `Unavailable` if a link is not stored (its delta could not be decoded
-    /// either).
-    pub fn chain_links(
+    /// The base chains of the delta chunks among `locs` (a `chunks/get` answered as stored
+    /// with `chains`, docs/API.md), located: which requested deltas go decoded, and the links
+    /// the others need.
+    ///
+    /// Links: each delta's base, that base's base if it is a delta too, and so on down to a
+    /// chunk that is not a delta or that `have` lists (that one is not included). Breadth
+    /// first: the first links of every delta in `locs` order, then the second links, and so
+    /// on. A chunk of `locs` or of `have` is never a link, and each link comes once. Only
+    /// the index is read (the `base` rows); the links are verified when they are read, like
+    /// the chunks asked for. `Unavailable` if a link is not stored (its delta could not be
+    /// decoded either).
+    ///
+    /// Decoded: the deltas whose chain has a link that the answer would need for less than
+    /// 1/[`LINK_MIN_USE`] of its raw bytes. A link is worth sending when the distinct
+    /// requested deltas decoded through it hold at least that share of its raw bytes (the
+    /// members of a frame, docs/FORMAT.md "Codec 2, method 3", that the answer asks for,
+    /// or a base many deltas share); otherwise the client would decode a frame of up to
+    /// 1 MiB and its chain for a few KiB, which the server decodes from its cache instead.
+    pub fn chains_answer(
         &self,
         repo_id: i64,
         locs: &[(Fingerprint, ChunkLoc)],
         have: &FpSet,
-    ) -> StoreResult<Vec<(Fingerprint, ChunkLoc)>> {
+    ) -> StoreResult<(FpSet, Vec<(Fingerprint, ChunkLoc)>)> {
         let ix = self.index()?;
-        let mut seen: FpSet = locs.iter().map(|(fp, _)| *fp).collect();
-        let mut frontier: Vec<Fingerprint> = Vec::new();
+        let asked: FpSet = locs.iter().map(|(fp, _)| *fp).collect();
+        let mut deltas: Vec<(Fingerprint, u64)> = Vec::new();
         let mut queued = FpSet::default();
         for (fp, loc) in locs {
             if loc.codec == CODEC_DELTA && queued.insert(*fp) {
-                frontier.push(*fp);
+                deltas.push((*fp, loc.raw_len as u64));
             }
         }
-        let mut out = Vec::new();
+        // Each delta's base (requested deltas and links), and each link's location, read
+        // once per distinct chunk, level by level.
+        let mut base: HashMap<Fingerprint, Fingerprint> = HashMap::new();
+        let mut link: HashMap<Fingerprint, ChunkLoc> = HashMap::new();
+        let mut frontier: Vec<Fingerprint> = deltas.iter().map(|(fp, _)| *fp).collect();
         // A stored chain is at most MAX_CHAIN_DEPTH links; the bound also ends a loop of
-        // deltas in a damaged index (`seen` stops one anyway).
+        // deltas in a damaged index.
         for _ in 0..MAX_CHAIN_DEPTH {
             if frontier.is_empty() {
                 break;
             }
-            let bases: Vec<Fingerprint> = ix
-                .delta_bases(repo_id, &frontier)?
-                .into_iter()
-                .flatten()
-                .filter(|b| !have.contains(b) && seen.insert(*b))
-                .collect();
-            let mut damaged = Vec::new();
-            let mut missing = Vec::new();
+            let mut fresh: Vec<Fingerprint> = Vec::new();
+            let mut added = FpSet::default();
+            for (fp, b) in frontier.iter().zip(ix.delta_bases(repo_id, &frontier)?) {
+                let Some(b) = b else { continue };
+                base.insert(*fp, b);
+                if !asked.contains(&b)
+                    && !have.contains(&b)
+                    && !link.contains_key(&b)
+                    && added.insert(b)
+                {
+                    fresh.push(b);
+                }
+            }
+            let (mut damaged, mut missing) = (Vec::new(), Vec::new());
             frontier.clear();
-            for (b, loc) in bases.iter().zip(ix.chunk_locations(repo_id, &bases)?) {
+            for (b, loc) in fresh.iter().zip(ix.chunk_locations(repo_id, &fresh)?) {
                 match loc {
                     Some(l) => {
                         if l.codec == CODEC_DELTA {
                             frontier.push(*b);
                         }
-                        out.push((*b, l));
+                        link.insert(*b, l);
                     }
                     None if ix.is_quarantined(repo_id, b)? => damaged.push(*b),
                     None => missing.push(*b),
@@ -200,7 +220,56 @@ impl Store {
                 return Err(StoreError::Unavailable { damaged, missing });
             }
         }
-        Ok(out)
+        // The links of `fp`'s chain the answer would carry.
+        let chain = |fp: &Fingerprint| {
+            let mut out = Vec::new();
+            let mut cur = *fp;
+            while let Some(b) = base.get(&cur).filter(|b| link.contains_key(*b)) {
+                if out.len() >= MAX_CHAIN_DEPTH {
+                    break;
+                }
+                out.push(*b);
+                cur = *b;
+            }
+            out
+        };
+        let mut used: HashMap<Fingerprint, u64> = HashMap::new();
+        for (fp, raw) in &deltas {
+            for l in chain(fp) {
+                *used.entry(l).or_default() += raw;
+            }
+        }
+        let decoded: FpSet = deltas
+            .iter()
+            .map(|(fp, _)| *fp)
+            .filter(|fp| {
+                chain(fp)
+                    .iter()
+                    .any(|l| used[l] * LINK_MIN_USE < link[l].raw_len as u64)
+            })
+            .collect();
+        let mut seen = asked;
+        let mut out = Vec::new();
+        let mut frontier: Vec<Fingerprint> = deltas
+            .iter()
+            .map(|(fp, _)| *fp)
+            .filter(|fp| !decoded.contains(fp))
+            .collect();
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for fp in &frontier {
+                let Some(b) = base.get(fp) else { continue };
+                let Some(l) = link.get(b) else { continue };
+                if seen.insert(*b) {
+                    out.push((*b, *l));
+                    if l.codec == CODEC_DELTA {
+                        next.push(*b);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        Ok((decoded, out))
     }
 
     /// A reader of many chunks of one repository that keeps their container files open.
@@ -499,11 +568,13 @@ impl ChunkReader<'_> {
     /// [`ContainerBackend::read_ranges`](super::backend::ContainerBackend::read_ranges)
     /// call, concurrent on object storage. Each chunk is verified as
     /// [`ChunkReader::read`] does; a run whose container is gone or short is read chunk by
-    /// chunk that way (moved since the lookup, or damaged).
+    /// chunk that way (moved since the lookup, or damaged). The chunks of `decoded` are
+    /// answered as [`Answer::Whole`] reads them (a delta decoded, checked), whatever `answer`.
     pub fn read_many(
         &mut self,
         locs: &[(Fingerprint, ChunkLoc)],
         answer: Answer,
+        decoded: &FpSet,
     ) -> StoreResult<Vec<(u8, Vec<u8>)>> {
         let mut order: Vec<usize> = (0..locs.len()).collect();
         order.sort_by_key(|&i| (locs[i].1.container_id, locs[i].1.offset));
@@ -529,6 +600,11 @@ impl ChunkReader<'_> {
             let span = span?;
             for k in run {
                 let (fp, l) = &sorted[k];
+                let answer = if decoded.contains(fp) {
+                    Answer::Whole
+                } else {
+                    answer
+                };
                 let got = match &span {
                     Some(span) => {
                         let at = (l.offset - start) as usize;
@@ -547,6 +623,10 @@ impl ChunkReader<'_> {
             .collect())
     }
 }
+
+/// A chain link goes into a `chunks/get` answer when the deltas decoded through it are at
+/// least 1/`LINK_MIN_USE` of its raw bytes ([`Store::chains_answer`]).
+pub const LINK_MIN_USE: u64 = 4;
 
 /// Chunks closer than this in a container are read together (the bytes between them are
 /// read and dropped): cheaper than another request.
