@@ -62,7 +62,7 @@ fn file_round_trips_through_the_cache() {
         want.extend_from_slice(r);
     }
     assert_eq!(cache.raw_chunks(&fps), want);
-    assert_eq!(cache.whole_bases(8), fingerprint(&raws[0]).to_vec());
+    assert_eq!(cache.held_bases(8), fingerprint(&raws[0]).to_vec());
     let bytes = cache.bytes();
     let changes = cache.changes();
 
@@ -77,7 +77,7 @@ fn file_round_trips_through_the_cache() {
         bytes,
         "summaries came back (they count in the budget)"
     );
-    assert_eq!(back.whole_bases(8), fingerprint(&raws[0]).to_vec());
+    assert_eq!(back.held_bases(8), fingerprint(&raws[0]).to_vec());
     // The three chunks without a summary are summarised now; the others had theirs.
     assert_eq!(back.summarize(1e9), 0);
     assert!(back.bytes() > bytes);

@@ -12,14 +12,14 @@
 //! const missing = scan.scanCached(cache, fps);  // scans the cached ones; indices of the rest
 //! // Delta chunks' bases that neither the range nor the cache holds: fetch them as stored,
 //! // deltas included, with their base chains (`chunks/get` with `"deltas": "stored"`,
-//! // `"chains": true` and the cache's whole bases as `have`); ask again in case a chain
+//! // `"chains": true` and the cache's bases as `have`); ask again in case a chain
 //! // still misses a base (normally one round is all).
 //! const range = [containerBytes, baseOffset, fps, offsets, storedLens, codecs, rawLens];
 //! const fetched = new FetchedBases();
 //! for (let want = scan.outsideBases(cache, ...range, fetched); want.length;
 //!      want = scan.outsideBases(cache, ...range, fetched))
 //!   fetched.add(await chunksGet(want, { deltas: 'stored', chains: true,
-//!                                      have: cache.wholeBases(64) }), want);
+//!                                      have: cache.heldBases(64) }), want);
 //! scan.scan(cache, ...range, fetched);
 //! fetched.free();
 //! // When every job is scanned: both go to the logical worker.
@@ -371,18 +371,18 @@ impl ChunkCache {
         (before - bytes) as f64
     }
 
-    /// Up to `max` fingerprints (20 bytes each) of held chunks that were stored whole and
-    /// that deltas name as their base, the most named first: `chunks/get`'s `have`, where
-    /// the server stops a base chain (a trained dictionary, the base of most deltas, is
-    /// then never sent twice). A short list: a chain end missing from it costs its bytes
-    /// once more, not a round trip.
-    #[wasm_bindgen(js_name = wholeBases)]
-    pub fn whole_bases(&self, max: u32) -> Vec<u8> {
+    /// Up to `max` fingerprints (20 bytes each) of held chunks that deltas name as their
+    /// base, the most named first: `chunks/get`'s `have`, where the server stops a base chain
+    /// (a trained dictionary, the base of most deltas, and the frames whose slices this
+    /// worker scanned are then not sent again as links of another base's chain). A short
+    /// list: a held base missing from it costs its bytes once more, not a round trip.
+    #[wasm_bindgen(js_name = heldBases)]
+    pub fn held_bases(&self, max: u32) -> Vec<u8> {
         let mut bases: Vec<(&Fingerprint, u32)> = self
-            .whole
+            .named
             .iter()
-            .filter(|fp| self.chunks.contains_key(*fp))
-            .filter_map(|fp| self.named.get(fp).map(|n| (fp, *n)))
+            .filter(|(fp, n)| **n > 0 && self.chunks.contains_key(*fp))
+            .map(|(fp, n)| (fp, *n))
             .collect();
         bases.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         bases

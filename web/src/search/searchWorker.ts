@@ -25,8 +25,8 @@ import { expose, transfer } from '../worker/bridge';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
 /**
- * At most this many whole bases named in `chunks/get`'s `have` (the server takes 256): the
- * most named ones, which end most chains; a chain end left out only costs its bytes again.
+ * At most this many held bases named in `chunks/get`'s `have` (the server takes 256): the
+ * most named ones, where most chains stop; a base left out only costs its bytes again.
  */
 const HAVE_MAX = 64;
 
@@ -239,8 +239,8 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     // Delta chunks decode against their bases: those neither this range nor the cache
     // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
     // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
-    // job waits for one request, not one per link. `have` names the whole bases the cache
-    // holds (the trained dictionary above all), where the server stops a chain. Should a
+    // job waits for one request, not one per link. `have` names the bases the cache holds
+    // (the trained dictionary and frames above all), where the server stops a chain. Should a
     // chain still miss a base (the cache changed meanwhile), the next round fetches it;
     // wasm-core refuses a chain past the cap, so the rounds end.
     const fetched = new FetchedBases();
@@ -251,7 +251,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
         while (want.length > 0) {
           c.baseRequests++;
           const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-          const held = chunks.wholeBases(HAVE_MAX);
+          const held = chunks.heldBases(HAVE_MAX);
           const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
           // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
           // or takes from `fetched` against its fingerprint, as for the range's own.
