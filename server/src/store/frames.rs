@@ -47,8 +47,8 @@ pub fn frames_enabled() -> bool {
 pub const FRAME_LEVEL: i32 = 19;
 
 /// zstd level at which a frame is encoded both against its base and whole to choose how it
-/// is stored (the choice at this level and at [`FRAME_LEVEL`] agree but for frames where
-/// the two are within a few percent), so that only the stored form costs [`FRAME_LEVEL`].
+/// is stored, so that only the stored form costs [`FRAME_LEVEL`] (what a choice at this
+/// level gives up: docs/BENCHMARKS.md, "Restoring from frames").
 pub const PROBE_LEVEL: i32 = 3;
 
 /// Deepest chain a frame may have, so that its slices stay within the readers' cap.
