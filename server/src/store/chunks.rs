@@ -233,20 +233,22 @@ impl Store {
             }
             out
         };
+        let chains: Vec<Vec<Fingerprint>> = deltas.iter().map(|(fp, _)| chain(fp)).collect();
         let mut used: HashMap<Fingerprint, u64> = HashMap::new();
-        for (fp, raw) in &deltas {
-            for l in chain(fp) {
-                *used.entry(l).or_default() += raw;
+        for ((_, raw), chain) in deltas.iter().zip(&chains) {
+            for l in chain {
+                *used.entry(*l).or_default() += raw;
             }
         }
         let decoded: FpSet = deltas
             .iter()
-            .map(|(fp, _)| *fp)
-            .filter(|fp| {
-                chain(fp)
+            .zip(&chains)
+            .filter(|(_, chain)| {
+                chain
                     .iter()
                     .any(|l| used[l] * LINK_MIN_USE < link[l].raw_len as u64)
             })
+            .map(|((fp, _), _)| *fp)
             .collect();
         let mut seen = asked;
         let mut out = Vec::new();

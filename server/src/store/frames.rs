@@ -143,9 +143,11 @@ pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
                 Some(r) => Some(r),
                 None => inputs.raw(&t.fp),
             });
-            let Some((codec, base, payload)) =
-                encode(&mut coders, &frame.raw, best, base_raw.as_deref())
-            else {
+            let Some((codec, base, payload)) = encode(
+                &mut coders,
+                &frame.raw,
+                best.zip(base_raw.as_deref().map(|b| b.as_slice())),
+            ) else {
                 continue;
             };
             let replaces: u64 = cut.iter().map(|(fp, _)| inputs.stored_len(fp)).sum();
@@ -198,35 +200,25 @@ impl Coders {
     }
 }
 
-/// `raw` stored as a delta against `base` (its target and raw bytes) or whole, whichever
-/// the probe finds smaller: `(codec, base, payload)`, or `None` if neither encodes (a frame
-/// whole zstd does not shrink is not worth storing).
+/// `raw` stored as a delta against `target` (the frame's base and its raw bytes) or whole,
+/// whichever the probe finds smaller: `(codec, base, payload)`, or `None` if neither
+/// encodes (a frame whole zstd does not shrink is not worth storing).
 fn encode(
     coders: &mut Coders,
     raw: &[u8],
-    best: Option<Target>,
-    base_raw: Option<&Vec<u8>>,
+    target: Option<(Target, &[u8])>,
 ) -> Option<(u8, Option<Target>, Vec<u8>)> {
-    let (t, b) = match (best, base_raw) {
-        (Some(t), Some(b)) => (Some(t), Some(b.as_slice())),
-        _ => (None, None),
-    };
-    let as_delta = match (t, b, coders.probe.as_mut()) {
-        (Some(t), Some(b), Some((d, w))) => {
-            let delta_len = d.encode(&t.fp, b, raw).ok().map(|p| p.len());
-            let (codec, whole) = w.compress(raw);
-            delta_len.is_some_and(|n| codec != CODEC_ZSTD || n < whole.len())
-        }
-        _ => false,
-    };
-    if as_delta {
-        let (t, b) = (t?, b?);
-        if let Some(p) = coders
-            .delta
-            .as_mut()
-            .and_then(|e| e.encode(&t.fp, b, raw).ok())
-        {
-            return Some((CODEC_DELTA, Some(t), p.to_vec()));
+    if let (Some((t, b)), Some((delta, whole))) = (target, coders.probe.as_mut()) {
+        let delta_len = delta.encode(&t.fp, b, raw).ok().map(|p| p.len());
+        let (codec, whole) = whole.compress(raw);
+        if delta_len.is_some_and(|n| codec != CODEC_ZSTD || n < whole.len()) {
+            if let Some(p) = coders
+                .delta
+                .as_mut()
+                .and_then(|e| e.encode(&t.fp, b, raw).ok())
+            {
+                return Some((CODEC_DELTA, Some(t), p.to_vec()));
+            }
         }
     }
     let (codec, bytes) = coders.whole.as_mut()?.compress(raw);

@@ -307,9 +307,10 @@ fn blame(
     held: &Held,
     outside: &HashMap<Fingerprint, Vec<u8>>,
 ) -> RangeError {
-    let Some(mut cur) = e.chunk else {
+    let Some(failed) = e.chunk else {
         return e;
     };
+    let mut cur = failed;
     let mut below = Vec::new();
     while below.len() <= MAX_CHAIN_DEPTH {
         let Some((c, _)) = ix.get(&cur) else { break };
@@ -327,7 +328,7 @@ fn blame(
                 b,
                 format!(
                     "a base of chunk {} has other bytes than its fingerprint's",
-                    to_hex(&e.chunk.unwrap_or(*b))
+                    to_hex(&failed)
                 ),
             );
         }
@@ -353,8 +354,9 @@ enum Source {
     Delta,
 }
 
-/// Decoded chunks of the range waiting for their check against their fingerprints, which hashes a batch four chunks at a time in SIMD lanes
-/// ([`first_not_stored_flat`]) instead of one chunk at a time. They are emitted only once
+/// Decoded chunks of the range waiting for their check against their fingerprints, which
+/// hashes a batch four chunks at a time in SIMD lanes ([`first_not_stored_flat`]) instead of
+/// one chunk at a time. They are emitted only once
 /// checked, so unchecked bytes never leave the decoder; a link decoded on an unchecked base
 /// is in a later batch or the same one, behind it.
 #[derive(Default)]
