@@ -44,13 +44,17 @@ use wasm_bindgen::prelude::*;
 
 use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
-use crate::hash::Fingerprint;
+use crate::hash::{is_stored_chunk, Fingerprint};
 use crate::resemble::delta::{base_of, CODEC_DELTA};
-use crate::resemble::range::{check_links, outside_bases, RangeChunk, RangeDecoder};
+use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     cache_file, parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
     NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams,
 };
+
+/// How [`ContainerScan::scan`]'s error begins when it dropped a damaged base from the cache:
+/// the page's search starts over (`web/src/search/search.ts`).
+const DROPPED_BASE: &str = "a cached delta base was damaged and is dropped";
 
 fn err(msg: impl std::fmt::Display) -> JsError {
     JsError::new(&msg.to_string())
@@ -145,8 +149,16 @@ pub struct ChunkCache {
     changes: u32,
     /// Held chunks kept only as the bases of deltas this worker decoded, never scanned by
     /// its own jobs: the device cache file leaves them out (the worker whose jobs hold them
-    /// keeps them), but for the whole ones deltas name (a trained dictionary).
+    /// keeps them), but for the whole ones deltas name (a trained dictionary). They are not
+    /// summarised until a job scans them.
     bases_only: HashSet<Fingerprint>,
+    /// Held chunks whose bytes were not checked against their fingerprints: the links of
+    /// base chains a job fetched and decoded only to reach its deltas (frames above all, a
+    /// megabyte each, which no file names). As bases they need no check, since every chunk
+    /// decoded from them is checked and a failure names the damaged link
+    /// ([`crate::resemble::range`]); one is checked when a job scans it or the device
+    /// cache file takes it, and dropped if it fails.
+    unchecked: HashSet<Fingerprint>,
     /// The chunks of the device cache file being written, in its order, and how many of
     /// them [`ChunkCache::save_chunks`] answered.
     saving: Vec<Fingerprint>,
@@ -186,6 +198,7 @@ impl ChunkCache {
             whole: HashSet::new(),
             changes: 0,
             bases_only: HashSet::new(),
+            unchecked: HashSet::new(),
             saving: Vec::new(),
             saved: 0,
             incoming: Vec::new(),
@@ -204,7 +217,7 @@ impl ChunkCache {
     /// never holds a second copy of the cache in memory. The caller writes the whole file
     /// before anything changes the cache.
     pub fn save(&mut self, key: &str) -> Vec<u8> {
-        self.saving = self
+        let wanted: Vec<Fingerprint> = self
             .chunks
             .keys()
             .filter(|fp| {
@@ -213,6 +226,7 @@ impl ChunkCache {
             })
             .copied()
             .collect();
+        self.saving = wanted.into_iter().filter(|fp| self.check(fp)).collect();
         self.saved = 0;
         let entries: Vec<cache_file::Entry> = self
             .saving
@@ -333,6 +347,7 @@ impl ChunkCache {
     pub fn clear(&mut self) {
         self.changes = self.changes.wrapping_add(1);
         self.bases_only = HashSet::new();
+        self.unchecked = HashSet::new();
         self.chunks = HashMap::new();
         self.trigrams = HashMap::new();
         self.unsummarized = Vec::new();
@@ -364,6 +379,7 @@ impl ChunkCache {
         self.whole.retain(|fp| live.contains(fp));
         self.named.retain(|fp, _| live.contains(fp));
         self.bases_only.retain(|fp| live.contains(fp));
+        self.unchecked.retain(|fp| live.contains(fp));
         if bytes != self.bytes {
             self.changes = self.changes.wrapping_add(1);
         }
@@ -399,7 +415,8 @@ impl ChunkCache {
     pub fn raw_chunks(&self, fps: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         for fp in fps.chunks_exact(20) {
-            match self.chunks.get(<&Fingerprint>::try_from(fp).unwrap()) {
+            let fp = <&Fingerprint>::try_from(fp).unwrap();
+            match self.chunks.get(fp).filter(|_| !self.unchecked.contains(fp)) {
                 Some(raw) => {
                     out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
                     out.extend_from_slice(raw);
@@ -465,12 +482,13 @@ impl ChunkCache {
         out
     }
 
-    /// Keeps a decoded chunk while the budget allows; `own`: scanned by this worker's job,
-    /// not only decoded as a base.
-    fn keep(&mut self, fp: &Fingerprint, raw: &[u8], own: bool) {
-        if own {
-            self.owned(fp);
+    /// Keeps a checked chunk scanned by this worker's job while the budget allows (a copy
+    /// held unchecked gives way to it).
+    fn keep(&mut self, fp: &Fingerprint, raw: &[u8]) {
+        if self.unchecked.contains(fp) {
+            self.drop_chunk(fp);
         }
+        self.owned(fp);
         if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
             return;
         }
@@ -478,16 +496,61 @@ impl ChunkCache {
         self.changes = self.changes.wrapping_add(1);
         self.chunks.insert(*fp, Held::Own(raw.into()));
         self.unsummarized.push(*fp);
-        if !own {
-            self.bases_only.insert(*fp);
-        }
     }
 
-    /// A held chunk was scanned by this worker's job: it goes into the device cache file.
+    /// Keeps a link of a base chain, decoded and not checked, while the budget allows.
+    fn keep_link(&mut self, fp: &Fingerprint, raw: Vec<u8>) {
+        if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
+            return;
+        }
+        self.bytes += raw.len() as u64;
+        self.changes = self.changes.wrapping_add(1);
+        self.chunks.insert(*fp, Held::Own(raw.into()));
+        self.bases_only.insert(*fp);
+        self.unchecked.insert(*fp);
+    }
+
+    /// A held chunk was scanned by this worker's job: it goes into the device cache file,
+    /// and is summarised.
     fn owned(&mut self, fp: &Fingerprint) {
         if self.bases_only.remove(fp) {
             self.changes = self.changes.wrapping_add(1);
+            if self.chunks.contains_key(fp) && !self.trigrams.contains_key(fp) {
+                self.unsummarized.push(*fp);
+            }
         }
+    }
+
+    /// Whether held chunk `fp` is checked, checking it now if it was not: one that fails
+    /// its fingerprint is dropped (false).
+    fn check(&mut self, fp: &Fingerprint) -> bool {
+        if !self.unchecked.contains(fp) {
+            return self.chunks.contains_key(fp);
+        }
+        let Some(raw) = self.chunks.get(fp) else {
+            self.unchecked.remove(fp);
+            return false;
+        };
+        if is_stored_chunk(raw, fp) {
+            self.unchecked.remove(fp);
+            return true;
+        }
+        self.drop_chunk(fp);
+        false
+    }
+
+    /// Gives back a held chunk and what is kept about it.
+    fn drop_chunk(&mut self, fp: &Fingerprint) {
+        if let Some(raw) = self.chunks.remove(fp) {
+            self.bytes -= raw.len() as u64;
+            self.changes = self.changes.wrapping_add(1);
+        }
+        if let Some(t) = self.trigrams.remove(fp) {
+            self.bytes -= t.bytes() as u64;
+        }
+        self.unchecked.remove(fp);
+        self.bases_only.remove(fp);
+        self.whole.remove(fp);
     }
 }
 
@@ -646,7 +709,9 @@ impl ContainerScan {
         let mut missing = Vec::new();
         for (k, fp) in fps.chunks_exact(20).enumerate() {
             let fp: Fingerprint = fp.try_into().unwrap();
-            if cache.chunks.contains_key(&fp) {
+            // A chunk held unchecked (a link) is checked first; one that fails is dropped
+            // and fetched from its container as the others.
+            if cache.check(&fp) {
                 cache.owned(&fp);
                 self.scan_raw(&fp, &cache.chunks[&fp], cache.trigrams.get(&fp))?;
             } else {
@@ -736,19 +801,24 @@ impl ContainerScan {
             }
         }
         let tiny = &mut self.tiny;
-        let links = self
-            .range
-            .decode(&chunks, &fetched, &outside, |fp, raw| {
-                cache.keep(fp, raw, true);
-                tiny.push(phase.scan(fp, raw));
-            })
-            .map_err(err)?;
-        // Fetched bases are kept like scanned chunks, checked first (a later range may scan
-        // one from the cache): a base many deltas share (a trained dictionary, a frame) is
-        // then fetched once per worker, not once per job.
-        check_links(&links).map_err(err)?;
-        for (fp, raw) in &links {
-            cache.keep(fp, raw, false);
+        let decoded = self.range.decode(&chunks, &fetched, &outside, |fp, raw| {
+            cache.keep(fp, raw);
+            tiny.push(phase.scan(fp, raw));
+        });
+        let links = match decoded {
+            Ok(links) => links,
+            // A base the cache held unchecked is named as damaged: it is dropped, so the
+            // search asked again fetches it.
+            Err(e) if e.chunk.is_some_and(|fp| cache.unchecked.contains(&fp)) => {
+                cache.drop_chunk(&e.chunk.unwrap());
+                return Err(err(format!("{DROPPED_BASE}: {e}")));
+            }
+            Err(e) => return Err(err(e)),
+        };
+        // Fetched links are kept as bases, unchecked: a base many deltas share (a trained
+        // dictionary, a frame) is then fetched once per worker, not once per job.
+        for (fp, raw) in links {
+            cache.keep_link(&fp, raw);
         }
         Ok(self.tiny.count)
     }

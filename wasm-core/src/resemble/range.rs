@@ -24,7 +24,7 @@
 //! damaged link still cannot pass, since every byte of the range decoded from it is checked.
 //! When a chunk fails, the lowest link of its chain whose bytes are not its fingerprint's is
 //! named as the chunk at fault ([`blame`]). A caller that hands a fetched link out as a chunk
-//! of its own checks it first ([`check_links`]). A base that never becomes available and a
+//! of its own checks it first (the search's chunk cache, when a job scans one). A base that never becomes available and a
 //! chain longer than [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too.
 //! The links are counted down to the first chunk whose raw bytes the caller handed in: their
 //! own chain was capped when they were decoded.
@@ -334,15 +334,6 @@ fn blame(
         }
     }
     e
-}
-
-/// Checks the fetched links [`RangeDecoder::decode`] answered, for a caller that hands them
-/// out as chunks of their own (not only as bases).
-pub fn check_links(links: &[(Fingerprint, Vec<u8>)]) -> Result<(), RangeError> {
-    match links.iter().find(|(fp, raw)| !is_stored_chunk(raw, fp)) {
-        Some((fp, _)) => Err(chunk_err(fp, "fetched chunk has other bytes")),
-        None => Ok(()),
-    }
 }
 
 /// Where a chunk waiting for its check comes from (what its failure says).
@@ -707,15 +698,19 @@ mod tests {
         bytes[9000] ^= 0x40; // in the back half only
         damaged[0].stored = Box::leak(bytes.into_boxed_slice());
         // d1 reads only the front: it decodes and checks out; the link is answered
-        // unchecked, and `check_links` refuses it.
+        // unchecked, and its own check refuses it.
         let got = decode_all(&range(&[&d1]), &damaged, &HashMap::new()).unwrap();
         assert_eq!(got[&d1.fp], (d1.raw.clone(), true));
         let mut r = RangeDecoder::new().unwrap();
         let links = r
             .decode(&range(&[&d1]), &damaged, &HashMap::new(), |_, _| {})
             .unwrap();
-        let e = check_links(&links).unwrap_err();
-        assert_eq!(e.chunk, Some(link.fp), "{e}");
+        let bad: Vec<_> = links
+            .iter()
+            .filter(|(fp, raw)| !is_stored_chunk(raw, fp))
+            .map(|(fp, _)| *fp)
+            .collect();
+        assert_eq!(bad, [link.fp]);
         // d2 reads the damage: refused, and the link is named as the chunk at fault, whether
         // it came in the answer or from the caller's held bases.
         let e = RangeDecoder::new()

@@ -774,6 +774,13 @@ type Engine = (
  * in other containers, which a fresh listing names.
  */
 const CONTAINER_GONE = /no container \d+ in this repository/;
+/**
+ * A worker's cache holds the links of base chains it fetched without checking them (they
+ * serve only as bases: every chunk decoded from them is checked); one named damaged by a
+ * failed decode is dropped from the cache, and the search starts over to fetch it again
+ * (wasm-core's `ContainerScan.scan`).
+ */
+const DROPPED_BASE = /a cached delta base was damaged and is dropped/;
 const ATTEMPTS = 3;
 
 /**
@@ -789,8 +796,9 @@ function dropStaleStore() {
 
 /**
  * Runs `engine`; a search starts over when it read a container the server has since moved
- * (from a new listing), or when a worker crashed under it (the bridge replaced it, without
- * the records of this search it held).
+ * (from a new listing), when a worker dropped a damaged base from its cache, or when a
+ * worker crashed under it (the bridge replaced it, without the records of this search it
+ * held).
  */
 function withRetry(engine: Engine): Engine {
   return async (...args) => {
@@ -803,6 +811,7 @@ function withRetry(engine: Engine): Engine {
           dropLocations(args[0]);
           continue;
         }
+        if (attempt < ATTEMPTS && e instanceof Error && DROPPED_BASE.test(e.message)) continue;
         if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
         throw e;
       }
