@@ -9,7 +9,8 @@
  * Windows: the plan's reference sequence is cut into windows (plan.ts). The assembler holds
  * the window it is writing and the next one (the page sends a window's answers only once the
  * assembler has reached the window before it: `onWindow`), plus the plan's restore cache, so
- * its memory is 2 x windowBytes + cacheBytes of raw chunks whatever the size of the version.
+ * its memory is 2 x windowBytes + 2 x cacheBytes of raw chunks (`advance`) whatever the size
+ * of the version.
  */
 import { BlockWriter, BLOCK_BYTES, concat } from './blocks';
 import type { FolderTarget } from './folder';
@@ -123,16 +124,27 @@ export class Windows {
     if (this.stopped !== undefined) throw this.stopped;
   }
 
-  /** Moves to the next window: the chunks the plan keeps stay, the rest is let go. */
+  /**
+   * Moves to the next window: the chunks the plan keeps stay, the rest is let go. A kept
+   * chunk is a view of the buffer its request came in; a buffer whose kept chunks hold at
+   * least half of it stays, and the chunks kept from any other are copied out so that it can
+   * be freed. So what the cache pins is at most twice what it keeps, and a window's many
+   * kept chunks are not copied (a version repeating earlier releases keeps most of them).
+   */
   private advance() {
     if (this.window >= 0) {
-      // Kept chunks are copied out of their request buffers so those buffers can be freed.
       const cur = this.load(this.window);
-      const have = new Map<string, ZipPiece>();
+      const kept: [string, ZipPiece][] = [];
+      const held = new Map<ArrayBufferLike, number>();
       for (const fp of this.plan.windows[this.window].keep) {
-        const cached = this.have.get(fp);
-        const c = cached ?? cur.chunks.get(fp)!;
-        have.set(fp, cached ? c : { bytes: c.bytes.slice(), crc: c.crc });
+        const c = this.have.get(fp) ?? cur.chunks.get(fp)!;
+        kept.push([fp, c]);
+        held.set(c.bytes.buffer, (held.get(c.bytes.buffer) ?? 0) + c.bytes.byteLength);
+      }
+      const have = new Map<string, ZipPiece>();
+      for (const [fp, c] of kept) {
+        const pinned = 2 * held.get(c.bytes.buffer)! >= c.bytes.buffer.byteLength;
+        have.set(fp, pinned ? c : { bytes: c.bytes.slice(), crc: c.crc });
       }
       this.have = have;
       this.loads.delete(this.window);

@@ -1,8 +1,8 @@
 /**
  * CRC-32 helpers for the zip writer. The restore workers compute each chunk's CRC-32 in
  * wasm-core as they verify it; a file's checksum is combined from its chunks' here
- * (zlib's `crc32_combine`), a few hundred integer operations per chunk, so the page never
- * runs the byte loop itself.
+ * (zlib's `crc32_combine`, one GF(2) multiplication per chunk whose length was seen
+ * before), so the assembler never runs the byte loop itself.
  */
 
 const POLY = 0xedb88320;
@@ -29,14 +29,33 @@ const X2N: number[] = (() => {
   return t;
 })();
 
-/** The CRC of A followed by B from crc(A), crc(B) and len(B) (len < 2^53). */
-export function crc32Combine(crcA: number, crcB: number, lenB: number): number {
-  // x^(8 * lenB) mod P: x^(2^(k+3)) for each set bit k of lenB.
+/** x^(8 * len) mod P: the operator that moves a CRC past `len` zero bytes. */
+function shiftOf(len: number): number {
+  // x^(2^(k+3)) for each set bit k of len.
   let p = 0x80000000;
-  let n = lenB;
+  let n = len;
   for (let k = 3; n > 0; k++) {
     if (n % 2 === 1) p = multModP(X2N[k], p);
     n = Math.floor(n / 2);
+  }
+  return p;
+}
+
+/**
+ * Operators by length: a restore combines tens of thousands of chunks, most of them of lengths
+ * seen before (a chunk repeated across files, fixed-size chunks), so each costs one
+ * multiplication instead of one per set bit of its length.
+ */
+const SHIFTS = new Map<number, number>();
+const MAX_SHIFTS = 1 << 16;
+
+/** The CRC of A followed by B from crc(A), crc(B) and len(B) (len < 2^53). */
+export function crc32Combine(crcA: number, crcB: number, lenB: number): number {
+  let p = SHIFTS.get(lenB);
+  if (p === undefined) {
+    if (SHIFTS.size >= MAX_SHIFTS) SHIFTS.clear();
+    p = shiftOf(lenB);
+    SHIFTS.set(lenB, p);
   }
   return (multModP(p, crcA) ^ crcB) >>> 0;
 }
