@@ -747,12 +747,24 @@ async function scatter<J>(
     }
     onDone();
   };
+  // Free jobs in contiguous shares, one per worker: jobs next to each other in storage order
+  // share their delta bases more often than jobs far apart, and a worker fetches a base once
+  // for all its jobs. A worker whose share is done takes from the far end of the largest.
+  const shares: J[][] = Array.from({ length: workers.size }, (_, w) =>
+    free.slice(Math.floor((w * free.length) / workers.size), Math.floor(((w + 1) * free.length) / workers.size)),
+  );
+  const next = (w: number): J | undefined => {
+    const mine = shares[w].shift();
+    if (mine !== undefined) return mine;
+    const largest = shares.reduce((a, b) => (b.length > a.length ? b : a));
+    return largest.pop();
+  };
   const lanesLeft = Array.from({ length: workers.size }, () => 2);
   const settled = await Promise.allSettled([
     ...own.flatMap((list, w) => list.map((job) => runOne(w, job))),
     ...Array.from({ length: workers.size * 2 }, async (_, lane) => {
       const w = lane % workers.size;
-      for (let job = free.shift(); job !== undefined && !failed; job = free.shift()) await runOne(w, job);
+      for (let job = next(w); job !== undefined && !failed; job = next(w)) await runOne(w, job);
       if (--lanesLeft[w] === 0 && !failed) sent(w);
     }),
   ]);

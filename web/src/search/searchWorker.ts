@@ -44,6 +44,8 @@ interface Current {
   /** Jobs that fetched bases, and their `chunks/get` requests for them. */
   baseJobs: number;
   baseRequests: number;
+  /** Bases (hex) a running job is fetching, and when that job ends (its links then cached). */
+  fetchingBases: Map<string, Promise<void>>;
   /**
    * Jobs still running. The page sends `finishScan` right behind a worker's last job, and a
    * job that fetches awaits its answer while the next message is handled: `finishScan` waits
@@ -244,13 +246,31 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     // chain still miss a base (the cache changed meanwhile), the next round fetches it;
     // wasm-core refuses a chain past the cap, so the rounds end.
     const fetched = new FetchedBases();
+    /** What this job fetches, once it does: the bases it asked for, and its end. */
+    let fetching: { fps: string[]; done: Promise<void>; end: () => void } | null = null;
     try {
       if (rest.codecs.includes(CODEC_DELTA)) {
         let want = c.scan.outsideBases(chunks, ...args, fetched);
-        if (want.length > 0) c.baseJobs++;
         while (want.length > 0) {
-          c.baseRequests++;
           const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
+          // The other job running here fetches some of these bases already: this one waits
+          // for it to end (its links are then in the cache) and asks again, instead of
+          // fetching and decoding the same chains twice. Only a job that fetched nothing yet
+          // waits, so two jobs never wait for each other.
+          const busy = fetching ? [] : fps.flatMap((fp) => c.fetchingBases.get(fp) ?? []);
+          if (busy.length > 0) {
+            await Promise.all(busy);
+            want = c.scan.outsideBases(chunks, ...args, fetched);
+            continue;
+          }
+          if (!fetching) {
+            let end = () => {};
+            const done = new Promise<void>((resolve) => (end = resolve));
+            fetching = { fps, done, end };
+            for (const fp of fps) c.fetchingBases.set(fp, done);
+            c.baseJobs++;
+          }
+          c.baseRequests++;
           const held = chunks.heldBases(HAVE_MAX);
           const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
           // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
@@ -265,6 +285,11 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       c.scan.scan(chunks, ...args, fetched);
     } finally {
       fetched.free();
+      if (fetching) {
+        const { fps, done, end } = fetching;
+        for (const fp of fps) if (c.fetchingBases.get(fp) === done) c.fetchingBases.delete(fp);
+        end();
+      }
     }
   }
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
@@ -360,6 +385,7 @@ expose<SearchApi>(
         basesFetched: 0,
         basesBytes: 0,
         baseJobs: 0,
+        fetchingBases: new Map(),
         baseRequests: 0,
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
