@@ -500,7 +500,7 @@ const Results = memo(function Results({ cache, o, hex }: { cache: ChunkCache; o:
                 data-testid="search-file"
                 data-version={version}
                 data-path={r.file.path}
-                data-hits={JSON.stringify(r.hits.map((h) => [h.keyword, h.offset]))}
+                data-hits={JSON.stringify(r.hits.slice(0).map((h) => [h.keyword, h.offset]))}
               >
                 <span className="path">{r.file.path}</span> — {r.hits.length} hit{r.hits.length === 1 ? '' : 's'}
                 <ul>
