@@ -9,8 +9,9 @@
  * restored byte unless it reads the output itself (a picked file, a Blob, a preview).
  *
  * Memory: at most two plan windows (the one being written and the one being fetched) plus the
- * restore cache are held, i.e. 2 x windowBytes + cacheBytes of raw chunks (~64 MiB by
- * default), and a few output blocks in flight (blocks.ts, port.ts), whatever the size of the
+ * restore cache are held, i.e. 2 x windowBytes + 2 x cacheBytes of raw chunks (~96 MiB by
+ * default; the cache may pin request buffers up to twice what it keeps, assemble.ts), and a
+ * few output blocks in flight (blocks.ts, port.ts), whatever the size of the
  * version. Every sink takes the output with backpressure; a Blob holds it all (see sink.ts
  * for its size gate).
  */
