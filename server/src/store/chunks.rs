@@ -128,7 +128,9 @@ impl Store {
         repo_id: i64,
         fps: &[Fingerprint],
     ) -> StoreResult<Vec<(Fingerprint, ChunkLoc)>> {
-        let ix = self.index()?;
+        // One read transaction for the whole list: SQLite takes its lock once, not once per
+        // statement (a lock and an unlock are two fcntl calls).
+        let ix = self.snapshot()?;
         let mut locs = Vec::with_capacity(fps.len());
         let (mut damaged, mut missing) = (Vec::new(), Vec::new());
         // One batch query (a round trip per chunk costs more than the read on PostgreSQL).
@@ -169,7 +171,8 @@ impl Store {
         locs: &[(Fingerprint, ChunkLoc)],
         have: &FpSet,
     ) -> StoreResult<(FpSet, Vec<(Fingerprint, ChunkLoc)>)> {
-        let ix = self.index()?;
+        // One read transaction for every level of the walk (as `locate_all`).
+        let ix = self.snapshot()?;
         let asked: FpSet = locs.iter().map(|(fp, _)| *fp).collect();
         let mut deltas: Vec<(Fingerprint, u64)> = Vec::new();
         let mut queued = FpSet::default();
