@@ -83,8 +83,7 @@ fn job(
         raw_lens.push(c.raw_len);
     }
     let fps: Vec<u8> = rest.iter().flat_map(|c| c.fp).collect();
-    let fetched = FetchedBases::new();
-    let mut fetched = fetched;
+    let mut fetched = FetchedBases::new();
     let want = scan
         .outside_bases(
             cache,

@@ -403,7 +403,8 @@ impl Store {
                 cache: None,
             }));
         }
-        let ix = self.index()?;
+        // The bases of a request's deltas are located one at a time: in one read transaction.
+        let ix = self.snapshot()?;
         Ok(f(&verify::Bases {
             backend: &*self.containers,
             ix: Some(&*ix),
@@ -426,7 +427,8 @@ impl Store {
         })? {
             return Ok(out);
         }
-        let ix = self.index()?;
+        // One read transaction: SQLite locks once, not once per statement.
+        let ix = self.snapshot()?;
         let mut out = Vec::new();
         for fp in unique {
             if !ix.chunk_stored(repo_id, &fp)? {
@@ -445,7 +447,7 @@ impl Store {
         })? {
             return Ok(out);
         }
-        let ix = self.index()?;
+        let ix = self.snapshot()?;
         let mut out = Vec::with_capacity(fps.len());
         for fp in fps {
             out.push(ix.chunk_raw_len(repo_id, fp)?.unwrap_or(0));

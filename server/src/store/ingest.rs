@@ -135,8 +135,9 @@ impl Store {
                 entries.iter().filter(|e| seen.insert(e.fp)).collect();
             let fps: Vec<Fingerprint> = firsts.iter().map(|e| e.fp).collect();
             // Read outside a write transaction (the writer lock keeps this process's commits
-            // out meanwhile; another replica's are caught at the commit).
-            let locs = self.index()?.chunk_locations(repo_id, &fps)?;
+            // out meanwhile; another replica's are caught at the commit), in one read
+            // transaction (SQLite locks once, not once per statement).
+            let locs = self.snapshot()?.chunk_locations(repo_id, &fps)?;
             for (e, loc) in firsts.into_iter().zip(locs) {
                 match loc {
                     None => new.push(e),

@@ -67,7 +67,8 @@ impl Store {
             }
         }
         drop(seen);
-        let ix = self.index()?;
+        // One read transaction: SQLite locks once, not once per statement.
+        let ix = self.snapshot()?;
         let mut chunks = Vec::with_capacity(fps.len());
         let mut not_stored = 0u32;
         for batch in fps.chunks(BATCH) {
