@@ -539,7 +539,8 @@ impl ChunkCache {
         false
     }
 
-    /// Gives back a held chunk and what is kept about it.
+    /// Gives back a held chunk and its summary (what is known of how it is stored stays:
+    /// the range that holds it may keep it again).
     fn drop_chunk(&mut self, fp: &Fingerprint) {
         if let Some(raw) = self.chunks.remove(fp) {
             self.bytes -= raw.len() as u64;
@@ -550,7 +551,6 @@ impl ChunkCache {
         }
         self.unchecked.remove(fp);
         self.bases_only.remove(fp);
-        self.whole.remove(fp);
     }
 }
 
