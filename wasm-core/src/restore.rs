@@ -216,8 +216,9 @@ fn verify_with_deltas<'b>(
 /// against their fingerprints (they only ever serve as bases, and every chunk decoded from
 /// them is checked, [`crate::resemble::range`]), so that a restore hashes what it writes,
 /// not the frames its chunks are sliced from. A base that many answers' chains need (a
-/// frame, whose members come in many requests) is decoded once, not once per answer. Dropped whole when full (a restore walks its plan in
-/// order, so the bases it needs next are mostly the ones it needed last).
+/// frame, whose members come in many requests) is decoded once, not once per answer.
+/// Dropped whole when full (a restore walks its plan in order, so the bases it needs next
+/// are mostly the ones it needed last).
 #[derive(Default)]
 pub struct Bases {
     raw: HashMap<Fingerprint, Vec<u8>>,

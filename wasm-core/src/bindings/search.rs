@@ -489,25 +489,30 @@ impl ChunkCache {
             self.drop_chunk(fp);
         }
         self.owned(fp);
-        if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
-            return;
+        if self.has_room(fp, raw.len()) {
+            self.hold(fp, raw.into());
+            self.unsummarized.push(*fp);
         }
-        self.bytes += raw.len() as u64;
-        self.changes = self.changes.wrapping_add(1);
-        self.chunks.insert(*fp, Held::Own(raw.into()));
-        self.unsummarized.push(*fp);
     }
 
     /// Keeps a link of a base chain, decoded and not checked, while the budget allows.
     fn keep_link(&mut self, fp: &Fingerprint, raw: Vec<u8>) {
-        if self.bytes + raw.len() as u64 > self.budget || self.chunks.contains_key(fp) {
-            return;
+        if self.has_room(fp, raw.len()) {
+            self.hold(fp, raw.into_boxed_slice());
+            self.bases_only.insert(*fp);
+            self.unchecked.insert(*fp);
         }
+    }
+
+    /// Whether a chunk of `len` bytes not held yet fits the budget.
+    fn has_room(&self, fp: &Fingerprint, len: usize) -> bool {
+        self.bytes + len as u64 <= self.budget && !self.chunks.contains_key(fp)
+    }
+
+    fn hold(&mut self, fp: &Fingerprint, raw: Box<[u8]>) {
         self.bytes += raw.len() as u64;
         self.changes = self.changes.wrapping_add(1);
-        self.chunks.insert(*fp, Held::Own(raw.into()));
-        self.bases_only.insert(*fp);
-        self.unchecked.insert(*fp);
+        self.chunks.insert(*fp, Held::Own(raw));
     }
 
     /// A held chunk was scanned by this worker's job: it goes into the device cache file,
@@ -527,11 +532,11 @@ impl ChunkCache {
         if !self.unchecked.contains(fp) {
             return self.chunks.contains_key(fp);
         }
-        let Some(raw) = self.chunks.get(fp) else {
-            self.unchecked.remove(fp);
-            return false;
-        };
-        if is_stored_chunk(raw, fp) {
+        if self
+            .chunks
+            .get(fp)
+            .is_some_and(|raw| is_stored_chunk(raw, fp))
+        {
             self.unchecked.remove(fp);
             return true;
         }
@@ -805,16 +810,17 @@ impl ContainerScan {
             cache.keep(fp, raw);
             tiny.push(phase.scan(fp, raw));
         });
-        let links = match decoded {
-            Ok(links) => links,
+        let links = decoded.map_err(|e| {
             // A base the cache held unchecked is named as damaged: it is dropped, so the
             // search asked again fetches it.
-            Err(e) if e.chunk.is_some_and(|fp| cache.unchecked.contains(&fp)) => {
-                cache.drop_chunk(&e.chunk.unwrap());
-                return Err(err(format!("{DROPPED_BASE}: {e}")));
+            match e.chunk.filter(|fp| cache.unchecked.contains(fp)) {
+                Some(fp) => {
+                    cache.drop_chunk(&fp);
+                    err(format!("{DROPPED_BASE}: {e}"))
+                }
+                None => err(e),
             }
-            Err(e) => return Err(err(e)),
-        };
+        })?;
         // Fetched links are kept as bases, unchecked: a base many deltas share (a trained
         // dictionary, a frame) is then fetched once per worker, not once per job.
         for (fp, raw) in links {

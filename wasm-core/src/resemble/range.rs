@@ -24,8 +24,9 @@
 //! damaged link still cannot pass, since every byte of the range decoded from it is checked.
 //! When a chunk fails, the lowest link of its chain whose bytes are not its fingerprint's is
 //! named as the chunk at fault ([`blame`]). A caller that hands a fetched link out as a chunk
-//! of its own checks it first (the search's chunk cache, when a job scans one). A base that never becomes available and a
-//! chain longer than [`MAX_CHAIN_DEPTH`] links (a loop of deltas among them) are errors too.
+//! of its own checks it first (the search's chunk cache, when a job scans one). A base that
+//! never becomes available and a chain longer than [`MAX_CHAIN_DEPTH`] links (a loop of
+//! deltas among them) are errors too.
 //! The links are counted down to the first chunk whose raw bytes the caller handed in: their
 //! own chain was capped when they were decoded.
 
@@ -347,9 +348,9 @@ enum Source {
 
 /// Decoded chunks of the range waiting for their check against their fingerprints, which
 /// hashes a batch four chunks at a time in SIMD lanes ([`first_not_stored_flat`]) instead of
-/// one chunk at a time. They are emitted only once
-/// checked, so unchecked bytes never leave the decoder; a link decoded on an unchecked base
-/// is in a later batch or the same one, behind it.
+/// one chunk at a time. They are emitted only once checked, so unchecked bytes never leave
+/// the decoder; a link decoded on an unchecked base is in a later batch or the same one,
+/// behind it.
 #[derive(Default)]
 struct Unchecked {
     buf: Vec<u8>,

@@ -69,12 +69,12 @@ export class Hits {
     if (triples.length % 3 !== 0) throw new RangeError('hits come as (file, keyword, offset) triples');
   }
 
-  /** `hits` (of any file) in their order. */
-  static of(hits: readonly Hit[]): Hits {
-    const t = new Float64Array(hits.length * 3);
-    hits.forEach((h, i) => {
-      t[3 * i + 1] = h.keyword;
-      t[3 * i + 2] = h.offset;
+  /** Hits given as (keyword, offset) pairs (the server's search answers them so), in their order. */
+  static of(pairs: readonly (readonly [number, number])[]): Hits {
+    const t = new Float64Array(pairs.length * 3);
+    pairs.forEach(([keyword, offset], i) => {
+      t[3 * i + 1] = keyword;
+      t[3 * i + 2] = offset;
     });
     return new Hits(t);
   }
@@ -1182,7 +1182,7 @@ async function serverSearch(
   }));
   const results: FileHits[] = r.files.map((f, k) => ({
     file: files[k],
-    hits: Hits.of(f.hits.map(([keyword, offset]) => ({ keyword, offset }))),
+    hits: Hits.of(f.hits),
   }));
   const totalMs = performance.now() - t0;
   return {
