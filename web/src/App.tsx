@@ -1,7 +1,6 @@
 import { useEffect, useMemo, useState, type ReactNode } from 'react';
 import { Api, type TokenInfo } from './api/client';
 import { saveToken, takeTokenFromUrl } from './api/token';
-import { prestartRestoreWorkers } from './restore/workers';
 import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
@@ -128,11 +127,6 @@ export function App() {
   // Search tab starts reading its device caches as it opens; another token's page has none.
   const maySearch = engine.state === 'ready' && check.state === 'ok' && check.info.can.restore;
   useEffect(() => wantSearchWorkers(maySearch), [maySearch]);
-  // The same token may restore: its restore workers start (and warm up) now rather than at
-  // the first restore's click.
-  useEffect(() => {
-    if (maySearch) prestartRestoreWorkers();
-  }, [maySearch]);
 
   const usable = api && check.state !== 'refused';
   const view = views.find((v) => v.id === tab) ?? views[0];

@@ -29,7 +29,7 @@ pub mod bench;
 
 pub use chunk_engine::{ChunkEngine, RecipeHints};
 pub use hashing::{sha1_hex, FileHasher};
-pub use restore::{fingerprint_many, restore_warm_up, RestoreAnswer, RestoreSession};
+pub use restore::{fingerprint_many, RestoreAnswer, RestoreSession};
 pub use segments::SegmentChunker;
 pub use upload::NewChunkBatch;
 

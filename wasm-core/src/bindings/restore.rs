@@ -92,14 +92,6 @@ impl Default for RestoreSession {
     }
 }
 
-/// Verifies the synthetic set of [`crate::warm_up`] as a restore's answer `rounds` times, so
-/// that a fresh worker's first real answers run in optimised code; answers the raw bytes
-/// verified.
-#[wasm_bindgen(js_name = restoreWarmUp)]
-pub fn restore_warm_up(rounds: u32) -> u32 {
-    crate::warm_up::restore(rounds) as u32
-}
-
 /// Chunk fingerprints ([`crate::hash::fingerprint`]) of many ranges of one buffer: 20 bytes
 /// per range.
 #[wasm_bindgen(js_name = fingerprintMany)]

@@ -14,7 +14,7 @@
  */
 import { BlockWriter, BLOCK_BYTES, concat } from './blocks';
 import type { FolderTarget } from './folder';
-import { PortWriter, type PortMessage, type PortReply } from './port';
+import type { PortWriter } from './port';
 import type { RestorePlan } from './plan';
 import { ZipWriter, type ZipPiece } from './zip';
 
@@ -269,60 +269,6 @@ export async function assembleZip(
   out.flush();
   await drain();
   await port.close();
-}
-
-/**
- * A synthetic zip assembled once when the assembler starts (`files` files of `perFile`
- * references to 256 chunks of 1-12 KiB), its output taken and dropped in the worker. The
- * assembly is JavaScript that a fresh worker runs in the interpreter until the engine has
- * seen it run; this runs it while the page plans and fetches the first answers, so the first
- * real window is written by optimised code. Answers the bytes the consumer took (each block
- * is shown to `take` first, for tests).
- */
-export async function warmUpAssembly(
-  files = 64,
-  perFile = 16,
-  take: (block: Uint8Array) => void = () => {},
-): Promise<number> {
-  const count = 256;
-  const fps = Array.from({ length: count }, (_, c) => `warm-up-${c}`);
-  const lengths = Uint32Array.from(fps, (_, c) => 1024 + (((c * 2_654_435_761) >>> 0) % (11 << 10)));
-  const offsets = new Uint32Array(count);
-  for (let c = 1; c < count; c++) offsets[c] = offsets[c - 1] + lengths[c - 1];
-  const raw = new Uint8Array(offsets[count - 1] + lengths[count - 1]).fill(0x61);
-  const crcs = Uint32Array.from(fps, (_, c) => (c * 0x9e3779b9) >>> 0);
-  const refs: string[] = [];
-  const items: AssembleItem[] = [];
-  const planFiles: AssemblePlan['files'] = [];
-  for (let k = 0; k < files; k++) {
-    const refStart = refs.length;
-    let size = 0;
-    for (let j = 0; j < perFile; j++) {
-      const c = (k * 7 + j * 13) % count;
-      refs.push(fps[c]);
-      size += lengths[c];
-    }
-    const name = `warm-up/${k}.txt`;
-    items.push({ name, kind: 'file', size, mtime: 0 });
-    planFiles.push({ name, size, refStart, refEnd: refs.length });
-  }
-  const plan: AssemblePlan = { refs, files: planFiles, windows: [{ refEnd: refs.length, requests: 1, keep: [] }] };
-  const windows = new Windows(plan, () => {});
-  windows.add({ window: 0, fps, offsets, lengths, crcs, raw });
-  const { port1, port2 } = new MessageChannel();
-  let taken = 0;
-  port2.onmessage = (e: MessageEvent<PortMessage>) => {
-    if (e.data.type !== 'data') return;
-    take(new Uint8Array(e.data.block, e.data.offset, e.data.length));
-    taken += e.data.length;
-    port2.postMessage({ type: 'pulled' } satisfies PortReply);
-  };
-  try {
-    await assembleZip(items, plan, windows, new PortWriter(port1, 'warm-up'), new Counter(() => {}));
-  } finally {
-    port2.close();
-  }
-  return taken;
 }
 
 /** The bytes of the plan's only file into `port`. */

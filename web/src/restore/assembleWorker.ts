@@ -5,7 +5,7 @@
  * the next window; the output goes into the job's block port or folder.
  */
 import { expose, type Context } from '../worker/bridge';
-import { AssemblyError, Counter, Windows, assembleFile, assembleFolder, assembleZip, warmUpAssembly } from './assemble';
+import { AssemblyError, Counter, Windows, assembleFile, assembleFolder, assembleZip } from './assemble';
 import { FolderTarget } from './folder';
 import { PortWriter } from './port';
 import type { AssembleApi, AssembleEvent, AssembleJob, AssembleSignal } from './protocol';
@@ -47,7 +47,4 @@ async function assemble(job: AssembleJob, ctx: Context<AssembleEvent, AssembleSi
   return { bytes: counter.bytes, files: counter.files };
 }
 
-expose<AssembleApi>({ assemble }, () => {
-  // After the handshake: a restore's first window is written by optimised code.
-  setTimeout(() => void warmUpAssembly().catch(() => {}), 0);
-});
+expose<AssembleApi>({ assemble }, () => {});

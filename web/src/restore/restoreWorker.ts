@@ -7,7 +7,7 @@
  * fingerprint (the multi-buffer plain SHA-1, the collision-detecting fingerprint where that
  * differs: docs/FORMAT.md), and its CRC-32 computed for the zip. Nothing unverified leaves here.
  */
-import init, { ChunkEngine, RestoreSession, restoreWarmUp } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkEngine, RestoreSession } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
 import type { Damaged, RestoreApi, Verified } from './protocol';
@@ -111,16 +111,6 @@ async function fingerprintFile(file: File): Promise<Reply<Uint8Array>> {
   return transfer(out, [out.buffer]);
 }
 
-/**
- * Rounds of the synthetic restore a new worker verifies ([`restoreWarmUp`]) before its first
- * real request, while the page plans and fetches: the engine's decode, hash and checksum
- * paths are then in optimised code when the first answer comes (the compiled module is
- * shared, so one worker's warm-up serves the others too).
- */
-const WARM_UP_ROUNDS = 4;
-
 expose<RestoreApi>({ verify, endRestore, fingerprintFile }, async (module) => {
   await init({ module_or_path: module as WebAssembly.Module });
-  // After the handshake, as the first task: a request that comes meanwhile waits for it.
-  setTimeout(() => restoreWarmUp(WARM_UP_ROUNDS), 0);
 });

@@ -1,11 +1,8 @@
 /**
  * The restore's workers, on the worker bridge: the restore workers (a small pool verifying
- * chunks) and the assembler (one worker writing the output), started once the page's engine
- * is up for a token that may restore ([`prestartRestoreWorkers`]), or at the first restore,
- * and kept for the next ones. A new worker warms its hot code up as its first task (the
- * synthetic restore of `restoreWarmUp`, the synthetic zip of `warmUpAssembly`), so that a
- * first restore neither starts workers nor runs its first answers in unoptimised code while
- * the compiler takes a core.
+ * chunks) and the assembler (one worker writing the output), both started on the first
+ * restore and kept warm for the next ones (starting workers and instantiating the engine
+ * costs every restore otherwise).
  */
 import { coreModule } from '../wasm/loader';
 import { WorkerError, WorkerPool } from '../worker/bridge';
@@ -87,12 +84,6 @@ export function restoreWorkers(): Promise<RestoreWorkers> {
     throw e;
   });
   return shared;
-}
-
-/** Starts the restore workers and the assembler ahead of a first restore (idle, they hold only the engine). */
-export function prestartRestoreWorkers(): void {
-  restoreWorkers().catch(() => {});
-  assembler().catch(() => {});
 }
 
 let assembling: Promise<WorkerPool<AssembleApi>> | null = null;
