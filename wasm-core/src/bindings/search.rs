@@ -882,54 +882,6 @@ impl ContainerScan {
     }
 }
 
-/// Scans the synthetic set of [`crate::warm_up`] as a container range whose slices' frame
-/// was fetched with its chain, `rounds` times for one keyword and for several (the two scan
-/// paths), so that a fresh search worker's first search runs in optimised code. Answers the
-/// raw bytes scanned.
-#[wasm_bindgen(js_name = searchWarmUp)]
-pub fn search_warm_up(rounds: u32) -> Result<f64, JsError> {
-    let s = crate::warm_up::synthetic();
-    let mut data = Vec::new();
-    let (mut fps, mut offsets, mut stored_lens, mut codecs, mut raw_lens) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for c in &s.chunks {
-        fps.extend_from_slice(&c.fp);
-        offsets.push(data.len() as f64);
-        stored_lens.push(c.stored.len() as u32);
-        codecs.push(c.codec as u8);
-        raw_lens.push(c.raw_len);
-        data.extend_from_slice(&c.stored);
-    }
-    let mut fetched = FetchedBases::new();
-    fetched.add(&crate::warm_up::bundle(&s.links), &s.links[0].fp)?;
-    let mut bytes = 0.0;
-    for _ in 0..rounds {
-        for words in [
-            "return",
-            "function\nreturn\nstring\nnumber\nconst\ninterface\nreadonly\ndeclare",
-        ] {
-            let keywords = SearchKeywords::new(words, false, 2048)?;
-            let mut scan = ContainerScan::new(&keywords)?;
-            let mut cache = ChunkCache::new((4 << 20) as f64);
-            scan.scan(
-                &mut cache,
-                &data,
-                0.0,
-                &fps,
-                &offsets,
-                &stored_lens,
-                &codecs,
-                &raw_lens,
-                &fetched,
-            )?;
-            scan.take_tiny();
-            bytes += scan.stats()?[1];
-            scan.finish()?;
-        }
-    }
-    Ok(bytes)
-}
-
 /// Logical phase (Algorithm 1) over file recipes, with the physical workers' records.
 #[wasm_bindgen]
 pub struct RecipeSearch {

@@ -16,7 +16,6 @@ import init, {
   NaiveScan,
   RecipeSearch,
   SearchKeywords,
-  searchWarmUp,
 } from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
@@ -160,8 +159,6 @@ async function settle() {
  * some of and many lack, so that summaries both rule chunks out and let them through.
  */
 const WARM_UP_BYTES = 2 << 20;
-/** Rounds of the synthetic scan a new worker runs before its first search ([`searchWarmUp`]). */
-const COLD_WARM_UP_ROUNDS = 2;
 const WARM_UP_KEYWORDS = ['return', 'function\nreturn\nlength\nstring\nvalue\nnumber\ndefault\nimport'];
 let warmedUp = false;
 
@@ -486,8 +483,5 @@ expose<SearchApi>(
   },
   async (module) => {
     memory = (await init({ module_or_path: module as WebAssembly.Module })).memory;
-    // After the handshake, as the first task (a request that comes meanwhile waits for it):
-    // a first search decodes and scans in optimised code (wasm-core's `warm_up` module).
-    setTimeout(() => searchWarmUp(COLD_WARM_UP_ROUNDS), 0);
   },
 );
