@@ -231,3 +231,92 @@ fn links_are_kept_unchecked_and_checked_when_scanned() {
         "fetched again, the delta decodes"
     );
 }
+
+#[wasm_bindgen_test]
+fn held_bases_come_most_named_first_up_to_the_limit() {
+    let kw = SearchKeywords::new("NEEDLE", false, 2048).unwrap();
+    // Bases named by three, one and two deltas of one job's range (each base a link the job
+    // fetched), and a base named by a delta but no longer held.
+    let bases: Vec<Vec<u8>> = (0..4).map(|i| noise(21 + 2 * i, 8_000, b"x", 0)).collect();
+    let named = [3usize, 1, 2, 1];
+    let mut deltas = Vec::new();
+    for (i, (b, &n)) in bases.iter().zip(&named).enumerate() {
+        for k in 0..n {
+            // Odd seeds, all different (the generator's seed is made odd).
+            let tail = noise(101 + 2 * (8 * i + k) as u64, 500, b"y", 0);
+            deltas.push(delta_of(b, &[&b[..6_000], &tail[..]].concat()));
+        }
+    }
+    let links: Vec<Stored> = bases.iter().map(|b| whole(b)).collect();
+    let mut cache = ChunkCache::new(1e9);
+    let mut scan = ContainerScan::new(&kw).unwrap();
+    let chunks: Vec<&Stored> = deltas.iter().collect();
+    let (_, r) = job(
+        &mut cache,
+        &mut scan,
+        &chunks,
+        &links.iter().collect::<Vec<_>>(),
+    );
+    r.unwrap();
+    // The base named once but no longer held is given back.
+    assert!(cache.retain(&[&links[0].fp[..], &links[1].fp[..], &links[2].fp[..]].concat()) > 0.0);
+    let order = |max| -> Vec<Fingerprint> {
+        cache
+            .held_bases(max)
+            .chunks_exact(20)
+            .map(|fp| fp.try_into().unwrap())
+            .collect()
+    };
+    assert_eq!(order(8), vec![links[0].fp, links[2].fp, links[1].fp]);
+    assert_eq!(order(2), vec![links[0].fp, links[2].fp]);
+    assert_eq!(order(0), Vec::<Fingerprint>::new());
+}
+
+#[wasm_bindgen_test]
+fn the_device_file_takes_only_links_that_check() {
+    let kw = SearchKeywords::new("NEEDLE", false, 2048).unwrap();
+    // Two links a job fetched: one damaged in the half its delta does not read (so the
+    // delta checks out and the link is kept unchecked), one sound.
+    let base = noise(1, 20_000, b"NEEDLE", 15_000);
+    let d = delta_of(
+        &base,
+        &[&base[..10_000], &noise(2, 10_000, b"xx", 0)[..]].concat(),
+    );
+    let mut bad = whole(&base).stored;
+    bad[15_500] ^= 0x20;
+    let bad_link = Stored {
+        stored: bad,
+        ..whole(&base)
+    };
+    let base2 = noise(5, 20_000, b"NEEDLE", 100);
+    let d2 = delta_of(
+        &base2,
+        &[&base2[..10_000], &noise(7, 10_000, b"zz", 0)[..]].concat(),
+    );
+    let link2 = whole(&base2);
+    let mut cache = ChunkCache::new(1e9);
+    let mut scan = ContainerScan::new(&kw).unwrap();
+    job(&mut cache, &mut scan, &[&d, &d2], &[&bad_link, &link2])
+        .1
+        .unwrap();
+    assert_eq!(cache.count(), 4);
+    assert!(
+        !held(&cache, &link2.fp),
+        "unchecked until the file takes it"
+    );
+
+    let mut file = cache.save("repo");
+    loop {
+        let piece = cache.save_chunks(3000.0);
+        if piece.is_empty() {
+            break;
+        }
+        file.extend_from_slice(&piece);
+    }
+    assert!(held(&cache, &link2.fp), "checked as the file took it");
+    assert_eq!(cache.count(), 3, "the damaged link is dropped");
+    let mut back = ChunkCache::new(1e9);
+    back.load(&file, "repo").map_err(JsValue::from).unwrap();
+    assert_eq!(back.count(), 3, "and is not in the file");
+    assert!(held(&back, &link2.fp) && held(&back, &d.fp) && held(&back, &d2.fp));
+}

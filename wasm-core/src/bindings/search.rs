@@ -44,7 +44,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
-use crate::hash::{is_stored_chunk, Fingerprint};
+use crate::hash::{is_stored_chunk, not_stored_flat, Fingerprint};
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
@@ -226,7 +226,11 @@ impl ChunkCache {
             })
             .copied()
             .collect();
-        self.saving = wanted.into_iter().filter(|fp| self.check(fp)).collect();
+        self.check_all(&wanted);
+        self.saving = wanted
+            .into_iter()
+            .filter(|fp| self.chunks.contains_key(fp))
+            .collect();
         self.saved = 0;
         let entries: Vec<cache_file::Entry> = self
             .saving
@@ -391,21 +395,30 @@ impl ChunkCache {
     /// base, the most named first: `chunks/get`'s `have`, where the server stops a base chain
     /// (a trained dictionary, the base of most deltas, and the frames whose slices this
     /// worker scanned are then not sent again as links of another base's chain). A short
-    /// list: a held base missing from it costs its bytes once more, not a round trip.
+    /// list: a held base missing from it costs its bytes once more, not a round trip, so
+    /// bases named as often come in any order.
+    ///
+    /// The `max` most named are picked in one pass into a short ordered list, not by sorting
+    /// every base the worker knows: a job calls this for each of its base requests, which
+    /// makes it hot enough for V8 to optimise, and a generic sort is a large Wasm function
+    /// (~50 KB for the fingerprint pairs sorted before) that took the optimising compiler
+    /// ~150 ms of a core during a first search (docs/BENCHMARKS.md).
     #[wasm_bindgen(js_name = heldBases)]
     pub fn held_bases(&self, max: u32) -> Vec<u8> {
-        let mut bases: Vec<(&Fingerprint, u32)> = self
-            .named
-            .iter()
-            .filter(|(fp, n)| **n > 0 && self.chunks.contains_key(*fp))
-            .map(|(fp, n)| (fp, *n))
-            .collect();
-        bases.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        bases
-            .into_iter()
-            .take(max as usize)
-            .flat_map(|(fp, _)| fp.iter().copied())
-            .collect()
+        let max = max as usize;
+        let mut top: Vec<(u32, &Fingerprint)> = Vec::with_capacity(max + 1);
+        for (fp, &n) in &self.named {
+            if n == 0 || !self.chunks.contains_key(fp) {
+                continue;
+            }
+            if top.len() == max && top.last().is_none_or(|&(least, _)| n <= least) {
+                continue;
+            }
+            let at = top.partition_point(|&(m, _)| m >= n);
+            top.insert(at, (n, fp));
+            top.truncate(max);
+        }
+        top.iter().flat_map(|(_, fp)| fp.iter().copied()).collect()
     }
 
     /// The held chunks among `fps` (20 bytes each), for the page's snippets: per
@@ -542,6 +555,43 @@ impl ChunkCache {
         }
         self.drop_chunk(fp);
         false
+    }
+
+    /// [`ChunkCache::check`] for many chunks at once, as the device cache file takes them
+    /// (after a first search, the links of every base chain it fetched): the unchecked ones
+    /// are copied a few MiB at a time into one buffer and checked with the plain SHA-1 four
+    /// at a time ([`not_stored_flat`]) rather than one by one with the scalar one; those
+    /// that fail are dropped.
+    fn check_all(&mut self, fps: &[Fingerprint]) {
+        const BATCH_BYTES: usize = 8 << 20;
+        let todo: Vec<Fingerprint> = fps
+            .iter()
+            .filter(|fp| self.unchecked.contains(*fp))
+            .copied()
+            .collect();
+        let mut start = 0;
+        while start < todo.len() {
+            let mut buf = Vec::new();
+            let mut ranges = Vec::new();
+            let mut end = start;
+            while end < todo.len() && (end == start || buf.len() < BATCH_BYTES) {
+                let raw = self.chunks.get(&todo[end]).map_or(&[][..], |r| &r[..]);
+                ranges.push((buf.len(), raw.len()));
+                buf.extend_from_slice(raw);
+                end += 1;
+            }
+            let batch = &todo[start..end];
+            let bad: Vec<usize> = not_stored_flat(&buf, &ranges, batch.as_flattened())
+                .map(|(k, _)| k)
+                .collect();
+            for fp in batch {
+                self.unchecked.remove(fp);
+            }
+            for k in bad {
+                self.drop_chunk(&batch[k]);
+            }
+            start = end;
+        }
     }
 
     /// Gives back a held chunk and its summary (what is known of how it is stored stays:
