@@ -400,9 +400,9 @@ impl ChunkCache {
     ///
     /// The `max` most named are picked in one pass into a short ordered list, not by sorting
     /// every base the worker knows: a job calls this for each of its base requests, which
-    /// makes it hot enough for V8 to optimise, and a generic sort is a large Wasm function
-    /// (~50 KB for the fingerprint pairs sorted before) that took the optimising compiler
-    /// ~150 ms of a core during a first search (docs/BENCHMARKS.md).
+    /// makes it hot enough for V8 to optimise, and the generic sort instantiated for such
+    /// pairs is a large Wasm function whose optimisation takes a core for a good part of a
+    /// first search (docs/BENCHMARKS.md, "What a first search compiles").
     #[wasm_bindgen(js_name = heldBases)]
     pub fn held_bases(&self, max: u32) -> Vec<u8> {
         let max = max as usize;
