@@ -44,7 +44,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
-use crate::hash::{is_stored_chunk, not_stored_flat, Fingerprint};
+use crate::hash::{not_stored_flat, Fingerprint};
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
@@ -539,29 +539,10 @@ impl ChunkCache {
         }
     }
 
-    /// Whether held chunk `fp` is checked, checking it now if it was not: one that fails
-    /// its fingerprint is dropped (false).
-    fn check(&mut self, fp: &Fingerprint) -> bool {
-        if !self.unchecked.contains(fp) {
-            return self.chunks.contains_key(fp);
-        }
-        if self
-            .chunks
-            .get(fp)
-            .is_some_and(|raw| is_stored_chunk(raw, fp))
-        {
-            self.unchecked.remove(fp);
-            return true;
-        }
-        self.drop_chunk(fp);
-        false
-    }
-
-    /// [`ChunkCache::check`] for many chunks at once, as the device cache file takes them
-    /// (after a first search, the links of every base chain it fetched): the unchecked ones
-    /// are copied a few MiB at a time into one buffer and checked with the plain SHA-1 four
-    /// at a time ([`not_stored_flat`]) rather than one by one with the scalar one; those
-    /// that fail are dropped.
+    /// Checks the chunks among `fps` held unchecked (links of base chains), as a job scans
+    /// them from the cache or the device cache file takes them: they are copied a few MiB
+    /// at a time into one buffer and checked with the plain SHA-1 four at a time
+    /// ([`not_stored_flat`]); those that fail are dropped. A held chunk is checked after it.
     fn check_all(&mut self, fps: &[Fingerprint]) {
         const BATCH_BYTES: usize = 8 << 20;
         let todo: Vec<Fingerprint> = fps
@@ -761,14 +742,18 @@ impl ContainerScan {
         if !fps.len().is_multiple_of(20) {
             return Err(err("fingerprints must be 20 bytes each"));
         }
+        let fps: Vec<Fingerprint> = fps
+            .chunks_exact(20)
+            .map(|fp| fp.try_into().unwrap())
+            .collect();
+        // Chunks held unchecked (links) are checked first; one that fails is dropped and
+        // fetched from its container as the others.
+        cache.check_all(&fps);
         let mut missing = Vec::new();
-        for (k, fp) in fps.chunks_exact(20).enumerate() {
-            let fp: Fingerprint = fp.try_into().unwrap();
-            // A chunk held unchecked (a link) is checked first; one that fails is dropped
-            // and fetched from its container as the others.
-            if cache.check(&fp) {
-                cache.owned(&fp);
-                self.scan_raw(&fp, &cache.chunks[&fp], cache.trigrams.get(&fp))?;
+        for (k, fp) in fps.iter().enumerate() {
+            if cache.chunks.contains_key(fp) {
+                cache.owned(fp);
+                self.scan_raw(fp, &cache.chunks[fp], cache.trigrams.get(fp))?;
             } else {
                 missing.push(k as u32);
             }
