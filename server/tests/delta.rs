@@ -1783,6 +1783,80 @@ fn chunks_get_answers_base_chains_in_one_request() {
     }
 }
 
+/// `versions/{id}/locations` names each chunk's chain root (its chain key, docs/API.md): the
+/// chunk itself unless it is a delta, else the end of its base chain, as the stored payloads
+/// (not the index) say.
+#[test]
+fn version_locations_name_each_chunks_chain_root() {
+    use wasm_core::format::bundle::{decode_bundle, Codec};
+    use wasm_core::resemble::delta::base_of;
+
+    let dir = TempDir::new("delta-locations");
+    let (s, _, listed) = chains_repo(&dir);
+    let all: Vec<String> = listed.keys().cloned().collect();
+    let r = post_json(
+        &s.repo_url("default", "/chunks/get"),
+        &s.token,
+        &json!({ "fingerprints": all, "deltas": "stored" }),
+    );
+    assert_eq!(r.status, 200);
+    let mut base: HashMap<String, String> = HashMap::new();
+    for e in decode_bundle(&r.body).unwrap() {
+        if e.codec == Codec::Delta {
+            base.insert(to_hex(&e.fp), to_hex(&base_of(e.payload).unwrap()));
+        }
+    }
+    let root = |fp: &str| {
+        let mut cur = fp.to_string();
+        let mut links = 0;
+        while let Some(b) = base.get(&cur) {
+            cur = b.clone();
+            links += 1;
+        }
+        (cur, links)
+    };
+    let versions = request(
+        "GET",
+        &s.repo_url("default", "/versions"),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .json();
+    let (mut deltas, mut deep) = (0, 0);
+    for v in versions["versions"].as_array().unwrap() {
+        let id = v["id"].as_i64().unwrap();
+        let r = request(
+            "GET",
+            &s.repo_url("default", &format!("/versions/{id}/locations")),
+            Some(&s.token),
+            &[],
+            None,
+        );
+        assert_eq!(r.status, 200);
+        let body = &r.body;
+        assert_eq!(&body[..8], b"DLOC\x02\0\0\0");
+        let n = u32::from_le_bytes(body[8..12].try_into().unwrap()) as usize;
+        assert_eq!(body.len(), 16 + n * 48);
+        for rec in body[16..].chunks(48) {
+            let fp = to_hex(rec[..20].try_into().unwrap());
+            let (want, links) = root(&fp);
+            assert_eq!(
+                hex_bytes(&rec[45..48]),
+                want[..6],
+                "chain key of {fp} ({links} links)"
+            );
+            deltas += (links > 0) as usize;
+            deep += (links > 1) as usize;
+        }
+    }
+    // Keys that only a walk to the end of a chain gets right.
+    assert!(
+        deltas > 0 && deep > 0,
+        "{deltas} deltas, {deep} with chains of 2 links or more"
+    );
+}
+
 // ---------------------------------------------------------------- PostgreSQL schema 2 -> 3
 
 /// The PostgreSQL index as schema version 2 created it (before the delta columns

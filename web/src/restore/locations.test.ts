@@ -2,11 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { decodeLocations, LocationsError } from './locations';
 
 /** The server's encoding (server/src/store/locations.rs), written out field by field. */
-function encode(recs: { fp: number; container: number; offset: number; stored: number; raw: number; codec: number }[]) {
+function encode(
+  recs: { fp: number; container: number; offset: number; stored: number; raw: number; codec: number; root?: number }[],
+  format = 2,
+) {
   const out = new Uint8Array(16 + recs.length * 48);
   const dv = new DataView(out.buffer);
   out.set([0x44, 0x4c, 0x4f, 0x43]); // "DLOC"
-  dv.setUint32(4, 1, true);
+  dv.setUint32(4, format, true);
   dv.setUint32(8, recs.length, true);
   dv.setUint32(12, 2, true);
   recs.forEach((r, k) => {
@@ -17,6 +20,7 @@ function encode(recs: { fp: number; container: number; offset: number; stored: n
     dv.setUint32(at + 36, r.stored, true);
     dv.setUint32(at + 40, r.raw, true);
     out[at + 44] = r.codec;
+    if (format === 2) out.fill(r.root ?? r.fp, at + 45, at + 48); // the first 3 bytes of the chain's root
   });
   return out;
 }
@@ -25,7 +29,7 @@ describe('decodeLocations', () => {
   it('reads every record and the count of chunks not stored', () => {
     const bytes = encode([
       { fp: 0xab, container: 7, offset: 86016, stored: 3000, raw: 8192, codec: 1 },
-      { fp: 0x01, container: 2 ** 33 + 5, offset: 2 ** 40 + 3, stored: 10, raw: 10, codec: 0 },
+      { fp: 0x01, container: 2 ** 33 + 5, offset: 2 ** 40 + 3, stored: 10, raw: 10, codec: 2, root: 0xab },
     ]);
     const { locations, notStored } = decodeLocations(bytes);
     expect(notStored).toBe(2);
@@ -36,14 +40,23 @@ describe('decodeLocations', () => {
       storedLen: 3000,
       rawLen: 8192,
       codec: 1,
+      chainKey: 0xababab,
     });
     expect(locations.get('01'.repeat(20))).toEqual({
       container: 2 ** 33 + 5,
       offset: 2 ** 40 + 3,
       storedLen: 10,
       rawLen: 10,
-      codec: 0,
+      codec: 2,
+      chainKey: 0xababab,
     });
+  });
+
+  it('reads format 1 (no chain keys)', () => {
+    const { locations } = decodeLocations(
+      encode([{ fp: 0xab, container: 7, offset: 0, stored: 30, raw: 80, codec: 1 }], 1),
+    );
+    expect(locations.get('ab'.repeat(20))).toEqual({ container: 7, offset: 0, storedLen: 30, rawLen: 80, codec: 1 });
   });
 
   it('refuses a wrong magic, format or length', () => {
@@ -53,8 +66,8 @@ describe('decodeLocations', () => {
     magic[0] = 0;
     expect(() => decodeLocations(magic)).toThrow(LocationsError);
     const format = good.slice();
-    format[4] = 2;
-    expect(() => decodeLocations(format)).toThrow(/format 2/);
+    format[4] = 3;
+    expect(() => decodeLocations(format)).toThrow(/format 3/);
     expect(() => decodeLocations(new Uint8Array(3))).toThrow(LocationsError);
   });
 });

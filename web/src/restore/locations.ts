@@ -25,7 +25,9 @@ export function decodeLocations(bytes: Uint8Array): VersionLocations {
   if (bytes.byteLength < HEADER || dv.getUint32(0, true) !== MAGIC)
     throw new LocationsError('the chunk locations are not in the expected format');
   const format = dv.getUint32(4, true);
-  if (format !== 1) throw new LocationsError(`chunk locations in format ${format}, this page reads format 1`);
+  // Format 1 (older servers) had no chain keys: the plan then spreads requests by turns.
+  if (format !== 1 && format !== 2)
+    throw new LocationsError(`chunk locations in format ${format}, this page reads formats 1 and 2`);
   const n = dv.getUint32(8, true);
   if (bytes.byteLength !== HEADER + n * RECORD)
     throw new LocationsError(`chunk locations: ${bytes.byteLength} bytes for ${n} records`);
@@ -39,6 +41,7 @@ export function decodeLocations(bytes: Uint8Array): VersionLocations {
       storedLen: dv.getUint32(at + 36, true),
       rawLen: dv.getUint32(at + 40, true),
       codec: bytes[at + 44],
+      ...(format === 2 ? { chainKey: bytes[at + 45] | (bytes[at + 46] << 8) | (bytes[at + 47] << 16) } : {}),
     });
   }
   return { locations, notStored: dv.getUint32(12, true) };

@@ -133,4 +133,40 @@ describe('planRestore', () => {
       /lib\/bad\.js/,
     );
   });
+
+  it('sends chunks with the same chain key to the same worker, both workers in each window', () => {
+    // 12 chains of 5 chunks (one key each), scattered over 4 containers.
+    const locs = layout(60, 15);
+    for (const [f, l] of locs) l.chainKey = 0x10_0000 + (parseInt(f, 16) % 12) * 7;
+    const recipe = [...locs.keys()];
+    const o = opts({ windowBytes: 20_000, requestBytes: 3_000 });
+    const plan = planRestore([{ name: 'x', size: 60_000, recipe }], (f) => locs.get(f), o, 2);
+    replay(plan, locs, o);
+    const workerOf = new Map<number, number>();
+    for (const w of plan.windows) {
+      expect(new Set(w.requests.map((r) => r.worker))).toEqual(new Set([0, 1]));
+      // The two workers take turns within the window.
+      expect(w.requests[0].worker).not.toBe(w.requests[1].worker);
+      for (const r of w.requests)
+        for (const f of r.fps) {
+          const key = locs.get(f)!.chainKey!;
+          expect(r.worker).toBe(key % 2);
+          expect(workerOf.get(key) ?? r.worker).toBe(r.worker);
+          workerOf.set(key, r.worker);
+        }
+    }
+    expect(workerOf.size).toBe(12);
+  });
+
+  it('spreads requests by turns without chain keys', () => {
+    const locs = layout(40, 10);
+    const o = opts({ windowBytes: 1 << 20 });
+    const plan = planRestore([{ name: 'x', size: 40_000, recipe: [...locs.keys()] }], (f) => locs.get(f), o, 2);
+    const workers = plan.windows.flatMap((w) => w.requests.map((r) => r.worker));
+    expect(workers).toEqual(workers.map((_, k) => k % 2));
+    // One worker: everything to it, keys or not.
+    locs.forEach((l, f) => (l.chainKey = parseInt(f, 16)));
+    const one = planRestore([{ name: 'x', size: 40_000, recipe: [...locs.keys()] }], (f) => locs.get(f), o, 1);
+    expect(one.windows.flatMap((w) => w.requests.map((r) => r.worker)).every((k) => k === 0)).toBe(true);
+  });
 });

@@ -9,6 +9,12 @@
  * cache of at most `cacheBytes` keeps the chunks whose next use comes soonest (Belady's rule:
  * the plan knows the future), so a chunk repeated across files is not fetched again.
  *
+ * Requests go to fixed workers (each verifies what it is sent and keeps the base chains its
+ * answers carried). A window's chunks are split between the workers by chain key (docs/API.md,
+ * `versions/{id}/locations`): chunks decoded through the same bases go to the same worker, so
+ * a base is fetched and decoded by one worker only, while both verify at once. Without keys
+ * (an older server) requests take turns.
+ *
  * The plan is a pure function of its input, so the executor and the tests see the same thing.
  */
 
@@ -17,6 +23,8 @@ export interface ChunkLoc {
   offset: number;
   storedLen: number;
   rawLen: number;
+  /** Names the chunk's chain root (docs/API.md): the same key, the same bases. */
+  chainKey?: number;
 }
 
 export interface PlanFile {
@@ -48,6 +56,8 @@ export interface FetchRequest {
   rawBytes: number;
   /** Distinct containers this request reads. */
   containers: number[];
+  /** The worker that verifies it (0 .. workers - 1). */
+  worker: number;
 }
 
 export interface PlanWindow {
@@ -83,6 +93,7 @@ export function planRestore(
   files: readonly PlanFile[],
   locate: (fp: string) => ChunkLoc | undefined,
   opts: PlanOptions = DEFAULT_PLAN,
+  workers = 1,
 ): RestorePlan {
   const refs: string[] = [];
   const planFiles: RestorePlan['files'] = [];
@@ -100,6 +111,8 @@ export function planRestore(
     planFiles.push({ name: f.name, size: f.size, refStart, refEnd: refs.length });
   }
   const n = refs.length;
+  const keyed = workers > 1 && [...locs.values()].every((l) => l.chainKey !== undefined);
+  let turn = 0;
 
   // nextUse[i]: the next index after i with the same fingerprint, n if none.
   const nextUse = new Int32Array(n);
@@ -135,28 +148,37 @@ export function planRestore(
     }
     const refEnd = i;
 
-    need.sort((a, b) => {
-      const x = locs.get(a)!;
-      const y = locs.get(b)!;
-      return x.container - y.container || x.offset - y.offset;
-    });
-    const reqs: FetchRequest[] = [];
-    let cur: FetchRequest | null = null;
-    for (const fp of need) {
-      const loc = locs.get(fp)!;
-      if (
-        !cur ||
-        (cur.fps.length > 0 && cur.storedBytes + loc.storedLen > opts.requestBytes) ||
-        cur.fps.length >= opts.maxFpsPerRequest
-      ) {
-        cur = { fps: [], storedBytes: 0, rawBytes: 0, containers: [] };
-        reqs.push(cur);
+    const groups: string[][] = Array.from({ length: keyed ? workers : 1 }, () => []);
+    for (const fp of need) groups[keyed ? locs.get(fp)!.chainKey! % workers : 0].push(fp);
+    const byGroup = groups.map((group, g) => {
+      group.sort((a, b) => {
+        const x = locs.get(a)!;
+        const y = locs.get(b)!;
+        return x.container - y.container || x.offset - y.offset;
+      });
+      const out: FetchRequest[] = [];
+      let cur: FetchRequest | null = null;
+      for (const fp of group) {
+        const loc = locs.get(fp)!;
+        if (
+          !cur ||
+          (cur.fps.length > 0 && cur.storedBytes + loc.storedLen > opts.requestBytes) ||
+          cur.fps.length >= opts.maxFpsPerRequest
+        ) {
+          cur = { fps: [], storedBytes: 0, rawBytes: 0, containers: [], worker: g };
+          out.push(cur);
+        }
+        cur.fps.push(fp);
+        cur.storedBytes += loc.storedLen;
+        cur.rawBytes += loc.rawLen;
+        if (cur.containers[cur.containers.length - 1] !== loc.container) cur.containers.push(loc.container);
       }
-      cur.fps.push(fp);
-      cur.storedBytes += loc.storedLen;
-      cur.rawBytes += loc.rawLen;
-      if (cur.containers[cur.containers.length - 1] !== loc.container) cur.containers.push(loc.container);
-    }
+      return out;
+    });
+    // The workers' requests taking turns, so both start on the window at once.
+    const reqs: FetchRequest[] = [];
+    for (let k = 0; byGroup.some((g) => k < g.length); k++) for (const g of byGroup) if (k < g.length) reqs.push(g[k]);
+    if (!keyed) for (const r of reqs) r.worker = turn++ % workers;
     for (const r of reqs) containersRead += r.containers.length;
     requests += reqs.length;
     fetchedChunks += need.length;

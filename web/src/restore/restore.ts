@@ -20,7 +20,14 @@ import { ApiError } from '../api/client';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { WorkerError, type Request } from '../worker/bridge';
 import { assemblePlan } from './assemble';
-import { DEFAULT_PLAN, planRestore, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
+import {
+  DEFAULT_PLAN,
+  planRestore,
+  type ChunkLoc,
+  type FetchRequest,
+  type PlanOptions,
+  type RestorePlan,
+} from './plan';
 import type { FolderTarget } from './folder';
 import { versionLocations } from './locations';
 import { portReader } from './port';
@@ -30,6 +37,7 @@ import {
   assembler,
   DamagedChunkError,
   RestoreWorkerCrash,
+  restoreWorkerCount,
   restoreWorkers,
   type RestoreWorkers,
   type Verified,
@@ -146,8 +154,6 @@ class ChunkFetcher {
   private stopped = false;
   /** Names this restore's sessions in the workers. */
   private readonly restoreId = ++restoresStarted;
-  /** Requests sent so far: request k goes to worker k mod the pool's size. */
-  private requestsSent = 0;
   /** Per worker, the chunks its session holds as stored (what its answers carried). */
   private held: Set<string>[];
 
@@ -218,11 +224,11 @@ class ChunkFetcher {
     this.workers.endRestore(this.restoreId);
   }
 
-  /** Fetches and verifies one request's chunks; answers them and the bytes fetched. */
-  private async fetchRequest(fps: string[]): Promise<{ v: Verified; fetched: number }> {
+  /** Fetches one request's chunks and has its worker verify them; answers them and the bytes fetched. */
+  private async fetchRequest({ fps, worker: planned }: FetchRequest): Promise<{ v: Verified; fetched: number }> {
     let v;
     let fetched = 0;
-    const worker = this.requestsSent++ % this.held.length;
+    const worker = planned % this.held.length;
     const fetch = async (checked: boolean) => {
       // What this worker's session holds need not come again as a link of another chunk.
       const have = [...this.held[worker]].slice(0, MAX_HAVE);
@@ -297,7 +303,7 @@ class ChunkFetcher {
       }
       const r = reqs[this.nextRequest++];
       this.inflight++;
-      this.fetchRequest(r.fps).then(
+      this.fetchRequest(r).then(
         ({ v, fetched }) => {
           this.inflight--;
           if (this.stopped) return;
@@ -365,6 +371,7 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     files.map((f) => ({ name: f.path, size: f.size, recipe: f.recipe })),
     (fp) => locations.get(fp),
     opts.planOptions ?? DEFAULT_PLAN,
+    restoreWorkerCount(),
   );
   // The workers stay warm after this restore: the next one starts at once.
   const [workers, pool] = await Promise.all([restoreWorkers(), assembler()]);

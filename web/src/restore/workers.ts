@@ -23,10 +23,15 @@ export class DamagedChunkError extends Error {
 /** The worker verifying a request crashed: it is replaced, without what its session held. */
 export class RestoreWorkerCrash extends Error {}
 
+/** How many restore workers the page runs (a restore plans its requests for that many). */
+export function restoreWorkerCount(): number {
+  return Math.max(1, Math.min(2, navigator.hardwareConcurrency || 1));
+}
+
 export class RestoreWorkers {
   private constructor(private pool: WorkerPool<RestoreApi>) {}
 
-  static async create(count = Math.max(1, Math.min(2, navigator.hardwareConcurrency || 1))): Promise<RestoreWorkers> {
+  static async create(count = restoreWorkerCount()): Promise<RestoreWorkers> {
     const pool = await WorkerPool.start<RestoreApi>({
       name: 'restore',
       spawn: () => new Worker(new URL('./restoreWorker.ts', import.meta.url), { type: 'module' }),
