@@ -1366,7 +1366,12 @@ fn listing(s: &Server) -> Listed {
 /// A server with four versions of [`Chains`] backed up and their delta passes done, and its
 /// stored chunks.
 fn chains_repo(dir: &TempDir) -> (Server, Chains, Listed) {
-    let s = Server::start_with(&dir.0, ENV, None);
+    chains_repo_with(dir, ENV)
+}
+
+/// [`chains_repo`] with the server settings `env`.
+fn chains_repo_with(dir: &TempDir, env: &[(&str, &str)]) -> (Server, Chains, Listed) {
+    let s = Server::start_with(&dir.0, env, None);
     let mut ch = Chains::new();
     for _ in 0..4 {
         let m = ch.next();
@@ -1783,16 +1788,32 @@ fn chunks_get_answers_base_chains_in_one_request() {
     }
 }
 
-/// `versions/{id}/locations` names each chunk's chain root (its chain key, docs/API.md): the
-/// chunk itself unless it is a delta, else the end of its base chain, as the stored payloads
-/// (not the index) say.
+/// `versions/{id}/locations` names each chunk's chain key (docs/API.md): the deepest link
+/// of its base chain before the first one that more than 1/8 of the version's chunks
+/// decode through, else the chunk itself, the chains as the stored payloads (not the
+/// index) say.
 #[test]
-fn version_locations_name_each_chunks_chain_root() {
+fn version_locations_name_each_chunks_chain_key() {
+    // With frames, every new chunk of a version is a slice of one frame, shared by more than
+    // an eighth of the version; without, chains grow a link per version and none is shared.
+    let dir = TempDir::new("delta-locations");
+    let (linked, cut) = check_chain_keys(chains_repo_with(&dir, ENV));
+    assert!(cut > 0, "{cut} chunks keyed short of a shared link");
+    let dir = TempDir::new("delta-locations-no-frames");
+    let (linked_nf, _) = check_chain_keys(chains_repo_with(&dir, ENV_NO_FRAMES));
+    assert!(
+        linked + linked_nf > 0,
+        "{linked} + {linked_nf} chunks keyed by a link of their chain"
+    );
+}
+
+/// Checks every version's chain keys against the stored payloads; answers how many chunks
+/// are keyed by a link of their chain, and how many short of their root because a link is
+/// shared.
+fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) {
     use wasm_core::format::bundle::{decode_bundle, Codec};
     use wasm_core::resemble::delta::base_of;
 
-    let dir = TempDir::new("delta-locations");
-    let (s, _, listed) = chains_repo(&dir);
     let all: Vec<String> = listed.keys().cloned().collect();
     let r = post_json(
         &s.repo_url("default", "/chunks/get"),
@@ -1806,14 +1827,14 @@ fn version_locations_name_each_chunks_chain_root() {
             base.insert(to_hex(&e.fp), to_hex(&base_of(e.payload).unwrap()));
         }
     }
-    let root = |fp: &str| {
+    let chain = |fp: &str| {
+        let mut out = Vec::new();
         let mut cur = fp.to_string();
-        let mut links = 0;
         while let Some(b) = base.get(&cur) {
+            out.push(b.clone());
             cur = b.clone();
-            links += 1;
         }
-        (cur, links)
+        out
     };
     let versions = request(
         "GET",
@@ -1823,7 +1844,7 @@ fn version_locations_name_each_chunks_chain_root() {
         None,
     )
     .json();
-    let (mut deltas, mut deep) = (0, 0);
+    let (mut linked, mut cut) = (0, 0);
     for v in versions["versions"].as_array().unwrap() {
         let id = v["id"].as_i64().unwrap();
         let r = request(
@@ -1838,23 +1859,29 @@ fn version_locations_name_each_chunks_chain_root() {
         assert_eq!(&body[..8], b"DLOC\x02\0\0\0");
         let n = u32::from_le_bytes(body[8..12].try_into().unwrap()) as usize;
         assert_eq!(body.len(), 16 + n * 48);
-        for rec in body[16..].chunks(48) {
-            let fp = to_hex(rec[..20].try_into().unwrap());
-            let (want, links) = root(&fp);
+        let recs: Vec<&[u8]> = body[16..].chunks(48).collect();
+        let fps: Vec<String> = recs.iter().map(|r| hex_bytes(&r[..20])).collect();
+        let mut through: HashMap<String, usize> = HashMap::new();
+        for fp in &fps {
+            for l in chain(fp) {
+                *through.entry(l).or_default() += 1;
+            }
+        }
+        for (rec, fp) in recs.iter().zip(&fps) {
+            let links = chain(fp);
+            let kept = links.iter().take_while(|l| through[*l] * 8 <= n).count();
+            let want = if kept == 0 { fp } else { &links[kept - 1] };
             assert_eq!(
                 hex_bytes(&rec[45..48]),
                 want[..6],
-                "chain key of {fp} ({links} links)"
+                "chain key of {fp} (chain of {} links, {kept} not shared)",
+                links.len()
             );
-            deltas += (links > 0) as usize;
-            deep += (links > 1) as usize;
+            linked += (kept >= 1) as usize;
+            cut += (kept < links.len()) as usize;
         }
     }
-    // Keys that only a walk to the end of a chain gets right.
-    assert!(
-        deltas > 0 && deep > 0,
-        "{deltas} deltas, {deep} with chains of 2 links or more"
-    );
+    (linked, cut)
 }
 
 // ---------------------------------------------------------------- PostgreSQL schema 2 -> 3

@@ -16,8 +16,7 @@ const BATCH: usize = 4096;
 
 /// The located chunks of a version, and how many of its distinct chunks are not stored.
 pub struct VersionLocations {
-    /// Each chunk, where it is, and the root of its chain (the chunk itself unless it is a
-    /// delta).
+    /// Each chunk, where it is, and the link that names its chain key ([`chain_keys`]).
     pub chunks: Vec<(Fingerprint, ChunkLoc, Fingerprint)>,
     pub not_stored: u32,
 }
@@ -27,8 +26,11 @@ pub const HEADER_LEN: usize = 16;
 pub const RECORD_LEN: usize = 48;
 pub const MAGIC: &[u8; 4] = b"DLOC";
 pub const FORMAT: u32 = 2;
-/// Bytes of a chain root's fingerprint a record carries (its chain key).
+/// Bytes of a fingerprint a record carries as its chain key.
 pub const CHAIN_KEY_LEN: usize = 3;
+/// A link that more than `1 / SHARED_LINK` of a version's chunks decode through is shared:
+/// it does not name their chain key.
+pub const SHARED_LINK: usize = 8;
 
 impl VersionLocations {
     /// The binary answer: a 16-byte header, then one 48-byte little-endian record per chunk.
@@ -38,14 +40,14 @@ impl VersionLocations {
         out.extend_from_slice(&FORMAT.to_le_bytes());
         out.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.not_stored.to_le_bytes());
-        for (fp, l, root) in &self.chunks {
+        for (fp, l, key) in &self.chunks {
             out.extend_from_slice(fp);
             out.extend_from_slice(&l.container_id.to_le_bytes());
             out.extend_from_slice(&l.offset.to_le_bytes());
             out.extend_from_slice(&l.stored_len.to_le_bytes());
             out.extend_from_slice(&l.raw_len.to_le_bytes());
             out.push(l.codec);
-            out.extend_from_slice(&root[..CHAIN_KEY_LEN]);
+            out.extend_from_slice(&key[..CHAIN_KEY_LEN]);
         }
         out
     }
@@ -53,7 +55,7 @@ impl VersionLocations {
 
 impl Store {
     /// Where each distinct chunk of version `id` is, in the order of first reference (entries
-    /// in manifest order, each recipe in order), with the root of its base chain. Chunks that
+    /// in manifest order, each recipe in order), with its chain key ([`chain_keys`]). Chunks that
     /// are not stored (damaged and quarantined, or lost) are left out and counted.
     pub fn version_locations(&self, repo_id: i64, id: i64) -> StoreResult<VersionLocations> {
         let v = self.version(repo_id, id)?;
@@ -86,9 +88,8 @@ impl Store {
             }
         }
         // Each delta's chain, walked level by level through the `base` rows (the bases need
-        // not be chunks of this version): a delta's root is the first link that is not a
-        // delta. The walk stops at the stored chains' cap, which also ends a loop of deltas
-        // in a damaged index.
+        // not be chunks of this version). The walk stops at the stored chains' cap, which
+        // also ends a loop of deltas in a damaged index.
         let mut base: HashMap<Fingerprint, Fingerprint> = HashMap::new();
         let mut frontier: Vec<Fingerprint> = chunks
             .iter()
@@ -113,14 +114,44 @@ impl Store {
                 break;
             }
         }
-        for (_, _, root) in &mut chunks {
-            for _ in 0..=MAX_CHAIN_DEPTH {
-                match base.get(root) {
-                    Some(b) => *root = *b,
-                    None => break,
-                }
-            }
+        let keys = chain_keys(chunks.iter().map(|(fp, _, _)| *fp), &base);
+        for ((_, _, key), k) in chunks.iter_mut().zip(keys) {
+            *key = k;
         }
         Ok(VersionLocations { chunks, not_stored })
     }
+}
+
+/// The chain key of each of `chunks` (a version's distinct chunks), given each delta's
+/// `base`: the deepest link of the chunk's base chain that at most `1 / SHARED_LINK` of the
+/// chunks decode through, the chunk itself when its base is shared more widely or it has
+/// none (docs/API.md). Chunks with the same key decode through the same links apart from
+/// the shared ones, so a client verifying on several workers keeps a key on one worker and
+/// each of those links is fetched and decoded once; a shared link (a base that most of a
+/// version decodes through, such as a large frame near the root of every chain) is decoded
+/// once by each worker instead of tying most of the version to one of them.
+pub fn chain_keys(
+    chunks: impl Iterator<Item = Fingerprint> + Clone,
+    base: &HashMap<Fingerprint, Fingerprint>,
+) -> Vec<Fingerprint> {
+    let chain = |fp: Fingerprint| {
+        std::iter::successors(base.get(&fp).copied(), |l| base.get(l).copied())
+            .take(MAX_CHAIN_DEPTH)
+    };
+    let mut through: HashMap<Fingerprint, usize> = HashMap::new();
+    let mut n = 0;
+    for fp in chunks.clone() {
+        n += 1;
+        for l in chain(fp) {
+            *through.entry(l).or_default() += 1;
+        }
+    }
+    chunks
+        .map(|fp| {
+            chain(fp)
+                .take_while(|l| through[l] * SHARED_LINK <= n)
+                .last()
+                .unwrap_or(fp)
+        })
+        .collect()
 }

@@ -134,28 +134,31 @@ describe('planRestore', () => {
     );
   });
 
-  it('sends chunks with the same chain key to the same worker, both workers in each window', () => {
-    // 12 chains of 5 chunks (one key each), scattered over 4 containers.
+  it('keeps a chain key on one worker and balances new keys by raw bytes', () => {
+    // 60 chunks of 1000 raw bytes over 4 containers: key 1 has 30 of them, keys 2..31 one each.
     const locs = layout(60, 15);
-    for (const [f, l] of locs) l.chainKey = 0x10_0000 + (parseInt(f, 16) % 12) * 7;
+    [...locs.values()].forEach((l, i) => (l.chainKey = i % 2 ? 1 : 2 + i / 2));
     const recipe = [...locs.keys()];
     const o = opts({ windowBytes: 20_000, requestBytes: 3_000 });
     const plan = planRestore([{ name: 'x', size: 60_000, recipe }], (f) => locs.get(f), o, 2);
     replay(plan, locs, o);
     const workerOf = new Map<number, number>();
+    const bytes = [0, 0];
     for (const w of plan.windows) {
+      // Both workers in every window, taking turns.
       expect(new Set(w.requests.map((r) => r.worker))).toEqual(new Set([0, 1]));
-      // The two workers take turns within the window.
       expect(w.requests[0].worker).not.toBe(w.requests[1].worker);
       for (const r of w.requests)
         for (const f of r.fps) {
           const key = locs.get(f)!.chainKey!;
-          expect(r.worker).toBe(key % 2);
-          expect(workerOf.get(key) ?? r.worker).toBe(r.worker);
+          expect(workerOf.get(key) ?? r.worker, `key ${key}`).toBe(r.worker);
           workerOf.set(key, r.worker);
+          bytes[r.worker] += locs.get(f)!.rawLen;
         }
     }
-    expect(workerOf.size).toBe(12);
+    expect(workerOf.size).toBe(31);
+    // The big key on one worker, the small ones on the other: 30 000 bytes each.
+    expect(bytes).toEqual([30_000, 30_000]);
   });
 
   it('spreads requests by turns without chain keys', () => {

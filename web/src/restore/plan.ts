@@ -11,9 +11,10 @@
  *
  * Requests go to fixed workers (each verifies what it is sent and keeps the base chains its
  * answers carried). A window's chunks are split between the workers by chain key (docs/API.md,
- * `versions/{id}/locations`): chunks decoded through the same bases go to the same worker, so
- * a base is fetched and decoded by one worker only, while both verify at once. Without keys
- * (an older server) requests take turns.
+ * `versions/{id}/locations`): a key stays with the worker it first went to, so the links its
+ * chunks decode through are fetched and decoded by that worker only, and a key seen for the
+ * first time goes to the worker with the fewest raw bytes so far, so both verify at once.
+ * Without keys (an older server) requests take turns.
  *
  * The plan is a pure function of its input, so the executor and the tests see the same thing.
  */
@@ -113,6 +114,9 @@ export function planRestore(
   const n = refs.length;
   const keyed = workers > 1 && [...locs.values()].every((l) => l.chainKey !== undefined);
   let turn = 0;
+  /** Per chain key, its worker; per worker, the raw bytes sent to it so far. */
+  const owner = new Map<number, number>();
+  const load = new Array<number>(workers).fill(0);
 
   // nextUse[i]: the next index after i with the same fingerprint, n if none.
   const nextUse = new Int32Array(n);
@@ -149,7 +153,20 @@ export function planRestore(
     const refEnd = i;
 
     const groups: string[][] = Array.from({ length: keyed ? workers : 1 }, () => []);
-    for (const fp of need) groups[keyed ? locs.get(fp)!.chainKey! % workers : 0].push(fp);
+    for (const fp of need) {
+      if (!keyed) {
+        groups[0].push(fp);
+        continue;
+      }
+      const loc = locs.get(fp)!;
+      let w = owner.get(loc.chainKey!);
+      if (w === undefined) {
+        w = load.indexOf(Math.min(...load));
+        owner.set(loc.chainKey!, w);
+      }
+      load[w] += loc.rawLen;
+      groups[w].push(fp);
+    }
     const byGroup = groups.map((group, g) => {
       group.sort((a, b) => {
         const x = locs.get(a)!;
