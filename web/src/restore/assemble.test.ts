@@ -61,7 +61,7 @@ function fixture() {
     files.map((f) => ({ name: f.name, size: f.size, recipe: f.recipe })),
     (fp) => locs.get(fp),
     // Small windows and cache: several windows, some chunks kept between them, some fetched again.
-    { windowBytes: 6000, requestBytes: 3000, cacheBytes: 4000, maxFpsPerRequest: 4 },
+    { windowBytes: 6000, firstWindowBytes: 6000, requestBytes: 3000, cacheBytes: 4000, maxFpsPerRequest: 4 },
   );
   return { chunks, items, files, plan };
 }

@@ -18,6 +18,7 @@ function layout(count: number, perContainer: number, raw = 1000, stored = 500) {
 
 const opts = (o: Partial<PlanOptions>): PlanOptions => ({
   windowBytes: 10_000,
+  firstWindowBytes: o.windowBytes ?? 10_000,
   requestBytes: 2_000,
   cacheBytes: 5_000,
   maxFpsPerRequest: 1000,
@@ -159,6 +160,15 @@ describe('planRestore', () => {
     expect(workerOf.size).toBe(31);
     // The big key on one worker, the small ones on the other: 30 000 bytes each.
     expect(bytes).toEqual([30_000, 30_000]);
+  });
+
+  it('starts with a small window and doubles it up to the budget', () => {
+    const locs = layout(60, 60);
+    const o = opts({ windowBytes: 8_000, firstWindowBytes: 2_000 });
+    const plan = planRestore([{ name: 'x', size: 60_000, recipe: [...locs.keys()] }], (f) => locs.get(f), o);
+    replay(plan, locs, o);
+    // 1000 raw bytes a chunk: 2, 4, then 8 chunks a window.
+    expect(plan.windows.map((w) => w.refEnd - w.refStart)).toEqual([2, 4, 8, 8, 8, 8, 8, 8, 6]);
   });
 
   it('spreads requests by turns without chain keys', () => {

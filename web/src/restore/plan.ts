@@ -3,7 +3,8 @@
  *
  * All chunk references of the restored files, in zip order, form one sequence. It is cut into
  * windows (forward assembly, as in destor): a window holds at most `windowBytes` of raw chunk
- * data that is not already cached. The distinct chunks a window needs and the cache lacks are
+ * data that is not already cached, the first `firstWindowBytes`, each next one twice the one
+ * before until `windowBytes` (the output starts with the first window verified, so it is small). The distinct chunks a window needs and the cache lacks are
  * fetched in requests of about `requestBytes` stored bytes, ordered by container and offset so
  * the server reads each container sequentially and once per request. After a window, a restore
  * cache of at most `cacheBytes` keeps the chunks whose next use comes soonest (Belady's rule:
@@ -36,6 +37,8 @@ export interface PlanFile {
 
 export interface PlanOptions {
   windowBytes: number;
+  /** The first window's budget (doubled per window up to `windowBytes`). */
+  firstWindowBytes: number;
   requestBytes: number;
   cacheBytes: number;
   /** At most this many fingerprints in one `chunks/get` (the server takes 65 536). */
@@ -44,6 +47,7 @@ export interface PlanOptions {
 
 export const DEFAULT_PLAN: PlanOptions = {
   windowBytes: 16 << 20,
+  firstWindowBytes: 4 << 20,
   // Stored bytes: at ~3.8x compression a 16 MiB window is ~4 MB stored, so 2 MiB makes two or
   // more requests per window, verified by both restore workers at once (6 MiB made one).
   requestBytes: 2 << 20,
@@ -135,6 +139,7 @@ export function planRestore(
   let i = 0;
   while (i < n) {
     const refStart = i;
+    const budget = Math.min(opts.windowBytes, opts.firstWindowBytes * 2 ** windows.length);
     const need: string[] = [];
     const inWindow = new Set<string>();
     const lastIdx = new Map<string, number>();
@@ -143,7 +148,7 @@ export function planRestore(
       const fp = refs[i];
       if (!inWindow.has(fp) && !cache.has(fp)) {
         const r = locs.get(fp)!.rawLen;
-        if (raw + r > opts.windowBytes && i > refStart) break;
+        if (raw + r > budget && i > refStart) break;
         inWindow.add(fp);
         need.push(fp);
         raw += r;
