@@ -89,7 +89,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
   };
 
   const zipWhole = (v: VersionInfo) => {
-    // The manifest is fetched after the save dialog, which needs the click's gesture.
+    // The manifest is fetched when the restore starts, beside the save dialog.
     const items = async () => selectItems((await api.version(v.id)).manifest).items;
     const stamp = new Date(v.time).toISOString().slice(0, 19).replace(/[:T]/g, '-');
     const src = sanitizeEntryName(v.source)?.replace(/\//g, '_') ?? 'ditto';

@@ -12,7 +12,7 @@ export interface RestoreRequest {
   label: string;
   /** Download name: "x.zip" for archives, the file's own name otherwise. */
   filename: string;
-  /** The items, or how to get them (after the save dialog: it needs the click's gesture). */
+  /** The items, or how to get them (called in the click's task, beside the save dialog). */
   items: RestoreItem[] | (() => Promise<RestoreItem[]>);
   /** Bytes of file content, known before the items (the in-memory fallback is gated on it). */
   expectedBytes: number;
@@ -75,6 +75,12 @@ export function useRestore(api: Api) {
       // would otherwise start them only then); a failure shows where the restore awaits them.
       restoreWorkers().catch(() => {});
       assembler().catch(() => {});
+      // The items (a manifest) and the chunk locations are fetched from the click on: a fetch
+      // needs no gesture, and the picker or download that does opens before anything here
+      // is awaited. A failure is seen where they are awaited.
+      const locating = locate(request.version);
+      const listing = typeof request.items === 'function' ? request.items() : Promise.resolve(request.items);
+      listing.catch(() => {});
       let sink: Sink | null = null;
       try {
         if (request.format === 'folder') {
@@ -85,8 +91,7 @@ export function useRestore(api: Api) {
             return;
           }
           const target = new FolderTarget(dir);
-          const locating = locate(request.version);
-          const all = typeof request.items === 'function' ? await request.items() : request.items;
+          const all = await listing;
           const present = await skipPresent(target, all, await restoreWorkers());
           setState((s) => (s ? { ...s, skipped: { files: present.skippedFiles, bytes: present.skippedBytes } } : s));
           const j = await startRestore({
@@ -111,10 +116,9 @@ export function useRestore(api: Api) {
         }
         const kind = sink.kind;
         setState((s) => (s ? { ...s, sink: kind } : s));
-        const locating = locate(request.version);
         const j = await startRestore({
           api,
-          items: typeof request.items === 'function' ? await request.items() : request.items,
+          items: await listing,
           format: request.format,
           version: request.version,
           locations: locating ? (await locating).locations : undefined,
