@@ -56,6 +56,9 @@ describe('sanitizeEntryName', () => {
   it('cuts over-long segments to 255 bytes', () => {
     const s = sanitizeEntryName('d/' + 'é'.repeat(300))!;
     expect(new TextEncoder().encode(s.split('/')[1]).length).toBeLessThanOrEqual(255);
+    // 3 bytes a character: 85 fit, 86 do not.
+    expect(sanitizeEntryName('€'.repeat(85))).toBe('€'.repeat(85));
+    expect(sanitizeEntryName('€'.repeat(86))).toBe('€'.repeat(85));
   });
 });
 

@@ -6,6 +6,8 @@
  * no two entries with the same name.
  */
 
+const utf8 = new TextEncoder();
+
 /** Characters that are never part of a safe name: C0 controls and DEL. */
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/g;
@@ -31,7 +33,8 @@ export function sanitizeEntryName(path: string, prefix = ''): string | null {
     seg = seg.replace(/:/g, '_');
     if (seg === '') continue;
     // Most file systems refuse names above 255 bytes; cut by characters, keep it well-formed.
-    while (new TextEncoder().encode(seg).length > 255) seg = Array.from(seg).slice(0, -1).join('');
+    // (A UTF-16 code unit is at most 3 bytes of UTF-8: only long segments need counting.)
+    if (seg.length > 85) while (utf8.encode(seg).length > 255) seg = Array.from(seg).slice(0, -1).join('');
     out.push(seg);
   }
   return out.length ? out.join('/') : null;
