@@ -130,7 +130,7 @@ impl Store {
 /// each of those links is fetched and decoded once; a shared link (a base that most of a
 /// version decodes through, such as a large frame near the root of every chain) is decoded
 /// once by each worker instead of tying most of the version to one of them.
-pub fn chain_keys(
+fn chain_keys(
     chunks: impl Iterator<Item = Fingerprint> + Clone,
     base: &HashMap<Fingerprint, Fingerprint>,
 ) -> Vec<Fingerprint> {

@@ -20,7 +20,7 @@ function encode(
     dv.setUint32(at + 36, r.stored, true);
     dv.setUint32(at + 40, r.raw, true);
     out[at + 44] = r.codec;
-    if (format === 2) out.fill(r.root ?? r.fp, at + 45, at + 48); // the first 3 bytes of the chain's root
+    if (format === 2) out.fill(r.root ?? r.fp, at + 45, at + 48); // the chain key: 3 bytes of a fingerprint
   });
   return out;
 }

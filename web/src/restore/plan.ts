@@ -4,11 +4,12 @@
  * All chunk references of the restored files, in zip order, form one sequence. It is cut into
  * windows (forward assembly, as in destor): a window holds at most `windowBytes` of raw chunk
  * data that is not already cached, the first `firstWindowBytes`, each next one twice the one
- * before until `windowBytes` (the output starts with the first window verified, so it is small). The distinct chunks a window needs and the cache lacks are
- * fetched in requests of about `requestBytes` stored bytes, ordered by container and offset so
- * the server reads each container sequentially and once per request. After a window, a restore
- * cache of at most `cacheBytes` keeps the chunks whose next use comes soonest (Belady's rule:
- * the plan knows the future), so a chunk repeated across files is not fetched again.
+ * before until `windowBytes` (the output starts once the first window is verified, so it is
+ * small). The distinct chunks a window needs and the cache lacks are fetched in requests of
+ * about `requestBytes` stored bytes, ordered by container and offset so the server reads each
+ * container sequentially and once per request. After a window, a restore cache of at most
+ * `cacheBytes` keeps the chunks whose next use comes soonest (Belady's rule: the plan knows the
+ * future), so a chunk repeated across files is not fetched again.
  *
  * Requests go to fixed workers (each verifies what it is sent and keeps the base chains its
  * answers carried). A window's chunks are split between the workers by chain key (docs/API.md,
