@@ -26,7 +26,10 @@ export interface ChunkLoc {
   offset: number;
   storedLen: number;
   rawLen: number;
-  /** Names the chunk's chain root (docs/API.md): the same key, the same bases. */
+  /**
+   * The chunk's chain key (docs/API.md): chunks with the same key decode through the same
+   * links, apart from links most of the version shares.
+   */
   chainKey?: number;
 }
 
