@@ -163,12 +163,13 @@ test('preview a file in the page: its text, with the terms highlighted', async (
 test('a file larger than a block is written into the folder as it comes, byte-identical', async ({ page }) => {
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  // 9 MiB (more than the 4 MiB block the restore writes a large file in, not a multiple of
-  // it) of a random MiB repeated, so the upload stays small; and small files beside it.
+  // 70 MiB (more than the 4 MiB block the restore writes a large file in, not a multiple of
+  // it, and more than the 64 MiB its writes may lag behind) of a random MiB repeated, so the
+  // upload stays small; and small files beside it.
   const dir = mkdtempSync(path.join(tmpdir(), 'ditto-restore-big-'));
   try {
     const block = randomBytes(1 << 20);
-    const big = Buffer.concat([...Array(9).fill(block), block.subarray(0, 12_345)]);
+    const big = Buffer.concat([...Array(70).fill(block), block.subarray(0, 12_345)]);
     mkdirSync(path.join(dir, 'Big', 'sub'), { recursive: true });
     writeFileSync(path.join(dir, 'Big', 'big.bin'), big);
     writeFileSync(path.join(dir, 'Big', 'note.txt'), 'small beside a big one\n');
@@ -190,4 +191,37 @@ test('a file larger than a block is written into the folder as it comes, byte-id
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a file the folder will not let the restore write fails it with the reason, and the restore ends', async ({
+  page,
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithOpfsPicker(page);
+  // The large file of the version above held open by another worker (an exclusive access
+  // handle), so the restore's writable for it is refused while its blocks are coming.
+  await page.evaluate(async () => {
+    const root = await navigator.storage.getDirectory();
+    await root.removeEntry('restored', { recursive: true }).catch(() => {});
+    const src = `onmessage = async () => {
+      const d = await (await navigator.storage.getDirectory()).getDirectoryHandle('restored', { create: true });
+      const h = await d.getFileHandle('big.bin', { create: true });
+      self.held = await h.createSyncAccessHandle();
+      postMessage('held');
+    };`;
+    const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
+    (window as unknown as { locker: Worker }).locker = w;
+    await new Promise((resolve) => {
+      w.onmessage = resolve;
+      w.postMessage('hold');
+    });
+  });
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await expect(page.getByTestId('restore-error')).toContainText('"big.bin" could not be written into the folder', {
+    timeout: 60_000,
+  });
+  await expect(page.getByTestId('restore-error')).toContainText('NoModificationAllowedError');
+  expect(errors).toEqual([]);
 });

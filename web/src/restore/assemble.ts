@@ -285,13 +285,17 @@ export async function assembleFile(plan: AssemblePlan, windows: Windows, port: P
 /** Files held for writing together at most, and their bytes. */
 const MAX_FILES = 16;
 const MAX_BYTES = 64 << 20;
+/** Bytes of a large file's blocks not yet written at most (more would only grow the tab). */
+const FILE_AHEAD = 2 * BLOCK_BYTES;
 
 /**
  * `items` written into `target`. Opening and closing a file costs a round trip to the
  * browser's file system (and, for a picked folder, a swap file moved into place), whatever its
- * size: files up to a block are assembled and written several at a time, each in one write of
- * one buffer, while the next ones are assembled. A larger file is written as it comes, a
- * block at a time, so no more of it than a block is held.
+ * size, so nothing waits for one while there is more to assemble: directories are created and
+ * files written in the background, up to MAX_FILES files and MAX_BYTES not yet written. A file
+ * up to a block is assembled and written in one write of one buffer; a larger one as it
+ * comes, a block at a time, at most FILE_AHEAD of it not yet written, so the restore never
+ * holds much of it whatever its size.
  */
 export async function assembleFolder(
   items: AssembleItem[],
@@ -300,71 +304,126 @@ export async function assembleFolder(
   target: FolderTarget,
   counter: Counter,
 ) {
-  const writing = new Set<Promise<void>>();
+  const writing = new Set<Promise<unknown>>();
   let pendingBytes = 0;
   let failed: unknown = null;
-  const written = async (name: string, write: (w: FileSystemWritableFileStream) => Promise<void>) => {
-    const w = await target.create(name);
-    try {
-      await write(w);
-      await w.close();
-    } catch (e) {
-      await w.abort().catch(() => {});
-      throw e;
-    }
-  };
-  const writeSmall = (name: string, parts: Uint8Array[], size: number) => {
-    pendingBytes += size;
-    const p = written(name, async (w) => {
-      if (size) await w.write(concat(parts, size) as Uint8Array<ArrayBuffer>);
-    })
-      .then(() => {
-        counter.files++;
-      })
+  const track = (p: Promise<unknown>) => {
+    const q = p
       .catch((e: unknown) => {
         failed ??= e;
       })
-      .finally(() => {
-        pendingBytes -= size;
-        writing.delete(p);
-      });
-    writing.add(p);
+      .finally(() => writing.delete(q));
+    writing.add(q);
+  };
+  /**
+   * Waits while too much is being written (by the files handed over and by `current`, the
+   * file still being assembled: its blocks count too); throws what failed meanwhile.
+   */
+  const room = async (current?: { queued(): number; written(): Promise<void> }) => {
+    const full = () =>
+      writing.size >= MAX_FILES || pendingBytes > MAX_BYTES || (current !== undefined && current.queued() > FILE_AHEAD);
+    while (full() && !failed) await Promise.race(current ? [...writing, current.written()] : writing);
+    if (failed) throw failed;
+  };
+  /** Writes `name` in the background from the blocks `write` is given; `end` closes it. */
+  const open = (name: string) => {
+    /** The browser's reason, with the file it was about (its own message names neither). */
+    const named = (e: unknown): never => {
+      if (e instanceof AssemblyError) throw e;
+      const why = e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
+      throw new AssemblyError(`"${name}" could not be written into the folder: ${why}`);
+    };
+    // A failure stops the restore at its next step; `end` abandons the file.
+    const stop = (e: unknown) => {
+      failed ??= e;
+    };
+    const opened = target.create(name).catch(named);
+    opened.catch(stop);
+    let last: Promise<unknown> = opened;
+    let queued = 0;
+    return {
+      write(b: Uint8Array) {
+        const n = b.byteLength;
+        pendingBytes += n;
+        queued += n;
+        last = Promise.all([opened, last])
+          .then(([w]) => w.write(b as Uint8Array<ArrayBuffer>).catch(named))
+          .finally(() => {
+            pendingBytes -= n;
+            queued -= n;
+          });
+        last.catch(stop);
+      },
+      /** Bytes given and not yet written. */
+      queued: () => queued,
+      /** Settles once the blocks given so far are written (or one failed). */
+      written: () =>
+        last.then(
+          () => {},
+          () => {},
+        ),
+      /** Closes the file once written, or abandons it when `error` (or a write) failed. */
+      end(error?: unknown) {
+        track(
+          opened.then(async (w) => {
+            try {
+              await last;
+              if (error !== undefined) throw error;
+              await w.close().catch(named);
+              counter.files++;
+            } catch (e) {
+              await w.abort().catch(() => {});
+              throw e;
+            }
+          }),
+        );
+      },
+    };
   };
   let k = 0;
   for (const item of items) {
     windows.check();
     if (failed) throw failed;
     if (item.kind === 'dir') {
-      await target.dir(item.name);
+      track(target.dir(item.name));
       continue;
     }
+    const file = open(item.name);
     if (item.size > BLOCK_BYTES) {
       const out = new BlockWriter();
-      await written(item.name, async (w) => {
-        const drain = async () => {
-          for (const b of out.take()) await w.write(b as Uint8Array<ArrayBuffer>);
-        };
+      const drain = async () => {
+        for (const b of out.take()) file.write(b);
+        await room(file);
+      };
+      try {
         await eachPiece(plan, windows, k, counter, (c) => out.push(c.bytes), drain, true);
         out.flush();
         await drain();
-      });
-      k++;
-      counter.files++;
-      counter.tick();
-      continue;
+      } catch (e) {
+        file.end(e);
+        throw e;
+      }
+    } else {
+      const parts: Uint8Array[] = [];
+      try {
+        await eachPiece(
+          plan,
+          windows,
+          k,
+          counter,
+          (c) => parts.push(c.bytes),
+          async () => {},
+        );
+      } catch (e) {
+        file.end(e);
+        throw e;
+      }
+      if (item.size) file.write(concat(parts, item.size));
     }
-    const parts: Uint8Array[] = [];
-    await eachPiece(
-      plan,
-      windows,
-      k++,
-      counter,
-      (c) => parts.push(c.bytes),
-      async () => {},
-    );
-    writeSmall(item.name, parts, item.size);
+    file.end();
+    k++;
     counter.tick();
-    while (writing.size >= MAX_FILES || pendingBytes > MAX_BYTES) await Promise.race(writing);
+    await room();
   }
   await Promise.all(writing);
   if (failed) throw failed;

@@ -42,20 +42,43 @@ export async function pickFolder(): Promise<FileSystemDirectoryHandle | null> {
 /** A folder being restored into: directory handles by path, created on demand. */
 export class FolderTarget {
   private dirs = new Map<string, Promise<FileSystemDirectoryHandle>>();
+  /** Directories as found before the restore writes (null: not there), looked up once each. */
+  private found = new Map<string, Promise<FileSystemDirectoryHandle | null>>();
   /** Each directory's files as found before the restore writes, listed once per directory. */
   private listings = new Map<string, Promise<Map<string, FileSystemFileHandle>>>();
 
   constructor(readonly root: FileSystemDirectoryHandle) {
     this.dirs.set('', Promise.resolve(root));
+    this.found.set('', Promise.resolve(root));
   }
 
   dir(path: string): Promise<FileSystemDirectoryHandle> {
     let d = this.dirs.get(path);
     if (!d) {
-      const cut = path.lastIndexOf('/');
-      const parent = cut < 0 ? '' : path.slice(0, cut);
-      d = this.dir(parent).then((p) => p.getDirectoryHandle(path.slice(cut + 1), { create: true }));
+      const [parent, base] = this.split(path);
+      d = this.dir(parent).then((p) => p.getDirectoryHandle(base, { create: true }));
       this.dirs.set(path, d);
+    }
+    return d;
+  }
+
+  /**
+   * The directory at `path` if it is there, creating nothing: a restore into a fresh folder
+   * learns that its tree is missing from one lookup per top-level directory.
+   */
+  private find(path: string): Promise<FileSystemDirectoryHandle | null> {
+    let d = this.found.get(path);
+    if (!d) {
+      const [parent, base] = this.split(path);
+      d = this.find(parent).then((p) =>
+        p
+          ? p.getDirectoryHandle(base).catch((e: unknown) => {
+              if (e instanceof DOMException && e.name === 'NotFoundError') return null;
+              throw e;
+            })
+          : null,
+      );
+      this.found.set(path, d);
     }
     return d;
   }
@@ -65,23 +88,27 @@ export class FolderTarget {
     return cut < 0 ? ['', name] : [name.slice(0, cut), name.slice(cut + 1)];
   }
 
-  /**
-   * The file at `name` if it exists. Its directory is listed once (one round trip to the
-   * browser's file system for all its entries, where asking for each file costs one each,
-   * most of them "not found" in a fresh folder).
-   */
-  async existing(name: string): Promise<File | null> {
-    const [dir, base] = this.split(name);
+  /** The files of the directory that holds `name`, listed once (one round trip for all of them). */
+  listing(name: string): Promise<Map<string, FileSystemFileHandle>> {
+    const [dir] = this.split(name);
     let listing = this.listings.get(dir);
     if (!listing) {
-      listing = this.dir(dir).then(async (d) => {
+      listing = this.find(dir).then(async (d) => {
         const files = new Map<string, FileSystemFileHandle>();
-        for await (const h of d.values()) if (h.kind === 'file') files.set(h.name, h as FileSystemFileHandle);
+        if (d) for await (const h of d.values()) if (h.kind === 'file') files.set(h.name, h as FileSystemFileHandle);
         return files;
       });
       this.listings.set(dir, listing);
     }
-    const handle = (await listing).get(base);
+    return listing;
+  }
+
+  /**
+   * The file at `name` if it exists. Its directory is listed once (asking for each file would
+   * cost one round trip each, most of them "not found" in a fresh folder).
+   */
+  async existing(name: string): Promise<File | null> {
+    const handle = (await this.listing(name)).get(this.split(name)[1]);
     try {
       return handle ? await handle.getFile() : null;
     } catch (e) {
@@ -116,6 +143,8 @@ export async function skipPresent(
   const out: RestoreItem[] = [];
   let skippedFiles = 0;
   let skippedBytes = 0;
+  // Every directory is listed at once, not one after another as the files come.
+  for (const item of items) if (item.kind === 'file') target.listing(item.name).catch(() => {}); // a failure is seen where `existing` awaits it
   for (const item of items) {
     signal?.throwIfAborted();
     if (item.kind === 'file') {
