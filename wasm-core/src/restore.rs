@@ -379,6 +379,24 @@ mod tests {
         assert!(e.reason.contains("5 chunks answered for 6"), "{}", e.reason);
     }
 
+    #[test]
+    fn refuses_a_chunk_whose_declared_length_is_not_its_own() {
+        let c: Vec<u8> = (0..3000u32).map(|j| (j * 7 / 3) as u8).collect();
+        let fp = hash::fingerprint(&c);
+        let z = zstd::bulk::compress(&c, 3).unwrap();
+        for declared in [c.len() - 1, c.len() + 1, 0] {
+            for (codec, payload) in [(Codec::Raw, &c), (Codec::Zstd, &z)] {
+                let mut w = BundleWriter::new();
+                w.push(&fp, codec, declared as u32, payload);
+                // Refused by the bundle's parser or the decoder, never handed out.
+                assert!(
+                    verify_bundle(&w.finish(), 1).is_err(),
+                    "{codec:?} declared {declared}"
+                );
+            }
+        }
+    }
+
     fn delta_of(raw: &[u8], base: &[u8]) -> Vec<u8> {
         let mut e = crate::resemble::delta::DeltaEncoder::new(3).unwrap();
         e.encode(&hash::fingerprint(base), base, raw)
