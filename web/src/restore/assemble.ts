@@ -388,8 +388,8 @@ export async function assembleFolder(
       track(target.dir(item.name));
       continue;
     }
-    const file = open(item.name);
     if (item.size > BLOCK_BYTES) {
+      const file = open(item.name);
       const out = new BlockWriter();
       const drain = async () => {
         for (const b of out.take()) file.write(b);
@@ -403,24 +403,22 @@ export async function assembleFolder(
         file.end(e);
         throw e;
       }
+      file.end();
     } else {
+      // Opened once whole: a restore that stops meanwhile leaves no empty file behind.
       const parts: Uint8Array[] = [];
-      try {
-        await eachPiece(
-          plan,
-          windows,
-          k,
-          counter,
-          (c) => parts.push(c.bytes),
-          async () => {},
-        );
-      } catch (e) {
-        file.end(e);
-        throw e;
-      }
+      await eachPiece(
+        plan,
+        windows,
+        k,
+        counter,
+        (c) => parts.push(c.bytes),
+        async () => {},
+      );
+      const file = open(item.name);
       if (item.size) file.write(concat(parts, item.size));
+      file.end();
     }
-    file.end();
     k++;
     counter.tick();
     await room();

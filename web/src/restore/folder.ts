@@ -143,8 +143,11 @@ export async function skipPresent(
   const out: RestoreItem[] = [];
   let skippedFiles = 0;
   let skippedBytes = 0;
-  // Every directory is listed at once, not one after another as the files come.
-  for (const item of items) if (item.kind === 'file') target.listing(item.name).catch(() => {}); // a failure is seen where `existing` awaits it
+  // Every directory is listed at once, not one after another as the files come; a failure
+  // is seen where `existing` awaits the listing.
+  for (const item of items) {
+    if (item.kind === 'file') target.listing(item.name).catch(() => {});
+  }
   for (const item of items) {
     signal?.throwIfAborted();
     if (item.kind === 'file') {
