@@ -133,6 +133,9 @@ export interface PresentCheck {
   skippedBytes: number;
 }
 
+/** Items whose directories are listed ahead of the one being checked. */
+const LIST_AHEAD = 256;
+
 /** Leaves out the files the folder already holds with the same size and chunks. */
 export async function skipPresent(
   target: FolderTarget,
@@ -143,13 +146,16 @@ export async function skipPresent(
   const out: RestoreItem[] = [];
   let skippedFiles = 0;
   let skippedBytes = 0;
-  // Every directory is listed at once, not one after another as the files come; a failure
-  // is seen where `existing` awaits the listing.
-  for (const item of items) {
-    if (item.kind === 'file') target.listing(item.name).catch(() => {});
-  }
-  for (const item of items) {
+  // The directories of the next LIST_AHEAD items are listed while this one is checked, not
+  // one after another as the files come (a listing is one round trip, cached per directory);
+  // a failure is seen where `existing` awaits the listing.
+  let listed = 0;
+  for (const [k, item] of items.entries()) {
     signal?.throwIfAborted();
+    for (; listed < Math.min(items.length, k + LIST_AHEAD); listed++) {
+      const next = items[listed];
+      if (next.kind === 'file') target.listing(next.name).catch(() => {});
+    }
     if (item.kind === 'file') {
       const file = await target.existing(item.name);
       if (file && file.size === item.size && (await sameChunks(file, item.recipe, workers))) {
