@@ -52,14 +52,9 @@ export class FolderTarget {
     this.found.set('', Promise.resolve(root));
   }
 
+  /** The directory at `path`, created (with its parents) where missing. */
   dir(path: string): Promise<FileSystemDirectoryHandle> {
-    let d = this.dirs.get(path);
-    if (!d) {
-      const [parent, base] = this.split(path);
-      d = this.dir(parent).then((p) => p.getDirectoryHandle(base, { create: true }));
-      this.dirs.set(path, d);
-    }
-    return d;
+    return this.walk(this.dirs, path, (p, base) => p.getDirectoryHandle(base, { create: true }));
   }
 
   /**
@@ -67,18 +62,27 @@ export class FolderTarget {
    * learns that its tree is missing from one lookup per top-level directory.
    */
   private find(path: string): Promise<FileSystemDirectoryHandle | null> {
-    let d = this.found.get(path);
+    return this.walk(this.found, path, (p, base) =>
+      p
+        ? p.getDirectoryHandle(base).catch((e: unknown) => {
+            if (e instanceof DOMException && e.name === 'NotFoundError') return null;
+            throw e;
+          })
+        : Promise.resolve(null),
+    );
+  }
+
+  /** The entry of `cache` for `path`, else `step` from its parent's, each path asked once. */
+  private walk<T>(
+    cache: Map<string, Promise<T>>,
+    path: string,
+    step: (parent: T, base: string) => Promise<T>,
+  ): Promise<T> {
+    let d = cache.get(path); // the root ('') is always there
     if (!d) {
       const [parent, base] = this.split(path);
-      d = this.find(parent).then((p) =>
-        p
-          ? p.getDirectoryHandle(base).catch((e: unknown) => {
-              if (e instanceof DOMException && e.name === 'NotFoundError') return null;
-              throw e;
-            })
-          : null,
-      );
-      this.found.set(path, d);
+      d = this.walk(cache, parent, step).then((p) => step(p, base));
+      cache.set(path, d);
     }
     return d;
   }
