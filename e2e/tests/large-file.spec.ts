@@ -20,8 +20,8 @@ const SIZE = Number(process.env.DITTO_LARGE_FILE_MB ?? 2048) * MiB;
 const LIMIT = 300 * MiB;
 /**
  * The restore's bound: its windows and chunk cache (web/src/restore/plan.ts), two restore
- * workers and the blocks being written (at most 64 MiB, web/src/restore/assemble.ts), whatever
- * the file's size (measured: docs/BACKUP.md, "Memory").
+ * workers and the blocks being written (at most 64 MiB in all, and at most 8 MiB of one file
+ * not yet written, web/src/restore/assemble.ts), whatever the file's size (measured: docs/BACKUP.md, "Memory").
  */
 const RESTORE_LIMIT = 640 * MiB;
 

@@ -225,3 +225,26 @@ test('a file the folder will not let the restore write fails it with the reason,
   await expect(page.getByTestId('restore-error')).toContainText('NoModificationAllowedError');
   expect(errors).toEqual([]);
 });
+
+test('a file where the version has a directory stops the restore, named, and is left as it was', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithOpfsPicker(page);
+  // The version above has a directory `sub`; the folder holds a file of that name.
+  await page.evaluate(async () => {
+    const root = await navigator.storage.getDirectory();
+    await root.removeEntry('restored', { recursive: true }).catch(() => {});
+    const d = await root.getDirectoryHandle('restored', { create: true });
+    const w = await (await d.getFileHandle('sub', { create: true })).createWritable();
+    await w.write('mine\n');
+    await w.close();
+  });
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await expect(page.getByTestId('restore-error')).toContainText(
+    '"sub" is a file in the folder, where the version has a directory',
+    { timeout: 60_000 },
+  );
+  expect(await opfsTree(page)).toEqual({ sub: createHash('sha1').update('mine\n').digest('hex') });
+  expect(errors).toEqual([]);
+});

@@ -13,7 +13,7 @@
  * of the version.
  */
 import { BlockWriter, BLOCK_BYTES, concat } from './blocks';
-import type { FolderTarget } from './folder';
+import { FolderError, type FolderTarget } from './folder';
 import type { PortWriter } from './port';
 import type { RestorePlan } from './plan';
 import { ZipWriter, type ZipPiece } from './zip';
@@ -325,14 +325,20 @@ export async function assembleFolder(
     while (full() && !failed) await Promise.race(current ? [...writing, current.written()] : writing);
     if (failed) throw failed;
   };
+  /**
+   * The browser's reason, with the file or directory it was about (its own message names
+   * neither).
+   */
+  const naming =
+    (name: string, what: string) =>
+    (e: unknown): never => {
+      if (e instanceof AssemblyError || e instanceof FolderError) throw e;
+      const why = e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
+      throw new AssemblyError(`"${name}" could not be ${what} the folder: ${why}`);
+    };
   /** Writes `name` in the background from the blocks `write` is given; `end` closes it. */
   const open = (name: string) => {
-    /** The browser's reason, with the file it was about (its own message names neither). */
-    const named = (e: unknown): never => {
-      if (e instanceof AssemblyError) throw e;
-      const why = e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
-      throw new AssemblyError(`"${name}" could not be written into the folder: ${why}`);
-    };
+    const named = naming(name, 'written into');
     // A failure stops the restore at its next step; `end` abandons the file.
     const stop = (e: unknown) => {
       failed ??= e;
@@ -385,7 +391,7 @@ export async function assembleFolder(
     windows.check();
     if (failed) throw failed;
     if (item.kind === 'dir') {
-      track(target.dir(item.name));
+      track(target.dir(item.name).catch(naming(item.name, 'created in')));
       continue;
     }
     if (item.size > BLOCK_BYTES) {

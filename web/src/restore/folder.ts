@@ -13,6 +13,15 @@ type DirectoryPicker = (opts?: { mode?: 'read' | 'readwrite'; id?: string }) => 
 
 export class FolderError extends Error {}
 
+/** A directory lookup's failure, said plainly where a file stands in the directory's place. */
+function conflict(e: unknown, path: string): never {
+  if (e instanceof DOMException && e.name === 'TypeMismatchError')
+    throw new FolderError(
+      `"${path}" is a file in the folder, where the version has a directory: move or rename it first.`,
+    );
+  throw e;
+}
+
 /** Whether this browser can restore into a folder. */
 export function canPickFolder(): boolean {
   return typeof (window as unknown as { showDirectoryPicker?: DirectoryPicker }).showDirectoryPicker === 'function';
@@ -54,7 +63,9 @@ export class FolderTarget {
 
   /** The directory at `path`, created (with its parents) where missing. */
   dir(path: string): Promise<FileSystemDirectoryHandle> {
-    return this.walk(this.dirs, path, (p, base) => p.getDirectoryHandle(base, { create: true }));
+    return this.walk(this.dirs, path, (p, base) =>
+      p.getDirectoryHandle(base, { create: true }).catch((e: unknown) => conflict(e, path)),
+    );
   }
 
   /**
@@ -66,7 +77,7 @@ export class FolderTarget {
       p
         ? p.getDirectoryHandle(base).catch((e: unknown) => {
             if (e instanceof DOMException && e.name === 'NotFoundError') return null;
-            throw e;
+            return conflict(e, path);
           })
         : Promise.resolve(null),
     );
