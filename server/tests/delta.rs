@@ -238,12 +238,20 @@ fn check_cli(dir: &std::path::Path, ctx: &str) {
 }
 
 /// Waits for the pass over version `v` (after the mover); its report.
+/// Waits for the background work after the commit of `v`: its delta pass (which runs the
+/// mover), then the search cache's warm-up, the last step, which reads the new chunks checked
+/// (a test that damages a container afterwards knows that nothing reads it behind its back).
 fn wait_pass(s: &Server, v: i64) -> Value {
     let mut last = Value::Null;
-    wait_until("the delta pass", Duration::from_secs(120), || {
-        last = stats(s);
-        last["delta_pass"]["version"].as_i64() == Some(v)
-    });
+    wait_until(
+        "the delta pass and the search cache's warm-up",
+        Duration::from_secs(120),
+        || {
+            last = stats(s);
+            last["delta_pass"]["version"].as_i64() == Some(v)
+                && last["search_warm"]["version"].as_i64() >= Some(v)
+        },
+    );
     last
 }
 
