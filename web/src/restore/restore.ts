@@ -126,13 +126,6 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
   return locs;
 }
 
-/**
- * Chunk requests in flight: with two, one is on the wire (or being read and verified by the
- * server) while the other is verified by a restore worker; a third keeps both sides busy
- * when one request waits on the other.
- */
-const LANES = 3;
-
 /** Restores started in this page (each names its sessions in the restore workers). */
 let restoresStarted = 0;
 
@@ -140,17 +133,22 @@ let restoresStarted = 0;
 const MAX_HAVE = 16_384;
 
 /**
- * Fetches the chunks of a plan and has them verified, request by request in plan order,
- * LANES at a time, for the window the assembler is writing and the next one: the next
- * window's first requests go out as soon as this window's last ones are on their way, not
- * when they are all verified. Each verified answer goes to `deliver`.
+ * Fetches the chunks of a plan and has them verified, request by request in plan order, for
+ * the window the assembler is writing and the next one, one request per restore worker at a
+ * time: while a worker verifies one answer, the other's request is on the wire. A request
+ * names in `have` what its worker's session holds, and a session holds an answer's chain links
+ * only once it has verified it, so a second request sent to a worker beside the first would
+ * bring again the links the first brings. Each verified answer goes to `deliver`.
  */
-class ChunkFetcher {
+export class ChunkFetcher {
   /** The window the assembler is writing (it starts with the first). */
   private window = 0;
-  private inflight = 0;
   private nextWindow = 0;
   private nextRequest = 0;
+  /** Requests of the windows allowed so far, not started yet, in plan order. */
+  private waiting: { w: number; r: FetchRequest }[] = [];
+  /** Per worker, whether one of its requests is being fetched or verified. */
+  private busy: boolean[];
   private stopped = false;
   /** Names this restore's sessions in the workers. */
   private readonly restoreId = ++restoresStarted;
@@ -168,6 +166,7 @@ class ChunkFetcher {
     private onError: (e: unknown) => void,
   ) {
     this.held = Array.from({ length: workers.size }, () => new Set<string>());
+    this.busy = this.held.map(() => false);
   }
 
   /** The manifest path of the first restored file that references `fp`. */
@@ -285,34 +284,37 @@ class ChunkFetcher {
     this.pump();
   }
 
-  /** Starts the requests the windows allow. */
+  /** Starts the requests the windows allow, each as soon as its worker is free. */
   pump() {
     const windows = this.plan.windows;
-    while (
-      !this.stopped &&
-      this.inflight < LANES &&
-      this.nextWindow < windows.length &&
-      this.nextWindow <= this.window + 1
-    ) {
-      const w = this.nextWindow;
-      const reqs = windows[w].requests;
+    while (!this.stopped && this.nextWindow < windows.length && this.nextWindow <= this.window + 1) {
+      const reqs = windows[this.nextWindow].requests;
       if (this.nextRequest >= reqs.length) {
         this.nextWindow++;
         this.nextRequest = 0;
         continue;
       }
-      const r = reqs[this.nextRequest++];
-      this.inflight++;
+      this.waiting.push({ w: this.nextWindow, r: reqs[this.nextRequest++] });
+    }
+    for (let k = 0; !this.stopped && k < this.waiting.length;) {
+      const { w, r } = this.waiting[k];
+      const worker = r.worker % this.held.length;
+      if (this.busy[worker]) {
+        k++;
+        continue;
+      }
+      this.waiting.splice(k, 1);
+      this.busy[worker] = true;
       this.fetchRequest(r).then(
         ({ v, fetched }) => {
-          this.inflight--;
+          this.busy[worker] = false;
           if (this.stopped) return;
           this.deliver(w, r.fps, v);
           this.onRequest(r.containers.length, fetched);
           this.pump();
         },
         (e: unknown) => {
-          this.inflight--;
+          this.busy[worker] = false;
           this.onError(e);
         },
       );
