@@ -362,6 +362,7 @@ fn serve() {
         let spa = ServeDir::new(&web_dir).fallback(ServeFile::new(web_dir.join("index.html")));
         let app = api::router(store)
             .fallback_service(spa)
+            .layer(http::compression())
             .layer(CatchPanicLayer::custom(|_| {
                 error::ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,

@@ -1307,3 +1307,92 @@ fn serves_the_web_app() {
     assert_eq!(r.body, b"<!doctype html><title>Ditto</title>");
     request("GET", &s.url("/api/v1/nothing"), None, &[], None).expect_error(404, "not_found");
 }
+
+/// JSON and the chunk locations go compressed to a client that takes zstd or gzip, and decode
+/// to the bytes an identity request gets; chunk bundles and container ranges never do.
+#[test]
+fn json_and_locations_are_compressed_for_a_client_that_takes_it_bundles_never() {
+    let dir = TempDir::new("compress");
+    let s = Server::start_without_pass(&dir.0);
+    let t = s.token.clone();
+    let a = agent();
+    let chunks = sample_chunks(7, 60);
+    assert_eq!(upload(&a, &s, &t, &chunks).unwrap().status, 200);
+    // One file per chunk: a manifest of some kilobytes, as real ones are.
+    let entries: Vec<_> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({ "path": format!("dir/file-{i}.txt"), "kind": "file", "size": c.raw.len(),
+                    "mtime": 0, "mode": null, "recipe": [c.hex()] })
+        })
+        .collect();
+    let r = post_json(
+        &s.repo_url("default", "/versions"),
+        &t,
+        &json!({ "source": "src", "time": 1, "entries": entries }),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let id = r.json()["id"].as_i64().unwrap();
+    let get = |path: &str, accept: &str| {
+        request(
+            "GET",
+            &s.repo_url("default", path),
+            Some(&t),
+            &[("Accept-Encoding", accept)],
+            None,
+        )
+    };
+    for path in [
+        format!("/versions/{id}"),
+        format!("/versions/{id}/locations"),
+    ] {
+        let plain = get(&path, "identity");
+        assert_eq!(plain.status, 200);
+        assert_eq!(plain.header("content-encoding"), None, "{path}");
+        assert!(
+            plain.body.len() > 1024,
+            "{path}: {} bytes",
+            plain.body.len()
+        );
+        let z = get(&path, "gzip, deflate, br, zstd");
+        assert_eq!(z.header("content-encoding"), Some("zstd"), "{path}");
+        assert!(z.body.len() < plain.body.len(), "{path}");
+        assert!(
+            zstd::decode_all(&z.body[..]).unwrap() == plain.body,
+            "{path}"
+        );
+        // A client without zstd gets gzip (this one decodes it as it reads, and drops the
+        // header with it): the same bytes.
+        assert!(get(&path, "gzip").body == plain.body, "{path}");
+    }
+    // What is compressed already goes as it is.
+    let fps: Vec<String> = chunks.iter().map(TestChunk::hex).collect();
+    let body = serde_json::to_vec(&json!({ "fingerprints": fps })).unwrap();
+    let bundle = |accept: &str| {
+        request(
+            "POST",
+            &s.repo_url("default", "/chunks/get"),
+            Some(&t),
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept-Encoding", accept),
+            ],
+            Some(&body),
+        )
+    };
+    let (plain, z) = (bundle("identity"), bundle("zstd, gzip"));
+    assert_eq!(z.status, 200);
+    assert_eq!(z.header("content-encoding"), None);
+    assert!(z.body == plain.body);
+    let range = request(
+        "GET",
+        &s.repo_url("default", "/containers/1"),
+        Some(&t),
+        &[("Range", "bytes=0-9999"), ("Accept-Encoding", "zstd, gzip")],
+        None,
+    );
+    assert_eq!(range.status, 206);
+    assert_eq!(range.header("content-encoding"), None);
+    assert_eq!(range.body.len(), 10_000);
+}
