@@ -152,7 +152,12 @@ export class ChunkFetcher {
   private stopped = false;
   /** Names this restore's sessions in the workers. */
   private readonly restoreId = ++restoresStarted;
-  /** Per worker, the chunks its session holds as stored (what its answers carried). */
+  /**
+   * Per worker, the chain links its session holds (what its answers carried beside the chunks
+   * asked for), which its requests list in `have`. The chunks asked for are held too, but
+   * few of them are a later chunk's base: listing them as well spared ~4 % of (b)'s answer
+   * bytes and tripled its requests' (to ~1 MB, 150 KB a request by the end).
+   */
   private held: Set<string>[];
 
   constructor(
@@ -229,7 +234,7 @@ export class ChunkFetcher {
     let fetched = 0;
     const worker = planned % this.held.length;
     const fetch = async (checked: boolean) => {
-      // What this worker's session holds need not come again as a link of another chunk.
+      // The links this worker's session holds need not come again for another chunk.
       const have = [...this.held[worker]].slice(0, MAX_HAVE);
       const bundle = await this.fetchBundle(fps, checked, have);
       fetched += bundle.byteLength;
@@ -274,7 +279,11 @@ export class ChunkFetcher {
           `The server answered chunk ${got} where ${fps[k]} (of "${this.fileOf(fps[k])}") was asked for.`,
         );
     }
-    for (let k = 0; k < v.kept.length / FP_LEN; k++) this.held[worker].add(fpHex(v.kept, k));
+    const asked = new Set(fps);
+    for (let k = 0; k < v.kept.length / FP_LEN; k++) {
+      const f = fpHex(v.kept, k);
+      if (!asked.has(f)) this.held[worker].add(f);
+    }
     return { v, fetched };
   }
 
