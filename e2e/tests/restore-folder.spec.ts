@@ -57,14 +57,19 @@ function sourceTree(dir = folder): Record<string, string> {
 }
 
 /** Restores the version into the folder; returns the fingerprints the page asked the server for. */
+/** Opens the Versions tab and starts the restore of `version` into a folder. */
+async function startFolderRestore(page: Page) {
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+}
+
 async function restoreIntoFolder(page: Page): Promise<string[]> {
   const asked: string[] = [];
   const listen = (r: { url(): string; postData(): string | null }) => {
     if (r.url().endsWith('/chunks/get')) asked.push(...(JSON.parse(r.postData() ?? '{}').fingerprints as string[]));
   };
   page.on('request', listen);
-  await page.getByTestId('tab-versions').click();
-  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await startFolderRestore(page);
   await expect(page.getByTestId('restore-done')).toBeVisible({ timeout: 60_000 });
   page.off('request', listen);
   return asked;
@@ -133,8 +138,7 @@ test('a refused folder permission is said plainly and nothing is fetched', async
   page.on('request', (r) => {
     if (r.url().includes('/chunks/get')) asked++;
   });
-  await page.getByTestId('tab-versions').click();
-  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await startFolderRestore(page);
   await expect(page.getByTestId('restore-error')).toContainText('Permission to write into the folder was refused');
   expect(asked).toBe(0);
 });
@@ -217,8 +221,7 @@ test('a file the folder will not let the restore write fails it with the reason,
       w.postMessage('hold');
     });
   });
-  await page.getByTestId('tab-versions').click();
-  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await startFolderRestore(page);
   await expect(page.getByTestId('restore-error')).toContainText('"big.bin" could not be written into the folder', {
     timeout: 60_000,
   });
@@ -239,8 +242,7 @@ test('a file where the version has a directory stops the restore, named, and is 
     await w.write('mine\n');
     await w.close();
   });
-  await page.getByTestId('tab-versions').click();
-  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
+  await startFolderRestore(page);
   await expect(page.getByTestId('restore-error')).toContainText(
     '"sub" is a file in the folder, where the version has a directory',
     { timeout: 60_000 },
