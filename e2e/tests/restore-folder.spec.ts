@@ -56,13 +56,20 @@ function sourceTree(dir = folder): Record<string, string> {
   return out;
 }
 
-/** Restores the version into the folder; returns the fingerprints the page asked the server for. */
 /** Opens the Versions tab and starts the restore of `version` into a folder. */
 async function startFolderRestore(page: Page) {
   await page.getByTestId('tab-versions').click();
   await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-folder').click();
 }
 
+/** Removes the origin-private folder the restores write into (the stubbed picker's choice). */
+async function clearTarget(page: Page) {
+  await page.evaluate(() =>
+    navigator.storage.getDirectory().then((d) => d.removeEntry('restored', { recursive: true }).catch(() => {})),
+  );
+}
+
+/** Restores the version into the folder; returns the fingerprints the page asked the server for. */
 async function restoreIntoFolder(page: Page): Promise<string[]> {
   const asked: string[] = [];
   const listen = (r: { url(): string; postData(): string | null }) => {
@@ -179,9 +186,7 @@ test('a file larger than a block is written into the folder as it comes, byte-id
     writeFileSync(path.join(dir, 'Big', 'note.txt'), 'small beside a big one\n');
     writeFileSync(path.join(dir, 'Big', 'sub', 'empty.txt'), '');
     await openWithOpfsPicker(page);
-    await page.evaluate(() =>
-      navigator.storage.getDirectory().then((d) => d.removeEntry('restored', { recursive: true }).catch(() => {})),
-    );
+    await clearTarget(page);
     await page.getByTestId('folder-input').setInputFiles(path.join(dir, 'Big'));
     await page.getByTestId('source-label').fill('big');
     await page.getByTestId('backup-start').click();
@@ -203,11 +208,10 @@ test('a file the folder will not let the restore write fails it with the reason,
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
   await openWithOpfsPicker(page);
+  await clearTarget(page);
   // The large file of the version above held open by another worker (an exclusive access
   // handle), so the restore's writable for it is refused while its blocks are coming.
   await page.evaluate(async () => {
-    const root = await navigator.storage.getDirectory();
-    await root.removeEntry('restored', { recursive: true }).catch(() => {});
     const src = `onmessage = async () => {
       const d = await (await navigator.storage.getDirectory()).getDirectoryHandle('restored', { create: true });
       const h = await d.getFileHandle('big.bin', { create: true });
@@ -233,10 +237,10 @@ test('a file where the version has a directory stops the restore, named, and is 
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
   await openWithOpfsPicker(page);
+  await clearTarget(page);
   // The version above has a directory `sub`; the folder holds a file of that name.
   await page.evaluate(async () => {
     const root = await navigator.storage.getDirectory();
-    await root.removeEntry('restored', { recursive: true }).catch(() => {});
     const d = await root.getDirectoryHandle('restored', { create: true });
     const w = await (await d.getFileHandle('sub', { create: true })).createWritable();
     await w.write('mine\n');

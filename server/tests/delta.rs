@@ -237,10 +237,10 @@ fn check_cli(dir: &std::path::Path, ctx: &str) {
     assert_eq!(code, 0, "{ctx}: check failed:\n{out}");
 }
 
-/// Waits for the pass over version `v` (after the mover); its report.
 /// Waits for the background work after the commit of `v`: its delta pass (which runs the
 /// mover), then the search cache's warm-up, the last step, which reads the new chunks checked
 /// (a test that damages a container afterwards knows that nothing reads it behind its back).
+/// Answers the `stats` that showed both, the pass's report in it.
 fn wait_pass(s: &Server, v: i64) -> Value {
     let mut last = Value::Null;
     wait_until(

@@ -228,11 +228,10 @@ export class ChunkFetcher {
     this.workers.endRestore(this.restoreId);
   }
 
-  /** Fetches one request's chunks and has its worker verify them; answers them and the bytes fetched. */
-  private async fetchRequest({ fps, worker: planned }: FetchRequest): Promise<{ v: Verified; fetched: number }> {
+  /** Fetches one request's chunks and has `worker` verify them; answers them and the bytes fetched. */
+  private async fetchRequest(fps: string[], worker: number): Promise<{ v: Verified; fetched: number }> {
     let v;
     let fetched = 0;
-    const worker = planned % this.held.length;
     const fetch = async (checked: boolean) => {
       // The links this worker's session holds need not come again for another chunk.
       const have = [...this.held[worker]].slice(0, MAX_HAVE);
@@ -314,7 +313,7 @@ export class ChunkFetcher {
       }
       this.waiting.splice(k, 1);
       this.busy[worker] = true;
-      this.fetchRequest(r).then(
+      this.fetchRequest(r.fps, worker).then(
         ({ v, fetched }) => {
           this.busy[worker] = false;
           if (this.stopped) return;
