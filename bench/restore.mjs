@@ -9,8 +9,9 @@
 // disk, service workers blocked, copied out and compared the same way) and into a folder
 // ("Restore into folder…", the picker stubbed to an
 // OPFS directory, every file hashed in the page and compared). restic backs up the same
-// folders and restores the same two snapshots, timed, as the reference. Prints a table and,
-// last, one JSON line.
+// folders first and restores the same two snapshots, timed, as the reference: in the same
+// rounds, after each target's restores through the page, so that both tools see the VM alike
+// (its speed drifts over the minutes a run takes). Prints a table and, last, one JSON line.
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
 // [--no-restic] [--no-parent]
 // (--restore: (a) is this release instead of the largest; --runs: restores per tool and
@@ -73,8 +74,11 @@ async function containersMin(server, version) {
   return used.size;
 }
 
-/** Backs the folders up, then restores each target `runs` times as a zip and into a folder, interleaved. */
-async function ditto() {
+/**
+ * Backs the folders up, then restores each target `runs` times as a zip and into a folder,
+ * and with `restic` (the repository [`resticBackup`] made), interleaved.
+ */
+async function ditto(restic) {
   const server = await startServer();
   const browser = await launchBrowser();
   const profile = await launchProfile(mkdtempSync(path.join(scratch, 'profile-')));
@@ -99,6 +103,7 @@ async function ditto() {
         t.blob.push(await restoreZip(browser, server, t.version, t.folder, scratch, { sink: 'blob' }));
         t.file.push(await restoreZipToFile(profile, server, t.version, t.folder, scratch));
         t.dir.push(await restoreFolder(profile, server, t.version, t.folder, `bench-${t.key}-${run}`));
+        if (restic) t.restic.push(resticRestore(restic, t, run));
       }
     for (const t of targets) {
       const min = await containersMin(server, t.version);
@@ -114,39 +119,39 @@ async function ditto() {
   }
 }
 
-/** restic: one snapshot per release (as bench:backup) and one of the parent, then `runs` timed restores of each target. */
-function restic() {
+/** restic: one snapshot per release (as bench:backup) and one of the parent, each target's snapshot noted. */
+function resticBackup() {
   const repo = resticRepo('restore');
-  try {
-    const ids = [];
-    for (const v of versions) {
-      repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
-      ids.push(JSON.parse(repo.run(['snapshots', '--json', 'latest']))[0].short_id);
-    }
-    targets[0].snapshot = ids[pickIndex];
-    if (withParent) {
-      repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: parent });
-      targets[1].snapshot = JSON.parse(repo.run(['snapshots', '--json', 'latest', '--path', parent]))[0].short_id;
-    }
-    for (const t of targets) t.restic = [];
-    for (let run = 0; run < runs; run++)
-      for (const t of targets) {
-        const target = path.join(scratch, `restic-${t.key}-${run}`);
-        const t0 = now();
-        repo.run(['restore', '-q', t.snapshot, '--target', target]);
-        t.restic.push(now() - t0);
-        // A snapshot of `.` restores into the target itself.
-        sameTree(t.folder, target, 'restic restore');
-        rmSync(target, { recursive: true });
-      }
-  } finally {
-    repo.remove();
+  const ids = [];
+  for (const v of versions) {
+    repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
+    ids.push(JSON.parse(repo.run(['snapshots', '--json', 'latest']))[0].short_id);
   }
+  targets[0].snapshot = ids[pickIndex];
+  if (withParent) {
+    repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: parent });
+    targets[1].snapshot = JSON.parse(repo.run(['snapshots', '--json', 'latest', '--path', parent]))[0].short_id;
+  }
+  for (const t of targets) t.restic = [];
+  return repo;
 }
 
+/** One timed `restic restore` of target `t`'s snapshot, checked against its folder; seconds. */
+function resticRestore(repo, t, run) {
+  const target = path.join(scratch, `restic-${t.key}-${run}`);
+  const t0 = now();
+  repo.run(['restore', '-q', t.snapshot, '--target', target]);
+  const seconds = now() - t0;
+  // A snapshot of `.` restores into the target itself.
+  sameTree(t.folder, target, 'restic restore');
+  rmSync(target, { recursive: true });
+  return seconds;
+}
+
+let restic = null;
 try {
-  await ditto();
-  if (withRestic) restic();
+  if (withRestic) restic = resticBackup();
+  await ditto(restic);
   const list = (xs) => xs.map((x) => x.toFixed(2)).join(' ');
   const out = { package: pkg, versions: versions.length, runs };
   for (const t of targets) {
@@ -244,5 +249,6 @@ try {
   console.log();
   console.log(JSON.stringify(out));
 } finally {
+  restic?.remove();
   rmSync(scratch, { recursive: true, force: true });
 }
