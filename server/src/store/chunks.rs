@@ -86,8 +86,9 @@ impl Hasher for FpHasher {
 }
 
 pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
+pub type FpMap<V> = HashMap<Fingerprint, V, BuildHasherDefault<FpHasher>>;
 /// Committed fingerprint -> raw length of the chunk.
-pub(crate) type FpLengths = HashMap<Fingerprint, u32, BuildHasherDefault<FpHasher>>;
+pub(crate) type FpLengths = FpMap<u32>;
 
 /// What an in-memory fingerprint set was loaded at: the repository's quarantine epoch
 /// (moves when one of its chunks is quarantined) and the repository's `gc_epoch` (moves when chunk rows are

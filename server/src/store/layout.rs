@@ -14,9 +14,12 @@ use std::collections::{HashMap, HashSet};
 
 use wasm_core::{hash::Fingerprint, resemble::delta::MAX_CHAIN_DEPTH};
 
-use super::{chunks::FpHasher, index::IndexRead, versions::ManifestChains, StoreResult};
-
-type FpMap<V> = HashMap<Fingerprint, V, std::hash::BuildHasherDefault<FpHasher>>;
+use super::{
+    chunks::{FpMap, FpSet},
+    index::IndexRead,
+    versions::ManifestChains,
+    StoreResult,
+};
 
 /// Where a stored chunk belongs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +46,7 @@ pub struct Snapshot {
     /// Every referenced fingerprint -> the newest live version referencing it.
     newest_ref: FpMap<i64>,
     /// Fingerprints of each source's newest version.
-    hot: HashSet<Fingerprint, std::hash::BuildHasherDefault<FpHasher>>,
+    hot: FpSet,
 }
 
 impl Snapshot {

@@ -1,15 +1,16 @@
 //! Where the chunks of one version are: what a restore plans from, without the chunk table
 //! of the whole repository (docs/API.md, `GET versions/{id}/locations`).
 
-use std::collections::{HashMap, HashSet};
-
 use wasm_core::{
     format::{manifest::Manifest, parse_fp_hex},
     hash::Fingerprint,
     resemble::delta::{CODEC_DELTA, MAX_CHAIN_DEPTH},
 };
 
-use super::{chunks::ChunkLoc, Store, StoreError, StoreResult};
+use super::{
+    chunks::{ChunkLoc, FpMap, FpSet},
+    Store, StoreError, StoreResult,
+};
 
 /// Fingerprints asked of the index at once (one statement or round trip each).
 const BATCH: usize = 4096;
@@ -62,7 +63,7 @@ impl Store {
         let json = self.manifest_json(repo_id, &v)?;
         let m: Manifest = serde_json::from_slice(&json)
             .map_err(|e| StoreError::Internal(format!("stored manifest of version {id}: {e}")))?;
-        let mut seen = HashSet::new();
+        let mut seen = FpSet::default();
         let mut fps = Vec::new();
         for e in &m.entries {
             for h in &e.recipe {
@@ -90,13 +91,13 @@ impl Store {
         // Each delta's chain, walked level by level through the `base` rows (the bases need
         // not be chunks of this version). The walk stops at the stored chains' cap, which
         // also ends a loop of deltas in a damaged index.
-        let mut base: HashMap<Fingerprint, Fingerprint> = HashMap::new();
+        let mut base: FpMap<Fingerprint> = FpMap::default();
         let mut frontier: Vec<Fingerprint> = chunks
             .iter()
             .filter(|(_, l, _)| l.codec == CODEC_DELTA)
             .map(|(fp, _, _)| *fp)
             .collect();
-        let mut asked: HashSet<Fingerprint> = frontier.iter().copied().collect();
+        let mut asked: FpSet = frontier.iter().copied().collect();
         for _ in 0..MAX_CHAIN_DEPTH {
             let mut next = Vec::new();
             for batch in frontier.chunks(BATCH) {
@@ -132,13 +133,13 @@ impl Store {
 /// once by each worker instead of tying most of the version to one of them.
 fn chain_keys(
     chunks: impl Iterator<Item = Fingerprint> + Clone,
-    base: &HashMap<Fingerprint, Fingerprint>,
+    base: &FpMap<Fingerprint>,
 ) -> Vec<Fingerprint> {
     let chain = |fp: Fingerprint| {
         std::iter::successors(base.get(&fp).copied(), |l| base.get(l).copied())
             .take(MAX_CHAIN_DEPTH)
     };
-    let mut through: HashMap<Fingerprint, usize> = HashMap::new();
+    let mut through: FpMap<usize> = FpMap::default();
     let mut n = 0;
     for fp in chunks.clone() {
         n += 1;

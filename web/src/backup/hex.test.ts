@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fpHex, hexToBytes, packHex } from './hex';
+import { fpHex, fpHexes, hexToBytes, packHex } from './hex';
 
 describe('hex', () => {
   it('decodes what fpHex encodes, upper or lower case', () => {
@@ -8,6 +8,26 @@ describe('hex', () => {
     expect(packHex(hexes)).toEqual(bytes);
     expect(packHex(hexes.map((h) => h.toUpperCase()))).toEqual(bytes);
     expect(Array.from(hexToBytes('00ff7a', new Uint8Array(5), 2))).toEqual([0, 0, 0, 255, 122]);
+  });
+
+  it('encodes many at once as fpHex does one by one, at any stride and offset', () => {
+    const bytes = Uint8Array.from({ length: 48 * 300 + 7 }, (_, i) => (i * 131 + 7) & 255);
+    for (const [stride, at] of [
+      [20, 0],
+      [48, 0],
+      [48, 7],
+    ]) {
+      const count = Math.floor((bytes.length - at - 20) / stride) + 1;
+      const want = Array.from({ length: count }, (_, k) => fpHex(bytes.subarray(at + k * stride), 0));
+      expect(fpHexes(bytes, count, stride, at)).toEqual(want);
+    }
+    expect(
+      fpHexes(
+        Uint8Array.from({ length: 20 }, (_, i) => i * 13),
+        1,
+      ),
+    ).toEqual(['000d1a2734414e5b6875828f9ca9b6c3d0ddeaf7']);
+    expect(fpHexes(new Uint8Array(0), 0)).toEqual([]);
   });
 
   it('refuses what is not hex', () => {

@@ -4,7 +4,7 @@
  * table of the whole repository.
  */
 import type { Api } from '../api/client';
-import { fpHex } from '../backup/hex';
+import { fpHexes } from '../backup/hex';
 import type { ChunkLoc } from './plan';
 
 const MAGIC = 0x434f4c44; // "DLOC" read as a little-endian u32
@@ -33,16 +33,18 @@ export function decodeLocations(bytes: Uint8Array): VersionLocations {
     throw new LocationsError(`chunk locations: ${bytes.byteLength} bytes for ${n} records`);
   const locations = new Map<string, ChunkLoc & { codec: number }>();
   const u64 = (at: number) => dv.getUint32(at, true) + dv.getUint32(at + 4, true) * 2 ** 32;
+  const fps = fpHexes(bytes, n, RECORD, HEADER);
   for (let k = 0; k < n; k++) {
     const at = HEADER + k * RECORD;
-    locations.set(fpHex(bytes.subarray(at, at + 20)), {
+    const loc: ChunkLoc & { codec: number } = {
       container: u64(at + 20),
       offset: u64(at + 28),
       storedLen: dv.getUint32(at + 36, true),
       rawLen: dv.getUint32(at + 40, true),
       codec: bytes[at + 44],
-      ...(format === 2 ? { chainKey: bytes[at + 45] | (bytes[at + 46] << 8) | (bytes[at + 47] << 16) } : {}),
-    });
+    };
+    if (format === 2) loc.chainKey = bytes[at + 45] | (bytes[at + 46] << 8) | (bytes[at + 47] << 16);
+    locations.set(fps[k], loc);
   }
   return { locations, notStored: dv.getUint32(12, true) };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { planRestore, PlanError, type ChunkLoc, type PlanOptions, type RestorePlan } from './plan';
+import { referencePlan } from './plan.reference';
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
 
@@ -181,5 +182,47 @@ describe('planRestore', () => {
     locs.forEach((l, f) => (l.chainKey = parseInt(f, 16)));
     const one = planRestore([{ name: 'x', size: 40_000, recipe: [...locs.keys()] }], (f) => locs.get(f), o, 1);
     expect(one.windows.flatMap((w) => w.requests.map((r) => r.worker)).every((k) => k === 0)).toBe(true);
+  });
+
+  it('plans exactly as the plain reference does, on random layouts and recipes', () => {
+    // xorshift32: the same cases every run.
+    let x = 0x2545f491;
+    const rand = (k: number) => {
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      return (x >>> 0) % k;
+    };
+    for (let round = 0; round < 60; round++) {
+      const chunks = 1 + rand(300);
+      const keyed = rand(3) > 0;
+      const locs = new Map<string, ChunkLoc>();
+      for (let c = 0; c < chunks; c++)
+        locs.set(fp(c), {
+          container: 1 + rand(8),
+          offset: rand(1 << 20),
+          storedLen: 1 + rand(3000),
+          rawLen: 1 + rand(6000),
+          ...(keyed ? { chainKey: rand(1 + rand(40)) } : {}),
+        });
+      // Recipes repeat a hot set often and the rest now and then, across files.
+      const hot = 1 + rand(Math.min(chunks, 20));
+      const files = Array.from({ length: 1 + rand(12) }, (_, k) => ({
+        name: `f${k}`,
+        size: 0,
+        recipe: Array.from({ length: rand(120) }, () => fp(rand(2) ? rand(hot) : rand(chunks))),
+      }));
+      const o = opts({
+        windowBytes: 2_000 + rand(40_000),
+        firstWindowBytes: 500 + rand(20_000),
+        requestBytes: 1 + rand(10_000),
+        cacheBytes: rand(30_000),
+        maxFpsPerRequest: 1 + rand(50),
+      });
+      const workers = 1 + rand(3);
+      const got = planRestore(files, (f) => locs.get(f), o, workers);
+      expect(got, `round ${round}`).toEqual(referencePlan(files, (f) => locs.get(f), o, workers));
+      replay(got, locs, o);
+    }
   });
 });

@@ -98,29 +98,74 @@ export interface RestorePlan {
 
 export class PlanError extends Error {}
 
+/**
+ * Fingerprints interned as dense ids (first reference first), with their locations in typed
+ * arrays: the plan's loops then index arrays where they would hash 40-character strings.
+ */
+class Interned {
+  readonly fps: string[] = [];
+  readonly locs: ChunkLoc[] = [];
+  readonly idOf = new Map<string, number>();
+  container!: Float64Array;
+  offset!: Float64Array;
+  rawLen!: Float64Array;
+  storedLen!: Float64Array;
+
+  /** The id of `fp`, located on first sight (undefined when `locate` does not know it). */
+  intern(fp: string, locate: (fp: string) => ChunkLoc | undefined): number | undefined {
+    let id = this.idOf.get(fp);
+    if (id === undefined) {
+      const loc = locate(fp);
+      if (!loc) return undefined;
+      id = this.fps.length;
+      this.idOf.set(fp, id);
+      this.fps.push(fp);
+      this.locs.push(loc);
+    }
+    return id;
+  }
+
+  /** Fills the typed arrays once every fingerprint is interned. */
+  seal() {
+    const m = this.fps.length;
+    this.container = new Float64Array(m);
+    this.offset = new Float64Array(m);
+    this.rawLen = new Float64Array(m);
+    this.storedLen = new Float64Array(m);
+    for (let id = 0; id < m; id++) {
+      const l = this.locs[id];
+      this.container[id] = l.container;
+      this.offset[id] = l.offset;
+      this.rawLen[id] = l.rawLen;
+      this.storedLen[id] = l.storedLen;
+    }
+  }
+}
+
 export function planRestore(
   files: readonly PlanFile[],
   locate: (fp: string) => ChunkLoc | undefined,
   opts: PlanOptions = DEFAULT_PLAN,
   workers = 1,
 ): RestorePlan {
+  const ix = new Interned();
   const refs: string[] = [];
+  const refIds: number[] = [];
   const planFiles: RestorePlan['files'] = [];
-  const locs = new Map<string, ChunkLoc>();
   for (const f of files) {
     const refStart = refs.length;
     for (const fp of f.recipe) {
-      if (!locs.has(fp)) {
-        const loc = locate(fp);
-        if (!loc) throw new PlanError(`chunk ${fp} of "${f.name}" is not in any container of the repository`);
-        locs.set(fp, loc);
-      }
+      const id = ix.intern(fp, locate);
+      if (id === undefined) throw new PlanError(`chunk ${fp} of "${f.name}" is not in any container of the repository`);
       refs.push(fp);
+      refIds.push(id);
     }
     planFiles.push({ name: f.name, size: f.size, refStart, refEnd: refs.length });
   }
+  ix.seal();
   const n = refs.length;
-  const keyed = workers > 1 && [...locs.values()].every((l) => l.chainKey !== undefined);
+  const m = ix.fps.length;
+  const keyed = workers > 1 && ix.locs.every((l) => l.chainKey !== undefined);
   let turn = 0;
   /** Per chain key, its worker; per worker, the raw bytes sent to it so far. */
   const owner = new Map<number, number>();
@@ -128,14 +173,22 @@ export function planRestore(
 
   // nextUse[i]: the next index after i with the same fingerprint, n if none.
   const nextUse = new Int32Array(n);
-  const seen = new Map<string, number>();
+  const seenAt = new Int32Array(m).fill(n);
   for (let i = n - 1; i >= 0; i--) {
-    nextUse[i] = seen.get(refs[i]) ?? n;
-    seen.set(refs[i], i);
+    nextUse[i] = seenAt[refIds[i]];
+    seenAt[refIds[i]] = i;
   }
 
   const windows: PlanWindow[] = [];
-  let cache = new Map<string, number>(); // fp -> next use
+  // The restore cache: its ids, soonest next use first, and per id that next use (-1: not cached).
+  let cache: number[] = [];
+  const cachedNext = new Int32Array(m).fill(-1);
+  /** Per id, the last window (1-based) that referenced it, and its last index there. */
+  const inWindow = new Int32Array(m);
+  const lastIdx = new Int32Array(m);
+  /** Per id, its next use after the window being planned, valid where `nextIn` is the window. */
+  const next = new Int32Array(m);
+  const nextIn = new Int32Array(m);
   let requests = 0;
   let fetchedChunks = 0;
   let fetchedStoredBytes = 0;
@@ -143,61 +196,62 @@ export function planRestore(
   let i = 0;
   while (i < n) {
     const refStart = i;
+    const stamp = windows.length + 1;
     const budget = Math.min(opts.windowBytes, opts.firstWindowBytes * 2 ** windows.length);
-    const need: string[] = [];
-    const inWindow = new Set<string>();
-    const lastIdx = new Map<string, number>();
+    const need: number[] = [];
+    /** The window's ids in order of first reference. */
+    const seen: number[] = [];
     let raw = 0;
     for (; i < n; i++) {
-      const fp = refs[i];
-      if (!inWindow.has(fp) && !cache.has(fp)) {
-        const r = locs.get(fp)!.rawLen;
-        if (raw + r > budget && i > refStart) break;
-        inWindow.add(fp);
-        need.push(fp);
-        raw += r;
+      const id = refIds[i];
+      if (inWindow[id] !== stamp) {
+        if (cachedNext[id] < 0) {
+          const r = ix.rawLen[id];
+          if (raw + r > budget && i > refStart) break;
+          need.push(id);
+          raw += r;
+        }
+        inWindow[id] = stamp;
+        seen.push(id);
       }
-      lastIdx.set(fp, i);
+      lastIdx[id] = i;
     }
     const refEnd = i;
 
-    const groups: string[][] = Array.from({ length: keyed ? workers : 1 }, () => []);
-    for (const fp of need) {
+    const groups: number[][] = Array.from({ length: keyed ? workers : 1 }, () => []);
+    for (const id of need) {
       if (!keyed) {
-        groups[0].push(fp);
+        groups[0].push(id);
         continue;
       }
-      const loc = locs.get(fp)!;
-      let w = owner.get(loc.chainKey!);
+      const key = ix.locs[id].chainKey!;
+      let w = owner.get(key);
       if (w === undefined) {
         w = load.indexOf(Math.min(...load));
-        owner.set(loc.chainKey!, w);
+        owner.set(key, w);
       }
-      load[w] += loc.rawLen;
-      groups[w].push(fp);
+      load[w] += ix.rawLen[id];
+      groups[w].push(id);
     }
     const byGroup = groups.map((group, g) => {
-      group.sort((a, b) => {
-        const x = locs.get(a)!;
-        const y = locs.get(b)!;
-        return x.container - y.container || x.offset - y.offset;
-      });
+      group.sort((a, b) => ix.container[a] - ix.container[b] || ix.offset[a] - ix.offset[b]);
       const out: FetchRequest[] = [];
       let cur: FetchRequest | null = null;
-      for (const fp of group) {
-        const loc = locs.get(fp)!;
+      for (const id of group) {
+        const container = ix.container[id];
+        const storedLen = ix.storedLen[id];
         if (
           !cur ||
-          (cur.fps.length > 0 && cur.storedBytes + loc.storedLen > opts.requestBytes) ||
+          (cur.fps.length > 0 && cur.storedBytes + storedLen > opts.requestBytes) ||
           cur.fps.length >= opts.maxFpsPerRequest
         ) {
           cur = { fps: [], storedBytes: 0, rawBytes: 0, containers: [], worker: g };
           out.push(cur);
         }
-        cur.fps.push(fp);
-        cur.storedBytes += loc.storedLen;
-        cur.rawBytes += loc.rawLen;
-        if (cur.containers[cur.containers.length - 1] !== loc.container) cur.containers.push(loc.container);
+        cur.fps.push(ix.fps[id]);
+        cur.storedBytes += storedLen;
+        cur.rawBytes += ix.rawLen[id];
+        if (cur.containers[cur.containers.length - 1] !== container) cur.containers.push(container);
       }
       return out;
     });
@@ -210,20 +264,34 @@ export function planRestore(
     fetchedChunks += need.length;
     fetchedStoredBytes += reqs.reduce((s, r) => s + r.storedBytes, 0);
 
-    // The cache after this window: soonest next use first, within the byte budget.
-    const candidates = new Map(cache);
-    for (const [fp, idx] of lastIdx) candidates.set(fp, nextUse[idx]);
-    const ordered = [...candidates].filter(([, next]) => next < n).sort((a, b) => a[1] - b[1]);
-    const kept = new Map<string, number>();
+    // The cache after this window: soonest next use first, within the byte budget. Candidates
+    // are what the cache held and what the window referenced, each with its next use after
+    // the window; next uses are reference indices, so no two candidates tie.
+    const candidates: number[] = [];
+    for (const id of cache) {
+      next[id] = inWindow[id] === stamp ? nextUse[lastIdx[id]] : cachedNext[id];
+      nextIn[id] = stamp;
+      candidates.push(id);
+      cachedNext[id] = -1;
+    }
+    for (const id of seen)
+      if (nextIn[id] !== stamp) {
+        next[id] = nextUse[lastIdx[id]];
+        nextIn[id] = stamp;
+        candidates.push(id);
+      }
+    const ordered = candidates.filter((id) => next[id] < n).sort((a, b) => next[a] - next[b]);
+    const kept: number[] = [];
     let bytes = 0;
-    for (const [fp, next] of ordered) {
-      const r = locs.get(fp)!.rawLen;
+    for (const id of ordered) {
+      const r = ix.rawLen[id];
       if (bytes + r > opts.cacheBytes) continue;
-      kept.set(fp, next);
+      kept.push(id);
+      cachedNext[id] = next[id];
       bytes += r;
     }
     cache = kept;
-    windows.push({ refStart, refEnd, requests: reqs, keep: [...kept.keys()] });
+    windows.push({ refStart, refEnd, requests: reqs, keep: kept.map((id) => ix.fps[id]) });
   }
 
   return {
@@ -232,12 +300,12 @@ export function planRestore(
     windows,
     stats: {
       refs: n,
-      uniqueChunks: locs.size,
+      uniqueChunks: m,
       requests,
       fetchedChunks,
       fetchedStoredBytes,
       containersRead,
-      containersMin: new Set([...locs.values()].map((l) => l.container)).size,
+      containersMin: new Set(ix.container).size,
       totalBytes: files.reduce((s, f) => s + f.size, 0),
     },
   };

@@ -49,20 +49,37 @@ impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
 
     fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>> {
         Ok(self
-            .c()
-            .prepare_cached(
-                "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
-            )?
-            .query_row(params![repo_id, &fp[..]], |r| {
-                Ok(ChunkLoc {
-                    container_id: r.get::<_, i64>(0)? as u64,
-                    offset: r.get::<_, i64>(1)? as u64,
-                    stored_len: r.get(2)?,
-                    raw_len: r.get(3)?,
-                    codec: r.get(4)?,
+            .chunk_locations(repo_id, std::slice::from_ref(fp))?
+            .pop()
+            .flatten())
+    }
+
+    /// One statement, prepared once for the whole list: a version's locations are thousands
+    /// of point lookups.
+    fn chunk_locations(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<ChunkLoc>>> {
+        let mut st = self.c().prepare_cached(
+            "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+        )?;
+        let mut out = Vec::with_capacity(fps.len());
+        for fp in fps {
+            out.push(
+                st.query_row(params![repo_id, &fp[..]], |r| {
+                    Ok(ChunkLoc {
+                        container_id: r.get::<_, i64>(0)? as u64,
+                        offset: r.get::<_, i64>(1)? as u64,
+                        stored_len: r.get(2)?,
+                        raw_len: r.get(3)?,
+                        codec: r.get(4)?,
+                    })
                 })
-            })
-            .optional()?)
+                .optional()?,
+            );
+        }
+        Ok(out)
     }
 
     fn delta_bases(
