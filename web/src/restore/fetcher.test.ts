@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Api } from '../api/client';
-import { fpHex, packHex } from '../backup/hex';
+import { decodeBundle, encodeBundle } from '../backup/bundle';
+import { fpHex, hexToBytes, packHex } from '../backup/hex';
 import { planRestore, type ChunkLoc, type PlanOptions } from './plan';
-import { ChunkFetcher, type RestoreItem } from './restore';
-import type { RestoreWorkers, Verified } from './workers';
+import { ChunkFetcher, SessionForecast, type RestoreItem } from './restore';
+import { DamagedChunkError, type RestoreWorkers, type Verified } from './workers';
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
 /** The link a chunk of chain key `key` decodes through (one per key, as in a frame). */
@@ -19,12 +20,22 @@ const opts: PlanOptions = {
   maxFpsPerRequest: 1000,
 };
 
+const entry = (hex: string, codec: number, n: number) => ({
+  fp: hexToBytes(hex),
+  codec,
+  rawLen: n,
+  stored: new Uint8Array(n),
+});
+
 /**
- * A restore's fetches against a server and workers that answer after random delays: each
- * answer carries, as links, the chain key links of its chunks its `have` does not list, and
- * the worker keeps them. Answers what each worker was asked and held at each request.
+ * A restore's fetches against a server and workers that answer after random delays. The
+ * server answers an unchecked request with each chunk as a delta and, after them, the links
+ * of their chain keys that `have` does not list; a checked one with the chunks decoded. A
+ * worker refuses a delta whose link is neither in the answer nor held, as the real session
+ * does, and keeps an answer's new entries whole, except the answers `dropAnswers` names
+ * (per worker, the index of its answer), of which it keeps nothing (as a full session does).
  */
-async function run(seed: number) {
+async function run(seed: number, dropAnswers: Map<number, number> = new Map()) {
   let rand = seed;
   const next = () => ((rand = (rand * 1103515245 + 12345) % 2 ** 31) % 7) + 1;
   const locs = new Map<string, ChunkLoc>();
@@ -35,39 +46,76 @@ async function run(seed: number) {
   }
   const plan = planRestore([{ name: 'f', size: 120_000, recipe }], (f) => locs.get(f), opts, 2);
   const items: RestoreItem[] = [{ name: 'f', path: 'f', kind: 'file', size: 120_000, mtime: 0, recipe }];
+  /** Per worker: what its session holds, what its answers on the way or waiting carry. */
   const held = [new Set<string>(), new Set<string>()];
-  const busy = [0, 0];
-  const events: { worker: number; overlapped: boolean; linksSentAgain: string[] }[] = [];
+  const coming = [new Set<string>(), new Set<string>()];
+  const onWire = [0, 0];
+  const verifying = [0, 0];
+  const answers = [0, 0];
+  const events: { worker: number; wireBusy: boolean; whileVerifying: boolean; linksAgain: string[] }[] = [];
+  let refused = 0;
+  let checked = 0;
   // Which worker a request goes to, by its first fingerprint (the plan's choice).
   const workerOf = new Map<string, number>();
   for (const w of plan.windows) for (const r of w.requests) workerOf.set(r.fps[0], r.worker);
   const api = {
-    async getChunks(fps: string[], _s: AbortSignal, _d: boolean, _m: string, chains: { have: string[] }) {
+    async getChunks(fps: string[], _s: AbortSignal, _d: boolean, _m: string, chains?: { have: string[] }) {
       const worker = workerOf.get(fps[0])!;
+      if (!chains) {
+        checked++;
+        await sleep(next());
+        return encodeBundle(fps.map((f) => entry(f, 0, 1000)));
+      }
       const have = new Set(chains.have);
       const links = [...new Set(fps.map((f) => link(locs.get(f)!.chainKey!)))].filter((l) => !have.has(l));
-      events.push({ worker, overlapped: busy[worker] > 0, linksSentAgain: links.filter((l) => held[worker].has(l)) });
-      busy[worker]++;
+      events.push({
+        worker,
+        wireBusy: onWire[worker] > 0,
+        whileVerifying: verifying[worker] > 0,
+        linksAgain: links.filter((l) => held[worker].has(l) || coming[worker].has(l)),
+      });
+      onWire[worker]++;
       await sleep(next());
-      return packHex([...fps, ...links]);
+      onWire[worker]--;
+      for (const l of links) coming[worker].add(l);
+      return encodeBundle([...fps.map((f) => entry(f, 2, 10)), ...links.map((l) => entry(l, 1, 50))]);
     },
   } as unknown as Api;
   let delivered = 0;
+  const queue = [Promise.resolve(), Promise.resolve()];
   const workers = {
     size: 2,
     async verify(bundle: Uint8Array, requested: number, worker: number): Promise<Verified> {
+      // A worker reads its messages one at a time, in order.
+      verifying[worker]++;
+      const turn = queue[worker];
+      let done!: () => void;
+      queue[worker] = new Promise<void>((r) => (done = r));
+      await turn;
       await sleep(next());
-      const all = Array.from({ length: bundle.length / 20 }, (_, k) => fpHex(bundle, k));
-      for (const f of all) held[worker].add(f);
-      busy[worker]--;
+      verifying[worker]--;
+      done();
+      const entries = decodeBundle(bundle).map((e) => ({ fp: fpHex(e.fp), codec: e.codec }));
+      const inAnswer = new Set(entries.map((e) => e.fp));
+      for (const e of entries.slice(0, requested)) {
+        const base = link(locs.get(e.fp)!.chainKey!);
+        if (e.codec === 2 && !inAnswer.has(base) && !held[worker].has(base)) {
+          refused++;
+          throw new DamagedChunkError(e.fp, `base ${base} is not held`);
+        }
+      }
+      const fresh = [...new Set(entries.map((e) => e.fp))].filter((f) => !held[worker].has(f));
+      const kept = dropAnswers.get(worker) === answers[worker]++ ? [] : fresh;
+      for (const f of kept) held[worker].add(f);
+      for (const e of entries) coming[worker].delete(e.fp);
       return {
         type: 'verified',
-        fps: bundle.slice(0, requested * 20),
+        fps: packHex(entries.slice(0, requested).map((e) => e.fp)),
         offsets: new Uint32Array(requested),
         lengths: new Uint32Array(requested),
         crcs: new Uint32Array(requested),
         raw: new Uint8Array(0),
-        kept: packHex(all),
+        kept: packHex(kept),
       };
     },
     endRestore() {},
@@ -90,19 +138,48 @@ async function run(seed: number) {
     );
     fetcher.pump();
   });
-  return { events, requests };
+  return { events, requests, refused, checked };
 }
 
 describe('ChunkFetcher', () => {
-  it('sends one request per worker at a time, naming what that worker holds, so no link comes twice', async () => {
-    for (const seed of [1, 2, 3]) {
-      const { events, requests } = await run(seed);
+  it("sends a worker's next request while it verifies, naming the links it will hold, so no link comes twice", async () => {
+    for (const seed of [1, 2, 3, 4]) {
+      const { events, requests, refused, checked } = await run(seed);
       expect(events).toHaveLength(requests);
       expect(new Set(events.map((e) => e.worker))).toEqual(new Set([0, 1]));
       for (const e of events) {
-        expect(e.overlapped).toBe(false);
-        expect(e.linksSentAgain).toEqual([]);
+        expect(e.wireBusy).toBe(false);
+        expect(e.linksAgain).toEqual([]);
       }
+      expect(events.some((e) => e.whileVerifying)).toBe(true);
+      expect(refused + checked).toBe(0);
     }
+  });
+
+  it('falls back to what verified answers kept once a session keeps otherwise than foreseen', async () => {
+    for (const seed of [1, 2, 3]) {
+      // Worker 0 keeps nothing of its second answer: a request sent meanwhile names links it
+      // will not hold, is refused and asked again checked; after that nothing more is refused.
+      const { events, refused, checked } = await run(seed, new Map([[0, 1]]));
+      expect(refused).toBeLessThanOrEqual(1);
+      expect(checked).toBe(refused);
+      for (const e of events) expect(e.wireBusy).toBe(false);
+    }
+  });
+});
+
+describe('SessionForecast', () => {
+  it("keeps an answer's new entries whole, its links apart, and nothing past the session's limit", () => {
+    const f = new SessionForecast();
+    const a = encodeBundle([entry(fp(1), 2, 10), entry(link(1), 1, 100), entry(fp(1), 2, 10)]);
+    expect(f.add(a, [fp(1), fp(1)])).toEqual(new Set([fp(1), link(1)]));
+    expect(f.links).toEqual(new Set([link(1)]));
+    // Held already: nothing new.
+    expect(f.add(encodeBundle([entry(link(1), 1, 100)]), [link(1)])).toEqual(new Set());
+    // Past 16 MiB of stored bytes the session keeps none of the answer.
+    const big = encodeBundle([entry(fp(2), 1, 9 << 20), entry(fp(3), 1, 8 << 20)]);
+    expect(f.add(big, [fp(2), fp(3)])).toEqual(new Set());
+    expect(f.add(encodeBundle([entry(fp(2), 1, 9 << 20)]), [fp(2)])).toEqual(new Set([fp(2)]));
+    expect(f.links).toEqual(new Set([link(1)]));
   });
 });

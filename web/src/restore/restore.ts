@@ -17,6 +17,7 @@
  */
 import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
+import { decodeBundle } from '../backup/bundle';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { WorkerError, type Request } from '../worker/bridge';
 import { assemblePlan } from './assemble';
@@ -126,19 +127,65 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
   return locs;
 }
 
+/** Whether a verified answer's `kept` fingerprints (20 bytes each) are exactly `foreseen`. */
+function keptAsForeseen(kept: Uint8Array, foreseen: Set<string>): boolean {
+  const n = kept.length / FP_LEN;
+  if (n !== foreseen.size) return false;
+  for (let k = 0; k < n; k++) if (!foreseen.has(fpHex(kept, k))) return false;
+  return true;
+}
+
 /** Restores started in this page (each names its sessions in the restore workers). */
 let restoresStarted = 0;
 
 /** Most fingerprints a request lists as held (`have`; the server's limit, docs/API.md). */
 const MAX_HAVE = 16_384;
+/** Stored bytes a restore worker's session keeps at most (`RestoreSession::HELD_BYTES`, wasm-core/src/restore.rs). */
+const SESSION_HELD_BYTES = 16 << 20;
+
+/**
+ * What a restore worker's session will hold once it has verified the answers handed to it,
+ * worked out from each answer as it arrives by the session's own rule (wasm-core/src/restore.rs:
+ * the entries of an answer it does not hold yet are kept, all of them, or none beyond
+ * SESSION_HELD_BYTES). It lets a worker's next request go while the worker verifies the last
+ * answer, naming in `have` the links that answer brings. An answer kept otherwise than foreseen
+ * (refused as damaged and asked again checked, a worker replaced) ends the forecast: the
+ * worker's requests then wait for their answers to be verified and name what those kept.
+ */
+export class SessionForecast {
+  private fps = new Set<string>();
+  private bytes = 0;
+  /** The chain links the session will hold (kept, and not asked for by the request that brought them). */
+  readonly links = new Set<string>();
+  exact = true;
+
+  /** Takes an answer (`asked` its requested fingerprints) as the session will; answers what it keeps. */
+  add(bundle: Uint8Array, asked: readonly string[]): Set<string> {
+    const fresh = new Map<string, number>();
+    for (const e of decodeBundle(bundle)) {
+      const fp = fpHex(e.fp);
+      if (!this.fps.has(fp) && !fresh.has(fp)) fresh.set(fp, e.stored.byteLength);
+    }
+    let bytes = 0;
+    for (const n of fresh.values()) bytes += n;
+    if (this.bytes + bytes > SESSION_HELD_BYTES) return new Set();
+    this.bytes += bytes;
+    const wanted = new Set(asked);
+    for (const fp of fresh.keys()) {
+      this.fps.add(fp);
+      if (!wanted.has(fp)) this.links.add(fp);
+    }
+    return new Set(fresh.keys());
+  }
+}
 
 /**
  * Fetches the chunks of a plan and has them verified, request by request in plan order, for
- * the window the assembler is writing and the next one, one request per restore worker at a
- * time: while a worker verifies one answer, the other's request is on the wire. A request
- * names in `have` what its worker's session holds, and a session holds an answer's chain links
- * only once it has verified it, so a second request sent to a worker beside the first would
- * bring again the links the first brings. Each verified answer goes to `deliver`.
+ * the window the assembler is writing and the next one. Each worker has one request on the
+ * wire at a time, sent while it verifies its last answer: the request names in `have` the
+ * chain links the worker's session holds or will hold once that answer is verified
+ * ([`SessionForecast`]), so no link comes twice and fetching overlaps verifying. Each
+ * verified answer goes to `deliver`.
  */
 export class ChunkFetcher {
   /** The window the assembler is writing (it starts with the first). */
@@ -147,18 +194,22 @@ export class ChunkFetcher {
   private nextRequest = 0;
   /** Requests of the windows allowed so far, not started yet, in plan order. */
   private waiting: { w: number; r: FetchRequest }[] = [];
-  /** Per worker, whether one of its requests is being fetched or verified. */
-  private busy: boolean[];
+  /** Per worker, whether one of its requests is on the wire. */
+  private fetching: boolean[];
+  /** Per worker, its requests started and not yet verified. */
+  private open: number[];
   private stopped = false;
   /** Names this restore's sessions in the workers. */
   private readonly restoreId = ++restoresStarted;
   /**
-   * Per worker, the chain links its session holds (what its answers carried beside the chunks
-   * asked for), which its requests list in `have`. The chunks asked for are held too, but
-   * few of them are a later chunk's base: listing them as well spared ~4 % of (b)'s answer
-   * bytes and tripled its requests' (to ~1 MB, 150 KB a request by the end).
+   * Per worker, the chain links its session holds (what its verified answers carried beside
+   * the chunks asked for), which its requests list in `have` once its forecast has ended. The
+   * chunks asked for are held too, but few of them are a later chunk's base: listing them as
+   * well spared ~4 % of (b)'s answer bytes and tripled its requests' (to ~1 MB, 150 KB a
+   * request by the end).
    */
   private held: Set<string>[];
+  private forecast: SessionForecast[];
 
   constructor(
     private api: Api,
@@ -171,7 +222,9 @@ export class ChunkFetcher {
     private onError: (e: unknown) => void,
   ) {
     this.held = Array.from({ length: workers.size }, () => new Set<string>());
-    this.busy = this.held.map(() => false);
+    this.forecast = this.held.map(() => new SessionForecast());
+    this.fetching = this.held.map(() => false);
+    this.open = this.held.map(() => 0);
   }
 
   /** The manifest path of the first restored file that references `fp`. */
@@ -228,26 +281,53 @@ export class ChunkFetcher {
     this.workers.endRestore(this.restoreId);
   }
 
-  /** Fetches one request's chunks and has `worker` verify them; answers them and the bytes fetched. */
-  private async fetchRequest(fps: string[], worker: number): Promise<{ v: Verified; fetched: number }> {
+  /**
+   * Fetches one request's chunks and has `worker` verify them; answers them and the bytes
+   * fetched. `arrived` runs once the answer is here (or the request failed): the worker's
+   * next request may go.
+   */
+  private async fetchRequest(
+    fps: string[],
+    worker: number,
+    arrived: () => void,
+  ): Promise<{ v: Verified; fetched: number }> {
     let v;
     let fetched = 0;
+    const forecast = this.forecast[worker];
     const fetch = async (checked: boolean) => {
-      // The links this worker's session holds need not come again for another chunk.
-      const have = [...this.held[worker]].slice(0, MAX_HAVE);
+      // The links this worker's session holds, or will by the time it reads this answer,
+      // need not come again for another chunk.
+      const have = [...(forecast.exact ? forecast.links : this.held[worker])].slice(0, MAX_HAVE);
       const bundle = await this.fetchBundle(fps, checked, have);
       fetched += bundle.byteLength;
       return bundle;
     };
     const verify = (bundle: Uint8Array) => this.workers.verify(bundle, fps.length, worker, this.restoreId);
     const attempt = async () => {
+      let bundle;
+      let foreseen: Set<string> | null = null;
       try {
-        return await verify(await fetch(false));
+        bundle = await fetch(false);
+        try {
+          if (forecast.exact) foreseen = forecast.add(bundle, fps);
+        } catch {
+          // Not a bundle: the worker says why.
+          forecast.exact = false;
+        }
+      } finally {
+        // Only now: the next request's `have` names what this answer brings.
+        arrived();
+      }
+      try {
+        const got = await verify(bundle);
+        if (foreseen && !keptAsForeseen(got.kept, foreseen)) forecast.exact = false;
+        return got;
       } catch (e) {
         // Sent unchecked, a damaged copy is found here, not by the server, which would
         // quarantine it: asked again checked, the server finds it (and the restore stops
         // with its answer), or the copy was sound and only this transfer was not.
         if (!(e instanceof DamagedChunkError)) throw e;
+        forecast.exact = false;
         return await verify(await fetch(true));
       }
     };
@@ -258,6 +338,7 @@ export class ChunkFetcher {
         // The worker crashed and was replaced: its session, and what it held, went with it.
         // The request goes again, once, to the replacement, naming nothing as held.
         if (!(e instanceof RestoreWorkerCrash)) throw e;
+        forecast.exact = false;
         this.held[worker].clear();
         v = await attempt();
       }
@@ -307,22 +388,32 @@ export class ChunkFetcher {
     for (let k = 0; !this.stopped && k < this.waiting.length;) {
       const { w, r } = this.waiting[k];
       const worker = r.worker % this.held.length;
-      if (this.busy[worker]) {
+      // One request on the wire per worker, and, once its forecast has ended, none beside
+      // one being verified.
+      if (this.fetching[worker] || this.open[worker] >= (this.forecast[worker].exact ? 2 : 1)) {
         k++;
         continue;
       }
       this.waiting.splice(k, 1);
-      this.busy[worker] = true;
-      this.fetchRequest(r.fps, worker).then(
+      this.fetching[worker] = true;
+      this.open[worker]++;
+      let here = false;
+      const arrived = () => {
+        if (here) return;
+        here = true;
+        this.fetching[worker] = false;
+        if (!this.stopped) this.pump();
+      };
+      this.fetchRequest(r.fps, worker, arrived).then(
         ({ v, fetched }) => {
-          this.busy[worker] = false;
+          this.open[worker]--;
           if (this.stopped) return;
           this.deliver(w, r.fps, v);
           this.onRequest(r.containers.length, fetched);
           this.pump();
         },
         (e: unknown) => {
-          this.busy[worker] = false;
+          this.open[worker]--;
           this.onError(e);
         },
       );
