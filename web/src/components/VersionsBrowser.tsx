@@ -1,7 +1,9 @@
 import { useEffect, useMemo, useState } from 'react';
 import type { Api, Manifest, VersionInfo } from '../api/client';
+import { holdLocations } from '../restore/locations';
 import { selectItems, type RestoreItem } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
+import { assembler, restoreWorkers } from '../restore/workers';
 import { FileHistory } from './FileHistory';
 import { useFocusOnOpen } from './FileChange';
 import { FilePreview } from './FilePreview';
@@ -62,6 +64,14 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
   const [history, setHistory] = useState<string | null>(null);
   // Browse on a row far above the tree brings the tree into view.
   const heading = useFocusOnOpen<HTMLHeadingElement>();
+
+  // A version open here is likely restored from next: its chunk locations and the restore
+  // workers are ready by the first click.
+  useEffect(() => {
+    restoreWorkers().catch(() => {});
+    assembler().catch(() => {});
+    return holdLocations(api, version.id);
+  }, [api, version.id]);
 
   useEffect(() => {
     setManifest(null);

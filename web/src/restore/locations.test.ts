@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decodeLocations, LocationsError } from './locations';
+import type { Api } from '../api/client';
+import { decodeLocations, holdLocations, LocationsError, versionLocations } from './locations';
 
 /** The server's encoding (server/src/store/locations.rs), written out field by field. */
 function encode(
@@ -69,5 +70,37 @@ describe('decodeLocations', () => {
     format[4] = 3;
     expect(() => decodeLocations(format)).toThrow(/format 3/);
     expect(() => decodeLocations(new Uint8Array(3))).toThrow(LocationsError);
+  });
+});
+
+describe('holdLocations', () => {
+  it("serves a held version's restores from one fetch until released, and fetches again after a failure", async () => {
+    const asked: number[] = [];
+    let fail = false;
+    const api = {
+      async versionLocations(id: number) {
+        asked.push(id);
+        if (fail) throw new Error('offline');
+        return encode([{ fp: id, container: 1, offset: 0, stored: 1, raw: 2, codec: 1 }]);
+      },
+    } as unknown as Api;
+    const release = holdLocations(api, 7);
+    const a = await versionLocations(api, 7);
+    const b = await versionLocations(api, 7);
+    expect(a).toBe(b);
+    expect(asked).toEqual([7]);
+    await versionLocations(api, 8);
+    expect(asked).toEqual([7, 8]);
+    release();
+    await versionLocations(api, 7);
+    expect(asked).toEqual([7, 8, 7]);
+
+    fail = true;
+    const release2 = holdLocations(api, 9);
+    fail = false;
+    // The held fetch failed: the restore's own fetch goes.
+    expect((await versionLocations(api, 9)).locations.size).toBe(1);
+    expect(asked).toEqual([7, 8, 7, 9, 9]);
+    release2();
   });
 });

@@ -49,7 +49,35 @@ export function decodeLocations(bytes: Uint8Array): VersionLocations {
   return { locations, notStored: dv.getUint32(12, true) };
 }
 
+/** Locations fetched ahead for versions open in the page ([`holdLocations`]), per API client. */
+const held = new WeakMap<Api, Map<number, Promise<VersionLocations>>>();
+
+/**
+ * Fetches version `id`'s chunk locations now and keeps them for its restores until the
+ * returned function is called: the version browser holds them while a version is open, so a
+ * file, folder or preview of it plans at once. Locations a layout change has since moved
+ * only make a plan less tidy, never wrong (`chunks/get` finds every chunk by fingerprint).
+ */
+export function holdLocations(api: Api, id: number): () => void {
+  let versions = held.get(api);
+  if (!versions) held.set(api, (versions = new Map()));
+  const fetched = api.versionLocations(id).then(decodeLocations);
+  fetched.catch(() => {}); // a restore that needs them fetches them again
+  versions.set(id, fetched);
+  return () => {
+    if (versions.get(id) === fetched) versions.delete(id);
+  };
+}
+
 /** Where the chunks of version `id` are. */
 export async function versionLocations(api: Api, id: number, signal?: AbortSignal): Promise<VersionLocations> {
+  const ahead = held.get(api)?.get(id);
+  if (ahead) {
+    try {
+      return await ahead;
+    } catch {
+      // Fetched again below.
+    }
+  }
   return decodeLocations(await api.versionLocations(id, signal));
 }
