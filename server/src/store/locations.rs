@@ -80,25 +80,42 @@ impl Store {
         let ix = self.snapshot()?;
         let mut chunks = Vec::with_capacity(fps.len());
         let mut not_stored = 0u32;
+        // Each delta's chain, walked level by level through the `base` rows (the bases need
+        // not be chunks of this version): the first links come with the chunks' own rows.
+        // The walk stops at the stored chains' cap, which also ends a loop of deltas in a
+        // damaged index.
+        let mut base: FpMap<Fingerprint> = FpMap::default();
+        let mut first = Vec::new();
         for batch in fps.chunks(BATCH) {
-            for (fp, loc) in batch.iter().zip(ix.chunk_locations(repo_id, batch)?) {
-                match loc {
-                    Some(l) => chunks.push((*fp, l, *fp)),
+            for (fp, found) in batch
+                .iter()
+                .zip(ix.chunk_locations_with_bases(repo_id, batch)?)
+            {
+                match found {
+                    Some((l, b)) => {
+                        chunks.push((*fp, l, *fp));
+                        if l.codec == CODEC_DELTA {
+                            first.push((*fp, b));
+                        }
+                    }
                     None => not_stored += 1,
                 }
             }
         }
-        // Each delta's chain, walked level by level through the `base` rows (the bases need
-        // not be chunks of this version). The walk stops at the stored chains' cap, which
-        // also ends a loop of deltas in a damaged index.
-        let mut base: FpMap<Fingerprint> = FpMap::default();
-        let mut frontier: Vec<Fingerprint> = chunks
-            .iter()
-            .filter(|(_, l, _)| l.codec == CODEC_DELTA)
-            .map(|(fp, _, _)| *fp)
-            .collect();
-        let mut asked: FpSet = frontier.iter().copied().collect();
-        for _ in 0..MAX_CHAIN_DEPTH {
+        let mut asked: FpSet = first.iter().map(|(fp, _)| *fp).collect();
+        let mut frontier = Vec::new();
+        for (fp, b) in first {
+            if let Some(b) = b {
+                base.insert(fp, b);
+                if asked.insert(b) {
+                    frontier.push(b);
+                }
+            }
+        }
+        for _ in 1..MAX_CHAIN_DEPTH {
+            if frontier.is_empty() {
+                break;
+            }
             let mut next = Vec::new();
             for batch in frontier.chunks(BATCH) {
                 for (fp, b) in batch.iter().zip(ix.delta_bases(repo_id, batch)?) {
@@ -111,9 +128,6 @@ impl Store {
                 }
             }
             frontier = next;
-            if frontier.is_empty() {
-                break;
-            }
         }
         let keys = chain_keys(chunks.iter().map(|(fp, _, _)| *fp), &base);
         for ((_, _, key), k) in chunks.iter_mut().zip(keys) {

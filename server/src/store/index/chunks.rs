@@ -42,6 +42,9 @@ pub struct ChunkRow {
     pub stored_ms: i64,
 }
 
+/// A stored chunk's location and, for a delta, the base it is stored against.
+pub type LocatedWithBase = (ChunkLoc, Option<Fingerprint>);
+
 pub trait ChunkRead {
     /// Every stored chunk of the repository, streamed in no particular order.
     fn chunk_rows(
@@ -61,6 +64,21 @@ pub trait ChunkRead {
         fps.iter()
             .map(|fp| self.chunk_location(repo_id, fp))
             .collect()
+    }
+    /// [`Self::chunk_location`] of each of `fps` with its base ([`Self::delta_bases`]), in
+    /// their order: one lookup a chunk where the backend reads both from one row.
+    fn chunk_locations_with_bases(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<LocatedWithBase>>> {
+        let bases = self.delta_bases(repo_id, fps)?;
+        Ok(self
+            .chunk_locations(repo_id, fps)?
+            .into_iter()
+            .zip(bases)
+            .map(|(loc, base)| loc.map(|l| (l, base)))
+            .collect())
     }
     /// The base each of `fps` is stored against (its `base` row), in their order: `None`
     /// for a chunk that is not a delta or not stored. One statement for the whole list

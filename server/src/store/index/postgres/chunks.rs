@@ -4,7 +4,9 @@ use postgres::{fallible_iterator::FallibleIterator, types::ToSql, Client};
 use wasm_core::hash::Fingerprint;
 
 use super::{fp_of, Pg};
-use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, NewChunk};
+use crate::store::index::chunks::{
+    ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, LocatedWithBase, NewChunk,
+};
 use crate::store::StoreResult;
 
 /// Streams the rows `sql` selects: the columns of a [`ChunkRow`] in its order, one
@@ -82,6 +84,26 @@ impl<G: DerefMut<Target = Client>> ChunkRead for Pg<G> {
         for r in &rows {
             let loc = loc_at(r, 2, r.try_get::<_, i64>(1)? as u64)?;
             found.insert(fp_of(r.try_get(0)?), loc);
+        }
+        Ok(fps.iter().map(|fp| found.get(fp).copied()).collect())
+    }
+
+    fn chunk_locations_with_bases(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<LocatedWithBase>>> {
+        let keys: Vec<&[u8]> = fps.iter().map(|fp| &fp[..]).collect();
+        let rows = self.c().query(
+            r#"SELECT fp, container_id, "offset", stored_len, raw_len, codec, base FROM chunks WHERE repo_id = $1 AND fp = ANY($2)"#,
+            &[&repo_id, &keys],
+        )?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let loc = loc_at(r, 2, r.try_get::<_, i64>(1)? as u64)?;
+            let base: Option<Vec<u8>> = r.try_get(6)?;
+            let base = base.and_then(|b| Fingerprint::try_from(b.as_slice()).ok());
+            found.insert(fp_of(r.try_get(0)?), (loc, base));
         }
         Ok(fps.iter().map(|fp| found.get(fp).copied()).collect())
     }

@@ -4,7 +4,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use wasm_core::hash::Fingerprint;
 
 use super::{fp_of, Sql};
-use crate::store::index::chunks::{ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, NewChunk};
+use crate::store::index::chunks::{
+    ChunkLoc, ChunkRead, ChunkRow, ChunkWrite, LocatedWithBase, NewChunk,
+};
 use crate::store::StoreResult;
 
 /// Streams the rows `sql` selects: the columns of a [`ChunkRow`] in its order, one
@@ -49,32 +51,49 @@ impl<C: Deref<Target = Connection>> ChunkRead for Sql<C> {
 
     fn chunk_location(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<ChunkLoc>> {
         Ok(self
-            .chunk_locations(repo_id, std::slice::from_ref(fp))?
+            .chunk_locations_with_bases(repo_id, std::slice::from_ref(fp))?
             .pop()
-            .flatten())
+            .flatten()
+            .map(|(l, _)| l))
     }
 
-    /// One statement, prepared once for the whole list: a version's locations are thousands
-    /// of point lookups.
     fn chunk_locations(
         &self,
         repo_id: i64,
         fps: &[Fingerprint],
     ) -> StoreResult<Vec<Option<ChunkLoc>>> {
+        Ok(self
+            .chunk_locations_with_bases(repo_id, fps)?
+            .into_iter()
+            .map(|x| x.map(|(l, _)| l))
+            .collect())
+    }
+
+    /// One statement, prepared once for the whole list: a version's locations are thousands
+    /// of point lookups.
+    fn chunk_locations_with_bases(
+        &self,
+        repo_id: i64,
+        fps: &[Fingerprint],
+    ) -> StoreResult<Vec<Option<LocatedWithBase>>> {
         let mut st = self.c().prepare_cached(
-            "SELECT container_id, offset, stored_len, raw_len, codec FROM chunks WHERE repo_id = ?1 AND fp = ?2",
+            "SELECT container_id, offset, stored_len, raw_len, codec, base FROM chunks WHERE repo_id = ?1 AND fp = ?2",
         )?;
         let mut out = Vec::with_capacity(fps.len());
         for fp in fps {
             out.push(
                 st.query_row(params![repo_id, &fp[..]], |r| {
-                    Ok(ChunkLoc {
-                        container_id: r.get::<_, i64>(0)? as u64,
-                        offset: r.get::<_, i64>(1)? as u64,
-                        stored_len: r.get(2)?,
-                        raw_len: r.get(3)?,
-                        codec: r.get(4)?,
-                    })
+                    let base: Option<Vec<u8>> = r.get(5)?;
+                    Ok((
+                        ChunkLoc {
+                            container_id: r.get::<_, i64>(0)? as u64,
+                            offset: r.get::<_, i64>(1)? as u64,
+                            stored_len: r.get(2)?,
+                            raw_len: r.get(3)?,
+                            codec: r.get(4)?,
+                        },
+                        base.and_then(|b| Fingerprint::try_from(b.as_slice()).ok()),
+                    ))
                 })
                 .optional()?,
             );
