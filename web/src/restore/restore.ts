@@ -205,8 +205,8 @@ export class ChunkFetcher {
    * Per worker, the chain links its session holds (what its verified answers carried beside
    * the chunks asked for), which its requests list in `have` once its forecast has ended. The
    * chunks asked for are held too, but few of them are a later chunk's base: listing them as
-   * well spared ~4 % of (b)'s answer bytes and tripled its requests' (to ~1 MB, 150 KB a
-   * request by the end).
+   * well would grow every request's body with each answer and spare few answer bytes
+   * (docs/BENCHMARKS.md, "What the requests carry").
    */
   private held: Set<string>[];
   private forecast: SessionForecast[];
