@@ -605,6 +605,47 @@ async function restoreFigures(done, wallSeconds) {
 }
 
 /**
+ * One file of `version` downloaded from the version browser, as a person gets one file back:
+ * a fresh page, Versions, "Browse", the file's folders opened, then its download button
+ * (`showSaveFilePicker` hidden: a streamed download). Timed from the click as the page saw it
+ * to the download complete on disk (the click's own latency in Playwright, ~30-50 ms, is not
+ * the restore's); the bytes are compared with `folder/rel`. Resolves to seconds.
+ */
+export async function restoreOneFile(browser, server, version, rel, folder) {
+  const page = await openApp(browser, server, { noSavePicker: true });
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-browse]`).click();
+  await page.getByTestId('version-browser').waitFor();
+  const segs = rel.split('/');
+  for (let i = 1; i < segs.length; i++)
+    await page
+      .locator(
+        `[data-testid=tree-node][data-path="${segs.slice(0, i).join('/')}"] > .tree-row [data-testid=tree-toggle]`,
+      )
+      .click();
+  const button = page.locator(`[data-testid=download-file][data-path="${rel}"]`);
+  await button.waitFor();
+  await page.evaluate(() => {
+    document.addEventListener('click', () => (window.__clickedAt ??= performance.timeOrigin + performance.now()), {
+      capture: true,
+      once: true,
+    });
+  });
+  const [download] = await Promise.all([page.waitForEvent('download', { timeout: 120_000 }), button.click()]);
+  const failure = await download.failure();
+  if (failure) throw new Error(`the download of ${rel} failed: ${failure}`);
+  const saved = await download.path();
+  const seconds = (Date.now() - (await page.evaluate(() => window.__clickedAt))) / 1000;
+  if (!readFileSync(saved).equals(readFileSync(path.join(folder, rel))))
+    throw new Error(`the download of ${rel} differs from the source`);
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+  await page.close();
+  return seconds;
+}
+
+/**
  * One restore of `version` into a folder in a fresh page of `context` (Playwright): Versions,
  * "Restore into folder…", with the folder picker stubbed to an empty directory of the origin
  * private file system (Playwright cannot drive the real picker). Pass a persistent profile

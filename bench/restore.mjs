@@ -11,12 +11,15 @@
 // OPFS directory, every file hashed in the page and compared). restic backs up the same
 // folders first and restores the same two snapshots, timed, as the reference: in the same
 // rounds, after each target's restores through the page, so that both tools see the VM alike
-// (its speed drifts over the minutes a run takes). Prints a table and, last, one JSON line.
+// (its speed drifts over the minutes a run takes). Then one file of (b) at a time, as a person
+// gets one file back: downloaded from the version browser (click to on disk), and with
+// `restic restore --include`: (a)'s largest file and its file nearest 4 KiB in size. Prints
+// a table and, last, one JSON line.
 // Usage: node bench/restore.mjs [--package P] [--count N] [--quick] [--restore RELEASE] [--runs N]
 // [--no-restic] [--no-parent]
 // (--restore: (a) is this release instead of the largest; --runs: restores per tool and
 // target, default 3, medians reported; --no-restic: ditto only; --no-parent: skip (b))
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -32,11 +35,13 @@ import {
   openApp,
   resticRepo,
   restoreFolder,
+  restoreOneFile,
   restoreZip,
   restoreZipToFile,
   sameTree,
   settle,
   startServer,
+  walk,
 } from './lib.mjs';
 
 const { flag, option } = cli();
@@ -58,6 +63,12 @@ const targets = [{ key: 'a', label: `${pkg} ${pick}`, folder: versions[pickIndex
 if (withParent)
   targets.push({ key: 'b', label: `${path.basename(parent)}/ (all releases, one source)`, folder: parent });
 const scratch = mkdtempSync(path.join(tmpdir(), 'ditto-bench-restore-'));
+/** One file of (b) at a time: (a)'s largest file and its file nearest 4 KiB, as paths in (b). */
+const sizes = walk(versions[pickIndex]).map((f) => ({ f, size: statSync(path.join(versions[pickIndex], f)).size }));
+const oneFiles = [
+  { key: 'small', ...sizes.reduce((a, b) => (Math.abs(b.size - 4096) < Math.abs(a.size - 4096) ? b : a)) },
+  { key: 'large', ...sizes.reduce((a, b) => (b.size > a.size ? b : a)) },
+].map((o) => ({ ...o, rel: `${pick}/${o.f}`, ditto: [], restic: [] }));
 
 /** The fewest containers holding the chunks of `version`, by the same rule as the page (first container listed). */
 async function containersMin(server, version) {
@@ -104,6 +115,11 @@ async function ditto(restic) {
         t.file.push(await restoreZipToFile(profile, server, t.version, t.folder, scratch));
         t.dir.push(await restoreFolder(profile, server, t.version, t.folder, `bench-${t.key}-${run}`));
         if (restic) t.restic.push(resticRestore(restic, t, run));
+        if (t.key === 'b')
+          for (const o of oneFiles) {
+            o.ditto.push(await restoreOneFile(browser, server, t.version, o.rel, parent));
+            if (restic) o.restic.push(resticRestoreOne(restic, t, o.rel, run));
+          }
       }
     for (const t of targets) {
       const min = await containersMin(server, t.version);
@@ -134,6 +150,20 @@ function resticBackup() {
   }
   for (const t of targets) t.restic = [];
   return repo;
+}
+
+/** One timed `restic restore --include` of file `rel` of target `t`'s snapshot, checked; seconds. */
+function resticRestoreOne(repo, t, rel, run) {
+  const target = path.join(scratch, `restic-one-${run}`);
+  const t0 = now();
+  repo.run(['restore', '-q', t.snapshot, '--target', target, '--include', `/${rel}`]);
+  const seconds = now() - t0;
+  if (walk(target).join() !== rel)
+    throw new Error(`restic restore --include /${rel} restored ${walk(target).join(', ')}`);
+  if (!readFileSync(path.join(target, rel)).equals(readFileSync(path.join(t.folder, rel))))
+    throw new Error(`restic restore --include /${rel}: the file differs from the source`);
+  rmSync(target, { recursive: true });
+  return seconds;
 }
 
 /** One timed `restic restore` of target `t`'s snapshot, checked against its folder; seconds. */
@@ -245,6 +275,27 @@ try {
         [`${p}folder_speed_vs_restic`]: +(rs / dirWall).toFixed(3),
       }),
     });
+  }
+  if (withParent) {
+    console.log(`\n(b), one file at a time from the version browser, click to on disk (median of ${runs})`);
+    for (const o of oneFiles) {
+      const d = median(o.ditto);
+      const r = withRestic ? median(o.restic) : NaN;
+      const ms = (xs) => xs.map((x) => (x * 1000).toFixed(0)).join(' ');
+      console.log(
+        `  ${o.rel} (${o.size} bytes): ditto ${(d * 1000).toFixed(0)} ms (${ms(o.ditto)})` +
+          (withRestic ? `, restic restore --include ${(r * 1000).toFixed(0)} ms (${ms(o.restic)})` : ''),
+      );
+      Object.assign(out, {
+        [`one_${o.key}_path`]: o.rel,
+        [`one_${o.key}_bytes`]: o.size,
+        [`one_${o.key}_seconds`]: +d.toFixed(3),
+        ...(withRestic && {
+          [`one_${o.key}_restic_seconds`]: +r.toFixed(3),
+          [`one_${o.key}_speed_vs_restic`]: +(r / d).toFixed(2),
+        }),
+      });
+    }
   }
   console.log();
   console.log(JSON.stringify(out));
