@@ -3,7 +3,7 @@ import type { Api } from '../api/client';
 import { decodeBundle, encodeBundle } from '../backup/bundle';
 import { fpHex, hexToBytes, packHex } from '../backup/hex';
 import { planRestore, type ChunkLoc, type PlanOptions } from './plan';
-import { ChunkFetcher, SessionForecast, type RestoreItem } from './restore';
+import { ChunkFetcher, type RestoreItem } from './restore';
 import { DamagedChunkError, type RestoreWorkers, type Verified } from './workers';
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
@@ -165,21 +165,5 @@ describe('ChunkFetcher', () => {
       expect(checked).toBe(refused);
       for (const e of events) expect(e.wireBusy).toBe(false);
     }
-  });
-});
-
-describe('SessionForecast', () => {
-  it("keeps an answer's new entries whole, its links apart, and nothing past the session's limit", () => {
-    const f = new SessionForecast();
-    const a = encodeBundle([entry(fp(1), 2, 10), entry(link(1), 1, 100), entry(fp(1), 2, 10)]);
-    expect(f.add(a, [fp(1), fp(1)])).toEqual(new Set([fp(1), link(1)]));
-    expect(f.links).toEqual(new Set([link(1)]));
-    // Held already: nothing new.
-    expect(f.add(encodeBundle([entry(link(1), 1, 100)]), [link(1)])).toEqual(new Set());
-    // Past 16 MiB of stored bytes the session keeps none of the answer.
-    const big = encodeBundle([entry(fp(2), 1, 9 << 20), entry(fp(3), 1, 8 << 20)]);
-    expect(f.add(big, [fp(2), fp(3)])).toEqual(new Set());
-    expect(f.add(encodeBundle([entry(fp(2), 1, 9 << 20)]), [fp(2)])).toEqual(new Set([fp(2)]));
-    expect(f.links).toEqual(new Set([link(1)]));
   });
 });

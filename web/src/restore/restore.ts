@@ -140,7 +140,10 @@ let restoresStarted = 0;
 
 /** Most fingerprints a request lists as held (`have`; the server's limit, docs/API.md). */
 const MAX_HAVE = 16_384;
-/** Stored bytes a restore worker's session keeps at most (`RestoreSession::HELD_BYTES`, wasm-core/src/restore.rs). */
+/**
+ * Stored bytes a restore worker's session keeps at most (`RestoreSession::HELD_BYTES`,
+ * wasm-core/src/restore.rs; forecast.test.ts holds the forecast to the real session's keeps).
+ */
 const SESSION_HELD_BYTES = 16 << 20;
 
 /**

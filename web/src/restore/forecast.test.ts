@@ -1,0 +1,60 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import init, { RestoreSession } from '../wasm-pkg/wasm_core.js';
+import { encodeBundle } from '../backup/bundle';
+import { FP_LEN, fpHex } from '../backup/hex';
+import { SessionForecast } from './restore';
+
+beforeAll(async () => {
+  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+});
+
+const MiB = 1 << 20;
+
+/** A raw chunk of `n` bytes (codec 0) that verifies: its fingerprint is its SHA-1. */
+function chunk(seed: number, n: number) {
+  const stored = new Uint8Array(n);
+  for (let i = 0; i < n; i += 4096) stored[i] = (seed * 131 + i / 4096) & 255;
+  stored[0] = seed & 255;
+  stored[1] = seed >> 8;
+  return { fp: new Uint8Array(createHash('sha1').update(stored).digest()), codec: 0, rawLen: n, stored };
+}
+
+/** What the real session says it kept of `bundle` (its first `requested` entries asked for). */
+function kept(session: RestoreSession, bundle: Uint8Array, requested: number): Set<string> {
+  const answer = session.verify(bundle, requested);
+  const head = answer.head();
+  answer.free();
+  const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
+  expect(dv.getUint32(0, true), new TextDecoder().decode(head.subarray(28))).toBe(0);
+  const n = dv.getUint32(4, true);
+  const at = 8 + n * (FP_LEN + 8);
+  const m = dv.getUint32(at, true);
+  return new Set(Array.from({ length: m }, (_, k) => fpHex(head.subarray(at + 4), k)));
+}
+
+describe('SessionForecast', () => {
+  it("foresees what wasm-core's RestoreSession keeps, answer by answer, up to and past its limit", () => {
+    const session = new RestoreSession();
+    const forecast = new SessionForecast();
+    const c = Array.from({ length: 21 }, (_, k) => chunk(k, MiB));
+    const answers = [
+      // 10 MiB asked for, one of them twice: all kept.
+      { entries: [...c.slice(0, 10), c[3]], requested: 11 },
+      // 6 MiB asked for and a link after them: past 16 MiB in all, nothing kept.
+      { entries: [...c.slice(10, 16), chunk(99, 4096)], requested: 6 },
+      // One held already, five new and a link: 15.9 MiB in all, kept but for the one held.
+      { entries: [c[0], ...c.slice(16, 21), chunk(98, 900 << 10)], requested: 6 },
+    ];
+    const foreseen = answers.map(({ entries, requested }) => {
+      const bundle = encodeBundle(entries);
+      const asked = entries.slice(0, requested).map((e) => fpHex(e.fp));
+      return { want: forecast.add(bundle, asked), got: kept(session, bundle, requested) };
+    });
+    for (const { want, got } of foreseen) expect(want).toEqual(got);
+    expect(foreseen.map(({ got }) => got.size)).toEqual([10, 0, 6]);
+    expect(forecast.links).toEqual(new Set([fpHex(chunk(98, 900 << 10).fp)]));
+    session.free();
+  });
+});
