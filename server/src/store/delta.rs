@@ -117,7 +117,8 @@ pub struct DeltaReport {
     pub unreadable: u64,
     /// Deltas found but not stored: their chains would have been longer than the cap.
     pub dropped: u64,
-    /// The versions changed during the pass: nothing was switched (the next pass retries).
+    /// The versions changed during the pass: it stopped before switching the next container
+    /// (what it switched before stays; the next pass of the version goes on).
     pub abandoned: bool,
     pub seconds: f64,
 }
@@ -804,7 +805,7 @@ fn drop_overlong(
 
 fn log_pass(repo_id: i64, rep: &DeltaReport) {
     eprintln!(
-        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features, {} slices of {} frames of {} bytes), {} bytes saved; {} recompressed, {} bytes saved; dictionary {} bytes; in {:.2} s",
+        "delta pass: repository {repo_id}, version {}: {} of {} new chunks stored as deltas ({} by DupAdj, {} by super-features, {} slices of {} frames of {} bytes), {} bytes saved; {} recompressed, {} bytes saved; dictionary {} bytes; in {:.2} s{}",
         rep.version,
         rep.delta_chunks,
         rep.candidates,
@@ -817,7 +818,12 @@ fn log_pass(repo_id: i64, rep: &DeltaReport) {
         rep.recompressed,
         rep.recompress_saved,
         rep.dictionary_bytes,
-        rep.seconds
+        rep.seconds,
+        if rep.abandoned {
+            "; abandoned there: a commit or a deletion came meanwhile, the next pass goes on"
+        } else {
+            ""
+        }
     );
 }
 
