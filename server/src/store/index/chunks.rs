@@ -5,7 +5,7 @@ use wasm_core::hash::Fingerprint;
 use crate::store::StoreResult;
 
 /// Where a stored chunk lives.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkLoc {
     pub container_id: u64,
     pub offset: u64,
@@ -60,26 +60,14 @@ pub trait ChunkRead {
         &self,
         repo_id: i64,
         fps: &[Fingerprint],
-    ) -> StoreResult<Vec<Option<ChunkLoc>>> {
-        fps.iter()
-            .map(|fp| self.chunk_location(repo_id, fp))
-            .collect()
-    }
-    /// [`Self::chunk_location`] of each of `fps` with its base ([`Self::delta_bases`]), in
-    /// their order: one lookup a chunk where the backend reads both from one row.
+    ) -> StoreResult<Vec<Option<ChunkLoc>>>;
+    /// [`Self::chunk_locations`] with each chunk's base ([`Self::delta_bases`]), read from
+    /// the same row: one lookup a chunk.
     fn chunk_locations_with_bases(
         &self,
         repo_id: i64,
         fps: &[Fingerprint],
-    ) -> StoreResult<Vec<Option<LocatedWithBase>>> {
-        let bases = self.delta_bases(repo_id, fps)?;
-        Ok(self
-            .chunk_locations(repo_id, fps)?
-            .into_iter()
-            .zip(bases)
-            .map(|(loc, base)| loc.map(|l| (l, base)))
-            .collect())
-    }
+    ) -> StoreResult<Vec<Option<LocatedWithBase>>>;
     /// The base each of `fps` is stored against (its `base` row), in their order: `None`
     /// for a chunk that is not a delta or not stored. One statement for the whole list
     /// where a statement is a network round trip.

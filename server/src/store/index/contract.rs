@@ -7,7 +7,7 @@ use wasm_core::hash::Fingerprint;
 use super::{
     chunks::NewChunk,
     containers::NewContainer,
-    maintenance::WrittenContainer,
+    maintenance::{RewriteMove, WrittenContainer},
     quarantine::Found,
     repos::TokenRow,
     versions::{NewVersion, StoredManifest},
@@ -24,6 +24,8 @@ pub fn run_all(open: &dyn Fn() -> (Box<dyn Index>, Box<dyn IndexWriter>)) {
     ids_grow_and_tokens_dedupe(&*ix, &mut *w);
     let (ix, mut w) = open();
     chunks_move_quarantine_and_go(&*ix, &mut *w);
+    let (ix, mut w) = open();
+    bases_come_with_locations(&*ix, &mut *w);
 }
 
 fn commit_is_atomic_and_visible(ix: &dyn Index, w: &mut dyn IndexWriter) {
@@ -288,6 +290,53 @@ fn versions_store_manifests_with_their_base(
     let r = ix.read().unwrap();
     assert!(r.stored_manifest(repo, v2).unwrap().is_none());
     assert!(r.manifest_dependents(repo, &[v1]).unwrap().is_empty());
+}
+
+/// A delta's base read with its location answers what the two reads answer apart, in the
+/// order asked, absent chunks and repeats included.
+fn bases_come_with_locations(ix: &dyn Index, w: &mut dyn IndexWriter) {
+    let fp = |b: u8| -> Fingerprint { [b; 20] };
+    let tx = w.begin().unwrap();
+    let repo = tx.create_repo("r", 1).unwrap();
+    container(&*tx, 1, repo);
+    tx.insert_chunks(repo, 1, 5, &[chunk(1, 0, 64), chunk(2, 1, 96)])
+        .unwrap();
+    // Chunk 2 re-stored in place as a delta against chunk 1, as the delta pass does.
+    tx.repoint_rewritten(
+        repo,
+        1,
+        &[RewriteMove {
+            fp: fp(2),
+            old_container: 1,
+            old_slot: 1,
+            slot: 1,
+            offset: 96,
+            stored_len: 12,
+            codec: 2,
+            base: Some(fp(1)),
+            saved: 20,
+        }],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    let r = ix.snapshot().unwrap();
+    let asked = [fp(2), fp(9), fp(1), fp(2)];
+    let both = r.chunk_locations_with_bases(repo, &asked).unwrap();
+    let apart: Vec<_> = r
+        .chunk_locations(repo, &asked)
+        .unwrap()
+        .into_iter()
+        .zip(r.delta_bases(repo, &asked).unwrap())
+        .map(|(l, b)| l.map(|l| (l, b)))
+        .collect();
+    assert_eq!(both, apart);
+    let bases: Vec<_> = both.iter().map(|x| x.map(|(_, b)| b)).collect();
+    assert_eq!(
+        bases,
+        vec![Some(Some(fp(1))), None, Some(None), Some(Some(fp(1)))]
+    );
+    assert_eq!(both[0].unwrap().0.stored_len, 12);
+    assert!(r.chunk_locations_with_bases(repo, &[]).unwrap().is_empty());
 }
 
 fn container(tx: &dyn IndexWrite, id: u64, repo_id: i64) {

@@ -75,17 +75,11 @@ impl<G: DerefMut<Target = Client>> ChunkRead for Pg<G> {
         repo_id: i64,
         fps: &[Fingerprint],
     ) -> StoreResult<Vec<Option<ChunkLoc>>> {
-        let keys: Vec<&[u8]> = fps.iter().map(|fp| &fp[..]).collect();
-        let rows = self.c().query(
-            r#"SELECT fp, container_id, "offset", stored_len, raw_len, codec FROM chunks WHERE repo_id = $1 AND fp = ANY($2)"#,
-            &[&repo_id, &keys],
-        )?;
-        let mut found = std::collections::HashMap::with_capacity(rows.len());
-        for r in &rows {
-            let loc = loc_at(r, 2, r.try_get::<_, i64>(1)? as u64)?;
-            found.insert(fp_of(r.try_get(0)?), loc);
-        }
-        Ok(fps.iter().map(|fp| found.get(fp).copied()).collect())
+        Ok(self
+            .chunk_locations_with_bases(repo_id, fps)?
+            .into_iter()
+            .map(|x| x.map(|(l, _)| l))
+            .collect())
     }
 
     fn chunk_locations_with_bases(
