@@ -18,7 +18,7 @@
 import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
 import { decodeBundle } from '../backup/bundle';
-import { FP_LEN, fpHex } from '../backup/hex';
+import { FP_LEN, fpHex, fpHexes } from '../backup/hex';
 import { WorkerError, type Request } from '../worker/bridge';
 import { assemblePlan } from './assemble';
 import {
@@ -125,14 +125,6 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
           rawLen: ch.raw_len,
         });
   return locs;
-}
-
-/** Whether a verified answer's `kept` fingerprints (20 bytes each) are exactly `foreseen`. */
-function keptAsForeseen(kept: Uint8Array, foreseen: Set<string>): boolean {
-  const n = kept.length / FP_LEN;
-  if (n !== foreseen.size) return false;
-  for (let k = 0; k < n; k++) if (!foreseen.has(fpHex(kept, k))) return false;
-  return true;
 }
 
 /** Restores started in this page (each names its sessions in the restore workers). */
@@ -294,7 +286,8 @@ export class ChunkFetcher {
     worker: number,
     arrived: () => void,
   ): Promise<{ v: Verified; fetched: number }> {
-    let v;
+    /** The verified answer, and what the forecast said the session keeps of it (null: nothing said). */
+    let r: { v: Verified; foreseen: Set<string> | null };
     let fetched = 0;
     const forecast = this.forecast[worker];
     const fetch = async (checked: boolean) => {
@@ -306,7 +299,7 @@ export class ChunkFetcher {
       return bundle;
     };
     const verify = (bundle: Uint8Array) => this.workers.verify(bundle, fps.length, worker, this.restoreId);
-    const attempt = async () => {
+    const attempt = async (): Promise<typeof r> => {
       let bundle;
       let foreseen: Set<string> | null = null;
       try {
@@ -322,28 +315,26 @@ export class ChunkFetcher {
         arrived();
       }
       try {
-        const got = await verify(bundle);
-        if (foreseen && !keptAsForeseen(got.kept, foreseen)) forecast.exact = false;
-        return got;
+        return { v: await verify(bundle), foreseen };
       } catch (e) {
         // Sent unchecked, a damaged copy is found here, not by the server, which would
         // quarantine it: asked again checked, the server finds it (and the restore stops
         // with its answer), or the copy was sound and only this transfer was not.
         if (!(e instanceof DamagedChunkError)) throw e;
         forecast.exact = false;
-        return await verify(await fetch(true));
+        return { v: await verify(await fetch(true)), foreseen: null };
       }
     };
     try {
       try {
-        v = await attempt();
+        r = await attempt();
       } catch (e) {
         // The worker crashed and was replaced: its session, and what it held, went with it.
         // The request goes again, once, to the replacement, naming nothing as held.
         if (!(e instanceof RestoreWorkerCrash)) throw e;
         forecast.exact = false;
         this.held[worker].clear();
-        v = await attempt();
+        r = await attempt();
       }
     } catch (e) {
       if (e instanceof RestoreError) throw e;
@@ -353,6 +344,7 @@ export class ChunkFetcher {
         );
       throw new RestoreError(`Reading chunks of ${this.filesOf(fps)} failed: ${e instanceof Error ? e.message : e}`);
     }
+    const { v, foreseen } = r;
     if (v.offsets.length !== fps.length)
       throw new RestoreError(`The server answered ${v.offsets.length} chunks for ${fps.length} requested.`);
     for (let k = 0; k < fps.length; k++) {
@@ -362,11 +354,10 @@ export class ChunkFetcher {
           `The server answered chunk ${got} where ${fps[k]} (of "${this.fileOf(fps[k])}") was asked for.`,
         );
     }
+    const kept = fpHexes(v.kept, v.kept.length / FP_LEN);
+    if (foreseen && (kept.length !== foreseen.size || kept.some((f) => !foreseen.has(f)))) forecast.exact = false;
     const asked = new Set(fps);
-    for (let k = 0; k < v.kept.length / FP_LEN; k++) {
-      const f = fpHex(v.kept, k);
-      if (!asked.has(f)) this.held[worker].add(f);
-    }
+    for (const f of kept) if (!asked.has(f)) this.held[worker].add(f);
     return { v, fetched };
   }
 
