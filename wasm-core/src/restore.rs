@@ -10,12 +10,10 @@
 //! its answers carried, as stored, so that the restore can name those chunks in the next
 //! request's `have` and the server does not send them again as another delta's links.
 
-use std::collections::HashMap;
-
 use crate::{
     compress, crc32,
     format::bundle::{decode_bundle, BundleEntry, Codec},
-    hash::{self, Fingerprint},
+    hash::{self, Fingerprint, FpMap, FpSet},
     resemble::range::{RangeChunk, RangeDecoder, RangeError},
 };
 
@@ -43,7 +41,12 @@ pub struct Refused {
 /// [`crate::resemble::range`]). A bundle of fewer entries is refused.
 pub fn verify_bundle(bundle: &[u8], requested: usize) -> Result<VerifiedBundle, Refused> {
     let entries = answer_entries(bundle, requested)?;
-    verify_entries(&entries, requested, &HashMap::new(), &mut Bases::default())
+    verify_entries(
+        &entries,
+        requested,
+        &FpMap::default(),
+        &mut Bases::default(),
+    )
 }
 
 /// The entries of `bundle`, refused if fewer than `requested`.
@@ -69,7 +72,7 @@ fn answer_entries(bundle: &[u8], requested: usize) -> Result<Vec<BundleEntry<'_>
 fn verify_entries(
     entries: &[BundleEntry<'_>],
     requested: usize,
-    held: &HashMap<Fingerprint, Held>,
+    held: &FpMap<Held>,
     bases: &mut Bases,
 ) -> Result<VerifiedBundle, Refused> {
     if entries.iter().any(|e| e.codec == Codec::Delta) {
@@ -135,7 +138,7 @@ fn verify_entries(
 fn verify_with_deltas<'b>(
     entries: &[BundleEntry<'b>],
     requested: usize,
-    held: &'b HashMap<Fingerprint, Held>,
+    held: &'b FpMap<Held>,
     bases: &mut Bases,
 ) -> Result<VerifiedBundle, Refused> {
     let as_range = |e: &BundleEntry<'b>| RangeChunk {
@@ -157,7 +160,8 @@ fn verify_with_deltas<'b>(
         }))
         .collect();
     let mut starts = Vec::with_capacity(requested);
-    let mut places: HashMap<Fingerprint, Vec<usize>> = HashMap::with_capacity(requested);
+    let mut places: FpMap<Vec<usize>> =
+        FpMap::with_capacity_and_hasher(requested, Default::default());
     let mut total = 0usize;
     for (k, e) in answer.iter().enumerate() {
         starts.push(total);
@@ -221,7 +225,7 @@ fn verify_with_deltas<'b>(
 /// are mostly the ones it needed last).
 #[derive(Default)]
 pub struct Bases {
-    raw: HashMap<Fingerprint, Vec<u8>>,
+    raw: FpMap<Vec<u8>>,
     bytes: usize,
 }
 
@@ -256,7 +260,7 @@ pub struct Held {
 /// made from what it answered stays true.
 #[derive(Default)]
 pub struct RestoreSession {
-    held: HashMap<Fingerprint, Held>,
+    held: FpMap<Held>,
     held_bytes: usize,
     bases: Bases,
 }
@@ -280,7 +284,7 @@ impl RestoreSession {
         let entries = answer_entries(bundle, requested)?;
         let verified = verify_entries(&entries, requested, &self.held, &mut self.bases)?;
         let mut fresh: Vec<&BundleEntry<'_>> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = FpSet::default();
         for e in &entries {
             if !self.held.contains_key(&e.fp) && seen.insert(e.fp) {
                 fresh.push(e);

@@ -4,10 +4,7 @@
 //! one implementation of the codecs) and matched against its fingerprint; a copy that does
 //! not match is quarantined, never returned.
 
-use std::{
-    collections::{HashMap, HashSet},
-    hash::{BuildHasherDefault, Hasher},
-};
+use std::collections::HashMap;
 
 use wasm_core::{
     compress::{self, CODEC_RAW},
@@ -68,25 +65,7 @@ pub fn decode_stored(codec: u8, raw_len: u32, stored: Vec<u8>) -> Result<Vec<u8>
     compress::decompress(codec, &stored, raw_len as usize)
 }
 
-/// Fingerprints are uniformly distributed already: hash by their first 8 bytes.
-#[derive(Default)]
-pub struct FpHasher(u64);
-
-impl Hasher for FpHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut b = [0u8; 8];
-        let n = bytes.len().min(8);
-        b[..n].copy_from_slice(&bytes[..n]);
-        self.0 ^= u64::from_le_bytes(b);
-    }
-    fn write_usize(&mut self, _: usize) {}
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub type FpSet = HashSet<Fingerprint, BuildHasherDefault<FpHasher>>;
-pub type FpMap<V> = HashMap<Fingerprint, V, BuildHasherDefault<FpHasher>>;
+pub use wasm_core::hash::{FpMap, FpSet};
 /// Committed fingerprint -> raw length of the chunk.
 pub(crate) type FpLengths = FpMap<u32>;
 

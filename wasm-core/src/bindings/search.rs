@@ -37,14 +37,13 @@
 //! naive.feedBundle(bundle, fileOfEachEntry);
 //! ```
 
-use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
 use crate::compress::Decompressor;
 use crate::format::bundle::decode_bundle;
-use crate::hash::{not_stored_flat, Fingerprint};
+use crate::hash::{not_stored_flat, Fingerprint, FpMap, FpSet};
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
@@ -133,17 +132,17 @@ impl SearchKeywords {
 /// would evict each chunk just before the next search needs it.
 #[wasm_bindgen]
 pub struct ChunkCache {
-    chunks: HashMap<Fingerprint, Held>,
+    chunks: FpMap<Held>,
     /// Trigram summaries of held chunks ([`ChunkCache::summarize`]), counted in `bytes`.
-    trigrams: HashMap<Fingerprint, Trigrams>,
+    trigrams: FpMap<Trigrams>,
     /// Held chunks not summarised yet.
     unsummarized: Vec<Fingerprint>,
     bytes: u64,
     budget: u64,
     /// How many delta chunks seen so far named each base.
-    named: HashMap<Fingerprint, u32>,
+    named: FpMap<u32>,
     /// The held chunks that were stored whole (codec 0/1): where a base chain ends.
-    whole: HashSet<Fingerprint>,
+    whole: FpSet,
     /// Counts the changes of what is held (chunks, summaries): the worker writes the cache
     /// to the device when this moved since it last wrote or read it.
     changes: u32,
@@ -151,14 +150,14 @@ pub struct ChunkCache {
     /// its own jobs: the device cache file leaves them out (the worker whose jobs hold them
     /// keeps them), but for the whole ones deltas name (a trained dictionary). They are not
     /// summarised until a job scans them.
-    bases_only: HashSet<Fingerprint>,
+    bases_only: FpSet,
     /// Held chunks whose bytes were not checked against their fingerprints: the links of
     /// base chains a job fetched and decoded only to reach its deltas (frames above all, a
     /// megabyte each, which no file names). As bases they need no check, since every chunk
     /// decoded from them is checked and a failure names the damaged link
     /// ([`crate::resemble::range`]); one is checked when a job scans it or the device
     /// cache file takes it, and dropped if it fails.
-    unchecked: HashSet<Fingerprint>,
+    unchecked: FpSet,
     /// The chunks of the device cache file being written, in its order, and how many of
     /// them [`ChunkCache::save_chunks`] answered.
     saving: Vec<Fingerprint>,
@@ -189,16 +188,16 @@ impl ChunkCache {
     #[wasm_bindgen(constructor)]
     pub fn new(budget: f64) -> ChunkCache {
         ChunkCache {
-            chunks: HashMap::new(),
-            trigrams: HashMap::new(),
+            chunks: FpMap::default(),
+            trigrams: FpMap::default(),
             unsummarized: Vec::new(),
             bytes: 0,
             budget: budget.max(0.0) as u64,
-            named: HashMap::new(),
-            whole: HashSet::new(),
+            named: FpMap::default(),
+            whole: FpSet::default(),
             changes: 0,
-            bases_only: HashSet::new(),
-            unchecked: HashSet::new(),
+            bases_only: FpSet::default(),
+            unchecked: FpSet::default(),
             saving: Vec::new(),
             saved: 0,
             incoming: Vec::new(),
@@ -350,20 +349,20 @@ impl ChunkCache {
 
     pub fn clear(&mut self) {
         self.changes = self.changes.wrapping_add(1);
-        self.bases_only = HashSet::new();
-        self.unchecked = HashSet::new();
-        self.chunks = HashMap::new();
-        self.trigrams = HashMap::new();
+        self.bases_only = FpSet::default();
+        self.unchecked = FpSet::default();
+        self.chunks = FpMap::default();
+        self.trigrams = FpMap::default();
         self.unsummarized = Vec::new();
         self.bytes = 0;
-        self.named = HashMap::new();
-        self.whole = HashSet::new();
+        self.named = FpMap::default();
+        self.whole = FpSet::default();
     }
 
     /// Keeps only the held chunks among `live` (20 bytes each: the chunks the repository
     /// holds now), with their summaries; answers the raw bytes given back.
     pub fn retain(&mut self, live: &[u8]) -> f64 {
-        let live: HashSet<Fingerprint> = live
+        let live: FpSet = live
             .chunks_exact(20)
             .map(|fp| <Fingerprint>::try_from(fp).unwrap())
             .collect();
@@ -820,9 +819,9 @@ impl ContainerScan {
         // (which `emit` below adds to): a chain stops at a cached base even when `fetched`
         // holds it and the links below it too (a chain answer sends them whatever the
         // worker caches), so nothing is decoded twice.
-        let mut outside: HashMap<Fingerprint, Vec<u8>> = HashMap::new();
+        let mut outside: FpMap<Vec<u8>> = FpMap::default();
         if chunks.iter().any(|c| c.codec == CODEC_DELTA) {
-            let in_range: HashSet<Fingerprint> = chunks.iter().map(|c| c.fp).collect();
+            let in_range: FpSet = chunks.iter().map(|c| c.fp).collect();
             for c in chunks.iter().chain(&fetched) {
                 if c.codec != CODEC_DELTA {
                     continue;

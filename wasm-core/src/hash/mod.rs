@@ -76,6 +76,34 @@ pub const FINGERPRINT_LEN: usize = 20;
 /// A chunk fingerprint.
 pub type Fingerprint = [u8; FINGERPRINT_LEN];
 
+/// Hashes a [`Fingerprint`] key by its first 8 bytes: fingerprints are SHA-1 values, spread
+/// evenly already, so a keyed hash (std's SipHash) only adds work, and code: every table
+/// lookup inlines the hash, and the browser compiles what a restore or a search runs while
+/// it runs. Keys an adversary picks (equal first bytes) make lookups slow, never wrong; each
+/// table here holds fingerprints of one request, answer or repository.
+#[derive(Default, Clone, Copy)]
+pub struct FpHasher(u64);
+
+impl std::hash::Hasher for FpHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut b = [0u8; 8];
+        let n = bytes.len().min(8);
+        b[..n].copy_from_slice(&bytes[..n]);
+        self.0 ^= u64::from_le_bytes(b);
+    }
+    /// An array's length prefix: the same for every fingerprint.
+    fn write_usize(&mut self, _: usize) {}
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A set of fingerprints hashed by [`FpHasher`].
+pub type FpSet = std::collections::HashSet<Fingerprint, std::hash::BuildHasherDefault<FpHasher>>;
+/// A map keyed by fingerprints hashed by [`FpHasher`].
+pub type FpMap<V> =
+    std::collections::HashMap<Fingerprint, V, std::hash::BuildHasherDefault<FpHasher>>;
+
 /// A fingerprint computation over a message that may arrive in pieces.
 #[derive(Clone)]
 pub struct Fingerprinter {

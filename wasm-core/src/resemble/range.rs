@@ -30,12 +30,12 @@
 //! The links are counted down to the first chunk whose raw bytes the caller handed in: their
 //! own chain was capped when they were decoded.
 
-use std::collections::{HashMap, HashSet};
-
 use super::delta::{base_of, DeltaDecoder, DeltaError, CODEC_DELTA, MAX_CHAIN_DEPTH};
 use crate::compress::Decompressor;
 use crate::format::bundle::MAX_CHUNK_RAW;
-use crate::hash::{first_not_stored_flat, is_stored_chunk, to_hex, Fingerprint, FINGERPRINT_LEN};
+use crate::hash::{
+    first_not_stored_flat, is_stored_chunk, to_hex, Fingerprint, FpMap, FpSet, FINGERPRINT_LEN,
+};
 
 /// A range that could not be decoded: the chunk at fault when there is one (a chunk of the
 /// range or a fetched link whose bytes are wrong, a delta whose chain is too long or whose
@@ -67,12 +67,12 @@ pub struct RangeChunk<'a> {
 }
 
 /// Where a chunk of a chain comes from: the range, or the chunks fetched from outside it.
-type Index<'r, 'a> = HashMap<Fingerprint, (&'r RangeChunk<'a>, bool)>;
+type Index<'r, 'a> = FpMap<(&'r RangeChunk<'a>, bool)>;
 
 /// The stored chunks of `chunks` (in range: `true`) and of `fetched` (`false`) by
 /// fingerprint; a chunk in both is the range's.
 fn index<'r, 'a>(chunks: &'r [RangeChunk<'a>], fetched: &'r [RangeChunk<'a>]) -> Index<'r, 'a> {
-    let mut ix = HashMap::with_capacity(chunks.len() + fetched.len());
+    let mut ix = FpMap::with_capacity_and_hasher(chunks.len() + fetched.len(), Default::default());
     for c in fetched {
         ix.insert(c.fp, (c, false));
     }
@@ -93,7 +93,7 @@ pub fn outside_bases(
     known: impl Fn(&Fingerprint) -> bool,
 ) -> Result<Vec<Fingerprint>, RangeError> {
     let ix = index(chunks, fetched);
-    let mut seen = HashSet::new();
+    let mut seen = FpSet::default();
     let mut out = Vec::new();
     for top in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
         let mut cur = top;
@@ -158,11 +158,11 @@ impl RangeDecoder {
         &mut self,
         chunks: &[RangeChunk<'_>],
         fetched: &[RangeChunk<'_>],
-        outside: &HashMap<Fingerprint, Vec<u8>>,
+        outside: &FpMap<Vec<u8>>,
         mut emit: impl FnMut(&Fingerprint, &[u8]),
     ) -> Result<Vec<(Fingerprint, Vec<u8>)>, RangeError> {
         let ix = index(chunks, fetched);
-        let mut held = Held::new();
+        let mut held = Held::default();
         let mut links = Vec::new();
         match self.decode_with(&ix, chunks, outside, &mut held, &mut links, &mut emit) {
             Ok(()) => Ok(links
@@ -180,7 +180,7 @@ impl RangeDecoder {
         &mut self,
         ix: &Index<'_, '_>,
         chunks: &[RangeChunk<'_>],
-        outside: &HashMap<Fingerprint, Vec<u8>>,
+        outside: &FpMap<Vec<u8>>,
         held: &mut Held,
         links: &mut Vec<Fingerprint>,
         emit: &mut impl FnMut(&Fingerprint, &[u8]),
@@ -188,7 +188,7 @@ impl RangeDecoder {
         let named = |c: &RangeChunk<'_>| base_of(c.stored).map_err(|e| chunk_err(&c.fp, e));
         // Bases are kept once decoded, with the links of their chain below them; nothing
         // else is copied.
-        let mut wanted = HashSet::new();
+        let mut wanted = FpSet::default();
         for (c, _) in ix.values().filter(|(c, _)| c.codec == CODEC_DELTA) {
             wanted.insert(named(c)?);
         }
@@ -207,7 +207,7 @@ impl RangeDecoder {
         }
         // The whole chunks go out before the deltas, as documented.
         unchecked.check_and_emit(emit)?;
-        let mut done: HashSet<Fingerprint> = HashSet::new();
+        let mut done: FpSet = FpSet::default();
         for top in chunks.iter().filter(|c| c.codec == CODEC_DELTA) {
             if done.contains(&top.fp) {
                 continue; // decoded already as the base of an earlier chain
@@ -285,7 +285,7 @@ impl RangeDecoder {
 }
 
 /// Raw bytes of the bases decoded while decoding a range, with the links of chain below each.
-type Held = HashMap<Fingerprint, (Vec<u8>, usize)>;
+type Held = FpMap<(Vec<u8>, usize)>;
 
 /// `raw_len`, refused when no chunk can have it (before anything is allocated for it).
 fn checked_len(fp: &Fingerprint, raw_len: usize) -> Result<usize, RangeError> {
@@ -302,12 +302,7 @@ fn checked_len(fp: &Fingerprint, raw_len: usize) -> Result<usize, RangeError> {
 /// bytes (decoded here, or handed in) are not its fingerprint's: a damaged link makes the
 /// chunks above it decode wrongly or not at all, and is what needs repair. Runs only on
 /// failure, so the links' hashes cost nothing when every chunk checks out.
-fn blame(
-    e: RangeError,
-    ix: &Index<'_, '_>,
-    held: &Held,
-    outside: &HashMap<Fingerprint, Vec<u8>>,
-) -> RangeError {
+fn blame(e: RangeError, ix: &Index<'_, '_>, held: &Held, outside: &FpMap<Vec<u8>>) -> RangeError {
     let Some(failed) = e.chunk else {
         return e;
     };
@@ -481,10 +476,10 @@ mod tests {
     fn decode_all(
         chunks: &[RangeChunk<'_>],
         fetched: &[RangeChunk<'_>],
-        outside: &HashMap<Fingerprint, Vec<u8>>,
-    ) -> Result<HashMap<Fingerprint, (Vec<u8>, bool)>, String> {
+        outside: &FpMap<Vec<u8>>,
+    ) -> Result<FpMap<(Vec<u8>, bool)>, String> {
         let mut d = RangeDecoder::new().unwrap();
-        let mut out = HashMap::new();
+        let mut out = FpMap::default();
         let links = d
             .decode(chunks, fetched, outside, |fp, raw| {
                 assert!(
@@ -522,7 +517,7 @@ mod tests {
         assert!(outside_bases(&chunks, &[], |fp| *fp == x.fp)
             .unwrap()
             .is_empty());
-        let outside: HashMap<_, _> = [(x.fp, x.raw.clone())].into();
+        let outside: FpMap<_> = [(x.fp, x.raw.clone())].into_iter().collect();
         let got = decode_all(&chunks, &[], &outside).unwrap();
         assert_eq!(got.len(), order.len());
         for s in order {
@@ -537,7 +532,7 @@ mod tests {
     fn fetch_rounds(
         chunks: &[RangeChunk<'_>],
         store: &[&Stored],
-        known: &HashSet<Fingerprint>,
+        known: &FpSet,
     ) -> Result<(Vec<RangeChunk<'static>>, usize), String> {
         let mut fetched = Vec::new();
         for round in 0.. {
@@ -571,20 +566,20 @@ mod tests {
         let f = delta(edit(&b.raw, 7000), &b);
         let g = delta(edit(&dict.raw, 11000), &dict);
         let store = [&dict, &a, &b, &c];
-        let (fetched, rounds) = fetch_rounds(&range(&[&d, &e]), &store, &HashSet::new()).unwrap();
+        let (fetched, rounds) = fetch_rounds(&range(&[&d, &e]), &store, &FpSet::default()).unwrap();
         assert_eq!(
             (fetched.len(), rounds),
             (4, 4),
             "one round per link below d"
         );
         let chunks = range(&[&d, &e, &f, &g]);
-        let (fetched, rounds) = fetch_rounds(&chunks, &store, &HashSet::new()).unwrap();
+        let (fetched, rounds) = fetch_rounds(&chunks, &store, &FpSet::default()).unwrap();
         assert_eq!(fetched.len(), 4, "each base fetched once");
         assert_eq!(
             rounds, 2,
             "f and g name b and the dictionary in the first round"
         );
-        let got = decode_all(&chunks, &fetched, &HashMap::new()).unwrap();
+        let got = decode_all(&chunks, &fetched, &FpMap::default()).unwrap();
         for s in [&d, &e, &f, &g] {
             assert_eq!(got[&s.fp], (s.raw.clone(), true));
         }
@@ -596,20 +591,20 @@ mod tests {
             );
         }
         let mut r = RangeDecoder::new().unwrap();
-        r.decode(&chunks, &fetched, &HashMap::new(), |_, _| {})
+        r.decode(&chunks, &fetched, &FpMap::default(), |_, _| {})
             .unwrap();
         assert_eq!(r.deltas(), 3, "fetched deltas are not the range's");
 
         // With the dictionary held raw (a worker's cache): it is neither fetched nor counted.
-        let known: HashSet<_> = [dict.fp].into();
+        let known: FpSet = [dict.fp].into_iter().collect();
         let (fetched, rounds) = fetch_rounds(&chunks, &store, &known).unwrap();
         assert_eq!((fetched.len(), rounds), (3, 2));
-        let outside: HashMap<_, _> = [(dict.fp, dict.raw.clone())].into();
+        let outside: FpMap<_> = [(dict.fp, dict.raw.clone())].into_iter().collect();
         let got = decode_all(&chunks, &fetched, &outside).unwrap();
         assert_eq!(got[&d.fp].0, d.raw);
         assert!(!got.contains_key(&dict.fp));
         // And with b held: the chain stops there.
-        let known: HashSet<_> = [b.fp].into();
+        let known: FpSet = [b.fp].into_iter().collect();
         let (fetched, _) = fetch_rounds(&chunks, &store, &known).unwrap();
         assert_eq!(
             fetched.iter().map(|c| c.fp).collect::<Vec<_>>(),
@@ -629,10 +624,10 @@ mod tests {
         // links[5] has five links: refused while asking for bases, and while decoding.
         let store: Vec<&Stored> = links[..5].iter().collect();
         let top = range(&[&links[5]]);
-        let e = fetch_rounds(&top, &store, &HashSet::new()).unwrap_err();
+        let e = fetch_rounds(&top, &store, &FpSet::default()).unwrap_err();
         assert!(cap(&e) && e.contains(&to_hex(&links[5].fp)), "{e}");
         let all = range(&store);
-        let e = decode_all(&top, &all, &HashMap::new()).unwrap_err();
+        let e = decode_all(&top, &all, &FpMap::default()).unwrap_err();
         assert!(cap(&e), "{e}");
         // The same chain inside one range, in any order.
         let e = decode_all(
@@ -640,15 +635,15 @@ mod tests {
                 &links[2], &links[5], &links[0], &links[4], &links[1], &links[3],
             ]),
             &[],
-            &HashMap::new(),
+            &FpMap::default(),
         )
         .unwrap_err();
         assert!(cap(&e), "{e}");
         // Four links pass.
         let top = range(&[&links[4]]);
-        let (fetched, _) = fetch_rounds(&top, &store, &HashSet::new()).unwrap();
+        let (fetched, _) = fetch_rounds(&top, &store, &FpSet::default()).unwrap();
         assert_eq!(
-            decode_all(&top, &fetched, &HashMap::new()).unwrap()[&links[4].fp].0,
+            decode_all(&top, &fetched, &FpMap::default()).unwrap()[&links[4].fp].0,
             links[4].raw
         );
 
@@ -656,9 +651,9 @@ mod tests {
         // without it names it.
         let store: Vec<&Stored> = links[1..3].iter().collect();
         let top = range(&[&links[3]]);
-        let e = fetch_rounds(&top, &store, &HashSet::new()).unwrap_err();
+        let e = fetch_rounds(&top, &store, &FpSet::default()).unwrap_err();
         assert!(e.contains(&to_hex(&links[0].fp)), "{e}");
-        let e = decode_all(&top, &range(&store), &HashMap::new()).unwrap_err();
+        let e = decode_all(&top, &range(&store), &FpMap::default()).unwrap_err();
         assert!(
             e.contains("not available") && e.contains(&to_hex(&links[0].fp)),
             "{e}"
@@ -666,7 +661,7 @@ mod tests {
         // The error names the delta whose base is missing as the chunk at fault.
         let e = RangeDecoder::new()
             .unwrap()
-            .decode(&top, &range(&store), &HashMap::new(), |_, _| {})
+            .decode(&top, &range(&store), &FpMap::default(), |_, _| {})
             .unwrap_err();
         assert_eq!(e.chunk, Some(links[1].fp), "{e}");
         assert!(e
@@ -679,7 +674,7 @@ mod tests {
         stale[0].stored = Box::leak(edit(&links[0].raw, 5).into_boxed_slice());
         stale[0].raw_len = stale[0].stored.len();
         fetched.extend(stale);
-        let e = decode_all(&top, &fetched, &HashMap::new()).unwrap_err();
+        let e = decode_all(&top, &fetched, &FpMap::default()).unwrap_err();
         assert!(
             e.contains("other bytes") && e.contains(&to_hex(&links[0].fp)),
             "{e}"
@@ -700,11 +695,11 @@ mod tests {
         damaged[0].stored = Box::leak(bytes.into_boxed_slice());
         // d1 reads only the front: it decodes and checks out; the link is answered
         // unchecked, and its own check refuses it.
-        let got = decode_all(&range(&[&d1]), &damaged, &HashMap::new()).unwrap();
+        let got = decode_all(&range(&[&d1]), &damaged, &FpMap::default()).unwrap();
         assert_eq!(got[&d1.fp], (d1.raw.clone(), true));
         let mut r = RangeDecoder::new().unwrap();
         let links = r
-            .decode(&range(&[&d1]), &damaged, &HashMap::new(), |_, _| {})
+            .decode(&range(&[&d1]), &damaged, &FpMap::default(), |_, _| {})
             .unwrap();
         let bad: Vec<_> = links
             .iter()
@@ -716,11 +711,11 @@ mod tests {
         // it came in the answer or from the caller's held bases.
         let e = RangeDecoder::new()
             .unwrap()
-            .decode(&range(&[&d2]), &damaged, &HashMap::new(), |_, _| {})
+            .decode(&range(&[&d2]), &damaged, &FpMap::default(), |_, _| {})
             .unwrap_err();
         assert_eq!(e.chunk, Some(link.fp), "{e}");
         assert!(e.reason.contains(&to_hex(&d2.fp)), "{e}");
-        let held: HashMap<_, _> = links.into_iter().collect();
+        let held: FpMap<_> = links.into_iter().collect();
         let e = RangeDecoder::new()
             .unwrap()
             .decode(&range(&[&d2]), &[], &held, |_, _| {})
@@ -733,17 +728,17 @@ mod tests {
         let a = plain(data(4, 9000), true);
         let b = delta(edit(&a.raw, 300), &a);
         let chunks = range(&[&b]);
-        let e = decode_all(&chunks, &[], &HashMap::new()).unwrap_err();
+        let e = decode_all(&chunks, &[], &FpMap::default()).unwrap_err();
         assert!(e.contains("not available"), "{e}");
         // Another chunk's bytes under the base's fingerprint: the check catches it.
-        let wrong: HashMap<_, _> = [(a.fp, edit(&a.raw, 9))].into();
+        let wrong: FpMap<_> = [(a.fp, edit(&a.raw, 9))].into_iter().collect();
         let e = decode_all(&chunks, &[], &wrong).unwrap_err();
         assert!(e.contains(&to_hex(&b.fp)), "{e}");
         // Two deltas naming each other never resolve: a chain past the cap.
         let mut p = delta(edit(&a.raw, 50), &a);
         let q = delta(edit(&p.raw, 60), &p);
         p.bytes[..20].copy_from_slice(&q.fp);
-        let e = decode_all(&range(&[&p, &q]), &[], &HashMap::new()).unwrap_err();
+        let e = decode_all(&range(&[&p, &q]), &[], &FpMap::default()).unwrap_err();
         assert!(e.contains("longer than"), "{e}");
         let e = outside_bases(&range(&[&p, &q]), &[], none).unwrap_err();
         assert!(e.reason.contains("longer than"), "{e}");
@@ -760,27 +755,27 @@ mod tests {
             } else {
                 Vec::new()
             };
-            let e = decode_all(&huge, &fetched, &HashMap::new()).unwrap_err();
+            let e = decode_all(&huge, &fetched, &FpMap::default()).unwrap_err();
             assert!(e.contains("exceeds the chunk limit"), "{e}");
         }
         // A truncated delta payload is refused, not a panic.
         let mut t = delta(edit(&a.raw, 70), &a);
         t.bytes.truncate(5);
         assert!(outside_bases(&range(&[&t]), &[], none).is_err());
-        assert!(decode_all(&range(&[&t]), &[], &HashMap::new()).is_err());
+        assert!(decode_all(&range(&[&t]), &[], &FpMap::default()).is_err());
         // A damaged whole chunk of the range (raw, or zstd that still decodes) is refused
         // before anything of its batch is handed out.
         let good = plain(data(5, 3000), false);
         let mut raw = plain(data(6, 5000), false);
         raw.bytes[100] ^= 0x10;
-        let e = decode_all(&range(&[&good, &raw]), &[], &HashMap::new()).unwrap_err();
+        let e = decode_all(&range(&[&good, &raw]), &[], &FpMap::default()).unwrap_err();
         assert!(
             e.contains(&to_hex(&raw.fp)) && e.contains("stored bytes"),
             "{e}"
         );
         let mut z = plain(data(7, 5000), true);
         z.fp[0] ^= 1; // as if another chunk's bytes sat at its place
-        let e = decode_all(&range(&[&z]), &[], &HashMap::new()).unwrap_err();
+        let e = decode_all(&range(&[&z]), &[], &FpMap::default()).unwrap_err();
         assert!(e.contains(&to_hex(&z.fp)), "{e}");
     }
 
@@ -798,7 +793,7 @@ mod tests {
         assert_eq!(outside_bases(&chunks, &[], none).unwrap(), vec![c.fp, a.fp]);
         let answer = range(&[&c, &a, &b, &dict]);
         assert!(outside_bases(&chunks, &answer, none).unwrap().is_empty());
-        let got = decode_all(&chunks, &answer, &HashMap::new()).unwrap();
+        let got = decode_all(&chunks, &answer, &FpMap::default()).unwrap();
         for s in [&d, &f] {
             assert_eq!(got[&s.fp], (s.raw.clone(), true));
         }
@@ -813,13 +808,15 @@ mod tests {
         let known = |fp: &Fingerprint| *fp == dict.fp;
         let answer = range(&[&c, &a, &b]);
         assert!(outside_bases(&chunks, &answer, known).unwrap().is_empty());
-        let outside: HashMap<_, _> = [(dict.fp, dict.raw.clone())].into();
+        let outside: FpMap<_> = [(dict.fp, dict.raw.clone())].into_iter().collect();
         let got = decode_all(&chunks, &answer, &outside).unwrap();
         assert_eq!(got[&d.fp].0, d.raw);
         assert!(!got.contains_key(&dict.fp), "a held base is not handed out");
         // A link held raw stops the decoding there, though the answer holds the links
         // below it: those are neither decoded nor handed out.
-        let outside: HashMap<_, _> = [(b.fp, b.raw.clone()), (a.fp, a.raw.clone())].into();
+        let outside: FpMap<_> = [(b.fp, b.raw.clone()), (a.fp, a.raw.clone())]
+            .into_iter()
+            .collect();
         let answer = range(&[&c, &a, &b, &dict]);
         let got = decode_all(&chunks, &answer, &outside).unwrap();
         assert_eq!(got[&d.fp].0, d.raw);

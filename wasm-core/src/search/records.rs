@@ -22,9 +22,7 @@
 //!   positions `t` (with `1 <= t` and `t + len <= n - 1`) where the whole chunk occurs
 //!   strictly inside the keyword, so a match can run through it across three or more chunks.
 
-use std::collections::HashMap;
-
-use crate::hash::Fingerprint;
+use crate::hash::{Fingerprint, FpMap};
 
 /// The one-byte exact-match count that means "more than 254, see the long location list".
 pub const MANY: u8 = 255;
@@ -125,7 +123,7 @@ pub trait TinyStore {
 /// In-memory [`TinyStore`]; counts lookups.
 #[derive(Clone, Debug, Default)]
 pub struct MemTinyStore {
-    map: HashMap<Fingerprint, Vec<TinyEntry>>,
+    map: FpMap<Vec<TinyEntry>>,
     /// Number of [`TinyStore::get`] calls so far.
     pub lookups: u64,
 }
@@ -227,9 +225,9 @@ impl TinyRecord {
 /// infix indexes keyed by fingerprint (tiny records live in a [`TinyStore`]).
 #[derive(Clone, Debug, Default)]
 pub struct ResultDb {
-    pub chunk_results: HashMap<Fingerprint, ChunkResult>,
-    pub location_lists: HashMap<Fingerprint, LocationList>,
-    pub infix_lists: HashMap<Fingerprint, InfixList>,
+    pub chunk_results: FpMap<ChunkResult>,
+    pub location_lists: FpMap<LocationList>,
+    pub infix_lists: FpMap<InfixList>,
 }
 
 /// Record counts and sizes, as in Fig. 7 of the paper.
