@@ -375,10 +375,10 @@ function cpuSpent(before, after) {
 
 /**
  * The click as `page` sees it (the first click after this resolves), for timing a download
- * from it: Playwright's `click()` first checks the element is visible, stable and hit (~30-50
- * ms here) before the page gets the click, time that is not the restore's. The page's clock
- * and the driver's share the system's (`timeOrigin`). `secondsSince()`: from that click to
- * now.
+ * from it: Playwright's `click()` first checks that the element is visible, stable and hit
+ * before the page gets the click (docs/BENCHMARKS.md, bench:restore), time that is not the
+ * restore's. The page's clock and the driver's share the system's (`timeOrigin`).
+ * `secondsSince()`: from that click to now.
  */
 async function clickClock(page) {
   await page.evaluate(() => {
@@ -406,8 +406,8 @@ async function clickClock(page) {
  * browser without them. The zip is unpacked in a folder under `scratch`
  * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (from
  * the click as the page saw it to the download on disk: [`clickClock`]), `driverSeconds` (the
- * same from the driver's `click()` call), `pageSeconds`, `mbps`, `bytes`, `requests`, `containersRead`,
- * `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
+ * same from the driver's `click()` call), `pageSeconds`, `mbps`, `bytes`, `requests`,
+ * `containersRead`, `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
  * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
  * page's, `data-sink`), `cpu` (ms, click to on disk: [`cpuSpent`]), `zipBytes, checked }`.
  * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
@@ -637,7 +637,8 @@ async function restoreFigures(done, wallSeconds) {
  * One file of `version` downloaded from the version browser, as a person gets one file back:
  * a fresh page, Versions, "Browse", the file's folders opened, then its download button
  * (`showSaveFilePicker` hidden: a streamed download). Timed from the click as the page saw it
- * to the download complete on disk ([`clickClock`]); the bytes are compared with `folder/rel`. Resolves to seconds.
+ * to the download complete on disk ([`clickClock`]); the bytes are compared with
+ * `folder/rel`. Resolves to seconds.
  */
 export async function restoreOneFile(browser, server, version, rel, folder) {
   const page = await openApp(browser, server, { noSavePicker: true });
