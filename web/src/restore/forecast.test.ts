@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import init, { RestoreSession } from '../wasm-pkg/wasm_core.js';
 import { encodeBundle } from '../backup/bundle';
-import { FP_LEN, fpHex } from '../backup/hex';
+import { FP_LEN, fpHex, fpHexes } from '../backup/hex';
+import { readAnswer } from './answer';
 import { SessionForecast } from './restore';
 
 beforeAll(async () => {
@@ -23,15 +24,9 @@ function chunk(seed: number, n: number) {
 
 /** What the real session says it kept of `bundle` (its first `requested` entries asked for). */
 function kept(session: RestoreSession, bundle: Uint8Array, requested: number): Set<string> {
-  const answer = session.verify(bundle, requested);
-  const head = answer.head();
-  answer.free();
-  const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
-  expect(dv.getUint32(0, true), new TextDecoder().decode(head.subarray(28))).toBe(0);
-  const n = dv.getUint32(4, true);
-  const at = 8 + n * (FP_LEN + 8);
-  const m = dv.getUint32(at, true);
-  return new Set(Array.from({ length: m }, (_, k) => fpHex(head.subarray(at + 4), k)));
+  const r = readAnswer(session.verify(bundle, requested));
+  if (r.type !== 'verified') throw new Error(`refused: ${r.reason}`);
+  return new Set(fpHexes(r.kept, r.kept.length / FP_LEN));
 }
 
 describe('SessionForecast', () => {

@@ -8,8 +8,9 @@
  * differs: docs/FORMAT.md), and its CRC-32 computed for the zip. Nothing unverified leaves here.
  */
 import init, { ChunkEngine, RestoreSession } from '../wasm-pkg/wasm_core.js';
-import { FP_LEN, fpHex } from '../backup/hex';
+import { FP_LEN } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
+import { readAnswer } from './answer';
 import type { Damaged, RestoreApi, Verified } from './protocol';
 
 /** The session of the restore this worker verifies for (a new restore starts a new one). */
@@ -40,42 +41,10 @@ function verify({
   requested: number;
   restore: number;
 }): Reply<Verified | Damaged> {
-  const answer = sessionOf(restore).verify(bundle, requested);
-  let head: Uint8Array;
-  let raw: Uint8Array;
-  try {
-    head = answer.head();
-    raw = answer.takeRaw();
-  } finally {
-    answer.free();
-  }
-  const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
-  if (dv.getUint32(0, true) !== 0) {
-    const index = dv.getUint32(4, true);
-    const reason = new TextDecoder().decode(head.subarray(28));
-    if (index === 0xffffffff) throw new Error(`the chunks could not be read: ${reason}`);
-    return { type: 'bad', index, fp: fpHex(head.subarray(8, 8 + FP_LEN)), reason };
-  }
-  const n = dv.getUint32(4, true);
-  // Views into the head wasm-core answered (a buffer of its own, every part 4-aligned).
-  const fps = head.subarray(8, 8 + n * FP_LEN);
-  const lengths = new Uint32Array(head.buffer, head.byteOffset + 8 + n * FP_LEN, n);
-  const crcs = new Uint32Array(head.buffer, head.byteOffset + 8 + n * (FP_LEN + 4), n);
-  const offsets = new Uint32Array(n);
-  let at = 0;
-  for (let k = 0; k < n; k++) {
-    offsets[k] = at;
-    at += lengths[k];
-  }
-  if (at !== raw.byteLength) throw new Error(`the chunks could not be read: ${raw.byteLength} raw bytes for ${at}`);
-  const keptAt = 8 + n * (FP_LEN + 8);
-  const m = dv.getUint32(keptAt, true);
-  const kept = head.subarray(keptAt + 4, keptAt + 4 + m * FP_LEN);
-  return transfer({ type: 'verified', fps, offsets, lengths, crcs, raw, kept }, [
-    head.buffer,
-    raw.buffer,
-    offsets.buffer,
-  ]);
+  const r = readAnswer(sessionOf(restore).verify(bundle, requested));
+  if (r.type === 'bad') return r;
+  // The head's buffer (fps, lengths, CRCs, kept), the raw bytes and the offsets.
+  return transfer(r, [r.fps.buffer, r.raw.buffer, r.offsets.buffer]);
 }
 
 /**
