@@ -378,7 +378,7 @@ function cpuSpent(before, after) {
  * from it: Playwright's `click()` first checks that the element is visible, stable and hit
  * before the page gets the click (docs/BENCHMARKS.md, bench:restore), time that is not the
  * restore's. The page's clock and the driver's share the system's (`timeOrigin`).
- * `secondsSince()`: from that click to now.
+ * `clickedAt()`: that click (ms since the epoch); `secondsSince()`: from it to now.
  */
 async function clickClock(page) {
   await page.evaluate(() => {
@@ -388,12 +388,16 @@ async function clickClock(page) {
       once: true,
     });
   });
+  const clickedAt = async () => {
+    const at = await page.evaluate(() => window.__clickedAt);
+    if (typeof at !== 'number') throw new Error('the page saw no click');
+    return at;
+  };
   return {
+    clickedAt,
     async secondsSince() {
       const end = performance.timeOrigin + performance.now();
-      const at = await page.evaluate(() => window.__clickedAt);
-      if (typeof at !== 'number') throw new Error('the page saw no click');
-      return (end - at) / 1000;
+      return (end - (await clickedAt())) / 1000;
     },
   };
 }
@@ -407,8 +411,8 @@ async function clickClock(page) {
  * and checked against `folder` file by file (then deleted). Resolves to `{ wallSeconds` (from
  * the click as the page saw it to the download on disk: [`clickClock`]), `driverSeconds` (the
  * same from the driver's `click()` call), `pageSeconds`, `mbps`, `bytes`, `requests`,
- * `containersRead`, `containersMin`, `bytesFetched` (the page's own figures, see docs/BENCHMARKS.md),
- * `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
+ * `containersRead`, `containersMin`, `bytesFetched` (the page's own figures, see
+ * docs/BENCHMARKS.md), `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
  * page's, `data-sink`), `cpu` (ms, click to on disk: [`cpuSpent`]), `zipBytes, checked }`.
  * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
  */
@@ -552,12 +556,12 @@ async function runRestore(page, version, button, what) {
   await page.getByTestId('tab-versions').click();
   const b = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=${button}]`);
   await b.waitFor();
+  const clicked = await clickClock(page);
   await page.evaluate(() => {
-    const clock = (window.__restoreClock = {});
-    document.addEventListener('click', () => (clock.click ??= performance.now()), { capture: true, once: true });
+    window.__restoreEnd = undefined;
     new MutationObserver((_, seen) => {
       if (!document.querySelector('[data-testid=restore-done], [data-testid=restore-error]')) return;
-      clock.end = performance.now();
+      window.__restoreEnd = performance.timeOrigin + performance.now();
       seen.disconnect();
     }).observe(document.body, { childList: true, subtree: true });
   });
@@ -572,8 +576,8 @@ async function runRestore(page, version, button, what) {
         throw new Error(`${what} failed: ${await page.getByTestId('restore-error').innerText()}`);
       }),
   ]);
-  const clock = await page.evaluate(() => window.__restoreClock);
-  return { done, wallSeconds: (clock.end - clock.click) / 1000 };
+  const end = await page.evaluate(() => window.__restoreEnd);
+  return { done, wallSeconds: (end - (await clicked.clickedAt())) / 1000 };
 }
 
 /**
