@@ -7,6 +7,7 @@
 //! - [`upload`]: a worker's new chunks, compressed and packed for upload (`NewChunkBatch`).
 //! - [`restore`]: verifying fetched chunks (`RestoreSession`, `fingerprintMany`).
 //! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
+//! - [`heap`]: memory grown and touched ahead of a worker's work (`HeapReserve`).
 //! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
 //!   call, kept out of the page's Wasm.
 //!
@@ -19,6 +20,7 @@ use crate::chunk;
 
 pub mod chunk_engine;
 pub mod hashing;
+pub mod heap;
 pub mod restore;
 pub mod search;
 pub mod segments;
@@ -29,6 +31,7 @@ pub mod bench;
 
 pub use chunk_engine::{ChunkEngine, RecipeHints};
 pub use hashing::{sha1_hex, FileHasher};
+pub use heap::HeapReserve;
 pub use restore::{fingerprint_many, RestoreAnswer, RestoreSession};
 pub use segments::SegmentChunker;
 pub use upload::NewChunkBatch;

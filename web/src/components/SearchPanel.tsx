@@ -11,6 +11,7 @@ import {
   loadDeviceCache,
   naiveSearch,
   preloadScope,
+  reserveWorkerMemory,
   setDeviceCache,
   type FileHits,
   type SearchOutcome,
@@ -87,7 +88,12 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   useEffect(() => {
     if (!searchable) return;
     workers.current ??= takeSearchWorkers();
-    void workers.current.then((w) => loadDeviceCache(api, w)).catch(() => {});
+    void workers.current
+      .then(async (w) => {
+        await loadDeviceCache(api, w);
+        await reserveWorkerMemory(api, w);
+      })
+      .catch(() => {});
     void preloadScope(api, { versions: null, pathFilter: '', where: 'auto' });
     refreshDevice();
   }, [api, searchable]);

@@ -100,6 +100,13 @@ export interface SearchApi {
   /** Empties this worker's cache and deletes its device cache file. */
   clearCache: Method<null, void>;
   /**
+   * Grows this worker's Wasm memory to about `bytes` ahead of a first search, touching
+   * every page it grows by a slice at a time (wasm-core's `HeapReserve`), so that the search
+   * decodes into memory the system has already handed out. A search that begins meanwhile
+   * stops it. Answers the bytes the memory grew by.
+   */
+  reserve: Method<number, number>;
+  /**
    * Scans one container's chunks, from the worker's cache where it holds them; answers the
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.
    */

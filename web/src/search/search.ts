@@ -699,6 +699,39 @@ function workerBudget(workers: SearchWorkers): number {
   return Math.floor(SEARCH_CACHE_BYTES / workers.size);
 }
 
+/**
+ * Room for decoding beside a worker's cache: the range being decoded, its chunks waiting
+ * for their check, the bases copied out of the cache, the zstd and delta contexts.
+ */
+const DECODE_ROOM_BYTES = 24 << 20;
+
+/**
+ * Grows each search worker's memory ahead of the first search of the repository in the page
+ * (wasm-core's `HeapReserve`): a first search decodes every chunk in scope into memory the
+ * worker has never used, and a page of memory costs a fault on first touch, which a worker
+ * that decodes pays in the middle of the search. The Search tab calls this once the workers
+ * have read their device caches, while the keywords are typed; a worker already that large
+ * (a device cache read in) grows by nothing. The size is the worker's share of what its
+ * cache will keep: the repository's unique chunks and about as many bytes of the delta bases
+ * they decode through (docs/SEARCH.md, "Memory made ready"), within the cache's budget, plus
+ * room for decoding. Nothing is grown for a repository searched on the server. Answers the
+ * bytes the workers grew by; never fails.
+ */
+export async function reserveWorkerMemory(api: Api, workers: SearchWorkers): Promise<number> {
+  try {
+    const { uniqueRawBytes } = await repoState(api);
+    if (onServer({ versions: null, pathFilter: '', where: 'auto' }, uniqueRawBytes)) return 0;
+    const cached = Math.min(SEARCH_CACHE_BYTES, 2 * uniqueRawBytes) / workers.size;
+    const bytes = Math.ceil(cached + DECODE_ROOM_BYTES);
+    const grew = await Promise.all(
+      Array.from({ length: workers.size }, (_, w) => workers.call(w, 'reserve', bytes).catch(() => 0)),
+    );
+    return grew.reduce((a, b) => a + b, 0);
+  } catch {
+    return 0;
+  }
+}
+
 /** Where the Search tab's "Keep on this device" choice is remembered (on unless turned off). */
 const DEVICE_CACHE_SETTING = 'ditto.search.deviceCache';
 

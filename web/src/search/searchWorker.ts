@@ -13,6 +13,7 @@ import init, {
   ChunkCache,
   ContainerScan,
   FetchedBases,
+  HeapReserve,
   NaiveScan,
   RecipeSearch,
   SearchKeywords,
@@ -187,6 +188,30 @@ function warmUp(chunks: ChunkCache) {
       keywords.free();
     }
   }
+}
+
+/** Bytes a slice of a reserve touches: about as long as a slice of summaries. */
+const RESERVE_SLICE_BYTES = 2 << 20;
+
+/**
+ * Memory grown ahead of a first search (`reserve`), touched a slice per task (a message to
+ * itself, as the idle summaries); a search or a device cache read that starts meanwhile
+ * ends it, and what it grew by goes back to the allocator, touched or not, for that work.
+ */
+let reserving: { heap: HeapReserve; done: (bytes: number) => void } | null = null;
+const touching = new MessageChannel();
+touching.port1.onmessage = () => {
+  if (reserving?.heap.touch(RESERVE_SLICE_BYTES)) touching.port2.postMessage(null);
+  else endReserve();
+};
+
+function endReserve() {
+  const r = reserving;
+  if (!r) return;
+  reserving = null;
+  const bytes = r.heap.bytes();
+  r.heap.free();
+  r.done(bytes);
 }
 
 function release() {
@@ -373,6 +398,7 @@ async function naive(files: FileBatch, requestBytes: number) {
 expose<SearchApi>(
   {
     begin: async ({ query, maxKeywordLen, server }) => {
+      endReserve();
       release();
       const keywords = new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
       cur = {
@@ -395,6 +421,7 @@ expose<SearchApi>(
       scanning = true;
     },
     loadCache: async ({ key, slot, bytes }) => {
+      endReserve();
       let dropped = 0;
       if (cache?.key !== key) {
         const chunks = chunkCache(key, slot, bytes, true);
@@ -419,6 +446,14 @@ expose<SearchApi>(
       const fps = cache!.chunks.fingerprints();
       return transfer({ fps, dropped }, [fps.buffer]);
     },
+    reserve: (bytes) =>
+      new Promise((resolve) => {
+        endReserve();
+        const grow = bytes - memory!.buffer.byteLength;
+        if (cur || scanning || grow <= 0) return resolve(0);
+        reserving = { heap: new HeapReserve(grow), done: resolve };
+        touching.port2.postMessage(null);
+      }),
     clearCache: async () => {
       await saving?.catch(() => {});
       const c = cache;
