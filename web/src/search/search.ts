@@ -214,7 +214,8 @@ function dropLocations(api: Api) {
 
 /**
  * Reads what a search of `scope` would read first (the repository's state, the versions'
- * manifests and chunk locations) and keeps it as the last scope prepared, so that a search
+ * manifests and chunk locations, and the scope's chunks grouped by container, which the
+ * physical phase cuts its jobs from) and keeps it as the last scope prepared, so that a search
  * started later begins with its physical phase; one started meanwhile waits for this instead
  * of reading the same again. The Search tab calls it when it opens: a first search then
  * costs its scan only, the reading done while the keywords are typed. Nothing is read for a
@@ -226,7 +227,7 @@ export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
   if (cache.preloading?.scope === key) return cache.preloading.done;
   const done: Promise<void> = repoState(api)
     .then(async (repo) => {
-      if (!onServer(scope, repo.uniqueRawBytes)) await prepare(api, scope, () => {}, repo);
+      if (!onServer(scope, repo.uniqueRawBytes)) scopeChunks(await prepare(api, scope, () => {}, repo));
     })
     .catch(() => {})
     .finally(() => {
