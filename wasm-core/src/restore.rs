@@ -181,16 +181,21 @@ fn verify_with_deltas<'b>(
     };
     let mut dec = RangeDecoder::new().map_err(refused)?;
     let links = dec
-        .decode(&chunks, &fetched, &bases.raw, |fp, bytes| {
-            for &k in places.get(fp).into_iter().flatten() {
-                // The decoder hands out `raw_len` bytes for a chunk of the range; a length
-                // that differs leaves the place unfilled, which is refused below.
-                if bytes.len() == answer[k].raw_len as usize {
-                    raw[starts[k]..][..bytes.len()].copy_from_slice(bytes);
-                    filled[k] = true;
+        .decode(
+            &chunks,
+            &fetched,
+            &|fp| bases.raw.get(fp).map(Vec::as_slice),
+            |fp, bytes| {
+                for &k in places.get(fp).into_iter().flatten() {
+                    // The decoder hands out `raw_len` bytes for a chunk of the range; a length
+                    // that differs leaves the place unfilled, which is refused below.
+                    if bytes.len() == answer[k].raw_len as usize {
+                        raw[starts[k]..][..bytes.len()].copy_from_slice(bytes);
+                        filled[k] = true;
+                    }
                 }
-            }
-        })
+            },
+        )
         .map_err(refused)?;
     // The links the chains needed, kept for the next answers' chains: only ever used as
     // bases, whose every output is checked.

@@ -815,11 +815,13 @@ impl ContainerScan {
         let Some(phase) = self.phase.as_mut() else {
             return Err(err("ContainerScan.scan after finish"));
         };
-        // Raw bytes of the bases that the range does not hold, copied out of the cache
-        // (which `emit` below adds to): a chain stops at a cached base even when `fetched`
-        // holds it and the links below it too (a chain answer sends them whatever the
-        // worker caches), so nothing is decoded twice.
-        let mut outside: FpMap<Vec<u8>> = FpMap::default();
+        // The bases that the range does not hold but the cache does are taken out of the
+        // cache while the range decodes (the decoder reads them where they are; `emit` below
+        // adds to the cache meanwhile) and put back after, whatever the outcome: nothing is
+        // copied. A chain stops at a cached base even when `fetched` holds it and the links
+        // below it too (a chain answer sends them whatever the worker caches), so nothing is
+        // decoded twice.
+        let mut outside: FpMap<Held> = FpMap::default();
         if chunks.iter().any(|c| c.codec == CODEC_DELTA) {
             let in_range: FpSet = chunks.iter().map(|c| c.fp).collect();
             for c in chunks.iter().chain(&fetched) {
@@ -829,8 +831,10 @@ impl ContainerScan {
                 let b = base_of(c.stored)
                     .map_err(|e| err(format!("chunk {}: {e}", crate::hash::to_hex(&c.fp))))?;
                 *cache.named.entry(b).or_insert(0) += 1;
-                if let (false, Some(raw)) = (in_range.contains(&b), cache.chunks.get(&b)) {
-                    outside.entry(b).or_insert_with(|| raw.to_vec());
+                if !in_range.contains(&b) {
+                    if let Some(raw) = cache.chunks.remove(&b) {
+                        outside.insert(b, raw);
+                    }
                 }
             }
         }
@@ -840,10 +844,16 @@ impl ContainerScan {
             }
         }
         let tiny = &mut self.tiny;
-        let decoded = self.range.decode(&chunks, &fetched, &outside, |fp, raw| {
-            cache.keep(fp, raw);
-            tiny.push(phase.scan(fp, raw));
-        });
+        let decoded = self.range.decode(
+            &chunks,
+            &fetched,
+            &|fp| outside.get(fp).map(|raw| &**raw),
+            |fp, raw| {
+                cache.keep(fp, raw);
+                tiny.push(phase.scan(fp, raw));
+            },
+        );
+        cache.chunks.extend(outside);
         let links = decoded.map_err(|e| {
             // A base the cache held unchecked is named as damaged: it is dropped, so the
             // search asked again fetches it.

@@ -123,6 +123,9 @@ pub fn outside_bases(
     Ok(out)
 }
 
+/// The raw bytes of a base the caller holds, by fingerprint ([`RangeDecoder::decode`]).
+pub type Outside<'a> = dyn Fn(&Fingerprint) -> Option<&'a [u8]> + 'a;
+
 /// Reusable decoder of stored ranges (its zstd contexts live across ranges).
 pub struct RangeDecoder {
     dec: Decompressor,
@@ -151,14 +154,15 @@ impl RangeDecoder {
     /// Decodes every chunk of `chunks` and calls `emit(fp, raw)` once per chunk with its raw
     /// bytes, checked (codec 0/1 chunks in range order, then the deltas). `fetched` holds
     /// stored chunks from outside the range (the bases [`outside_bases`] named, fetched as
-    /// stored), `outside` the raw bytes of bases the caller holds (more is harmless).
+    /// stored), `outside` the raw bytes of bases the caller holds (more is harmless), looked
+    /// up where the caller keeps them rather than copied.
     /// Answers the chunks of `fetched` that a chain needed, decoded and NOT checked (see the
     /// module doc), for the caller to keep as bases.
     pub fn decode(
         &mut self,
         chunks: &[RangeChunk<'_>],
         fetched: &[RangeChunk<'_>],
-        outside: &FpMap<Vec<u8>>,
+        outside: &Outside<'_>,
         mut emit: impl FnMut(&Fingerprint, &[u8]),
     ) -> Result<Vec<(Fingerprint, Vec<u8>)>, RangeError> {
         let ix = index(chunks, fetched);
@@ -180,7 +184,7 @@ impl RangeDecoder {
         &mut self,
         ix: &Index<'_, '_>,
         chunks: &[RangeChunk<'_>],
-        outside: &FpMap<Vec<u8>>,
+        outside: &Outside<'_>,
         held: &mut Held,
         links: &mut Vec<Fingerprint>,
         emit: &mut impl FnMut(&Fingerprint, &[u8]),
@@ -223,7 +227,7 @@ impl RangeDecoder {
                 if let Some((_, links)) = held.get(&b) {
                     break *links;
                 }
-                if outside.contains_key(&b) {
+                if outside(&b).is_some() {
                     break 0;
                 }
                 match ix.get(&b) {
@@ -252,7 +256,8 @@ impl RangeDecoder {
             // Back up, each link against the one below it.
             for (k, &(c, in_range)) in chain.iter().enumerate().rev() {
                 let b = named(c)?;
-                let Some(base) = held.get(&b).map(|h| &h.0).or_else(|| outside.get(&b)) else {
+                let Some(base) = held.get(&b).map(|h| h.0.as_slice()).or_else(|| outside(&b))
+                else {
                     return Err(chunk_err(&c.fp, "delta base lost while decoding"));
                 };
                 let depth = below + chain.len() - k;
@@ -302,7 +307,7 @@ fn checked_len(fp: &Fingerprint, raw_len: usize) -> Result<usize, RangeError> {
 /// bytes (decoded here, or handed in) are not its fingerprint's: a damaged link makes the
 /// chunks above it decode wrongly or not at all, and is what needs repair. Runs only on
 /// failure, so the links' hashes cost nothing when every chunk checks out.
-fn blame(e: RangeError, ix: &Index<'_, '_>, held: &Held, outside: &FpMap<Vec<u8>>) -> RangeError {
+fn blame(e: RangeError, ix: &Index<'_, '_>, held: &Held, outside: &Outside<'_>) -> RangeError {
     let Some(failed) = e.chunk else {
         return e;
     };
@@ -318,7 +323,7 @@ fn blame(e: RangeError, ix: &Index<'_, '_>, held: &Held, outside: &FpMap<Vec<u8>
         cur = b;
     }
     for b in below.iter().rev() {
-        let raw = held.get(b).map(|h| &h.0).or_else(|| outside.get(b));
+        let raw = held.get(b).map(|h| h.0.as_slice()).or_else(|| outside(b));
         if raw.is_some_and(|raw| !is_stored_chunk(raw, b)) {
             return chunk_err(
                 b,
@@ -481,12 +486,17 @@ mod tests {
         let mut d = RangeDecoder::new().unwrap();
         let mut out = FpMap::default();
         let links = d
-            .decode(chunks, fetched, outside, |fp, raw| {
-                assert!(
-                    out.insert(*fp, (raw.to_vec(), true)).is_none(),
-                    "a chunk emitted twice"
-                );
-            })
+            .decode(
+                chunks,
+                fetched,
+                &|fp| outside.get(fp).map(Vec::as_slice),
+                |fp, raw| {
+                    assert!(
+                        out.insert(*fp, (raw.to_vec(), true)).is_none(),
+                        "a chunk emitted twice"
+                    );
+                },
+            )
             .map_err(|e| e.to_string())?;
         for (fp, raw) in links {
             assert!(
@@ -524,7 +534,13 @@ mod tests {
             assert_eq!(got[&s.fp], (s.raw.clone(), true));
         }
         let mut r = RangeDecoder::new().unwrap();
-        r.decode(&chunks, &[], &outside, |_, _| {}).unwrap();
+        r.decode(
+            &chunks,
+            &[],
+            &|fp| outside.get(fp).map(Vec::as_slice),
+            |_, _| {},
+        )
+        .unwrap();
         assert_eq!(r.deltas(), 4);
     }
 
@@ -591,8 +607,7 @@ mod tests {
             );
         }
         let mut r = RangeDecoder::new().unwrap();
-        r.decode(&chunks, &fetched, &FpMap::default(), |_, _| {})
-            .unwrap();
+        r.decode(&chunks, &fetched, &|_| None, |_, _| {}).unwrap();
         assert_eq!(r.deltas(), 3, "fetched deltas are not the range's");
 
         // With the dictionary held raw (a worker's cache): it is neither fetched nor counted.
@@ -661,7 +676,7 @@ mod tests {
         // The error names the delta whose base is missing as the chunk at fault.
         let e = RangeDecoder::new()
             .unwrap()
-            .decode(&top, &range(&store), &FpMap::default(), |_, _| {})
+            .decode(&top, &range(&store), &|_| None, |_, _| {})
             .unwrap_err();
         assert_eq!(e.chunk, Some(links[1].fp), "{e}");
         assert!(e
@@ -699,7 +714,7 @@ mod tests {
         assert_eq!(got[&d1.fp], (d1.raw.clone(), true));
         let mut r = RangeDecoder::new().unwrap();
         let links = r
-            .decode(&range(&[&d1]), &damaged, &FpMap::default(), |_, _| {})
+            .decode(&range(&[&d1]), &damaged, &|_| None, |_, _| {})
             .unwrap();
         let bad: Vec<_> = links
             .iter()
@@ -711,14 +726,19 @@ mod tests {
         // it came in the answer or from the caller's held bases.
         let e = RangeDecoder::new()
             .unwrap()
-            .decode(&range(&[&d2]), &damaged, &FpMap::default(), |_, _| {})
+            .decode(&range(&[&d2]), &damaged, &|_| None, |_, _| {})
             .unwrap_err();
         assert_eq!(e.chunk, Some(link.fp), "{e}");
         assert!(e.reason.contains(&to_hex(&d2.fp)), "{e}");
         let held: FpMap<_> = links.into_iter().collect();
         let e = RangeDecoder::new()
             .unwrap()
-            .decode(&range(&[&d2]), &[], &held, |_, _| {})
+            .decode(
+                &range(&[&d2]),
+                &[],
+                &|fp| held.get(fp).map(Vec::as_slice),
+                |_, _| {},
+            )
             .unwrap_err();
         assert_eq!(e.chunk, Some(link.fp), "{e}");
     }
