@@ -126,6 +126,8 @@ test('DedupSearch in the page finds exactly what a scan of the folders finds', a
   ).toEqual(walk(folders[0]));
 
   await page.getByTestId('tab-search').click();
+  // The tab grows the workers' memory for the first search while the keywords are typed.
+  await expect(page.getByTestId('search-panel')).toHaveAttribute('data-memory-ready', /^[1-9]\d*$/);
   // In the page, chosen: `auto` sends a page's first search to the server when the page holds
   // nothing of the repository (the last test here).
   await page.getByTestId('search-where').selectOption('page');

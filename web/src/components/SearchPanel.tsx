@@ -72,6 +72,8 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   const workers = useRef<Promise<SearchWorkers> | null>(null);
   /** The device cache's size, and the run whose idle work (its writing included) last ended. */
   const [device, setDevice] = useState({ bytes: 0, settled: 0 });
+  /** Bytes the workers' memory grew by for the first search (`reserveWorkerMemory`), once it has. */
+  const [memoryReady, setMemoryReady] = useState<number | null>(null);
   const [keepOnDevice, setKeepOnDevice] = useState(deviceCacheOn);
   const refreshDevice = (settled?: number) =>
     void deviceCacheBytes().then(
@@ -91,7 +93,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     void workers.current
       .then(async (w) => {
         await loadDeviceCache(api, w);
-        await reserveWorkerMemory(api, w);
+        setMemoryReady(await reserveWorkerMemory(api, w));
       })
       .catch(() => {});
     void preloadScope(api, { versions: null, pathFilter: '', where: 'auto' });
@@ -203,7 +205,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       </EmptyState>
     );
   return (
-    <section className="search" data-testid="search-panel">
+    <section className="search" data-testid="search-panel" data-memory-ready={memoryReady ?? undefined}>
       <Card>
         <form
           onSubmit={(e) => {
