@@ -701,8 +701,8 @@ function workerBudget(workers: SearchWorkers): number {
 }
 
 /**
- * Room for decoding beside a worker's cache: the range being decoded, its chunks waiting
- * for their check, the bases copied out of the cache, the zstd and delta contexts.
+ * Room for decoding beside a worker's cache: the range being decoded and the bases fetched
+ * for it, its chunks waiting for their check, the zstd and delta contexts.
  */
 const DECODE_ROOM_BYTES = 24 << 20;
 

@@ -190,7 +190,10 @@ function warmUp(chunks: ChunkCache) {
   }
 }
 
-/** Bytes a slice of a reserve touches: about as long as a slice of summaries. */
+/**
+ * Bytes a slice of a reserve touches: a couple of milliseconds, so that a search arriving
+ * meanwhile waits at most that long.
+ */
 const RESERVE_SLICE_BYTES = 2 << 20;
 
 /**
