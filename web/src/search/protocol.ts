@@ -133,6 +133,13 @@ export interface SearchApi {
    * whether the file was written.
    */
   idle: Method<null, { saved: boolean }>;
+  /**
+   * Runs a first search's code over synthetic chunks until the browser has optimised it (one
+   * worker of a pool does, when the pool starts: the compiled module, and so its optimised
+   * code, is shared), a step per task; a search that begins meanwhile stops it. Answers the
+   * steps run.
+   */
+  warmUpFirstSearch: Method<null, number>;
   /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
   naive: Method<
     { files: FileBatch; requestBytes: number },

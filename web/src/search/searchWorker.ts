@@ -23,6 +23,7 @@ import { fpHex, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
+import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
 /**
@@ -215,6 +216,26 @@ function endReserve() {
   const bytes = r.heap.bytes();
   r.heap.free();
   r.done(bytes);
+}
+
+/** Runs the warm-up a step per task until done or a search begins; answers the steps run. */
+function warmUpCold(): Promise<number> {
+  return new Promise((resolve) => {
+    const sample = coldSample();
+    const sets = coldKeywordSets(sample);
+    const steps = Array.from({ length: COLD_WARM_UP_ROUNDS }, () => sets).flat();
+    let ran = 0;
+    const next = new MessageChannel();
+    next.port1.onmessage = () => {
+      if (cur || scanning || ran === steps.length) {
+        next.port1.close();
+        return resolve(ran);
+      }
+      coldStep(sample, steps[ran++]);
+      next.port2.postMessage(null);
+    };
+    next.port2.postMessage(null);
+  });
 }
 
 function release() {
@@ -457,6 +478,7 @@ expose<SearchApi>(
         reserving = { heap: new HeapReserve(grow), done: resolve };
         touching.port2.postMessage(null);
       }),
+    warmUpFirstSearch: () => warmUpCold(),
     clearCache: async () => {
       await saving?.catch(() => {});
       const c = cache;

@@ -8,6 +8,9 @@ export type SearchWorkers = WorkerPool<SearchApi>;
 /** A pool started ahead of the Search tab ([`prestartSearchWorkers`]), for the next one to open. */
 let spare: Promise<SearchWorkers> | null = null;
 
+/** Whether a pool has run the first search's warm-up in this page (`warmUpFirstSearch`). */
+let firstSearchWarmedUp = false;
+
 /** Whether the page's token may search: only then are idle workers kept. */
 let wanted = false;
 
@@ -51,10 +54,17 @@ export function takeSearchWorkers(): Promise<SearchWorkers> {
 export async function startSearchWorkers(
   count = Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)),
 ): Promise<SearchWorkers> {
-  return WorkerPool.start<SearchApi>({
+  const pool = await WorkerPool.start<SearchApi>({
     name: 'search',
     spawn: () => new Worker(new URL('./searchWorker.ts', import.meta.url), { type: 'module' }),
     size: count,
     init: await coreModule(),
   });
+  // One worker runs a first search's code until it is optimised, once per page: the module,
+  // and so its optimised code, is shared by every pool. A search stops it.
+  if (!firstSearchWarmedUp) {
+    firstSearchWarmedUp = true;
+    void pool.call(0, 'warmUpFirstSearch', null).catch(() => {});
+  }
+  return pool;
 }

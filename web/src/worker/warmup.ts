@@ -11,7 +11,7 @@ import { ChunkEngine, NewChunkBatch, RecipeHints } from '../wasm-pkg/wasm_core.j
 import { ZSTD_LEVEL } from './protocol';
 
 /** Synthetic text-like bytes (compressible but not repetitive): xorshift over 64 letters. */
-function syntheticText(n: number): Uint8Array {
+export function syntheticText(n: number): Uint8Array {
   const out = new Uint8Array(n);
   let x = 0x9e3779b9;
   for (let i = 0; i < n; i++) {
