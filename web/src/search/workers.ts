@@ -10,6 +10,8 @@ let spare: Promise<SearchWorkers> | null = null;
 
 /** Whether a pool has run the first search's warm-up in this page (`warmUpFirstSearch`). */
 let firstSearchWarmedUp = false;
+/** How long after its pool starts the first search's warm-up waits for the page to settle. */
+const FIRST_SEARCH_WARM_UP_DELAY_MS = 2000;
 
 /** Whether the page's token may search: only then are idle workers kept. */
 let wanted = false;
@@ -60,11 +62,13 @@ export async function startSearchWorkers(
     size: count,
     init: await coreModule(),
   });
-  // One worker runs a first search's code until it is optimised, once per page: the module,
-  // and so its optimised code, is shared by every pool. A search stops it.
+  // One worker runs a first search's code until it is optimised, once per page (the module,
+  // and so its optimised code, is shared by every pool), once the page has settled: the
+  // browser's compiling takes both cores for a while, which a search, a backup or the page's
+  // own start should not share. A search stops it, and one that ran leaves nothing to do.
   if (!firstSearchWarmedUp) {
     firstSearchWarmedUp = true;
-    void pool.call(0, 'warmUpFirstSearch', null).catch(() => {});
+    setTimeout(() => void pool.call(0, 'warmUpFirstSearch', null).catch(() => {}), FIRST_SEARCH_WARM_UP_DELAY_MS);
   }
   return pool;
 }
