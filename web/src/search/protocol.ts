@@ -135,9 +135,9 @@ export interface SearchApi {
   idle: Method<null, { saved: boolean }>;
   /**
    * Runs a first search's code over synthetic chunks until the browser has optimised it (one
-   * worker of a pool does, when the pool starts: the compiled module, and so its optimised
-   * code, is shared), a step per task; a search that begins meanwhile stops it. Answers the
-   * steps run.
+   * worker of the page's first pool does, once the page has settled: the compiled module,
+   * and so its optimised code, is shared), a step per task; a search that begins meanwhile
+   * stops it, and after a search it does nothing. Answers the steps run.
    */
   warmUpFirstSearch: Method<null, number>;
   /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */

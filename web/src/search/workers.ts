@@ -68,7 +68,9 @@ export async function startSearchWorkers(
   // own start should not share. A search stops it, and one that ran leaves nothing to do.
   if (!firstSearchWarmedUp) {
     firstSearchWarmedUp = true;
-    setTimeout(() => void pool.call(0, 'warmUpFirstSearch', null).catch(() => {}), FIRST_SEARCH_WARM_UP_DELAY_MS);
+    // A pool ended before (the tab closed) leaves it to the next pool.
+    const run = () => void pool.call(0, 'warmUpFirstSearch', null).catch(() => (firstSearchWarmedUp = false));
+    setTimeout(run, FIRST_SEARCH_WARM_UP_DELAY_MS);
   }
   return pool;
 }
