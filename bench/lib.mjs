@@ -412,8 +412,9 @@ async function clickClock(page) {
  * the click as the page saw it to the download on disk: [`clickClock`]), `driverSeconds` (the
  * same from the driver's `click()` call), `pageSeconds`, `mbps`, `bytes`, `requests`,
  * `containersRead`, `containersMin`, `bytesFetched` (the page's own figures, see
- * docs/BENCHMARKS.md), `responseBytes` (the `chunks/get` answers' bytes, as the driver saw them), `sink` (the
- * page's, `data-sink`), `cpu` (ms, click to on disk: [`cpuSpent`]), `zipBytes, checked }`.
+ * docs/BENCHMARKS.md), `responseBytes` (the `chunks/get` answers' bytes, as the driver saw
+ * them), `sink` (the page's, `data-sink`), `cpu` (ms, click to on disk: [`cpuSpent`]),
+ * `zipBytes, checked }`.
  * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
  */
 export async function restoreZip(browser, server, version, folder, scratch, { link, sink = 'stream' } = {}) {

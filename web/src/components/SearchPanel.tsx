@@ -44,6 +44,8 @@ const FILES_MORE = 300;
 const PROGRESS_AFTER_MS = 150;
 /** Hits per file with a snippet. */
 const SNIPPETS_PER_FILE = 3;
+/** The scope the tab reads ahead and grows the workers' memory for: the default one. */
+const READ_AHEAD_SCOPE: SearchScope = { versions: null, pathFilter: '', where: 'auto' };
 
 const ms = (v: number) => `${Math.round(v)} ms`;
 const seconds = (v: number) => (v < 1000 ? ms(v) : `${(v / 1000).toFixed(1)} s`);
@@ -93,10 +95,10 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     void workers.current
       .then(async (w) => {
         await loadDeviceCache(api, w);
-        setMemoryReady(await reserveWorkerMemory(api, w));
+        setMemoryReady(await reserveWorkerMemory(api, w, READ_AHEAD_SCOPE));
       })
       .catch(() => {});
-    void preloadScope(api, { versions: null, pathFilter: '', where: 'auto' });
+    void preloadScope(api, READ_AHEAD_SCOPE);
     refreshDevice();
   }, [api, searchable]);
   useEffect(

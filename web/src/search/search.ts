@@ -715,13 +715,13 @@ const DECODE_ROOM_BYTES = 24 << 20;
  * (a device cache read in) grows by nothing. The size is the worker's share of what its
  * cache will keep: the repository's unique chunks and about as many bytes of the delta bases
  * they decode through (docs/SEARCH.md, "Memory made ready"), within the cache's budget, plus
- * room for decoding. Nothing is grown for a repository searched on the server. Answers the
+ * room for decoding. Nothing is grown when `scope` would be searched on the server. Answers the
  * bytes the workers grew by; never fails.
  */
-export async function reserveWorkerMemory(api: Api, workers: SearchWorkers): Promise<number> {
+export async function reserveWorkerMemory(api: Api, workers: SearchWorkers, scope: SearchScope): Promise<number> {
   try {
     const { uniqueRawBytes } = await repoState(api);
-    if (onServer({ versions: null, pathFilter: '', where: 'auto' }, uniqueRawBytes)) return 0;
+    if (onServer(scope, uniqueRawBytes)) return 0;
     const cached = Math.min(SEARCH_CACHE_BYTES, 2 * uniqueRawBytes) / workers.size;
     const bytes = Math.ceil(cached + DECODE_ROOM_BYTES);
     const grew = await Promise.all(

@@ -125,26 +125,39 @@ const SUMMARY_SLICE_BYTES = 1 << 20;
  * ended, so that it competes with neither phase, and the worker once it has read its file;
  * nothing is summarised or written while a physical phase runs.
  */
-const idle = new MessageChannel();
 let scanning = false;
 /** A slice is queued (one chain of them at a time). */
 let summarizing = false;
 /** `idle` calls waiting for the chain to end. */
 let idleWaiters: ((r: { saved: boolean }) => void)[] = [];
-idle.port1.onmessage = () => {
+
+/**
+ * Runs `step` once per task, from the next one on, while it answers true: a message to
+ * itself, since timers would be clamped to 4 ms. A message for the worker (the next search)
+ * waits at most one step.
+ */
+function perTask(step: () => boolean) {
+  const tasks = new MessageChannel();
+  tasks.port1.onmessage = () => {
+    if (step()) tasks.port2.postMessage(null);
+    else tasks.port1.close();
+  };
+  tasks.port2.postMessage(null);
+}
+
+/** One slice of idle work; the last one warms the code up and ends the chain. */
+function idleStep(): boolean {
   summarizing = !scanning && !!cache && cache.chunks.summarize(SUMMARY_SLICE_BYTES) > 0;
-  if (summarizing) {
-    idle.port2.postMessage(null);
-    return;
-  }
+  if (summarizing) return true;
   if (!scanning && cache && !warmedUp) warmUp(cache.chunks);
   void settle();
-};
+  return false;
+}
 
 function startIdle() {
   if (scanning || summarizing) return;
   summarizing = true;
-  idle.port2.postMessage(null);
+  perTask(idleStep);
 }
 
 /** Ends a chain of idle work: writes the cache (unless a search started) and answers `idle`. */
@@ -198,16 +211,11 @@ function warmUp(chunks: ChunkCache) {
 const RESERVE_SLICE_BYTES = 2 << 20;
 
 /**
- * Memory grown ahead of a first search (`reserve`), touched a slice per task (a message to
- * itself, as the idle summaries); a search or a device cache read that starts meanwhile
- * ends it, and what it grew by goes back to the allocator, touched or not, for that work.
+ * Memory grown ahead of a first search (`reserve`), touched a slice per task; a search or a
+ * device cache read that starts meanwhile ends it, and what it grew by goes back to the
+ * allocator, touched or not, for that work.
  */
 let reserving: { heap: HeapReserve; done: (bytes: number) => void } | null = null;
-const touching = new MessageChannel();
-touching.port1.onmessage = () => {
-  if (reserving?.heap.touch(RESERVE_SLICE_BYTES)) touching.port2.postMessage(null);
-  else endReserve();
-};
 
 function endReserve() {
   const r = reserving;
@@ -225,16 +233,14 @@ function warmUpCold(): Promise<number> {
     const sets = coldKeywordSets(sample);
     const steps = Array.from({ length: COLD_WARM_UP_ROUNDS }, () => sets).flat();
     let ran = 0;
-    const next = new MessageChannel();
-    next.port1.onmessage = () => {
+    perTask(() => {
       if (cur || scanning || ran === steps.length) {
-        next.port1.close();
-        return resolve(ran);
+        resolve(ran);
+        return false;
       }
       coldStep(sample, steps[ran++]);
-      next.port2.postMessage(null);
-    };
-    next.port2.postMessage(null);
+      return true;
+    });
   });
 }
 
@@ -475,8 +481,14 @@ expose<SearchApi>(
         endReserve();
         const grow = bytes - memory!.buffer.byteLength;
         if (cur || scanning || grow <= 0) return resolve(0);
-        reserving = { heap: new HeapReserve(grow), done: resolve };
-        touching.port2.postMessage(null);
+        const r = { heap: new HeapReserve(grow), done: resolve };
+        reserving = r;
+        perTask(() => {
+          if (reserving !== r) return false; // ended by a search or a cache read
+          if (r.heap.touch(RESERVE_SLICE_BYTES)) return true;
+          endReserve();
+          return false;
+        });
       }),
     warmUpFirstSearch: () => warmUpCold(),
     clearCache: async () => {

@@ -1,6 +1,6 @@
 /**
- * A first search's warm-up, run by a search worker when its pool starts
- * (`warmUpFirstSearch`, searchWorker.ts).
+ * A first search's warm-up, run by one search worker once the page has settled
+ * (`warmUpFirstSearch`, searchWorker.ts and workers.ts).
  */
 import {
   ChunkCache,
