@@ -3,8 +3,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { deflateSync } from 'node:zlib';
 import { npmVersions, walk } from '../datasets';
-import { openWithOpfsFolderPicker } from '../page';
+import { backUp, openWithOpfsFolderPicker } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -169,6 +170,94 @@ test('preview a file in the page: its text, with the terms highlighted', async (
   await expect(pre).toHaveAttribute('data-hits', String(want));
   await expect(pre.locator('mark')).toHaveCount(want);
   expect(downloads).toBe(0);
+});
+
+/** A PNG of `w` x `h` RGBA pixels (8 bits per channel, no filtering). */
+function png(w: number, h: number, rgba: number[][]): Buffer {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (b: Buffer) => {
+    let c = 0xffffffff;
+    for (const x of b) c = crcTable[(c ^ x) & 0xff] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
+    const out = Buffer.alloc(body.length + 8);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc(body), body.length + 4);
+    return out;
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 6, 0, 0, 0], 8);
+  const rows = Array.from({ length: h }, (_, y) => Buffer.from([0, ...rgba.slice(y * w, y * w + w).flat()]));
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(Buffer.concat(rows))),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+test('preview an image in the page, and a binary file is not shown as text', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const pixels = [
+    [255, 0, 0, 255],
+    [0, 255, 0, 255],
+    [0, 0, 255, 255],
+    [255, 255, 255, 128],
+    [10, 20, 30, 255],
+    [0, 0, 0, 0],
+  ];
+  const dir = mkdtempSync(path.join(tmpdir(), 'ditto-preview-'));
+  try {
+    mkdirSync(path.join(dir, 'Pics'));
+    writeFileSync(path.join(dir, 'Pics', 'pixels.png'), png(3, 2, pixels));
+    writeFileSync(
+      path.join(dir, 'Pics', 'blob.bin'),
+      Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0]), randomBytes(5000)]),
+    );
+    await openWithOpfsPicker(page);
+    const id = await backUp(page, path.join(dir, 'Pics'), 'pics');
+    let downloads = 0;
+    page.on('download', () => downloads++);
+    await page.getByTestId('tab-versions').click();
+    await page.locator(`[data-testid=version-row][data-version="${id}"]`).getByTestId('version-browse').click();
+    await page.locator('[data-testid=preview-file][data-path="pixels.png"]').click();
+    const img = page.getByTestId('preview-image');
+    await expect(img).toBeVisible();
+    // The browser decoded the restored bytes: the same size and the same pixels.
+    const seen = await img.evaluate(async (el: HTMLImageElement) => {
+      await el.decode();
+      const c = document.createElement('canvas');
+      c.width = el.naturalWidth;
+      c.height = el.naturalHeight;
+      const g = c.getContext('2d')!;
+      g.drawImage(el, 0, 0);
+      const d = g.getImageData(0, 0, c.width, c.height, { colorSpace: 'srgb' }).data;
+      return { w: el.naturalWidth, h: el.naturalHeight, rgba: [...d] };
+    });
+    expect([seen.w, seen.h]).toEqual([3, 2]);
+    // Opaque pixels exactly; the half-transparent one within the canvas's premultiplied rounding.
+    seen.rgba.forEach((v, i) =>
+      expect(Math.abs(v - pixels.flat()[i])).toBeLessThanOrEqual(pixels.flat()[i - (i % 4) + 3] === 255 ? 0 : 2),
+    );
+    await page.getByTestId('preview-close').click();
+    await page.locator('[data-testid=preview-file][data-path="blob.bin"]').click();
+    await expect(page.getByTestId('preview-none')).toContainText('binary file');
+    await expect(page.getByTestId('preview-text')).toHaveCount(0);
+    expect(downloads).toBe(0);
+    expect(errors).toEqual([]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a file larger than a block is written into the folder as it comes, byte-identical', async ({ page }) => {

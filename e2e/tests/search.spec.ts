@@ -205,6 +205,73 @@ async function openSearchTab(page: Page) {
   return { errors, serverSearches: () => searches };
 }
 
+/**
+ * Previews the result row of `version`/`rel` in the page and checks it against the file on
+ * disk: its whole text, and marks on exactly the bytes the search's hits cover (overlapping
+ * hits merged), none found again by the page.
+ */
+async function previewMatchesFile(page: Page, version: number, rel: string, keywords: Buffer[]) {
+  const row = page.locator(`[data-testid=search-file][data-version="${version}"][data-path="${rel}"]`);
+  const hits = JSON.parse((await row.getAttribute('data-hits'))!) as [number, number][];
+  const data = readFileSync(path.join(folders[ids.indexOf(version)], rel));
+  const merged: [number, number][] = [];
+  for (const [kw, at] of hits) {
+    const last = merged.at(-1);
+    if (last && at <= last[1]) last[1] = Math.max(last[1], at + keywords[kw].length);
+    else merged.push([at, at + keywords[kw].length]);
+  }
+  await row.getByTestId('search-preview').click();
+  const pre = row.getByTestId('preview-text');
+  await expect(pre).toBeVisible({ timeout: 30_000 });
+  expect(await pre.textContent()).toBe(data.toString('utf8'));
+  await expect(pre).toHaveAttribute('data-marked-by', 'search');
+  await expect(pre).toHaveAttribute('data-hits', String(hits.length));
+  expect(await pre.locator('mark').allTextContents()).toEqual(
+    merged.map(([a, b]) => data.subarray(a, b).toString('utf8')),
+  );
+  return { row, pre, hits };
+}
+
+test("a result previewed in the page: the file's text with exactly the search's hits marked", async ({ page }) => {
+  const { errors } = await openSearchTab(page);
+  runs = 0;
+  await page.getByTestId('search-where').selectOption('page');
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  await search(page, text);
+  // The row with the most hits whose file the preview shows whole, among those where
+  // createElement's hits overlap Element's (one mark each, both hits counted).
+  let best: { version: number; rel: string; n: number } | null = null;
+  for (const [key, hits] of await pageHits(page)) {
+    const [v, rel] = key.split('\0');
+    const size = readFileSync(path.join(folders[ids.indexOf(Number(v))], rel)).length;
+    if (size < 1 << 20 && hits.some(([kw]) => kw === 0) && hits.length > (best?.n ?? 1))
+      best = { version: Number(v), rel, n: hits.length };
+  }
+  expect(best, 'a file with several hits').toBeTruthy();
+  const { row, pre, hits } = await previewMatchesFile(
+    page,
+    best!.version,
+    best!.rel,
+    text.map((k) => Buffer.from(k)),
+  );
+  await expect(row.getByTestId('preview-search-hits')).toContainText(`${hits.length} hits`);
+  // Terms typed instead: marked by the text, case-insensitively, over the same file.
+  await row.getByTestId('preview-highlight').fill('VNODE');
+  await expect(pre).toHaveAttribute('data-marked-by', 'terms');
+  const vnodes = ((await pre.textContent())!.match(/vnode/gi) ?? []).length;
+  await expect(pre).toHaveAttribute('data-hits', String(vnodes));
+  await row.getByTestId('preview-close').click();
+  await expect(pre).toHaveCount(0);
+
+  // Binary keywords across chunk borders: the preview marks the bytes the hits name.
+  const b = await boundaryKeywords();
+  await search(page, b.hex, { hex: true });
+  const [first] = [...(await pageHits(page)).keys()];
+  const [v, rel] = first.split('\0');
+  await previewMatchesFile(page, Number(v), rel, b.bytes);
+  expect(errors).toEqual([]);
+});
+
 // The server's engine once found fewer matches than the page here (docs/SEARCH.md): this is
 // the comparison that would catch it again.
 test('DedupSearch on the server finds exactly what the in-page search finds', async ({ page }) => {

@@ -1,30 +1,44 @@
 import { useEffect, useMemo, useState } from 'react';
 import type { Api } from '../api/client';
-import { highlightRuns, looksLikeText, previewKind } from '../restore/preview';
+import {
+  highlightRuns,
+  looksLikeText,
+  markedRuns,
+  previewKind,
+  rangesWithin,
+  type ByteRange,
+} from '../restore/preview';
 import { restoreHead } from '../restore/head';
 import type { RestoreItem } from '../restore/restore';
+import '../restore/restore.css';
 import { bytes } from './format';
 
 interface Props {
   api: Api;
   version: number;
   item: RestoreItem;
-  /** Terms to highlight in a text preview (the search's keywords, or typed here). */
-  highlight?: readonly string[];
+  /**
+   * A search's hits in this file, as byte ranges: marked in a text preview until terms are
+   * typed into its highlight field.
+   */
+  hits?: readonly ByteRange[];
   onClose: () => void;
 }
 
 type Loaded =
-  { kind: 'text'; text: string; truncated: boolean } | { kind: 'image'; url: string } | { kind: 'none'; why: string };
+  | { kind: 'text'; bytes: Uint8Array; text: string; truncated: boolean }
+  | { kind: 'image'; url: string }
+  | { kind: 'none'; why: string };
 
 /**
  * One file of a version shown in the page, restored (verified chunk by chunk) into memory
- * up to a limit rather than downloaded: text with its search terms highlighted, or an image.
+ * up to a limit rather than downloaded: text with a search's hits or typed terms highlighted,
+ * or an image.
  */
-export function FilePreview({ api, version, item, highlight, onClose }: Props) {
+export function FilePreview({ api, version, item, hits, onClose }: Props) {
   const [loaded, setLoaded] = useState<Loaded | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [terms, setTerms] = useState((highlight ?? []).join(' '));
+  const [terms, setTerms] = useState('');
 
   useEffect(() => {
     const how = previewKind(item.name, item.size);
@@ -42,7 +56,7 @@ export function FilePreview({ api, version, item, highlight, onClose }: Props) {
       } else if (!looksLikeText(all)) {
         setLoaded({ kind: 'none', why: 'binary file: download it to open it' });
       } else {
-        setLoaded({ kind: 'text', text: new TextDecoder().decode(all), truncated });
+        setLoaded({ kind: 'text', bytes: all, text: new TextDecoder().decode(all), truncated });
       }
     })().catch((e: unknown) => {
       if (!abort.signal.aborted) setError(e instanceof Error ? e.message : String(e));
@@ -53,10 +67,14 @@ export function FilePreview({ api, version, item, highlight, onClose }: Props) {
     };
   }, [api, version, item]);
 
-  const runs = useMemo(
-    () => (loaded?.kind === 'text' ? highlightRuns(loaded.text, terms.split(/\s+/)) : []),
-    [loaded, terms],
-  );
+  // The search's own hits (exact bytes, hex keywords too) until terms are typed.
+  const bySearch = !!hits && terms.trim() === '';
+  const runs = useMemo(() => {
+    if (loaded?.kind !== 'text') return [];
+    return bySearch ? markedRuns(loaded.bytes, hits) : highlightRuns(loaded.text, terms.split(/\s+/));
+  }, [loaded, terms, hits, bySearch]);
+  const marked =
+    loaded?.kind !== 'text' ? 0 : bySearch ? rangesWithin(hits, loaded.bytes.length) : runs.filter((r) => r.hit).length;
 
   return (
     <section className="preview" data-testid="file-preview" data-path={item.path}>
@@ -79,10 +97,16 @@ export function FilePreview({ api, version, item, highlight, onClose }: Props) {
           <label>
             Highlight <input data-testid="preview-highlight" value={terms} onChange={(e) => setTerms(e.target.value)} />
           </label>
-          <pre data-testid="preview-text" data-hits={runs.filter((r) => r.hit).length}>
+          {bySearch && (
+            <p className="muted" data-testid="preview-search-hits">
+              Marked: the search&apos;s {marked} hit{marked === 1 ? '' : 's'}
+              {loaded.truncated ? ' in the part shown' : ''}; type terms to mark those instead.
+            </p>
+          )}
+          <pre data-testid="preview-text" data-hits={marked} data-marked-by={bySearch ? 'search' : 'terms'}>
             {runs.map((r, i) => (r.hit ? <mark key={i}>{r.text}</mark> : r.text))}
           </pre>
-          {loaded.truncated && <p>Showing the first {bytes(loaded.text.length)}; download the file for the rest.</p>}
+          {loaded.truncated && <p>Showing the first {bytes(loaded.bytes.length)}; download the file for the rest.</p>}
         </>
       )}
     </section>

@@ -21,6 +21,7 @@ import {
 } from '../search/search';
 import { deviceCacheBytes } from '../search/deviceCache';
 import { ChunkCache, snippet, type Snippet } from '../search/snippet';
+import type { RestoreItem } from '../restore/restore';
 import { prestartSearchWorkers, takeSearchWorkers, type SearchWorkers } from '../search/workers';
 import { Button } from '../ui/Button';
 import { Card } from '../ui/Card';
@@ -28,6 +29,8 @@ import { Input, Select } from '../ui/Field';
 import { EmptyState, Notice } from '../ui/Notice';
 import { Progress } from '../ui/Progress';
 import { bytes } from './format';
+import { FilePreview } from './FilePreview';
+import { TEXT_PREVIEW_BYTES, type ByteRange } from '../restore/preview';
 
 /** An outcome and the number of the run that produced it (tests wait for their run). */
 type Shown = SearchOutcome & { seq: number };
@@ -353,7 +356,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
               : `Results differ: ${compared.onlyA} matches only from the search, ${compared.onlyB} only from reading every file.`}
           </p>
         )}
-        {shown && <Results key={shown.seq} cache={snippets} o={shown} hex={hex} />}
+        {shown && <Results key={shown.seq} api={api} cache={snippets} o={shown} hex={hex} />}
       </div>
     </section>
   );
@@ -477,8 +480,11 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
 });
 
 /** Memoised: the previous results stay while the next search runs, and its progress renders the panel. */
-const Results = memo(function Results({ cache, o, hex }: { cache: ChunkCache; o: SearchOutcome; hex: boolean }) {
+const Results = memo(function Results(props: { api: Api; cache: ChunkCache; o: SearchOutcome; hex: boolean }) {
+  const { api, cache, o, hex } = props;
   const [shown, setShown] = useState(FILES_SHOWN);
+  // The file previewed in the page (one at a time), by its id.
+  const [preview, setPreview] = useState<number | null>(null);
   if (o.results.length === 0)
     return (
       <p className="muted" data-testid="search-empty">
@@ -512,7 +518,14 @@ const Results = memo(function Results({ cache, o, hex }: { cache: ChunkCache; o:
                 data-path={r.file.path}
                 data-hits={JSON.stringify(r.hits.slice(0).map((h) => [h.keyword, h.offset]))}
               >
-                <span className="path">{r.file.path}</span> — {r.hits.length} hit{r.hits.length === 1 ? '' : 's'}
+                <span className="path">{r.file.path}</span> — {r.hits.length} hit{r.hits.length === 1 ? '' : 's'}{' '}
+                <Button
+                  data-testid="search-preview"
+                  aria-expanded={preview === r.file.id}
+                  onClick={() => setPreview((id) => (id === r.file.id ? null : r.file.id))}
+                >
+                  Preview
+                </Button>
                 <ul>
                   {r.hits.slice(0, SNIPPETS_PER_FILE).map((h) => (
                     <HitLine
@@ -525,6 +538,9 @@ const Results = memo(function Results({ cache, o, hex }: { cache: ChunkCache; o:
                     />
                   ))}
                 </ul>
+                {preview === r.file.id && (
+                  <ResultPreview api={api} r={r} keywords={o.keywords} onClose={() => setPreview(null)} />
+                )}
               </li>
             ))}
           </ul>
@@ -533,6 +549,26 @@ const Results = memo(function Results({ cache, o, hex }: { cache: ChunkCache; o:
     </div>
   );
 });
+
+/**
+ * A result's file previewed in the page, the search's hits marked (those in the part a text
+ * preview shows; hits come by offset). The item and ranges are made once, so that the panel
+ * rendering again does not restore the file again.
+ */
+function ResultPreview(props: { api: Api; r: FileHits; keywords: readonly Uint8Array[]; onClose: () => void }) {
+  const { api, r, keywords, onClose } = props;
+  const item = useMemo<RestoreItem>(() => {
+    const { path, size, recipe } = r.file;
+    return { name: path.slice(path.lastIndexOf('/') + 1), path, kind: 'file', size, mtime: 0, recipe };
+  }, [r]);
+  const hits = useMemo(() => {
+    const out: ByteRange[] = [];
+    for (let i = 0; i < r.hits.length && r.hits.offset(i) < TEXT_PREVIEW_BYTES; i++)
+      out.push([r.hits.offset(i), r.hits.offset(i) + keywords[r.hits.keyword(i)].byteLength]);
+    return out;
+  }, [r, keywords]);
+  return <FilePreview api={api} version={r.file.version} item={item} hits={hits} onClose={onClose} />;
+}
 
 function HitLine(props: { cache: ChunkCache; r: FileHits; keyword: Uint8Array; label: string; offset: number }) {
   const { cache, r, keyword, label, offset } = props;

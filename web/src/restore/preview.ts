@@ -66,3 +66,49 @@ export function highlightRuns(text: string, terms: readonly string[]): Run[] {
   if (at < text.length || !runs.length) runs.push({ text: text.slice(at), hit: false });
   return runs;
 }
+
+/** A byte range `[start, end)` of a file: one hit of a search. */
+export type ByteRange = readonly [number, number];
+
+/**
+ * `bytes` decoded as UTF-8 and cut into runs, the bytes inside any of `ranges` marked as hits:
+ * a search's own hits (its byte offsets, case-sensitive and hex keywords included), not a
+ * second search over the text. Overlapping or touching ranges make one mark; ranges past the
+ * end are clipped. The runs' texts join to the whole decoded text: one streaming decoder
+ * reads the pieces in order, so a character cut by a range border is decoded once, in the
+ * run where it ends.
+ */
+export function markedRuns(bytes: Uint8Array, ranges: readonly ByteRange[]): Run[] {
+  const merged: [number, number][] = [];
+  for (const [s, e] of [...ranges].sort((a, b) => a[0] - b[0])) {
+    const start = Math.max(0, s);
+    const end = Math.min(bytes.length, e);
+    if (end <= start) continue;
+    const last = merged.at(-1);
+    if (last && start <= last[1]) last[1] = Math.max(last[1], end);
+    else merged.push([start, end]);
+  }
+  const decoder = new TextDecoder('utf-8', { fatal: false });
+  const runs: Run[] = [];
+  const piece = (from: number, to: number, hit: boolean) => {
+    const text = decoder.decode(bytes.subarray(from, to), { stream: true });
+    if (text) runs.push({ text, hit });
+  };
+  let at = 0;
+  for (const [s, e] of merged) {
+    if (s > at) piece(at, s, false);
+    piece(s, e, true);
+    at = e;
+  }
+  if (at < bytes.length) piece(at, bytes.length, false);
+  // What the stream still holds: a character cut by the end of the bytes.
+  const rest = decoder.decode();
+  if (rest && runs.length) runs[runs.length - 1].text += rest;
+  else if (rest || !runs.length) runs.push({ text: rest, hit: false });
+  return runs;
+}
+
+/** How many of `ranges` lie wholly within the first `length` bytes. */
+export function rangesWithin(ranges: readonly ByteRange[], length: number): number {
+  return ranges.filter(([s, e]) => s >= 0 && e <= length).length;
+}
