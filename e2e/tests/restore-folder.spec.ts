@@ -13,6 +13,8 @@ const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
 let server: RunningServer;
 let folder: string;
 let version = 0;
+/** The large-file version's tree (path -> SHA-1), kept by the test that backs it up. */
+let bigTree: Record<string, string> = {};
 
 test.describe.configure({ mode: 'serial' });
 
@@ -283,12 +285,65 @@ test('a file larger than a block is written into the folder as it comes, byte-id
     version = Number(await page.getByTestId('backup-done').getAttribute('data-version'));
     await restoreIntoFolder(page);
     const want = sourceTree(path.join(dir, 'Big'));
+    bigTree = want;
     expect(Object.keys(want)).toHaveLength(3);
     expect(await opfsTree(page)).toEqual(want);
     expect(errors).toEqual([]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a cancelled folder restore leaves each file as it was or whole, and the next restore completes it', async ({
+  page,
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithOpfsPicker(page);
+  await clearTarget(page);
+  // The folder holds other bytes under two of the version's names.
+  const before = { 'big.bin': 'mine\n', 'note.txt': 'an older note\n' };
+  await page.evaluate(async (files) => {
+    const d = await (await navigator.storage.getDirectory()).getDirectoryHandle('restored', { create: true });
+    for (const [name, text] of Object.entries(files)) {
+      const w = await (await d.getFileHandle(name, { create: true })).createWritable();
+      await w.write(text);
+      await w.close();
+    }
+  }, before);
+  // A slow link (for the page and its workers), so the restore is still running at Cancel.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', {
+    offline: false,
+    latency: 20,
+    downloadThroughput: 250_000,
+    uploadThroughput: 250_000,
+  });
+  await startFolderRestore(page);
+  await expect(page.getByTestId('restore-progress')).toBeVisible({ timeout: 30_000 });
+  await page.getByTestId('restore-cancel').click();
+  await expect(page.getByTestId('restore-error')).toContainText('cancelled', { timeout: 30_000 });
+  await expect(page.getByTestId('restore-done')).toHaveCount(0);
+  // Nothing half-written: each file is what the folder held, or the version's whole file.
+  const sha1 = (t: string) => createHash('sha1').update(t).digest('hex');
+  const want = bigTree;
+  expect(Object.keys(want), 'the version of the test above').toHaveLength(3);
+  const after = await opfsTree(page);
+  // The large file's chunks take seconds on this link: its writable was open, and was abandoned.
+  expect(after['big.bin'], 'the large file, not written whole before Cancel').toBe(sha1(before['big.bin']));
+  for (const [rel, h] of Object.entries(after))
+    expect([want[rel], rel in before ? sha1(before[rel as keyof typeof before]) : undefined]).toContain(h);
+  // Restored again at full speed: the version, whole.
+  await cdp.send('Network.emulateNetworkConditions', {
+    offline: false,
+    latency: 0,
+    downloadThroughput: -1,
+    uploadThroughput: -1,
+  });
+  await restoreIntoFolder(page);
+  expect(await opfsTree(page)).toEqual(want);
+  expect(errors).toEqual([]);
 });
 
 test('a file the folder will not let the restore write fails it with the reason, and the restore ends', async ({
