@@ -148,6 +148,9 @@ test('every view, empty and with two versions backed up, has no serious accessib
   const heading = page.getByTestId('version-browser').getByRole('heading').first();
   await expect(heading).toBeFocused();
   await expect(heading).toBeInViewport();
+  // A file previewed in the page, inside the tree.
+  await page.getByTestId('preview-file').first().click();
+  await expect(page.getByTestId('file-preview').locator('pre, img, [data-testid=preview-none]')).toBeVisible();
   await audit(page, testInfo, 'version browser');
 
   await page.getByTestId('tab-search').click();
@@ -164,6 +167,9 @@ test('every view, empty and with two versions backed up, has no serious accessib
   await expect(done.getByText(/Index records/)).toBeHidden();
   await done.getByText('How the search ran').click();
   await expect(done.getByText(/Index records/)).toBeVisible();
+  // A result's file previewed with the search's hits marked.
+  await page.getByTestId('search-preview').first().click();
+  await expect(page.getByTestId('preview-text')).toHaveAttribute('data-marked-by', 'search');
   await audit(page, testInfo, 'search results');
   expect(errors).toEqual([]);
 });

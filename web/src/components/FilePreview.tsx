@@ -103,7 +103,15 @@ export function FilePreview({ api, version, item, hits, onClose }: Props) {
               {loaded.truncated ? ' in the part shown' : ''}; type terms to mark those instead.
             </p>
           )}
-          <pre data-testid="preview-text" data-hits={marked} data-marked-by={bySearch ? 'search' : 'terms'}>
+          {/* A scrolling region: reachable by the keyboard, named for a screen reader. */}
+          <pre
+            data-testid="preview-text"
+            data-hits={marked}
+            data-marked-by={bySearch ? 'search' : 'terms'}
+            tabIndex={0}
+            role="region"
+            aria-label={`${item.path}, as text`}
+          >
             {runs.map((r, i) => (r.hit ? <mark key={i}>{r.text}</mark> : r.text))}
           </pre>
           {loaded.truncated && <p>Showing the first {bytes(loaded.bytes.length)}; download the file for the rest.</p>}
