@@ -25,6 +25,12 @@
 // searches, clicked as soon as the tab opens, and reloaded again and searches after
 // --type-ms (1000 by default: a person typing the keywords). The caches are cleared after.
 //
+// After the rounds, the same engine natively with nothing decoded anywhere: the server's search
+// (`POST search`, every version) on a copy of the repository with its search cache off
+// (DITTO_SEARCH_CACHE_MB=0), --runs times per set A after one untimed search, timed to the
+// answer's last byte (`server, uncached`): the reference for a page's first search in a fresh
+// profile, which does the same reading, decoding, checking and scanning in its workers.
+//
 // Last, a search right after a backup: a page searches set A (8 keywords), one more version
 // (the newest release with a line added to every 50th file) is backed up from another page
 // and the repository settles, then the first page searches set B: what that search fetched
@@ -169,7 +175,7 @@ async function listedHits(page) {
 }
 
 async function inPage(sets, other) {
-  const server = await startServer();
+  let server = await startServer();
   const browser = await launchBrowser();
   const profileDir = mkdtempSync(path.join(tmpdir(), 'ditto-bench-profile-'));
   const profile = await launchProfile(profileDir);
@@ -237,13 +243,63 @@ async function inPage(sets, other) {
         );
       }
     }
-    return { out, serverFirst, afterBackup: await searchAfterBackup(browser, server, sets[8], other[8]) };
+    // The same engine natively with nothing decoded anywhere: a copy of this repository
+    // served with the server's search cache off.
+    const dataDir = server.dataDir;
+    await server.stop();
+    const uncached = await serverUncached(dataDir, sets);
+    server = await startServer({ dataDir });
+    return {
+      out,
+      serverFirst,
+      uncached,
+      afterBackup: await searchAfterBackup(browser, server, sets[8], other[8]),
+    };
   } finally {
     await profile.close();
     rmSync(profileDir, { recursive: true, force: true });
     await browser.close();
     await server.stop();
     rmSync(server.dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The server's DedupSearch (`POST search`, every version) on a copy of `dataDir` with its
+ * search cache off (`DITTO_SEARCH_CACHE_MB=0`): each search reads, decodes, checks and scans
+ * the stored chunks natively on the server's threads, as a page's first search in a fresh
+ * profile does in its workers. Per keyword count: one search first (the containers into the
+ * OS page cache, as ripgrep's folders are), then `runs` timed to the answer's last byte.
+ */
+async function serverUncached(dataDir, sets) {
+  const copy = mkdtempSync(path.join(tmpdir(), 'ditto-bench-uncached-'));
+  cpSync(dataDir, copy, { recursive: true });
+  const server = await startServer({ dataDir: copy, env: { DITTO_SEARCH_CACHE_MB: '0' } });
+  try {
+    const out = {};
+    for (const n of SIZES) {
+      const once = async () => {
+        const t0 = now();
+        const res = await fetch(new URL('/api/v1/repos/default/search', server.origin), {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ keywords: sets[n] }),
+        });
+        const body = await res.text();
+        const ms = (now() - t0) * 1000;
+        if (!res.ok) throw new Error(`POST search: ${res.status} ${body}`);
+        const j = JSON.parse(body);
+        return { ms, phases: j.phase_ms, files: j.files.length, read: j.stored_bytes_read, matches: j.matches };
+      };
+      await once();
+      const all = [];
+      for (let i = 0; i < runs; i++) all.push(await once());
+      out[n] = all;
+    }
+    return out;
+  } finally {
+    await server.stop();
+    rmSync(copy, { recursive: true, force: true });
   }
 }
 
@@ -343,7 +399,7 @@ const medianRun = (rs) => [...rs].sort((a, b) => a.totalMs - b.totalMs)[Math.flo
 try {
   const { sets, other, candidates } = chooseKeywords(versions[versions.length - 1]);
   console.error(`${candidates} candidate keywords; 1-keyword sets: ${sets[1][0]} (cold), ${other[1][0]} (warm)`);
-  const { out: page, serverFirst, afterBackup } = await inPage(sets, other);
+  const { out: page, serverFirst, uncached, afterBackup } = await inPage(sets, other);
   // ripgrep after the page's runs (it needs the page cache warm, the page does not care).
   const rg = {};
   const rgOther = {};
@@ -378,6 +434,9 @@ try {
     const caMs = median(p.coldAuto.map((r) => r.totalMs));
     const wa = medianRun(p.warmAuto);
     const waMs = median(p.warmAuto.map((r) => r.totalMs));
+    const un = uncached[n];
+    const unMs = median(un.map((x) => x.ms));
+    const unRun = [...un].sort((a, b) => a.ms - b.ms)[Math.floor((un.length - 1) / 2)];
     const nv = medianRun(p.naive);
     const nMs = median(p.naive.map((r) => r.totalMs));
     const r = rg[n];
@@ -389,6 +448,8 @@ try {
       problems.push(`${n} keywords: ripgrep finds ${r.files} files with a hit, the page ${cold.files}`);
     if (r2.files !== warm.files)
       problems.push(`${n} keywords (set B): ripgrep finds ${r2.files} files with a hit, the page ${warm.files}`);
+    if (un.some((u) => u.files !== cold.files || u.matches !== cold.matches))
+      problems.push(`${n} keywords: the server's search with nothing cached and the page's cold search differ`);
     if (p.warm.some((w) => w.rangesRead !== 0)) problems.push(`${n} keywords: a warm search fetched container ranges`);
     if (p.coldAuto.some((w) => w.where !== 'server'))
       problems.push(`${n} keywords: auto's first search in a fresh page did not go to the server`);
@@ -415,6 +476,9 @@ try {
     );
     console.log(
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
+    );
+    console.log(
+      `  server, uncached ${f0(unMs).padStart(6)} ms  (nothing cached, DITTO_SEARCH_CACHE_MB=0: ${phases({ phases: unRun.phases })}; runs ${un.map((x) => f0(x.ms)).join(' ')}; stored bytes read ${unRun.read})`,
     );
     console.log(
       `  naive            ${f0(nMs).padStart(6)} ms  (${phases(nv)}; runs ${p.naive.map((x) => f0(x.totalMs)).join(' ')})`,
@@ -457,6 +521,10 @@ try {
       auto_fill_seconds: p.coldAuto.map((x) => +x.fillSeconds.toFixed(3)),
       auto_second_ms: +waMs.toFixed(1),
       auto_second_over_rg: +(waMs / r2.ms).toFixed(3),
+      server_uncached_ms: +unMs.toFixed(1),
+      server_uncached_phase_ms: unRun.phases,
+      server_uncached_stored_bytes_read: unRun.read,
+      server_uncached_over_rg: +(unMs / r.ms).toFixed(3),
       naive_ms: +nMs.toFixed(1),
       naive_phase_ms: nv.phases,
       ripgrep_ms: +r.ms.toFixed(1),
@@ -485,6 +553,7 @@ try {
         server: p.server.map((x) => x.totalMs),
         auto_first: p.coldAuto.map((x) => x.totalMs),
         auto_second: p.warmAuto.map((x) => x.totalMs),
+        server_uncached: un.map((x) => +x.ms.toFixed(1)),
       },
     };
   }
@@ -514,6 +583,7 @@ try {
       auto_second_ms: per[1].auto_second_ms,
       server_first_ms: +serverFirst.ms.toFixed(1),
       server_first_keywords: serverFirst.keywords,
+      server_uncached_ms: per[1].server_uncached_ms,
       naive_ms: per[1].naive_ms,
       ripgrep_ms: per[1].ripgrep_ms,
       keywords_1: per[1],
