@@ -87,3 +87,24 @@ export async function crashOnNext(worker: Worker, match: BridgeMessage) {
     };
   }, match);
 }
+
+/**
+ * A slow link for `page` and its workers (Chromium's network emulation: 250 KB/s each way,
+ * 20 ms latency), so that a transfer is still running when a test acts on it. Resolves to a
+ * function that restores full speed.
+ */
+export async function slowLink(page: Page): Promise<() => Promise<void>> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  const set = (latency: number, throughput: number) =>
+    cdp.send('Network.emulateNetworkConditions', {
+      offline: false,
+      latency,
+      downloadThroughput: throughput,
+      uploadThroughput: throughput,
+    });
+  await set(20, 250_000);
+  return async () => {
+    await set(0, -1);
+  };
+}

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { npmVersions, walk } from '../datasets';
-import { backUp, openWithOpfsFolderPicker } from '../page';
+import { backUp, openWithOpfsFolderPicker, slowLink } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -70,6 +70,15 @@ async function clearTarget(page: Page) {
   await page.evaluate(() =>
     navigator.storage.getDirectory().then((d) => d.removeEntry('restored', { recursive: true }).catch(() => {})),
   );
+}
+
+/** Opens the page with the stubbed picker and an empty target folder; the page's errors. */
+async function openEmptyTarget(page: Page): Promise<string[]> {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithOpfsPicker(page);
+  await clearTarget(page);
+  return errors;
 }
 
 /** Restores the version into the folder; returns the fingerprints the page asked the server for. */
@@ -297,10 +306,7 @@ test('a file larger than a block is written into the folder as it comes, byte-id
 test('a cancelled folder restore leaves each file as it was or whole, and the next restore completes it', async ({
   page,
 }) => {
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await openWithOpfsPicker(page);
-  await clearTarget(page);
+  const errors = await openEmptyTarget(page);
   // The folder holds other bytes under two of the version's names.
   const before = { 'big.bin': 'mine\n', 'note.txt': 'an older note\n' };
   await page.evaluate(async (files) => {
@@ -312,14 +318,7 @@ test('a cancelled folder restore leaves each file as it was or whole, and the ne
     }
   }, before);
   // A slow link (for the page and its workers), so the restore is still running at Cancel.
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send('Network.enable');
-  await cdp.send('Network.emulateNetworkConditions', {
-    offline: false,
-    latency: 20,
-    downloadThroughput: 250_000,
-    uploadThroughput: 250_000,
-  });
+  const fullSpeed = await slowLink(page);
   await startFolderRestore(page);
   await expect(page.getByTestId('restore-progress')).toBeVisible({ timeout: 30_000 });
   await page.getByTestId('restore-cancel').click();
@@ -335,12 +334,7 @@ test('a cancelled folder restore leaves each file as it was or whole, and the ne
   for (const [rel, h] of Object.entries(after))
     expect([want[rel], rel in before ? sha1(before[rel as keyof typeof before]) : undefined]).toContain(h);
   // Restored again at full speed: the version, whole.
-  await cdp.send('Network.emulateNetworkConditions', {
-    offline: false,
-    latency: 0,
-    downloadThroughput: -1,
-    uploadThroughput: -1,
-  });
+  await fullSpeed();
   await restoreIntoFolder(page);
   expect(await opfsTree(page)).toEqual(want);
   expect(errors).toEqual([]);
@@ -349,10 +343,7 @@ test('a cancelled folder restore leaves each file as it was or whole, and the ne
 test('a file the folder will not let the restore write fails it with the reason, and the restore ends', async ({
   page,
 }) => {
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await openWithOpfsPicker(page);
-  await clearTarget(page);
+  const errors = await openEmptyTarget(page);
   // The large file of the version above held open by another worker (an exclusive access
   // handle), so the restore's writable for it is refused while its blocks are coming.
   await page.evaluate(async () => {
@@ -378,10 +369,7 @@ test('a file the folder will not let the restore write fails it with the reason,
 });
 
 test('a file where the version has a directory stops the restore, named, and is left as it was', async ({ page }) => {
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await openWithOpfsPicker(page);
-  await clearTarget(page);
+  const errors = await openEmptyTarget(page);
   // The version above has a directory `sub`; the folder holds a file of that name.
   await page.evaluate(async () => {
     const root = await navigator.storage.getDirectory();

@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
-import { backUp, crashOnNext, openWithoutPicker as open } from '../page';
+import { backUp, crashOnNext, openWithoutPicker as open, slowLink } from '../page';
 import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 const PKG = process.env.DITTO_E2E_PACKAGE ?? 'preact';
@@ -270,16 +270,8 @@ test('the zip is assembled off the page; an assembler that crashes fails the dow
 
 test('a cancelled restore fails its download instead of leaving a truncated zip', async ({ page }) => {
   await open(page, server);
-  // A slow link (Chromium's emulation, for the page and its workers), so the restore is still
-  // running when Cancel is pressed.
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send('Network.enable');
-  await cdp.send('Network.emulateNetworkConditions', {
-    offline: false,
-    latency: 20,
-    downloadThroughput: 250_000,
-    uploadThroughput: 250_000,
-  });
+  // A slow link, so the restore is still running when Cancel is pressed.
+  await slowLink(page);
   await page.getByTestId('tab-versions').click();
   const downloads: Download[] = [];
   page.on('download', (d) => downloads.push(d));
