@@ -286,10 +286,10 @@ async function serverUncached(dataDir, sets) {
           body: JSON.stringify({ keywords: sets[n] }),
         });
         const body = await res.text();
-        const ms = (now() - t0) * 1000;
+        const totalMs = (now() - t0) * 1000;
         if (!res.ok) throw new Error(`POST search: ${res.status} ${body}`);
         const j = JSON.parse(body);
-        return { ms, phases: j.phase_ms, files: j.files.length, read: j.stored_bytes_read, matches: j.matches };
+        return { totalMs, phases: j.phase_ms, files: j.files.length, read: j.stored_bytes_read, matches: j.matches };
       };
       await once();
       const all = [];
@@ -435,8 +435,8 @@ try {
     const wa = medianRun(p.warmAuto);
     const waMs = median(p.warmAuto.map((r) => r.totalMs));
     const un = uncached[n];
-    const unMs = median(un.map((x) => x.ms));
-    const unRun = [...un].sort((a, b) => a.ms - b.ms)[Math.floor((un.length - 1) / 2)];
+    const unRun = medianRun(un);
+    const unMs = median(un.map((x) => x.totalMs));
     const nv = medianRun(p.naive);
     const nMs = median(p.naive.map((r) => r.totalMs));
     const r = rg[n];
@@ -478,7 +478,7 @@ try {
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
     );
     console.log(
-      `  server, uncached ${f0(unMs).padStart(6)} ms  (nothing cached, DITTO_SEARCH_CACHE_MB=0: ${phases({ phases: unRun.phases })}; runs ${un.map((x) => f0(x.ms)).join(' ')}; stored bytes read ${unRun.read})`,
+      `  server, uncached ${f0(unMs).padStart(6)} ms  (nothing cached, DITTO_SEARCH_CACHE_MB=0: ${phases(unRun)}; runs ${un.map((x) => f0(x.totalMs)).join(' ')}; stored bytes read ${unRun.read})`,
     );
     console.log(
       `  naive            ${f0(nMs).padStart(6)} ms  (${phases(nv)}; runs ${p.naive.map((x) => f0(x.totalMs)).join(' ')})`,
@@ -553,7 +553,7 @@ try {
         server: p.server.map((x) => x.totalMs),
         auto_first: p.coldAuto.map((x) => x.totalMs),
         auto_second: p.warmAuto.map((x) => x.totalMs),
-        server_uncached: un.map((x) => +x.ms.toFixed(1)),
+        server_uncached: un.map((x) => +x.totalMs.toFixed(1)),
       },
     };
   }
