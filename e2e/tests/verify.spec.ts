@@ -2,7 +2,7 @@ import { expect, test } from '@playwright/test';
 import { createHash, randomBytes } from 'node:crypto';
 import { openSync, readSync, writeSync, closeSync, readdirSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, repoJson, type RunningServer } from '../server';
+import { startServer, repoJson, settleLayout, type RunningServer } from '../server';
 
 let server: RunningServer;
 
@@ -58,6 +58,19 @@ test('Verify reads every chunk back and names the version a damaged chunk breaks
   await page.getByTestId('verify-run').click();
   await expect(page.getByTestId('verify-ok')).toContainText('All 2 stored chunks');
 
+  // The server's work after a commit (the mover, the delta pass, then the search cache's
+  // warm-up) reads the chunks too, and would set the damaged one aside before Verify does:
+  // it ends before the bit flips.
+  await settleLayout(server);
+  await expect
+    .poll(
+      async () => (await repoJson<{ search_warm: { version: number } | null }>(server, '/stats')).search_warm?.version,
+      {
+        timeout: 60_000,
+        message: "the search cache's warm-up covers the version",
+      },
+    )
+    .toBeGreaterThanOrEqual(id);
   // One flipped bit in the second chunk's bytes on disk.
   const { containers } = await repoJson<{ containers: { id: number; chunks: { fp: string; offset: number }[] }[] }>(
     server,
