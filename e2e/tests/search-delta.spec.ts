@@ -202,10 +202,13 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   // decoded as the bases of their slices, not scanned.
   expect(scanned, 'the page decoded delta chunks').toBe(listed.filter((c) => c.codec === 2 && named.has(c.fp)).length);
   expect(
-    Number(await done.getAttribute('data-bases-fetched')),
-    'bases fetched, the dictionary at least',
+    Number(await done.getAttribute('data-bases-fetched')) + Number(await done.getAttribute('data-links-in-range')),
+    'bases fetched or read with the ranges, the dictionary at least',
   ).toBeGreaterThan(0);
-  await expectOneRequestPerJob(done);
+  // Links stored in a job's range (frames, the dictionary) are decoded from it (docs/SEARCH.md,
+  // "Work split by chain").
+  expect(Number(await done.getAttribute('data-links-in-range')), 'links read with the ranges').toBeGreaterThan(0);
+  if (Number(await done.getAttribute('data-base-jobs')) > 0) await expectOneRequestPerJob(done);
 
   // Hex keywords straddling chunk borders of the edited file (tiny records across deltas).
   const cut = await borderKeywords();
@@ -392,6 +395,56 @@ test('a delta base that arrives damaged is refused by the worker: the search nam
   await expect(error).toBeVisible({ timeout: 120_000 });
   expect(damaged, 'a base was fetched').not.toBe('');
   await expect(error).toContainText(`chunk ${damaged}: `);
+  await expect(page.locator('[data-testid=search-done][data-engine=dedup]')).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
+
+test("links of chains read with the jobs' ranges that arrive damaged are refused: the search names one and shows no hits", async ({
+  page,
+}) => {
+  expect(ids.length, 'the versions backed up by the first test').toBe(3);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  // The links no file names (frames, the dictionary) that jobs read with their ranges: one
+  // byte of each one a range holds is changed on the way, and the workers' own checks must
+  // refuse what decodes from them rather than scan wrong bytes. (A range may also hold links
+  // of the other worker's chains, which its job does not decode: every one is damaged.)
+  const listing = await api<{
+    containers: { id: number; chunks: { fp: string; offset: number; stored_len: number }[] }[];
+  }>('/containers');
+  const named = new Set<string>();
+  for (const id of ids)
+    for (const e of (await api<{ manifest: { entries: { recipe: string[] }[] } }>(`/versions/${id}`)).manifest.entries)
+      for (const fp of e.recipe) named.add(fp);
+  const damaged = new Set<string>();
+  await page.route('**/containers/*', async (route) => {
+    const range = /bytes=(\d+)-(\d+)/.exec(route.request().headers()['range'] ?? '');
+    const res = await route.fetch();
+    let body = await res.body();
+    const id = Number(new URL(route.request().url()).pathname.split('/').pop());
+    const c = listing.containers.find((x) => x.id === id);
+    if (range && c) {
+      const start = Number(range[1]);
+      body = Buffer.from(body);
+      for (const k of c.chunks)
+        if (!named.has(k.fp) && k.offset >= start && k.offset + k.stored_len <= start + body.length) {
+          damaged.add(k.fp);
+          body[k.offset - start + k.stored_len - 2] ^= 0x5a;
+        }
+    }
+    await route.fulfill({ response: res, body });
+  });
+  await openWithoutPicker(page, server);
+  await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-where').selectOption('page');
+  await page.getByTestId('search-keywords').fill('needle');
+  await page.getByTestId('search-start').click();
+  const error = page.getByTestId('search-error');
+  await expect(error).toBeVisible({ timeout: 120_000 });
+  expect(damaged.size, 'the ranges held links').toBeGreaterThan(0);
+  const named_ = /chunk ([0-9a-f]{40})/.exec((await error.textContent()) ?? '');
+  expect(named_, 'the error names a chunk').not.toBeNull();
+  expect(damaged.has(named_![1]), `${named_![1]} is one of the links damaged`).toBe(true);
   await expect(page.locator('[data-testid=search-done][data-engine=dedup]')).toHaveCount(0);
   expect(errors).toEqual([]);
 });

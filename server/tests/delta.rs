@@ -1815,10 +1815,50 @@ fn version_locations_name_each_chunks_chain_key() {
     );
 }
 
-/// Checks every version's chain keys against the stored payloads; answers how many chunks
-/// are keyed by a link of their chain, and how many short of their root because a link is
-/// shared.
-fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) {
+/// `GET containers` names each chunk's chain key by the rule of the locations, over every
+/// chunk the repository stores (docs/API.md): what an in-page search splits its work by.
+#[test]
+fn containers_name_each_chunks_chain_key() {
+    let dir = TempDir::new("delta-container-keys");
+    let linked = check_container_keys(chains_repo_with(&dir, ENV));
+    let dir = TempDir::new("delta-container-keys-no-frames");
+    let linked_nf = check_container_keys(chains_repo_with(&dir, ENV_NO_FRAMES));
+    assert!(
+        linked + linked_nf > 0,
+        "{linked} + {linked_nf} chunks keyed by a link of their chain"
+    );
+}
+
+/// Checks the listing's chain keys against the stored payloads; answers how many chunks
+/// are keyed by a link of their chain.
+fn check_container_keys((s, _, listed): (Server, Chains, Listed)) -> usize {
+    let base = stored_bases(&s, &listed);
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .json();
+    let mut fps = Vec::new();
+    let mut got = Vec::new();
+    for c in r["containers"].as_array().unwrap() {
+        for k in c["chunks"].as_array().unwrap() {
+            fps.push(k["fp"].as_str().unwrap().to_string());
+            let n = k["chain_key"].as_u64().unwrap();
+            assert!(n < 1 << 24, "chain key {n} of 3 bytes");
+            got.push(hex_bytes(&(n as u32).to_le_bytes()[..3]));
+        }
+    }
+    assert_eq!(fps.len(), listed.len());
+    let (want, linked, _) = oracle_chain_keys(&fps, &base);
+    assert_eq!(got, want);
+    linked
+}
+
+/// Each delta's base, as the stored payloads (not the index) say.
+fn stored_bases(s: &Server, listed: &Listed) -> HashMap<String, String> {
     use wasm_core::format::bundle::{decode_bundle, Codec};
     use wasm_core::resemble::delta::base_of;
 
@@ -1835,6 +1875,16 @@ fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) 
             base.insert(to_hex(&e.fp), to_hex(&base_of(e.payload).unwrap()));
         }
     }
+    base
+}
+
+/// The chain key the oracle gives each of `fps` (one set of distinct chunks) from the
+/// stored `base` links, as hex of the key's first bytes, with how many chunks are keyed by
+/// a link of their chain and how many short of their root because a link is shared.
+fn oracle_chain_keys(
+    fps: &[String],
+    base: &HashMap<String, String>,
+) -> (Vec<String>, usize, usize) {
     let chain = |fp: &str| {
         let mut out = Vec::new();
         let mut cur = fp.to_string();
@@ -1844,6 +1894,33 @@ fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) 
         }
         out
     };
+    let n = fps.len();
+    let mut through: HashMap<String, usize> = HashMap::new();
+    for fp in fps {
+        for l in chain(fp) {
+            *through.entry(l).or_default() += 1;
+        }
+    }
+    let (mut linked, mut cut) = (0, 0);
+    let keys = fps
+        .iter()
+        .map(|fp| {
+            let links = chain(fp);
+            let kept = links.iter().take_while(|l| through[*l] * 8 <= n).count();
+            linked += (kept >= 1) as usize;
+            cut += (kept < links.len()) as usize;
+            let want = if kept == 0 { fp } else { &links[kept - 1] };
+            want[..6].to_string()
+        })
+        .collect();
+    (keys, linked, cut)
+}
+
+/// Checks every version's chain keys against the stored payloads; answers how many chunks
+/// are keyed by a link of their chain, and how many short of their root because a link is
+/// shared.
+fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) {
+    let base = stored_bases(&s, &listed);
     let versions = request(
         "GET",
         &s.repo_url("default", "/versions"),
@@ -1869,25 +1946,12 @@ fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) 
         assert_eq!(body.len(), 16 + n * 48);
         let recs: Vec<&[u8]> = body[16..].chunks(48).collect();
         let fps: Vec<String> = recs.iter().map(|r| hex_bytes(&r[..20])).collect();
-        let mut through: HashMap<String, usize> = HashMap::new();
-        for fp in &fps {
-            for l in chain(fp) {
-                *through.entry(l).or_default() += 1;
-            }
+        let (keys, l, c) = oracle_chain_keys(&fps, &base);
+        for ((rec, fp), want) in recs.iter().zip(&fps).zip(keys) {
+            assert_eq!(hex_bytes(&rec[45..48]), want, "chain key of {fp}");
         }
-        for (rec, fp) in recs.iter().zip(&fps) {
-            let links = chain(fp);
-            let kept = links.iter().take_while(|l| through[*l] * 8 <= n).count();
-            let want = if kept == 0 { fp } else { &links[kept - 1] };
-            assert_eq!(
-                hex_bytes(&rec[45..48]),
-                want[..6],
-                "chain key of {fp} (chain of {} links, {kept} not shared)",
-                links.len()
-            );
-            linked += (kept >= 1) as usize;
-            cut += (kept < links.len()) as usize;
-        }
+        linked += l;
+        cut += c;
     }
     (linked, cut)
 }

@@ -13,6 +13,7 @@ use wasm_core::hash::to_hex;
 
 use super::{blocking, parse_id, path_param, Authorized, ReadData, RepoItemPath, St};
 use crate::error::{ApiError, ApiResult};
+use crate::store::locations::chain_key_number;
 
 #[derive(Deserialize)]
 pub(super) struct ContainersQuery {
@@ -38,10 +39,11 @@ pub(super) async fn containers_list(
                 "size": c.size,
             });
             if with_chunks {
-                let chunks = c.chunks.iter().map(|k| {
+                let chunks = c.chunks.iter().zip(&c.chain_keys).map(|(k, key)| {
                     json!({
                         "fp": to_hex(&k.fp), "codec": k.codec, "offset": k.offset,
                         "stored_len": k.stored_len, "raw_len": k.raw_len,
+                        "chain_key": chain_key_number(key),
                     })
                 });
                 v["chunks"] = Value::Array(chunks.collect());

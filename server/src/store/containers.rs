@@ -13,12 +13,14 @@ use wasm_core::format::container::{
     data_offset_for, slot_offset, ContainerHeader, ContainerKind, TABLE_ENTRY_LEN,
     TARGET_DATA_BYTES,
 };
+use wasm_core::hash::Fingerprint;
 
 use super::index::containers::{ListedChunk, ListedContainer};
 use super::{
     backend::{Handle, Whole},
     now_ms, recover, Store, StoreError, StoreResult, Writer,
 };
+use super::{chunks::FpMap, locations::chain_keys};
 
 pub fn containers_dir(data_dir: &Path, repo_id: i64) -> PathBuf {
     data_dir
@@ -168,7 +170,10 @@ impl Store {
 
 impl Store {
     /// The repository's containers in id order, with their chunks if `with_chunks`; one
-    /// snapshot for both.
+    /// snapshot for both. Each chunk's chain key is worked out over every chunk listed (the
+    /// rule of `versions/{id}/locations` with the repository for the version: docs/API.md),
+    /// so a client splitting a search over workers keeps the chunks decoded through the
+    /// same links on one of them.
     pub fn list_containers(
         &self,
         repo_id: i64,
@@ -176,15 +181,27 @@ impl Store {
     ) -> StoreResult<Vec<ListedContainer>> {
         let ix = self.snapshot()?;
         let mut tables: HashMap<i64, Vec<ListedChunk>> = HashMap::new();
+        let mut base = FpMap::default();
+        let mut listed = Vec::new();
         if with_chunks {
             ix.listed_chunks(repo_id, &mut |container_id, chunk| {
+                if let Some(b) = chunk.base {
+                    base.insert(chunk.fp, b);
+                }
+                listed.push(chunk.fp);
                 tables.entry(container_id).or_default().push(chunk);
                 Ok(())
             })?;
         }
+        let keys: FpMap<Fingerprint> = listed
+            .iter()
+            .copied()
+            .zip(chain_keys(listed.iter().copied(), &base))
+            .collect();
         let mut out = ix.listed_containers(repo_id)?;
         for c in &mut out {
             c.chunks = tables.remove(&c.id).unwrap_or_default();
+            c.chain_keys = c.chunks.iter().map(|k| keys[&k.fp]).collect();
         }
         Ok(out)
     }

@@ -33,6 +33,15 @@ pub const CHAIN_KEY_LEN: usize = 3;
 /// it does not name their chain key.
 pub const SHARED_LINK: usize = 8;
 
+/// A chain key as a number: its [`CHAIN_KEY_LEN`] bytes little-endian, as a locations
+/// record carries them (the `chain_key` of `GET containers`).
+pub fn chain_key_number(key: &Fingerprint) -> u32 {
+    key[..CHAIN_KEY_LEN]
+        .iter()
+        .rev()
+        .fold(0, |n, &b| (n << 8) | u32::from(b))
+}
+
 impl VersionLocations {
     /// The binary answer: a 16-byte header, then one 48-byte little-endian record per chunk.
     pub fn encode(&self) -> Vec<u8> {
@@ -145,7 +154,7 @@ impl Store {
 /// each of those links is fetched and decoded once; a shared link (a base that most of a
 /// version decodes through, such as a large frame near the root of every chain) is decoded
 /// once by each worker instead of tying most of the version to one of them.
-fn chain_keys(
+pub(super) fn chain_keys(
     chunks: impl Iterator<Item = Fingerprint> + Clone,
     base: &FpMap<Fingerprint>,
 ) -> Vec<Fingerprint> {

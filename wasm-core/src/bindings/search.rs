@@ -637,6 +637,31 @@ impl FetchedBases {
         Ok(n)
     }
 
+    /// Adds chunks stored in `data`, a job's container bytes from file offset `base` on
+    /// (the arrays as for [`ContainerScan::scan`]): the links of the job's base chains that
+    /// its range holds (frames stored before their slices above all), which the job then
+    /// decodes from there instead of fetching them. Answers how many chunks it added.
+    #[wasm_bindgen(js_name = addStored)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_stored(
+        &mut self,
+        data: &[u8],
+        base: f64,
+        fps: &[u8],
+        offsets: &[f64],
+        stored_lens: &[u32],
+        codecs: &[u8],
+        raw_lens: &[u32],
+    ) -> Result<u32, JsError> {
+        let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
+        let n = chunks.len() as u32;
+        for c in chunks {
+            self.chunks
+                .push((c.fp, c.codec, c.stored.into(), c.raw_len));
+        }
+        Ok(n)
+    }
+
     /// Chunks held.
     pub fn count(&self) -> u32 {
         self.chunks.len() as u32

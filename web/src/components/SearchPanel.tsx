@@ -403,6 +403,7 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
       data-bases-bytes={o.physical?.basesBytes}
       data-base-jobs={o.physical?.baseJobs}
       data-base-requests={o.physical?.baseRequests}
+      data-links-in-range={o.physical?.linksInRange}
       data-chunks={o.physical?.chunks}
       data-ruled-out={o.physical?.ruledOut}
       data-bytes-scanned={o.physical?.bytes}
@@ -455,8 +456,9 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
           {o.physical && o.physical.deltaChunks > 0 && (
             <li>
               {plural(o.physical.deltaChunks, 'delta chunk')} decoded against their bases before scanning (
-              {plural(o.physical.basesFetched, 'base')} fetched, {bytes(o.physical.basesBytes)}, in{' '}
-              {plural(o.physical.baseRequests, 'request')} for {plural(o.physical.baseJobs, 'job')}).
+              {plural(o.physical.linksInRange, 'base')} read with them, {plural(o.physical.basesFetched, 'base')}{' '}
+              fetched, {bytes(o.physical.basesBytes)}, in {plural(o.physical.baseRequests, 'request')} for{' '}
+              {plural(o.physical.baseJobs, 'job')}).
             </li>
           )}
           {o.physical && o.physical.ruledOut > 0 && (

@@ -110,7 +110,7 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
   const res = await api.json<{
     containers: {
       id: number;
-      chunks: { fp: string; codec: number; offset: number; stored_len: number; raw_len: number }[];
+      chunks: { fp: string; codec: number; offset: number; stored_len: number; raw_len: number; chain_key?: number }[];
     }[];
   }>(`/repos/${encodeURIComponent(api.repo)}/containers`);
   const locs = new Map<string, StoredChunkLoc>();
@@ -123,6 +123,7 @@ export async function chunkLocations(api: Api): Promise<Map<string, StoredChunkL
           storedLen: ch.stored_len,
           codec: ch.codec,
           rawLen: ch.raw_len,
+          chainKey: ch.chain_key,
         });
   return locs;
 }

@@ -20,17 +20,26 @@ export interface ServerAccess {
 /** Codec of a delta chunk (docs/FORMAT.md, codec 2): its stored bytes name its base. */
 export const CODEC_DELTA = 2;
 
-/** One container's chunks to scan: stored bytes `[start, end)` of container `id`. */
-export interface ContainerJob {
-  id: number;
-  start: number;
-  end: number;
-  /** n*20 fingerprint bytes; offsets are container file offsets. */
+/** Chunks stored in one container: n*20 fingerprint bytes; offsets are container file offsets. */
+export interface StoredChunks {
   fps: Uint8Array;
   offsets: Float64Array;
   storedLens: Uint32Array;
   codecs: Uint8Array;
   rawLens: Uint32Array;
+}
+
+/**
+ * One container's chunks to scan: stored bytes `[start, end)` of container `id`. `links`
+ * are chunks stored in that range that no file in scope names but the chunks' base chains
+ * run through (frames, stored before their slices; older bases): the job decodes them from
+ * its range instead of fetching them.
+ */
+export interface ContainerJob extends StoredChunks {
+  id: number;
+  start: number;
+  end: number;
+  links?: StoredChunks;
 }
 
 /** Files to search (logical phase) or to reassemble and scan (naive): file k is `ids[k]`. */
@@ -57,6 +66,8 @@ export type PhysicalStats = {
   /** Jobs that fetched bases, and the `chunks/get` requests they made for them (one per job when each answer brings the whole chains). */
   baseJobs: number;
   baseRequests: number;
+  /** Links of base chains the jobs decoded from their own ranges instead of fetching them (`ContainerJob.links`). */
+  linksInRange: number;
   /** Cached chunks whose trigram summary ruled out every keyword: only their ends were read. */
   ruledOut: number;
   /** Their raw bytes (part of `bytes`). */

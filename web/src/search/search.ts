@@ -20,7 +20,15 @@
 import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
 import { deleteDeviceCache } from './deviceCache';
-import type { ContainerJob, DbStats, FileBatch, LogicalStats, PhysicalStats, SearchQuery } from './protocol';
+import type {
+  ContainerJob,
+  DbStats,
+  FileBatch,
+  LogicalStats,
+  PhysicalStats,
+  SearchQuery,
+  StoredChunks,
+} from './protocol';
 import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
 import { versionLocations, type VersionLocations } from '../restore/locations';
 import type { SearchWorkers } from './workers';
@@ -170,8 +178,8 @@ interface Prepared {
   batches?: { workers: number; parts: FileBatch[] };
   /** Each chunk in scope once, by container, built on first use. */
   byContainer?: ContainerChunks[];
-  /** The physical jobs of the last search of this scope, and the holders they were cut for. */
-  jobs?: { holders: Holders; generation: number; jobs: Job[] };
+  /** The physical jobs of the last search of this scope, and the holders and pool size they were cut for. */
+  jobs?: { holders: Holders; generation: number; workers: number; jobs: Job[] };
 }
 
 /**
@@ -459,19 +467,25 @@ function batch(files: SearchFile[]): FileBatch {
  */
 const JOB_STORED_BYTES = 2 << 20;
 
-/** A physical job and its chunks' fingerprints (hex), which say which worker holds them. */
+/**
+ * A physical job and its chunks' fingerprints (hex), which say which worker holds them;
+ * `share` names the worker a job no worker holds goes to first ([`chainOwners`]).
+ */
 interface Job {
   job: ContainerJob;
   fps: string[];
+  share?: number;
 }
 
 /** The chunks in scope held by one container, in storage order. */
-interface ContainerChunks {
+export interface ContainerChunks {
   id: number;
   fps: string[];
   /** The same fingerprints as bytes, back to back. */
   fpBytes: Uint8Array;
   locs: StoredChunkLoc[];
+  /** The container's other chunks the locations name, with a chain key (links of base chains: frames, bases), in storage order. */
+  links?: { fps: string[]; locs: StoredChunkLoc[] };
 }
 
 /** Each chunk in scope once, by container (ascending), built once per prepared scope. */
@@ -488,62 +502,163 @@ function scopeChunks(p: Prepared): ContainerChunks[] {
       if (!list) byContainer.set(loc.container, (list = []));
       list.push([fp, loc]);
     }
+  const links = new Map<number, [string, StoredChunkLoc][]>();
+  for (const [fp, loc] of p.locs)
+    if (loc.chainKey !== undefined && !seen.has(fp) && byContainer.has(loc.container)) {
+      let list = links.get(loc.container);
+      if (!list) links.set(loc.container, (list = []));
+      list.push([fp, loc]);
+    }
   p.byContainer = [...byContainer]
     .sort((a, b) => a[0] - b[0])
     .map(([id, list]) => {
       list.sort((a, b) => a[1].offset - b[1].offset);
       const fpBytes = new Uint8Array(list.length * FP_LEN);
       list.forEach(([fp], k) => hexToBytes(fp, fpBytes, k * FP_LEN));
-      return { id, fps: list.map(([fp]) => fp), fpBytes, locs: list.map(([, l]) => l) };
+      const other = (links.get(id) ?? []).sort((a, b) => a[1].offset - b[1].offset);
+      return {
+        id,
+        fps: list.map(([fp]) => fp),
+        fpBytes,
+        locs: list.map(([, l]) => l),
+        links: { fps: other.map(([fp]) => fp), locs: other.map(([, l]) => l) },
+      };
     });
   return p.byContainer;
 }
 
 /**
- * The chunks in scope by container, in storage order: one job per run of chunks spanning
- * at most [`JOB_STORED_BYTES`] (a chunk larger than that is a job of its own) and held by
- * the same worker's cache (`held`) or by none, each read as one byte range.
+ * The worker each chain key of the scope goes to (docs/SEARCH.md, "Work split by chain"):
+ * chunks with one chain key decode through the same links, apart from links most chunks
+ * share, so one worker fetches and decodes each of those links once, where jobs cut by
+ * storage order alone had both workers decode the frames and bases their chunks share. A
+ * key goes to the worker holding one of its chunks (a repeat search, a search after a
+ * backup); the others, largest first by raw bytes, to the worker with the fewest so far.
+ * Empty with one worker, or when a chunk in scope has no key (locations from a server
+ * that names none): jobs then split by storage order alone.
  */
-function containerJobs(p: Prepared, holders: Holders): Job[] {
-  // A repeat search of the scope cuts the same jobs unless a chunk changed holder since.
-  if (p.jobs?.holders === holders && p.jobs.generation === holders.generation) return p.jobs.jobs;
-  const held = holders.at;
-  const jobs: Job[] = [];
-  for (const { id, fps, fpBytes, locs } of scopeChunks(p)) {
-    const emit = (from: number, to: number) => {
-      const n = to - from;
-      const job: ContainerJob = {
-        id,
-        start: locs[from].offset,
-        end: 0,
-        fps: fpBytes.slice(from * FP_LEN, to * FP_LEN),
-        offsets: new Float64Array(n),
-        storedLens: new Uint32Array(n),
-        codecs: new Uint8Array(n),
-        rawLens: new Uint32Array(n),
-      };
-      for (let k = 0; k < n; k++) {
-        const l = locs[from + k];
-        job.offsets[k] = l.offset;
-        job.storedLens[k] = l.storedLen;
-        job.codecs[k] = l.codec;
-        job.rawLens[k] = l.rawLen;
-        job.end = Math.max(job.end, l.offset + l.storedLen);
-      }
-      jobs.push({ job, fps: fps.slice(from, to) });
-    };
-    let from = 0;
-    for (let k = 1; k <= fps.length; k++)
-      if (
-        k === fps.length ||
-        locs[k].offset + locs[k].storedLen - locs[from].offset > JOB_STORED_BYTES ||
-        held.get(fps[k]) !== held.get(fps[from])
-      ) {
-        emit(from, k);
-        from = k;
-      }
+export function chainOwners(
+  byContainer: ContainerChunks[],
+  held: Map<string, number>,
+  workers: number,
+): Map<number, number> {
+  const owners = new Map<number, number>();
+  if (workers < 2) return owners;
+  const raw = new Map<number, number>();
+  const load = new Array<number>(workers).fill(0);
+  for (const { fps, locs } of byContainer)
+    for (let k = 0; k < fps.length; k++) {
+      const key = locs[k].chainKey;
+      if (key === undefined) return new Map();
+      const w = held.get(fps[k]);
+      if (w !== undefined && w < workers && !owners.has(key)) owners.set(key, w);
+      raw.set(key, (raw.get(key) ?? 0) + locs[k].rawLen);
+    }
+  for (const [key, w] of owners) load[w] += raw.get(key)!;
+  const rest = [...raw].filter(([key]) => !owners.has(key)).sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+  for (const [key, bytes] of rest) {
+    const w = load.indexOf(Math.min(...load));
+    owners.set(key, w);
+    load[w] += bytes;
   }
-  p.jobs = { holders, generation: holders.generation, jobs };
+  return owners;
+}
+
+/**
+ * The chunks in scope by container, in storage order: per container, the chunks held by
+ * one worker's cache (`held`), those of the chain keys one worker is to decode
+ * ([`chainOwners`]), and the rest, each group cut into jobs spanning at most
+ * [`JOB_STORED_BYTES`] (a chunk larger than that is a job of its own), each read as one
+ * byte range (which may hold other groups' chunks between its own: they are not decoded).
+ * A job of a worker's chain keys also reads the container's links of those keys (frames
+ * and bases no file names, stored before the chunks decoded through them) and decodes
+ * them from its range: the worker's jobs, scanned in storage order, then find most of
+ * their chains decoded already instead of fetching them (docs/SEARCH.md).
+ */
+function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
+  // A repeat search of the scope cuts the same jobs unless a chunk changed holder since.
+  if (p.jobs?.holders === holders && p.jobs.generation === holders.generation && p.jobs.workers === workers)
+    return p.jobs.jobs;
+  const held = holders.at;
+  const owners = chainOwners(scopeChunks(p), held, workers);
+  const jobs: Job[] = [];
+  for (const { id, fps, fpBytes, locs, links } of scopeChunks(p)) {
+    /** Per group (held by worker w: w; to decode on worker w: workers + w; neither: -1), its chunks. */
+    const groups = new Map<number, number[]>();
+    const add = (g: number, k: number) => {
+      let list = groups.get(g);
+      if (!list) groups.set(g, (list = []));
+      list.push(k);
+    };
+    for (let k = 0; k < fps.length; k++) {
+      const h = held.get(fps[k]);
+      const o = owners.get(locs[k].chainKey!);
+      add(h !== undefined ? h : o !== undefined ? workers + o : -1, k);
+    }
+    /** Per worker, the container's links of its chain keys (indices into `links`). */
+    const linksOf = new Map<number, number[]>();
+    links?.locs.forEach((l, k) => {
+      const o = owners.get(l.chainKey!);
+      if (o === undefined || !groups.has(workers + o)) return;
+      let list = linksOf.get(o);
+      if (!list) linksOf.set(o, (list = []));
+      list.push(k);
+    });
+    const stored = (n: number): StoredChunks => ({
+      fps: new Uint8Array(n * FP_LEN),
+      offsets: new Float64Array(n),
+      storedLens: new Uint32Array(n),
+      codecs: new Uint8Array(n),
+      rawLens: new Uint32Array(n),
+    });
+    const fill = (out: StoredChunks, i: number, l: StoredChunkLoc, fp: Uint8Array) => {
+      out.fps.set(fp, i * FP_LEN);
+      out.offsets[i] = l.offset;
+      out.storedLens[i] = l.storedLen;
+      out.codecs[i] = l.codec;
+      out.rawLens[i] = l.rawLen;
+    };
+    const emit = (idx: number[], linkIdx: number[], share: number | undefined) => {
+      const job: ContainerJob = { id, start: Infinity, end: 0, ...stored(idx.length) };
+      const span = (l: StoredChunkLoc) => {
+        job.start = Math.min(job.start, l.offset);
+        job.end = Math.max(job.end, l.offset + l.storedLen);
+      };
+      idx.forEach((k, i) => {
+        fill(job, i, locs[k], fpBytes.subarray(k * FP_LEN, (k + 1) * FP_LEN));
+        span(locs[k]);
+      });
+      if (linkIdx.length > 0) {
+        job.links = stored(linkIdx.length);
+        linkIdx.forEach((k, i) => {
+          fill(job.links!, i, links!.locs[k], hexToBytes(links!.fps[k]));
+          span(links!.locs[k]);
+        });
+      }
+      jobs.push({ job, fps: idx.map((k) => fps[k]), share });
+    };
+    for (const [g, idx] of [...groups].sort((a, b) => a[0] - b[0])) {
+      const share = g >= workers ? g - workers : undefined;
+      // A link goes with the first job whose chunks end after it (a frame precedes its
+      // slices), else with the last.
+      const pending = share === undefined ? [] : (linksOf.get(share) ?? []);
+      let from = 0;
+      for (let i = 1; i <= idx.length; i++)
+        if (
+          i === idx.length ||
+          locs[idx[i]].offset + locs[idx[i]].storedLen - locs[idx[from]].offset > JOB_STORED_BYTES
+        ) {
+          const last = locs[idx[i - 1]];
+          const end = last.offset + last.storedLen;
+          const mine = i === idx.length ? pending.splice(0) : [];
+          while (i < idx.length && pending.length > 0 && links!.locs[pending[0]].offset < end)
+            mine.push(pending.shift()!);
+          emit(idx.slice(from, i), mine, share);
+          from = i;
+        }
+    }
+  }
+  p.jobs = { holders, generation: holders.generation, workers, jobs };
   return jobs;
 }
 
@@ -807,7 +922,8 @@ export async function clearDeviceCache(workers: SearchWorkers | null): Promise<v
  * Runs `jobs` on the workers. A job with an `owner` runs on that worker (its cache holds the
  * job's chunks): all of a worker's own jobs are sent at once, since it scans them from
  * memory and should not wait for the page between two. The others go to whichever worker is
- * free first, two in flight per worker (one downloads while one is scanned). `sent(w)` is
+ * free first, two in flight per worker (one downloads while one is scanned), a job with a
+ * `share` to that worker first. `sent(w)` is
  * called once no more jobs will go to worker `w`: a worker handles its messages in order, so
  * what follows its jobs can be sent then, without a round trip through the page's thread.
  * Once a job fails no more are sent, and the failure is thrown once every job sent has
@@ -818,15 +934,19 @@ async function scatter<J>(
   workers: SearchWorkers,
   jobs: J[],
   owner: (job: J) => number | undefined,
+  share: (job: J) => number | undefined,
   run: (w: number, job: J) => Promise<void>,
   onDone: () => void,
   sent: (w: number) => void,
 ) {
   const own: J[][] = Array.from({ length: workers.size }, () => []);
+  const shares: J[][] = Array.from({ length: workers.size }, () => []);
   const free: J[] = [];
   for (const j of jobs) {
     const w = owner(j);
+    const s = share(j);
     if (w !== undefined && w < workers.size) own[w].push(j);
+    else if (s !== undefined && s < workers.size) shares[s].push(j);
     else free.push(j);
   }
   let failed = false;
@@ -840,16 +960,18 @@ async function scatter<J>(
     }
     onDone();
   };
-  // Free jobs in contiguous shares, one per worker: jobs next to each other in storage order
-  // share their delta bases more often than jobs far apart, and a worker fetches a base once
-  // for all its jobs. A worker whose share is done takes from the far end of the largest.
-  const shares: J[][] = Array.from({ length: workers.size }, (_, w) =>
+  // Jobs without a share in contiguous parts, one per worker: jobs next to each other in
+  // storage order share their delta bases more often than jobs far apart, and a worker
+  // fetches a base once for all its jobs. A worker whose jobs are done takes from the far
+  // end of the largest part; never a job with a share, whose chains the other worker
+  // decodes anyway (taking one would decode them twice).
+  const parts: J[][] = Array.from({ length: workers.size }, (_, w) =>
     free.slice(Math.floor((w * free.length) / workers.size), Math.floor(((w + 1) * free.length) / workers.size)),
   );
   const next = (w: number): J | undefined => {
-    const mine = shares[w].shift();
+    const mine = shares[w].shift() ?? parts[w].shift();
     if (mine !== undefined) return mine;
-    const largest = shares.reduce((a, b) => (b.length > a.length ? b : a));
+    const largest = parts.reduce((a, b) => (b.length > a.length ? b : a));
     return largest.pop();
   };
   const lanesLeft = Array.from({ length: workers.size }, () => 2);
@@ -1087,7 +1209,7 @@ async function searchPrepared(
   useCache(api, workers, live);
   const t1 = performance.now();
 
-  const jobs = containerJobs(prepared, held);
+  const jobs = containerJobs(prepared, held, workers.size);
   let done = 0;
   let storedBytesRead = 0;
   let containersRead = 0;
@@ -1097,6 +1219,7 @@ async function searchPrepared(
     workers,
     jobs,
     (j) => held.at.get(j.fps[0]),
+    (j) => j.share,
     async (w, { job, fps }) => {
       const r = await workers.call(w, 'scan', job);
       storedBytesRead += r.storedBytes;
@@ -1154,7 +1277,7 @@ async function searchPrepared(
   const settled = Promise.all(
     Array.from({ length: workers.size }, (_, w) => workers.call(w, 'idle', null).catch(() => ({ saved: false }))),
   ).then((a) => a.some((r) => r.saved));
-  setTimeout(() => containerJobs(prepared, held));
+  setTimeout(() => containerJobs(prepared, held, workers.size));
 
   const physical = {
     ...sumOf(finished.map((f) => f.stats)),
@@ -1280,6 +1403,7 @@ async function naiveSearchAs(
   await scatter(
     workers,
     jobs,
+    () => undefined,
     () => undefined,
     async (w, files) => {
       const b = batch(files);

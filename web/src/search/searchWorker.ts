@@ -20,7 +20,7 @@ import init, {
 } from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
 import { fpHex, FP_LEN } from '../backup/hex';
-import { CODEC_DELTA } from './protocol';
+import { CODEC_DELTA, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
@@ -48,6 +48,10 @@ interface Current {
   baseRequests: number;
   /** Bases (hex) a running job is fetching, and when that job ends (its links then cached). */
   fetchingBases: Map<string, Promise<void>>;
+  /** Links of base chains decoded from the jobs' own ranges (`ContainerJob.links`). */
+  linksInRange: number;
+  /** Ends when the last job that fetched a range has decoded it: the next one decodes after it. */
+  turn: Promise<void>;
   /**
    * Jobs still running. The page sends `finishScan` right behind a worker's last job, and a
    * job that fetches awaits its answer while the next message is handled: `finishScan` waits
@@ -256,13 +260,33 @@ function need(): Current {
   return cur;
 }
 
-/** The chunks `idx` of `job` (a job of their own: the byte range covering just them). */
-function pick(job: ContainerJob, idx: Uint32Array): ContainerJob {
+/**
+ * The chunks `idx` of `job` and the links of its that `cache` does not hold (a job of their
+ * own: the byte range covering just them).
+ */
+function pick(job: ContainerJob, idx: Uint32Array, cache: ChunkCache): ContainerJob {
+  const out: ContainerJob = { id: job.id, start: Infinity, end: 0, ...subset(job, idx) };
+  const links = job.links;
+  if (links) {
+    const keep = Uint32Array.from(
+      Array.from({ length: links.rawLens.length }, (_, k) => k).filter(
+        (k) => !cache.holdsAll(links.fps.subarray(k * FP_LEN, (k + 1) * FP_LEN)),
+      ),
+    );
+    if (keep.length > 0) out.links = subset(links, keep);
+  }
+  for (const c of [out, out.links])
+    c?.offsets.forEach((o, i) => {
+      out.start = Math.min(out.start, o);
+      out.end = Math.max(out.end, o + c.storedLens[i]);
+    });
+  return out;
+}
+
+/** The chunks `idx` of `from`. */
+function subset(from: StoredChunks, idx: Uint32Array): StoredChunks {
   const n = idx.length;
-  const out: ContainerJob = {
-    id: job.id,
-    start: Infinity,
-    end: 0,
+  const out: StoredChunks = {
     fps: new Uint8Array(n * FP_LEN),
     offsets: new Float64Array(n),
     storedLens: new Uint32Array(n),
@@ -270,13 +294,11 @@ function pick(job: ContainerJob, idx: Uint32Array): ContainerJob {
     rawLens: new Uint32Array(n),
   };
   idx.forEach((k, i) => {
-    out.fps.set(job.fps.subarray(k * FP_LEN, (k + 1) * FP_LEN), i * FP_LEN);
-    out.offsets[i] = job.offsets[k];
-    out.storedLens[i] = job.storedLens[k];
-    out.codecs[i] = job.codecs[k];
-    out.rawLens[i] = job.rawLens[k];
-    out.start = Math.min(out.start, job.offsets[k]);
-    out.end = Math.max(out.end, job.offsets[k] + job.storedLens[k]);
+    out.fps.set(from.fps.subarray(k * FP_LEN, (k + 1) * FP_LEN), i * FP_LEN);
+    out.offsets[i] = from.offsets[k];
+    out.storedLens[i] = from.storedLens[k];
+    out.codecs[i] = from.codecs[k];
+    out.rawLens[i] = from.rawLens[k];
   });
   return out;
 }
@@ -289,21 +311,32 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
   const missing = c.scan.scanCached(chunks, job.fps);
   let storedBytes = 0;
   if (missing.length > 0) {
-    const rest = missing.length === job.rawLens.length ? job : pick(job, missing);
-    const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
-    storedBytes = bytes.byteLength;
-    const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
-    // Delta chunks decode against their bases: those neither this range nor the cache
-    // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
-    // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
-    // job waits for one request, not one per link. `have` names the bases the cache holds
-    // (the trained dictionary and frames above all), where the server stops a chain. Should a
-    // chain still miss a base (the cache changed meanwhile), the next round fetches it;
-    // wasm-core refuses a chain past the cap, so the rounds end.
+    const rest = pick(job, missing, chunks);
+    // Jobs decode in the order they came (the page sends a worker's jobs in storage order),
+    // while their ranges download side by side: the links a job decodes from its range are
+    // in the cache before a later job, whose chains run through them, looks for its bases.
+    const turn = c.turn;
+    let endTurn = () => {};
+    c.turn = new Promise<void>((resolve) => (endTurn = resolve));
     const fetched = new FetchedBases();
     /** What this job fetches, once it does: the bases it asked for, and its end. */
     let fetching: { fps: string[]; done: Promise<void>; end: () => void } | null = null;
     try {
+      const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
+      storedBytes = bytes.byteLength;
+      await turn;
+      const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
+      if (rest.links) {
+        const l = rest.links;
+        c.linksInRange += fetched.addStored(bytes, rest.start, l.fps, l.offsets, l.storedLens, l.codecs, l.rawLens);
+      }
+      // Delta chunks decode against their bases: those neither this range nor the cache
+      // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
+      // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
+      // job waits for one request, not one per link. `have` names the bases the cache holds
+      // (the trained dictionary and frames above all), where the server stops a chain. Should a
+      // chain still miss a base (the cache changed meanwhile), the next round fetches it;
+      // wasm-core refuses a chain past the cap, so the rounds end.
       if (rest.codecs.includes(CODEC_DELTA)) {
         let want = c.scan.outsideBases(chunks, ...args, fetched);
         while (want.length > 0) {
@@ -339,6 +372,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       }
       c.scan.scan(chunks, ...args, fetched);
     } finally {
+      endTurn();
       fetched.free();
       if (fetching) {
         const { fps, done, end } = fetching;
@@ -443,6 +477,8 @@ expose<SearchApi>(
         baseJobs: 0,
         fetchingBases: new Map(),
         baseRequests: 0,
+        linksInRange: 0,
+        turn: Promise.resolve(),
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
@@ -528,6 +564,7 @@ expose<SearchApi>(
         basesBytes: c.basesBytes,
         baseJobs: c.baseJobs,
         baseRequests: c.baseRequests,
+        linksInRange: c.linksInRange,
         ruledOut,
         ruledOutBytes,
       };

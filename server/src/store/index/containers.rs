@@ -37,6 +37,8 @@ pub struct ListedChunk {
     pub offset: i64,
     pub stored_len: u32,
     pub raw_len: u32,
+    /// A delta's base (`chunks.base`), `None` for other codecs.
+    pub base: Option<Fingerprint>,
 }
 
 /// A container as the index knows it.
@@ -49,6 +51,9 @@ pub struct ListedContainer {
     pub size: i64,
     /// Its chunks in slot order (empty unless asked for).
     pub chunks: Vec<ListedChunk>,
+    /// Each of `chunks`' chain key, in the same order (the store works them out over the
+    /// whole repository: `Store::list_containers`).
+    pub chain_keys: Vec<Fingerprint>,
 }
 
 pub trait ContainerRead {

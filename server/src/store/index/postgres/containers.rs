@@ -1,6 +1,7 @@
 use std::ops::DerefMut;
 
 use postgres::{fallible_iterator::FallibleIterator, Client, Row};
+use wasm_core::hash::Fingerprint;
 
 use super::{fp_of, Pg};
 use crate::store::index::containers::{
@@ -99,6 +100,7 @@ impl<G: DerefMut<Target = Client>> ContainerRead for Pg<G> {
                 data_offset: r.try_get(3)?,
                 size: r.try_get(4)?,
                 chunks: Vec::new(),
+                chain_keys: Vec::new(),
             });
         }
         Ok(out)
@@ -111,7 +113,7 @@ impl<G: DerefMut<Target = Client>> ContainerRead for Pg<G> {
     ) -> StoreResult<()> {
         let mut c = self.c();
         let mut rows = c.query_raw(
-            r#"SELECT container_id, fp, codec, "offset", stored_len, raw_len FROM chunks WHERE repo_id = $1 ORDER BY container_id, slot"#,
+            r#"SELECT container_id, fp, codec, "offset", stored_len, raw_len, base FROM chunks WHERE repo_id = $1 ORDER BY container_id, slot"#,
             [repo_id],
         )?;
         while let Some(r) = rows.next()? {
@@ -123,6 +125,9 @@ impl<G: DerefMut<Target = Client>> ContainerRead for Pg<G> {
                     offset: r.try_get(3)?,
                     stored_len: r.try_get::<_, i64>(4)? as u32,
                     raw_len: r.try_get::<_, i64>(5)? as u32,
+                    base: r
+                        .try_get::<_, Option<Vec<u8>>>(6)?
+                        .and_then(|b| Fingerprint::try_from(b.as_slice()).ok()),
                 },
             )?;
         }

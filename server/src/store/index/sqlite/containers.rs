@@ -1,6 +1,7 @@
 use std::ops::Deref;
 
 use rusqlite::{params, Connection, OptionalExtension};
+use wasm_core::hash::Fingerprint;
 
 use super::{fp_of, Sql};
 use crate::store::index::containers::{
@@ -92,6 +93,7 @@ impl<C: Deref<Target = Connection>> ContainerRead for Sql<C> {
                 data_offset: r.get(3)?,
                 size: r.get(4)?,
                 chunks: Vec::new(),
+                chain_keys: Vec::new(),
             });
         }
         Ok(out)
@@ -103,7 +105,7 @@ impl<C: Deref<Target = Connection>> ContainerRead for Sql<C> {
         f: &mut dyn FnMut(i64, ListedChunk) -> StoreResult<()>,
     ) -> StoreResult<()> {
         let mut st = self.c().prepare_cached(
-            "SELECT container_id, fp, codec, offset, stored_len, raw_len FROM chunks WHERE repo_id = ?1 ORDER BY container_id, slot",
+            "SELECT container_id, fp, codec, offset, stored_len, raw_len, base FROM chunks WHERE repo_id = ?1 ORDER BY container_id, slot",
         )?;
         let mut rows = st.query([repo_id])?;
         while let Some(r) = rows.next()? {
@@ -115,6 +117,9 @@ impl<C: Deref<Target = Connection>> ContainerRead for Sql<C> {
                     offset: r.get(3)?,
                     stored_len: r.get(4)?,
                     raw_len: r.get(5)?,
+                    base: r
+                        .get::<_, Option<Vec<u8>>>(6)?
+                        .and_then(|b| Fingerprint::try_from(b.as_slice()).ok()),
                 },
             )?;
         }
