@@ -595,14 +595,24 @@ function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
       const o = owners.get(locs[k].chainKey!);
       add(h !== undefined ? h : o !== undefined ? workers + o : -1, k);
     }
-    /** Per worker, the container's links of its chain keys (indices into `links`). */
+    /**
+     * Per worker, the container's links of its chain keys (indices into `links`); and the
+     * links of no key in scope (`common`). With the whole repository in scope those are
+     * links many chains share (the dictionary, a frame at the root of many), which every
+     * worker's job of the container reads; with a narrower scope they are mostly chunks
+     * of other versions, which a job reads only where its range holds them anyway (a job
+     * decodes a link only if its chains run through it).
+     */
     const linksOf = new Map<number, number[]>();
+    const common: number[] = [];
     links?.locs.forEach((l, k) => {
       const o = owners.get(l.chainKey!);
-      if (o === undefined || !groups.has(workers + o)) return;
-      let list = linksOf.get(o);
-      if (!list) linksOf.set(o, (list = []));
-      list.push(k);
+      if (o === undefined) common.push(k);
+      else if (groups.has(workers + o)) {
+        let list = linksOf.get(o);
+        if (!list) linksOf.set(o, (list = []));
+        list.push(k);
+      }
     });
     const stored = (n: number): StoredChunks => ({
       fps: new Uint8Array(n * FP_LEN),
@@ -628,7 +638,14 @@ function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
         fill(job, i, locs[k], fpBytes.subarray(k * FP_LEN, (k + 1) * FP_LEN));
         span(locs[k]);
       });
+      for (const k of linkIdx) span(links!.locs[k]);
+      if (share !== undefined)
+        for (const k of common) {
+          const l = links!.locs[k];
+          if (p.complete || (l.offset >= job.start && l.offset + l.storedLen <= job.end)) linkIdx.push(k);
+        }
       if (linkIdx.length > 0) {
+        linkIdx.sort((a, b) => a - b);
         job.links = stored(linkIdx.length);
         linkIdx.forEach((k, i) => {
           fill(job.links!, i, links!.locs[k], hexToBytes(links!.fps[k]));
@@ -930,6 +947,12 @@ export async function clearDeviceCache(workers: SearchWorkers | null): Promise<v
  * settled: a search that starts over then finds no job of this one still running in its
  * workers (it would add its records to the new search's).
  */
+/**
+ * Jobs in flight per worker: a worker decodes one at a time, while the ranges of the next
+ * ones download (each spans at most [`JOB_STORED_BYTES`]).
+ */
+const LANES = 4;
+
 async function scatter<J>(
   workers: SearchWorkers,
   jobs: J[],
@@ -974,10 +997,10 @@ async function scatter<J>(
     const largest = parts.reduce((a, b) => (b.length > a.length ? b : a));
     return largest.pop();
   };
-  const lanesLeft = Array.from({ length: workers.size }, () => 2);
+  const lanesLeft = Array.from({ length: workers.size }, () => LANES);
   const settled = await Promise.allSettled([
     ...own.flatMap((list, w) => list.map((job) => runOne(w, job))),
-    ...Array.from({ length: workers.size * 2 }, async (_, lane) => {
+    ...Array.from({ length: workers.size * LANES }, async (_, lane) => {
       const w = lane % workers.size;
       for (let job = next(w); job !== undefined && !failed; job = next(w)) await runOne(w, job);
       if (--lanesLeft[w] === 0 && !failed) sent(w);

@@ -46,12 +46,13 @@ interface Current {
   /** Jobs that fetched bases, and their `chunks/get` requests for them. */
   baseJobs: number;
   baseRequests: number;
-  /** Bases (hex) a running job is fetching, and when that job ends (its links then cached). */
-  fetchingBases: Map<string, Promise<void>>;
   /** Links of base chains decoded from the jobs' own ranges (`ContainerJob.links`). */
   linksInRange: number;
-  /** Ends when the last job that fetched a range has decoded it: the next one decodes after it. */
-  turn: Promise<void>;
+  /**
+   * The last job that fetched a range: `done` once it has decoded it, `yielded` once it waits
+   * for the server's bases or is done (the next job goes on then, as far as it can).
+   */
+  turn: { yielded: Promise<void>; done: Promise<void> };
   /**
    * Jobs still running. The page sends `finishScan` right behind a worker's last job, and a
    * job that fetches awaits its answer while the next message is handled: `finishScan` waits
@@ -315,16 +316,21 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     // Jobs decode in the order they came (the page sends a worker's jobs in storage order),
     // while their ranges download side by side: the links a job decodes from its range are
     // in the cache before a later job, whose chains run through them, looks for its bases.
-    const turn = c.turn;
+    // A job waiting for bases from the server lets the next one go on meanwhile, as far as
+    // that one's bases are at hand; one that lacks some waits for the jobs before it to end
+    // (they may be about to decode them) and only then fetches.
+    const prev = c.turn;
+    let yieldTurn = () => {};
     let endTurn = () => {};
-    c.turn = new Promise<void>((resolve) => (endTurn = resolve));
+    c.turn = {
+      yielded: new Promise<void>((resolve) => (yieldTurn = resolve)),
+      done: new Promise<void>((resolve) => (endTurn = resolve)),
+    };
     const fetched = new FetchedBases();
-    /** What this job fetches, once it does: the bases it asked for, and its end. */
-    let fetching: { fps: string[]; done: Promise<void>; end: () => void } | null = null;
     try {
       const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
       storedBytes = bytes.byteLength;
-      await turn;
+      await prev.yielded;
       const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
       if (rest.links) {
         const l = rest.links;
@@ -336,28 +342,18 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       // job waits for one request, not one per link. `have` names the bases the cache holds
       // (the trained dictionary and frames above all), where the server stops a chain. Should a
       // chain still miss a base (the cache changed meanwhile), the next round fetches it;
-      // wasm-core refuses a chain past the cap, so the rounds end.
+      // wasm-core refuses a chain past the cap, so the rounds end. Only the job whose turn
+      // it is fetches, so no two jobs of a worker fetch the same chains.
       if (rest.codecs.includes(CODEC_DELTA)) {
         let want = c.scan.outsideBases(chunks, ...args, fetched);
+        if (want.length > 0) {
+          await prev.done;
+          want = c.scan.outsideBases(chunks, ...args, fetched);
+        }
+        if (want.length > 0) c.baseJobs++;
         while (want.length > 0) {
+          yieldTurn();
           const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-          // The other job running here fetches some of these bases already: this one waits
-          // for it to end (its links are then in the cache) and asks again, instead of
-          // fetching and decoding the same chains twice. Only a job that fetched nothing yet
-          // waits, so two jobs never wait for each other.
-          const busy = fetching ? [] : fps.flatMap((fp) => c.fetchingBases.get(fp) ?? []);
-          if (busy.length > 0) {
-            await Promise.all(busy);
-            want = c.scan.outsideBases(chunks, ...args, fetched);
-            continue;
-          }
-          if (!fetching) {
-            let end = () => {};
-            const done = new Promise<void>((resolve) => (end = resolve));
-            fetching = { fps, done, end };
-            for (const fp of fps) c.fetchingBases.set(fp, done);
-            c.baseJobs++;
-          }
           c.baseRequests++;
           const held = chunks.heldBases(HAVE_MAX);
           const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
@@ -372,13 +368,9 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       }
       c.scan.scan(chunks, ...args, fetched);
     } finally {
+      yieldTurn();
       endTurn();
       fetched.free();
-      if (fetching) {
-        const { fps, done, end } = fetching;
-        for (const fp of fps) if (c.fetchingBases.get(fp) === done) c.fetchingBases.delete(fp);
-        end();
-      }
     }
   }
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
@@ -475,10 +467,9 @@ expose<SearchApi>(
         basesFetched: 0,
         basesBytes: 0,
         baseJobs: 0,
-        fetchingBases: new Map(),
         baseRequests: 0,
         linksInRange: 0,
-        turn: Promise.resolve(),
+        turn: { yielded: Promise.resolve(), done: Promise.resolve() },
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
