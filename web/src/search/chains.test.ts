@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { StoredChunkLoc } from '../restore/restore';
-import { chainOwners, type ContainerChunks } from './search';
+import { chainOwners, linksFirst, type ContainerChunks, type Job } from './search';
 
 /** A scope of `n` chunks over `containers` containers, chunk k of chain key `key(k)` and `raw(k)` raw bytes. */
 function scope(n: number, containers: number, key: (k: number) => number | undefined, raw: (k: number) => number) {
@@ -74,30 +74,61 @@ describe('chainOwners (the work split by chain key)', () => {
     expect(owners.size).toBe(10);
   });
 
-  it('splits nothing with one worker or when a chunk has no chain key', () => {
-    expect(
-      chainOwners(
-        scope(
-          20,
-          2,
-          (k) => k % 4,
-          () => 10,
-        ),
-        new Map(),
-        1,
-      ).size,
-    ).toBe(0);
-    expect(
-      chainOwners(
-        scope(
-          20,
-          2,
-          (k) => (k === 5 ? undefined : k % 4),
-          () => 10,
-        ),
-        new Map(),
-        2,
-      ).size,
-    ).toBe(0);
+  it('gives one worker every key, and splits nothing when a chunk has no chain key', () => {
+    const keyed = scope(
+      20,
+      2,
+      (k) => k % 4,
+      () => 10,
+    );
+    expect([...chainOwners(keyed, new Map(), 1).values()]).toEqual([0, 0, 0, 0]);
+    const unkeyed = scope(
+      20,
+      2,
+      (k) => (k === 5 ? undefined : k % 4),
+      () => 10,
+    );
+    expect(chainOwners(unkeyed, new Map(), 2).size).toBe(0);
+  });
+});
+
+describe('linksFirst (the order a worker decodes its jobs in)', () => {
+  const job = (id: number, share: number | undefined): Job => ({
+    job: {
+      id,
+      start: 0,
+      end: 0,
+      fps: new Uint8Array(0),
+      offsets: new Float64Array(0),
+      storedLens: new Uint32Array(0),
+      codecs: new Uint8Array(0),
+      rawLens: new Uint32Array(0),
+    },
+    fps: [],
+    share,
+  });
+  const ids = (jobs: Job[]) => jobs.map((j) => `${j.share}:${j.job.id}`);
+
+  it('keeps storage order where each job reads its own links, per worker', () => {
+    const jobs = [job(1, 0), job(1, 1), job(2, 0), job(2, 1)];
+    const keys = new Map(
+      jobs.map((j) => [j, { needs: new Set([j.job.id * 10 + j.share!]), gives: new Set([j.job.id * 10 + j.share!]) }]),
+    );
+    expect(ids(linksFirst(jobs, keys))).toEqual(['0:1', '0:2', '1:1', '1:2']);
+  });
+
+  it('puts a job after the jobs that read the links of its chunks, and breaks a cycle in storage order', () => {
+    // Container 3 holds the links (frames) of the chunks of containers 1 and 2.
+    const [a, b, c] = [job(1, 0), job(2, 0), job(3, 0)];
+    const keys = new Map([
+      [a, { needs: new Set([7]), gives: new Set<number>() }],
+      [b, { needs: new Set([7, 8]), gives: new Set([9]) }],
+      [c, { needs: new Set([9]), gives: new Set([7, 8]) }],
+    ]);
+    // A cycle: b reads links c's chunks need (key 9) and c reads links a's and b's need
+    // (7, 8). No job is ready, so each time the first left goes: storage order.
+    expect(ids(linksFirst([a, b, c], keys))).toEqual(['0:1', '0:2', '0:3']);
+    keys.set(c, { needs: new Set([7]), gives: new Set([7, 8]) });
+    expect(ids(linksFirst([a, b, c], keys))).toEqual(['0:3', '0:1', '0:2']);
   });
 });

@@ -471,7 +471,7 @@ const JOB_STORED_BYTES = 2 << 20;
  * A physical job and its chunks' fingerprints (hex), which say which worker holds them;
  * `share` names the worker a job no worker holds goes to first ([`chainOwners`]).
  */
-interface Job {
+export interface Job {
   job: ContainerJob;
   fps: string[];
   share?: number;
@@ -530,11 +530,10 @@ function scopeChunks(p: Prepared): ContainerChunks[] {
 /**
  * The worker each chain key of the scope goes to (docs/SEARCH.md, "Work split by chain"):
  * chunks with one chain key decode through the same links, apart from links most chunks
- * share, so one worker fetches and decodes each of those links once, where jobs cut by
- * storage order alone had both workers decode the frames and bases their chunks share. A
- * key goes to the worker holding one of its chunks (a repeat search, a search after a
- * backup); the others, largest first by raw bytes, to the worker with the fewest so far.
- * Empty with one worker, or when a chunk in scope has no key (locations from a server
+ * share, so the worker that has the key fetches or reads those links and decodes them, and
+ * the other never needs them. A key goes to the worker holding one of its chunks (a repeat
+ * search, a search after a backup); the others, largest first by raw bytes, to the worker
+ * with the fewest so far. Empty when a chunk in scope has no key (locations from a server
  * that names none): jobs then split by storage order alone.
  */
 export function chainOwners(
@@ -543,7 +542,6 @@ export function chainOwners(
   workers: number,
 ): Map<number, number> {
   const owners = new Map<number, number>();
-  if (workers < 2) return owners;
   const raw = new Map<number, number>();
   const load = new Array<number>(workers).fill(0);
   for (const { fps, locs } of byContainer)
@@ -582,6 +580,8 @@ function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
   const held = holders.at;
   const owners = chainOwners(scopeChunks(p), held, workers);
   const jobs: Job[] = [];
+  /** Per job with a share, the chain keys of its chunks and of the links it reads. */
+  const keysOf = new Map<Job, { needs: Set<number>; gives: Set<number> }>();
   for (const { id, fps, fpBytes, locs, links } of scopeChunks(p)) {
     /** Per group (held by worker w: w; to decode on worker w: workers + w; neither: -1), its chunks. */
     const groups = new Map<number, number[]>();
@@ -652,7 +652,13 @@ function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
           span(links!.locs[k]);
         });
       }
-      jobs.push({ job, fps: idx.map((k) => fps[k]), share });
+      const j: Job = { job, fps: idx.map((k) => fps[k]), share };
+      if (share !== undefined)
+        keysOf.set(j, {
+          needs: new Set(idx.map((k) => locs[k].chainKey!)),
+          gives: new Set(linkIdx.map((k) => links!.locs[k].chainKey!)),
+        });
+      jobs.push(j);
     };
     for (const [g, idx] of [...groups].sort((a, b) => a[0] - b[0])) {
       const share = g >= workers ? g - workers : undefined;
@@ -675,8 +681,45 @@ function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
         }
     }
   }
-  p.jobs = { holders, generation: holders.generation, workers, jobs };
-  return jobs;
+  const ordered = [...jobs.filter((j) => j.share === undefined), ...linksFirst(jobs, keysOf)];
+  p.jobs = { holders, generation: holders.generation, workers, jobs: ordered };
+  return ordered;
+}
+
+/**
+ * The jobs with a share, per worker in the order it decodes them: storage order, except
+ * that a job whose chunks' chain keys have links in another job's range comes after that
+ * job (a layout where the mover stored frames apart from their slices), so the links are
+ * cached when its chains run through them instead of fetched. A job that waits on a cycle
+ * goes in storage order.
+ */
+export function linksFirst(jobs: Job[], keysOf: Map<Job, { needs: Set<number>; gives: Set<number> }>): Job[] {
+  const out: Job[] = [];
+  const byWorker = new Map<number, Job[]>();
+  for (const j of jobs)
+    if (j.share !== undefined) {
+      let list = byWorker.get(j.share);
+      if (!list) byWorker.set(j.share, (list = []));
+      list.push(j);
+    }
+  for (const list of byWorker.values()) {
+    const left = [...list];
+    /** Per chain key, how many jobs not placed yet read links of it. */
+    const givers = new Map<number, number>();
+    for (const j of left) for (const k of keysOf.get(j)!.gives) givers.set(k, (givers.get(k) ?? 0) + 1);
+    const ready = (j: Job) => {
+      const { needs, gives } = keysOf.get(j)!;
+      for (const k of needs) if (!gives.has(k) && (givers.get(k) ?? 0) > 0) return false;
+      return true;
+    };
+    while (left.length > 0) {
+      const at = Math.max(0, left.findIndex(ready));
+      const [j] = left.splice(at, 1);
+      for (const k of keysOf.get(j)!.gives) givers.set(k, givers.get(k)! - 1);
+      out.push(j);
+    }
+  }
+  return out;
 }
 
 /**
