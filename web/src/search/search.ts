@@ -570,8 +570,9 @@ export function chainOwners(
  * byte range (which may hold other groups' chunks between its own: they are not decoded).
  * A job of a worker's chain keys also reads the container's links of those keys (frames
  * and bases no file names, stored before the chunks decoded through them) and decodes
- * them from its range: the worker's jobs, scanned in storage order, then find most of
- * their chains decoded already instead of fetching them (docs/SEARCH.md).
+ * them from its range: the worker's jobs, decoded one after another in the order
+ * [`linksFirst`] gives, then find most of their chains decoded already instead of
+ * fetching them (docs/SEARCH.md).
  */
 function containerJobs(p: Prepared, holders: Holders, workers: number): Job[] {
   // A repeat search of the scope cuts the same jobs unless a chunk changed holder since.
