@@ -590,8 +590,9 @@ impl ChunkCache {
 }
 
 /// Stored chunks a job fetched from outside its range (`chunks/get` bundles, deltas as
-/// stored): the bases its deltas need, and their bases in turn. One per job: a worker runs
-/// two jobs at once, each with its own rounds of fetches.
+/// stored) or read as links with it ([`FetchedBases::add_stored`]): the bases its deltas
+/// need, and their bases in turn. One per job: a worker holds several jobs at once, each
+/// with its own rounds of fetches.
 #[wasm_bindgen]
 pub struct FetchedBases {
     chunks: Vec<(Fingerprint, u8, Box<[u8]>, usize)>,

@@ -66,7 +66,7 @@ export type PhysicalStats = {
   /** Jobs that fetched bases, and the `chunks/get` requests they made for them (one per job when each answer brings the whole chains). */
   baseJobs: number;
   baseRequests: number;
-  /** Links of base chains the jobs decoded from their own ranges instead of fetching them (`ContainerJob.links`). */
+  /** Links of base chains the jobs read with their own ranges instead of fetching them (`ContainerJob.links`; each decoded only where a chain runs through it). */
   linksInRange: number;
   /** Cached chunks whose trigram summary ruled out every keyword: only their ends were read. */
   ruledOut: number;

@@ -982,11 +982,11 @@ export async function clearDeviceCache(workers: SearchWorkers | null): Promise<v
 /**
  * Runs `jobs` on the workers. A job with an `owner` runs on that worker (its cache holds the
  * job's chunks): all of a worker's own jobs are sent at once, since it scans them from
- * memory and should not wait for the page between two. The others go to whichever worker is
- * free first, two in flight per worker (one downloads while one is scanned), a job with a
- * `share` to that worker first. `sent(w)` is
- * called once no more jobs will go to worker `w`: a worker handles its messages in order, so
- * what follows its jobs can be sent then, without a round trip through the page's thread.
+ * memory and should not wait for the page between two. The others go [`LANES`] in flight
+ * per worker (the next ranges download while one is scanned): a job with a `share` to that
+ * worker only, the rest to whichever worker is free first. `sent(w)` is called once no
+ * more jobs will go to worker `w`: a worker handles its messages in order, so what follows
+ * its jobs can be sent then, without a round trip through the page's thread.
  * Once a job fails no more are sent, and the failure is thrown once every job sent has
  * settled: a search that starts over then finds no job of this one still running in its
  * workers (it would add its records to the new search's).

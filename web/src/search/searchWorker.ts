@@ -46,7 +46,7 @@ interface Current {
   /** Jobs that fetched bases, and their `chunks/get` requests for them. */
   baseJobs: number;
   baseRequests: number;
-  /** Links of base chains decoded from the jobs' own ranges (`ContainerJob.links`). */
+  /** Links of base chains read with the jobs' own ranges (`ContainerJob.links`). */
   linksInRange: number;
   /**
    * The last job that fetched a range: `done` once it has decoded it, `yielded` once it waits
@@ -313,7 +313,8 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
   let storedBytes = 0;
   if (missing.length > 0) {
     const rest = pick(job, missing, chunks);
-    // Jobs decode in the order they came (the page sends a worker's jobs in storage order),
+    // Jobs decode in the order they came (the page sends a worker's jobs so that those
+    // reading links come before the jobs whose chains run through them: `linksFirst`),
     // while their ranges download side by side: the links a job decodes from its range are
     // in the cache before a later job, whose chains run through them, looks for its bases.
     // A job waiting for bases from the server lets the next one go on meanwhile, as far as
@@ -342,8 +343,8 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       // job waits for one request, not one per link. `have` names the bases the cache holds
       // (the trained dictionary and frames above all), where the server stops a chain. Should a
       // chain still miss a base (the cache changed meanwhile), the next round fetches it;
-      // wasm-core refuses a chain past the cap, so the rounds end. Only the job whose turn
-      // it is fetches, so no two jobs of a worker fetch the same chains.
+      // wasm-core refuses a chain past the cap, so the rounds end. A job fetches only once
+      // the jobs before it have ended (above), so no two jobs of a worker fetch the same chains.
       if (rest.codecs.includes(CODEC_DELTA)) {
         let want = c.scan.outsideBases(chunks, ...args, fetched);
         if (want.length > 0) {
