@@ -31,6 +31,25 @@ import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol
  * most named ones, where most chains stop; a base left out only costs its bytes again.
  */
 const HAVE_MAX = 64;
+/** Fingerprints `chunks/get` takes in `have`. */
+const HAVE_LIMIT = 256;
+
+/** The hex fingerprints of `fps` (flat, 20 bytes each) and of `more`. */
+function hexSet(fps: Uint8Array, more?: Uint8Array): Set<string> {
+  return new Set([...hexList(fps), ...hexList(more)]);
+}
+
+function hexList(fps?: Uint8Array): string[] {
+  return fps ? Array.from({ length: fps.length / FP_LEN }, (_, i) => fpHex(fps, i)) : [];
+}
+
+/** The fingerprints of `want` (flat) that none of `jobs` reads. */
+function notIn(want: Uint8Array, jobs: { reads: Set<string> }[]): Uint8Array {
+  const keep = hexList(want).flatMap((fp, i) => (jobs.some((j) => j.reads.has(fp)) ? [] : [i]));
+  const out = new Uint8Array(keep.length * FP_LEN);
+  keep.forEach((k, i) => out.set(want.subarray(k * FP_LEN, (k + 1) * FP_LEN), i * FP_LEN));
+  return out;
+}
 
 interface Current {
   query: SearchQuery;
@@ -53,6 +72,11 @@ interface Current {
    * for the server's bases or is done (the next job goes on then, as far as it can).
    */
   turn: { yielded: Promise<void>; done: Promise<void> };
+  /**
+   * The jobs that fetched a range and have not ended, each with the chunks and links it
+   * reads (hex fingerprints): what a later job can expect them to decode.
+   */
+  pending: Set<{ reads: Set<string>; links: string[] }>;
   /**
    * Jobs still running. The page sends `finishScan` right behind a worker's last job, and a
    * job that fetches awaits its answer while the next message is handled: `finishScan` waits
@@ -317,9 +341,10 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     // reading links come before the jobs whose chains run through them: `linksFirst`),
     // while their ranges download side by side: the links a job decodes from its range are
     // in the cache before a later job, whose chains run through them, looks for its bases.
-    // A job waiting for bases from the server lets the next one go on meanwhile, as far as
-    // that one's bases are at hand; one that lacks some waits for the jobs before it to end
-    // (they may be about to decode them) and only then fetches.
+    // A job fetches the bases no earlier job reads as soon as its range is here; one waiting
+    // for bases from the server lets the next one go on meanwhile, as far as that one's bases
+    // are at hand; what a job still lacks at its turn it fetches once the jobs before it have
+    // ended (they may have been about to decode it).
     const prev = c.turn;
     let yieldTurn = () => {};
     let endTurn = () => {};
@@ -327,11 +352,13 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       yielded: new Promise<void>((resolve) => (yieldTurn = resolve)),
       done: new Promise<void>((resolve) => (endTurn = resolve)),
     };
+    const before = [...c.pending];
+    const mine = { reads: hexSet(rest.fps, rest.links?.fps), links: hexList(rest.links?.fps) };
+    c.pending.add(mine);
     const fetched = new FetchedBases();
     try {
       const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
       storedBytes = bytes.byteLength;
-      await prev.yielded;
       const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
       if (rest.links) {
         const l = rest.links;
@@ -341,34 +368,61 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
       // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
       // job waits for one request, not one per link. `have` names the bases the cache holds
-      // (the trained dictionary and frames above all), where the server stops a chain. Should a
-      // chain still miss a base (the cache changed meanwhile), the next round fetches it;
-      // wasm-core refuses a chain past the cap, so the rounds end. A job fetches only once
-      // the jobs before it have ended (above), so no two jobs of a worker fetch the same chains.
-      if (rest.codecs.includes(CODEC_DELTA)) {
+      // (the trained dictionary and frames above all), where the server stops a chain.
+      const fetchBases = async (want: Uint8Array, expected: string[] = []) => {
+        const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
+        c.baseRequests++;
+        const held = chunks.heldBases(HAVE_MAX);
+        const have = [...Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i)), ...expected];
+        // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
+        // or takes from `fetched` against its fingerprint, as for the range's own.
+        const bundle = await c.api.getChunks(fps, undefined, false, 'stored', {
+          have: have.slice(0, HAVE_LIMIT),
+          unchecked: true,
+        });
+        storedBytes += bundle.byteLength;
+        c.basesFetched += fetched.add(bundle, want);
+        c.basesBytes += bundle.byteLength;
+      };
+      const deltas = rest.codecs.includes(CODEC_DELTA);
+      let fetchedEarly = false;
+      if (deltas) {
+        // The bases no earlier job of this worker reads are fetched as soon as the range is
+        // here, while the jobs before this one decode: waiting for them would put one round
+        // trip per job in a row. Their chains stop at the links those jobs read, which they
+        // decode where a chain of theirs runs through them.
+        const want = notIn(c.scan.outsideBases(chunks, ...args, fetched), before);
+        if (want.length > 0) {
+          fetchedEarly = true;
+          // This job decodes them: a later job leaves them to it.
+          for (const fp of hexList(want)) mine.reads.add(fp);
+          await fetchBases(
+            want,
+            before.flatMap((j) => j.links),
+          );
+        }
+      }
+      await prev.yielded;
+      // Whatever is still missing (a base an earlier job reads, or a link it did not
+      // decode; the cache changed meanwhile) is fetched once the jobs before this one have
+      // ended, so no two jobs of a worker fetch the same chains; the rounds go on while a
+      // fetched chain misses a link, and wasm-core refuses a chain past the cap, so they end.
+      if (deltas) {
         let want = c.scan.outsideBases(chunks, ...args, fetched);
         if (want.length > 0) {
           await prev.done;
           want = c.scan.outsideBases(chunks, ...args, fetched);
         }
-        if (want.length > 0) c.baseJobs++;
+        if (want.length > 0 || fetchedEarly) c.baseJobs++;
         while (want.length > 0) {
           yieldTurn();
-          const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
-          c.baseRequests++;
-          const held = chunks.heldBases(HAVE_MAX);
-          const have = Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i));
-          // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
-          // or takes from `fetched` against its fingerprint, as for the range's own.
-          const bundle = await c.api.getChunks(fps, undefined, false, 'stored', { have, unchecked: true });
-          storedBytes += bundle.byteLength;
-          c.basesFetched += fetched.add(bundle, want);
-          c.basesBytes += bundle.byteLength;
+          await fetchBases(want);
           want = c.scan.outsideBases(chunks, ...args, fetched);
         }
       }
       c.scan.scan(chunks, ...args, fetched);
     } finally {
+      c.pending.delete(mine);
       yieldTurn();
       endTurn();
       fetched.free();
@@ -471,6 +525,7 @@ expose<SearchApi>(
         baseRequests: 0,
         linksInRange: 0,
         turn: { yielded: Promise.resolve(), done: Promise.resolve() },
+        pending: new Set(),
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
     },
