@@ -73,8 +73,9 @@ interface Current {
    */
   turn: { yielded: Promise<void>; done: Promise<void> };
   /**
-   * The jobs that fetched a range and have not ended, each with the chunks and links it
-   * reads (hex fingerprints): what a later job can expect them to decode.
+   * The jobs that asked for a range and have not ended, each with the chunks and links it
+   * reads and the bases it fetched early (hex fingerprints): what a later job can expect
+   * them to decode, and the links its chains may stop at.
    */
   pending: Set<{ reads: Set<string>; links: string[] }>;
   /**
@@ -370,10 +371,9 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       // job waits for one request, not one per link. `have` names the bases the cache holds
       // (the trained dictionary and frames above all), where the server stops a chain.
       const fetchBases = async (want: Uint8Array, expected: string[] = []) => {
-        const fps = Array.from({ length: want.length / FP_LEN }, (_, i) => fpHex(want, i));
+        const fps = hexList(want);
         c.baseRequests++;
-        const held = chunks.heldBases(HAVE_MAX);
-        const have = [...Array.from({ length: held.length / FP_LEN }, (_, i) => fpHex(held, i)), ...expected];
+        const have = [...hexList(chunks.heldBases(HAVE_MAX)), ...expected];
         // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
         // or takes from `fetched` against its fingerprint, as for the range's own.
         const bundle = await c.api.getChunks(fps, undefined, false, 'stored', {
