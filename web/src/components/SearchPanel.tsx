@@ -11,6 +11,7 @@ import {
   loadDeviceCache,
   naiveSearch,
   preloadScope,
+  prepareJobs,
   reserveWorkerMemory,
   setDeviceCache,
   type FileHits,
@@ -98,6 +99,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     void workers.current
       .then(async (w) => {
         await loadDeviceCache(api, w);
+        await prepareJobs(api, w, READ_AHEAD_SCOPE);
         setMemoryReady(await reserveWorkerMemory(api, w, READ_AHEAD_SCOPE));
       })
       .catch(() => {});
