@@ -248,10 +248,9 @@ export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
 /**
  * Matches the workers' caches to the repository's state and cuts the physical phase's jobs
  * for `workers` from the scope [`preloadScope`] read, as a search of it would first, so that
- * a first search sends its first ranges at once (cutting them takes the page's thread
- * 5-15 ms for typescript-10). The Search tab calls it once the workers have read their
- * device caches. Nothing is done for a scope searched on the server or one not read.
- * Never fails.
+ * a first search sends its first ranges at once instead of cutting them on the page's thread
+ * after the click. The Search tab calls it once the workers have read their device caches.
+ * Nothing is done for a scope searched on the server or one not read. Never fails.
  */
 export async function prepareJobs(api: Api, workers: SearchWorkers, scope: SearchScope): Promise<void> {
   await preloaded(api, scope);
