@@ -254,11 +254,8 @@ export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
  */
 export async function prepareJobs(api: Api, workers: SearchWorkers, scope: SearchScope): Promise<void> {
   await preloaded(api, scope);
-  const p = repoCache(api).last;
-  if (!p || p.scope !== scopeOf(scope) || onServer(scope, p.uniqueRawBytes)) return;
-  const { held, live } = holderMap(workers, cacheKey(api), p);
-  useCache(api, workers, live);
-  containerJobs(p, held, workers.size);
+  const p = speculative(api, scope);
+  if (p) containerJobs(p, matchCaches(api, workers, p), workers.size);
 }
 
 /** Waits for a [`preloadScope`] of `scope` still reading, if any. */
@@ -761,6 +758,16 @@ const holders = new WeakMap<SearchWorkers, Holders>();
  * stores, for the workers' caches to keep the same ones. (A narrower scope leaves that to
  * the next search of every version: until then, chunks that are gone only take memory.)
  */
+/**
+ * The holders of `p`'s chunks among `workers` ([`holderMap`]), the workers' caches told the
+ * repository and, when its state changed, the chunks still stored ([`useCache`]).
+ */
+function matchCaches(api: Api, workers: SearchWorkers, p: Prepared): Holders {
+  const { held, live } = holderMap(workers, cacheKey(api), p);
+  useCache(api, workers, live);
+  return held;
+}
+
 function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: Holders; live?: Uint8Array } {
   let h = holders.get(workers);
   if (!h || h.repo !== repo) holders.set(workers, (h = { repo, state: p.state, at: new Map(), generation: 0 }));
@@ -1288,8 +1295,7 @@ async function searchPrepared(
   t0: number,
 ): Promise<SearchOutcome> {
   await loadDeviceCache(api, workers);
-  const { held, live } = holderMap(workers, cacheKey(api), prepared);
-  useCache(api, workers, live);
+  const held = matchCaches(api, workers, prepared);
   const t1 = performance.now();
 
   const jobs = containerJobs(prepared, held, workers.size);

@@ -19,7 +19,7 @@ import init, {
   SearchKeywords,
 } from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
-import { fpHex, FP_LEN } from '../backup/hex';
+import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
@@ -40,7 +40,7 @@ function hexSet(fps: Uint8Array, more?: Uint8Array): Set<string> {
 }
 
 function hexList(fps?: Uint8Array): string[] {
-  return fps ? Array.from({ length: fps.length / FP_LEN }, (_, i) => fpHex(fps, i)) : [];
+  return fps ? fpHexes(fps, fps.length / FP_LEN) : [];
 }
 
 /** The fingerprints of `want` (flat) that none of `jobs` reads. */
