@@ -1413,6 +1413,19 @@ fn chunks_get_answers_deltas_as_stored_on_request() {
     let (s, ch, listed) = chains_repo(&dir);
     let fps: Vec<String> = listed.keys().cloned().collect();
     let get = |body: Value| post_json(&s.repo_url("default", "/chunks/get"), &s.token, &body);
+    // Every stored chunk, the frames the passes made among them, is stored for
+    // `chunks/missing` (and has its raw length for `chunks/lengths`, checked below).
+    let r = post_json(
+        &s.repo_url("default", "/chunks/missing"),
+        &s.token,
+        &json!({ "fingerprints": fps }),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json()["missing"],
+        json!([]),
+        "stored chunks are not missing"
+    );
 
     let r = get(json!({ "fingerprints": fps, "deltas": "stored" }));
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -1440,6 +1453,18 @@ fn chunks_get_answers_deltas_as_stored_on_request() {
             (e.codec as u8, e.payload.to_vec(), e.raw_len as usize),
         );
     }
+    let r = post_json(
+        &s.repo_url("default", "/chunks/lengths"),
+        &s.token,
+        &json!({ "fingerprints": fps }),
+    );
+    assert_eq!(r.status, 200);
+    let lengths: Vec<usize> = entries.iter().map(|e| e.raw_len as usize).collect();
+    assert_eq!(
+        r.json()["lengths"],
+        json!(lengths),
+        "raw lengths of stored chunks"
+    );
     // Chains of stored deltas: a delta whose base is a delta, decoded here, not on the server.
     let deltas: Vec<&[u8; 20]> = stored
         .iter()

@@ -457,6 +457,19 @@ impl Store {
         Ok(None)
     }
 
+    /// Adds chunk rows just committed to the repository's in-memory fingerprint set, if it
+    /// is loaded. The caller holds the writer lock, so no load slips in between.
+    pub(super) fn cache_new_chunks(
+        &self,
+        repo_id: i64,
+        rows: impl IntoIterator<Item = (Fingerprint, u32)>,
+    ) {
+        let mut cache = self.fp_cache.write().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, set)) = cache.get_mut(&repo_id) {
+            set.extend(rows);
+        }
+    }
+
     /// Loads a repository's fingerprints into memory unless it is too large. Holds the
     /// writer lock so that no commit slips between the scan and the cache insertion, and
     /// reads the epochs in the same snapshot as the fingerprints.

@@ -681,6 +681,7 @@ impl Store {
                 } else {
                     tx.insert_written_container(&w.row(repo_id, true))?;
                     let mut moves: Vec<RewriteMove> = Vec::new();
+                    let mut inserted: Vec<(Fingerprint, u32)> = Vec::new();
                     for (p, mv) in placed.iter().zip(&w.moves) {
                         match p {
                             Placed::New(k) => {
@@ -696,6 +697,7 @@ impl Store {
                                 };
                                 tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[row])?;
                                 tx.mark_first_version(repo_id, version, &[n.fp])?;
+                                inserted.push((n.fp, n.raw_len));
                                 if let Some(base) = n.base {
                                     // The row just inserted, re-pointed in place: the
                                     // update that re-points rewritten chunks sets its base.
@@ -727,6 +729,10 @@ impl Store {
                     }
                     tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
                     tx.commit()?;
+                    // New rows (frames, dictionaries) join the in-memory fingerprint set
+                    // under the writer lock, as an upload's do: it is reloaded only when
+                    // rows are deleted or quarantined.
+                    self.cache_new_chunks(repo_id, inserted);
                     let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
                         moves.iter().partition(|m| m.base.is_some());
                     rep.delta_chunks += deltas.len() as u64;

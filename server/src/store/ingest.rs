@@ -218,10 +218,7 @@ impl Store {
                     result.stored_bytes -= e.payload.len() as u64;
                     result.raw_bytes -= e.raw_len as u64;
                 }
-                let mut cache = self.fp_cache.write().unwrap_or_else(|p| p.into_inner());
-                if let Some((_, set)) = cache.get_mut(&repo_id) {
-                    set.extend(new.iter().map(|e| (e.fp, e.raw_len)));
-                }
+                self.cache_new_chunks(repo_id, new.iter().map(|e| (e.fp, e.raw_len)));
                 Ok(result)
             }
             Err((err, created)) => {
