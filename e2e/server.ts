@@ -94,9 +94,12 @@ export async function repoJson<T>(server: RunningServer, p: string): Promise<T> 
 /**
  * Waits until the server's HiDeStore mover and delta pass, which a commit starts in the
  * background, have finished (a dry-run prune runs it to the end and deletes nothing), so that container
- * figures and chunk places read next stay put.
+ * figures and chunk places read next stay put. With `readsDone`, also until the search
+ * cache's warm-up, which follows them, has covered the newest version: it reads the chunks
+ * too, and a test that damages one on disk must find it where the warm-up did not set it
+ * aside first.
  */
-export async function settleLayout(server: RunningServer): Promise<void> {
+export async function settleLayout(server: RunningServer, { readsDone = false } = {}): Promise<void> {
   // The delta pass follows the mover in the same background thread and re-stores chunks:
   // wait until it has handled the newest version (unless the server runs without it).
   if (server.delta) {
@@ -110,6 +113,16 @@ export async function settleLayout(server: RunningServer): Promise<void> {
           { timeout: 60_000, message: 'the delta pass handles the newest version' },
         )
         .toBeGreaterThanOrEqual(newest);
+  }
+  if (readsDone) {
+    const { versions } = await repoJson<{ versions: { id: number }[] }>(server, '/versions');
+    const newest = Math.max(0, ...versions.map((v) => v.id));
+    await expect
+      .poll(
+        async () => (await repoJson<{ search_warm: { version: number } | null }>(server, '/stats')).search_warm?.version,
+        { timeout: 60_000, message: "the search cache's warm-up covers the newest version" },
+      )
+      .toBeGreaterThanOrEqual(newest);
   }
   const res = await fetch(`${server.url}/api/v1/repos/default/prune`, {
     method: 'POST',

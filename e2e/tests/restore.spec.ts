@@ -301,7 +301,9 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
   const target = files[Math.floor(files.length / 2)];
   const fp = target.recipe[0];
   const blamed = files.find((f) => f.recipe.includes(fp))!.path;
-  await settleLayout(server);
+  // The server's own reads after the commits end before the bytes are damaged, so the
+  // restore is the first to find them.
+  await settleLayout(server, { readsDone: true });
   const { containers } = await api<{ containers: Container[] }>('/containers');
   const c = containers.find((x) => x.chunks.some((ch) => ch.fp === fp))!;
   const ch = c.chunks.find((x) => x.fp === fp)!;
