@@ -119,7 +119,8 @@ export async function settleLayout(server: RunningServer, { readsDone = false } 
     const newest = Math.max(0, ...versions.map((v) => v.id));
     await expect
       .poll(
-        async () => (await repoJson<{ search_warm: { version: number } | null }>(server, '/stats')).search_warm?.version,
+        async () =>
+          (await repoJson<{ search_warm: { version: number } | null }>(server, '/stats')).search_warm?.version,
         { timeout: 60_000, message: "the search cache's warm-up covers the newest version" },
       )
       .toBeGreaterThanOrEqual(newest);
