@@ -978,3 +978,59 @@ fn manifests_are_stored_against_the_previous_version_and_survive_deletes() {
         "{out}"
     );
 }
+
+/// A chunk quarantined in a container the mover then evacuates stays reported missing: the
+/// container's drop takes the quarantine record with it, and the fingerprint set the server
+/// answers `chunks/missing` from must not take that for "nothing quarantined since".
+#[test]
+fn a_quarantined_chunk_stays_missing_after_its_container_is_evacuated() {
+    let dir = TempDir::new("quarantine-evacuated");
+    let s = Server::start_with(
+        &dir.0,
+        &[
+            ("DITTO_DELTA", "0"),
+            ("DITTO_SEARCH_CACHE_MB", "0"),
+            ("DITTO_MOVE_THRESHOLD", "0"),
+            ("DITTO_COMPACT_THRESHOLD", "1"),
+        ],
+        None,
+    );
+    let t = s.token.clone();
+    let cs = chunks(11, 8);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    commit(&s, "default", &t, "all", &cs);
+    commit(&s, "default", &t, "tail", &cs[4..]);
+    let all: Vec<&TestChunk> = cs.iter().collect();
+    // Loads the set (every chunk stored), then damages chunk 1 and has a read quarantine it.
+    let (cid, off) = chunk_place(&s, "default", &t, &cs[1].hex());
+    assert!(missing(&s, "default", &t, &all).is_empty());
+    flip(&container_file(&dir.0, cid), off + 100, 0x10);
+    let r = request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{}", cs[1].hex())),
+        Some(&t),
+        &[],
+        None,
+    );
+    r.expect_error(500, "damaged");
+    // Compaction (a prune that deletes nothing: every chunk is referenced) rewrites the
+    // container without its dead slot and drops it.
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &t,
+        &json!({"dry_run": false}),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        !containers(&s, "default", &t)
+            .iter()
+            .any(|c| c["id"].as_u64() == Some(cid)),
+        "container {cid} was evacuated: {}",
+        r.json()
+    );
+    assert_eq!(missing(&s, "default", &t, &all), vec![cs[1].hex()]);
+    // Uploaded again, it is stored and every version restores.
+    assert_eq!(upload_to(&s, "default", &t, &cs[1..2]).status, 200);
+    assert!(missing(&s, "default", &t, &all).is_empty());
+    assert_restores(&s, "default", &t, &cs);
+}

@@ -116,7 +116,10 @@ pub trait MaintenanceWrite {
         fp: &Fingerprint,
         container_id: i64,
     ) -> StoreResult<u64>;
-    /// Removes a container's row and the quarantine records of damaged copies in it.
+    /// Removes a container's row and the quarantine records of damaged copies in it. Deleting
+    /// records may lower the repository's quarantine epoch (the highest record id), so it
+    /// then moves the repository's `gc_epoch` instead: a fingerprint set loaded before the
+    /// quarantine would otherwise look current and name the quarantined chunks stored.
     fn drop_container(&self, id: i64) -> StoreResult<()>;
     /// Lowers container `id`'s newest version (B_ID) to `b_id` if it is above.
     fn lower_newest_version(&self, id: i64, b_id: i64) -> StoreResult<()>;

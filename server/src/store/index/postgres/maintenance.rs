@@ -234,8 +234,15 @@ impl<G: DerefMut<Target = Client>> MaintenanceWrite for Pg<G> {
     }
 
     fn drop_container(&self, id: i64) -> StoreResult<()> {
-        self.c()
+        let records = self
+            .c()
             .execute("DELETE FROM quarantine WHERE container_id = $1", &[&id])?;
+        if records > 0 {
+            self.c().execute(
+                "UPDATE repos SET gc_epoch = gc_epoch + 1 WHERE id = (SELECT repo_id FROM containers WHERE id = $1)",
+                &[&id],
+            )?;
+        }
         self.c()
             .execute("DELETE FROM containers WHERE id = $1", &[&id])?;
         Ok(())
