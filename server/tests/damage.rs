@@ -1034,3 +1034,60 @@ fn a_quarantined_chunk_stays_missing_after_its_container_is_evacuated() {
     assert!(missing(&s, "default", &t, &all).is_empty());
     assert_restores(&s, "default", &t, &cs);
 }
+
+/// A mover switch that fails part-way (the index refusing a write, as a full disk makes it)
+/// keeps the new container its committed parts point into: every chunk still reads back,
+/// `check` finds nothing wrong, and the next run goes on from there.
+#[test]
+fn a_mover_switch_failing_part_way_keeps_what_it_switched() {
+    let dir = TempDir::new("switch-fails");
+    let env = [
+        ("DITTO_DELTA", "0"),
+        ("DITTO_SEARCH_CACHE_MB", "0"),
+        ("DITTO_MOVE_THRESHOLD", "0"),
+    ];
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let t = s.token.clone();
+    // 300 chunks, 299 of them cold after the second version: the mover re-points them into
+    // one archival container in two switch transactions (at most 256 rows each).
+    let cs: Vec<TestChunk> = (0..300)
+        .map(|i| TestChunk::new(text_bytes(9_000 + i, 1_500), true))
+        .collect();
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    commit(&s, "default", &t, "all", &cs);
+    commit(&s, "default", &t, "last", &cs[299..]);
+    // Restarted, the writer has no container open: the mover may evacuate the uploads'.
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let mut fail = env.to_vec();
+    fail.push(("DITTO_TEST_FAIL_AT", "move:part"));
+    let mut s = Server::start_with(&dir.0, &fail, None);
+    // The mover that runs at start or the prune's fails on its second part; the other one
+    // then moves what is left in parts of fewer rows.
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &t,
+        &json!({"dry_run": true}),
+    );
+    assert!(
+        r.status == 507
+            || (r.status == 200 && r.json()["moved"]["chunks_moved"].as_u64() < Some(299)),
+        "{} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    assert_restores(&s, "default", &t, &cs);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+    // Without the failure, the next run finishes the layout.
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let s = Server::start_with(&dir.0, &env, None);
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &t,
+        &json!({"dry_run": true}),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_restores(&s, "default", &t, &cs);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -29,6 +29,22 @@ fn armed() -> Option<&'static str> {
     .as_deref()
 }
 
+/// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail as a
+/// full disk would make it (an error, the process going on), every time it is reached.
+pub const FAILURE_POINTS: &[&str] = &["move:part"];
+
+/// Whether the step at failure point `point` is to fail.
+pub fn fails(point: &str) -> bool {
+    debug_assert!(
+        FAILURE_POINTS.contains(&point),
+        "unknown failure point {point}"
+    );
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    AT.get_or_init(|| std::env::var("DITTO_TEST_FAIL_AT").ok())
+        .as_deref()
+        == Some(point)
+}
+
 /// Aborts the process if `point` is the armed one.
 pub fn reached(point: &str) {
     debug_assert!(POINTS.contains(&point), "unknown crash point {point}");

@@ -37,7 +37,7 @@ use super::{
         IndexRead,
     },
     layout::{Class, Snapshot},
-    now_ms, quarantine, verify, Store, StoreResult,
+    now_ms, quarantine, verify, Store, StoreError, StoreResult,
 };
 
 pub(crate) use super::index::maintenance::Source;
@@ -396,34 +396,34 @@ impl Store {
         //    slots; one not inserted yet is deleted.
         let mut inserted = 0;
         let mut abandoned = false;
-        for (i, nc) in written.iter().enumerate() {
+        let mut failed = None;
+        'switch: for (i, nc) in written.iter().enumerate() {
             for (j, part) in nc.moves.chunks(SWITCH_ROWS).enumerate() {
-                let res =
-                    self.switch_part(repo_id, snap, nc, part, j == 0, i == 0 && j == 0, &damaged);
+                let res = if j > 0 && crashpoint::fails("move:part") {
+                    Err(StoreError::NoSpace("test failure point move:part".into()))
+                } else {
+                    self.switch_part(repo_id, snap, nc, part, j == 0, i == 0 && j == 0, &damaged)
+                };
                 match res {
                     Ok(Some(ms)) => {
                         moved.longest_switch_ms = moved.longest_switch_ms.max(ms);
                         moved.switch_ms += ms;
                     }
                     Ok(None) => abandoned = true,
-                    Err(e) => {
-                        discard(&written[inserted..]);
-                        return Err(e);
-                    }
+                    Err(e) => failed = Some(e),
                 }
-                if abandoned {
-                    break;
+                if abandoned || failed.is_some() {
+                    break 'switch;
                 }
-            }
-            if abandoned {
-                break;
             }
             inserted = i + 1;
         }
         let mut kept = written.len();
-        if abandoned {
-            // The container being switched when the versions changed has its row if its
-            // first part went through.
+        if abandoned || failed.is_some() {
+            // The container being switched when the versions changed or a switch failed has
+            // its row, and committed rows pointing into it, if its first part went through (a
+            // commit that failed may have gone through too): its file stays unless the index
+            // certainly has no row of it.
             let first_in = written.get(inserted).is_some_and(|nc| {
                 self.index()
                     .and_then(|ix| ix.container_exists(nc.id as i64))
@@ -431,6 +431,9 @@ impl Store {
             });
             kept = inserted + first_in as usize;
             discard(&written[kept..]);
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         // 4. Drop the containers left without chunks; lower the B_ID of archival ones that
         //    keep some.
