@@ -236,6 +236,7 @@ pub fn check(
                     ix: Some(&*live),
                     repo_id,
                     cache: Some(&base_cache),
+                    relocate: None,
                 };
                 if let Err(reason) = verify::verify_stored(
                     &row.fp,

@@ -381,15 +381,20 @@ impl Store {
                 ix: None,
                 repo_id,
                 cache: None,
+                relocate: None,
             }));
         }
-        // The bases of a request's deltas are located one at a time: in one read transaction.
+        // The bases of a request's deltas are located one at a time: in one read transaction,
+        // and where a container is gone since, again as committed now.
         let ix = self.snapshot()?;
+        let relocate =
+            |fp: &Fingerprint| self.index().and_then(|now| now.chunk_location(repo_id, fp));
         Ok(f(&verify::Bases {
             backend: &*self.containers,
             ix: Some(&*ix),
             repo_id,
             cache: Some(&self.base_cache),
+            relocate: Some(&relocate),
         }))
     }
 

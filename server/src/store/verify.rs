@@ -16,8 +16,11 @@ use wasm_core::{
 };
 
 use super::{
-    backend::ContainerBackend, chunks::decode_stored, index::IndexRead, quarantine::Found,
-    StoreError,
+    backend::ContainerBackend,
+    chunks::decode_stored,
+    index::{chunks::ChunkLoc, IndexRead},
+    quarantine::Found,
+    StoreError, StoreResult,
 };
 
 /// How a chunk's bytes are compared with the fingerprint it is stored under.
@@ -44,7 +47,14 @@ pub struct Bases<'a> {
     /// Decoded bases kept between reads (the store's for its reads, `check`'s and the verify
     /// endpoint's for one run); `None` reads every base from its container.
     pub cache: Option<&'a BaseCache>,
+    /// Where a base is now, read past `ix` when that is a snapshot that may predate a move:
+    /// the mover or compaction may re-point a base and delete its old container while a
+    /// read decodes through it. `None` looks again in `ix`.
+    pub relocate: Option<&'a Relocate<'a>>,
 }
+
+/// Locates a chunk in the index as committed now (a new read, not a snapshot).
+pub type Relocate<'a> = dyn Fn(&Fingerprint) -> StoreResult<Option<ChunkLoc>> + 'a;
 
 /// Decoded, verified delta bases within [`BaseCache::BUDGET`] bytes. A base shared by many
 /// deltas (a trained dictionary, `super::dictionary`, is up to 1 MiB) would otherwise be
@@ -105,15 +115,17 @@ impl BaseCache {
 
 impl Bases<'_> {
     /// The stored copy of chunk `fp`, as the index locates it. A container gone between
-    /// the lookup and the read (the mover moved the chunk meanwhile) is looked up again.
+    /// the lookup and the read (the mover moved the chunk meanwhile) is looked up again,
+    /// through `relocate` where there is one.
     pub fn fetch(&self, fp: &Fingerprint) -> Result<Stored, String> {
         let ix = self.ix.ok_or("no index to read delta bases from")?;
         let mut last = None;
-        for _ in 0..3 {
-            let Some(loc) = ix
-                .chunk_location(self.repo_id, fp)
-                .map_err(|e| e.to_string())?
-            else {
+        for attempt in 0..3 {
+            let loc = match self.relocate {
+                Some(relocate) if attempt > 0 => relocate(fp),
+                _ => ix.chunk_location(self.repo_id, fp),
+            };
+            let Some(loc) = loc.map_err(|e| e.to_string())? else {
                 return Err(format!("base chunk {} is not stored", to_hex(fp)));
             };
             if last == Some((loc.container_id, loc.offset)) {
@@ -340,6 +352,7 @@ pub fn verify_repo(
         ix: Some(ix),
         repo_id,
         cache: Some(&cache),
+        relocate: None,
     };
     let containers = ix.container_ids(repo_id)?;
     let mut out = Verified::default();
