@@ -362,6 +362,85 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   expect(errors).toEqual([]);
 });
 
+test('unticking "Keep on this device" while the page searches behind the server\'s answer: nothing of that search is kept', async ({
+  page,
+}) => {
+  const { errors } = await openSearchTab(page);
+  runs = 0;
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  const device = page.getByTestId('search-device-cache');
+  // The page's reads of containers (here only the search behind the server's answer makes
+  // any) wait until the box is unticked: that search has then told its workers to keep their
+  // caches on the device, and has scanned nothing yet.
+  let open = () => {};
+  const gate = new Promise<void>((r) => (open = r));
+  let reached = () => {};
+  const reading = new Promise<void>((r) => (reached = r));
+  await page.route('**/containers/*', async (route) => {
+    reached();
+    await gate;
+    await route.continue();
+  });
+  const first = await search(page, text);
+  await expect(first).toHaveAttribute('data-where', 'server');
+  await reading;
+  await page.getByTestId('search-device-keep').uncheck();
+  open();
+  await expect(first).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
+
+  // The next search's idle work ends after the fill's (summaries, the device written or
+  // not): once it has, no file holds what either search cached.
+  await page.getByTestId('search-where').selectOption('page');
+  await search(page, text);
+  expectSame(await pageHits(page), want);
+  await expect(device).toHaveAttribute('data-settled', '2');
+  expect(await deviceCacheFiles(page)).toEqual([]);
+  await expect(device).toHaveAttribute('data-bytes', '0');
+  expect(errors).toEqual([]);
+});
+
+/** The names of the search cache files of the page's origin (none when the directory is gone). */
+async function deviceCacheFiles(page: Page): Promise<string[]> {
+  return page.evaluate(async () => {
+    const root = await navigator.storage.getDirectory();
+    const dir = await root.getDirectoryHandle('ditto-search-cache').catch(() => null);
+    const names: string[] = [];
+    if (dir) for await (const name of dir.keys()) names.push(name);
+    return names.sort();
+  });
+}
+
+/**
+ * The fingerprints (hex) in the tables of the search cache files of the page's origin
+ * (docs/SEARCH.md, "The device cache file"); null while a file cannot be read (a worker
+ * holds it).
+ */
+async function deviceCacheFps(page: Page): Promise<string[] | null> {
+  return page.evaluate(async () => {
+    const root = await navigator.storage.getDirectory();
+    const dir = await root.getDirectoryHandle('ditto-search-cache').catch(() => null);
+    const out: string[] = [];
+    if (!dir) return out;
+    try {
+      for await (const name of dir.keys()) {
+        if (!name.endsWith('.bin')) continue;
+        const b = new Uint8Array(await (await (await dir.getFileHandle(name)).getFile()).arrayBuffer());
+        const v = new DataView(b.buffer);
+        let at = 8; // magic
+        at += 4 + v.getUint32(at, true); // key
+        const n = v.getUint32(at, true);
+        at += 4;
+        for (let i = 0; i < n; i++, at += 29)
+          out.push([...b.subarray(at, at + 20)].map((x) => x.toString(16).padStart(2, '0')).join(''));
+      }
+    } catch {
+      return null;
+    }
+    return out;
+  });
+}
+
 /** Flips one byte of the `which`-th search cache file (by name) of the page's origin: at `at`, or its last byte. */
 async function damageCacheFile(page: Page, which: number, at: number | 'last') {
   await page.evaluate(
@@ -608,5 +687,72 @@ test('a repeat search reuses what the previous one fetched: same results, no con
       {},
     ),
   );
+  expect(errors).toEqual([]);
+});
+
+test("a version forgotten while the page was away: its chunks leave the workers' caches and files once the tab reads them", async ({
+  page,
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const device = page.getByTestId('search-device-cache');
+  const openSearch = async () => {
+    await expect(page.getByTestId('engine-ready')).toBeVisible();
+    await page.getByTestId('tab-search').click();
+    await page.getByTestId('search-where').selectOption('page');
+    runs = 0;
+  };
+  await page.goto(server.appUrl);
+  await openSearch();
+  await search(page, text);
+  await expect(device).toHaveAttribute('data-settled', '1');
+  const kept = (await deviceCacheFps(page))!;
+  expect(kept.length).toBeGreaterThan(0);
+
+  // The second of the first test's versions is forgotten and pruned meanwhile (the versions
+  // stored are ids[0..2], or after the repeat-search test ids[1..2] and a copy of folder 0).
+  const { versions } = await api<{ versions: { id: number }[] }>('/versions');
+  const gone = ids[1];
+  const forgot = await fetch(`${server.url}/api/v1/repos/default/forget`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ versions: [gone] }),
+  });
+  expect(forgot.status).toBe(200);
+  await settleLayout(server);
+  const listing = await api<{ containers: { chunks: { fp: string }[] }[] }>('/containers');
+  const stored = new Set(listing.containers.flatMap((c) => c.chunks.map((ch) => ch.fp)));
+  const dead = kept.filter((fp) => !stored.has(fp));
+  expect(dead.length, 'chunks on the device that only the forgotten version had').toBeGreaterThan(0);
+
+  // The page again: once the workers have read their files, the tab matches their caches to
+  // the repository, and the chunks it no longer stores leave the files, without a search.
+  await page.reload();
+  await openSearch();
+  await expect
+    .poll(async () => {
+      const fps = await deviceCacheFps(page);
+      return fps === null ? -1 : dead.filter((fp) => fps.includes(fp)).length;
+    })
+    .toBe(0);
+
+  // The rest is still read from the device, and the search finds exactly what is stored.
+  const after = await search(page, text);
+  await expect(after).toHaveAttribute('data-stored-bytes-read', '0');
+  const left = versions.map((v) => v.id).filter((id) => id !== gone);
+  const folderOf = (id: number) => (ids.includes(id) ? folders[ids.indexOf(id)] : folders[0]);
+  expectSame(
+    await pageHits(page),
+    scanAll(
+      left.map(folderOf),
+      left,
+      text.map((k) => Buffer.from(k)),
+    ),
+  );
+  await expect(device).toHaveAttribute('data-settled', '1');
+  const now = (await deviceCacheFps(page))!;
+  expect(now.length).toBeGreaterThan(0);
+  expect(dead.filter((fp) => now.includes(fp))).toEqual([]);
   expect(errors).toEqual([]);
 });

@@ -90,17 +90,33 @@ export type DbStats = {
   infixLists: number;
 };
 
+/** A worker's decoded-chunk cache: the repository's, and what of it to keep (`useCache`). */
+export interface CacheChoice {
+  key: string;
+  slot: number;
+  bytes: number;
+  live?: Uint8Array;
+  persist: boolean;
+}
+
 export interface SearchApi {
   /** Starts a search in this worker. Answers the parsed keywords. */
   begin: Method<{ query: SearchQuery; maxKeywordLen: number; server: ServerAccess }, { keywords: Uint8Array[] }>;
   /**
    * Chooses the decoded-chunk cache a DedupSearch scans from, before its first job: `key`
    * names the repository (another one gets a new cache), `bytes` is this worker's budget in
-   * raw bytes. `live`, sent when the repository's state has changed since the last search,
-   * names every chunk the repository holds now (20 bytes each): the cache keeps only those.
-   * `persist`: the cache is written to the device after searches (docs/SEARCH.md).
+   * raw bytes. `live`, sent when the repository's state has changed since the caches were
+   * last matched to it, names every chunk the repository holds now (20 bytes each): the
+   * cache keeps only those. `persist`: the cache is written to the device after searches
+   * (docs/SEARCH.md).
    */
-  useCache: Method<{ key: string; slot: number; bytes: number; live?: Uint8Array; persist: boolean }, void>;
+  useCache: Method<CacheChoice, void>;
+  /**
+   * As `useCache`, between searches (the Search tab, once the workers have read their device
+   * caches): no search need have begun, and no physical phase starts. When `live` drops
+   * chunks, the worker writes its device file again without them once it is idle.
+   */
+  matchCache: Method<CacheChoice, void>;
   /**
    * Reads this worker's device cache file of repository `key` (`slot`: the worker's index in
    * its pool) into its cache, unless it holds that repository's cache already; answers the
@@ -108,7 +124,10 @@ export interface SearchApi {
    * check. A missing or unreadable file leaves the cache empty.
    */
   loadCache: Method<{ key: string; slot: number; bytes: number }, { fps: Uint8Array; dropped: number }>;
-  /** Empties this worker's cache and deletes its device cache file. */
+  /**
+   * Empties this worker's cache and deletes its device cache file; the cache is not written
+   * again until a search's `useCache` says to keep it on the device.
+   */
   clearCache: Method<null, void>;
   /**
    * Grows this worker's Wasm memory to about `bytes` ahead of a first search, touching

@@ -255,7 +255,7 @@ export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
 export async function prepareJobs(api: Api, workers: SearchWorkers, scope: SearchScope): Promise<void> {
   await preloaded(api, scope);
   const p = speculative(api, scope);
-  if (p) containerJobs(p, matchCaches(api, workers, p), workers.size);
+  if (p) containerJobs(p, matchCaches(api, workers, p, 'matchCache'), workers.size);
 }
 
 /** Waits for a [`preloadScope`] of `scope` still reading, if any. */
@@ -752,22 +752,23 @@ interface Holders {
 const holders = new WeakMap<SearchWorkers, Holders>();
 
 /**
- * The holders for `p`'s repository state. When that state is new to them (a backup, a
- * forget or a prune since the last search) and `p` covers every version, the chunks the
- * repository no longer stores are dropped from the map, and `live` names every chunk it
- * stores, for the workers' caches to keep the same ones. (A narrower scope leaves that to
- * the next search of every version: until then, chunks that are gone only take memory.)
- */
-/**
  * The holders of `p`'s chunks among `workers` ([`holderMap`]), the workers' caches told the
- * repository and, when its state changed, the chunks still stored ([`useCache`]).
+ * repository and, when its state changed, the chunks still stored ([`useCache`]): by a
+ * search before its jobs (`useCache`), or between searches (`matchCache`).
  */
-function matchCaches(api: Api, workers: SearchWorkers, p: Prepared): Holders {
+function matchCaches(api: Api, workers: SearchWorkers, p: Prepared, method: 'useCache' | 'matchCache'): Holders {
   const { held, live } = holderMap(workers, cacheKey(api), p);
-  useCache(api, workers, live);
+  useCache(api, workers, method, held, live);
   return held;
 }
 
+/**
+ * The holders for `p`'s repository state. When that state is new to them (a backup, a
+ * forget or a prune since the caches were last matched) and `p` covers every version, the
+ * chunks the repository no longer stores are dropped from the map, and `live` names every
+ * chunk it stores, for the workers' caches to keep the same ones. (A narrower scope leaves that to
+ * the next search of every version: until then, chunks that are gone only take memory.)
+ */
 function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: Holders; live?: Uint8Array } {
   let h = holders.get(workers);
   if (!h || h.repo !== repo) holders.set(workers, (h = { repo, state: p.state, at: new Map(), generation: 0 }));
@@ -885,13 +886,24 @@ function cacheKey(api: Api): string {
  * Points every worker at the decoded-chunk cache of the repository, keeping only the chunks
  * of `live` when given (see [`holderMap`]). A worker handles its messages in order, so the
  * jobs sent next need not wait for the answer; a failure shows as the first job's ("scan
- * before useCache").
+ * before useCache"). `held` names the state `live` is of: should a worker not take it, the
+ * next search of every version sends `live` again, so that no cache keeps chunks the
+ * repository no longer stores.
  */
-function useCache(api: Api, workers: SearchWorkers, live: Uint8Array | undefined) {
+function useCache(
+  api: Api,
+  workers: SearchWorkers,
+  method: 'useCache' | 'matchCache',
+  held: Holders,
+  live: Uint8Array | undefined,
+) {
   const bytes = workerBudget(workers);
   const persist = deviceCacheOn();
+  const state = held.state;
   for (let w = 0; w < workers.size; w++)
-    void workers.call(w, 'useCache', { key: cacheKey(api), slot: w, bytes, live, persist }).catch(() => {});
+    void workers.call(w, method, { key: cacheKey(api), slot: w, bytes, live, persist }).catch(() => {
+      if (live && held.state === state) held.state = '';
+    });
 }
 
 /** Each worker's share of `SEARCH_CACHE_BYTES`, in memory and on the device. */
@@ -919,7 +931,8 @@ const DECODE_ROOM_BYTES = 24 << 20;
  */
 export async function reserveWorkerMemory(api: Api, workers: SearchWorkers, scope: SearchScope): Promise<number> {
   try {
-    const { uniqueRawBytes } = await repoState(api);
+    // The scope the Search tab read ahead names the repository's size; else one request.
+    const uniqueRawBytes = speculative(api, scope)?.uniqueRawBytes ?? (await repoState(api)).uniqueRawBytes;
     if (onServer(scope, uniqueRawBytes)) return 0;
     const cached = Math.min(SEARCH_CACHE_BYTES, 2 * uniqueRawBytes) / workers.size;
     const bytes = Math.ceil(cached + DECODE_ROOM_BYTES);
@@ -990,14 +1003,18 @@ export function loadDeviceCache(api: Api, workers: SearchWorkers): Promise<void>
 
 /**
  * Empties the search workers' caches (when given) and deletes every search cache file of
- * this origin: the Search tab's Clear.
+ * this origin: the Search tab's Clear. A search the page runs behind the server's answer
+ * ([`fills`]) is let finish first: it would otherwise cache, and write to the device, what
+ * it scans after the clear.
  */
 export async function clearDeviceCache(workers: SearchWorkers | null): Promise<void> {
   if (workers) {
+    for (let fill = fills.get(workers); fill; fill = fills.get(workers)) await fill;
+    // Before the workers empty their caches: a search sent after this starts a new map.
+    holders.delete(workers);
     await Promise.all(
       Array.from({ length: workers.size }, (_, w) => workers.call(w, 'clearCache', null).catch(() => {})),
     );
-    holders.delete(workers);
   }
   await deleteDeviceCache();
 }
@@ -1295,7 +1312,7 @@ async function searchPrepared(
   t0: number,
 ): Promise<SearchOutcome> {
   await loadDeviceCache(api, workers);
-  const held = matchCaches(api, workers, prepared);
+  const held = matchCaches(api, workers, prepared, 'useCache');
   const t1 = performance.now();
 
   const jobs = containerJobs(prepared, held, workers.size);

@@ -24,6 +24,7 @@ import { CODEC_DELTA, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
+import { Turns } from './turns';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
 
 /**
@@ -67,11 +68,8 @@ interface Current {
   baseRequests: number;
   /** Links of base chains read with the jobs' own ranges (`ContainerJob.links`). */
   linksInRange: number;
-  /**
-   * The last job that fetched a range: `done` once it has decoded it, `yielded` once it waits
-   * for the server's bases or is done (the next job goes on then, as far as it can).
-   */
-  turn: { yielded: Promise<void>; done: Promise<void> };
+  /** The order the jobs that fetch a range decode in. */
+  turns: Turns;
   /**
    * The jobs that asked for a range and have not ended, each with the chunks and links it
    * reads and the bases it fetched early (hex fingerprints): what a later job can expect
@@ -344,89 +342,83 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
     // in the cache before a later job, whose chains run through them, looks for its bases.
     // A job fetches the bases no earlier job reads as soon as its range is here; one waiting
     // for bases from the server lets the next one go on meanwhile, as far as that one's bases
-    // are at hand; what a job still lacks at its turn it fetches once the jobs before it have
-    // ended (they may have been about to decode it).
-    const prev = c.turn;
-    let yieldTurn = () => {};
-    let endTurn = () => {};
-    c.turn = {
-      yielded: new Promise<void>((resolve) => (yieldTurn = resolve)),
-      done: new Promise<void>((resolve) => (endTurn = resolve)),
-    };
-    const before = [...c.pending];
-    const mine = { reads: hexSet(rest.fps, rest.links?.fps), links: hexList(rest.links?.fps) };
-    c.pending.add(mine);
-    const fetched = new FetchedBases();
-    try {
-      const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
-      storedBytes = bytes.byteLength;
-      const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
-      if (rest.links) {
-        const l = rest.links;
-        c.linksInRange += fetched.addStored(bytes, rest.start, l.fps, l.offsets, l.storedLens, l.codecs, l.rawLens);
-      }
-      // Delta chunks decode against their bases: those neither this range nor the cache
-      // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
-      // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
-      // job waits for one request, not one per link. `have` names the bases the cache holds
-      // (the trained dictionary and frames above all), where the server stops a chain.
-      const fetchBases = async (want: Uint8Array, expected: string[] = []) => {
-        const fps = hexList(want);
-        c.baseRequests++;
-        const have = [...hexList(chunks.heldBases(HAVE_MAX)), ...expected];
-        // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
-        // or takes from `fetched` against its fingerprint, as for the range's own.
-        const bundle = await c.api.getChunks(fps, undefined, false, 'stored', {
-          have: have.slice(0, HAVE_LIMIT),
-          unchecked: true,
-        });
-        storedBytes += bundle.byteLength;
-        c.basesFetched += fetched.add(bundle, want);
-        c.basesBytes += bundle.byteLength;
-      };
-      const deltas = rest.codecs.includes(CODEC_DELTA);
-      let fetchedEarly = false;
-      if (deltas) {
-        // The bases no earlier job of this worker reads are fetched as soon as the range is
-        // here, while the jobs before this one decode: waiting for them would put one round
-        // trip per job in a row. Their chains stop at the links those jobs read, which they
-        // decode where a chain of theirs runs through them.
-        const want = notIn(c.scan.outsideBases(chunks, ...args, fetched), before);
-        if (want.length > 0) {
-          fetchedEarly = true;
-          // This job decodes them: a later job leaves them to it.
-          for (const fp of hexList(want)) mine.reads.add(fp);
-          await fetchBases(
-            want,
-            before.flatMap((j) => j.links),
-          );
+    // are at hand; what a job still lacks at its turn it fetches once all the jobs before it
+    // have ended (they may have been about to decode it). `Turns` releases the turn however
+    // the job ends, its set-up included.
+    await c.turns.run(async ({ yielded, done, yieldTurn }) => {
+      const before = [...c.pending];
+      const mine = { reads: hexSet(rest.fps, rest.links?.fps), links: hexList(rest.links?.fps) };
+      const fetched = new FetchedBases();
+      c.pending.add(mine);
+      try {
+        const bytes = await c.api.containerBytes(rest.id, rest.start, rest.end);
+        storedBytes = bytes.byteLength;
+        const args = [bytes, rest.start, rest.fps, rest.offsets, rest.storedLens, rest.codecs, rest.rawLens] as const;
+        if (rest.links) {
+          const l = rest.links;
+          c.linksInRange += fetched.addStored(bytes, rest.start, l.fps, l.offsets, l.storedLens, l.codecs, l.rawLens);
         }
-      }
-      await prev.yielded;
-      // Whatever is still missing (a base an earlier job reads, or a link it did not
-      // decode; the cache changed meanwhile) is fetched once the jobs before this one have
-      // ended, so no two jobs of a worker fetch the same chains; the rounds go on while a
-      // fetched chain misses a link, and wasm-core refuses a chain past the cap, so they end.
-      if (deltas) {
-        let want = c.scan.outsideBases(chunks, ...args, fetched);
-        if (want.length > 0) {
-          await prev.done;
-          want = c.scan.outsideBases(chunks, ...args, fetched);
+        // Delta chunks decode against their bases: those neither this range nor the cache
+        // holds come from `chunks/get` as stored, deltas included (a stored delta is a fraction
+        // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
+        // job waits for one request, not one per link. `have` names the bases the cache holds
+        // (the trained dictionary and frames above all), where the server stops a chain.
+        const fetchBases = async (want: Uint8Array, expected: string[] = []) => {
+          const fps = hexList(want);
+          c.baseRequests++;
+          const have = [...hexList(chunks.heldBases(HAVE_MAX)), ...expected];
+          // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
+          // or takes from `fetched` against its fingerprint, as for the range's own.
+          const bundle = await c.api.getChunks(fps, undefined, false, 'stored', {
+            have: have.slice(0, HAVE_LIMIT),
+            unchecked: true,
+          });
+          storedBytes += bundle.byteLength;
+          c.basesFetched += fetched.add(bundle, want);
+          c.basesBytes += bundle.byteLength;
+        };
+        const deltas = rest.codecs.includes(CODEC_DELTA);
+        let fetchedEarly = false;
+        if (deltas) {
+          // The bases no earlier job of this worker reads are fetched as soon as the range is
+          // here, while the jobs before this one decode: waiting for them would put one round
+          // trip per job in a row. Their chains stop at the links those jobs read, which they
+          // decode where a chain of theirs runs through them.
+          const want = notIn(c.scan.outsideBases(chunks, ...args, fetched), before);
+          if (want.length > 0) {
+            fetchedEarly = true;
+            // This job decodes them: a later job leaves them to it.
+            for (const fp of hexList(want)) mine.reads.add(fp);
+            await fetchBases(
+              want,
+              before.flatMap((j) => j.links),
+            );
+          }
         }
-        if (want.length > 0 || fetchedEarly) c.baseJobs++;
-        while (want.length > 0) {
-          yieldTurn();
-          await fetchBases(want);
-          want = c.scan.outsideBases(chunks, ...args, fetched);
+        await yielded;
+        // Whatever is still missing (a base an earlier job reads, or a link it did not
+        // decode; the cache changed meanwhile) is fetched once the jobs before this one have
+        // ended, so no two jobs of a worker fetch the same chains; the rounds go on while a
+        // fetched chain misses a link, and wasm-core refuses a chain past the cap, so they end.
+        if (deltas) {
+          let want = c.scan.outsideBases(chunks, ...args, fetched);
+          if (want.length > 0) {
+            await done;
+            want = c.scan.outsideBases(chunks, ...args, fetched);
+          }
+          if (want.length > 0 || fetchedEarly) c.baseJobs++;
+          while (want.length > 0) {
+            yieldTurn();
+            await fetchBases(want);
+            want = c.scan.outsideBases(chunks, ...args, fetched);
+          }
         }
+        c.scan.scan(chunks, ...args, fetched);
+      } finally {
+        c.pending.delete(mine);
+        fetched.free();
       }
-      c.scan.scan(chunks, ...args, fetched);
-    } finally {
-      c.pending.delete(mine);
-      yieldTurn();
-      endTurn();
-      fetched.free();
-    }
+    });
   }
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
 }
@@ -524,7 +516,7 @@ expose<SearchApi>(
         baseJobs: 0,
         baseRequests: 0,
         linksInRange: 0,
-        turn: { yielded: Promise.resolve(), done: Promise.resolve() },
+        turns: new Turns(),
         pending: new Set(),
       };
       return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
@@ -532,6 +524,13 @@ expose<SearchApi>(
     useCache: async ({ key, slot, bytes, live, persist }) => {
       need().chunks = chunkCache(key, slot, bytes, persist, live);
       scanning = true;
+    },
+    matchCache: async ({ key, slot, bytes, live, persist }) => {
+      const before = cache?.key === key ? cache.chunks.changes() : null;
+      const chunks = chunkCache(key, slot, bytes, persist, live);
+      // The chunks the repository no longer stores leave the file too, as a damaged one does,
+      // rather than stay on the device until the next search's write.
+      if (before !== null && chunks.changes() !== before) startIdle();
     },
     loadCache: async ({ key, slot, bytes }) => {
       endReserve();
@@ -575,11 +574,15 @@ expose<SearchApi>(
       }),
     warmUpFirstSearch: () => warmUpCold(),
     clearCache: async () => {
-      await saving?.catch(() => {});
       const c = cache;
       if (!c) return;
+      // Emptied before anything else runs, so that what a search sent next caches stays;
+      // nothing is written again until a search says to keep its cache on the device.
+      c.persist = false;
       c.chunks.clear();
       c.written = c.chunks.changes();
+      // A write under way goes on with the empty cache; its file is deleted once it is done.
+      await saving?.catch(() => {});
       await deleteCacheFile(c.key, c.slot);
     },
     scan: (job) => {
