@@ -1091,3 +1091,49 @@ fn a_mover_switch_failing_part_way_keeps_what_it_switched() {
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// Damage the mover finds is quarantined even when it leaves nothing to move: the only
+/// chunk it was to file elsewhere is the damaged one.
+#[test]
+fn the_mover_quarantines_damage_it_finds_with_nothing_to_move() {
+    let dir = TempDir::new("mover-damage-alone");
+    // Only misplaced chunks move (no container is evacuated whole).
+    let env = [
+        ("DITTO_DELTA", "0"),
+        ("DITTO_SEARCH_CACHE_MB", "0"),
+        ("DITTO_MOVE_THRESHOLD", "0"),
+        ("DITTO_COMPACT_THRESHOLD", "0"),
+    ];
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let t = s.token.clone();
+    let cs = chunks(13, 3);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    let v1 = commit(&s, "default", &t, "all", &cs);
+    commit(&s, "default", &t, "tail", &cs[1..]);
+    // Chunk 0 is cold now; the mover (which waits for backups to be quiet a while) has not
+    // filed it elsewhere yet. Damaged while the server is stopped, it is found when the
+    // restarted server's mover, which has no container open for uploads, reads it to move it.
+    let listed = containers(&s, "default", &t);
+    assert_eq!(listed.len(), 1, "nothing moved yet");
+    let cid = listed[0]["id"].as_u64().unwrap();
+    let off = listed[0]["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["fp"] == cs[0].hex())
+        .unwrap()["offset"]
+        .as_u64()
+        .unwrap();
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    flip(&container_file(&dir.0, cid), off + 100, 0x10);
+    let s = Server::start_with(&dir.0, &env, None);
+    let r = post_json(
+        &s.repo_url("default", "/prune"),
+        &t,
+        &json!({"dry_run": true}),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let all: Vec<&TestChunk> = cs.iter().collect();
+    assert_eq!(missing(&s, "default", &t, &all), vec![cs[0].hex()]);
+    assert!(damage_of_versions(&s, "default", &t).contains(&(v1, 1, true)));
+}

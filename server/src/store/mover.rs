@@ -397,6 +397,7 @@ impl Store {
         let mut inserted = 0;
         let mut abandoned = false;
         let mut failed = None;
+        let mut damage_quarantined = false;
         'switch: for (i, nc) in written.iter().enumerate() {
             for (j, part) in nc.moves.chunks(SWITCH_ROWS).enumerate() {
                 let res = if j > 0 && crashpoint::fails("move:part") {
@@ -408,6 +409,7 @@ impl Store {
                     Ok(Some(ms)) => {
                         moved.longest_switch_ms = moved.longest_switch_ms.max(ms);
                         moved.switch_ms += ms;
+                        damage_quarantined |= i == 0 && j == 0;
                     }
                     Ok(None) => abandoned = true,
                     Err(e) => failed = Some(e),
@@ -441,6 +443,12 @@ impl Store {
             let mut w = self.writer_for_write()?;
             let locked = std::time::Instant::now();
             let tx = w.begin(repo_id)?;
+            // Damage found where nothing was switched (all a batch was to move was damaged,
+            // or the versions changed first) is quarantined here: the rows it moves out
+            // name the damaged slots exactly, so this holds whatever else changed.
+            if !damage_quarantined {
+                quarantine::quarantine(&*tx, repo_id, &damaged)?;
+            }
             let current = snap.still_current(&*tx, repo_id)?;
             let mut emptied = Vec::new();
             for src in sources {
