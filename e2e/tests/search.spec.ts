@@ -301,6 +301,19 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
     await expect(page.getByTestId('search-snippet').first()).toBeVisible();
   }
   expect(serverSearches()).toBe(queries.length);
+  // Cancelled, a search the server answers anyway shows no results: the error says so.
+  await page.route('**/api/v1/repos/default/search', async (route) => {
+    await new Promise((r) => setTimeout(r, 1500));
+    await route.continue();
+  });
+  await fillQuery(page, ['vnode'], {});
+  await page.getByTestId('search-start').click();
+  await page.getByTestId('search-cancel').click();
+  await expect(page.getByTestId('search-error')).toContainText('search cancelled');
+  const cancelledRun = ++runs;
+  await page.waitForTimeout(2000);
+  await expect(page.locator(`[data-testid=search-done][data-seq="${cancelledRun}"]`)).toHaveCount(0);
+  await page.unroute('**/api/v1/repos/default/search');
   // The small e2e repository is searched in the page when the choice is automatic.
   await page.getByTestId('search-where').selectOption('auto');
   await expect(await search(page, ['vnode'])).toHaveAttribute('data-where', 'page');

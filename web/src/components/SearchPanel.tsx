@@ -137,6 +137,8 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   };
 
   const runs = useRef(0);
+  /** The run Cancel was last pressed for. */
+  const cancelled = useRef(0);
   const run = async (engine: 'dedup' | 'naive') => {
     const seq = ++runs.current;
     shownProgress.current.since = performance.now();
@@ -156,6 +158,8 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       workers.current ??= takeSearchWorkers();
       const w = await workers.current;
       const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, report);
+      // A search the server answered ends normally after Cancel: its results are not shown.
+      if (cancelled.current === seq) throw new Error('search cancelled');
       setOutcomes((o) =>
         o.key === key ? { ...o, [engine]: { ...outcome, seq } } : { key, [engine]: { ...outcome, seq } },
       );
@@ -184,6 +188,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   };
 
   const cancel = () => {
+    cancelled.current = runs.current;
     void workers.current?.then((w) => w.terminate('search cancelled'));
     workers.current = null;
   };
@@ -295,7 +300,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
             Check by reading every file
           </button>{' '}
           {busy && slow && (
-            <button type="button" onClick={cancel}>
+            <button type="button" data-testid="search-cancel" onClick={cancel}>
               Cancel
             </button>
           )}
