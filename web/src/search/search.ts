@@ -783,6 +783,18 @@ function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: H
 }
 
 /**
+ * Forgets what worker `w` of `workers` held, once the pool has replaced it after a crash (its
+ * cache died with it): the jobs of its chunks are then cut again for either worker, instead
+ * of all going at once, as held, to the empty replacement, and no snippet is asked of it.
+ */
+export function forgetWorker(workers: SearchWorkers, w: number): void {
+  const h = holders.get(workers);
+  if (!h) return;
+  for (const [fp, at] of h.at) if (at === w) h.at.delete(fp);
+  h.generation++;
+}
+
+/**
  * Raw bytes of the chunks of `fps` (hex) that the workers' caches hold, asked of the worker
  * that holds each: the snippets of an in-page search's results need neither the server nor
  * its decoding. Chunks no worker holds are left out.

@@ -2,6 +2,7 @@
 import { coreModule } from '../wasm/loader';
 import { WorkerPool } from '../worker/bridge';
 import type { SearchApi } from './protocol';
+import { forgetWorker } from './search';
 
 export type SearchWorkers = WorkerPool<SearchApi>;
 
@@ -56,12 +57,15 @@ export function takeSearchWorkers(): Promise<SearchWorkers> {
 export async function startSearchWorkers(
   count = Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)),
 ): Promise<SearchWorkers> {
+  let started: SearchWorkers | undefined;
   const pool = await WorkerPool.start<SearchApi>({
     name: 'search',
     spawn: () => new Worker(new URL('./searchWorker.ts', import.meta.url), { type: 'module' }),
     size: count,
     init: await coreModule(),
+    onRestart: (w) => started && forgetWorker(started, w),
   });
+  started = pool;
   // One worker runs a first search's code until it is optimised, once per page (the module,
   // and so its optimised code, is shared by every pool), once the page has settled: the
   // browser's compiling takes both cores for a while, which a search, a backup or the page's
