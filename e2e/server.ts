@@ -100,31 +100,20 @@ export async function repoJson<T>(server: RunningServer, p: string): Promise<T> 
  * aside first.
  */
 export async function settleLayout(server: RunningServer, { readsDone = false } = {}): Promise<void> {
+  const { versions } = await repoJson<{ versions: { id: number }[] }>(server, '/versions');
+  const newest = Math.max(0, ...versions.map((v) => v.id));
+  /** Waits until the background step `/stats` names as `step` has handled the newest version. */
+  const handled = (step: 'delta_pass' | 'search_warm', message: string) =>
+    expect
+      .poll(async () => (await repoJson<Record<string, { version: number } | null>>(server, '/stats'))[step]?.version, {
+        timeout: 60_000,
+        message,
+      })
+      .toBeGreaterThanOrEqual(newest);
   // The delta pass follows the mover in the same background thread and re-stores chunks:
   // wait until it has handled the newest version (unless the server runs without it).
-  if (server.delta) {
-    const { versions } = await repoJson<{ versions: { id: number }[] }>(server, '/versions');
-    const newest = Math.max(0, ...versions.map((v) => v.id));
-    if (newest > 0)
-      await expect
-        .poll(
-          async () =>
-            (await repoJson<{ delta_pass: { version: number } | null }>(server, '/stats')).delta_pass?.version,
-          { timeout: 60_000, message: 'the delta pass handles the newest version' },
-        )
-        .toBeGreaterThanOrEqual(newest);
-  }
-  if (readsDone) {
-    const { versions } = await repoJson<{ versions: { id: number }[] }>(server, '/versions');
-    const newest = Math.max(0, ...versions.map((v) => v.id));
-    await expect
-      .poll(
-        async () =>
-          (await repoJson<{ search_warm: { version: number } | null }>(server, '/stats')).search_warm?.version,
-        { timeout: 60_000, message: "the search cache's warm-up covers the newest version" },
-      )
-      .toBeGreaterThanOrEqual(newest);
-  }
+  if (newest > 0 && server.delta) await handled('delta_pass', 'the delta pass handles the newest version');
+  if (newest > 0 && readsDone) await handled('search_warm', "the search cache's warm-up covers the newest version");
   const res = await fetch(`${server.url}/api/v1/repos/default/prune`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },

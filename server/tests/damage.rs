@@ -76,6 +76,17 @@ fn chunk_place(s: &Server, repo: &str, token: &str, hex: &str) -> (u64, u64) {
     panic!("chunk {hex} is not in any container");
 }
 
+/// `GET chunks/{fp}` of chunk `c` in the default repository.
+fn get_chunk(s: &Server, token: &str, c: &TestChunk) -> Resp {
+    request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{}", c.hex())),
+        Some(token),
+        &[],
+        None,
+    )
+}
+
 fn commit(s: &Server, repo: &str, token: &str, name: &str, chunks: &[TestChunk]) -> i64 {
     let size: usize = chunks.iter().map(|c| c.raw.len()).sum();
     let m = json!({ "source": "src", "time": 1, "entries": [
@@ -255,13 +266,7 @@ fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
         flip_chunk(c);
     }
     // 1. A single read finds it: an explicit error, never the wrong bytes.
-    let r = request(
-        "GET",
-        &s.repo_url("default", &format!("/chunks/{}", cs[1].hex())),
-        Some(&t),
-        &[],
-        None,
-    );
+    let r = get_chunk(&s, &t, &cs[1]);
     let j = r.expect_error(500, "damaged");
     assert_eq!(j["damaged"], json!([cs[1].hex()]));
     // 2. A restore read (decoded) finds chunk 0, before any byte is sent.
@@ -281,13 +286,7 @@ fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
     let r = get(vec![cs[0].hex(), cs[1].hex()], false);
     let j = r.expect_error(500, "damaged");
     assert_eq!(j["damaged"], json!([cs[0].hex(), cs[1].hex()]));
-    let r = request(
-        "GET",
-        &s.repo_url("default", &format!("/chunks/{}", cs[0].hex())),
-        Some(&t),
-        &[],
-        None,
-    );
+    let r = get_chunk(&s, &t, &cs[0]);
     r.expect_error(500, "damaged");
     // 3. `check` finds chunk 2 (and quarantines it); the server then asks for it too.
     let (code, out) = cli(&dir.0, &["check", "default"]);
@@ -324,13 +323,7 @@ fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
         vec![(v1, 0, false), (v2, 0, false)]
     );
     assert_restores(&s, "default", &t, &cs);
-    let r = request(
-        "GET",
-        &s.repo_url("default", &format!("/chunks/{}", cs[1].hex())),
-        Some(&t),
-        &[],
-        None,
-    );
+    let r = get_chunk(&s, &t, &cs[1]);
     assert_eq!(r.status, 200);
     assert_eq!(r.body, cs[1].raw);
     let (code, out) = cli(&dir.0, &["check", "default"]);
@@ -1005,13 +998,7 @@ fn a_quarantined_chunk_stays_missing_after_its_container_is_evacuated() {
     let (cid, off) = chunk_place(&s, "default", &t, &cs[1].hex());
     assert!(missing(&s, "default", &t, &all).is_empty());
     flip(&container_file(&dir.0, cid), off + 100, 0x10);
-    let r = request(
-        "GET",
-        &s.repo_url("default", &format!("/chunks/{}", cs[1].hex())),
-        Some(&t),
-        &[],
-        None,
-    );
+    let r = get_chunk(&s, &t, &cs[1]);
     r.expect_error(500, "damaged");
     // Compaction (a prune that deletes nothing: every chunk is referenced) rewrites the
     // container without its dead slot and drops it.
