@@ -114,7 +114,8 @@ export interface SearchApi {
   /**
    * As `useCache`, between searches (the Search tab, once the workers have read their device
    * caches): no search need have begun, and no physical phase starts. When `live` drops
-   * chunks, the worker writes its device file again without them once it is idle.
+   * chunks, the worker writes its device file again without them before it answers (after
+   * a write already under way, which may have read the cache before the drop).
    */
   matchCache: Method<CacheChoice, void>;
   /**

@@ -110,7 +110,7 @@ function chunkCache(key: string, slot: number, budget: number, persist: boolean,
   return chunks;
 }
 
-/** A write of the cache to the device in progress. */
+/** The last write of the cache to the device asked for, while it or one before it runs. */
 let saving: Promise<boolean> | null = null;
 
 /** Raw bytes of chunks per piece of a device cache file written (`ChunkCache.saveChunks`). */
@@ -120,9 +120,13 @@ const SAVE_PIECE_BYTES = 4 << 20;
  * Writes the cache to its device file if it changed since it was last written or read;
  * answers whether it wrote. The file is written in pieces, without a pause between them, so
  * a search that starts meanwhile waits for the write and changes nothing of what is written.
+ * A write asked for while another runs goes after it, not with it: the one running may have
+ * read the cache before the change that asked for this one (chunks dropped by `matchCache`).
  */
 function save(): Promise<boolean> {
-  saving ??= (async () => {
+  const before = saving;
+  const next: Promise<boolean> = (async () => {
+    await before?.catch(() => false);
     const c = cache;
     if (!c || !c.persist || c.chunks.changes() === c.written) return false;
     let changes = 0;
@@ -135,8 +139,11 @@ function save(): Promise<boolean> {
     });
     c.written = changes;
     return true;
-  })().finally(() => (saving = null));
-  return saving;
+  })().finally(() => {
+    if (saving === next) saving = null;
+  });
+  saving = next;
+  return next;
 }
 
 /**
@@ -529,8 +536,9 @@ expose<SearchApi>(
       const before = cache?.key === key ? cache.chunks.changes() : null;
       const chunks = chunkCache(key, slot, bytes, persist, live);
       // The chunks the repository no longer stores leave the file too, as a damaged one does,
-      // rather than stay on the device until the next search's write.
-      if (before !== null && chunks.changes() !== before) startIdle();
+      // rather than stay on the device until the next search's write: written now, after any
+      // write under way, whatever idle work is going on.
+      if (before !== null && chunks.changes() !== before) await save().catch(() => false);
     },
     loadCache: async ({ key, slot, bytes }) => {
       endReserve();
