@@ -57,14 +57,19 @@ fn flip(path: &Path, offset: u64, mask: u8) {
     f.sync_all().unwrap();
 }
 
-/// Where chunk `hex` is stored: (container id, offset in the file), once the mover (which
-/// a commit starts in the background) has finished, so that the place stays put.
-fn chunk_place(s: &Server, repo: &str, token: &str, hex: &str) -> (u64, u64) {
-    let r = post_json(
+/// Runs the mover to its end: a dry-run prune, which deletes nothing.
+fn run_mover(s: &Server, repo: &str, token: &str) -> Resp {
+    post_json(
         &s.repo_url(repo, "/prune"),
         token,
         &json!({"dry_run": true}),
-    );
+    )
+}
+
+/// Where chunk `hex` is stored: (container id, offset in the file), once the mover (which
+/// a commit starts in the background) has finished, so that the place stays put.
+fn chunk_place(s: &Server, repo: &str, token: &str, hex: &str) -> (u64, u64) {
+    let r = run_mover(s, repo, token);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     for c in containers(s, repo, token) {
         for ch in c["chunks"].as_array().unwrap() {
@@ -194,11 +199,7 @@ fn header_bit_flip_sets_the_container_aside_and_the_rest_keeps_working() {
     let s = Server::start_without_pass(&dir.0);
     // The mover (kicked at startup; a dry-run prune runs it to the end) leaves the damaged
     // container where recovery set it aside, with its quarantine records.
-    let r = post_json(
-        &s.repo_url("default", "/prune"),
-        &s.token,
-        &json!({"dry_run": true}),
-    );
+    let r = run_mover(&s, "default", &s.token);
     assert_eq!(r.status, 200);
     let url = s.repo_url("default", &format!("/chunks/{}", mine[0].hex()));
     request("GET", &url, Some(&s.token), &[], None).expect_error(500, "damaged");
@@ -972,27 +973,41 @@ fn manifests_are_stored_against_the_previous_version_and_survive_deletes() {
     );
 }
 
+/// A server for the mover's tests: no delta pass and no search cache (both read the chunks a
+/// test damages), every cold chunk moved as soon as it is cold, and `more` settings.
+fn mover_server(
+    dir: &Path,
+    more: &[(&'static str, &'static str)],
+) -> (Vec<(&'static str, &'static str)>, Server) {
+    let mut env = vec![
+        ("DITTO_DELTA", "0"),
+        ("DITTO_SEARCH_CACHE_MB", "0"),
+        ("DITTO_MOVE_THRESHOLD", "0"),
+    ];
+    env.extend_from_slice(more);
+    let s = Server::start_with(dir, &env, None);
+    (env, s)
+}
+
+/// Uploads `cs` and commits them twice in one source: all of them, then those from `hot` on,
+/// so that the ones before `hot` are cold. Answers the first version's id.
+fn commit_cold_head(s: &Server, token: &str, cs: &[TestChunk], hot: usize) -> i64 {
+    assert_eq!(upload_to(s, "default", token, cs).status, 200);
+    let v1 = commit(s, "default", token, "all", cs);
+    commit(s, "default", token, "tail", &cs[hot..]);
+    v1
+}
+
 /// A chunk quarantined in a container the mover then evacuates stays reported missing: the
 /// container's drop takes the quarantine record with it, and the fingerprint set the server
 /// answers `chunks/missing` from must not take that for "nothing quarantined since".
 #[test]
 fn a_quarantined_chunk_stays_missing_after_its_container_is_evacuated() {
     let dir = TempDir::new("quarantine-evacuated");
-    let s = Server::start_with(
-        &dir.0,
-        &[
-            ("DITTO_DELTA", "0"),
-            ("DITTO_SEARCH_CACHE_MB", "0"),
-            ("DITTO_MOVE_THRESHOLD", "0"),
-            ("DITTO_COMPACT_THRESHOLD", "1"),
-        ],
-        None,
-    );
+    let (_, s) = mover_server(&dir.0, &[("DITTO_COMPACT_THRESHOLD", "1")]);
     let t = s.token.clone();
     let cs = chunks(11, 8);
-    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
-    commit(&s, "default", &t, "all", &cs);
-    commit(&s, "default", &t, "tail", &cs[4..]);
+    commit_cold_head(&s, &t, &cs, 4);
     let all: Vec<&TestChunk> = cs.iter().collect();
     // Loads the set (every chunk stored), then damages chunk 1 and has a read quarantine it.
     let (cid, off) = chunk_place(&s, "default", &t, &cs[1].hex());
@@ -1028,33 +1043,22 @@ fn a_quarantined_chunk_stays_missing_after_its_container_is_evacuated() {
 #[test]
 fn a_mover_switch_failing_part_way_keeps_what_it_switched() {
     let dir = TempDir::new("switch-fails");
-    let env = [
-        ("DITTO_DELTA", "0"),
-        ("DITTO_SEARCH_CACHE_MB", "0"),
-        ("DITTO_MOVE_THRESHOLD", "0"),
-    ];
-    let mut s = Server::start_with(&dir.0, &env, None);
+    let (env, mut s) = mover_server(&dir.0, &[]);
     let t = s.token.clone();
     // 300 chunks, 299 of them cold after the second version: the mover re-points them into
     // one archival container in two switch transactions (at most 256 rows each).
     let cs: Vec<TestChunk> = (0..300)
         .map(|i| TestChunk::new(text_bytes(9_000 + i, 1_500), true))
         .collect();
-    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
-    commit(&s, "default", &t, "all", &cs);
-    commit(&s, "default", &t, "last", &cs[299..]);
+    commit_cold_head(&s, &t, &cs, 299);
     // Restarted, the writer has no container open: the mover may evacuate the uploads'.
     s.stop(Duration::from_secs(10)).expect("clean stop");
-    let mut fail = env.to_vec();
+    let mut fail = env.clone();
     fail.push(("DITTO_TEST_FAIL_AT", "move:part"));
     let mut s = Server::start_with(&dir.0, &fail, None);
     // The mover that runs at start or the prune's fails on its second part; the other one
     // then moves what is left in parts of fewer rows.
-    let r = post_json(
-        &s.repo_url("default", "/prune"),
-        &t,
-        &json!({"dry_run": true}),
-    );
+    let r = run_mover(&s, "default", &t);
     assert!(
         r.status == 507
             || (r.status == 200 && r.json()["moved"]["chunks_moved"].as_u64() < Some(299)),
@@ -1068,11 +1072,7 @@ fn a_mover_switch_failing_part_way_keeps_what_it_switched() {
     // Without the failure, the next run finishes the layout.
     s.stop(Duration::from_secs(10)).expect("clean stop");
     let s = Server::start_with(&dir.0, &env, None);
-    let r = post_json(
-        &s.repo_url("default", "/prune"),
-        &t,
-        &json!({"dry_run": true}),
-    );
+    let r = run_mover(&s, "default", &t);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_restores(&s, "default", &t, &cs);
     let (code, out) = cli(&dir.0, &["check", "default"]);
@@ -1085,18 +1085,10 @@ fn a_mover_switch_failing_part_way_keeps_what_it_switched() {
 fn the_mover_quarantines_damage_it_finds_with_nothing_to_move() {
     let dir = TempDir::new("mover-damage-alone");
     // Only misplaced chunks move (no container is evacuated whole).
-    let env = [
-        ("DITTO_DELTA", "0"),
-        ("DITTO_SEARCH_CACHE_MB", "0"),
-        ("DITTO_MOVE_THRESHOLD", "0"),
-        ("DITTO_COMPACT_THRESHOLD", "0"),
-    ];
-    let mut s = Server::start_with(&dir.0, &env, None);
+    let (env, mut s) = mover_server(&dir.0, &[("DITTO_COMPACT_THRESHOLD", "0")]);
     let t = s.token.clone();
     let cs = chunks(13, 3);
-    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
-    let v1 = commit(&s, "default", &t, "all", &cs);
-    commit(&s, "default", &t, "tail", &cs[1..]);
+    let v1 = commit_cold_head(&s, &t, &cs, 1);
     // Chunk 0 is cold now; the mover (which waits for backups to be quiet a while) has not
     // filed it elsewhere yet. Damaged while the server is stopped, it is found when the
     // restarted server's mover, which has no container open for uploads, reads it to move it.
@@ -1114,11 +1106,7 @@ fn the_mover_quarantines_damage_it_finds_with_nothing_to_move() {
     s.stop(Duration::from_secs(10)).expect("clean stop");
     flip(&container_file(&dir.0, cid), off + 100, 0x10);
     let s = Server::start_with(&dir.0, &env, None);
-    let r = post_json(
-        &s.repo_url("default", "/prune"),
-        &t,
-        &json!({"dry_run": true}),
-    );
+    let r = run_mover(&s, "default", &t);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let all: Vec<&TestChunk> = cs.iter().collect();
     assert_eq!(missing(&s, "default", &t, &all), vec![cs[0].hex()]);
