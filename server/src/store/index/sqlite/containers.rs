@@ -27,6 +27,33 @@ fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexContainer> {
     })
 }
 
+/// The `counters` row of the container ids handed out (`SqliteWriter::next_container_id`).
+const CONTAINER_IDS: &str = "container_ids";
+
+impl<C: Deref<Target = Connection>> Sql<C> {
+    /// The highest container id recorded as handed out (0 if none).
+    pub(super) fn reserved_container_ids(&self) -> StoreResult<u64> {
+        let v: Option<i64> = self
+            .c()
+            .query_row(
+                "SELECT value FROM counters WHERE name = ?1",
+                [CONTAINER_IDS],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(v.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Records that ids up to `upto` may have been handed out; it never lowers the record.
+    pub(super) fn reserve_container_ids(&self, upto: u64) -> StoreResult<()> {
+        self.c().execute(
+            "INSERT INTO counters(name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = MAX(value, excluded.value)",
+            params![CONTAINER_IDS, upto as i64],
+        )?;
+        Ok(())
+    }
+}
+
 impl<C: Deref<Target = Connection>> ContainerRead for Sql<C> {
     fn max_container_id(&self) -> StoreResult<u64> {
         let max: i64 =

@@ -100,9 +100,15 @@ pub struct SqliteWriter {
     conn: Connection,
     wal: wal::WalGuard,
     /// The last container id handed out (0: not read from the database yet); one process
-    /// writes the database, so a counter in memory is enough.
+    /// writes the database, so a counter in memory is enough between the reservations.
     last_container_id: std::cell::Cell<u64>,
+    /// The highest id the database has recorded as handed out (`counters`), at least
+    /// `last_container_id`: ids up to it are this process's to hand out.
+    reserved_container_id: std::cell::Cell<u64>,
 }
+
+/// Container ids reserved per write of `counters`: a restart skips at most this many.
+const CONTAINER_ID_BLOCK: u64 = 256;
 
 impl IndexWriter for SqliteWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
@@ -120,10 +126,25 @@ impl IndexWriter for SqliteWriter {
     }
     fn next_container_id(&self) -> StoreResult<u64> {
         if self.last_container_id.get() == 0 {
-            let max = Sql(&self.conn).max_container_id()?;
+            // Both: a database from before `counters` has only its containers' ids.
+            let sql = Sql(&self.conn);
+            let max = sql.max_container_id()?.max(sql.reserved_container_ids()?);
             self.last_container_id.set(max);
+            self.reserved_container_id.set(max);
         }
         let id = self.last_container_id.get() + 1;
+        if id > self.reserved_container_id.get() {
+            // Recorded before the id is used, in a commit of its own: inside a store
+            // transaction the record would go if that transaction rolled back.
+            if !self.conn.is_autocommit() {
+                return Err(StoreError::Index(
+                    "a container id was asked for inside a transaction".into(),
+                ));
+            }
+            let reserved = id + CONTAINER_ID_BLOCK - 1;
+            Sql(&self.conn).reserve_container_ids(reserved)?;
+            self.reserved_container_id.set(reserved);
+        }
         self.last_container_id.set(id);
         Ok(id)
     }
@@ -161,6 +182,7 @@ pub fn open(data_dir: &Path) -> StoreResult<(SqliteIndex, SqliteWriter)> {
             conn,
             wal: wal::WalGuard::new(db_path(data_dir)),
             last_container_id: std::cell::Cell::new(0),
+            reserved_container_id: std::cell::Cell::new(0),
         },
     ))
 }
@@ -193,6 +215,32 @@ mod tests {
         };
         contract::run_all(&open);
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// Container ids handed out are not handed out again after a restart, even when no
+    /// container holds them any more (a prune deleted the newest, or a crash came before
+    /// the commit): a page may still hold a location in the deleted one.
+    #[test]
+    fn container_ids_are_not_reused_after_a_restart() {
+        let dir = std::env::temp_dir().join(format!("ditto-container-ids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut last = 0;
+        for _ in 0..3 {
+            let (_, w) = super::open(&dir).unwrap();
+            for _ in 0..300 {
+                let id = w.next_container_id().unwrap();
+                assert!(id > last, "container id {id} after {last}");
+                last = id;
+            }
+        }
+        // Asked for inside a transaction, the reservation could be rolled back with it.
+        let (_, w) = super::open(&dir).unwrap();
+        let tx = w.begin().unwrap();
+        assert!(w.next_container_id().is_err());
+        drop(tx);
+        assert!(w.next_container_id().unwrap() > last);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Two processes' writers on one database (a CLI command beside the running server): a

@@ -98,6 +98,10 @@ const MIGRATIONS: &[&str] = &[
     // 7: a manifest may be stored against an older version's (docs/FORMAT.md, "Stored
     // form"): the id of that version, NULL for a standalone frame (every older row).
     "ALTER TABLE versions ADD COLUMN manifest_base INTEGER;",
+    // 8: the container ids handed out so far, reserved ahead in blocks, so that an id whose
+    // container was deleted (a prune dropping the newest one) is not handed out again after
+    // a restart: a page may still hold a location in it (docs/STORAGE.md, "Backends").
+    "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;",
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
