@@ -333,11 +333,58 @@ test('a cancelled folder restore leaves each file as it was or whole, and the ne
   expect(after['big.bin'], 'the large file, not written whole before Cancel').toBe(sha1(before['big.bin']));
   for (const [rel, h] of Object.entries(after))
     expect([want[rel], rel in before ? sha1(before[rel as keyof typeof before]) : undefined]).toContain(h);
+  // Into an empty folder: the large file the restore had begun is not left behind, empty (the
+  // browser creates the file when the restore opens it).
+  await clearTarget(page);
+  await startFolderRestore(page);
+  // Cancelled once the file is there (empty: its blocks take seconds on this link).
+  const opened = () =>
+    page.evaluate(async () => {
+      const root = await navigator.storage.getDirectory();
+      try {
+        await (await root.getDirectoryHandle('restored')).getFileHandle('big.bin');
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  await expect.poll(opened, { timeout: 30_000, intervals: [20] }).toBe(true);
+  await expect(page.getByTestId('restore-done')).toHaveCount(0);
+  await page.getByTestId('restore-cancel').click();
+  await expect(page.getByTestId('restore-error')).toContainText('cancelled', { timeout: 30_000 });
+  const fresh = await opfsTree(page);
+  expect(fresh['big.bin'], 'the large file the cancelled restore had opened').toBeUndefined();
+  for (const [rel, h] of Object.entries(fresh)) expect(h, rel).toBe(want[rel]);
   // Restored again at full speed: the version, whole.
   await fullSpeed();
   await restoreIntoFolder(page);
   expect(await opfsTree(page)).toEqual(want);
   expect(errors).toEqual([]);
+});
+
+test('a picked file that refuses a write fails the restore with the reason, not as cancelled', async ({ browser }) => {
+  const context = await browser.newContext({ serviceWorkers: 'block' });
+  const page = await context.newPage();
+  // A file on a full disk.
+  await page.addInitScript(() => {
+    (window as unknown as { showSaveFilePicker: unknown }).showSaveFilePicker = async () => ({
+      createWritable: async () =>
+        new WritableStream<Uint8Array>({
+          write: () => {
+            throw new DOMException('the disk is full', 'QuotaExceededError');
+          },
+        }),
+    });
+  });
+  await page.goto(server.appUrl);
+  await page.getByTestId('tab-versions').click();
+  // The large-file version of the test above: the zip is many blocks, and its assembly is
+  // still running when the file refuses the first.
+  await page.locator(`[data-testid=version-row][data-version="${version}"]`).getByTestId('version-zip').click();
+  const error = page.getByTestId('restore-error');
+  await expect(error).toContainText('The file you picked could not be written: QuotaExceededError: the disk is full');
+  await expect(page.getByTestId('restore-done')).toHaveCount(0);
+  await context.close();
 });
 
 test('a file the folder will not let the restore write fails it with the reason, and the restore ends', async ({

@@ -88,12 +88,12 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
 
   const restoreFolder = (folder: string) => {
     if (!manifest) return;
-    const { items } = selectItems(manifest, folder);
+    const selection = selectItems(manifest, folder);
     onRestore({
       label: `${folder || 'Version ' + version.id} as zip`,
       filename: zipName(folder),
-      items,
-      expectedBytes: items.reduce((n, i) => n + (i.kind === 'file' ? i.size : 0), 0),
+      items: selection,
+      expectedBytes: selection.items.reduce((n, i) => n + (i.kind === 'file' ? i.size : 0), 0),
       format: 'zip',
       version: version.id,
     });

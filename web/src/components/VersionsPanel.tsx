@@ -90,7 +90,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
 
   const zipWhole = (v: VersionInfo) => {
     // The manifest is fetched when the restore starts, beside the save dialog.
-    const items = async () => selectItems((await api.version(v.id)).manifest).items;
+    const items = async () => selectItems((await api.version(v.id)).manifest);
     const stamp = new Date(v.time).toISOString().slice(0, 19).replace(/[:T]/g, '-');
     const src = sanitizeEntryName(v.source)?.replace(/\//g, '_') ?? 'ditto';
     restore.run({
@@ -104,7 +104,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
   };
 
   const folderWhole = (v: VersionInfo) => {
-    const items = async () => selectItems((await api.version(v.id)).manifest).items;
+    const items = async () => selectItems((await api.version(v.id)).manifest);
     restore.run({
       label: `Version ${v.id} into a folder`,
       filename: '',

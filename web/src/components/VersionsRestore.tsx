@@ -1,10 +1,16 @@
 import { useCallback, useRef, useState } from 'react';
 import type { Api, ManifestEntry } from '../api/client';
-import { startRestore, type RestoreItem, type RestoreJob, type RestoreProgress } from '../restore/restore';
+import {
+  startRestore,
+  type RestoreItem,
+  type RestoreJob,
+  type RestoreProgress,
+  type RestoreSelection,
+} from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { versionLocations } from '../restore/locations';
-import { abandonSink, chooseSink, writeToSink, type Sink } from '../restore/sink';
+import { abandonSink, chooseSink, SinkError, writeToSink, type Sink } from '../restore/sink';
 import { assembler, restoreWorkers } from '../restore/workers';
 import { bytes, duration } from './format';
 
@@ -13,7 +19,7 @@ export interface RestoreRequest {
   /** Download name: "x.zip" for archives, the file's own name otherwise. */
   filename: string;
   /** The items, or how to get them (called in the click's task, beside the save dialog). */
-  items: RestoreItem[] | (() => Promise<RestoreItem[]>);
+  items: RestoreSelection | (() => Promise<RestoreSelection>);
   /** Bytes of file content, known before the items (the in-memory fallback is gated on it). */
   expectedBytes: number;
   /** 'folder': written into a folder the user picks (files already there unchanged are skipped). */
@@ -29,6 +35,10 @@ export interface RestoreState {
   done?: boolean;
   /** Restore into a folder: files found there already identical, not fetched. */
   skipped?: { files: number; bytes: number };
+  /** Restore into a folder: files of the folder compared with the version's so far. */
+  checked?: { files: number; of: number };
+  /** Entries of the version that are not restored (symlinks, names no file system takes). */
+  leftOut?: number;
   /** Where a download goes (sink.ts): a streamed download, a picked file or a Blob. */
   sink?: Sink['kind'];
 }
@@ -45,13 +55,22 @@ export function fileItem(e: ManifestEntry): RestoreItem {
 
 /** Downloading one file of `version` under its own name. */
 export function fileRequest(version: number, e: ManifestEntry, label = e.path): RestoreRequest {
-  return { label, filename: baseName(e.path), items: [fileItem(e)], expectedBytes: e.size, format: 'file', version };
+  return {
+    label,
+    filename: baseName(e.path),
+    items: { items: [fileItem(e)], skipped: 0 },
+    expectedBytes: e.size,
+    format: 'file',
+    version,
+  };
 }
 
 /** Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write. */
 export function useRestore(api: Api) {
   const [state, setState] = useState<RestoreState | null>(null);
   const job = useRef<RestoreJob | null>(null);
+  /** Cancels what comes before the job: the check of what a folder holds already. */
+  const preparing = useRef<AbortController | null>(null);
 
   /**
    * The chunk locations of `version`, fetched while its items are (both need only its id);
@@ -69,8 +88,10 @@ export function useRestore(api: Api) {
 
   const run = useCallback(
     async (request: RestoreRequest) => {
-      if (job.current) return;
+      if (job.current || preparing.current) return;
       setState({ request, progress: null });
+      const prep = new AbortController();
+      preparing.current = prep;
       // Started now, the workers are ready by the time the plan is (a page's first restore
       // would otherwise start them only then); a failure shows where the restore awaits them.
       restoreWorkers().catch(() => {});
@@ -79,7 +100,12 @@ export function useRestore(api: Api) {
       // needs no gesture, and the picker or download that does opens before anything here
       // is awaited. A failure is seen where they are awaited.
       const locating = locate(request.version);
-      const listing = typeof request.items === 'function' ? request.items() : Promise.resolve(request.items);
+      const selecting = typeof request.items === 'function' ? request.items() : Promise.resolve(request.items);
+      selecting.catch(() => {});
+      const listing = selecting.then((sel) => {
+        if (sel.skipped) setState((s) => (s ? { ...s, leftOut: sel.skipped } : s));
+        return sel.items;
+      });
       listing.catch(() => {});
       let sink: Sink | null = null;
       try {
@@ -92,7 +118,9 @@ export function useRestore(api: Api) {
           }
           const target = new FolderTarget(dir);
           const all = await listing;
-          const present = await skipPresent(target, all, await restoreWorkers());
+          const present = await skipPresent(target, all, await restoreWorkers(), prep.signal, (files, of) =>
+            setState((s) => (s ? { ...s, checked: { files, of } } : s)),
+          );
           setState((s) => (s ? { ...s, skipped: { files: present.skippedFiles, bytes: present.skippedBytes } } : s));
           const j = await startRestore({
             api,
@@ -104,6 +132,8 @@ export function useRestore(api: Api) {
             onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
           });
           job.current = j;
+          preparing.current = null;
+          if (prep.signal.aborted) j.cancel();
           await j.done;
           setState((s) => (s ? { ...s, done: true } : s));
           return;
@@ -127,25 +157,34 @@ export function useRestore(api: Api) {
           onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
         });
         job.current = j;
+        preparing.current = null;
+        if (prep.signal.aborted) j.cancel();
         if (sink.kind !== 'stream' && j.stream) await writeToSink(sink, j.stream);
         await j.done;
         setState((s) => (s ? { ...s, done: true } : s));
       } catch (e) {
         if (sink) await abandonSink(sink, e);
-        // The restore's own message (naming the damaged file) beats the stream's generic one.
+        // The restore's own message (naming the damaged file) beats the stream's generic one,
+        // but not the picked file's refusal, which the restore sees only as "cancelled".
         let message = e instanceof Error ? e.message : String(e);
         if (job.current)
-          await job.current.done.catch((x: unknown) => (message = x instanceof Error ? x.message : message));
+          await job.current.done.catch((x: unknown) => {
+            if (!(e instanceof SinkError)) message = x instanceof Error ? x.message : message;
+          });
         setState((s) => (s ? { ...s, error: message } : s));
       } finally {
         job.current = null;
+        preparing.current = null;
         if (sink?.kind === 'stream') sink.download.end();
       }
     },
     [api, locate],
   );
 
-  const cancel = useCallback(() => job.current?.cancel(), []);
+  const cancel = useCallback(() => {
+    if (job.current) job.current.cancel();
+    else preparing.current?.abort(new DOMException('The restore was cancelled.', 'AbortError'));
+  }, []);
   return { state, run, cancel, busy: state !== null && !state.done && !state.error };
 }
 
@@ -166,7 +205,13 @@ export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState
           </span>
         </>
       )}
-      {!p && !state.error && <span>Preparing…</span>}
+      {!p && !state.error && (
+        <span data-testid="restore-preparing">
+          {state.checked
+            ? `Comparing the folder's files with the version's: ${state.checked.files} of ${state.checked.of}…`
+            : 'Preparing…'}
+        </span>
+      )}
       {state.done && p && (
         <span
           className="ok"
@@ -183,6 +228,13 @@ export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState
           Restored {p.filesTotal} files, {bytes(p.bytesTotal)}, every chunk verified.
           {state.skipped &&
             ` ${state.skipped.files} files (${bytes(state.skipped.bytes)}) were already in the folder unchanged.`}
+          {!!state.leftOut && (
+            <span className="warn" data-testid="restore-left-out" data-count={state.leftOut}>
+              {' '}
+              {state.leftOut} {state.leftOut === 1 ? 'entry was' : 'entries were'} left out: symbolic links, and names
+              no file system takes.
+            </span>
+          )}
         </span>
       )}
       {state.error && (
@@ -190,7 +242,7 @@ export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState
           {state.error}
         </span>
       )}
-      {!state.done && !state.error && p && (
+      {!state.done && !state.error && (
         <button type="button" data-testid="restore-cancel" onClick={onCancel}>
           Cancel
         </button>

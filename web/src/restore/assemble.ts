@@ -353,7 +353,7 @@ export async function assembleFolder(
         pendingBytes += n;
         queued += n;
         last = Promise.all([opened, last])
-          .then(([w]) => w.write(b as Uint8Array<ArrayBuffer>).catch(named))
+          .then(([f]) => f.writable.write(b as Uint8Array<ArrayBuffer>).catch(named))
           .finally(() => {
             pendingBytes -= n;
             queued -= n;
@@ -371,14 +371,14 @@ export async function assembleFolder(
       /** Closes the file once written, or abandons it when `error` (or a write) failed. */
       end(error?: unknown) {
         track(
-          opened.then(async (w) => {
+          opened.then(async (f) => {
             try {
               await last;
               if (error !== undefined) throw error;
-              await w.close().catch(named);
+              await f.writable.close().catch(named);
               counter.files++;
             } catch (e) {
-              await w.abort().catch(() => {});
+              await f.abandon();
               throw e;
             }
           }),
@@ -386,49 +386,63 @@ export async function assembleFolder(
       },
     };
   };
-  let k = 0;
-  for (const item of items) {
-    windows.check();
-    if (failed) throw failed;
-    if (item.kind === 'dir') {
-      track(target.dir(item.name).catch(naming(item.name, 'created in')));
-      continue;
-    }
-    if (item.size > BLOCK_BYTES) {
-      const file = open(item.name);
-      const out = new BlockWriter();
-      const drain = async () => {
-        for (const b of out.take()) file.write(b);
-        await room(file);
-      };
-      try {
-        await eachPiece(plan, windows, k, counter, (c) => out.push(c.bytes), drain, true);
-        out.flush();
-        await drain();
-      } catch (e) {
-        file.end(e);
-        throw e;
-      }
-      file.end();
-    } else {
-      // Opened once whole: a restore that stops meanwhile leaves no empty file behind.
-      const parts: Uint8Array[] = [];
-      await eachPiece(
-        plan,
-        windows,
-        k,
-        counter,
-        (c) => parts.push(c.bytes),
-        async () => {},
-      );
-      const file = open(item.name);
-      if (item.size) file.write(concat(parts, item.size));
-      file.end();
-    }
-    k++;
-    counter.tick();
-    await room();
+  try {
+    await writeItems();
+  } catch (e) {
+    // The folder is left in its final state before the restore says it stopped: every file
+    // handed over is written whole, or abandoned (as it was, or gone if the restore created it).
+    await Promise.all(writing);
+    throw e;
   }
   await Promise.all(writing);
   if (failed) throw failed;
+
+  async function writeItems() {
+    let k = 0;
+    for (const item of items) {
+      windows.check();
+      if (failed) throw failed;
+      if (item.kind === 'dir') {
+        track(target.dir(item.name).catch(naming(item.name, 'created in')));
+        continue;
+      }
+      if (item.size > BLOCK_BYTES) {
+        const file = open(item.name);
+        const out = new BlockWriter();
+        const drain = async () => {
+          // A file assembled from chunks already here would otherwise be written to its end
+          // after a stop: it is abandoned instead.
+          windows.check();
+          for (const b of out.take()) file.write(b);
+          await room(file);
+        };
+        try {
+          await eachPiece(plan, windows, k, counter, (c) => out.push(c.bytes), drain, true);
+          out.flush();
+          await drain();
+        } catch (e) {
+          file.end(e);
+          throw e;
+        }
+        file.end();
+      } else {
+        // Opened once whole: a restore that stops meanwhile leaves no empty file behind.
+        const parts: Uint8Array[] = [];
+        await eachPiece(
+          plan,
+          windows,
+          k,
+          counter,
+          (c) => parts.push(c.bytes),
+          async () => {},
+        );
+        const file = open(item.name);
+        if (item.size) file.write(concat(parts, item.size));
+        file.end();
+      }
+      k++;
+      counter.tick();
+      await room();
+    }
+  }
 }

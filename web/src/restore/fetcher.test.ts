@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Api } from '../api/client';
+import { ApiError, type Api } from '../api/client';
 import { decodeBundle, encodeBundle } from '../backup/bundle';
 import { fpHex, hexToBytes, packHex } from '../backup/hex';
 import { planRestore, type ChunkLoc, type PlanOptions } from './plan';
@@ -35,7 +35,14 @@ const entry = (hex: string, codec: number, n: number) => ({
  * does, and keeps an answer's new entries whole, except the answers `dropAnswers` names
  * (per worker, the index of its answer), of which it keeps nothing (as a full session does).
  */
-async function run(seed: number, dropAnswers: Map<number, number> = new Map()) {
+async function run(
+  seed: number,
+  dropAnswers: Map<number, number> = new Map(),
+  /** Requests (by order sent) whose first try fails: a 503, or the network. */
+  failing: Map<number, 'status' | 'network'> = new Map(),
+) {
+  let sent = 0;
+  let failed = 0;
   let rand = seed;
   const next = () => ((rand = (rand * 1103515245 + 12345) % 2 ** 31) % 7) + 1;
   const locs = new Map<string, ChunkLoc>();
@@ -61,6 +68,14 @@ async function run(seed: number, dropAnswers: Map<number, number> = new Map()) {
   const api = {
     async getChunks(fps: string[], _s: AbortSignal, _d: boolean, _m: string, chains?: { have: string[] }) {
       const worker = workerOf.get(fps[0])!;
+      const how = failing.get(sent++);
+      if (how) {
+        failing.delete(sent - 1);
+        failed++;
+        await sleep(next());
+        if (how === 'status') throw new ApiError('busy', 503, 'unavailable');
+        throw new TypeError('Failed to fetch');
+      }
       if (!chains) {
         checked++;
         await sleep(next());
@@ -135,10 +150,11 @@ async function run(seed: number, dropAnswers: Map<number, number> = new Map()) {
       },
       () => {},
       reject,
+      1,
     );
     fetcher.pump();
   });
-  return { events, requests, refused, checked };
+  return { events, requests, refused, checked, failed };
 }
 
 describe('ChunkFetcher', () => {
@@ -154,6 +170,26 @@ describe('ChunkFetcher', () => {
       expect(events.some((e) => e.whileVerifying)).toBe(true);
       expect(refused + checked).toBe(0);
     }
+  });
+
+  it('asks again for a request that failed on the network or with a 5xx, and loses nothing', async () => {
+    for (const seed of [1, 2, 3]) {
+      const failing = new Map<number, 'status' | 'network'>([
+        [0, 'status'],
+        [3, 'network'],
+        [7, 'status'],
+      ]);
+      const { events, requests, refused, failed } = await run(seed, new Map(), failing);
+      expect(failed).toBe(3);
+      // Every request answered once (the failed tries fail before the server counts them).
+      expect(events).toHaveLength(requests);
+      expect(refused).toBe(0);
+    }
+  });
+
+  it('gives up on a request that keeps failing, naming its files', async () => {
+    const failing = new Map<number, 'status' | 'network'>([...Array(400).keys()].map((k) => [k, 'status']));
+    await expect(run(1, new Map(), failing)).rejects.toThrow(/Reading chunks of "f" failed \(4 tries\): busy/);
   });
 
   it('falls back to what verified answers kept once a session keeps otherwise than foreseen', async () => {

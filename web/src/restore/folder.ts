@@ -133,12 +133,42 @@ export class FolderTarget {
     }
   }
 
-  /** A writable replacing the file at `name` (created if missing). */
-  async create(name: string): Promise<FileSystemWritableFileStream> {
+  /**
+   * A writable replacing the file at `name` (created if missing), and `abandon`, which leaves
+   * the folder as it was: the file's old contents, or no file where the restore created it
+   * (the browser creates an empty file as soon as a handle is asked for).
+   */
+  async create(name: string): Promise<FolderFile> {
     const [dir, base] = this.split(name);
-    const handle = await (await this.dir(dir)).getFileHandle(base, { create: true });
-    return handle.createWritable({ keepExistingData: false });
+    // The listing is the folder as it was before the restore (taken once per directory).
+    const existed = (await this.listing(name)).has(base);
+    const parent = await this.dir(dir);
+    const remove = async () => {
+      if (!existed) await parent.removeEntry(base).catch(() => {});
+    };
+    const handle = await parent.getFileHandle(base, { create: true });
+    let writable: FileSystemWritableFileStream;
+    try {
+      writable = await handle.createWritable({ keepExistingData: false });
+    } catch (e) {
+      await remove();
+      throw e;
+    }
+    return {
+      writable,
+      abandon: async () => {
+        await writable.abort().catch(() => {});
+        await remove();
+      },
+    };
   }
+}
+
+/** A file being written by a folder restore ([`FolderTarget.create`]). */
+export interface FolderFile {
+  writable: FileSystemWritableFileStream;
+  /** Discards what was written: the file as it was, or gone if the restore created it. */
+  abandon(): Promise<void>;
 }
 
 export interface PresentCheck {
@@ -157,6 +187,7 @@ export async function skipPresent(
   items: RestoreItem[],
   workers: RestoreWorkers,
   signal?: AbortSignal,
+  onChecked?: (files: number, of: number) => void,
 ): Promise<PresentCheck> {
   const out: RestoreItem[] = [];
   let skippedFiles = 0;
@@ -165,6 +196,8 @@ export async function skipPresent(
   // one after another as the files come (a listing is one round trip, cached per directory);
   // a failure is seen where `existing` awaits the listing.
   let listed = 0;
+  const files = items.filter((i) => i.kind === 'file').length;
+  let checked = 0;
   for (const [k, item] of items.entries()) {
     signal?.throwIfAborted();
     for (; listed < Math.min(items.length, k + LIST_AHEAD); listed++) {
@@ -172,6 +205,7 @@ export async function skipPresent(
       if (next.kind === 'file') target.listing(next.name).catch(() => {});
     }
     if (item.kind === 'file') {
+      onChecked?.(++checked, files);
       const file = await target.existing(item.name);
       if (file && file.size === item.size && (await sameChunks(file, item.recipe, workers))) {
         skippedFiles++;

@@ -23,6 +23,7 @@ import { WorkerError, type Request } from '../worker/bridge';
 import { assemblePlan } from './assemble';
 import {
   DEFAULT_PLAN,
+  PlanError,
   planRestore,
   type ChunkLoc,
   type FetchRequest,
@@ -30,7 +31,7 @@ import {
   type RestorePlan,
 } from './plan';
 import type { FolderTarget } from './folder';
-import { versionLocations } from './locations';
+import { decodeLocations, versionLocations } from './locations';
 import { portReader } from './port';
 import type { AssembleSignal } from './protocol';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
@@ -75,11 +76,18 @@ export interface RestoreProgress {
 
 export class RestoreError extends Error {}
 
+/** What a restore writes, and how many entries it leaves out (shown with its result). */
+export interface RestoreSelection {
+  items: RestoreItem[];
+  /** Symlinks, and files whose names sanitise to nothing. */
+  skipped: number;
+}
+
 /**
  * The items of a version under `folder` ('' = all), with safe unique names, in manifest order.
  * Symlinks are left out (a zip written here has no portable way to carry them).
  */
-export function selectItems(manifest: Manifest, folder = ''): { items: RestoreItem[]; skipped: number } {
+export function selectItems(manifest: Manifest, folder = ''): RestoreSelection {
   const names = new UniqueNames();
   const items: RestoreItem[] = [];
   let skipped = 0;
@@ -183,6 +191,26 @@ export class SessionForecast {
  * ([`SessionForecast`]), so no link comes twice and fetching overlaps verifying. Each
  * verified answer goes to `deliver`.
  */
+/** Tries of one `chunks/get` that fails for a reason worth retrying (`ApiError.transient`). */
+const FETCH_ATTEMPTS = 4;
+const FETCH_RETRY_MS = 250;
+
+/** Waits `ms`, or rejects with the signal's reason once it aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const done = () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
 export class ChunkFetcher {
   /** The window the assembler is writing (it starts with the first). */
   private window = 0;
@@ -216,6 +244,8 @@ export class ChunkFetcher {
     private deliver: (window: number, fps: string[], v: Verified) => void,
     private onRequest: (containers: number, bytes: number) => void,
     private onError: (e: unknown) => void,
+    /** The pause before a failed request's first retry (doubled for each next one). */
+    private retryMs = FETCH_RETRY_MS,
   ) {
     this.held = Array.from({ length: workers.size }, () => new Set<string>());
     this.forecast = this.held.map(() => new SessionForecast());
@@ -249,25 +279,36 @@ export class ChunkFetcher {
    * `checked`, decoded and checked by the server first.
    */
   private async fetchBundle(fps: string[], checked: boolean, have: string[]): Promise<Uint8Array> {
-    try {
-      return checked
-        ? await this.api.getChunks(fps, this.signal)
-        : await this.api.getChunks(fps, this.signal, false, 'stored', { have, unchecked: true });
-    } catch (e) {
-      // A checked read refuses a damaged chunk (and the server quarantines it, so the next
-      // backup of the file uploads it again).
-      if (e instanceof ApiError && e.code === 'damaged' && Array.isArray(e.body.damaged) && e.body.damaged.length) {
-        const fp = String(e.body.damaged[0]);
-        throw new RestoreError(
-          `"${this.fileOf(fp)}" is damaged in the repository: chunk ${fp} failed the server's verification (${e.message}). The restore stopped.`,
-        );
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return checked
+          ? await this.api.getChunks(fps, this.signal)
+          : await this.api.getChunks(fps, this.signal, false, 'stored', { have, unchecked: true });
+      } catch (e) {
+        // A checked read refuses a damaged chunk (and the server quarantines it, so the next
+        // backup of the file uploads it again).
+        if (e instanceof ApiError && e.code === 'damaged' && Array.isArray(e.body.damaged) && e.body.damaged.length) {
+          const fp = String(e.body.damaged[0]);
+          throw new RestoreError(
+            `"${this.fileOf(fp)}" is damaged in the repository: chunk ${fp} failed the server's verification (${e.message}). The restore stopped.`,
+          );
+        }
+        if (e instanceof ApiError && Array.isArray(e.body.missing) && e.body.missing.length)
+          throw new RestoreError(
+            `${this.filesOf(e.body.missing as string[])} cannot be restored: the server lacks ${e.body.missing.length} of its chunks.`,
+          );
+        // The network, or the server briefly unable (an answer cut off midway fails the
+        // same way): the same request again, after a pause.
+        const transient = e instanceof ApiError ? e.transient : !(e instanceof DOMException && e.name === 'AbortError');
+        if (transient && attempt < FETCH_ATTEMPTS && !this.stopped && !this.signal.aborted) {
+          await pause(this.retryMs * 2 ** (attempt - 1), this.signal);
+          continue;
+        }
+        if (!(e instanceof ApiError) && attempt === 1) throw e;
+        const tries = attempt > 1 ? ` (${attempt} tries)` : '';
+        const why = e instanceof Error ? e.message : String(e);
+        throw new RestoreError(`Reading chunks of ${this.filesOf(fps)} failed${tries}: ${why}`);
       }
-      if (e instanceof ApiError && Array.isArray(e.body.missing) && e.body.missing.length)
-        throw new RestoreError(
-          `${this.filesOf(e.body.missing as string[])} cannot be restored: the server lacks ${e.body.missing.length} of its chunks.`,
-        );
-      if (e instanceof ApiError) throw new RestoreError(`Reading chunks of ${this.filesOf(fps)} failed: ${e.message}`);
-      throw e;
     }
   }
 
@@ -463,12 +504,31 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
   const locations =
     opts.locations ??
     (opts.version !== undefined ? (await versionLocations(api, opts.version)).locations : await chunkLocations(api));
-  const plan = planRestore(
-    files.map((f) => ({ name: f.path, size: f.size, recipe: f.recipe })),
-    (fp) => locations.get(fp),
-    opts.planOptions ?? DEFAULT_PLAN,
-    restoreWorkerCount(),
-  );
+  const planWith = (locs: Map<string, ChunkLoc>) =>
+    planRestore(
+      files.map((f) => ({ name: f.path, size: f.size, recipe: f.recipe })),
+      (fp) => locs.get(fp),
+      opts.planOptions ?? DEFAULT_PLAN,
+      restoreWorkerCount(),
+    );
+  let plan: RestorePlan;
+  try {
+    plan = planWith(locations);
+  } catch (e) {
+    // Locations read earlier (held while the version was open) may predate a chunk stored
+    // again since (a damaged one healed by a backup): they are read once more.
+    if (!(e instanceof PlanError) || opts.version === undefined) throw e;
+    const fresh = decodeLocations(await api.versionLocations(opts.version));
+    try {
+      plan = planWith(fresh.locations);
+    } catch (again) {
+      if (!(again instanceof PlanError) || fresh.notStored === 0) throw again;
+      throw new PlanError(
+        `${again.message}: version ${opts.version} is damaged (${fresh.notStored} of its chunks are not stored); ` +
+          'a backup of the files that hold them stores them again and repairs it',
+      );
+    }
+  }
   // The workers stay warm after this restore: the next one starts at once.
   const [workers, pool] = await Promise.all([restoreWorkers(), assembler()]);
   const controller = new AbortController();
@@ -532,7 +592,14 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     progress.phase = cancelled ? 'cancelled' : 'failed';
     progress.message = cancelled ? 'Cancelled.' : e.message;
     report(true);
-    settle.reject(e);
+    // A folder is in its final state when the restore says it stopped: the assembler has
+    // finished or abandoned each file it had begun.
+    if (format === 'folder' && assembly)
+      void assembly.answer.then(
+        () => settle.reject(e),
+        () => settle.reject(e),
+      );
+    else settle.reject(e);
   };
 
   assembly = pool.request(

@@ -13,22 +13,26 @@ import { expose, transfer, type Reply } from '../worker/bridge';
 import { readAnswer } from './answer';
 import type { Damaged, RestoreApi, Verified } from './protocol';
 
-/** The session of the restore this worker verifies for (a new restore starts a new one). */
-let current: { restore: number; session: RestoreSession } | null = null;
+/**
+ * The session of each restore this worker verifies for, until its `endRestore`. Restores can
+ * run side by side (a preview during a zip, a file's two versions compared): each keeps the
+ * chunks it holds for its later answers, which the page leaves out of its requests.
+ */
+const sessions = new Map<number, RestoreSession>();
+/** Restores ended here: an answer that arrives after its restore ended starts no session. */
+const ended = new Set<number>();
 
 function sessionOf(restore: number): RestoreSession {
-  if (current?.restore !== restore) {
-    current?.session.free();
-    current = { restore, session: new RestoreSession() };
-  }
-  return current.session;
+  if (ended.has(restore)) throw new Error(`restore ${restore} has ended`);
+  let session = sessions.get(restore);
+  if (!session) sessions.set(restore, (session = new RestoreSession()));
+  return session;
 }
 
 function endRestore(restore: number): null {
-  if (current?.restore === restore) {
-    current.session.free();
-    current = null;
-  }
+  ended.add(restore);
+  sessions.get(restore)?.free();
+  sessions.delete(restore);
   return null;
 }
 

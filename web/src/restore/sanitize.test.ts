@@ -73,4 +73,10 @@ describe('UniqueNames', () => {
     expect(u.claim('x.d/file')).toBe('x.d/file');
     expect(u.claim('x.d/file')).toBe('x.d/file (2)');
   });
+  it('takes composed and decomposed accents for one name', () => {
+    const u = new UniqueNames();
+    expect(u.claim('caf\u00e9.txt')).toBe('caf\u00e9.txt');
+    expect(u.claim('cafe\u0301.txt')).toBe('cafe\u0301 (2).txt');
+    expect(u.claim('CAFE\u0301.TXT')).toBe('CAFE\u0301 (3).TXT');
+  });
 });

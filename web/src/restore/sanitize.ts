@@ -40,18 +40,23 @@ export function sanitizeEntryName(path: string, prefix = ''): string | null {
   return out.length ? out.join('/') : null;
 }
 
-/** Hands out unique names: a second "a.txt" becomes "a (2).txt" (case-insensitively unique). */
+/**
+ * Hands out unique names: a second "a.txt" becomes "a (2).txt". Unique as the strictest file
+ * systems compare names: case-insensitively, and composed and decomposed accents alike (APFS
+ * and NTFS would otherwise let the second file replace the first).
+ */
 export class UniqueNames {
   private taken = new Set<string>();
 
   claim(name: string): string {
+    const key = (s: string) => s.normalize('NFC').toLowerCase();
     let candidate = name;
-    for (let n = 2; this.taken.has(candidate.toLowerCase()); n++) {
+    for (let n = 2; this.taken.has(key(candidate)); n++) {
       const slash = name.lastIndexOf('/');
       const dot = name.lastIndexOf('.');
       candidate = dot > slash + 1 ? `${name.slice(0, dot)} (${n})${name.slice(dot)}` : `${name} (${n})`;
     }
-    this.taken.add(candidate.toLowerCase());
+    this.taken.add(key(candidate));
     return candidate;
   }
 }

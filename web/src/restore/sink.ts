@@ -68,6 +68,7 @@ export type Sink =
   | { kind: 'picker'; name: string; writable: Promise<FileSystemWritableFileStream> }
   | { kind: 'blob'; name: string; mime: string };
 
+/** The sink cannot take the restore: too large for memory, or the picked file refused a write. */
 export class SinkError extends Error {}
 
 /**
@@ -119,8 +120,32 @@ export async function writeToSink(
   stream: ReadableStream<Uint8Array>,
 ): Promise<void> {
   if (sink.kind === 'picker') {
-    // pipeTo closes the file on success (Chrome then swaps the .crswap in) and aborts it on error.
-    await stream.pipeTo(await sink.writable);
+    // By hand rather than pipeTo, to tell the file's failures from the restore's: a file that
+    // cannot be written cancels the restore, whose own message would then say "cancelled".
+    const file = (await sink.writable).getWriter();
+    const reader = stream.getReader();
+    const refused = async (e: unknown): Promise<never> => {
+      await reader.cancel(e).catch(() => {});
+      await file.abort(e).catch(() => {});
+      const why = e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
+      throw new SinkError(`The file you picked could not be written: ${why}`);
+    };
+    for (;;) {
+      // The file's own pace (its queue's high-water mark); a write that failed errors the
+      // stream, and this rejects with its reason.
+      await file.ready.catch(refused);
+      let r: ReadableStreamReadResult<Uint8Array>;
+      try {
+        r = await reader.read();
+      } catch (e) {
+        await file.abort(e).catch(() => {});
+        throw e;
+      }
+      if (r.done) break;
+      file.write(r.value).catch(() => {}); // seen by `ready` or `close`
+    }
+    // Chrome swaps the file's .crswap in on close; until then the picked file is as it was.
+    await file.close().catch(refused);
     return;
   }
   // Each block becomes a Blob as it comes (its bytes move to the browser's blob storage and
