@@ -375,6 +375,24 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   expect(errors).toEqual([]);
 });
 
+test('auto: when the page cannot cache what the server answered, it says so, and the answer stands', async ({
+  page,
+}) => {
+  const { errors } = await openSearchTab(page);
+  runs = 0;
+  const text = ['createElement', 'options'];
+  // Every read of a container by the page fails: only the search behind the server's answer
+  // makes any.
+  await page.route('**/containers/*', (route) => route.abort('connectionreset'));
+  const first = await search(page, text);
+  await expect(first).toHaveAttribute('data-where', 'server');
+  expectSame(await pageHits(page), scanFolders(text.map((k) => Buffer.from(k))));
+  await expect(first).toHaveAttribute('data-filled', 'failed', { timeout: 60_000 });
+  await expect(page.getByTestId('search-filling')).toContainText('caching it in the page failed');
+  await expect(page.getByTestId('search-error')).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
+
 test('unticking "Keep on this device" while the page searches behind the server\'s answer: nothing of that search is kept', async ({
   page,
 }) => {

@@ -373,9 +373,15 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
 const Summary = memo(function Summary({ o }: { o: Shown }) {
   // A first search the server answered while this page caches the repository behind it.
   const [filled, setFilled] = useState(false);
+  /** Why the page could not cache it, if it could not. */
+  const [fillFailed, setFillFailed] = useState<string | null>(null);
   useEffect(() => {
     let live = true;
-    void o.filling?.then(() => live && setFilled(true));
+    void o.filling?.then((failed) => {
+      if (!live) return;
+      setFilled(true);
+      setFillFailed(failed);
+    });
     return () => {
       live = false;
     };
@@ -416,7 +422,7 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
       data-bytes-scanned={o.physical?.bytes}
       data-ruled-out-bytes={o.physical?.ruledOutBytes}
       data-prepare-cached={o.prepareCached === undefined ? undefined : String(o.prepareCached)}
-      data-filled={o.filling ? String(filled) : undefined}
+      data-filled={o.filling ? (fillFailed ? 'failed' : String(filled)) : undefined}
       data-records={records ? JSON.stringify(records) : undefined}
     >
       <p data-testid="search-summary">
@@ -444,9 +450,11 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
           </li>
           {o.filling && (
             <li data-testid="search-filling">
-              {filled
-                ? 'This page held nothing of this repository, so the server answered; the page has since cached it, and the next searches run here.'
-                : 'This page holds nothing of this repository yet, so the server answered; the page is caching it for the next searches.'}
+              {fillFailed
+                ? `This page held nothing of this repository, so the server answered; caching it in the page failed (${fillFailed}); the next search tries again.`
+                : filled
+                  ? 'This page held nothing of this repository, so the server answered; the page has since cached it, and the next searches run here.'
+                  : 'This page holds nothing of this repository yet, so the server answered; the page is caching it for the next searches.'}
             </li>
           )}
           <li>Read {bytes(o.storedBytesRead)} from the server.</li>

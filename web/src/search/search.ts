@@ -145,9 +145,10 @@ export interface SearchOutcome {
   settled?: Promise<boolean>;
   /**
    * A search the server answered because the page held nothing of the repository: settles
-   * when the page has run it too, its workers then holding what the next searches scan.
+   * when the page has run it too, its workers then holding what the next searches scan;
+   * with why it failed if it did (null: cached).
    */
-  filling?: Promise<void>;
+  filling?: Promise<string | null>;
 }
 
 export interface SearchProgress {
@@ -1175,7 +1176,7 @@ export const naiveSearch = withRetry(naiveSearchAs);
  * the repository ([`coldOnServer`]), by pool: it fills the workers' caches. A search the
  * page starts meanwhile waits for it, since both give the workers their keywords.
  */
-const fills = new WeakMap<SearchWorkers, Promise<void>>();
+const fills = new WeakMap<SearchWorkers, Promise<string | null>>();
 
 async function dedupSearchAs(
   api: Api,
@@ -1230,8 +1231,8 @@ async function coldOnServer(
   }
   if (large) return answered;
   const fill = searchAnywhere(api, workers, query, { ...scope, where: 'page' }, () => {}, performance.now()).then(
-    () => {},
-    () => {},
+    () => null,
+    (e: unknown) => (e instanceof Error ? e.message : String(e)),
   );
   fills.set(workers, fill);
   void fill.then(() => {
