@@ -222,3 +222,39 @@ test('picking the folder again after a reload resumes under the source name it w
   // Nothing was committed under the folder's own name.
   expect(versions.filter((v: { source: string }) => v.source === 'Photos')).toEqual([]);
 });
+
+test('a backup cancelled while a worker waits for the page to take its chunks: the next backup in the page completes', async ({
+  page,
+}) => {
+  // One large incompressible file (chunked by one worker, not split) and its uploads held:
+  // the upload queue fills, the page stops taking the worker's batches, and the worker waits
+  // for them to be taken when Cancel comes.
+  const dir = path.join(root, 'Large');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'large.bin'), randomBytes(40 << 20));
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let bundles = 0;
+  await page.route('**/api/v1/repos/*/bundles', async (route) => {
+    bundles++;
+    await held;
+    await route.abort().catch(() => {});
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('folder-input').setInputFiles(dir);
+  await page.getByTestId('backup-start').click();
+  await expect.poll(() => bundles, { timeout: 60_000 }).toBeGreaterThan(1);
+  // The queue is full by now; the worker has sent what it may without being answered.
+  await page.waitForTimeout(1000);
+  await page.getByTestId('backup-cancel').click();
+  await expect(page.getByTestId('backup-phase')).toHaveText('cancelled', { timeout: 30_000 });
+  release();
+  await page.unroute('**/api/v1/repos/*/bundles');
+
+  // Many files in several jobs, so both workers get some: a worker left waiting by the
+  // cancelled backup would hold its jobs for good.
+  await page.getByTestId('folder-input').setInputFiles(path.join(root, 'Many'));
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+});

@@ -643,6 +643,10 @@ export class BackupJob {
     };
     // Keep every worker's queue full while the page waits on earlier replies.
     const inFlight = Math.max(4, pool.size * 8);
+    // Aborted when this pass fails or is cancelled: its jobs still queued in the pool are
+    // dropped and its running ones stopped, so none of them is left in a worker when the
+    // next backup gives the workers its known set.
+    const stop = new AbortController();
     const one = async (work: PickedFolder['files']) => {
       let seen = 0;
       const durable: Promise<void>[] = [];
@@ -670,6 +674,7 @@ export class BackupJob {
             work.map((f) => prevFile(f.path)),
             onNew,
             onRead,
+            stop.signal,
           );
         } else {
           const f = work[0].file;
@@ -677,8 +682,8 @@ export class BackupJob {
           if (split) p.filesSplit++;
           results = [
             split
-              ? await pool.chunkLargeFile(f, SEGMENT_BYTES, onNew, onRead)
-              : await pool.chunkFile(f, prevFile(work[0].path), onNew, onRead),
+              ? await pool.chunkLargeFile(f, SEGMENT_BYTES, onNew, onRead, stop.signal)
+              : await pool.chunkFile(f, prevFile(work[0].path), onNew, onRead, stop.signal),
           ];
           p.bytesRead += sizes[0] - seen;
           // A read checks the file against its snapshot when it starts, not while it runs:
@@ -691,7 +696,7 @@ export class BackupJob {
           }
         }
       } catch (e) {
-        if (uploader.error || this.cancelled) throw uploader.error ?? e;
+        if (uploader.error || this.cancelled || stop.signal.aborted) throw uploader.error ?? e;
         results = work.map(() => ({ error: e instanceof Error ? e.message : String(e) }));
       }
       work.forEach((f, k) => {
@@ -727,7 +732,7 @@ export class BackupJob {
     const lanes = Array.from({ length: inFlight }, async () => {
       while (next < work.length) {
         if (this.pauseGate) await this.pauseGate;
-        if (this.cancelled) throw new Error('cancelled');
+        if (this.cancelled || stop.signal.aborted) throw new Error('cancelled');
         await one(work[next++]);
       }
     });
@@ -735,8 +740,10 @@ export class BackupJob {
       await Promise.all(lanes);
       await uploader.drain();
     } catch (e) {
-      // Keep what did become durable for a resume, then fail.
-      await Promise.allSettled([...recorded, uploader.settled()]);
+      stop.abort(e);
+      // Keep what did become durable for a resume, then fail, once no job of this pass is
+      // left in the pool.
+      await Promise.allSettled([...lanes, ...recorded, uploader.settled()]);
       await flush(true).catch(() => {});
       throw e;
     } finally {

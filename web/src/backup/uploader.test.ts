@@ -53,6 +53,47 @@ describe('Uploader', () => {
     expect(up.stats.chunksSent).toBe(50);
   });
 
+  it('drain waits for an add still waiting for room, and sends its chunks', async () => {
+    // A worker's answer can reach the page while its last batch's add() waits for room: the
+    // backup then drains with that add still pending.
+    const s = fakeServer();
+    const up = new Uploader(s.deps, { bundleBytes: 10_000, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const upload = s.deps.upload;
+    s.deps.upload = async (b, signal) => {
+      await gate;
+      return upload(b, signal);
+    };
+    await up.add(Array.from({ length: 13 }, (_, i) => chunk(i)));
+    const late = up.add([chunk(100), chunk(101)]);
+    const drained = up.drain();
+    release();
+    await drained;
+    await (
+      await late
+    ).durable;
+    expect(s.stored.size).toBe(15);
+    expect(s.stored.has(fpHex(chunk(101).fp))).toBe(true);
+    // The same with a late add of chunks queued already: nothing new to send, still drained.
+    const again = new Uploader(s.deps, { bundleBytes: 20_000, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
+    let open!: () => void;
+    const held = new Promise<void>((r) => (open = r));
+    s.deps.upload = async (b, signal) => {
+      await held;
+      return upload(b, signal);
+    };
+    await again.add(Array.from({ length: 13 }, (_, i) => chunk(200 + i)));
+    const dup = again.add([chunk(200), chunk(201)]);
+    const done = again.drain();
+    open();
+    await done;
+    await (
+      await dup
+    ).durable;
+    expect(s.stored.has(fpHex(chunk(212).fp))).toBe(true);
+  });
+
   it('sends the tail as up to `concurrency` bundles of at least the idle size', async () => {
     const s = fakeServer();
     const up = new Uploader(s.deps, { bundleBytes: 100_000, idleBundleBytes: 10_000, concurrency: 3 });

@@ -122,6 +122,10 @@ export class Uploader {
   private currentBytes = 0;
   private ready: Pending[][] = [];
   private inFlight = 0;
+  /** `add` calls waiting for room in the queue. */
+  private waitingAdds = 0;
+  /** Whether `drain` is running: chunks added then are sealed at once. */
+  private draining = false;
   private idleWaiters: (() => void)[] = [];
   private roomWaiters: (() => void)[] = [];
   private pauseGate: Promise<void> | null = null;
@@ -150,9 +154,17 @@ export class Uploader {
    */
   async add(chunks: readonly Candidate[]): Promise<{ durable: Promise<void> }> {
     this.throwIfFailed();
-    while (this.stats.queuedBytes > this.opts.maxQueuedBytes) {
-      await new Promise<void>((r) => this.roomWaiters.push(r));
-      this.throwIfFailed();
+    if (this.stats.queuedBytes > this.opts.maxQueuedBytes) {
+      // Counted while it waits: a drain started meanwhile waits for these chunks too.
+      this.waitingAdds++;
+      try {
+        while (this.stats.queuedBytes > this.opts.maxQueuedBytes) {
+          await new Promise<void>((r) => this.roomWaiters.push(r));
+          this.throwIfFailed();
+        }
+      } finally {
+        this.waitingAdds--;
+      }
     }
     const waits: Promise<void>[] = [];
     for (const chunk of chunks) {
@@ -177,7 +189,12 @@ export class Uploader {
       this.stats.queuedBytes += chunk.stored.byteLength;
       if (this.currentBytes >= this.opts.bundleBytes) this.seal();
     }
-    this.sealIfIdle();
+    // A drain under way seals these (it waits for nothing else once the link is idle), and
+    // looks again at what it waits for (all of them may have been queued already).
+    if (this.draining) {
+      this.sealTail();
+      for (const w of this.idleWaiters.splice(0)) w();
+    } else this.sealIfIdle();
     const durable = Promise.all(waits).then(() => undefined);
     durable.catch(() => {});
     return { durable };
@@ -188,14 +205,23 @@ export class Uploader {
     await Promise.all(this.bookkeeping);
   }
 
-  /** Sends what is queued and resolves when everything offered is durable. */
+  /**
+   * Sends what is queued and resolves when everything offered is durable, including chunks
+   * of an `add` still waiting for room when the drain starts (a worker's answer can reach the
+   * page before its last batch is queued).
+   */
   async drain(): Promise<void> {
-    this.sealTail();
-    while (this.inFlight > 0 || this.ready.length > 0) {
+    this.draining = true;
+    try {
+      this.sealTail();
+      while (this.inFlight > 0 || this.ready.length > 0 || this.waitingAdds > 0) {
+        this.throwIfFailed();
+        await new Promise<void>((r) => this.idleWaiters.push(r));
+      }
       this.throwIfFailed();
-      await new Promise<void>((r) => this.idleWaiters.push(r));
+    } finally {
+      this.draining = false;
     }
-    this.throwIfFailed();
   }
 
   pause() {

@@ -61,6 +61,8 @@ type Ctx = Context<CoreEvent, CoreSignal>;
  */
 class JobSignals {
   outstanding = 0;
+  /** The page stopped the job ('stop'): it ends at its next block or batch. */
+  stopped = false;
   private wakeCredit?: () => void;
   private entry?: number;
   private wakeEntry?: (entry: number) => void;
@@ -70,17 +72,28 @@ class JobSignals {
       if (s.type === 'credit') {
         this.outstanding--;
         this.wakeCredit?.();
+      } else if (s.type === 'stop') {
+        this.stopped = true;
+        this.wakeCredit?.();
+        this.wakeEntry?.(NaN);
       } else if (this.wakeEntry) this.wakeEntry(s.entry);
       else this.entry = s.entry;
     });
   }
 
-  /** Resolves once fewer than `max` batches are uncredited. */
+  /** Throws once the page has stopped the job. */
+  check() {
+    if (this.stopped) throw new Error('stopped by the page');
+  }
+
+  /** Resolves once fewer than `max` batches are uncredited; throws once stopped. */
   async credit(max: number) {
-    while (this.outstanding >= max) await new Promise<void>((r) => (this.wakeCredit = r));
+    while (this.outstanding >= max && !this.stopped) await new Promise<void>((r) => (this.wakeCredit = r));
+    this.check();
   }
 
   entryPoint(): Promise<number> {
+    if (this.stopped) return Promise.resolve(NaN);
     if (this.entry !== undefined) return Promise.resolve(this.entry);
     return new Promise((resolve) => (this.wakeEntry = resolve));
   }
@@ -146,6 +159,8 @@ function sink(ctx: Ctx, signals: JobSignals) {
   return {
     flush,
     full: () => batch!.storedSize() >= BATCH_BYTES,
+    /** Throws once the page has stopped the job. */
+    check: () => signals.check(),
   };
 }
 
@@ -209,6 +224,7 @@ async function chunkStream(
   try {
     let bytes = 0;
     for await (const block of blocks) {
+      out.check();
       take(engine.push(block));
       bytes += block.byteLength;
       if (out.full()) await out.flush();
@@ -340,7 +356,10 @@ async function chunkSegment(
 ) {
   try {
     const out = sink(ctx, signals);
-    for await (const block of blocks) seg.push(block);
+    for await (const block of blocks) {
+      out.check();
+      seg.push(block);
+    }
     seg.scan();
     ctx.emit({ type: 'progress', bytes: stop - start });
     const entry = await signals.entryPoint();

@@ -66,6 +66,11 @@ interface JobSpec<R> {
   onStart?: (request: JobRequest<R>) => void;
   /** A segment job's exit (where the next segment's chunks start). */
   onExit?: (exit: number) => void;
+  /**
+   * Aborted when the job's backup fails or is cancelled: a queued job is dropped, a running
+   * one told to stop, and the job rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 /** A queued job: what the scheduler counts, and how to start it on a slot. */
@@ -150,6 +155,7 @@ export class CorePool {
     prevFile: number,
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
+    signal?: AbortSignal,
   ): Promise<ChunkedFile> {
     const r = await this.run({
       send: (w, onEvent) => this.workers.request(w, 'chunkFile', { file, prevFile }, { onEvent }),
@@ -157,6 +163,7 @@ export class CorePool {
       held: heldWhileQueued(file.size),
       onNewChunks,
       onProgress,
+      signal,
     });
     this.predictedChunks += r.predicted;
     return { fps: r.fps, lengths: r.lengths };
@@ -174,6 +181,7 @@ export class CorePool {
     prevFiles: number[],
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
+    signal?: AbortSignal,
   ): Promise<BatchResult[]> {
     const r: BatchChunked = await this.run({
       send: (w, onEvent) =>
@@ -181,8 +189,9 @@ export class CorePool {
       bytes: sizes.reduce((a, b) => a + b, 0),
       onNewChunks,
       onProgress,
+      signal,
     });
-    if (r.unread) return this.chunkEach(files, prevFiles, onNewChunks, onProgress);
+    if (r.unread) return this.chunkEach(files, prevFiles, onNewChunks, onProgress, signal);
     this.predictedChunks += r.predicted;
     onProgress?.(r.bytes);
     let at = 0;
@@ -201,14 +210,21 @@ export class CorePool {
     prevFiles: number[],
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
+    signal?: AbortSignal,
   ): Promise<BatchResult[]> {
     const read = new Array<number>(files.length).fill(0);
     return Promise.all(
       files.map((file, k) =>
-        this.chunkFile(file, prevFiles[k], onNewChunks, (bytes) => {
-          read[k] = bytes;
-          onProgress?.(read.reduce((a, b) => a + b, 0));
-        }).then(
+        this.chunkFile(
+          file,
+          prevFiles[k],
+          onNewChunks,
+          (bytes) => {
+            read[k] = bytes;
+            onProgress?.(read.reduce((a, b) => a + b, 0));
+          },
+          signal,
+        ).then(
           (r): BatchResult => {
             read[k] = file.size;
             onProgress?.(read.reduce((a, b) => a + b, 0));
@@ -232,6 +248,7 @@ export class CorePool {
     segment: number,
     onNewChunks: (chunks: NewChunks) => Promise<void>,
     onProgress?: (bytes: number) => void,
+    signal?: AbortSignal,
   ): Promise<ChunkedFile> {
     const count = Math.max(1, Math.ceil(file.size / segment));
     const done = new Array<number>(count).fill(0);
@@ -261,6 +278,7 @@ export class CorePool {
           done[k] = bytes;
           onProgress?.(done.reduce((a, b) => a + b, 0));
         },
+        signal,
       });
       // A failed segment (or one that ended without an exit) fails every later one.
       job.then(() => failed(new Error('segment ended without an exit')), failed);
@@ -290,6 +308,19 @@ export class CorePool {
   /** Queues a job; resolves with its answer once a worker has run it. */
   private run<R>(spec: JobSpec<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
+      const asError = (err: unknown) => (err instanceof Error ? err : new Error(String(err)));
+      const { signal } = spec;
+      if (signal?.aborted) return reject(asError(signal.reason));
+      /** Ends the job for the page once it has been launched (set then). */
+      let halt: ((err: unknown) => void) | null = null;
+      const onAbort = () => {
+        if (halt) return halt(signal!.reason);
+        // Still queued: it never reaches a worker.
+        const at = this.queue.indexOf(job);
+        if (at >= 0) this.queue.splice(at, 1);
+        reject(asError(signal!.reason));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       const job: Job = {
         bytes: spec.bytes,
         held: spec.held ?? spec.bytes,
@@ -299,11 +330,23 @@ export class CorePool {
           const settle = () => {
             if (settled) return false;
             settled = true;
+            signal?.removeEventListener('abort', onAbort);
             this.finish(slot, job);
             return true;
           };
+          // The worker ends a stopped job at its next block or batch (a worker waiting for
+          // credit would otherwise wait for good, and every later job on it behind it).
+          const stop = () => request.signal({ type: 'stop' });
+          halt = (err) => {
+            stop();
+            if (settle()) reject(asError(err));
+          };
           const onEvent = (e: CoreEvent) => {
-            if (settled) return;
+            if (settled) {
+              // A batch of a job the page has given up: nothing takes it.
+              if (e.type === 'newChunks') stop();
+              return;
+            }
             switch (e.type) {
               case 'progress':
                 spec.onProgress?.(e.bytes);
@@ -311,21 +354,18 @@ export class CorePool {
               case 'segmentExit':
                 spec.onExit?.(e.exit);
                 return;
-              case 'newChunks': {
-                const credit = () => request.signal({ type: 'credit' });
-                (spec.onNewChunks?.(e) ?? Promise.resolve()).then(credit, (err: unknown) => {
-                  if (settle()) reject(err instanceof Error ? err : new Error(String(err)));
-                  // The worker is waiting for credit: let it go on; its answer is ignored.
-                  credit();
-                });
-              }
+              case 'newChunks':
+                (spec.onNewChunks?.(e) ?? Promise.resolve()).then(
+                  () => request.signal({ type: 'credit' }),
+                  (err: unknown) => halt!(err),
+                );
             }
           };
           const request = spec.send(slot.w, onEvent);
           spec.onStart?.(request);
           request.answer.then(
             (r) => settle() && resolve(r),
-            (err: unknown) => settle() && reject(err instanceof Error ? err : new Error(String(err))),
+            (err: unknown) => settle() && reject(asError(err)),
           );
         },
       };

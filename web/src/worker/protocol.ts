@@ -33,7 +33,12 @@ export type CoreSignal =
   /** The page has taken a `newChunks` batch: the worker may read on. */
   | { type: 'credit' }
   /** Where the previous segment's last chunk ended (NaN: it failed, give up). */
-  | { type: 'segmentEntry'; entry: number };
+  | { type: 'segmentEntry'; entry: number }
+  /**
+   * The page no longer wants this job (its backup failed or was cancelled): it ends at its
+   * next block or batch, without an answer the page reads.
+   */
+  | { type: 'stop' };
 
 /** A file's whole recipe, in order; `predicted` of its chunks were found by RapidCDC. */
 export interface Chunked {
