@@ -95,3 +95,16 @@ test('a token revoked after the page loaded fails the backup with an error inste
   await expect(page.getByTestId('backup-message')).toContainText('refused the access token', { timeout: 30_000 });
   await expect(page.getByTestId('backup-phase')).toHaveText('failed');
 });
+
+test('a source name the server would refuse is said before anything is read or sent', async ({ page }) => {
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('folder-input').setInputFiles(versions[0]);
+  // 86 three-byte characters: 258 bytes of UTF-8, 86 characters.
+  await page.getByTestId('source-label').fill('€'.repeat(86));
+  await expect(page.getByTestId('source-too-long')).toBeVisible();
+  await expect(page.getByTestId('backup-start')).toHaveCount(0);
+  await page.getByTestId('source-label').fill('€'.repeat(85));
+  await expect(page.getByTestId('source-too-long')).toHaveCount(0);
+  await expect(page.getByTestId('backup-start')).toBeVisible();
+});

@@ -339,11 +339,16 @@ export class BackupJob {
       const version = await this.backup();
       this.progress.version = version;
       this.enter('done');
-      await this.deps.jobs.update(this.key, (j) => {
-        j.status = 'done';
-        j.versionId = version.id;
-      });
-      await this.deps.jobs.clearFiles(this.key);
+      // Bookkeeping only: the version is committed whatever these do.
+      try {
+        await this.deps.jobs.update(this.key, (j) => {
+          j.status = 'done';
+          j.versionId = version.id;
+        });
+        await this.deps.jobs.clearFiles(this.key);
+      } catch (e) {
+        console.warn('backup bookkeeping in IndexedDB failed:', e);
+      }
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
       this.enter(this.cancelled ? 'cancelled' : 'failed');
@@ -505,7 +510,8 @@ export class BackupJob {
       written: Promise.all(passes.map((x) => x.written)).then(() => {}),
       writeAll: () => Promise.all(passes.map((x) => x.writeAll())).then(() => {}),
     };
-    await jobPut;
+    // The job record is for a resume; a backup that cannot write it still commits.
+    await jobPut.catch((e: unknown) => console.warn('backup bookkeeping in IndexedDB failed:', e));
     if (this.cancelled) throw new Error('cancelled');
 
     this.enter('committing');

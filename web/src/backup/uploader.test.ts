@@ -94,6 +94,16 @@ describe('Uploader', () => {
     expect(s.stored.has(fpHex(chunk(212).fp))).toBe(true);
   });
 
+  it('seals a bundle at its chunk limit however few bytes it holds (tiny files)', async () => {
+    const s = fakeServer();
+    const up = new Uploader(s.deps, { bundleChunks: 1000 });
+    const { durable } = await up.add(Array.from({ length: 2500 }, (_, i) => chunk(i, 3)));
+    await up.drain();
+    await durable;
+    expect(s.stored.size).toBe(2500);
+    expect(Math.max(...s.bundles.map((b) => b.length))).toBeLessThanOrEqual(1000);
+  });
+
   it('sends the tail as up to `concurrency` bundles of at least the idle size', async () => {
     const s = fakeServer();
     const up = new Uploader(s.deps, { bundleBytes: 100_000, idleBundleBytes: 10_000, concurrency: 3 });

@@ -38,6 +38,11 @@ export interface UploaderDeps {
 export interface UploaderOptions {
   bundleBytes: number;
   /**
+   * A bundle also seals at this many chunks: tiny files make tiny chunks, and the server
+   * refuses a bundle of more than 65 536 (`MAX_BUNDLE_CHUNKS`, docs/FORMAT.md).
+   */
+  bundleChunks: number;
+  /**
    * While no bundle is in flight or waiting, a bundle seals as soon as it holds this many
    * bytes: the link is idle, so waiting for a full bundle would only delay the upload and
    * leave a bigger tail to send after the last file is chunked.
@@ -79,6 +84,7 @@ interface Pending {
 
 const DEFAULTS: UploaderOptions = {
   bundleBytes: 4 << 20,
+  bundleChunks: 16_384,
   idleBundleBytes: 1 << 20,
   concurrency: 3,
   maxQueuedBytes: 8 << 20,
@@ -187,7 +193,7 @@ export class Uploader {
       this.current.push({ chunk, hex, bytes: chunk.stored.byteLength, done });
       this.currentBytes += chunk.stored.byteLength;
       this.stats.queuedBytes += chunk.stored.byteLength;
-      if (this.currentBytes >= this.opts.bundleBytes) this.seal();
+      if (this.currentBytes >= this.opts.bundleBytes || this.current.length >= this.opts.bundleChunks) this.seal();
     }
     // A drain under way seals these (it waits for nothing else once the link is idle), and
     // looks again at what it waits for (all of them may have been queued already).

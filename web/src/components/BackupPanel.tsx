@@ -48,6 +48,7 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
   const excludes = settings.excludes;
   const preview = useMemo(() => (picked ? applyExcludes(picked, new Excludes(excludes)) : null), [picked, excludes]);
   const source = label.trim() || picked?.root || '';
+  const sourceTooLong = new TextEncoder().encode(source).length > 256;
 
   // Each source keeps its own settings: show the chosen source's.
   useEffect(() => {
@@ -185,6 +186,11 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
           {preview.picked.files.length === 0 ? (
             <p className="error" data-testid="picked-all-excluded" role="alert">
               Every file of this folder is excluded: there is nothing to back up. Change the patterns above.
+            </p>
+          ) : sourceTooLong ? (
+            // The server takes 1 to 256 bytes (docs/API.md): said now, not after the upload.
+            <p className="error" data-testid="source-too-long" role="alert">
+              The source name is longer than 256 bytes: shorten it to back up.
             </p>
           ) : (
             <button type="button" data-testid="backup-start" onClick={start}>

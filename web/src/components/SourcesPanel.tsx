@@ -62,7 +62,14 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
     }
     const settings = await (await sourceSettings()).get(api.repo, source);
     const end = await runner.run({ picked, source, settings });
-    if (end?.phase === 'done' && end.version) {
+    if (end?.phase === 'done' && end.version && end.skipped.length) {
+      // Not "stored": some picked files are not in it (docs/BACKUP.md, incomplete versions).
+      setNote({
+        source,
+        kind: 'error',
+        text: `Version #${end.version.id} is incomplete: ${end.skipped.length} of the picked files are not in it.`,
+      });
+    } else if (end?.phase === 'done' && end.version) {
       scheduleProblems.set(source, null);
       setNote({ source, kind: 'ok', text: `Version #${end.version.id} stored.` });
     } else if (end) setNote({ source, kind: 'error', text: end.message ?? `The backup ${end.phase}.` });

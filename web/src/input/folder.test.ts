@@ -52,6 +52,19 @@ describe('fromEntries', () => {
     expect(picked.skipped[1].reason).toContain('NotFoundError');
   });
 
+  it('gives items dropped together under one name their own names', async () => {
+    const picked = await fromEntries([
+      fakeDir('/src', [fakeFile('/src/a.txt', 'one')]),
+      fakeDir('/src', [fakeFile('/src/a.txt', 'two')]),
+      fakeFile('/a.txt', 'three'),
+      fakeFile('/a.txt', 'four'),
+      fakeFile('/A.TXT', 'five'),
+    ]);
+    expect(picked.files.map((f) => f.path)).toEqual(['src/a.txt', 'src (2)/a.txt', 'a.txt', 'a (2).txt', 'A.TXT']);
+    expect(picked.dirs).toEqual(['src', 'src (2)']);
+    expect(await picked.files[1].file.text()).toBe('two');
+  });
+
   it('keeps a way to a fresh File of each dropped file', async () => {
     let content = 'first';
     const entry = {

@@ -90,8 +90,22 @@ export async function fromEntries(entries: (EntryLike | null)[]): Promise<Picked
     out.skipped.push({ path: '(dropped item)', reason: 'the browser gave no file system entry for it' });
   }
   out.root = roots.length === 1 && roots[0].isDirectory ? roots[0].name : 'dropped files';
+  // Items dropped together from different folders may share a name ("src" twice): each
+  // keeps its own top-level name, the later ones "src (2)", ... (else the version would hold
+  // two files at one path, which the server refuses after the upload).
+  const taken = new Set<string>();
+  const tops = roots.map((r) => {
+    const name = normalizePath(r.fullPath);
+    const dot = r.isFile ? name.lastIndexOf('.') : -1;
+    const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ''];
+    let top = name;
+    for (let n = 2; taken.has(top); n++) top = `${stem} (${n})${ext}`;
+    taken.add(top);
+    return { from: name, to: top };
+  });
+  let top = tops[0];
   const walk = async (entry: EntryLike, depth: number): Promise<void> => {
-    const path = normalizePath(entry.fullPath);
+    const path = top.to + normalizePath(entry.fullPath).slice(top.from.length);
     if (entry.isFile) {
       try {
         const open = () => new Promise<File>((ok, err) => (entry as FileEntryLike).file(ok, err));
@@ -117,7 +131,10 @@ export async function fromEntries(entries: (EntryLike | null)[]): Promise<Picked
       out.skipped.push({ path, reason: 'neither a file nor a folder' });
     }
   };
-  for (const r of roots) await walk(r, 0);
+  for (const [k, r] of roots.entries()) {
+    top = tops[k];
+    await walk(r, 0);
+  }
   return out;
 }
 

@@ -67,7 +67,13 @@ export async function runDue(runner: BackupRunner, now = Date.now()) {
       const end = await runner.run({ picked, source: row.source, settings, background: true });
       scheduleProblems.set(
         row.source,
-        !end || end.phase === 'done' ? null : `The scheduled backup ${end.phase}: ${end.message ?? 'no reason given'}.`,
+        !end
+          ? null
+          : end.phase !== 'done'
+            ? `The scheduled backup ${end.phase}: ${end.message ?? 'no reason given'}.`
+            : end.skipped.length
+              ? `The scheduled backup is incomplete: ${end.skipped.length} of the picked files are not in version #${end.version?.id}.`
+              : null,
       );
     } catch (e) {
       scheduleProblems.set(row.source, e instanceof Error ? e.message : String(e));
