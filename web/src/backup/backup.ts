@@ -52,6 +52,8 @@ export const BATCH_FILES = 64;
 export const BATCH_BYTES = 2 << 20;
 /** Per-file job records (for a resume) are first written this long into a backup. */
 export const RECORD_AFTER_MS = 2000;
+/** Per-file records are written at least this often once they are written at all. */
+const RECORD_EVERY_MS = 5_000;
 
 /** Work items: a file of at least BATCH_FILE_BYTES alone, smaller ones batched (in pick order). */
 export function batches<T extends { file: { size: number } }>(files: readonly T[]): T[][] {
@@ -636,16 +638,20 @@ export class BackupJob {
     // Held in memory for the first RECORD_AFTER_MS of a backup (a short backup interrupted
     // then re-reads that much work; most backups end before any record is written).
     let batch: FileRecord[] = [];
+    let flushedAt = performance.now();
     const flush = (force = false) => {
       if (this.committed || (!force && performance.now() - this.started < RECORD_AFTER_MS)) return Promise.resolve();
       const b = batch;
       batch = [];
+      flushedAt = performance.now();
       return b.length ? jobs.putFiles(b) : Promise.resolve();
     };
+    // Every 64 files, or RECORD_EVERY_MS after the last write: a folder of a few large files
+    // would otherwise keep every record in memory until its end.
     const record = (r: FileRecord) => {
       if (this.committed) return Promise.resolve();
       batch.push(r);
-      return batch.length >= 64 ? flush() : Promise.resolve();
+      return batch.length >= 64 || performance.now() - flushedAt >= RECORD_EVERY_MS ? flush() : Promise.resolve();
     };
     // Keep every worker's queue full while the page waits on earlier replies.
     const inFlight = Math.max(4, pool.size * 8);
