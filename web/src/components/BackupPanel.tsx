@@ -11,6 +11,9 @@ import { ExcludesEditor } from './ExcludesEditor';
 import { FolderInput } from './FolderInput';
 import { bytes, DEDUP_RATIO_MEANS, duration, ratio } from './format';
 
+/** Entries (files and folders) a version holds at most (the server's manifest limit). */
+const MAX_ENTRIES = 1_000_000;
+
 interface Props {
   api: Api;
   jobs: JobStore;
@@ -186,6 +189,12 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
           {preview.picked.files.length === 0 ? (
             <p className="error" data-testid="picked-all-excluded" role="alert">
               Every file of this folder is excluded: there is nothing to back up. Change the patterns above.
+            </p>
+          ) : preview.picked.files.length + preview.picked.dirs.length > MAX_ENTRIES ? (
+            // A version holds at most this many (docs/API.md): said now, not after the upload.
+            <p className="error" data-testid="picked-too-many" role="alert">
+              This folder holds {preview.picked.files.length + preview.picked.dirs.length} files and folders; a version
+              holds at most {MAX_ENTRIES}. Back up its subfolders as sources of their own.
             </p>
           ) : sourceTooLong ? (
             // The server takes 1 to 256 bytes (docs/API.md): said now, not after the upload.
