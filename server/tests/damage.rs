@@ -1112,3 +1112,45 @@ fn the_mover_quarantines_damage_it_finds_with_nothing_to_move() {
     assert_eq!(missing(&s, "default", &t, &all), vec![cs[0].hex()]);
     assert!(damage_of_versions(&s, "default", &t).contains(&(v1, 1, true)));
 }
+
+/// With the disk full, forgetting a version still frees its chunks: the prune's mover passes
+/// copy before they free and fail for want of space, and what only deletes (ICDA, the sweep)
+/// still runs. Before, the prune stopped at its first copy: the version was gone, nothing was
+/// freed, and the answer said nothing of the request was stored.
+#[test]
+fn forgetting_a_version_frees_its_chunks_when_the_mover_cannot_copy() {
+    let dir = TempDir::new("forget-full");
+    let (env, mut s) = mover_server(&dir.0, &[("DITTO_TEST_FAIL_AT", "move:write")]);
+    let t = s.token.clone();
+    let old: Vec<TestChunk> = (0..60)
+        .map(|i| TestChunk::new(text_bytes(20_000 + i, 1_500), true))
+        .collect();
+    let new: Vec<TestChunk> = (0..60)
+        .map(|i| TestChunk::new(text_bytes(30_000 + i, 1_500), true))
+        .collect();
+    assert_eq!(upload_to(&s, "default", &t, &old).status, 200);
+    let v1 = commit(&s, "default", &t, "a", &old);
+    // Restarted, the next upload goes to a container of its own.
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let s = Server::start_with(&dir.0, &env, None);
+    assert_eq!(upload_to(&s, "default", &t, &new).status, 200);
+    commit(&s, "default", &t, "b", &new);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &t,
+        &json!({ "versions": [v1] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        r.json()["reclaimed_bytes"].as_i64().unwrap() > 0,
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    assert_eq!(
+        missing(&s, "default", &t, &old.iter().collect::<Vec<_>>()).len(),
+        old.len()
+    );
+    assert_restores(&s, "default", &t, &new);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}

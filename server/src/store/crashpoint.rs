@@ -31,7 +31,7 @@ fn armed() -> Option<&'static str> {
 
 /// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail as a
 /// full disk would make it (an error, the process going on), every time it is reached.
-pub const FAILURE_POINTS: &[&str] = &["move:part"];
+pub const FAILURE_POINTS: &[&str] = &["move:part", "move:write"];
 
 /// Whether the step at failure point `point` is to fail.
 pub fn fails(point: &str) -> bool {

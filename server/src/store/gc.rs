@@ -34,7 +34,7 @@ use super::{
     index::IndexRead,
     layout::Snapshot,
     mover::{layout_enabled, Moved, Source},
-    now_ms, Store, StoreResult,
+    now_ms, Store, StoreError, StoreResult,
 };
 
 /// Pending chunks younger than this are never swept (`DITTO_GC_GRACE_S` overrides).
@@ -85,6 +85,21 @@ impl PruneReport {
     }
 }
 
+/// A mover pass of a prune that failed for want of space counts as one that moved nothing:
+/// it copies before it frees, while ICDA and the sweep only delete, so a full disk is when
+/// they must still run (versions forgotten to make room would otherwise free nothing, and
+/// every later prune stop at the same copy). The pass left nothing half done (a failed write
+/// or switch keeps what was committed, docs/STORAGE.md "Crash safety").
+fn short_of_space(pass: StoreResult<Moved>, what: &str) -> StoreResult<Moved> {
+    match pass {
+        Err(StoreError::NoSpace(why)) => {
+            eprintln!("prune: the mover's {what} pass is short of space ({why}); freeing what needs no copy");
+            Ok(Moved::default())
+        }
+        other => other,
+    }
+}
+
 /// How much of a prune to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sweep {
@@ -103,7 +118,7 @@ impl Store {
         let _maint = self.maintenance()?;
         let mut rep = PruneReport {
             dry_run,
-            moved: self.mover_pass(repo_id, "move")?,
+            moved: short_of_space(self.mover_pass(repo_id, "move"), "move")?,
             ..Default::default()
         };
         // The mover's own net frees count: `reclaimed_bytes` is what the data directory
@@ -120,7 +135,7 @@ impl Store {
             rep.sweep = true;
             self.sweep(repo_id, &mut rep)?;
         }
-        let compacted = self.mover_pass(repo_id, "compact")?;
+        let compacted = short_of_space(self.mover_pass(repo_id, "compact"), "compact")?;
         rep.containers_compacted = compacted.containers_evacuated;
         rep.bytes_rewritten = rep.moved.bytes_rewritten + compacted.bytes_rewritten;
         rep.reclaimed_bytes += compacted.bytes_freed;

@@ -529,6 +529,9 @@ impl Store {
             ContainerKind::Archival => b.newest_version,
             ContainerKind::Active => snap.max_id,
         };
+        if crashpoint::fails("move:write") {
+            return Err(StoreError::NoSpace("test failure point move:write".into()));
+        }
         let id = self.writer().ix.next_container_id()?;
         let header =
             self.write_new_container(repo_id, id, b.kind, newest_version, &mut b.table, &b.data)?;
