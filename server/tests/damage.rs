@@ -1154,3 +1154,55 @@ fn forgetting_a_version_frees_its_chunks_when_the_mover_cannot_copy() {
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// A version whose manifest cannot be read can still be forgotten: its chunks are left to
+/// the sweep. Before, every forget and prune of the repository failed on it with a 500.
+#[test]
+fn a_version_with_an_unreadable_manifest_can_be_forgotten() {
+    let dir = TempDir::new("forget-unreadable");
+    let s = Server::start_without_pass(&dir.0);
+    let t = s.token.clone();
+    let ours: Vec<TestChunk> = (0..20)
+        .map(|i| TestChunk::new(text_bytes(40_000 + i, 1_500), true))
+        .collect();
+    let theirs: Vec<TestChunk> = (0..20)
+        .map(|i| TestChunk::new(text_bytes(50_000 + i, 1_500), true))
+        .collect();
+    assert_eq!(upload_to(&s, "default", &t, &ours).status, 200);
+    assert_eq!(upload_to(&s, "default", &t, &theirs).status, 200);
+    // Another source, so that its manifest is not stored against the damaged one.
+    let size: usize = theirs.iter().map(|c| c.raw.len()).sum();
+    let other = post_json(
+        &s.repo_url("default", "/versions"),
+        &t,
+        &json!({ "source": "other", "time": 1, "entries": [
+            { "path": "b", "kind": "file", "size": size, "mtime": 0, "mode": null,
+              "recipe": theirs.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] }),
+    );
+    assert_eq!(
+        other.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&other.body)
+    );
+    let damaged = commit(&s, "default", &t, "a", &ours);
+    drop(s);
+    let stored = stored_manifest(&dir.0, damaged);
+    set_stored_manifest(&dir.0, damaged, &stored[..stored.len() / 2], true);
+    let s = Server::start_without_pass(&dir.0);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &t,
+        &json!({ "versions": [damaged] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        missing(&s, "default", &t, &ours.iter().collect::<Vec<_>>()).len(),
+        ours.len(),
+        "the forgotten version's chunks are swept"
+    );
+    assert_restores(&s, "default", &t, &theirs);
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -183,14 +183,27 @@ impl Store {
         let mut gone = FpSet::default();
         let mut kept = FpSet::default();
         let chains = ManifestChains::new(&*ix, repo_id);
-        chains.each_fps(rows.iter().map(|(id, m)| (*id, m)), |id, fps| {
-            if removed.contains(&id) {
-                gone.extend(fps);
-            } else {
-                kept.extend(fps);
-            }
-            Ok(())
-        })?;
+        chains.each_fps_or(
+            rows.iter().map(|(id, m)| (*id, m)),
+            |id, fps| {
+                if removed.contains(&id) {
+                    gone.extend(fps);
+                } else {
+                    kept.extend(fps);
+                }
+                Ok(())
+            },
+            // A removed version whose manifest cannot be read is still removed (else a
+            // damaged one could never go, and would block every forget and prune): its
+            // chunks are not counted as freed here, and the sweep frees them.
+            |id, e| {
+                if removed.contains(&id) {
+                    Ok(())
+                } else {
+                    Err(super::versions::unreadable_manifest(id, &e))
+                }
+            },
+        )?;
         let base_of: HashMap<Fingerprint, Fingerprint> =
             ix.delta_edges(repo_id)?.into_iter().collect();
         let (gone, kept) = (with_bases(gone, &base_of), with_bases(kept, &base_of));

@@ -113,16 +113,24 @@ impl<'a> ManifestChains<'a> {
     pub fn each_fps<'r>(
         &self,
         rows: impl IntoIterator<Item = (i64, &'r StoredManifest)>,
+        each: impl FnMut(i64, HashSet<Fingerprint>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        self.each_fps_or(rows, each, |id, e| Err(unreadable_manifest(id, &e)))
+    }
+
+    /// As [`Self::each_fps`], but a manifest that cannot be read goes to `unreadable` (with
+    /// why), which decides whether that ends the walk.
+    pub fn each_fps_or<'r>(
+        &self,
+        rows: impl IntoIterator<Item = (i64, &'r StoredManifest)>,
         mut each: impl FnMut(i64, HashSet<Fingerprint>) -> StoreResult<()>,
+        mut unreadable: impl FnMut(i64, String) -> StoreResult<()>,
     ) -> StoreResult<()> {
         self.each(rows, |id, json| {
-            let fps = json
-                .map_err(|e| e.to_string())
-                .and_then(manifest_fps)
-                .map_err(|e| {
-                    StoreError::Internal(format!("version {id}: unreadable manifest: {e}"))
-                })?;
-            each(id, fps)
+            match json.map_err(|e| e.to_string()).and_then(manifest_fps) {
+                Ok(fps) => each(id, fps),
+                Err(e) => unreadable(id, e),
+            }
         })
     }
 
@@ -443,4 +451,9 @@ impl Store {
     pub fn manifest_json(&self, repo_id: i64, v: &VersionRecord) -> StoreResult<Vec<u8>> {
         ManifestChains::new(&*self.snapshot()?, repo_id).one(v.row.id, &v.manifest)
     }
+}
+
+/// The error of a walk over manifests that meets one it cannot read.
+pub fn unreadable_manifest(id: i64, why: &str) -> StoreError {
+    StoreError::Internal(format!("version {id}: unreadable manifest: {why}"))
 }
