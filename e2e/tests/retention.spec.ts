@@ -298,3 +298,35 @@ test('the policy is remembered per source, and a backup after a prune starts fro
   await restoresAs(id, path.join(base, 'v1', 'project'), path.join(base, 'again'));
   expect(errors).toEqual([]);
 });
+
+test('an apply whose answer is lost: the page shows the error and what the server now holds', async () => {
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  // One more version of "Project", so that keeping the last one removes one.
+  await backUp(path.join(base, 'v2', 'project'), 'Project');
+  await page.getByTestId('tab-versions').click();
+  await page.getByTestId('retention').locator('summary').click();
+  await page.getByTestId('retention-source').selectOption('Project');
+  await page.getByTestId('retention-keep_daily').fill('');
+  await page.getByTestId('retention-keep_last').fill('1');
+  await page.getByTestId('retention-preview').click();
+  await expect(page.getByTestId('retention-remove')).toHaveCount(1);
+  const gone = Number(await page.getByTestId('retention-remove').getAttribute('data-version'));
+  await expect(row(gone)).toBeVisible();
+  // The server forgets the version; its answer is lost on the way (a proxy's 502).
+  await page.route('**/api/v1/repos/*/forget', async (route) => {
+    if (JSON.parse(route.request().postData() ?? '{}').dry_run) return route.continue();
+    await route.fetch();
+    await route.fulfill({
+      status: 502,
+      contentType: 'application/json',
+      body: JSON.stringify({ code: 'bad_gateway', error: 'the answer was lost' }),
+    });
+  });
+  await page.getByTestId('retention-apply').click();
+  await page.getByTestId('retention-apply-confirm').click();
+  await expect(page.getByTestId('retention-error')).toContainText('the answer was lost');
+  await expect(row(gone)).toHaveCount(0);
+  await page.unroute('**/api/v1/repos/*/forget');
+  expect(errors).toEqual([]);
+});

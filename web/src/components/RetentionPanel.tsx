@@ -3,6 +3,9 @@ import type { Api, ForgetResult, KeepReason, RetentionPolicy } from '../api/clie
 import { bytes } from './format';
 import './retention.css';
 
+/** Version ids the server forgets per request at most (`MAX_FORGET_IDS`). */
+const FORGET_IDS = 10_000;
+
 type CountRule = 'keep_last' | 'keep_hourly' | 'keep_daily' | 'keep_weekly' | 'keep_monthly' | 'keep_yearly';
 type Form = Record<CountRule | 'keep_within', string>;
 
@@ -151,13 +154,24 @@ export function RetentionPanel({
     // Exactly the previewed versions go, by id: the confirmation named them, and the policy
     // evaluated again now could select others if a backup committed since the preview.
     const ids = current.remove.map((v) => v.id);
+    const removed: number[] = [];
+    let reclaimed = 0;
     try {
-      const result = await api.forget({ versions: ids });
-      setApplied({ removed: result.remove.map((v) => v.id), reclaimed: result.reclaimed_bytes });
+      // The server takes at most FORGET_IDS ids per request (docs/API.md).
+      for (let at = 0; at < ids.length; at += FORGET_IDS) {
+        const result = await api.forget({ versions: ids.slice(at, at + FORGET_IDS) });
+        removed.push(...result.remove.map((v) => v.id));
+        reclaimed += result.reclaimed_bytes;
+      }
+      setApplied({ removed, reclaimed });
       setPreview(null);
-      onApplied(result.remove.map((v) => v.id));
+      onApplied(removed);
     } catch (e) {
+      // Versions may be gone although the request failed (they are deleted before the
+      // storage is freed): the page reads again what the server holds.
       setError(e instanceof Error ? e.message : String(e));
+      setPreview(null);
+      onApplied(removed);
     }
     setBusy(null);
   };
