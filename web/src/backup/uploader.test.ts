@@ -37,6 +37,18 @@ function fakeServer(opts: { failFirst?: number; status?: number } = {}) {
   return { deps, stored, bundles };
 }
 
+/** Holds `s`'s uploads until the returned function is called. */
+function holdUploads(s: ReturnType<typeof fakeServer>): () => void {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const upload = s.deps.upload;
+  s.deps.upload = async (b, signal) => {
+    await gate;
+    return upload(b, signal);
+  };
+  return release;
+}
+
 describe('Uploader', () => {
   it('uploads each new chunk once, in bundles of the configured size', async () => {
     const s = fakeServer();
@@ -58,13 +70,7 @@ describe('Uploader', () => {
     // backup then drains with that add still pending.
     const s = fakeServer();
     const up = new Uploader(s.deps, { bundleBytes: 10_000, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const upload = s.deps.upload;
-    s.deps.upload = async (b, signal) => {
-      await gate;
-      return upload(b, signal);
-    };
+    const release = holdUploads(s);
     await up.add(Array.from({ length: 13 }, (_, i) => chunk(i)));
     const late = up.add([chunk(100), chunk(101)]);
     const drained = up.drain();
@@ -77,12 +83,7 @@ describe('Uploader', () => {
     expect(s.stored.has(fpHex(chunk(101).fp))).toBe(true);
     // The same with a late add of chunks queued already: nothing new to send, still drained.
     const again = new Uploader(s.deps, { bundleBytes: 20_000, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
-    let open!: () => void;
-    const held = new Promise<void>((r) => (open = r));
-    s.deps.upload = async (b, signal) => {
-      await held;
-      return upload(b, signal);
-    };
+    const open = holdUploads(s);
     await again.add(Array.from({ length: 13 }, (_, i) => chunk(200 + i)));
     const dup = again.add([chunk(200), chunk(201)]);
     const done = again.drain();
@@ -108,13 +109,7 @@ describe('Uploader', () => {
     const s = fakeServer();
     const up = new Uploader(s.deps, { bundleBytes: 100_000, idleBundleBytes: 10_000, concurrency: 3 });
     // The link is busy with a first bundle, so the next 60 KB wait in one unsealed bundle.
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const upload = s.deps.upload;
-    s.deps.upload = async (b, signal) => {
-      await gate;
-      return upload(b, signal);
-    };
+    const release = holdUploads(s);
     await up.add(Array.from({ length: 12 }, (_, i) => chunk(i)));
     await up.add(Array.from({ length: 60 }, (_, i) => chunk(100 + i)));
     const drained = up.drain();
