@@ -183,14 +183,6 @@ export class SessionForecast {
   }
 }
 
-/**
- * Fetches the chunks of a plan and has them verified, request by request in plan order, for
- * the window the assembler is writing and the next one. Each worker has one request on the
- * wire at a time, sent while it verifies its last answer: the request names in `have` the
- * chain links the worker's session holds or will hold once that answer is verified
- * ([`SessionForecast`]), so no link comes twice and fetching overlaps verifying. Each
- * verified answer goes to `deliver`.
- */
 /** Tries of one `chunks/get` that fails for a reason worth retrying (`ApiError.transient`). */
 const FETCH_ATTEMPTS = 4;
 const FETCH_RETRY_MS = 250;
@@ -211,6 +203,14 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * Fetches the chunks of a plan and has them verified, request by request in plan order, for
+ * the window the assembler is writing and the next one. Each worker has one request on the
+ * wire at a time, sent while it verifies its last answer: the request names in `have` the
+ * chain links the worker's session holds or will hold once that answer is verified
+ * ([`SessionForecast`]), so no link comes twice and fetching overlaps verifying. Each
+ * verified answer goes to `deliver`.
+ */
 export class ChunkFetcher {
   /** The window the assembler is writing (it starts with the first). */
   private window = 0;
