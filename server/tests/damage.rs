@@ -93,13 +93,36 @@ fn get_chunk(s: &Server, token: &str, c: &TestChunk) -> Resp {
 }
 
 fn commit(s: &Server, repo: &str, token: &str, name: &str, chunks: &[TestChunk]) -> i64 {
+    commit_as(s, repo, token, "src", name, chunks)
+}
+
+/// As [`commit`], in source `source`.
+fn commit_as(
+    s: &Server,
+    repo: &str,
+    token: &str,
+    source: &str,
+    name: &str,
+    chunks: &[TestChunk],
+) -> i64 {
     let size: usize = chunks.iter().map(|c| c.raw.len()).sum();
-    let m = json!({ "source": "src", "time": 1, "entries": [
+    let m = json!({ "source": source, "time": 1, "entries": [
         { "path": name, "kind": "file", "size": size, "mtime": 0, "mode": null,
           "recipe": chunks.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
     let r = post_json(&s.repo_url(repo, "/versions"), token, &m);
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     r.json()["id"].as_i64().unwrap()
+}
+
+/// Forgets versions `ids` of the default repository; the answer, which must be a 200.
+fn forget(s: &Server, token: &str, ids: &[i64]) -> Resp {
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        token,
+        &json!({ "versions": ids }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r
 }
 
 fn upload_to(s: &Server, repo: &str, token: &str, chunks: &[TestChunk]) -> Resp {
@@ -916,12 +939,7 @@ fn manifests_are_stored_against_the_previous_version_and_survive_deletes() {
     }
     // Deleting the first version and one in the middle of the chain: the versions stored
     // against them are stored standalone, and every version left reads as before.
-    let r = post_json(
-        &s.repo_url("default", "/forget"),
-        &s.token,
-        &json!({ "versions": [ids[0], ids[4]] }),
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    forget(&s, &s.token, &[ids[0], ids[4]]);
     served.remove(&ids[0]);
     served.remove(&ids[4]);
     for (id, json) in &served {
@@ -1122,12 +1140,7 @@ fn forgetting_a_version_frees_its_chunks_when_the_mover_cannot_copy() {
     let dir = TempDir::new("forget-full");
     let (env, mut s) = mover_server(&dir.0, &[("DITTO_TEST_FAIL_AT", "move:write")]);
     let t = s.token.clone();
-    let old: Vec<TestChunk> = (0..60)
-        .map(|i| TestChunk::new(text_bytes(20_000 + i, 1_500), true))
-        .collect();
-    let new: Vec<TestChunk> = (0..60)
-        .map(|i| TestChunk::new(text_bytes(30_000 + i, 1_500), true))
-        .collect();
+    let (old, new) = (chunks(20, 60), chunks(30, 60));
     assert_eq!(upload_to(&s, "default", &t, &old).status, 200);
     let v1 = commit(&s, "default", &t, "a", &old);
     // Restarted, the next upload goes to a container of its own.
@@ -1135,12 +1148,7 @@ fn forgetting_a_version_frees_its_chunks_when_the_mover_cannot_copy() {
     let s = Server::start_with(&dir.0, &env, None);
     assert_eq!(upload_to(&s, "default", &t, &new).status, 200);
     commit(&s, "default", &t, "b", &new);
-    let r = post_json(
-        &s.repo_url("default", "/forget"),
-        &t,
-        &json!({ "versions": [v1] }),
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = forget(&s, &t, &[v1]);
     assert!(
         r.json()["reclaimed_bytes"].as_i64().unwrap() > 0,
         "{}",
@@ -1162,40 +1170,17 @@ fn a_version_with_an_unreadable_manifest_can_be_forgotten() {
     let dir = TempDir::new("forget-unreadable");
     let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
-    let ours: Vec<TestChunk> = (0..20)
-        .map(|i| TestChunk::new(text_bytes(40_000 + i, 1_500), true))
-        .collect();
-    let theirs: Vec<TestChunk> = (0..20)
-        .map(|i| TestChunk::new(text_bytes(50_000 + i, 1_500), true))
-        .collect();
+    let (ours, theirs) = (chunks(40, 20), chunks(50, 20));
     assert_eq!(upload_to(&s, "default", &t, &ours).status, 200);
     assert_eq!(upload_to(&s, "default", &t, &theirs).status, 200);
     // Another source, so that its manifest is not stored against the damaged one.
-    let size: usize = theirs.iter().map(|c| c.raw.len()).sum();
-    let other = post_json(
-        &s.repo_url("default", "/versions"),
-        &t,
-        &json!({ "source": "other", "time": 1, "entries": [
-            { "path": "b", "kind": "file", "size": size, "mtime": 0, "mode": null,
-              "recipe": theirs.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] }),
-    );
-    assert_eq!(
-        other.status,
-        201,
-        "{}",
-        String::from_utf8_lossy(&other.body)
-    );
+    commit_as(&s, "default", &t, "other", "b", &theirs);
     let damaged = commit(&s, "default", &t, "a", &ours);
     drop(s);
     let stored = stored_manifest(&dir.0, damaged);
     set_stored_manifest(&dir.0, damaged, &stored[..stored.len() / 2], true);
     let s = Server::start_without_pass(&dir.0);
-    let r = post_json(
-        &s.repo_url("default", "/forget"),
-        &t,
-        &json!({ "versions": [damaged] }),
-    );
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    forget(&s, &t, &[damaged]);
     assert_eq!(
         missing(&s, "default", &t, &ours.iter().collect::<Vec<_>>()).len(),
         ours.len(),
