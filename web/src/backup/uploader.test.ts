@@ -69,29 +69,25 @@ describe('Uploader', () => {
     // A worker's answer can reach the page while its last batch's add() waits for room: the
     // backup then drains with that add still pending.
     const s = fakeServer();
-    const up = new Uploader(s.deps, { bundleBytes: 10_000, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
-    const release = holdUploads(s);
-    await up.add(Array.from({ length: 13 }, (_, i) => chunk(i)));
-    const late = up.add([chunk(100), chunk(101)]);
-    const drained = up.drain();
-    release();
-    await drained;
-    await (
-      await late
-    ).durable;
+    /** 13 chunks from `first` fill the queue, `late` waits for room behind them, then a drain. */
+    const drainBehind = async (bundleBytes: number, first: number, late: number[]) => {
+      const up = new Uploader(s.deps, { bundleBytes, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
+      const release = holdUploads(s);
+      await up.add(Array.from({ length: 13 }, (_, i) => chunk(first + i)));
+      const added = up.add(late.map((n) => chunk(n)));
+      const drained = up.drain();
+      release();
+      await drained;
+      await (
+        await added
+      ).durable;
+    };
+    await drainBehind(10_000, 0, [100, 101]);
     expect(s.stored.size).toBe(15);
     expect(s.stored.has(fpHex(chunk(101).fp))).toBe(true);
-    // The same with a late add of chunks queued already: nothing new to send, still drained.
-    const again = new Uploader(s.deps, { bundleBytes: 20_000, idleBundleBytes: 5_000, maxQueuedBytes: 12_000 });
-    const open = holdUploads(s);
-    await again.add(Array.from({ length: 13 }, (_, i) => chunk(200 + i)));
-    const dup = again.add([chunk(200), chunk(201)]);
-    const done = again.drain();
-    open();
-    await done;
-    await (
-      await dup
-    ).durable;
+    // A late add of chunks queued already: nothing new to send, still drained (one bundle in
+    // flight, so the add goes on after the drain's last wake-up).
+    await drainBehind(20_000, 200, [200, 201]);
     expect(s.stored.has(fpHex(chunk(212).fp))).toBe(true);
   });
 
