@@ -164,15 +164,13 @@ export function RetentionPanel({
         reclaimed += result.reclaimed_bytes;
       }
       setApplied({ removed, reclaimed });
-      setPreview(null);
-      onApplied(removed);
     } catch (e) {
-      // Versions may be gone although the request failed (they are deleted before the
-      // storage is freed): the page reads again what the server holds.
       setError(e instanceof Error ? e.message : String(e));
-      setPreview(null);
-      onApplied(removed);
     }
+    // Also after a failure: versions may be gone although their request failed (they are
+    // deleted before the storage is freed), so the page reads again what the server holds.
+    setPreview(null);
+    onApplied(removed);
     setBusy(null);
   };
 

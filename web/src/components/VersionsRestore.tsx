@@ -69,8 +69,11 @@ export function fileRequest(version: number, e: ManifestEntry, label = e.path): 
 export function useRestore(api: Api) {
   const [state, setState] = useState<RestoreState | null>(null);
   const job = useRef<RestoreJob | null>(null);
-  /** Cancels what comes before the job: the check of what a folder holds already. */
-  const preparing = useRef<AbortController | null>(null);
+  /**
+   * The restore under way, from the click: Cancel aborts it, which stops the check of what a
+   * folder holds already, or the job once there is one.
+   */
+  const running = useRef<AbortController | null>(null);
 
   /**
    * The chunk locations of `version`, fetched while its items are (both need only its id);
@@ -88,10 +91,17 @@ export function useRestore(api: Api) {
 
   const run = useCallback(
     async (request: RestoreRequest) => {
-      if (job.current || preparing.current) return;
+      if (running.current) return;
       setState({ request, progress: null });
-      const prep = new AbortController();
-      preparing.current = prep;
+      const ctl = new AbortController();
+      running.current = ctl;
+      /** The job from here on: cancelled at once if Cancel came before it. */
+      const adopt = (j: RestoreJob) => {
+        job.current = j;
+        if (ctl.signal.aborted) j.cancel();
+        else ctl.signal.addEventListener('abort', () => j.cancel(), { once: true });
+        return j;
+      };
       // Started now, the workers are ready by the time the plan is (a page's first restore
       // would otherwise start them only then); a failure shows where the restore awaits them.
       restoreWorkers().catch(() => {});
@@ -101,7 +111,6 @@ export function useRestore(api: Api) {
       // is awaited. A failure is seen where they are awaited.
       const locating = locate(request.version);
       const selecting = typeof request.items === 'function' ? request.items() : Promise.resolve(request.items);
-      selecting.catch(() => {});
       const listing = selecting.then((sel) => {
         if (sel.skipped) setState((s) => (s ? { ...s, leftOut: sel.skipped } : s));
         return sel.items;
@@ -118,22 +127,21 @@ export function useRestore(api: Api) {
           }
           const target = new FolderTarget(dir);
           const all = await listing;
-          const present = await skipPresent(target, all, await restoreWorkers(), prep.signal, (files, of) =>
+          const present = await skipPresent(target, all, await restoreWorkers(), ctl.signal, (files, of) =>
             setState((s) => (s ? { ...s, checked: { files, of } } : s)),
           );
           setState((s) => (s ? { ...s, skipped: { files: present.skippedFiles, bytes: present.skippedBytes } } : s));
-          const j = await startRestore({
-            api,
-            items: present.items,
-            format: 'folder',
-            folder: target,
-            version: request.version,
-            locations: locating ? (await locating).locations : undefined,
-            onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
-          });
-          job.current = j;
-          preparing.current = null;
-          if (prep.signal.aborted) j.cancel();
+          const j = adopt(
+            await startRestore({
+              api,
+              items: present.items,
+              format: 'folder',
+              folder: target,
+              version: request.version,
+              locations: locating ? (await locating).locations : undefined,
+              onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
+            }),
+          );
           await j.done;
           setState((s) => (s ? { ...s, done: true } : s));
           return;
@@ -146,19 +154,18 @@ export function useRestore(api: Api) {
         }
         const kind = sink.kind;
         setState((s) => (s ? { ...s, sink: kind } : s));
-        const j = await startRestore({
-          api,
-          items: await listing,
-          format: request.format,
-          version: request.version,
-          locations: locating ? (await locating).locations : undefined,
-          // A streamed download is written by the restore's assembler worker itself.
-          output: sink.kind === 'stream' ? sink.download.port : undefined,
-          onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
-        });
-        job.current = j;
-        preparing.current = null;
-        if (prep.signal.aborted) j.cancel();
+        const j = adopt(
+          await startRestore({
+            api,
+            items: await listing,
+            format: request.format,
+            version: request.version,
+            locations: locating ? (await locating).locations : undefined,
+            // A streamed download is written by the restore's assembler worker itself.
+            output: sink.kind === 'stream' ? sink.download.port : undefined,
+            onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),
+          }),
+        );
         if (sink.kind !== 'stream' && j.stream) await writeToSink(sink, j.stream);
         await j.done;
         setState((s) => (s ? { ...s, done: true } : s));
@@ -174,17 +181,17 @@ export function useRestore(api: Api) {
         setState((s) => (s ? { ...s, error: message } : s));
       } finally {
         job.current = null;
-        preparing.current = null;
+        running.current = null;
         if (sink?.kind === 'stream') sink.download.end();
       }
     },
     [api, locate],
   );
 
-  const cancel = useCallback(() => {
-    if (job.current) job.current.cancel();
-    else preparing.current?.abort(new DOMException('The restore was cancelled.', 'AbortError'));
-  }, []);
+  const cancel = useCallback(
+    () => running.current?.abort(new DOMException('The restore was cancelled.', 'AbortError')),
+    [],
+  );
   return { state, run, cancel, busy: state !== null && !state.done && !state.error };
 }
 

@@ -13,7 +13,7 @@
  * of the version.
  */
 import { BlockWriter, BLOCK_BYTES, concat } from './blocks';
-import { FolderError, type FolderTarget } from './folder';
+import { browserReason, FolderError, type FolderTarget } from './folder';
 import type { PortWriter } from './port';
 import type { RestorePlan } from './plan';
 import { ZipWriter, type ZipPiece } from './zip';
@@ -333,8 +333,7 @@ export async function assembleFolder(
     (name: string, what: string) =>
     (e: unknown): never => {
       if (e instanceof AssemblyError || e instanceof FolderError) throw e;
-      const why = e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
-      throw new AssemblyError(`"${name}" could not be ${what} the folder: ${why}`);
+      throw new AssemblyError(`"${name}" could not be ${what} the folder: ${browserReason(e)}`);
     };
   /** Writes `name` in the background from the blocks `write` is given; `end` closes it. */
   const open = (name: string) => {

@@ -13,6 +13,11 @@ type DirectoryPicker = (opts?: { mode?: 'read' | 'readwrite'; id?: string }) => 
 
 export class FolderError extends Error {}
 
+/** The browser's reason for refusing a file or folder write, with its name (`QuotaExceededError: …`). */
+export function browserReason(e: unknown): string {
+  return e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
+}
+
 /** A directory lookup's failure, said plainly where a file stands in the directory's place. */
 function conflict(e: unknown, path: string): never {
   if (e instanceof DOMException && e.name === 'TypeMismatchError')

@@ -13,6 +13,7 @@
  *   memory up to ~2 GB before paging to disk, Firefox keeps them in memory, Safari may peak
  *   at several times the size), so it is gated at BLOB_LIMIT.
  */
+import { browserReason } from './folder';
 
 export const BLOB_LIMIT = 512 * 1024 * 1024;
 
@@ -127,8 +128,7 @@ export async function writeToSink(
     const refused = async (e: unknown): Promise<never> => {
       await reader.cancel(e).catch(() => {});
       await file.abort(e).catch(() => {});
-      const why = e instanceof DOMException ? `${e.name}: ${e.message}` : e instanceof Error ? e.message : String(e);
-      throw new SinkError(`The file you picked could not be written: ${why}`);
+      throw new SinkError(`The file you picked could not be written: ${browserReason(e)}`);
     };
     for (;;) {
       // The file's own pace (its queue's high-water mark); a write that failed errors the
