@@ -330,3 +330,49 @@ test('an apply whose answer is lost: the page shows the error and what the serve
   await page.unroute('**/api/v1/repos/*/forget');
   expect(errors).toEqual([]);
 });
+
+test('versions deleted elsewhere since the preview: the apply removes nothing the policy keeps now', async () => {
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  // "Project" has one version again (the test above kept the last one): one more, so that
+  // keeping the last one removes the older.
+  const newest = await backUp(path.join(base, 'v3', 'project'), 'Project');
+  await page.getByTestId('tab-versions').click();
+  await page.getByTestId('retention').locator('summary').click();
+  await page.getByTestId('retention-source').selectOption('Project');
+  await page.getByTestId('retention-keep_last').fill('1');
+  await page.getByTestId('retention-preview').click();
+  await expect(page.getByTestId('retention-remove')).toHaveCount(1);
+  const older = Number(await page.getByTestId('retention-remove').getAttribute('data-version'));
+  // Another tab deletes the newest version; this page does not know yet.
+  const res = await fetch(`${server.url}/api/v1/repos/default/versions/${newest}`, {
+    method: 'DELETE',
+    headers: { Authorization: `Bearer ${server.token}` },
+  });
+  expect(res.status).toBe(200);
+  await page.getByTestId('retention-apply').click();
+  await page.getByTestId('retention-apply-confirm').click();
+  await expect(page.getByTestId('retention-error')).toContainText('preview again');
+  // The older version is the source's last: it stays, and the page now shows what the server holds.
+  await expect(row(newest)).toHaveCount(0);
+  await expect(row(older)).toBeVisible();
+  const { versions } = await repoJson<{ versions: { id: number; source: string }[] }>(server, '/versions');
+  expect(versions.filter((v) => v.source === 'Project').map((v) => v.id)).toEqual([older]);
+
+  // Deleted in this page, the preview is stale at once: nothing to apply until previewed again.
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  const again = await backUp(path.join(base, 'v3', 'project'), 'Project');
+  await page.getByTestId('tab-versions').click();
+  await page.getByTestId('retention').locator('summary').click();
+  await page.getByTestId('retention-source').selectOption('Project');
+  await expect(page.getByTestId('retention-keep_last')).toHaveValue('1');
+  await page.getByTestId('retention-preview').click();
+  await expect(page.getByTestId('retention-remove')).toHaveCount(1);
+  await row(again).getByTestId('version-delete').click();
+  await page.getByTestId('version-delete-confirm').click();
+  await expect(page.getByTestId('version-deleted')).toHaveAttribute('data-version', String(again));
+  await expect(page.getByTestId('retention-stale')).toContainText('The versions changed');
+  await expect(page.getByTestId('retention-apply')).toHaveCount(0);
+  expect(errors).toEqual([]);
+});

@@ -114,6 +114,7 @@ impl From<StoreError> for ApiError {
                 }
             }
             StoreError::NotFound(what) => ApiError::not_found(what),
+            StoreError::Changed(what) => ApiError::new(StatusCode::CONFLICT, "changed", what),
             StoreError::Internal(e) => ApiError::internal(e),
             StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
             StoreError::Index(e) => ApiError::internal(format!("index: {e}")),

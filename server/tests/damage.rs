@@ -1,7 +1,8 @@
 //! Damage on disk and hostile conditions, against the real server process: a flipped bit in
 //! a container header or in a chunk, a damaged newest container, a cut container file, a
 //! full disk, the write-ahead log removed, idle connections, file modes, large manifests,
-//! the stored form of manifests and a damaged one.
+//! the stored form of manifests and a damaged one, a forget whose prune fails, a retention
+//! preview applied after the versions changed.
 //! The servers run without the delta pass (`common::NO_PASS`): it would move the bytes a
 //! test damages while it damages them. Damaged delta chunks are tested in delta.rs.
 
@@ -1190,4 +1191,105 @@ fn a_version_with_an_unreadable_manifest_can_be_forgotten() {
     drop(s);
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
+}
+
+/// The ids in the default repository's versions list.
+fn version_ids(s: &Server, token: &str) -> Vec<i64> {
+    damage_of_versions(s, "default", token)
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect()
+}
+
+/// A forget whose prune fails after the versions were removed says they were removed, with
+/// the prune's error beside; the next prune frees what it did not. Before, the answer was a
+/// 500, as if nothing had happened.
+#[test]
+fn a_forget_whose_prune_fails_says_what_it_removed() {
+    let dir = TempDir::new("forget-prune-fails");
+    let env = [("DITTO_DELTA", "0"), ("DITTO_TEST_FAIL_AT", "prune:icda")];
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let t = s.token.clone();
+    let (old, new) = (chunks(60, 30), chunks(70, 30));
+    assert_eq!(upload_to(&s, "default", &t, &old).status, 200);
+    let v1 = commit(&s, "default", &t, "a", &old);
+    assert_eq!(upload_to(&s, "default", &t, &new).status, 200);
+    let v2 = commit(&s, "default", &t, "b", &new);
+    let r = forget(&s, &t, &[v1]).json();
+    assert_eq!(r["remove"][0]["id"], v1, "{r}");
+    assert!(r["prune"].is_null(), "{r}");
+    assert!(
+        r["prune_error"].as_str().unwrap().contains("prune:icda"),
+        "{r}"
+    );
+    let d = request(
+        "DELETE",
+        &s.repo_url("default", &format!("/versions/{v2}")),
+        Some(&t),
+        &[],
+        None,
+    );
+    assert_eq!(d.status, 200, "{}", String::from_utf8_lossy(&d.body));
+    assert!(d.json()["prune_error"].is_string(), "{}", d.json());
+    assert_eq!(version_ids(&s, &t), Vec::<i64>::new());
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let s = Server::start_with(&dir.0, &env[..1], None);
+    let p = post_json(&s.repo_url("default", "/prune"), &t, &json!({}));
+    assert_eq!(p.status, 200, "{}", String::from_utf8_lossy(&p.body));
+    let all: Vec<&TestChunk> = old.iter().chain(&new).collect();
+    assert_eq!(missing(&s, "default", &t, &all).len(), all.len());
+    drop(s);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A previewed retention policy applied by its versions removes nothing once the policy
+/// would keep one of them: `keep_last 1` previewed with two versions, then the newest
+/// deleted (another tab, another device), must not remove the last one. Applied by the
+/// versions alone, as the page did, it left the source with none.
+#[test]
+fn a_previewed_policy_removes_nothing_the_policy_keeps_now() {
+    let dir = TempDir::new("forget-previewed");
+    let s = Server::start_without_pass(&dir.0);
+    let t = s.token.clone();
+    let cs = chunks(80, 10);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    let v1 = commit(&s, "default", &t, "a", &cs);
+    let v2 = commit(&s, "default", &t, "b", &cs[..5]);
+    let url = s.repo_url("default", "/forget");
+    let policy = json!({ "keep_last": 1 });
+    let preview = post_json(&url, &t, &json!({ "policy": policy, "dry_run": true }));
+    assert_eq!(preview.json()["remove"][0]["id"], v1);
+    let d = request(
+        "DELETE",
+        &s.repo_url("default", &format!("/versions/{v2}")),
+        Some(&t),
+        &[],
+        None,
+    );
+    assert_eq!(d.status, 200);
+    let apply = json!({ "policy": policy, "versions": [v1] });
+    let e = post_json(&url, &t, &apply).expect_error(409, "changed");
+    assert!(
+        e["error"].as_str().unwrap().contains("preview again"),
+        "{e}"
+    );
+    assert_eq!(version_ids(&s, &t), vec![v1]);
+    assert_restores(&s, "default", &t, &cs);
+    // A version committed since the preview is not removed with it: exactly the previewed
+    // ones go, while the policy still removes each.
+    let v3 = commit(&s, "default", &t, "c", &cs[5..]);
+    let v4 = commit(&s, "default", &t, "d", &cs[..1]);
+    let r = post_json(&url, &t, &json!({ "policy": policy, "versions": [v1] }));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["remove"],
+        json!([{ "id": v1, "source": "src", "time": 1 }])
+    );
+    assert_eq!(version_ids(&s, &t), vec![v3, v4]);
+    // A previewed version gone since is a change too; a source needs its policy.
+    post_json(&url, &t, &json!({ "policy": policy, "versions": [v1] }))
+        .expect_error(409, "changed");
+    post_json(&url, &t, &json!({ "source": "src", "versions": [v3] }))
+        .expect_error(400, "bad_request");
 }

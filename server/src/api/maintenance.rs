@@ -48,44 +48,51 @@ pub(super) async fn forget(
     let body = read_body(&headers, body, 1 << 20).await?;
     blocking(move || {
         let req: ForgetRequest = parse_json(&body)?;
-        let sel = match (req.policy, req.versions) {
-            (Some(policy), None) => {
-                if policy.is_empty() {
-                    return Err(ApiError::bad_request(
-                        "the policy keeps every version: give at least one keep rule",
-                    ));
-                }
-                if req
-                    .source
-                    .as_ref()
-                    .is_some_and(|s| s.is_empty() || s.len() > 256)
-                {
-                    return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
-                }
-                Selector::Policy {
-                    policy,
-                    source: req.source,
-                }
-            }
-            (None, Some(ids)) => {
-                if req.source.is_some() {
-                    return Err(ApiError::bad_request(
-                        "source goes with a policy, not with versions",
-                    ));
-                }
-                if ids.is_empty() || ids.len() > MAX_FORGET_IDS {
-                    return Err(ApiError::bad_request(format!(
-                        "versions: 1 to {MAX_FORGET_IDS} ids"
-                    )));
-                }
-                if ids.iter().any(|&id| id <= 0) {
-                    return Err(ApiError::bad_request("versions: ids are positive integers"));
-                }
-                Selector::Versions(ids)
-            }
-            _ => {
+        let policy = match req.policy {
+            Some(policy) if policy.is_empty() => {
                 return Err(ApiError::bad_request(
-                    "give exactly one of policy and versions",
+                    "the policy keeps every version: give at least one keep rule",
+                ))
+            }
+            Some(policy) => Some(policy),
+            None if req.source.is_some() => {
+                return Err(ApiError::bad_request(
+                    "source goes with a policy: without one, name the versions",
+                ))
+            }
+            None => None,
+        };
+        if req
+            .source
+            .as_ref()
+            .is_some_and(|s| s.is_empty() || s.len() > 256)
+        {
+            return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
+        }
+        if let Some(ids) = &req.versions {
+            if ids.is_empty() || ids.len() > MAX_FORGET_IDS {
+                return Err(ApiError::bad_request(format!(
+                    "versions: 1 to {MAX_FORGET_IDS} ids"
+                )));
+            }
+            if ids.iter().any(|&id| id <= 0) {
+                return Err(ApiError::bad_request("versions: ids are positive integers"));
+            }
+        }
+        let sel = match (policy, req.versions) {
+            (Some(policy), None) => Selector::Policy {
+                policy,
+                source: req.source,
+            },
+            (None, Some(ids)) => Selector::Versions(ids),
+            (Some(policy), Some(versions)) => Selector::Previewed {
+                policy,
+                source: req.source,
+                versions,
+            },
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "give a policy, versions, or both (a previewed policy's versions)",
                 ))
             }
         };
@@ -121,9 +128,11 @@ pub(super) async fn version_delete(
     let id = parse_id(&id, "version")?;
     blocking(move || {
         let rep = store.forget(repo_id, &Selector::Versions(vec![id]), false)?;
-        Ok(Json(
-            json!({ "deleted": id, "reclaimed_bytes": rep.reclaimed_bytes }),
-        ))
+        Ok(Json(json!({
+            "deleted": id,
+            "reclaimed_bytes": rep.reclaimed_bytes,
+            "prune_error": rep.prune_error,
+        })))
     })
     .await
 }

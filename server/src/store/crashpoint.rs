@@ -29,9 +29,10 @@ fn armed() -> Option<&'static str> {
     .as_deref()
 }
 
-/// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail as a
-/// full disk would make it (an error, the process going on), every time it is reached.
-pub const FAILURE_POINTS: &[&str] = &["move:part", "move:write"];
+/// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail,
+/// every time it is reached, with an error and the process going on: the mover's writes as a
+/// full disk would make them fail, a prune's ICDA as an I/O error would.
+pub const FAILURE_POINTS: &[&str] = &["move:part", "move:write", "prune:icda"];
 
 /// Whether the step at failure point `point` is to fail.
 pub fn fails(point: &str) -> bool {

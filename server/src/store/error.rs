@@ -35,6 +35,9 @@ pub enum StoreError {
     },
     /// The named thing (version, container, chunk) is not in the repository.
     NotFound(String),
+    /// What the request was decided on changed before it could be carried out (versions
+    /// committed or removed since a retention preview); nothing of it was done.
+    Changed(String),
     /// A failure that is the server's, not the request's (a panicked worker, an
     /// unencodable value).
     Internal(String),
@@ -94,7 +97,7 @@ impl std::fmt::Display for StoreError {
             StoreError::Unavailable { damaged, .. } => {
                 StoreError::Damaged(damaged.clone()).fmt(f)
             }
-            StoreError::NotFound(what) => f.write_str(what),
+            StoreError::NotFound(what) | StoreError::Changed(what) => f.write_str(what),
             StoreError::Internal(e) => f.write_str(e),
             StoreError::Io(e) => write!(f, "i/o: {e}"),
             StoreError::Index(e) => write!(f, "index: {e}"),

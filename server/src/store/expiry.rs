@@ -26,7 +26,20 @@ pub enum Selector {
     },
     /// These versions of the repository.
     Versions(Vec<i64>),
+    /// A previewed policy applied: exactly these versions, each only if the policy still
+    /// removes it when they are removed. Versions removed or added since the preview can
+    /// make it keep one it removed then (a `keep_last 1` whose newest version was deleted
+    /// meanwhile keeps the one before): then nothing is removed.
+    Previewed {
+        policy: Policy,
+        source: Option<String>,
+        versions: Vec<i64>,
+    },
 }
+
+/// A forget gives up after this many selections that commits or other forgets kept making
+/// stale before it could remove them.
+const MAX_SELECTIONS: u32 = 8;
 
 #[derive(Debug, Serialize)]
 pub struct Listed {
@@ -54,25 +67,77 @@ pub struct ForgetReport {
     /// What the data directory shrank by (0 on a dry run).
     pub reclaimed_bytes: i64,
     pub prune: Option<PruneReport>,
+    /// Why the prune after the removal failed (the versions are removed all the same; the
+    /// next prune frees what this one did not).
+    pub prune_error: Option<String>,
 }
 
 impl Store {
     /// Removes the versions `sel` picks and prunes, or with `dry_run` only reports.
+    ///
+    /// The selection is made from the versions as they are when they are removed: it is
+    /// read outside the writer lock (reading every manifest for `freed_bytes` takes a
+    /// while), and made again if, under the lock, the versions are no longer those it read.
     pub fn forget(&self, repo_id: i64, sel: &Selector, dry_run: bool) -> StoreResult<ForgetReport> {
-        let all: Vec<VersionMeta> = self.index()?.version_metas(repo_id)?;
+        for _ in 0..MAX_SELECTIONS {
+            let all: Vec<VersionMeta> = self.index()?.version_metas(repo_id)?;
+            let (mut rep, freed) = self.selection(repo_id, &all, sel, dry_run)?;
+            if dry_run || rep.remove.is_empty() {
+                return Ok(rep);
+            }
+            let remove: Vec<i64> = rep.remove.iter().map(|v| v.id).collect();
+            {
+                let w = self.writer_for_write()?;
+                let tx = w.begin(repo_id)?;
+                if tx.version_metas(repo_id)? != all {
+                    continue;
+                }
+                super::versions::delete_versions(&*tx, repo_id, &remove)?;
+                tx.commit()?;
+            }
+            crashpoint::reached("forget:deleted");
+            // The versions are gone: a prune that fails now is reported beside them, not
+            // instead of them.
+            match self.prune_after(repo_id, &all, &remove, &freed) {
+                Ok(p) => {
+                    rep.reclaimed_bytes = p.reclaimed_bytes;
+                    rep.prune = Some(p);
+                }
+                Err(e) => {
+                    eprintln!("forget: versions {remove:?} removed; the prune after failed: {e}");
+                    rep.prune_error = Some(e.to_string());
+                }
+            }
+            return Ok(rep);
+        }
+        Err(StoreError::Changed(
+            "the versions kept changing while this forget chose among them; try again".into(),
+        ))
+    }
+    /// What forgetting `sel` among versions `all` removes, keeps and frees, and the chunks
+    /// it frees.
+    fn selection(
+        &self,
+        repo_id: i64,
+        all: &[VersionMeta],
+        sel: &Selector,
+        dry_run: bool,
+    ) -> StoreResult<(ForgetReport, Vec<Fingerprint>)> {
         let by_id: HashMap<i64, &VersionMeta> = all.iter().map(|v| (v.id, v)).collect();
+        let known = |ids: &[i64]| match ids.iter().find(|id| !by_id.contains_key(id)) {
+            Some(id) => Err(StoreError::NotFound(format!(
+                "no version {id} in this repository"
+            ))),
+            None => Ok(()),
+        };
         let (remove, keep): (Vec<i64>, Vec<(i64, Vec<Reason>)>) = match sel {
             Selector::Policy { policy, source } => {
-                let s = retention::select(&all, policy, source.as_deref());
+                let s = retention::select(all, policy, source.as_deref());
                 (s.remove, s.keep)
             }
             Selector::Versions(ids) => {
+                known(ids)?;
                 let want: HashSet<i64> = ids.iter().copied().collect();
-                if let Some(id) = want.iter().find(|id| !by_id.contains_key(id)) {
-                    return Err(StoreError::NotFound(format!(
-                        "no version {id} in this repository"
-                    )));
-                }
                 let mut remove: Vec<i64> = want.into_iter().collect();
                 remove.sort_unstable_by(|a, b| b.cmp(a));
                 let keep = all
@@ -83,10 +148,35 @@ impl Store {
                     .collect();
                 (remove, keep)
             }
+            Selector::Previewed {
+                policy,
+                source,
+                versions,
+            } => {
+                let s = retention::select(all, policy, source.as_deref());
+                let now: HashSet<i64> = s.remove.iter().copied().collect();
+                if let Some(id) = versions.iter().find(|id| !now.contains(id)) {
+                    let what = if by_id.contains_key(id) {
+                        format!("the policy keeps version {id} now")
+                    } else {
+                        format!("version {id} is gone")
+                    };
+                    return Err(StoreError::Changed(format!(
+                        "{what}: the versions changed since the preview, so nothing was \
+                         removed; preview again"
+                    )));
+                }
+                let want: HashSet<i64> = versions.iter().copied().collect();
+                let remove = s
+                    .remove
+                    .into_iter()
+                    .filter(|id| want.contains(id))
+                    .collect();
+                (remove, s.keep)
+            }
         };
         let removed: HashSet<i64> = remove.iter().copied().collect();
         let (freed_bytes, freed) = self.freed_by(repo_id, &removed)?;
-        let freed_chunks = freed.len() as i64;
         let listed = |id: &i64| {
             let v = by_id[id];
             Listed {
@@ -95,7 +185,7 @@ impl Store {
                 time: v.time,
             }
         };
-        let mut rep = ForgetReport {
+        let rep = ForgetReport {
             dry_run,
             remove: remove.iter().map(listed).collect(),
             keep: keep
@@ -111,25 +201,28 @@ impl Store {
                 })
                 .collect(),
             freed_bytes,
-            freed_chunks,
+            freed_chunks: freed.len() as i64,
             reclaimed_bytes: 0,
             prune: None,
+            prune_error: None,
         };
-        if dry_run || remove.is_empty() {
-            return Ok(rep);
-        }
-        {
-            let w = self.writer_for_write()?;
-            let tx = w.begin(repo_id)?;
-            super::versions::delete_versions(&*tx, repo_id, &remove)?;
-            tx.commit()?;
-        }
-        crashpoint::reached("forget:deleted");
+        Ok((rep, freed))
+    }
+
+    /// The prune after versions `remove` of `all` were removed, freeing `freed`.
+    fn prune_after(
+        &self,
+        repo_id: i64,
+        all: &[VersionMeta],
+        remove: &[i64],
+        freed: &[Fingerprint],
+    ) -> StoreResult<PruneReport> {
+        let removed: HashSet<i64> = remove.iter().copied().collect();
         // ICDA alone is exact when the removed versions are older than every kept one and
         // none was a source's newest (its chunks are hot, in active containers).
         let newest: HashSet<i64> = {
             let mut m: HashMap<&str, i64> = HashMap::new();
-            for v in &all {
+            for v in all {
                 m.insert(&v.source, v.id);
             }
             m.into_values().collect()
@@ -151,13 +244,11 @@ impl Store {
         let mut p = self.prune(repo_id, false, sweep)?;
         // ICDA frees whole containers; a freed chunk it left (its container also holds
         // chunks of kept versions, e.g. after an earlier middle deletion) is the sweep's.
-        if !p.sweep && self.any_stored(repo_id, &freed)? {
+        if !p.sweep && self.any_stored(repo_id, freed)? {
             let more = self.prune(repo_id, false, Sweep::Full)?;
             p.absorb(more);
         }
-        rep.reclaimed_bytes = p.reclaimed_bytes;
-        rep.prune = Some(p);
-        Ok(rep)
+        Ok(p)
     }
 
     /// Whether any of `fps` is stored.

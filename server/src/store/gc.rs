@@ -164,6 +164,11 @@ impl Store {
 
     /// ICDA: deletes the archival containers below the smallest live version id, whole.
     fn icda(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
+        if crashpoint::fails("prune:icda") {
+            return Err(StoreError::Io(std::io::Error::other(
+                "failure point prune:icda (DITTO_TEST_FAIL_AT)",
+            )));
+        }
         let gone = {
             let mut w = self.writer_for_write()?;
             let tx = w.begin(repo_id)?;

@@ -143,8 +143,13 @@ export interface RetentionPolicy {
 
 export type KeepReason = 'last' | 'hourly' | 'daily' | 'weekly' | 'monthly' | 'yearly' | 'within';
 
-/** `POST forget`: by a policy (optionally for one source) or by version ids. */
-export type ForgetRequest = ({ policy: RetentionPolicy; source?: string } | { versions: number[] }) & {
+/**
+ * `POST forget`: by a policy (optionally for one source), by version ids, or both: a previewed
+ * policy's versions, removed only while the policy still removes each (else 409 `changed`).
+ */
+export type ForgetRequest = (
+  { policy: RetentionPolicy; source?: string; versions?: number[] } | { versions: number[] }
+) & {
   dry_run?: boolean;
 };
 
@@ -171,6 +176,8 @@ export interface ForgetResult {
   /** What the data directory shrank by (0 on a dry run). */
   reclaimed_bytes: number;
   prune: PruneReport | null;
+  /** Why the prune after the removal failed: the versions are removed all the same. */
+  prune_error: string | null;
 }
 
 /** What the presented token may do (docs/API.md, Authentication: scopes). */
@@ -304,9 +311,10 @@ export class Api {
 
   /** Forgets one version and prunes what only it referenced. */
   deleteVersion(id: number) {
-    return this.json<{ deleted: number; reclaimed_bytes: number }>(this.repoPath(`/versions/${id}`), {
-      method: 'DELETE',
-    });
+    return this.json<{ deleted: number; reclaimed_bytes: number; prune_error: string | null }>(
+      this.repoPath(`/versions/${id}`),
+      { method: 'DELETE' },
+    );
   }
 
   /** Removes the versions a policy or a list selects, then prunes; with `dry_run`, only says what would go. */

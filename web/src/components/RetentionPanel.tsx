@@ -83,7 +83,8 @@ export function policyOf(form: Form): { policy: RetentionPolicy } | { problem: s
   return { policy };
 }
 
-type Applied = { removed: number[]; reclaimed: number };
+/** `pruneError`: why freeing the removed versions' storage failed (they are removed all the same). */
+type Applied = { removed: number[]; reclaimed: number; pruneError: string | null };
 
 /**
  * Retention: choose which versions to keep by a policy (as `restic forget`: a version is kept
@@ -92,16 +93,19 @@ type Applied = { removed: number[]; reclaimed: number };
 export function RetentionPanel({
   api,
   sources,
+  revision,
   onApplied,
 }: {
   api: Api;
   sources: string[];
+  /** The repository's versions as the page last read them (their ids): a preview of others is stale. */
+  revision: string;
   /** Called with the removed versions' ids after an apply. */
   onApplied: (removed: number[]) => void;
 }) {
   const [source, setSource] = useState(''); // '' = every source, each on its own
   const [form, setForm] = useState<Form>(() => loadForm(api.repo, ''));
-  const [preview, setPreview] = useState<{ key: string; result: ForgetResult } | null>(null);
+  const [preview, setPreview] = useState<{ key: string; revision: string; result: ForgetResult } | null>(null);
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState<'preview' | 'apply' | null>(null);
   const [applied, setApplied] = useState<Applied | null>(null);
@@ -117,7 +121,7 @@ export function RetentionPanel({
 
   const parsed = useMemo(() => policyOf(form), [form]);
   const key = 'policy' in parsed ? JSON.stringify({ policy: parsed.policy, source }) : null;
-  const current = preview && preview.key === key ? preview.result : null;
+  const current = preview && preview.key === key && preview.revision === revision ? preview.result : null;
 
   const chooseSource = (s: string) => {
     setSource(s);
@@ -137,7 +141,7 @@ export function RetentionPanel({
     setConfirming(false);
     try {
       const result = await api.forget({ policy: parsed.policy, ...(source ? { source } : {}), dry_run: true });
-      setPreview({ key, result });
+      setPreview({ key, revision, result });
       saveForm(api.repo, source, form);
     } catch (e) {
       setPreview(null);
@@ -147,23 +151,31 @@ export function RetentionPanel({
   };
 
   const apply = async () => {
-    if (!current) return;
+    if (!current || !('policy' in parsed)) return;
     setConfirming(false);
     setBusy('apply');
     setError(null);
-    // Exactly the previewed versions go, by id: the confirmation named them, and the policy
-    // evaluated again now could select others if a backup committed since the preview.
+    // Exactly the previewed versions go, by id (the confirmation named them; the policy
+    // evaluated again now could select others if a backup committed since the preview), and
+    // each only while the policy still removes it: if versions were deleted since (another
+    // tab, another device), the server refuses rather than remove one the policy keeps now.
     const ids = current.remove.map((v) => v.id);
     const removed: number[] = [];
     let reclaimed = 0;
+    let pruneError: string | null = null;
     try {
       // The server takes at most FORGET_IDS ids per request (docs/API.md).
       for (let at = 0; at < ids.length; at += FORGET_IDS) {
-        const result = await api.forget({ versions: ids.slice(at, at + FORGET_IDS) });
+        const result = await api.forget({
+          policy: parsed.policy,
+          ...(source ? { source } : {}),
+          versions: ids.slice(at, at + FORGET_IDS),
+        });
         removed.push(...result.remove.map((v) => v.id));
         reclaimed += result.reclaimed_bytes;
+        pruneError ??= result.prune_error;
       }
-      setApplied({ removed, reclaimed });
+      setApplied({ removed, reclaimed, pruneError });
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
     }
@@ -239,7 +251,7 @@ export function RetentionPanel({
           )}
           {preview && !current && (
             <span className="muted" data-testid="retention-stale">
-              The policy changed since the preview: preview again.
+              {preview.revision === revision ? 'The policy' : 'The versions'} changed since the preview: preview again.
             </span>
           )}
           {error && (
@@ -259,6 +271,12 @@ export function RetentionPanel({
             Removed {applied.removed.length} version{applied.removed.length === 1 ? '' : 's'};{' '}
             {bytes(applied.reclaimed)} reclaimed on the server's disk (the chunks, and whole container files they leave
             empty).
+            {applied.pruneError && (
+              <span className="error" data-testid="retention-prune-error">
+                {' '}
+                Freeing their storage failed ({applied.pruneError}); the next prune frees it.
+              </span>
+            )}
           </p>
         )}
 

@@ -28,7 +28,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
   /** The bytes deleting the version being confirmed frees (a forget dry run). */
   const [freed, setFreed] = useState<Freed | null>(null);
   /** The last deletion: which version, and what the server's disk got back. */
-  const [deleted, setDeleted] = useState<{ id: number; reclaimed: number } | null>(null);
+  const [deleted, setDeleted] = useState<{ id: number; reclaimed: number; pruneError: string | null } | null>(null);
   /** The files an incomplete version lacks, once asked for. */
   const [missing, setMissing] = useState<{ id: number; files: SkippedFile[] } | null>(null);
   const restore = useRestore(api);
@@ -71,7 +71,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
     cancelDelete();
     try {
       const r = await api.deleteVersion(id);
-      setDeleted({ id, reclaimed: r.reclaimed_bytes });
+      setDeleted({ id, reclaimed: r.reclaimed_bytes, pruneError: r.prune_error });
       forgetCommitted(api, id);
       if (browsing?.id === id) setBrowsing(null);
     } catch (e) {
@@ -160,7 +160,12 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
         </button>
       )}
       {versions && versions.length > 0 && (
-        <RetentionPanel api={api} sources={[...bySource.keys()]} onApplied={expired} />
+        <RetentionPanel
+          api={api}
+          sources={[...bySource.keys()]}
+          revision={versions.map((v) => v.id).join(',')}
+          onApplied={expired}
+        />
       )}
       {deleted && (
         <p
@@ -170,6 +175,12 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
           data-value={deleted.reclaimed}
         >
           Version {deleted.id} deleted; {bytes(deleted.reclaimed)} reclaimed on the server.
+          {deleted.pruneError && (
+            <span className="error" data-testid="version-prune-error">
+              {' '}
+              Freeing its storage failed ({deleted.pruneError}); the next prune frees it.
+            </span>
+          )}
         </p>
       )}
       {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
