@@ -108,3 +108,42 @@ test('a source name the server would refuse is said before anything is read or s
   await expect(page.getByTestId('source-too-long')).toHaveCount(0);
   await expect(page.getByTestId('backup-start')).toBeVisible();
 });
+
+test('a commit whose answer is lost, or that a restarting server refuses once, stores the version once', async ({
+  page,
+}) => {
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  const commits: number[] = [];
+  let mode: 'lose' | 'refuse' = 'lose';
+  await page.route('**/api/v1/repos/*/versions', async (route) => {
+    if (route.request().method() !== 'POST') return route.continue();
+    commits.push(commits.length);
+    if (commits.length > 1) return route.continue();
+    // The first commit: stored, its answer lost on the way back (a proxy's 502), or refused
+    // before it reached the server (503).
+    if (mode === 'lose') await route.fetch();
+    await route.fulfill({
+      status: mode === 'lose' ? 502 : 503,
+      contentType: 'application/json',
+      body: JSON.stringify({ code: 'gateway', error: 'the link went away' }),
+    });
+  });
+  const ofSource = async (source: string) =>
+    (await repoJson<{ versions: { id: number; source: string }[] }>(server, '/versions')).versions
+      .filter((v) => v.source === source)
+      .map((v) => v.id);
+
+  const lost = await backUp(page, versions[0], 'Answer lost');
+  // The page found the version its first commit stored, and did not post it again.
+  expect(commits).toHaveLength(1);
+  expect(await ofSource('Answer lost')).toEqual([lost.id]);
+
+  commits.length = 0;
+  mode = 'refuse';
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  const refused = await backUp(page, versions[0], 'Refused once');
+  expect(commits).toHaveLength(2);
+  expect(await ofSource('Refused once')).toEqual([refused.id]);
+});

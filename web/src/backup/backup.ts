@@ -18,7 +18,8 @@
  * the way in gives one). Nothing is skipped silently: files still unreadable are listed in
  * the manifest's `skipped` (the version is incomplete), the progress and the result.
  */
-import { ApiError, type Api, type SkippedFile, type SkipReason, type VersionInfo } from '../api/client';
+import { ApiError, type Api, type Manifest, type SkippedFile, type SkipReason, type VersionInfo } from '../api/client';
+import { isTransient, pause } from '../api/retry';
 import type { ClientIndex } from '../dedupindex/index';
 import { normalizePath, type PickedFile, type PickedFolder } from '../input/folder';
 import { ZSTD_LEVEL, type NewChunks } from '../worker/protocol';
@@ -54,6 +55,22 @@ export const BATCH_BYTES = 2 << 20;
 export const RECORD_AFTER_MS = 2000;
 /** Per-file records are written at least this often once they are written at all. */
 const RECORD_EVERY_MS = 5_000;
+/** How long a failed commit waits for the resume records before it reports the failure. */
+const RECORDS_WAIT_MS = 30_000;
+/**
+ * Tries of the commit that fails for a reason worth retrying (`isTransient`), the first
+ * pause between them, doubling: 0.5 + 1 + 2 + 4 s, for a server restarting or a link
+ * coming back.
+ */
+const COMMIT_ATTEMPTS = 5;
+const COMMIT_RETRY_MS = 500;
+
+/** A backup's version as the versions list shows it: its source, start time and manifest. */
+interface Mine {
+  source: string;
+  time: number;
+  ours: (m: Manifest) => boolean;
+}
 
 /** Work items: a file of at least BATCH_FILE_BYTES alone, smaller ones batched (in pick order). */
 export function batches<T extends { file: { size: number } }>(files: readonly T[]): T[][] {
@@ -544,11 +561,31 @@ export class BackupJob {
         p.skipped,
         this.folder,
       );
+    /** Whether `m`, a version's manifest as the server answers it, is the one this backup commits. */
+    const ours = (m: Manifest) => {
+      const files = committed();
+      const theirs = m.entries.filter((e) => e.kind === 'file');
+      if (theirs.length !== files.length) return false;
+      if (m.entries.length - theirs.length !== this.picked.dirs.length) return false;
+      if ((m.skipped?.length ?? 0) !== p.skipped.length) return false;
+      const byPath = new Map(theirs.map((e) => [e.path, e]));
+      return files.every((f) => {
+        const e = byPath.get(f.path);
+        const r = recipes.get(f.path)!;
+        return (
+          e !== undefined &&
+          e.size === f.file.size &&
+          e.mtime === f.file.lastModified &&
+          e.recipe.length === recipeLength(r) &&
+          e.recipe.every((fp, i) => fp === recipeAt(r, i))
+        );
+      });
+    };
     // The job's file records (for a resume) are written while the version commits. Once it
     // is committed they are not needed (the rest are not written); if it fails, they are.
     const commit = async ({ written, writeAll }: { written: Promise<void>; writeAll: () => Promise<void> }) => {
       try {
-        const version = await api.commitVersion(manifest());
+        const version = await this.post(api, manifest, { source: p.source, time: job.startedAt, ours });
         this.committed = true;
         rememberCommitted(
           api,
@@ -564,11 +601,13 @@ export class BackupJob {
         );
         return version;
       } catch (e) {
-        // Whatever the bookkeeping so far did, write every record for a resume.
-        await written
+        // Whatever the bookkeeping so far did, write every record for a resume; a write that
+        // never ends (IndexedDB stuck) costs the resume some re-reading, not the backup's end.
+        const records = written
           .catch(() => {})
           .then(writeAll)
           .catch(() => {});
+        await Promise.race([records, pause(RECORDS_WAIT_MS)]);
         throw e;
       }
     };
@@ -592,6 +631,46 @@ export class BackupJob {
       for (const { f, error } of lost) p.skipped.push(skippedFile(f.path, error));
       return await commit(retried);
     }
+  }
+
+  /**
+   * Commits the version. A failure worth retrying is tried again (`COMMIT_ATTEMPTS` in
+   * all), but only once the versions list shows the commit did not land: an answer lost on
+   * its way back leaves the version committed, and posting it again would store it twice.
+   * `ours` tells this backup's manifest among the versions of its source and start time.
+   */
+  private async post(api: Api, body: () => Blob | Uint8Array, mine: Mine): Promise<VersionInfo> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await api.commitVersion(body());
+      } catch (e) {
+        if (!isTransient(e)) throw e;
+        let failed: unknown = e;
+        for (;;) {
+          if (attempt >= COMMIT_ATTEMPTS || this.cancelled) throw failed;
+          await pause(COMMIT_RETRY_MS * 2 ** (attempt - 1));
+          attempt++;
+          try {
+            const landed = await this.landed(api, mine);
+            if (landed) return landed;
+            break;
+          } catch (e) {
+            if (!isTransient(e)) throw e;
+            failed = e;
+          }
+        }
+      }
+    }
+  }
+
+  /** The version a commit whose answer was lost stored, if it did. */
+  private async landed(api: Api, { source, time, ours }: Mine): Promise<VersionInfo | null> {
+    const same = (await api.versions()).filter((v) => v.source === source && v.time === time);
+    for (const v of same.sort((a, b) => b.id - a.id)) {
+      const { manifest, ...info } = await api.version(v.id);
+      if (ours(manifest)) return info;
+    }
+    return null;
   }
 
   /**

@@ -9,7 +9,7 @@
  * 200 (= durable) is a chunk reported `acked`, which is when the client index learns it.
  * The same fingerprint offered twice is uploaded once.
  */
-import { ApiError } from '../api/client';
+import { isTransient, pause } from '../api/retry';
 import { bundleSize, encodeBundle, type BundleChunk } from './bundle';
 import { FP_LEN, fpHex } from './hex';
 
@@ -91,16 +91,6 @@ const DEFAULTS: UploaderOptions = {
   maxAttempts: 6,
   baseDelayMs: 400,
 };
-
-function defaultSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    });
-  });
-}
 
 function pack(items: readonly Pending[]): Uint8Array {
   const out = new Uint8Array(items.length * FP_LEN);
@@ -338,11 +328,10 @@ export class Uploader {
         await this.send(items, signal);
         return;
       } catch (e) {
-        const transient = e instanceof ApiError ? e.transient : !(e instanceof DOMException && e.name === 'AbortError');
-        if (!transient || attempt >= this.opts.maxAttempts || signal.aborted) throw e;
+        if (!isTransient(e) || attempt >= this.opts.maxAttempts || signal.aborted) throw e;
         this.stats.retries++;
         const delay = this.opts.baseDelayMs * 2 ** (attempt - 1) * (0.5 + Math.random());
-        await (this.deps.sleep ?? defaultSleep)(delay, signal);
+        await (this.deps.sleep ?? pause)(delay, signal);
       }
     }
   }

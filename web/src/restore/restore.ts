@@ -17,6 +17,7 @@
  */
 import type { Api, Manifest, ManifestEntry } from '../api/client';
 import { ApiError } from '../api/client';
+import { isTransient, pause } from '../api/retry';
 import { decodeBundle } from '../backup/bundle';
 import { FP_LEN, fpHex, fpHexes } from '../backup/hex';
 import { WorkerError, type Request } from '../worker/bridge';
@@ -183,25 +184,9 @@ export class SessionForecast {
   }
 }
 
-/** Tries of one `chunks/get` that fails for a reason worth retrying (`ApiError.transient`). */
+/** Tries of one `chunks/get` that fails for a reason worth retrying (`isTransient`). */
 const FETCH_ATTEMPTS = 4;
 const FETCH_RETRY_MS = 250;
-
-/** Waits `ms`, or rejects with the signal's reason once it aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const done = () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    const t = setTimeout(() => {
-      signal.removeEventListener('abort', done);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 /**
  * Fetches the chunks of a plan and has them verified, request by request in plan order, for
@@ -299,8 +284,7 @@ export class ChunkFetcher {
           );
         // The network, or the server briefly unable (an answer cut off midway fails the
         // same way): the same request again, after a pause.
-        const transient = e instanceof ApiError ? e.transient : !(e instanceof DOMException && e.name === 'AbortError');
-        if (transient && attempt < FETCH_ATTEMPTS && !this.stopped && !this.signal.aborted) {
+        if (isTransient(e) && attempt < FETCH_ATTEMPTS && !this.stopped && !this.signal.aborted) {
           await pause(this.retryMs * 2 ** (attempt - 1), this.signal);
           continue;
         }
