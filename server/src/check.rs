@@ -237,6 +237,7 @@ pub fn check(
                     repo_id,
                     cache: Some(&base_cache),
                     relocate: None,
+                    trouble: Default::default(),
                 };
                 if let Err(reason) = verify::verify_stored(
                     &row.fp,
@@ -246,6 +247,13 @@ pub fn check(
                     &bases,
                     verify::Check::Fingerprint,
                 ) {
+                    // A base the check could not read says nothing of this chunk's bytes.
+                    if let Some(e) = bases.trouble.take() {
+                        rep.errors.push(format!(
+                            "container {id}: chunk {fp_hex} could not be checked: {e}"
+                        ));
+                        continue;
+                    }
                     rep.errors.push(format!(
                         "container {id}: chunk {fp_hex} is damaged: {reason} (quarantined)"
                     ));

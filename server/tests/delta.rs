@@ -2269,3 +2269,75 @@ fn icda_keeps_bases_the_mover_did_not_regroup() {
     s.stop(Duration::from_secs(10));
     check_cli(&dir.0, "v1 forgotten");
 }
+
+/// A base that cannot be read for the server's own reasons (an I/O error: failure point
+/// `base:read`) fails the read of a delta with a 500 `internal`, and the delta, whose bytes
+/// are sound, is not quarantined, by a read or by `verify`: once the base reads again, the
+/// delta is served. Before, the delta was answered `damaged` and quarantined.
+#[test]
+fn a_base_that_cannot_be_read_does_not_quarantine_its_delta() {
+    let dir = TempDir::new("delta-base-io");
+    let h = history();
+    let mut s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    let v2 = backup(&s, &h, &h.v2);
+    wait_pass(&s, v2);
+    let conts = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .json();
+    let delta = conts["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["chunks"].as_array().unwrap())
+        .find(|k| k["codec"].as_u64() == Some(2))
+        .map(|k| k["fp"].as_str().unwrap().to_string())
+        .expect("a delta chunk listed");
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    // A fresh server (nothing of the base cached, no search cache warming up through it)
+    // that cannot read a base.
+    let failing = [
+        ENV_NO_FRAMES,
+        &[
+            ("DITTO_SEARCH_CACHE_MB", "0"),
+            ("DITTO_TEST_FAIL_AT", "base:read"),
+        ],
+    ]
+    .concat();
+    let mut s = Server::start_with(&dir.0, &failing, None);
+    let get = |s: &Server| {
+        request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{delta}")),
+            Some(&s.token),
+            &[],
+            None,
+        )
+    };
+    get(&s).expect_error(500, "internal");
+    post_json(&s.repo_url("default", "/verify"), &s.token, &json!({}))
+        .expect_error(500, "internal");
+    let missing = post_json(
+        &s.repo_url("default", "/chunks/missing"),
+        &s.token,
+        &json!({ "fingerprints": [delta] }),
+    );
+    assert_eq!(
+        missing.json()["missing"],
+        json!([]),
+        "the delta is not quarantined"
+    );
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
+    let r = get(&s);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(to_hex(&fingerprint(&r.body)), delta);
+    drop(s);
+    check_cli(&dir.0, "after the base read again");
+}

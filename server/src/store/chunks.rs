@@ -368,7 +368,9 @@ impl Store {
     }
 
     /// Runs `f` with the reader of delta bases; the index is opened for it only when
-    /// `codec` is a delta's.
+    /// `codec` is a delta's. A base that could not be read for the server's own reasons (an
+    /// index or I/O error) makes this an `Err`, whatever `f` answered: the verification it
+    /// failed says nothing of the bytes, and the caller must not quarantine them.
     pub(crate) fn with_bases<T>(
         &self,
         repo_id: i64,
@@ -382,6 +384,7 @@ impl Store {
                 repo_id,
                 cache: None,
                 relocate: None,
+                trouble: Default::default(),
             }));
         }
         // The bases of a request's deltas are located one at a time: in one read transaction,
@@ -389,13 +392,19 @@ impl Store {
         let ix = self.snapshot()?;
         let relocate =
             |fp: &Fingerprint| self.index().and_then(|now| now.chunk_location(repo_id, fp));
-        Ok(f(&verify::Bases {
+        let bases = verify::Bases {
             backend: &*self.containers,
             ix: Some(&*ix),
             repo_id,
             cache: Some(&self.base_cache),
             relocate: Some(&relocate),
-        }))
+            trouble: Default::default(),
+        };
+        let out = f(&bases);
+        match bases.trouble.take() {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     /// The distinct fingerprints of `fps` (request order) that are not committed.

@@ -31,8 +31,9 @@ fn armed() -> Option<&'static str> {
 
 /// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail,
 /// every time it is reached, with an error and the process going on: the mover's writes as a
-/// full disk would make them fail, a prune's ICDA as an I/O error would.
-pub const FAILURE_POINTS: &[&str] = &["move:part", "move:write", "prune:icda"];
+/// full disk would make them fail, a prune's ICDA and the read of a delta's base as an I/O
+/// error would.
+pub const FAILURE_POINTS: &[&str] = &["move:part", "move:write", "prune:icda", "base:read"];
 
 /// Whether the step at failure point `point` is to fail.
 pub fn fails(point: &str) -> bool {

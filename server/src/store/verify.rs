@@ -51,6 +51,31 @@ pub struct Bases<'a> {
     /// the mover or compaction may re-point a base and delete its old container while a
     /// read decodes through it. `None` looks again in `ix`.
     pub relocate: Option<&'a Relocate<'a>>,
+    /// A base that could not be read for the server's own reasons (an index or I/O error,
+    /// not a missing or short container): the verification that needed it failed without
+    /// saying anything of the bytes, so what failed it must not be quarantined.
+    pub trouble: Trouble,
+}
+
+/// The first index or I/O error a [`Bases`] met while it read a base.
+#[derive(Debug, Default)]
+pub struct Trouble(Mutex<Option<StoreError>>);
+
+impl Trouble {
+    /// Keeps `e` (the first one) and answers its message, for the verification's `Err`.
+    fn note(&self, e: StoreError) -> String {
+        let message = format!("reading a base failed: {e}");
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        message
+    }
+
+    /// The error kept, if any, taken out.
+    pub fn take(&self) -> Option<StoreError> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// Locates a chunk in the index as committed now (a new read, not a snapshot).
@@ -125,7 +150,7 @@ impl Bases<'_> {
                 Some(relocate) if attempt > 0 => relocate(fp),
                 _ => ix.chunk_location(self.repo_id, fp),
             };
-            let Some(loc) = loc.map_err(|e| e.to_string())? else {
+            let Some(loc) = loc.map_err(|e| self.trouble.note(e))? else {
                 return Err(format!("base chunk {} is not stored", to_hex(fp)));
             };
             if last == Some((loc.container_id, loc.offset)) {
@@ -135,12 +160,16 @@ impl Bases<'_> {
             let file = self
                 .backend
                 .open(self.repo_id, loc.container_id)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| self.trouble.note(e.into()))?;
             let read = match file {
+                Some(_) if super::crashpoint::fails("base:read") => {
+                    let e = std::io::Error::other("failure point base:read (DITTO_TEST_FAIL_AT)");
+                    return Err(self.trouble.note(e.into()));
+                }
                 Some(f) => self
                     .backend
                     .read_at(&f, loc.offset, loc.stored_len)
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| self.trouble.note(e.into()))?,
                 None => None,
             };
             if let Some(bytes) = read {
@@ -353,6 +382,7 @@ pub fn verify_repo(
         repo_id,
         cache: Some(&cache),
         relocate: None,
+        trouble: Trouble::default(),
     };
     let containers = ix.container_ids(repo_id)?;
     let mut out = Verified::default();
@@ -383,6 +413,9 @@ pub fn verify_repo(
                 None => Err("its container file is missing".into()),
             };
             if let Err(reason) = res {
+                if let Some(e) = bases.trouble.take() {
+                    return Err(e);
+                }
                 out.damaged.push(Found {
                     fp,
                     container_id: cid as u64,
