@@ -7,7 +7,7 @@ import { fromFileList, type PickedFolder } from '../input/folder';
 import { permitted } from '../input/permission';
 import { AgainError, canKeepFolders, folderAgain } from '../sources/again';
 import { notificationsOn, notificationsSupported, setNotifications } from '../sources/notify';
-import { ELSEWHERE_MESSAGE, type BackupRunner } from '../sources/runner';
+import { ELSEWHERE_MESSAGE, nothingToBackUp, type BackupRunner } from '../sources/runner';
 import { scheduleProblems } from '../sources/schedule';
 import { sourceFolders } from '../sources/store';
 import { summarize, type Health, type SourceSummary } from '../sources/summary';
@@ -52,15 +52,12 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
   }, [running, load]);
 
   const backUp = async (source: string, picked: PickedFolder) => {
-    if (picked.files.length === 0) {
-      setNote({
-        source,
-        kind: 'error',
-        text: `${picked.root ? `The folder “${picked.root}”` : 'The chosen folder'} holds no files: nothing was backed up.`,
-      });
+    const settings = await (await sourceSettings()).get(api.repo, source);
+    const nothing = nothingToBackUp(picked, settings);
+    if (nothing) {
+      setNote({ source, kind: 'error', text: `${nothing}: nothing was backed up.` });
       return;
     }
-    const settings = await (await sourceSettings()).get(api.repo, source);
     const end = await runner.run({ picked, source, settings });
     if (end?.phase === 'done' && end.version && end.skipped.length) {
       // Not "stored": some picked files are not in it (docs/BACKUP.md, incomplete versions).

@@ -17,8 +17,10 @@ export function ratio(r: number | null | undefined): string {
 
 export function duration(s: number | null): string {
   if (s == null || !isFinite(s)) return '—';
-  if (s < 60) return `${Math.ceil(s)} s`;
-  return `${Math.floor(s / 60)} min ${Math.ceil(s % 60)} s`;
+  // Whole seconds first (rounded up, as a time left is), so 59.5 s is "1 min 0 s", not "60 s".
+  const whole = Math.ceil(s);
+  if (whole < 60) return `${whole} s`;
+  return `${Math.floor(whole / 60)} min ${whole % 60} s`;
 }
 
 /** What a version's dedup ratio means: the server's `dedup_ratio` (docs/API.md), the one figure shown for it. */

@@ -30,6 +30,24 @@ export interface RunRequest {
   settings: SourceSettings;
   /** Started by the schedule, not by a click. */
   background?: boolean;
+  /**
+   * Asked once the repository's lock is held, before anything else: false drops the run (a
+   * scheduled backup another tab ran while this one scanned the folder is not due any more).
+   */
+  stillWanted?: () => Promise<boolean>;
+}
+
+/**
+ * Why `picked`, with `settings`' exclude patterns, gives nothing to back up (no file, or no
+ * file left once excluded), as a sentence's start; null when it gives something. A version
+ * of no file would pass for a backup of the folder.
+ */
+export function nothingToBackUp(picked: PickedFolder, settings: SourceSettings): string | null {
+  const name = picked.root ? `The folder “${picked.root}”` : 'The chosen folder';
+  if (picked.files.length === 0) return `${name} holds no files`;
+  if (applyExcludes(picked, new Excludes(settings.excludes)).picked.files.length === 0)
+    return `Every file of ${name.charAt(0).toLowerCase() + name.slice(1)} is excluded by the source's patterns`;
+  return null;
 }
 
 export interface RunnerDeps {
@@ -88,6 +106,15 @@ export class BackupRunner {
     return `ditto-backup:${this.deps.api.base}|${this.deps.api.repo}`;
   }
 
+  /** Whether a backup of the repository runs in this tab or another (false without Web Locks). */
+  async busyAnywhere(): Promise<boolean> {
+    if (this.running) return true;
+    const locks = typeof navigator !== 'undefined' ? navigator.locks : undefined;
+    if (!locks) return false;
+    const { held = [], pending = [] } = await locks.query();
+    return [...held, ...pending].some((l) => l.name === this.lockName);
+  }
+
   /**
    * Backs up `req` under the repository's lock; resolves to its final progress, or to null
    * when another tab holds the lock (`state.elsewhere` says so) or this tab is busy.
@@ -97,18 +124,19 @@ export class BackupRunner {
     // The last backup's result goes at once: read while this one starts, it would pass for its.
     this.set({ progress: null, excluded: null });
     const locks = typeof navigator !== 'undefined' ? navigator.locks : undefined;
+    const wanted = async () => (req.stillWanted ? await req.stillWanted() : true);
     if (!locks) {
       // Without the API (an old browser) tabs are not kept apart; the backup still runs.
       console.warn('Web Locks API missing: backups in two tabs at once are not prevented');
-      return this.locked(req);
+      return (await wanted()) ? this.locked(req) : null;
     }
-    return locks.request(this.lockName, { ifAvailable: true }, (lock) => {
+    return locks.request(this.lockName, { ifAvailable: true }, async (lock) => {
       if (!lock) {
         // A scheduled backup just waits for its next tick; a click is told why nothing ran.
         if (!req.background) this.set({ elsewhere: { source: req.source } });
         return null;
       }
-      return this.locked(req);
+      return (await wanted()) ? this.locked(req) : null;
     });
   }
 

@@ -10,7 +10,7 @@ import { useEffect } from 'react';
 import { sourceSettings } from '../backup/sourcesettings';
 import { Excludes } from '../input/excludes';
 import { folderAgain } from './again';
-import type { BackupRunner } from './runner';
+import { nothingToBackUp, type BackupRunner } from './runner';
 import { sourceFolders, type SourceFolder } from './store';
 
 /** How often the page looks for due sources (one IndexedDB read when none is due). */
@@ -47,24 +47,52 @@ export function due(row: SourceFolder, now: number): boolean {
   return row.everyMinutes !== null && row.everyMinutes > 0 && now - row.usedAt >= row.everyMinutes * 60_000;
 }
 
-/** Runs the due sources' backups, one at a time; what blocked one is kept for the view, not thrown. */
+/** The runners whose tick is under way: a tick that finds its runner here skips. */
+const ticking = new WeakSet<BackupRunner>();
+
+/**
+ * Runs the due sources' backups, one at a time; what blocked one is kept for the view, not
+ * thrown. One tick at a time per runner, and none while a backup of the repository runs in
+ * any tab: a tick's folder scan can outlast the next tick. A source is looked at again before
+ * its folder is scanned and once the lock is held, so one another tab (or tick) backed up
+ * meanwhile is not backed up twice.
+ */
 export async function runDue(runner: BackupRunner, now = Date.now()) {
-  if (runner.running) return;
-  const rows = (await (await sourceFolders()).list(runner.repo)).filter((r) => due(r, now) && r.handle);
+  if (ticking.has(runner)) return;
+  ticking.add(runner);
+  try {
+    if (!(await runner.busyAnywhere())) await runDueSources(runner, now);
+  } finally {
+    ticking.delete(runner);
+  }
+}
+
+async function runDueSources(runner: BackupRunner, now: number) {
+  const folders = await sourceFolders();
+  const stillDue = async (source: string) => {
+    const row = await folders.get(runner.repo, source);
+    return !!row?.handle && due(row, Date.now());
+  };
+  const rows = (await folders.list(runner.repo)).filter((r) => due(r, now) && r.handle);
   for (const row of rows.sort((a, b) => a.usedAt - b.usedAt)) {
     if (runner.running) return;
     try {
+      if (!(await stillDue(row.source))) continue;
       const settings = await (await sourceSettings()).get(runner.repo, row.source);
       const picked = await folderAgain(row, false, new Excludes(settings.excludes).leaveOut);
       if (!picked || picked === 'pick') continue;
-      if (picked.files.length === 0) {
-        scheduleProblems.set(
-          row.source,
-          `The folder “${row.folder}” holds no files: the scheduled backup did not run.`,
-        );
+      const nothing = nothingToBackUp(picked, settings);
+      if (nothing) {
+        scheduleProblems.set(row.source, `${nothing}: the scheduled backup did not run.`);
         continue;
       }
-      const end = await runner.run({ picked, source: row.source, settings, background: true });
+      const end = await runner.run({
+        picked,
+        source: row.source,
+        settings,
+        background: true,
+        stillWanted: () => stillDue(row.source),
+      });
       scheduleProblems.set(
         row.source,
         !end
