@@ -115,6 +115,12 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound(what) => ApiError::not_found(what),
             StoreError::Changed(what) => ApiError::new(StatusCode::CONFLICT, "changed", what),
+            StoreError::TooManyMatches(max) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "too_many_matches",
+                e.to_string(),
+            )
+            .with("limit", max as u64),
             StoreError::Internal(e) => ApiError::internal(e),
             StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
             StoreError::Index(e) => ApiError::internal(format!("index: {e}")),

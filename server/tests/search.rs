@@ -374,3 +374,46 @@ fn repeat_searches_scan_from_the_cache_within_its_budget() {
     assert_eq!(after["stored_bytes_read"], 0, "{after}");
     assert_eq!(after["matches"], 24 + 25);
 }
+
+/// A search that would answer more matches than the server's limit is refused with 422
+/// `too_many_matches` (the limit given), whether the exact offsets of the unique chunks pass
+/// four times the limit (the physical phase) or one chunk repeated through a file makes the
+/// matches (the logical phase): the matches would be held in memory and answered whole. A
+/// rarer keyword is answered as before.
+#[test]
+fn a_search_with_too_many_matches_is_refused() {
+    let dir = TempDir::new("search-limit");
+    let s = Server::start_with(&dir.0, &[("DITTO_SEARCH_MAX_MATCHES", "1000")], None);
+    let t = s.token.clone();
+    let a = agent();
+    // 5 000 "a" in one chunk: past four times the limit in the physical phase. 500 "b" in
+    // another, repeated 4 times in a file: 2 000 matches, past the limit only in the walk.
+    let mut many = vec![b'a'; 5000];
+    many.extend_from_slice(b" needle");
+    let few = vec![b'b'; 500];
+    let (many, few) = (TestChunk::new(many, true), TestChunk::new(few, false));
+    assert_eq!(
+        upload(&a, &s, &t, &[many.clone(), few.clone()])
+            .unwrap()
+            .status,
+        200
+    );
+    let m = json!({ "source": "s", "time": 1, "entries": [
+        { "path": "a.txt", "kind": "file", "size": many.raw.len(), "mtime": 0, "mode": null,
+          "recipe": [many.hex()] },
+        { "path": "b.txt", "kind": "file", "size": 4 * few.raw.len(), "mtime": 0, "mode": null,
+          "recipe": [few.hex(), few.hex(), few.hex(), few.hex()] } ] });
+    assert_eq!(
+        post_json(&s.repo_url("default", "/versions"), &t, &m).status,
+        201
+    );
+    let url = s.repo_url("default", "/search");
+    for kw in ["a", "b"] {
+        let e =
+            post_json(&url, &t, &json!({ "keywords": [kw] })).expect_error(422, "too_many_matches");
+        assert_eq!(e["limit"], 1000, "{e}");
+    }
+    let r = search(&s, &t, json!({ "keywords": ["needle"] }));
+    assert_eq!(r["matches"], 1, "{r}");
+    assert_eq!(r["files"][0]["hits"], json!([[0, 5001]]), "{r}");
+}

@@ -35,6 +35,8 @@ pub enum StoreError {
     },
     /// The named thing (version, container, chunk) is not in the repository.
     NotFound(String),
+    /// A search would answer more matches than the server holds for one answer (the limit).
+    TooManyMatches(usize),
     /// What the request was decided on changed before it could be carried out (versions
     /// committed or removed since a retention preview); nothing of it was done.
     Changed(String),
@@ -98,6 +100,11 @@ impl std::fmt::Display for StoreError {
                 StoreError::Damaged(damaged.clone()).fmt(f)
             }
             StoreError::NotFound(what) | StoreError::Changed(what) => f.write_str(what),
+            StoreError::TooManyMatches(max) => write!(
+                f,
+                "the keywords match more than {max} times: the server answers at most that \
+                 many; search for something rarer, or in a narrower scope"
+            ),
             StoreError::Internal(e) => f.write_str(e),
             StoreError::Io(e) => write!(f, "i/o: {e}"),
             StoreError::Index(e) => write!(f, "index: {e}"),

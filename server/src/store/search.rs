@@ -87,6 +87,20 @@ fn threads() -> usize {
 /// the index and the file) starts over from a fresh snapshot this many times.
 const ATTEMPTS: usize = 3;
 
+/// A search that would answer more matches than this is refused instead
+/// (`StoreError::TooManyMatches`; `DITTO_SEARCH_MAX_MATCHES` overrides): every match is held
+/// in memory and then in the JSON answer, and a keyword the repository holds everywhere (one
+/// byte, in disk images) could make billions, enough to take the server down. The physical
+/// phase's exact offsets, kept per unique chunk, stop at four times as many.
+const MAX_MATCHES: usize = 1_000_000;
+
+fn max_matches() -> usize {
+    std::env::var("DITTO_SEARCH_MAX_MATCHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(MAX_MATCHES)
+}
+
 impl Store {
     /// Searches the repository's versions in `scope` for `dict`'s keywords.
     pub fn search(
@@ -125,7 +139,8 @@ impl Store {
         report.files_searched = files.len() as u64;
         let t1 = Instant::now();
 
-        let physical = self.physical(repo_id, locs, Some(dict))?;
+        let max = max_matches();
+        let physical = self.physical(repo_id, locs, Some((dict, max.saturating_mul(4))))?;
         report.containers = physical.containers;
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
@@ -141,9 +156,13 @@ impl Store {
 
         // Logical phase: every recipe.
         let mut logical = LogicalPhase::new(dict, mode);
+        logical.limit(max);
         let mut out: Vec<Match> = Vec::new();
         for (k, f) in files.iter().enumerate() {
             logical.search_file(&db, k as u64, &f.recipe, &mut tiny, &mut out);
+            if logical.overflowed {
+                return Err(StoreError::TooManyMatches(max));
+            }
         }
         report.matches = out.len() as u64;
         let mut by_file: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
@@ -357,7 +376,7 @@ impl Store {
         &self,
         repo_id: i64,
         locs: Vec<(Fingerprint, ChunkLoc)>,
-        dict: Option<&Dictionary>,
+        dict: Option<(&Dictionary, usize)>,
     ) -> StoreResult<Physical> {
         let mut by_container: BTreeMap<u64, Vec<(Fingerprint, ChunkLoc)>> = BTreeMap::new();
         for (fp, loc) in locs {
@@ -379,6 +398,7 @@ impl Store {
         let scanned = AtomicUsize::new(0);
         let decoded = AtomicUsize::new(0);
         let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+        let offsets = AtomicUsize::new(0);
         let cache = &self.search_cache;
         let round = cache.begin(
             repo_id,
@@ -387,13 +407,22 @@ impl Store {
         std::thread::scope(|s| {
             for _ in 0..threads().min(jobs.len()) {
                 s.spawn(|| {
-                    let mut scanner = dict.map(PhysicalScanner::new);
+                    let mut scanner = dict.map(|(d, max)| (PhysicalScanner::new(d), max));
                     let mut out = Vec::new();
-                    let mut scan = |fp: &Fingerprint, raw: &[u8]| {
-                        if let Some(scanner) = scanner.as_mut() {
+                    let mut scan = |fp: &Fingerprint, raw: &[u8]| -> StoreResult<()> {
+                        if let Some((scanner, max)) = scanner.as_mut() {
                             scanned.fetch_add(raw.len(), Ordering::Relaxed);
-                            out.push(scanner.scan_chunk(fp, raw));
+                            let found = scanner.scan_chunk(fp, raw);
+                            let n: usize = found
+                                .locations
+                                .as_ref()
+                                .map_or(0, |l| l.entries.iter().map(|e| e.offsets.len()).sum());
+                            if offsets.fetch_add(n, Ordering::Relaxed) + n > *max {
+                                return Err(StoreError::TooManyMatches(*max / 4));
+                            }
+                            out.push(found);
                         }
+                        Ok(())
                     };
                     let res = (|| -> StoreResult<()> {
                         loop {
@@ -409,7 +438,7 @@ impl Store {
                             let mut misses = Vec::new();
                             for (fp, l) in list {
                                 match cache.get(repo_id, fp) {
-                                    Some(raw) => scan(fp, &raw),
+                                    Some(raw) => scan(fp, &raw)?,
                                     None => misses.push((fp, l)),
                                 }
                             }
@@ -444,7 +473,7 @@ impl Store {
                                 let (_, raw) =
                                     self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)?;
                                 decoded.fetch_add(raw.len(), Ordering::Relaxed);
-                                scan(fp, &raw);
+                                scan(fp, &raw)?;
                                 cache.put(repo_id, *fp, raw, round);
                             }
                         }

@@ -91,6 +91,10 @@ pub struct LogicalPhase {
     done: Vec<bool>,
     /// Scratch for ordering a file's matches (`offset << kw_bits | keyword`).
     order: Vec<u64>,
+    /// `search_file` stops once `out` holds this many matches (see [`LogicalPhase::limit`]).
+    limit: usize,
+    /// Whether a file's walk stopped at `limit`: its matches in `out` are then partial.
+    pub overflowed: bool,
     pub stats: LogicalStats,
 }
 
@@ -109,8 +113,18 @@ impl LogicalPhase {
             next: Vec::new(),
             done: vec![false; dict.inner.keywords.len()],
             order: Vec::new(),
+            limit: usize::MAX,
+            overflowed: false,
             stats: LogicalStats::default(),
         }
+    }
+
+    /// Stops a file's walk once the output holds `max` matches, setting `overflowed`: the
+    /// matches are kept in memory until the caller answers them, and a keyword a repository
+    /// holds everywhere (one byte, in disk images) could make billions. Checked after each
+    /// chunk, so the output may pass `max` by one chunk's matches.
+    pub fn limit(&mut self, max: usize) {
+        self.limit = max;
     }
 
     /// Appends the matches of one file to `out`, in order of offset, then keyword. `recipe`
@@ -281,6 +295,10 @@ impl LogicalPhase {
             }
             prev = Some((c, rec));
             pos += c.len;
+            if out.len() >= self.limit {
+                self.overflowed = true;
+                break;
+            }
         }
         self.order_matches(&mut out[out_start..]);
         self.stats.matches += (out.len() - out_start) as u64;
