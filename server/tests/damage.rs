@@ -368,6 +368,15 @@ fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
     .expect_error(500, "damaged");
     assert_eq!(j["damaged"], json!([cs[7].hex()]));
     assert_eq!(missing(&s, "default", &t, &all), vec![cs[7].hex()]);
+    // The next search names the quarantined chunk as damaged too (before, a 404 said it
+    // was never stored).
+    let j = post_json(
+        &s.repo_url("default", "/search"),
+        &t,
+        &json!({ "keywords": ["ditto"] }),
+    )
+    .expect_error(500, "damaged");
+    assert_eq!(j["damaged"], json!([cs[7].hex()]));
 }
 
 #[test]

@@ -338,17 +338,18 @@ impl Store {
             Ok(())
         })?;
         let found = ix.chunk_locations(repo_id, &unique)?;
-        let missing: Vec<Fingerprint> = unique
-            .iter()
-            .zip(&found)
-            .filter(|(_, l)| l.is_none())
-            .map(|(fp, _)| *fp)
-            .collect();
-        if !missing.is_empty() {
-            return Err(StoreError::Unavailable {
-                damaged: Vec::new(),
-                missing,
-            });
+        // Not stored: quarantined (a damaged copy, named as such, as every read names it) or
+        // never stored.
+        let (mut damaged, mut missing) = (Vec::new(), Vec::new());
+        for (fp, _) in unique.iter().zip(&found).filter(|(_, l)| l.is_none()) {
+            if ix.is_quarantined(repo_id, fp)? {
+                damaged.push(*fp);
+            } else {
+                missing.push(*fp);
+            }
+        }
+        if !damaged.is_empty() || !missing.is_empty() {
+            return Err(StoreError::Unavailable { damaged, missing });
         }
         let locs: Vec<ChunkLoc> = found.into_iter().map(Option::unwrap).collect();
         for (version, path, size, idx) in recipes {
