@@ -3,12 +3,13 @@
  * versions, containers), shown as figures (each in a data-testid'ed element carrying the exact
  * value) and as uPlot charts.
  */
-import { useCallback, useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import type { Api, RepoStats, VersionInfo } from '../api/client';
 import { Button } from '../ui/Button';
 import { Select } from '../ui/Field';
 import { EmptyState, Notice } from '../ui/Notice';
 import { UPlotChart, type ChartSeries } from './charts/UPlotChart';
+import { eachManifest } from '../history/manifests';
 import { bytes, DEDUP_RATIO_MEANS, ratio, REPO_RATIO_MEANS } from './format';
 import '../restore/restore.css';
 
@@ -169,6 +170,7 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
         api.json<{ containers: ContainerRow[] }>(`/repos/${encodeURIComponent(api.repo)}/containers`),
       ]);
       setData({ stats, versions, containers: c.containers });
+      setSourceChunks(new Map());
       setError(null);
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
@@ -185,23 +187,30 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
     return m;
   }, [data]);
 
-  // A source's chunk sizes need its manifests: the distinct chunks its versions reference.
+  // A source's chunk sizes need its manifests: the distinct chunks its versions reference,
+  // read a few manifests at a time and kept as fingerprints only. Keyed by the data they were
+  // read for: a Refresh (new versions, pruned chunks) reads them again.
+  const loading = useRef(new Map<string, Data>()); // source -> the data it is being read for
   useEffect(() => {
-    if (!data || !scope || sourceChunks.has(scope)) return;
+    if (!data || !scope || sourceChunks.has(scope) || loading.current.get(scope) === data) return;
+    loading.current.set(scope, data);
     const ids = data.versions.filter((v) => v.source === scope).map((v) => v.id);
-    Promise.all(ids.map((id) => api.version(id))).then(
-      (vs) => {
-        const fps = new Set<string>();
-        for (const v of vs) for (const e of v.manifest.entries) for (const fp of e.recipe ?? []) fps.add(fp);
-        setSourceChunks((m) =>
-          new Map(m).set(
-            scope,
-            [...fps].map((fp) => rawLenOf.get(fp) ?? 0),
-          ),
-        );
-      },
-      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
-    );
+    const fps = new Set<string>();
+    eachManifest(api, ids, (m) => {
+      for (const e of m.entries) for (const fp of e.recipe ?? []) fps.add(fp);
+    })
+      .then(
+        () => {
+          // Read for data a Refresh has replaced since: the reading for the new data counts.
+          if (loading.current.get(scope) !== data) return;
+          const sizes = [...fps].map((fp) => rawLenOf.get(fp) ?? 0);
+          setSourceChunks((m) => new Map(m).set(scope, sizes));
+        },
+        (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+      )
+      .finally(() => {
+        if (loading.current.get(scope) === data) loading.current.delete(scope);
+      });
   }, [api, data, scope, sourceChunks, rawLenOf]);
 
   const view = useMemo(() => {

@@ -32,15 +32,36 @@ export async function loadManifests(
   parallel = 4,
 ): Promise<Manifest[]> {
   const out: Manifest[] = new Array(ids.length);
-  let next = 0;
   let done = 0;
+  await eachManifest(
+    api,
+    ids,
+    (m, i) => {
+      out[i] = m;
+      onLoaded?.(++done);
+    },
+    parallel,
+  );
+  return out;
+}
+
+/**
+ * Calls `f` with each of several manifests (and its index in `ids`) as it arrives, at most
+ * `parallel` requests at a time, for a caller that keeps only what it reads of them: a
+ * source's thousands of versions are not all held at once.
+ */
+export async function eachManifest(
+  api: Api,
+  ids: readonly number[],
+  f: (m: Manifest, i: number) => void,
+  parallel = 4,
+): Promise<void> {
+  let next = 0;
   const worker = async () => {
     while (next < ids.length) {
       const i = next++;
-      out[i] = await loadManifest(api, ids[i]);
-      onLoaded?.(++done);
+      f(await loadManifest(api, ids[i]), i);
     }
   };
   await Promise.all(Array.from({ length: Math.min(parallel, ids.length) }, worker));
-  return out;
 }
