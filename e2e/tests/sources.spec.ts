@@ -52,6 +52,23 @@ async function writeProject(page: Page, files: Record<string, string>) {
 }
 
 /** Makes the source's last backup, as this browser keeps it, `ms` older (so the schedule finds it due). */
+/** The schedule the page saved for `source` (minutes, or null). */
+function everyMinutes(page: Page, source: string): Promise<number | null> {
+  return page.evaluate(
+    (key) =>
+      new Promise<number | null>((resolve, reject) => {
+        const open = indexedDB.open('ditto-source-folders');
+        open.onerror = () => reject(open.error);
+        open.onsuccess = () => {
+          const get = open.result.transaction('folders').objectStore('folders').get(key);
+          get.onsuccess = () => (open.result.close(), resolve(get.result?.everyMinutes ?? null));
+          get.onerror = () => reject(get.error);
+        };
+      }),
+    `default\u0000${source}`,
+  );
+}
+
 async function ageLastBackup(page: Page, source: string, ms: number) {
   await page.evaluate(
     ({ key, ms }) =>
@@ -329,8 +346,19 @@ test('a source backs up every N minutes while the tab is open, and says so in a 
   await page.getByTestId('sources-notify').check();
   await expect(page.getByTestId('sources-notify')).toBeChecked();
   const row = page.locator('[data-testid="source-row"][data-source="Timed"]');
-  await row.getByTestId('source-every-minutes').fill('1');
   await row.getByTestId('source-every').check();
+  await expect.poll(() => everyMinutes(page, 'Timed')).toBe(60);
+  // Cleared to type another number, the field saves nothing (a schedule of 1 minute would
+  // start at the next tick); left invalid, it shows the saved value again.
+  const field = row.getByTestId('source-every-minutes');
+  await field.fill('');
+  await expect(field).toHaveAttribute('aria-invalid', 'true');
+  await field.blur();
+  await expect(field).toHaveValue('60');
+  expect(await everyMinutes(page, 'Timed')).toBe(60);
+  await field.fill('1');
+  await field.press('Enter');
+  await expect.poll(() => everyMinutes(page, 'Timed')).toBe(1);
   // Its last backup made a minute older, so that the next tick of the schedule finds it due.
   await ageLastBackup(page, 'Timed', 61_000);
   await expect.poll(async () => (await versionsOf('Timed')).length, { timeout: 60_000 }).toBe(2);

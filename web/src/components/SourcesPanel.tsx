@@ -97,6 +97,8 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
 
   const setEvery = async (s: SourceSummary, minutes: number | null) => {
     await (await sourceFolders()).setEvery(api.repo, s.source, minutes);
+    // Why a scheduled backup did not run is no news once there is no schedule.
+    if (minutes === null) scheduleProblems.set(s.source, null);
     await load();
   };
 
@@ -263,6 +265,20 @@ function Every({
   source: string;
 }) {
   const [minutes, setMinutes] = useState(value ?? 60);
+  // What the field shows while it is edited: written to the store once it leaves the field
+  // (or on Enter) and only if it is 1 to 1440 whole minutes, so that clearing it to type
+  // another number does not save and run a schedule of 1 minute.
+  const [text, setText] = useState(String(value ?? 60));
+  const valid = (t: string) => {
+    const n = Number(t);
+    return t.trim() !== '' && Number.isInteger(n) && n >= 1 && n <= 1440 ? n : null;
+  };
+  const commit = () => {
+    const m = valid(text);
+    if (m === null) return setText(String(minutes));
+    setMinutes(m);
+    if (on && m !== minutes) onChange(m);
+  };
   // Shown at once; the store is written behind it.
   const [on, setOn] = useState(value !== null);
   return (
@@ -274,8 +290,11 @@ function Every({
           aria-label={`Back up ${source} every so many minutes while this tab is open`}
           checked={on}
           onChange={(e) => {
+            const m = valid(text) ?? minutes;
+            setMinutes(m);
+            setText(String(m));
             setOn(e.target.checked);
-            onChange(e.target.checked ? minutes : null);
+            onChange(e.target.checked ? m : null);
           }}
         />{' '}
         every
@@ -286,11 +305,12 @@ function Every({
         aria-label={`Minutes between backups of ${source}`}
         min={1}
         max={1440}
-        value={minutes}
-        onChange={(e) => {
-          const m = Math.min(1440, Math.max(1, Math.round(Number(e.target.value) || 1)));
-          setMinutes(m);
-          if (on) onChange(m);
+        value={text}
+        aria-invalid={valid(text) === null}
+        onChange={(e) => setText(e.target.value)}
+        onBlur={commit}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter') commit();
         }}
       />{' '}
       minutes while this tab is open
