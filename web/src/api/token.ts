@@ -4,9 +4,19 @@
  */
 const KEY = 'ditto.token';
 
+/**
+ * `raw` as a token: without spaces, line breaks and the invisible characters a copy from a
+ * chat or a PDF brings (zero-width spaces, byte-order marks), which would make every request's
+ * `Authorization` header invalid: `fetch` then fails before anything is sent, and the page
+ * would only say the server is unreachable. Tokens are printable ASCII (the server's are hex).
+ */
+export function cleanToken(raw: string): string {
+  return raw.replace(/[^\x21-\x7e]/g, '');
+}
+
 export function takeTokenFromUrl(loc: Location = window.location, store: Storage = localStorage): string | null {
   const params = new URLSearchParams(loc.hash.replace(/^#/, ''));
-  const fromUrl = params.get('token');
+  const fromUrl = cleanToken(params.get('token') ?? '');
   if (fromUrl) {
     saveToken(fromUrl, store);
     params.delete('token');
@@ -14,10 +24,12 @@ export function takeTokenFromUrl(loc: Location = window.location, store: Storage
     history.replaceState(null, '', loc.pathname + loc.search + (rest ? `#${rest}` : ''));
     return fromUrl;
   }
-  return store.getItem(KEY);
+  // Kept by an earlier page that did not clean it: cleaned as it is read.
+  const kept = cleanToken(store.getItem(KEY) ?? '');
+  return kept || null;
 }
 
 /** Keeps a token for the next visits, as one from the link is kept. */
 export function saveToken(token: string, store: Storage = localStorage) {
-  store.setItem(KEY, token);
+  store.setItem(KEY, cleanToken(token));
 }

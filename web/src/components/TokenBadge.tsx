@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { ApiError, type Api, type TokenInfo } from '../api/client';
+import { cleanToken } from '../api/token';
 import { Button } from '../ui/Button';
 import { Notice } from '../ui/Notice';
 
@@ -108,7 +109,7 @@ export function TokenProblem({
         className="plan"
         onSubmit={(e) => {
           e.preventDefault();
-          if (typed.trim()) onToken(typed.trim());
+          if (cleanToken(typed)) onToken(cleanToken(typed));
         }}
       >
         <label>
@@ -122,7 +123,7 @@ export function TokenProblem({
             size={40}
           />
         </label>
-        <button type="submit" disabled={!typed.trim()}>
+        <button type="submit" disabled={!cleanToken(typed)}>
           Use this token
         </button>
       </form>
