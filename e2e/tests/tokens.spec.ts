@@ -85,6 +85,13 @@ test('a backup-only token backs up through the page and may not read or delete',
   const sent = Number(await page.getByTestId('backup-sent').getAttribute('data-bytes'));
   expect(sent).toBeLessThan(40_000);
 
+  // Its versions are listed and can be browsed; what the token may not do is not offered.
+  await page.getByTestId('tab-versions').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(2);
+  await expect(page.getByTestId('version-browse')).toHaveCount(2);
+  for (const id of ['version-zip', 'version-folder', 'version-delete', 'retention', 'verify-run'])
+    await expect(page.getByTestId(id)).toHaveCount(0);
+
   // Every version restores byte for byte (read with the full token).
   for (const id of ids) {
     const { manifest } = await repoJson<{ manifest: { entries: Entry[] } }>(server, `/versions/${id}`);

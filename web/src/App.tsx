@@ -33,6 +33,8 @@ interface Ctx {
   runner: BackupRunner;
   /** Switches to another view (an empty view's next step). */
   goTo: (id: string) => void;
+  /** What the token may do (null while it is checked): a view offers only that. */
+  can: TokenInfo['can'] | null;
 }
 
 interface View extends TabDef<string> {
@@ -59,7 +61,7 @@ const VIEWS: View[] = [
     id: 'versions',
     label: 'Versions',
     testId: 'tab-versions',
-    render: ({ api, goTo }) => <VersionsPanel api={api} onBackUp={() => goTo('backup')} />,
+    render: ({ api, can, goTo }) => <VersionsPanel api={api} can={can} onBackUp={() => goTo('backup')} />,
   },
   {
     id: 'dashboard',
@@ -170,7 +172,7 @@ export function App() {
         {usable && (
           <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
             {engine.state === 'ready' && runner ? (
-              view.render({ api, engine, runner, goTo: setTab })
+              view.render({ api, engine, runner, goTo: setTab, can: check.state === 'ok' ? check.info.can : null })
             ) : engine.state === 'loading' ? (
               <p className="muted" role="status">
                 Loading the engine…

@@ -241,7 +241,9 @@ export class Api {
     let message = typeof body.error === 'string' ? body.error : `${res.status} ${res.statusText}`;
     if (res.status === 401)
       message = `The server refused the access token (${message}). Open the link that \`npm start\` printed.`;
-    if (res.status === 403) message = `This token may not access repository "${this.repo}" (${message}).`;
+    // A 403 says itself what the token may not do (another repository's token, or a scope
+    // without the right: "this backup token may not delete; …").
+    if (res.status === 403) message = `The server refused: ${message}.`;
     throw new ApiError(message, res.status, code, body);
   }
 

@@ -1,6 +1,6 @@
 import { Fragment, useCallback, useEffect, useState } from 'react';
 import '../restore/restore.css';
-import type { Api, SkippedFile, VersionInfo } from '../api/client';
+import type { Api, SkippedFile, TokenInfo, VersionInfo } from '../api/client';
 import { forgetCommitted } from '../backup/previous';
 import { selectItems } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
@@ -19,7 +19,21 @@ import { EmptyState } from '../ui/Notice';
 type Freed = { id: number; bytes?: number; error?: string };
 
 /** Every version, grouped by source: look inside, download, delete, expire by a policy. */
-export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void }) {
+/**
+ * `can`: what the token may do (docs/API.md, scopes); null (unknown yet) offers everything,
+ * and the server refuses what the token may not.
+ */
+export function VersionsPanel({
+  api,
+  can = null,
+  onBackUp,
+}: {
+  api: Api;
+  can?: TokenInfo['can'] | null;
+  onBackUp?: () => void;
+}) {
+  const mayRestore = can?.restore ?? true;
+  const mayDelete = can?.delete ?? true;
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [browsing, setBrowsing] = useState<VersionInfo | null>(null);
@@ -148,7 +162,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
           <p>Each backup of a folder becomes a version here: browse it, compare it, restore it, or delete it.</p>
         </EmptyState>
       )}
-      {versions && versions.length > 0 && <VerifyButton api={api} onDone={load} />}
+      {versions && versions.length > 0 && mayRestore && <VerifyButton api={api} onDone={load} />}
       {versions && versions.length > 0 && (
         <button
           type="button"
@@ -159,7 +173,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
           Compare versions…
         </button>
       )}
-      {versions && versions.length > 0 && (
+      {versions && versions.length > 0 && mayDelete && (
         <RetentionPanel
           api={api}
           sources={[...bySource.keys()]}
@@ -247,15 +261,17 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
                       <button type="button" data-testid="version-browse" onClick={() => setBrowsing(v)}>
                         Browse
                       </button>
-                      <button
-                        type="button"
-                        data-testid="version-zip"
-                        disabled={restore.busy}
-                        onClick={() => zipWhole(v)}
-                      >
-                        Download zip
-                      </button>
-                      {canPickFolder() && (
+                      {mayRestore && (
+                        <button
+                          type="button"
+                          data-testid="version-zip"
+                          disabled={restore.busy}
+                          onClick={() => zipWhole(v)}
+                        >
+                          Download zip
+                        </button>
+                      )}
+                      {mayRestore && canPickFolder() && (
                         <button
                           type="button"
                           data-testid="version-folder"
@@ -265,7 +281,7 @@ export function VersionsPanel({ api, onBackUp }: { api: Api; onBackUp?: () => vo
                           Restore into folder…
                         </button>
                       )}
-                      {confirming === v.id ? (
+                      {!mayDelete ? null : confirming === v.id ? (
                         <>
                           <button
                             type="button"
