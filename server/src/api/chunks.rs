@@ -1,7 +1,7 @@
 //! Chunk endpoints: which chunks are missing, their raw lengths, and reading them back
 //! (one, or many streamed as a bundle).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
@@ -37,21 +37,32 @@ use crate::{
 /// request the page makes is smaller). Damage found later can only cut the stream.
 const VERIFY_AHEAD: usize = 16 << 20;
 
-/// `chunks/get` reads its chunks in windows of at most this many stored bytes or
-/// [`WINDOW_CHUNKS`] chunks (the first always), each in container order and at once
-/// (`ChunkReader::read_many`), answered in request order.
+/// `chunks/get` reads its chunks in windows of at most this many bytes held in memory (a
+/// chunk's stored bytes, or its raw bytes where it is answered decoded: a compressible
+/// chunk of 1 MiB may be stored in a few hundred bytes) or [`WINDOW_CHUNKS`] chunks (the
+/// first always), each in container order and at once (`ChunkReader::read_many`),
+/// answered in request order.
 const WINDOW_BYTES: u64 = 8 << 20;
 const WINDOW_CHUNKS: usize = 1024;
 
-/// How many of `locs` (from the first) make the next window.
-fn read_window(locs: &[(Fingerprint, ChunkLoc)]) -> usize {
+/// A `chunks/get` whose client takes none of its answer for this long is abandoned: the
+/// thread that reads and verifies it is not held by a client that stopped reading.
+const SEND_STALL: Duration = Duration::from_secs(120);
+
+/// How many of `locs` (from the first) make the next window; `held` is the bytes a chunk
+/// occupies in it.
+fn read_window(
+    locs: &[(Fingerprint, ChunkLoc)],
+    held: impl Fn(&Fingerprint, &ChunkLoc) -> u64,
+) -> usize {
     let mut bytes = 0;
     let mut n = 0;
-    for (_, l) in locs.iter().take(WINDOW_CHUNKS) {
-        if n > 0 && bytes + l.stored_len as u64 > WINDOW_BYTES {
+    for (fp, l) in locs.iter().take(WINDOW_CHUNKS) {
+        let b = held(fp, l);
+        if n > 0 && bytes + b > WINDOW_BYTES {
             break;
         }
-        bytes += l.stored_len as u64;
+        bytes += b;
         n += 1;
     }
     n
@@ -245,7 +256,22 @@ pub(super) async fn chunks_get(
         .await?
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(4);
+    let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
+        // False once the client went away or took nothing for SEND_STALL.
+        let send = |piece: Piece| {
+            runtime
+                .block_on(tokio::time::timeout(SEND_STALL, tx.send(piece)))
+                .is_ok_and(|sent| sent.is_ok())
+        };
+        let held = |fp: &Fingerprint, l: &ChunkLoc| {
+            let decodes = answer.decodes(l.codec) || decoded.contains(fp);
+            if decodes {
+                l.stored_len.max(l.raw_len) as u64
+            } else {
+                l.stored_len as u64
+            }
+        };
         let mut reader = store.chunk_reader(repo_id);
         let mut zstd = if decoded.is_empty() {
             None
@@ -257,13 +283,13 @@ pub(super) async fn chunks_get(
         let mut sent = false;
         let mut rest = &locs[..];
         while !rest.is_empty() {
-            let (window, tail) = rest.split_at(read_window(rest));
+            let (window, tail) = rest.split_at(read_window(rest, held));
             rest = tail;
             let read = match reader.read_many(window, answer, &decoded) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("chunks/get: {e}");
-                    let _ = tx.blocking_send(Piece::Failed(e));
+                    send(Piece::Failed(e));
                     return;
                 }
             };
@@ -287,14 +313,14 @@ pub(super) async fn chunks_get(
                 let send_at = if sent { 256 << 10 } else { VERIFY_AHEAD };
                 if buf.len() >= send_at {
                     sent = true;
-                    if tx.blocking_send(Piece::Data(buf.split().freeze())).is_err() {
-                        return; // client went away
+                    if !send(Piece::Data(buf.split().freeze())) {
+                        return; // the client went away, or stopped reading
                     }
                 }
             }
         }
         if !buf.is_empty() {
-            let _ = tx.blocking_send(Piece::Data(buf.freeze()));
+            send(Piece::Data(buf.freeze()));
         }
     });
     // The status waits for the first piece: everything up to VERIFY_AHEAD is verified.
@@ -327,4 +353,41 @@ pub(super) async fn chunks_get(
 enum Piece {
     Data(Bytes),
     Failed(StoreError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1 024 compressible chunks of 1 MiB stored in 300 bytes each.
+    fn compressible() -> Vec<(Fingerprint, ChunkLoc)> {
+        (0..1024u32)
+            .map(|i| {
+                let mut fp = [0u8; 20];
+                fp[..4].copy_from_slice(&i.to_le_bytes());
+                let loc = ChunkLoc {
+                    container_id: 1,
+                    offset: i as u64 * 300,
+                    stored_len: 300,
+                    raw_len: 1 << 20,
+                    codec: 1,
+                };
+                (fp, loc)
+            })
+            .collect()
+    }
+
+    /// A window answered decoded holds its raw bytes: 8 chunks of 1 MiB, not 1 024 (1 GiB);
+    /// answered as stored, the window holds what is stored.
+    #[test]
+    fn a_decoded_window_is_bounded_by_raw_bytes() {
+        let locs = compressible();
+        let raw = |_: &Fingerprint, l: &ChunkLoc| l.stored_len.max(l.raw_len) as u64;
+        assert_eq!(read_window(&locs, raw), 8);
+        let stored = |_: &Fingerprint, l: &ChunkLoc| l.stored_len as u64;
+        assert_eq!(read_window(&locs, stored), WINDOW_CHUNKS);
+        // The first chunk always makes a window, however large.
+        let huge = |_: &Fingerprint, _: &ChunkLoc| WINDOW_BYTES * 2;
+        assert_eq!(read_window(&locs, huge), 1);
+    }
 }

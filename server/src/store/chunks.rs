@@ -39,7 +39,7 @@ pub enum Answer {
 
 impl Answer {
     /// Whether a chunk stored with `codec` is answered decoded.
-    fn decodes(self, codec: u8) -> bool {
+    pub fn decodes(self, codec: u8) -> bool {
         match self {
             Answer::Raw => true,
             Answer::Whole => codec == CODEC_DELTA,
