@@ -277,6 +277,13 @@ test('a cancelled restore fails its download instead of leaving a truncated zip'
   page.on('download', (d) => downloads.push(d));
   await row(page, ids[1]).getByTestId('version-zip').click();
   await expect(page.getByTestId('restore-progress')).toBeVisible();
+  // Another tab shown meanwhile: the restore goes on, and its progress and Cancel are there
+  // again with the Versions tab (before, they were gone, and a second restore could start).
+  await page.getByTestId('tab-backup').click();
+  await expect(page.getByTestId('restore-status')).toHaveCount(0);
+  await page.getByTestId('tab-versions').click();
+  await expect(page.getByTestId('restore-progress')).toBeVisible();
+  await expect(row(page, ids[1]).getByTestId('version-zip')).toBeDisabled();
   await page.getByTestId('restore-cancel').click();
   await expect(page.getByTestId('restore-error')).toContainText('cancelled');
   await expect(page.getByTestId('restore-done')).toHaveCount(0);

@@ -10,6 +10,7 @@ import { wantSearchWorkers } from './search/workers';
 import { SourcesPanel } from './components/SourcesPanel';
 import { TokenBadge, TokenProblem, useTokenCheck } from './components/TokenBadge';
 import { VersionsPanel } from './components/VersionsPanel';
+import { useRestore, type Restore } from './components/VersionsRestore';
 import { openClientIndex, type ClientIndex } from './dedupindex/index';
 import { indexName, newRunner, type BackupRunner } from './sources/runner';
 import { useSchedule } from './sources/schedule';
@@ -35,6 +36,8 @@ interface Ctx {
   goTo: (id: string) => void;
   /** What the token may do (null while it is checked): a view offers only that. */
   can: TokenInfo['can'] | null;
+  /** The page's restore, which goes on while another view is shown. */
+  restore: Restore;
 }
 
 interface View extends TabDef<string> {
@@ -61,7 +64,9 @@ const VIEWS: View[] = [
     id: 'versions',
     label: 'Versions',
     testId: 'tab-versions',
-    render: ({ api, can, goTo }) => <VersionsPanel api={api} can={can} onBackUp={() => goTo('backup')} />,
+    render: ({ api, can, goTo, restore }) => (
+      <VersionsPanel api={api} restore={restore} can={can} onBackUp={() => goTo('backup')} />
+    ),
   },
   {
     id: 'dashboard',
@@ -97,6 +102,7 @@ export function App() {
   const [engine, setEngine] = useState<Engine>({ state: 'loading' });
   const [token, setToken] = useState(() => takeTokenFromUrl());
   const api = useMemo(() => (token ? new Api(token) : null), [token]);
+  const restore = useRestore(api);
   const [check, recheck] = useTokenCheck(api);
   // Until the server has said what the token may do, every view is offered.
   const views = useMemo(() => {
@@ -172,7 +178,14 @@ export function App() {
         {usable && (
           <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
             {engine.state === 'ready' && runner ? (
-              view.render({ api, engine, runner, goTo: setTab, can: check.state === 'ok' ? check.info.can : null })
+              view.render({
+                api,
+                engine,
+                runner,
+                goTo: setTab,
+                can: check.state === 'ok' ? check.info.can : null,
+                restore,
+              })
             ) : engine.state === 'loading' ? (
               <p className="muted" role="status">
                 Loading the engine…

@@ -8,7 +8,7 @@ import { bytes, ratio } from './format';
 import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { canPickFolder } from '../restore/folder';
-import { useRestore, VersionsRestoreStatus } from './VersionsRestore';
+import { VersionsRestoreStatus, type Restore } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
 import { RetentionPanel } from './RetentionPanel';
 import { VersionsDiff } from './VersionsDiff';
@@ -25,10 +25,13 @@ type Freed = { id: number; bytes?: number; error?: string };
  */
 export function VersionsPanel({
   api,
+  restore,
   can = null,
   onBackUp,
 }: {
   api: Api;
+  /** The page's restore (`useRestore`): it outlives this tab. */
+  restore: Restore;
   can?: TokenInfo['can'] | null;
   onBackUp?: () => void;
 }) {
@@ -45,7 +48,6 @@ export function VersionsPanel({
   const [deleted, setDeleted] = useState<{ id: number; reclaimed: number; pruneError: string | null } | null>(null);
   /** The files an incomplete version lacks, once asked for. */
   const [missing, setMissing] = useState<{ id: number; files: SkippedFile[] } | null>(null);
-  const restore = useRestore(api);
 
   const load = useCallback(() => {
     api.versions().then(

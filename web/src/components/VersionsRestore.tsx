@@ -65,8 +65,14 @@ export function fileRequest(version: number, e: ManifestEntry, label = e.path): 
   };
 }
 
-/** Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write. */
-export function useRestore(api: Api) {
+/**
+ * Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write.
+ * Held by the page (App), not by the Versions tab: a restore goes on while another tab is
+ * shown, and its progress and Cancel are there again when the Versions tab is.
+ */
+export type Restore = ReturnType<typeof useRestore>;
+
+export function useRestore(api: Api | null) {
   const [state, setState] = useState<RestoreState | null>(null);
   const job = useRef<RestoreJob | null>(null);
   /**
@@ -81,7 +87,7 @@ export function useRestore(api: Api) {
    */
   const locate = useCallback(
     (version: number | undefined) => {
-      if (version === undefined) return null;
+      if (version === undefined || !api) return null;
       const p = versionLocations(api, version);
       p.catch(() => {});
       return p;
@@ -91,7 +97,7 @@ export function useRestore(api: Api) {
 
   const run = useCallback(
     async (request: RestoreRequest) => {
-      if (running.current) return;
+      if (running.current || !api) return;
       setState({ request, progress: null });
       const ctl = new AbortController();
       running.current = ctl;
