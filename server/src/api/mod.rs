@@ -264,8 +264,12 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<B
         return Err(too_large());
     }
     let mut stream = body.into_data_stream();
-    let mut buf =
-        BytesMut::with_capacity(declared.map_or(64 << 10, |n| n.min(limit as u64) as usize));
+    // Sized for the declared length up to 8 MiB (every bundle), grown as more arrives: a
+    // declared length alone (a manifest may declare 256 MiB and send nothing) reserves no
+    // more than that.
+    let mut buf = BytesMut::with_capacity(
+        declared.map_or(64 << 10, |n| n.min(limit as u64).min(8 << 20) as usize),
+    );
     let mut total = 0usize;
     let idle = *BODY_IDLE.get().unwrap_or(&DEFAULT_BODY_IDLE);
     loop {
