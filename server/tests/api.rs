@@ -531,6 +531,46 @@ fn large_bundles_verified_in_parallel_refuse_the_first_bad_chunk() {
     assert_eq!(upload(&a, &s, &t, &good).unwrap().json()["stored"], 64);
 }
 
+/// A bundle's raw bytes are limited (`MAX_BUNDLE_RAW`, 413) whatever its size on the wire,
+/// and an entry repeating an earlier one is checked once, while another payload under the
+/// same fingerprint is still checked (and refused when it does not decode to it).
+#[test]
+fn bundle_raw_bytes_are_limited_and_repeats_checked_once() {
+    use wasm_core::format::bundle::{BundleWriter, MAX_BUNDLE_RAW};
+    let dir = TempDir::new("bundle-raw");
+    let s = Server::start_without_pass(&dir.0);
+    let t = s.token.clone();
+    let zeros = TestChunk::new(vec![0u8; MAX_CHUNK_RAW as usize], true);
+    let stored = zeros.stored();
+    let post = |copies: usize, extra: Option<&[u8]>| {
+        let mut w = BundleWriter::new();
+        for _ in 0..copies {
+            w.push(&zeros.fp, Codec::Zstd, MAX_CHUNK_RAW, &stored);
+        }
+        if let Some(p) = extra {
+            w.push(&zeros.fp, Codec::Zstd, MAX_CHUNK_RAW, p);
+        }
+        let body = w.finish();
+        request(
+            "POST",
+            &s.repo_url("default", "/bundles"),
+            Some(&t),
+            &[],
+            Some(&body),
+        )
+    };
+    let over = (MAX_BUNDLE_RAW / MAX_CHUNK_RAW as u64) as usize + 1;
+    let e = post(over, None).expect_error(413, "too_large");
+    assert_eq!(e["limit"], MAX_BUNDLE_RAW, "{e}");
+    // Another payload under the same fingerprint: zstd of other bytes of the same length.
+    let other = zstd::bulk::compress(&vec![1u8; MAX_CHUNK_RAW as usize], 3).unwrap();
+    let e = post(10, Some(&other)).expect_error(422, "fingerprint_mismatch");
+    assert_eq!(e["fingerprint"], zeros.hex());
+    let r = post(1000, None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["stored"], 1, "{}", r.json());
+}
+
 /// The SHAttered PDFs (Stevens et al. 2017): different bytes, one SHA-1.
 static SHATTERED: [&[u8]; 2] = [
     include_bytes!("../../wasm-core/testdata/shattered-1.pdf"),

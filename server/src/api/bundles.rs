@@ -4,7 +4,7 @@
 use axum::{body::Body, extract::State, http::HeaderMap, Json};
 use serde_json::Value;
 use wasm_core::format::bundle::{
-    decode_bundle, BundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_CHUNKS, MAX_CHUNK_RAW,
+    decode_bundle, BundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_CHUNKS, MAX_BUNDLE_RAW, MAX_CHUNK_RAW,
 };
 
 use super::{blocking, read_body, Authorized, Backup, St};
@@ -36,6 +36,13 @@ pub(super) async fn bundles(
                 ApiError::bad_request(format!("malformed bundle: {e}"))
             }
         })?;
+        let raw: u64 = entries.iter().map(|e| e.raw_len as u64).sum();
+        if raw > MAX_BUNDLE_RAW {
+            return Err(ApiError::too_large(
+                format!("bundle of {raw} raw bytes; at most {MAX_BUNDLE_RAW}"),
+                MAX_BUNDLE_RAW,
+            ));
+        }
         store::verify_entries(&entries)?;
         let r = store.ingest(repo_id, &entries)?;
         Ok(Json(serde_json::to_value(r).map_err(ApiError::internal)?))

@@ -4,7 +4,7 @@
 //! new chunks are then appended to containers and fsynced before their index rows are
 //! committed in one transaction (docs/FORMAT.md, "Writing and recovery rules").
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use wasm_core::{
     compress::{Decompressor, CODEC_ZSTD},
@@ -31,8 +31,28 @@ use super::{
 const PARALLEL_VERIFY_RAW: u64 = 1 << 20;
 
 /// Decodes and verifies every chunk of a parsed bundle; the first failure (in bundle order)
-/// refuses it all.
+/// refuses it all. An entry that repeats an earlier one (fingerprint, codec, lengths and
+/// payload) is checked once: a bundle of one compressible chunk many times over costs one
+/// decode, not one per copy.
 pub fn verify_entries(entries: &[BundleEntry<'_>]) -> StoreResult<()> {
+    // Keyed without the payload (hashing every payload would cost every upload); payloads
+    // are compared only between entries of one fingerprint, codec and lengths.
+    let mut seen: HashMap<(Fingerprint, u8, u32, usize), Vec<&[u8]>> = HashMap::new();
+    let distinct: Vec<BundleEntry<'_>> = entries
+        .iter()
+        .filter(|e| {
+            let same = seen
+                .entry((e.fp, e.codec as u8, e.raw_len, e.payload.len()))
+                .or_default();
+            let new = !same.contains(&e.payload);
+            if new {
+                same.push(e.payload);
+            }
+            new
+        })
+        .cloned()
+        .collect();
+    let entries = &distinct[..];
     let raw: u64 = entries.iter().map(|e| e.raw_len as u64).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if raw < PARALLEL_VERIFY_RAW || cores < 2 || entries.len() < 2 {

@@ -15,6 +15,10 @@ pub const MAX_CHUNK_STORED: u32 = (1 << 20) + 4096;
 pub const MAX_BUNDLE_BYTES: usize = 16 << 20;
 /// Most chunks in one bundle.
 pub const MAX_BUNDLE_CHUNKS: u32 = 65_536;
+/// Most raw bytes in one uploaded bundle (its entries' raw lengths summed): the server
+/// decodes and hashes each entry, and a bundle of compressible chunks under the byte limit
+/// could otherwise make it decode 64 GiB. Clients seal bundles well below it.
+pub const MAX_BUNDLE_RAW: u64 = 1 << 30;
 
 /// How a chunk's stored bytes encode its raw bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

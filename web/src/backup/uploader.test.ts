@@ -101,6 +101,18 @@ describe('Uploader', () => {
     expect(Math.max(...s.bundles.map((b) => b.length))).toBeLessThanOrEqual(1000);
   });
 
+  it('seals a bundle at its raw limit however few bytes it stores (compressible chunks)', async () => {
+    const s = fakeServer();
+    const up = new Uploader(s.deps, { bundleRawBytes: 10 << 20 });
+    // 100 chunks of 1 MiB raw stored in 100 bytes each: 10 KB stored, 100 MiB raw.
+    const squeezed = Array.from({ length: 100 }, (_, i) => ({ ...chunk(i, 100), rawLen: 1 << 20 }));
+    const { durable } = await up.add(squeezed);
+    await up.drain();
+    await durable;
+    expect(s.stored.size).toBe(100);
+    expect(Math.max(...s.bundles.map((b) => b.length))).toBeLessThanOrEqual(10);
+  });
+
   it('sends the tail as up to `concurrency` bundles of at least the idle size', async () => {
     const s = fakeServer();
     const up = new Uploader(s.deps, { bundleBytes: 100_000, idleBundleBytes: 10_000, concurrency: 3 });

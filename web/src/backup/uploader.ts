@@ -43,6 +43,12 @@ export interface UploaderOptions {
    */
   bundleChunks: number;
   /**
+   * A bundle also seals once its chunks hold this many raw bytes: the server refuses a
+   * bundle of more than 1 GiB raw (`MAX_BUNDLE_RAW`, docs/FORMAT.md), which 4 MiB of very
+   * compressible chunks can pass.
+   */
+  bundleRawBytes: number;
+  /**
    * While no bundle is in flight or waiting, a bundle seals as soon as it holds this many
    * bytes: the link is idle, so waiting for a full bundle would only delay the upload and
    * leave a bigger tail to send after the last file is chunked.
@@ -85,6 +91,7 @@ interface Pending {
 const DEFAULTS: UploaderOptions = {
   bundleBytes: 4 << 20,
   bundleChunks: 16_384,
+  bundleRawBytes: 256 << 20,
   idleBundleBytes: 1 << 20,
   concurrency: 3,
   maxQueuedBytes: 8 << 20,
@@ -116,6 +123,7 @@ export class Uploader {
   private durable = new Map<string, Promise<void>>();
   private current: Pending[] = [];
   private currentBytes = 0;
+  private currentRaw = 0;
   private ready: Pending[][] = [];
   private inFlight = 0;
   /** `add` calls waiting for room in the queue. */
@@ -182,8 +190,14 @@ export class Uploader {
       waits.push(p);
       this.current.push({ chunk, hex, bytes: chunk.stored.byteLength, done });
       this.currentBytes += chunk.stored.byteLength;
+      this.currentRaw += chunk.rawLen;
       this.stats.queuedBytes += chunk.stored.byteLength;
-      if (this.currentBytes >= this.opts.bundleBytes || this.current.length >= this.opts.bundleChunks) this.seal();
+      if (
+        this.currentBytes >= this.opts.bundleBytes ||
+        this.current.length >= this.opts.bundleChunks ||
+        this.currentRaw >= this.opts.bundleRawBytes
+      )
+        this.seal();
     }
     // A drain under way seals these (it waits for nothing else once the link is idle), and
     // looks again at what it waits for (all of them may have been queued already).
@@ -291,6 +305,7 @@ export class Uploader {
     if (this.current.length) this.ready.push(this.current);
     this.current = [];
     this.currentBytes = 0;
+    this.currentRaw = 0;
     this.pump();
   }
 
