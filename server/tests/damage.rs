@@ -1302,3 +1302,47 @@ fn a_previewed_policy_removes_nothing_the_policy_keeps_now() {
     post_json(&url, &t, &json!({ "source": "src", "versions": [v3] }))
         .expect_error(400, "bad_request");
 }
+
+/// A version dated in the future (a wrong clock, or a backup token's forgery) counts for
+/// retention as committed, not as its manifest says: `keep_within 30d` is counted back from
+/// the source's newest version, and one dated in year 9999 made every real version expire.
+#[test]
+fn retention_counts_a_future_version_as_committed() {
+    let dir = TempDir::new("forget-future");
+    let s = Server::start_without_pass(&dir.0);
+    let t = s.token.clone();
+    let cs = chunks(90, 6);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let commit_at = |name: &str, time: i64| {
+        let m = json!({ "source": "src", "time": time, "entries": [
+            { "path": name, "kind": "file", "size": cs[0].raw.len(), "mtime": 0, "mode": null,
+              "recipe": [cs[0].hex()] } ] });
+        let r = post_json(&s.repo_url("default", "/versions"), &t, &m);
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["id"].as_i64().unwrap()
+    };
+    let day = 86_400_000;
+    let v1 = commit_at("a", now - 2 * day);
+    let v2 = commit_at("b", now - day);
+    let forged = commit_at("c", 253_402_300_799_000);
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &t,
+        &json!({ "policy": { "keep_within": "30d" }, "dry_run": true }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    assert_eq!(j["remove"], json!([]), "{j}");
+    let kept: Vec<i64> = j["keep"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(kept, vec![forged, v2, v1], "{j}");
+    assert!(j["keep"][0]["time"].as_i64().unwrap() <= now + day, "{j}");
+}

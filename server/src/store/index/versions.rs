@@ -82,7 +82,10 @@ pub struct Totals {
 pub struct VersionMeta {
     pub id: i64,
     pub source: String,
-    /// The manifest's `time`: unix milliseconds, client clock.
+    /// The manifest's `time` (unix milliseconds, client clock), or the commit's (server
+    /// clock) if that is earlier: a backup cannot start after it was committed, so a later
+    /// time is a wrong clock or a forged one, and a version a backup token dated in the
+    /// future would otherwise count as a source's newest for every retention rule.
     pub time: i64,
 }
 

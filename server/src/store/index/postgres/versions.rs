@@ -61,7 +61,7 @@ impl<G: DerefMut<Target = Client>> VersionRead for Pg<G> {
     fn version_metas(&self, repo_id: i64) -> StoreResult<Vec<VersionMeta>> {
         self.c()
             .query(
-                "SELECT id, source, time FROM versions WHERE repo_id = $1 ORDER BY id",
+                "SELECT id, source, LEAST(time, committed_ms) FROM versions WHERE repo_id = $1 ORDER BY id",
                 &[&repo_id],
             )?
             .iter()

@@ -53,7 +53,7 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
 
     fn version_metas(&self, repo_id: i64) -> StoreResult<Vec<VersionMeta>> {
         let mut st = self.c().prepare_cached(
-            "SELECT id, source, time FROM versions WHERE repo_id = ?1 ORDER BY id",
+            "SELECT id, source, MIN(time, committed_ms) FROM versions WHERE repo_id = ?1 ORDER BY id",
         )?;
         let it = st.query_map([repo_id], |r| {
             Ok(VersionMeta {
