@@ -88,8 +88,11 @@ export class BackupRunner {
   }
 
   get running(): boolean {
-    return this.state.job !== null;
+    return this.starting || this.state.job !== null;
   }
+
+  /** A run of this tab is taking the lock or preparing its job (no job yet). */
+  private starting = false;
 
   /** Calls `fn` on every change of `state`; returns the unsubscribe. */
   subscribe(fn: () => void): () => void {
@@ -121,6 +124,15 @@ export class BackupRunner {
    */
   async run(req: RunRequest): Promise<BackupProgress | null> {
     if (this.running) return null;
+    this.starting = true;
+    try {
+      return await this.runLocked(req);
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  private async runLocked(req: RunRequest): Promise<BackupProgress | null> {
     // The last backup's result goes at once: read while this one starts, it would pass for its.
     this.set({ progress: null, excluded: null });
     const locks = typeof navigator !== 'undefined' ? navigator.locks : undefined;
