@@ -301,17 +301,24 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
     await expect(page.getByTestId('search-snippet').first()).toBeVisible();
   }
   expect(serverSearches()).toBe(queries.length);
-  // Cancelled, a search the server answers anyway shows no results: the error says so.
+  // Cancelled, the server's search is aborted (its request fails in the page at once, not
+  // when the server answers), and nothing of it is shown: the error says so.
+  let reached!: () => void;
+  const atServer = new Promise<void>((r) => (reached = r));
   await page.route('**/api/v1/repos/default/search', async (route) => {
-    await new Promise((r) => setTimeout(r, 1500));
-    await route.continue();
+    reached();
+    await new Promise((r) => setTimeout(r, 3000));
+    await route.continue().catch(() => {}); // the page gave up on it
   });
+  const aborted = page.waitForEvent('requestfailed', (r) => r.url().endsWith('/search'));
   await fillQuery(page, ['vnode'], {});
   await page.getByTestId('search-start').click();
+  await atServer;
   await page.getByTestId('search-cancel').click();
-  await expect(page.getByTestId('search-error')).toContainText('search cancelled');
+  await aborted;
+  await expect(page.getByTestId('search-error')).toContainText('search cancelled', { timeout: 1500 });
   const cancelledRun = ++runs;
-  await page.waitForTimeout(2000);
+  await page.waitForTimeout(3000);
   await expect(page.locator(`[data-testid=search-done][data-seq="${cancelledRun}"]`)).toHaveCount(0);
   await page.unroute('**/api/v1/repos/default/search');
   // The small e2e repository is searched in the page when the choice is automatic.

@@ -333,12 +333,16 @@ export class Api {
   }
 
   /** DedupSearch run by the server (docs/SEARCH.md, server-side search). */
-  search(req: ServerSearchRequest) {
-    return this.json<ServerSearchResult>(this.repoPath('/search'), {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(req),
-    });
+  search(req: ServerSearchRequest, signal?: AbortSignal) {
+    return this.json<ServerSearchResult>(
+      this.repoPath('/search'),
+      {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(req),
+      },
+      signal,
+    );
   }
 
   /**

@@ -1224,7 +1224,7 @@ async function coldOnServer(
   const large = onServer(scope, repo.uniqueRawBytes);
   let answered: SearchOutcome;
   try {
-    answered = await serverSearch(api, keywords, query, scope, repo, t0);
+    answered = await serverSearch(api, keywords, query, scope, repo, t0, workers.signal);
   } catch (e) {
     if (large) throw e;
     return undefined;
@@ -1294,7 +1294,7 @@ async function searchAnywhere(
     }
   }
   const [repo, keywords] = await Promise.all([checked ?? repoState(api), begin(api, workers, query)]);
-  if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0);
+  if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0, workers.signal);
   const prepared = await (early ?? prepare(api, scope, progress, repo));
   return searchPrepared(api, workers, Promise.resolve(keywords), prepared, progress, t0);
 }
@@ -1430,6 +1430,7 @@ async function searchPrepared(
  * unique data is more than the page should hold. The keywords are parsed by the workers as
  * for an in-page search and sent as their exact bytes.
  */
+/** The server's search; `signal` (the workers' pool's: Cancel terminates it) aborts the request. */
 async function serverSearch(
   api: Api,
   keywords: Uint8Array[],
@@ -1437,15 +1438,19 @@ async function serverSearch(
   scope: SearchScope,
   repo: RepoState,
   t0: number,
+  signal: AbortSignal,
 ): Promise<SearchOutcome> {
   const hex = (k: Uint8Array) => [...k].map((b) => b.toString(16).padStart(2, '0')).join('');
-  const r = await api.search({
-    keywords: keywords.map(hex),
-    hex: true,
-    files_only: query.filesOnly,
-    versions: scope.versions ?? undefined,
-    path: scope.pathFilter,
-  });
+  const r = await api.search(
+    {
+      keywords: keywords.map(hex),
+      hex: true,
+      files_only: query.filesOnly,
+      versions: scope.versions ?? undefined,
+      path: scope.pathFilter,
+    },
+    signal,
+  );
   const sources = new Map(repo.all.map((v) => [v.id, v.source]));
   const files: SearchFile[] = r.files.map((f, id) => ({
     id,

@@ -255,6 +255,15 @@ export class WorkerPool<T extends Protocol<T>> {
   private slots: Slot[] = [];
   private nextId = 1;
   private ended = false;
+  private stop = new AbortController();
+
+  /**
+   * Aborted when the pool is terminated: the page's own work for the pool's requests (a
+   * fetch the workers' results wait for) stops with them.
+   */
+  get signal(): AbortSignal {
+    return this.stop.signal;
+  }
 
   private constructor(private opts: PoolOptions) {}
 
@@ -333,6 +342,7 @@ export class WorkerPool<T extends Protocol<T>> {
   /** Ends every worker; what they held is rejected with `reason`. */
   terminate(reason = 'cancelled') {
     this.ended = true;
+    this.stop.abort(new DOMException(reason, 'AbortError'));
     for (const slot of this.slots) {
       slot.worker?.terminate();
       slot.worker = null;
