@@ -255,15 +255,35 @@ fn wait_pass(s: &Server, v: i64) -> Value {
     last
 }
 
+/// Backs up v1, then v2, each after the pass of the one before: answers their ids and the
+/// `stats` that showed v2's pass.
+fn both_passed(s: &Server, h: &History) -> (i64, i64, Value) {
+    let v1 = backup(s, h, &h.v1);
+    wait_pass(s, v1);
+    let v2 = backup(s, h, &h.v2);
+    let st = wait_pass(s, v2);
+    (v1, v2, st)
+}
+
+/// `GET containers` of the default repository, which must answer 200.
+fn containers_json(s: &Server) -> Value {
+    let r = request(
+        "GET",
+        &s.repo_url("default", "/containers"),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    r.json()
+}
+
 #[test]
 fn deltas_read_back_survive_expiry_and_refuse_damage() {
     let dir = TempDir::new("delta");
     let h = history();
     let mut s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
-    let v1 = backup(&s, &h, &h.v1);
-    wait_pass(&s, v1);
-    let v2 = backup(&s, &h, &h.v2);
-    let st = wait_pass(&s, v2);
+    let (v1, v2, st) = both_passed(&s, &h);
     let pass = &st["delta_pass"];
     eprintln!("delta pass: {pass}");
     // 13 edited chunks of `a` next to duplicates, 12 of `b` found by super-features.
@@ -295,14 +315,7 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
 
     // A damaged delta is refused (quarantined), not served.
     let s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    let conts = r.json();
+    let conts = containers_json(&s);
     let (cid, fp, off, len) = conts["containers"]
         .as_array()
         .unwrap()
@@ -357,10 +370,7 @@ fn frames_store_less_and_read_back_through_every_reader() {
     for env in [ENV_NO_FRAMES, ENV] {
         let dir = TempDir::new("frames");
         let mut s = Server::start_with(&dir.0, env, None);
-        let v1 = backup(&s, &h, &h.v1);
-        wait_pass(&s, v1);
-        let v2 = backup(&s, &h, &h.v2);
-        let st = wait_pass(&s, v2);
+        let (v1, v2, st) = both_passed(&s, &h);
         stored.push(st["stored_bytes"].as_i64().unwrap());
         if env == ENV_NO_FRAMES {
             s.stop(Duration::from_secs(10));
@@ -792,10 +802,7 @@ fn a_base_backed_up_again_never_becomes_a_delta_of_its_own_deltas() {
     let dir = TempDir::new("delta-loop");
     let h = history();
     let mut s = Server::start_with(&dir.0, ENV, None);
-    let v1 = backup(&s, &h, &h.v1);
-    wait_pass(&s, v1);
-    let v2 = backup(&s, &h, &h.v2);
-    wait_pass(&s, v2);
+    let (v1, _, _) = both_passed(&s, &h);
     let r = post_json(
         &s.repo_url("default", "/forget"),
         &s.token,
@@ -1131,15 +1138,7 @@ fn gc_oracle(
     live: &BTreeMap<i64, Value>,
     ctx: &str,
 ) -> Found {
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    assert_eq!(r.status, 200);
-    let conts = r.json();
+    let conts = containers_json(s);
     let mut stored: BTreeMap<String, u64> = BTreeMap::new();
     let mut ids = BTreeSet::new();
     for c in conts["containers"].as_array().unwrap() {
@@ -1346,16 +1345,9 @@ type Listed = BTreeMap<String, (u64, u64, u64, u64)>;
 
 /// Every stored chunk, read from the containers listing.
 fn listing(s: &Server) -> Listed {
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    assert_eq!(r.status, 200);
+    let r = containers_json(s);
     let mut listed = Listed::new();
-    for c in r.json()["containers"].as_array().unwrap() {
+    for c in r["containers"].as_array().unwrap() {
         for k in c["chunks"].as_array().unwrap() {
             listed.insert(
                 k["fp"].as_str().unwrap().to_string(),
@@ -1858,14 +1850,7 @@ fn containers_name_each_chunks_chain_key() {
 /// are keyed by a link of their chain.
 fn check_container_keys((s, _, listed): (Server, Chains, Listed)) -> usize {
     let base = stored_bases(&s, &listed);
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    )
-    .json();
+    let r = containers_json(&s);
     let mut fps = Vec::new();
     let mut got = Vec::new();
     for c in r["containers"].as_array().unwrap() {
@@ -2237,14 +2222,7 @@ fn icda_keeps_bases_the_mover_did_not_regroup() {
     // The layout off, the pass on: the startup pass stores v2's edits against v1's chunks.
     let s = Server::start_with(&dir.0, &[ENV[0], ("DITTO_LAYOUT", "off")], None);
     wait_pass(&s, ids[1]);
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    let archival_bases = r.json()["containers"]
+    let archival_bases = containers_json(&s)["containers"]
         .as_array()
         .unwrap()
         .iter()
@@ -2279,19 +2257,8 @@ fn a_base_that_cannot_be_read_does_not_quarantine_its_delta() {
     let dir = TempDir::new("delta-base-io");
     let h = history();
     let mut s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
-    let v1 = backup(&s, &h, &h.v1);
-    wait_pass(&s, v1);
-    let v2 = backup(&s, &h, &h.v2);
-    wait_pass(&s, v2);
-    let conts = request(
-        "GET",
-        &s.repo_url("default", "/containers"),
-        Some(&s.token),
-        &[],
-        None,
-    )
-    .json();
-    let delta = conts["containers"]
+    both_passed(&s, &h);
+    let delta = containers_json(&s)["containers"]
         .as_array()
         .unwrap()
         .iter()
