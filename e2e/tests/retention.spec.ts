@@ -130,6 +130,13 @@ function shrinkage(before: Listing, after: Listing): { chunkBytes: number; fileB
   return { chunkBytes, fileBytes: size(before, idsAfter) - size(after, idsBefore) };
 }
 
+/** The Versions tab's retention panel, opened on `source`. */
+async function openRetention(source: string) {
+  await page.getByTestId('tab-versions').click();
+  await page.getByTestId('retention').locator('summary').click();
+  await page.getByTestId('retention-source').selectOption(source);
+}
+
 const row = (id: number) => page.locator(`[data-testid=version-row][data-version="${id}"]`);
 const num = async (testId: string) => Number(await page.getByTestId(testId).getAttribute('data-value'));
 
@@ -277,9 +284,7 @@ test('the policy is remembered per source, and a backup after a prune starts fro
   await expect(page.getByTestId('retention-nothing')).toBeVisible();
   await page.reload();
   await expect(page.getByTestId('engine-ready')).toBeVisible();
-  await page.getByTestId('tab-versions').click();
-  await page.getByTestId('retention').locator('summary').click();
-  await page.getByTestId('retention-source').selectOption('Project');
+  await openRetention('Project');
   await expect(page.getByTestId('retention-keep_daily')).toHaveValue('3');
 
   // The client index was built before the prunes; the server's epoch moved since.
@@ -304,9 +309,7 @@ test('an apply whose answer is lost: the page shows the error and what the serve
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   // One more version of "Project", so that keeping the last one removes one.
   await backUp(path.join(base, 'v2', 'project'), 'Project');
-  await page.getByTestId('tab-versions').click();
-  await page.getByTestId('retention').locator('summary').click();
-  await page.getByTestId('retention-source').selectOption('Project');
+  await openRetention('Project');
   await page.getByTestId('retention-keep_daily').fill('');
   await page.getByTestId('retention-keep_last').fill('1');
   await page.getByTestId('retention-preview').click();
@@ -337,9 +340,7 @@ test('versions deleted elsewhere since the preview: the apply removes nothing th
   // "Project" has one version again (the test above kept the last one): one more, so that
   // keeping the last one removes the older.
   const newest = await backUp(path.join(base, 'v3', 'project'), 'Project');
-  await page.getByTestId('tab-versions').click();
-  await page.getByTestId('retention').locator('summary').click();
-  await page.getByTestId('retention-source').selectOption('Project');
+  await openRetention('Project');
   await page.getByTestId('retention-keep_last').fill('1');
   await page.getByTestId('retention-preview').click();
   await expect(page.getByTestId('retention-remove')).toHaveCount(1);
@@ -363,9 +364,7 @@ test('versions deleted elsewhere since the preview: the apply removes nothing th
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   const again = await backUp(path.join(base, 'v3', 'project'), 'Project');
-  await page.getByTestId('tab-versions').click();
-  await page.getByTestId('retention').locator('summary').click();
-  await page.getByTestId('retention-source').selectOption('Project');
+  await openRetention('Project');
   await expect(page.getByTestId('retention-keep_last')).toHaveValue('1');
   await page.getByTestId('retention-preview').click();
   await expect(page.getByTestId('retention-remove')).toHaveCount(1);
