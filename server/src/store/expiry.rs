@@ -114,8 +114,10 @@ impl Store {
             "the versions kept changing while this forget chose among them; try again".into(),
         ))
     }
+
     /// What forgetting `sel` among versions `all` removes, keeps and frees, and the chunks
-    /// it frees.
+    /// it frees. For a previewed policy, a version the policy would remove now but that is
+    /// not among the previewed ones (committed since) is in neither list.
     fn selection(
         &self,
         repo_id: i64,
@@ -124,19 +126,17 @@ impl Store {
         dry_run: bool,
     ) -> StoreResult<(ForgetReport, Vec<Fingerprint>)> {
         let by_id: HashMap<i64, &VersionMeta> = all.iter().map(|v| (v.id, v)).collect();
-        let known = |ids: &[i64]| match ids.iter().find(|id| !by_id.contains_key(id)) {
-            Some(id) => Err(StoreError::NotFound(format!(
-                "no version {id} in this repository"
-            ))),
-            None => Ok(()),
-        };
         let (remove, keep): (Vec<i64>, Vec<(i64, Vec<Reason>)>) = match sel {
             Selector::Policy { policy, source } => {
                 let s = retention::select(all, policy, source.as_deref());
                 (s.remove, s.keep)
             }
             Selector::Versions(ids) => {
-                known(ids)?;
+                if let Some(id) = ids.iter().find(|id| !by_id.contains_key(id)) {
+                    return Err(StoreError::NotFound(format!(
+                        "no version {id} in this repository"
+                    )));
+                }
                 let want: HashSet<i64> = ids.iter().copied().collect();
                 let mut remove: Vec<i64> = want.into_iter().collect();
                 remove.sort_unstable_by(|a, b| b.cmp(a));
