@@ -2305,6 +2305,11 @@ fn a_base_that_cannot_be_read_does_not_quarantine_its_delta() {
     let r = get(&s);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(to_hex(&fingerprint(&r.body)), delta);
+    // `verify` reads the bases while it lists a container's chunks (on PostgreSQL it took
+    // the connection the listing held, and panicked).
+    let v = post_json(&s.repo_url("default", "/verify"), &s.token, &json!({}));
+    assert_eq!(v.status, 200, "{}", String::from_utf8_lossy(&v.body));
+    assert_eq!(v.json()["ok"], true, "{}", v.json());
     drop(s);
     check_cli(&dir.0, "after the base read again");
 }

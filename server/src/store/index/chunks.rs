@@ -90,7 +90,7 @@ pub trait ChunkRead {
         container_id: u64,
     ) -> StoreResult<Vec<(Fingerprint, u64, u64)>>;
     /// The stored chunks of one container of the repository in slot order, streamed
-    /// (malformed fingerprints are skipped).
+    /// (malformed fingerprints are skipped). `f` may read the index (a delta's base).
     fn container_chunks(
         &self,
         repo_id: i64,

@@ -181,18 +181,26 @@ impl<G: DerefMut<Target = Client>> ChunkRead for Pg<G> {
         container_id: u64,
         f: &mut dyn FnMut(Fingerprint, ChunkLoc) -> StoreResult<()>,
     ) -> StoreResult<()> {
-        let mut c = self.c();
-        let params: [&(dyn ToSql + Sync); 2] = [&(container_id as i64), &repo_id];
-        let mut rows = c.query_raw(
-            r#"SELECT fp, "offset", stored_len, raw_len, codec FROM chunks WHERE container_id = $1 AND repo_id = $2 ORDER BY slot"#,
-            params,
-        )?;
-        while let Some(r) = rows.next()? {
-            let fp: Vec<u8> = r.try_get(0)?;
-            let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
-                continue;
-            };
-            f(fp, loc_at(&r, 1, container_id)?)?;
+        // Read whole before `f` runs: `f` may read the index itself (a delta's base), and the
+        // connection serves one statement at a time. A container holds a few thousand rows.
+        let mut found = Vec::new();
+        {
+            let mut c = self.c();
+            let params: [&(dyn ToSql + Sync); 2] = [&(container_id as i64), &repo_id];
+            let mut rows = c.query_raw(
+                r#"SELECT fp, "offset", stored_len, raw_len, codec FROM chunks WHERE container_id = $1 AND repo_id = $2 ORDER BY slot"#,
+                params,
+            )?;
+            while let Some(r) = rows.next()? {
+                let fp: Vec<u8> = r.try_get(0)?;
+                let Ok(fp) = Fingerprint::try_from(fp.as_slice()) else {
+                    continue;
+                };
+                found.push((fp, loc_at(&r, 1, container_id)?));
+            }
+        }
+        for (fp, loc) in found {
+            f(fp, loc)?;
         }
         Ok(())
     }
