@@ -37,8 +37,8 @@ pub enum Selector {
     },
 }
 
-/// A forget gives up after this many selections that commits or other forgets kept making
-/// stale before it could remove them.
+/// A forget gives up after this many selections that other forgets kept making stale (by
+/// removing versions they read) before it could remove them.
 const MAX_SELECTIONS: u32 = 8;
 
 #[derive(Debug, Serialize)]
@@ -75,9 +75,12 @@ pub struct ForgetReport {
 impl Store {
     /// Removes the versions `sel` picks and prunes, or with `dry_run` only reports.
     ///
-    /// The selection is made from the versions as they are when they are removed: it is
-    /// read outside the writer lock (reading every manifest for `freed_bytes` takes a
-    /// while), and made again if, under the lock, the versions are no longer those it read.
+    /// The selection is read outside the writer lock (reading every manifest for
+    /// `freed_bytes` takes a while) and made again if, under the lock, a version it read is
+    /// gone: a version removed meanwhile can make the policy keep one it removed (a
+    /// `keep_last 1` whose newest was deleted keeps the one before). Versions committed
+    /// meanwhile cannot: a rule keeps the newest of what it looks at, so more versions only
+    /// make it keep fewer of the older ones, and a selection removes no version it kept.
     pub fn forget(&self, repo_id: i64, sel: &Selector, dry_run: bool) -> StoreResult<ForgetReport> {
         for _ in 0..MAX_SELECTIONS {
             let all: Vec<VersionMeta> = self.index()?.version_metas(repo_id)?;
@@ -89,7 +92,8 @@ impl Store {
             {
                 let w = self.writer_for_write()?;
                 let tx = w.begin(repo_id)?;
-                if tx.version_metas(repo_id)? != all {
+                let now: HashSet<i64> = tx.version_metas(repo_id)?.iter().map(|v| v.id).collect();
+                if all.iter().any(|v| !now.contains(&v.id)) {
                     continue;
                 }
                 super::versions::delete_versions(&*tx, repo_id, &remove)?;
@@ -111,7 +115,7 @@ impl Store {
             return Ok(rep);
         }
         Err(StoreError::Changed(
-            "the versions kept changing while this forget chose among them; try again".into(),
+            "versions kept being removed while this forget chose among them; try again".into(),
         ))
     }
 
