@@ -140,7 +140,7 @@ impl Store {
         let t1 = Instant::now();
 
         let max = max_matches();
-        let physical = self.physical(repo_id, locs, Some((dict, max.saturating_mul(4))))?;
+        let physical = self.physical(repo_id, locs, Some((dict, max)))?;
         report.containers = physical.containers;
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
@@ -373,6 +373,7 @@ impl Store {
     /// The physical phase: every chunk of `locs` read once (containers in id order, chunks
     /// in storage order, one read per container for the chunks the search cache lacks),
     /// decoded, checked, kept in the cache and, with a dictionary, scanned on a few threads.
+    /// With the dictionary comes the search's match limit (`TooManyMatches`).
     fn physical(
         &self,
         repo_id: i64,
@@ -418,8 +419,10 @@ impl Store {
                                 .locations
                                 .as_ref()
                                 .map_or(0, |l| l.entries.iter().map(|e| e.offsets.len()).sum());
-                            if offsets.fetch_add(n, Ordering::Relaxed) + n > *max {
-                                return Err(StoreError::TooManyMatches(*max / 4));
+                            // Four times the answer's limit: an offset in a chunk is at
+                            // least one match, in every file holding the chunk.
+                            if offsets.fetch_add(n, Ordering::Relaxed) + n > max.saturating_mul(4) {
+                                return Err(StoreError::TooManyMatches(*max));
                             }
                             out.push(found);
                         }
