@@ -88,11 +88,14 @@ export class BackupRunner {
   }
 
   get running(): boolean {
-    return this.starting || this.state.job !== null;
+    return this.underWay;
   }
 
-  /** A run of this tab is taking the lock or preparing its job (no job yet). */
-  private starting = false;
+  /**
+   * A run of this tab is under way, from the call on (taking the lock and preparing its job
+   * come before `state.job`, and a click then is not another tab's backup).
+   */
+  private underWay = false;
 
   /** Calls `fn` on every change of `state`; returns the unsubscribe. */
   subscribe(fn: () => void): () => void {
@@ -124,11 +127,11 @@ export class BackupRunner {
    */
   async run(req: RunRequest): Promise<BackupProgress | null> {
     if (this.running) return null;
-    this.starting = true;
+    this.underWay = true;
     try {
       return await this.runLocked(req);
     } finally {
-      this.starting = false;
+      this.underWay = false;
     }
   }
 
