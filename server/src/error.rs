@@ -121,6 +121,10 @@ impl From<StoreError> for ApiError {
                 e.to_string(),
             )
             .with("limit", max as u64),
+            // Nobody reads it: the client has gone.
+            StoreError::Abandoned => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "abandoned", e.to_string())
+            }
             StoreError::Internal(e) => ApiError::internal(e),
             StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
             StoreError::Index(e) => ApiError::internal(format!("index: {e}")),

@@ -417,3 +417,66 @@ fn a_search_with_too_many_matches_is_refused() {
     assert_eq!(r["matches"], 1, "{r}");
     assert_eq!(r["files"][0]["hits"], json!([[0, 5001]]), "{r}");
 }
+
+/// A search whose client goes away stops at its next chunk instead of running to its end on
+/// the server's threads (each chunk here takes 20 ms more, `DITTO_TEST_DELAY_AT`: 200 chunks
+/// on two threads would take two seconds), and the next search answers in full.
+#[test]
+fn a_search_whose_client_goes_away_stops() {
+    let dir = TempDir::new("search-abandon");
+    let s = Server::start_with(
+        &dir.0,
+        &[
+            ("DITTO_SEARCH_CACHE_MB", "0"),
+            ("DITTO_TEST_DELAY_AT", "search:chunk:20"),
+        ],
+        None,
+    );
+    let t = s.token.clone();
+    let a = agent();
+    let pool: Vec<TestChunk> = (0..200u64)
+        .map(|i| {
+            let mut raw = text_bytes(1000 + i, 3000);
+            raw.extend_from_slice(b" needle");
+            TestChunk::new(raw, true)
+        })
+        .collect();
+    for c in pool.chunks(50) {
+        assert_eq!(upload(&a, &s, &t, c).unwrap().status, 200);
+    }
+    let m = json!({ "source": "s", "time": 1, "entries": [
+        { "path": "all.txt", "kind": "file", "size": pool.iter().map(|c| c.raw.len()).sum::<usize>(),
+          "mtime": 0, "mode": null, "recipe": pool.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
+    assert_eq!(
+        post_json(&s.repo_url("default", "/versions"), &t, &m).status,
+        201
+    );
+    let url = s.repo_url("default", "/search");
+    let impatient = ureq::AgentBuilder::new()
+        .timeout(Duration::from_millis(300))
+        .build();
+    let gone = impatient
+        .post(&url)
+        .set("Authorization", &format!("Bearer {t}"))
+        .set("Content-Type", "application/json")
+        .send_string(&json!({ "keywords": ["needle"] }).to_string());
+    assert!(gone.is_err(), "the search answered within 300 ms");
+    let t0 = std::time::Instant::now();
+    wait_until(
+        "the abandoned search to stop",
+        Duration::from_secs(5),
+        || {
+            s.stderr
+                .lock()
+                .unwrap()
+                .contains("the client went away; stopped")
+        },
+    );
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+    let r = search(&s, &t, json!({ "keywords": ["needle"] }));
+    assert_eq!(r["matches"], 200, "{r}");
+}

@@ -1556,6 +1556,7 @@ fn spawn(dir: &Path, env: &[(&str, &str)]) -> Result<Server, ExitStatus> {
         token: token.to_string(),
         line,
         child,
+        stderr: Default::default(),
     })
 }
 

@@ -610,3 +610,48 @@ fn automaton_vs_brute_force() {
         assert_eq!(p1, p2, "round {round}");
     }
 }
+
+/// The match limits: the physical phase has overflowed only past four times the limit in
+/// exact offsets, the logical phase only past the limit in matches (exactly the limit is
+/// answered), and the matches below it are the brute force's.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn match_limits() {
+    let dict = Dictionary::new(vec![b"a".to_vec()], 16).unwrap();
+    let chunk = vec![b'a'; 100];
+    let fp = fingerprint(&chunk);
+    let physical_after = |limit: usize| {
+        let mut phase = PhysicalPhase::new(&dict);
+        phase.limit(limit);
+        let mut tiny = MemTinyStore::new();
+        phase.add_chunk(&fp, &chunk, &mut tiny);
+        (phase.overflowed(), phase, tiny)
+    };
+    assert!(
+        !physical_after(25).0,
+        "100 offsets, four times 25: not past it"
+    );
+    assert!(physical_after(24).0, "100 offsets, past four times 24");
+    let (_, phase, mut tiny) = physical_after(25);
+    let (db, _) = phase.finish();
+    // One file holding the chunk three times: 300 matches.
+    let recipe = vec![ChunkRef::new(fp, 100); 3];
+    let walk = |limit: usize, tiny: &mut MemTinyStore| {
+        let mut logical = LogicalPhase::new(&dict, Mode::AllMatches);
+        logical.limit(limit);
+        let mut out = Vec::new();
+        logical.search_file(&db, 0, &recipe, tiny, &mut out);
+        (logical.overflowed, out)
+    };
+    let (over, out) = walk(300, &mut tiny);
+    assert!(!over);
+    let want: Vec<Match> = (0..300)
+        .map(|offset| Match {
+            file: 0,
+            keyword: 0,
+            offset,
+        })
+        .collect();
+    assert_eq!(out, want);
+    assert!(walk(299, &mut tiny).0, "300 matches, past 299");
+}

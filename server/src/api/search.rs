@@ -13,8 +13,21 @@ use wasm_core::{
 use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
 use crate::{
     error::{ApiError, ApiResult},
-    store::search::SearchScope,
+    store::{
+        search::{Abandon, SearchScope},
+        StoreError,
+    },
 };
+
+/// Abandons the search when dropped: axum drops a handler's future unfinished when its
+/// client goes away, and the search, on a blocking thread, would otherwise run to its end.
+struct AbandonOnDrop(Abandon);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
 
 /// Keywords may be as long as the default chunker's minimum chunk size (docs/SEARCH.md).
 pub const MAX_KEYWORD_LEN: usize = 2048;
@@ -50,6 +63,8 @@ pub(super) async fn search(
 ) -> ApiResult<Json<Value>> {
     let repo_id = auth.repo_id();
     let body = read_body(&headers, body, 1 << 20).await?;
+    let abandon = Abandon::default();
+    let _abandon_on_drop = AbandonOnDrop(abandon.clone());
     blocking(move || {
         let req: SearchRequest = parse_json(&body)?;
         if req.keywords.is_empty() || req.keywords.len() > MAX_KEYWORDS {
@@ -90,7 +105,13 @@ pub(super) async fn search(
             versions: req.versions,
             path_filter: req.path,
         };
-        let r = store.search(repo_id, &dict, mode, &scope)?;
+        let r = match store.search(repo_id, &dict, mode, &scope, &abandon) {
+            Err(StoreError::Abandoned) => {
+                eprintln!("search: repository {repo_id}: the client went away; stopped");
+                return Err(StoreError::Abandoned.into());
+            }
+            r => r?,
+        };
         let files: Vec<Value> = r
             .files
             .iter()

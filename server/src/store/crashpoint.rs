@@ -1,7 +1,8 @@
 //! Named persistence points of the steps that move or delete data (docs/STORAGE.md, "Crash
 //! safety"). The test-only environment variable `DITTO_TEST_CRASH_AT=<point>` makes the
 //! process abort the first time it reaches that point, as a kill -9 would, so that the crash
-//! tests can restart the server on exactly the on-disk state each point leaves.
+//! tests can restart the server on exactly the on-disk state each point leaves. Failure and
+//! delay points, below, make a step fail or take longer, for tests of what follows.
 
 use std::sync::OnceLock;
 
@@ -53,5 +54,26 @@ pub fn reached(point: &str) {
     if armed() == Some(point) {
         eprintln!("crash point {point} reached: aborting (DITTO_TEST_CRASH_AT)");
         std::process::abort();
+    }
+}
+
+/// Delay points: the test-only `DITTO_TEST_DELAY_AT=<point>:<ms>` makes the step there take
+/// that many milliseconds longer each time it is reached, so that a test can act while it
+/// runs (a client that gives up on a search mid-way).
+pub const DELAY_POINTS: &[&str] = &["search:chunk"];
+
+/// Sleeps at delay point `point` if it is the armed one.
+pub fn delay(point: &str) {
+    debug_assert!(DELAY_POINTS.contains(&point), "unknown delay point {point}");
+    static AT: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    let armed = AT.get_or_init(|| {
+        let v = std::env::var("DITTO_TEST_DELAY_AT").ok()?;
+        let (at, ms) = v.rsplit_once(':')?;
+        Some((at.to_string(), ms.parse().ok()?))
+    });
+    if let Some((at, ms)) = armed {
+        if at == point {
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+        }
     }
 }

@@ -37,6 +37,9 @@ pub enum StoreError {
     NotFound(String),
     /// A search would answer more matches than the server holds for one answer (the limit).
     TooManyMatches(usize),
+    /// Whoever asked for the search stopped waiting for it ([`super::search::Abandon`]): it
+    /// stopped before its end, and nothing is answered.
+    Abandoned,
     /// What the request was decided on changed before it could be carried out (versions
     /// committed or removed since a retention preview); nothing of it was done.
     Changed(String),
@@ -100,6 +103,7 @@ impl std::fmt::Display for StoreError {
                 StoreError::Damaged(damaged.clone()).fmt(f)
             }
             StoreError::NotFound(what) | StoreError::Changed(what) => f.write_str(what),
+            StoreError::Abandoned => f.write_str("the search was abandoned by whoever asked for it"),
             StoreError::TooManyMatches(max) => write!(
                 f,
                 "the keywords match more than {max} times: the server answers at most that \

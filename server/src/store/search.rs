@@ -8,7 +8,7 @@
 use std::{
     collections::{BTreeMap, HashMap, VecDeque},
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::Instant,
@@ -25,9 +25,29 @@ use wasm_core::{
 
 use super::{
     chunks::{Answer, ChunkLoc},
+    crashpoint,
     versions::ManifestChains,
     Store, StoreError, StoreResult,
 };
+
+/// Set once whoever asked for a search stopped waiting for it (an HTTP client that went
+/// away): the search stops at its next chunk or file with `StoreError::Abandoned` instead of
+/// keeping the server's threads busy for nobody, and leaves the chunks it decoded cached.
+#[derive(Clone, Default)]
+pub struct Abandon(Arc<AtomicBool>);
+
+impl Abandon {
+    pub fn abandon(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn check(&self) -> StoreResult<()> {
+        if self.0.load(Ordering::Relaxed) {
+            return Err(StoreError::Abandoned);
+        }
+        Ok(())
+    }
+}
 
 /// What to search: all versions or some, optionally only paths containing a substring
 /// (case-insensitive, as in the page).
@@ -87,32 +107,30 @@ fn threads() -> usize {
 /// the index and the file) starts over from a fresh snapshot this many times.
 const ATTEMPTS: usize = 3;
 
-/// A search that would answer more matches than this is refused instead
-/// (`StoreError::TooManyMatches`; `DITTO_SEARCH_MAX_MATCHES` overrides): every match is held
-/// in memory and then in the JSON answer, and a keyword the repository holds everywhere (one
-/// byte, in disk images) could make billions, enough to take the server down. The physical
-/// phase's exact offsets, kept per unique chunk, stop at four times as many.
-const MAX_MATCHES: usize = 1_000_000;
-
+/// A search that would answer more matches than `wasm_core::search::MAX_MATCHES` (which says
+/// why) is refused instead (`StoreError::TooManyMatches`); `DITTO_SEARCH_MAX_MATCHES`
+/// overrides it.
 fn max_matches() -> usize {
     std::env::var("DITTO_SEARCH_MAX_MATCHES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(MAX_MATCHES)
+        .unwrap_or(wasm_core::search::MAX_MATCHES)
 }
 
 impl Store {
-    /// Searches the repository's versions in `scope` for `dict`'s keywords.
+    /// Searches the repository's versions in `scope` for `dict`'s keywords, until done or
+    /// `abandon`ed.
     pub fn search(
         &self,
         repo_id: i64,
         dict: &Dictionary,
         mode: Mode,
         scope: &SearchScope,
+        abandon: &Abandon,
     ) -> StoreResult<SearchReport> {
         let mut attempt = 1;
         loop {
-            match self.search_once(repo_id, dict, mode, scope) {
+            match self.search_once(repo_id, dict, mode, scope, abandon) {
                 Err(StoreError::NotFound(m)) if m == GONE && attempt < ATTEMPTS => attempt += 1,
                 Err(StoreError::NotFound(m)) if m == GONE => {
                     return Err(StoreError::Internal(
@@ -130,6 +148,7 @@ impl Store {
         dict: &Dictionary,
         mode: Mode,
         scope: &SearchScope,
+        abandon: &Abandon,
     ) -> StoreResult<SearchReport> {
         let t0 = Instant::now();
         let mut report = SearchReport::default();
@@ -140,7 +159,7 @@ impl Store {
         let t1 = Instant::now();
 
         let max = max_matches();
-        let physical = self.physical(repo_id, locs, Some((dict, max)))?;
+        let physical = self.physical(repo_id, locs, Some((dict, max)), abandon)?;
         report.containers = physical.containers;
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
@@ -159,6 +178,7 @@ impl Store {
         logical.limit(max);
         let mut out: Vec<Match> = Vec::new();
         for (k, f) in files.iter().enumerate() {
+            abandon.check()?;
             logical.search_file(&db, k as u64, &f.recipe, &mut tiny, &mut out);
             if logical.overflowed {
                 return Err(StoreError::TooManyMatches(max));
@@ -251,7 +271,9 @@ impl Store {
             };
             let found = self
                 .scope_files(repo_id, &scope, &mut SearchReport::default())
-                .and_then(|Scope { locs, .. }| self.physical(repo_id, locs, None));
+                .and_then(|Scope { locs, .. }| {
+                    self.physical(repo_id, locs, None, &Abandon::default())
+                });
             match found {
                 Err(e) if gone(&e) && attempt < ATTEMPTS => attempt += 1,
                 Err(e) => return Err(e),
@@ -379,6 +401,7 @@ impl Store {
         repo_id: i64,
         locs: Vec<(Fingerprint, ChunkLoc)>,
         dict: Option<(&Dictionary, usize)>,
+        abandon: &Abandon,
     ) -> StoreResult<Physical> {
         let mut by_container: BTreeMap<u64, Vec<(Fingerprint, ChunkLoc)>> = BTreeMap::new();
         for (fp, loc) in locs {
@@ -412,6 +435,8 @@ impl Store {
                     let mut scanner = dict.map(|(d, max)| (PhysicalScanner::new(d), max));
                     let mut out = Vec::new();
                     let mut scan = |fp: &Fingerprint, raw: &[u8]| -> StoreResult<()> {
+                        abandon.check()?;
+                        crashpoint::delay("search:chunk");
                         if let Some((scanner, max)) = scanner.as_mut() {
                             scanned.fetch_add(raw.len(), Ordering::Relaxed);
                             let found = scanner.scan_chunk(fp, raw);

@@ -6,7 +6,10 @@ use std::{
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -218,6 +221,8 @@ pub struct Server {
     pub base: String,
     pub token: String,
     pub line: String,
+    /// What the server wrote to stderr so far (also passed on to the test's stderr).
+    pub stderr: Arc<Mutex<String>>,
 }
 
 /// The delta pass off: it re-stores compressible chunks in the background after a commit
@@ -245,7 +250,7 @@ impl Server {
             .env("WEB_DIR", data_dir.join("no-web"))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::piped());
         if let Some(limit) = max_file {
             use std::os::unix::process::CommandExt;
             // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
@@ -263,6 +268,17 @@ impl Server {
             }
         }
         let mut child = cmd.spawn().expect("spawn ditto-server");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let err = BufReader::new(child.stderr.take().unwrap());
+        let kept = stderr.clone();
+        std::thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                let mut k = kept.lock().unwrap();
+                k.push_str(&line);
+                k.push('\n');
+            }
+        });
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).expect("read the startup line");
@@ -281,6 +297,7 @@ impl Server {
             token: token.to_string(),
             line: line.clone(),
             child,
+            stderr,
         }
     }
 

@@ -48,8 +48,15 @@ use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     cache_file, parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
-    NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams,
+    NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams, MAX_MATCHES,
 };
+
+/// The most matches one search answers ([`MAX_MATCHES`]): the scanners here stop past it
+/// (`overflowed`), and the page refuses a search whose parts answer more in all.
+#[wasm_bindgen(js_name = searchMatchLimit)]
+pub fn search_match_limit() -> f64 {
+    MAX_MATCHES as f64
+}
 
 /// How [`ContainerScan::scan`]'s error begins when it dropped a damaged base from the cache:
 /// the page's search starts over (`web/src/search/search.ts`).
@@ -753,8 +760,10 @@ fn range_chunks<'a>(
 impl ContainerScan {
     #[wasm_bindgen(constructor)]
     pub fn new(keywords: &SearchKeywords) -> Result<ContainerScan, JsError> {
+        let mut phase = PhysicalPhase::new(&keywords.dict);
+        phase.limit(MAX_MATCHES);
         Ok(ContainerScan {
-            phase: Some(PhysicalPhase::new(&keywords.dict)),
+            phase: Some(phase),
             range: RangeDecoder::new().map_err(err)?,
             tiny: Tiny::default(),
         })
@@ -914,6 +923,12 @@ impl ContainerScan {
         Ok(())
     }
 
+    /// Whether the chunks scanned hold more exact offsets than the search may answer
+    /// ([`PhysicalPhase::limit`]): the caller stops the search.
+    pub fn overflowed(&self) -> bool {
+        self.phase.as_ref().is_some_and(PhysicalPhase::overflowed)
+    }
+
     /// The tiny records produced since the last call, encoded back to back
     /// (`TinyRecord::encode`), for [`RecipeSearch::add_tiny`].
     #[wasm_bindgen(js_name = takeTiny)]
@@ -966,9 +981,11 @@ pub struct RecipeSearch {
 impl RecipeSearch {
     #[wasm_bindgen(constructor)]
     pub fn new(keywords: &SearchKeywords, files_only: bool) -> RecipeSearch {
+        let mut phase = LogicalPhase::new(&keywords.dict, mode(files_only));
+        phase.limit(MAX_MATCHES);
         RecipeSearch {
             db: ResultDb::new(),
-            phase: LogicalPhase::new(&keywords.dict, mode(files_only)),
+            phase,
             tiny: MemTinyStore::new(),
             recipe: Vec::new(),
             out: Vec::new(),
@@ -989,7 +1006,8 @@ impl RecipeSearch {
     }
 
     /// Searches one file given its recipe (20-byte fingerprints and raw lengths, in file
-    /// order); its matches are kept for [`RecipeSearch::take_matches`].
+    /// order); its matches are kept for [`RecipeSearch::take_matches`]. Once
+    /// [`RecipeSearch::overflowed`], the caller stops.
     #[wasm_bindgen(js_name = searchFile)]
     pub fn search_file(&mut self, file: f64, fps: &[u8], lengths: &[u32]) -> Result<(), JsError> {
         if fps.len() != 20 * lengths.len() {
@@ -1009,6 +1027,12 @@ impl RecipeSearch {
             &mut self.out,
         );
         Ok(())
+    }
+
+    /// Whether the files searched hold more matches than the search may answer
+    /// ([`LogicalPhase::limit`]).
+    pub fn overflowed(&self) -> bool {
+        self.phase.overflowed
     }
 
     /// The matches found so far as (file, keyword, offset) triples, file by file in the
@@ -1095,7 +1119,7 @@ impl NaiveScan {
                 self.naive.begin_file(file as u64);
                 self.wanted = true;
             }
-            if !self.wanted {
+            if !self.wanted || self.overflowed() {
                 continue;
             }
             let raw = self
@@ -1116,5 +1140,11 @@ impl NaiveScan {
     /// Logical bytes scanned so far.
     pub fn bytes(&self) -> f64 {
         self.naive.bytes as f64
+    }
+
+    /// Whether the files scanned hold more matches than the search may answer
+    /// ([`MAX_MATCHES`]): the scan stops there, and the caller stops the search.
+    pub fn overflowed(&self) -> bool {
+        self.out.len() > MAX_MATCHES
     }
 }

@@ -91,7 +91,7 @@ pub struct LogicalPhase {
     done: Vec<bool>,
     /// Scratch for ordering a file's matches (`offset << kw_bits | keyword`).
     order: Vec<u64>,
-    /// `search_file` stops once `out` holds this many matches (see [`LogicalPhase::limit`]).
+    /// `search_file` stops once `out` holds more matches (see [`LogicalPhase::limit`]).
     limit: usize,
     /// Whether a file's walk stopped at `limit`: its matches in `out` are then partial.
     pub overflowed: bool,
@@ -119,10 +119,9 @@ impl LogicalPhase {
         }
     }
 
-    /// Stops a file's walk once the output holds `max` matches, setting `overflowed`: the
-    /// matches are kept in memory until the caller answers them, and a keyword a repository
-    /// holds everywhere (one byte, in disk images) could make billions. Checked after each
-    /// chunk, so the output may pass `max` by one chunk's matches.
+    /// Stops a file's walk once the output holds more than `max` matches, setting
+    /// `overflowed` ([`super::MAX_MATCHES`] says why). Checked after each chunk, so the output
+    /// may pass `max` by one chunk's matches.
     pub fn limit(&mut self, max: usize) {
         self.limit = max;
     }
@@ -295,7 +294,7 @@ impl LogicalPhase {
             }
             prev = Some((c, rec));
             pos += c.len;
-            if out.len() >= self.limit {
+            if out.len() > self.limit {
                 self.overflowed = true;
                 break;
             }

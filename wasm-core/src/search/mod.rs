@@ -94,6 +94,14 @@ use std::sync::Arc;
 
 use crate::hash::Fingerprint;
 
+/// The most matches one search answers, in the page and on the server (which reads
+/// `DITTO_SEARCH_MAX_MATCHES` over it): every match is held in memory and then answered
+/// whole, and a keyword a repository holds everywhere (one byte, in disk images) could make
+/// billions. The logical phase stops past it ([`LogicalPhase::limit`]); the physical phase
+/// past four times as many exact offsets in the unique chunks ([`PhysicalPhase::limit`]),
+/// since each is at least one match in every file that holds its chunk.
+pub const MAX_MATCHES: usize = 1_000_000;
+
 /// Why a search could not be set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SearchError {

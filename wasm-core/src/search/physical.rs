@@ -221,6 +221,8 @@ pub struct PhysicalPhase {
     scanner: PhysicalScanner,
     pub db: ResultDb,
     pub stats: PhysicalStats,
+    /// Exact offsets past which [`PhysicalPhase::overflowed`] holds.
+    max_offsets: u64,
 }
 
 impl PhysicalPhase {
@@ -229,7 +231,21 @@ impl PhysicalPhase {
             scanner: PhysicalScanner::new(dict),
             db: ResultDb::new(),
             stats: PhysicalStats::default(),
+            max_offsets: u64::MAX,
         }
+    }
+
+    /// The search answers at most `max_matches` matches: the phase has
+    /// [`overflowed`](PhysicalPhase::overflowed) once its chunks hold more than four times as
+    /// many exact offsets (each is at least one match in every file holding its chunk;
+    /// [`super::MAX_MATCHES`] says why). The caller checks after each chunk and stops.
+    pub fn limit(&mut self, max_matches: usize) {
+        self.max_offsets = (max_matches as u64).saturating_mul(4);
+    }
+
+    /// Whether the chunks scanned hold more exact offsets than [`PhysicalPhase::limit`] allows.
+    pub fn overflowed(&self) -> bool {
+        self.stats.exact_matches > self.max_offsets
     }
 
     /// Scans one stored chunk. Call once per unique chunk; repeating a chunk is harmless.

@@ -343,7 +343,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
         </div>
       )}
       {error && (
-        <Notice tone="error" data-testid="search-error">
+        <Notice tone="error" data-testid="search-error" data-seq={runs.current}>
           <p>{error}</p>
         </Notice>
       )}

@@ -17,6 +17,15 @@ export interface ServerAccess {
   token: string;
 }
 
+/**
+ * Why a search stops when its keywords match more than `limit` times (wasm-core's
+ * `MAX_MATCHES`, which says why): the worker whose scan passes it, or the page when the parts
+ * answer more in all.
+ */
+export function tooManyMatches(limit: number): string {
+  return `The keywords match more than ${limit.toLocaleString('en')} times: a search answers at most that many. Search for something rarer, or in fewer versions or paths.`;
+}
+
 /** Codec of a delta chunk (docs/FORMAT.md, codec 2): its stored bytes name its base. */
 export const CODEC_DELTA = 2;
 
@@ -140,17 +149,20 @@ export interface SearchApi {
   /**
    * Scans one container's chunks, from the worker's cache where it holds them; answers the
    * `storedBytes` read from the server for it and whether the cache now holds every chunk.
+   * Fails with [`tooManyMatches`] once the worker's chunks hold more exact offsets than the
+   * search may answer (four times its limit).
    */
   scan: Method<ContainerJob, { storedBytes: number; cached: boolean }>;
   /** Ends the physical phase in this worker: answers with its encoded result database and tiny records. */
   finishScan: Method<null, { db: Uint8Array; tiny: Uint8Array; stats: PhysicalStats }>;
   /**
    * Logical phase: merge the databases and the tiny records (one of each per physical
-   * worker), then walk the recipes. Matches as (file, keyword, offset) triples.
+   * worker), then walk the recipes. Matches as (file, keyword, offset) triples, at most
+   * `limit` (fails with [`tooManyMatches`] past it); the page checks the parts' sum.
    */
   logical: Method<
     { dbs: Uint8Array[]; tiny: Uint8Array[]; files: FileBatch },
-    { matches: Float64Array; stats: LogicalStats; db: DbStats }
+    { matches: Float64Array; stats: LogicalStats; db: DbStats; limit: number }
   >;
   /**
    * The cached chunks among `fps` (20 bytes each), for snippets: per chunk a little-endian
@@ -171,9 +183,12 @@ export interface SearchApi {
    * stops it, and after a search it does nothing. Answers the steps run.
    */
   warmUpFirstSearch: Method<null, number>;
-  /** `requestBytes`: raw bytes of chunks per `chunks/get` request. */
+  /**
+   * `requestBytes`: raw bytes of chunks per `chunks/get` request. At most `limit` matches
+   * (fails with [`tooManyMatches`] past it); the page checks the jobs' sum.
+   */
   naive: Method<
     { files: FileBatch; requestBytes: number },
-    { matches: Float64Array; bytes: number; storedBytes: number }
+    { matches: Float64Array; bytes: number; storedBytes: number; limit: number }
   >;
 }

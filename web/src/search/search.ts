@@ -20,6 +20,7 @@
 import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
 import { deleteDeviceCache } from './deviceCache';
+import { tooManyMatches } from './protocol';
 import type {
   ContainerJob,
   DbStats,
@@ -1382,6 +1383,7 @@ async function searchPrepared(
       ),
     ),
   );
+  refusePast(countMatches(answers.map((a) => a.matches)), answers[0].limit);
   const r = {
     matches: answers.map((a) => a.matches),
     stats: sumOf(answers.map((a) => a.stats)),
@@ -1410,7 +1412,7 @@ async function searchPrepared(
     where: 'page',
     keywords: await keywords,
     results,
-    matches: r.matches.reduce((n, m) => n + m.length / 3, 0),
+    matches: countMatches(r.matches),
     filesSearched: prepared.files.length,
     logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, physical: t2 - t1, logical: t3 - t2 },
@@ -1541,6 +1543,7 @@ async function naiveSearchAs(
         { transfer: [b.fps.buffer, b.lengths.buffer] },
       );
       matches.push(r.matches);
+      refusePast(countMatches(matches), r.limit);
       storedBytesRead += r.storedBytes;
       naiveBytes += r.bytes;
     },
@@ -1554,7 +1557,7 @@ async function naiveSearchAs(
     where: 'page',
     keywords,
     results,
-    matches: matches.reduce((n, m) => n + m.length / 3, 0),
+    matches: countMatches(matches),
     filesSearched: prepared.files.length,
     logicalBytes: prepared.logicalBytes,
     phaseMs: { prepare: t1 - t0, scan: t2 - t1 },
@@ -1563,6 +1566,20 @@ async function naiveSearchAs(
     naiveBytes,
     files: prepared.files,
   };
+}
+
+/**
+ * Fails the search when the workers' parts answered more matches in all than a search may
+ * (each part stops at the limit itself): the page would hold them all, and the server
+ * refuses such a search too.
+ */
+function refusePast(matches: number, limit: number) {
+  if (matches > limit) throw new Error(tooManyMatches(limit));
+}
+
+/** How many matches (file, keyword, offset triples) the parts hold. */
+function countMatches(parts: Float64Array[]): number {
+  return parts.reduce((n, m) => n + m.length / 3, 0);
 }
 
 /** Compares two outcomes hit by hit: how many (file, keyword, offset) each has alone. */

@@ -17,10 +17,11 @@ import init, {
   NaiveScan,
   RecipeSearch,
   SearchKeywords,
+  searchMatchLimit,
 } from '../wasm-pkg/wasm_core.js';
 import { Api } from '../api/client';
 import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
-import { CODEC_DELTA, type StoredChunks } from './protocol';
+import { CODEC_DELTA, tooManyMatches, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
@@ -427,6 +428,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       }
     });
   }
+  if (c.scan.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
 }
 
@@ -444,6 +446,7 @@ function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
         files.fps.subarray(at * FP_LEN, (at + n) * FP_LEN),
         files.lengths.subarray(at, at + n),
       );
+      if (search.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
       at += n;
     }
     const [nFiles, chunks, chunkHits, locationReads, tinyLookups, matches] = search.stats();
@@ -453,6 +456,7 @@ function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
       matches: new Float64Array(search.takeMatches()),
       stats: { files: nFiles, chunks, chunkHits, locationReads, tinyLookups, matches },
       db: { chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists },
+      limit: searchMatchLimit(),
     };
   } finally {
     search.free();
@@ -498,8 +502,14 @@ async function naive(files: FileBatch, requestBytes: number) {
       next = r + 1 < requests.length ? c.api.getChunks(requests[r + 1].fps) : null;
       storedBytes += bundle.byteLength;
       scan.feedBundle(bundle, requests[r].fileOf);
+      if (scan.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
     }
-    return { matches: new Float64Array(scan.takeMatches()), bytes: scan.bytes(), storedBytes };
+    return {
+      matches: new Float64Array(scan.takeMatches()),
+      bytes: scan.bytes(),
+      storedBytes,
+      limit: searchMatchLimit(),
+    };
   } finally {
     scan.free();
   }

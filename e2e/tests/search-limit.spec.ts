@@ -1,0 +1,75 @@
+import { expect, test, type Page } from '@playwright/test';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { backUp } from '../page';
+import { startServer, type RunningServer } from '../server';
+
+// A search answers at most 1 000 000 matches (wasm-core's MAX_MATCHES; docs/SEARCH.md,
+// "Limits and risks"), in the page as on the server: every match is held in memory and
+// answered whole. A file of 1 100 000 "a" (its chunks all alike, so the unique chunks hold
+// few offsets and only the walk of the recipe passes the limit) is refused with a clear
+// error wherever the search runs, with either engine, and the page searches on after it.
+
+let server: RunningServer;
+let root: string;
+
+test.beforeAll(async () => {
+  server = await startServer();
+  root = mkdtempSync(path.join(tmpdir(), 'ditto-limit-'));
+  mkdirSync(path.join(root, 'data'));
+  writeFileSync(path.join(root, 'data', 'many.txt'), Buffer.alloc(1_100_000, 'a'));
+  writeFileSync(path.join(root, 'data', 'few.txt'), 'one needle here');
+});
+test.afterAll(async () => {
+  await server?.stop();
+  rmSync(root, { recursive: true, force: true });
+});
+
+let runs = 0;
+
+/** The error of the search started last. */
+const failed = (page: Page) => page.locator(`[data-testid=search-error][data-seq="${runs}"]`);
+
+async function start(page: Page, keyword: string, where: string, engine: 'dedup' | 'naive' = 'dedup') {
+  await page.getByTestId('search-where').selectOption(where);
+  await page.getByTestId('search-keywords').fill(keyword);
+  await page.getByTestId(engine === 'dedup' ? 'search-start' : 'search-naive').click();
+  runs++;
+}
+
+test('a search of more matches than a search answers is refused with a clear error, wherever it runs', async ({
+  page,
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await backUp(page, path.join(root, 'data'), 'limit');
+  await page.getByTestId('tab-search').click();
+
+  // The server's own refusal (422 too_many_matches) is shown as it says it.
+  await start(page, 'a', 'server');
+  await expect(failed(page)).toContainText('match more than 1000000 times', { timeout: 60_000 });
+  // In the page, DedupSearch and the naive search; `auto` asks the server first (the page
+  // holds nothing yet), which refuses, then searches in the page, which refuses too.
+  for (const [where, engine] of [
+    ['page', 'dedup'],
+    ['page', 'naive'],
+    ['auto', 'dedup'],
+  ] as const) {
+    await start(page, 'a', where, engine);
+    await expect(failed(page), `${where} ${engine}`).toContainText('The keywords match more than 1,000,000 times', {
+      timeout: 60_000,
+    });
+    await expect(page.locator('[data-testid=search-done]')).toHaveCount(0);
+  }
+
+  // The page searches on: a rarer keyword is found, in the page.
+  await start(page, 'needle', 'page');
+  const done = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${runs}"]`);
+  await expect(done).toBeVisible({ timeout: 60_000 });
+  await expect(done).toHaveAttribute('data-matches', '1');
+  await expect(page.getByTestId('search-error')).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
