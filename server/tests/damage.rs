@@ -2,7 +2,9 @@
 //! a container header or in a chunk, a damaged newest container, a cut container file, a
 //! full disk, the write-ahead log removed, idle connections, file modes, large manifests,
 //! the stored form of manifests and a damaged one, a forget whose prune fails, a retention
-//! preview applied after the versions changed.
+//! preview applied after the versions changed, an index that did not write the containers,
+//! an I/O error opening a container, a commit reported failed after it went through, a read
+//! and a search meeting a container removed or cut under them.
 //! The servers run without the delta pass (`common::NO_PASS`): it would move the bytes a
 //! test damages while it damages them. Damaged delta chunks are tested in delta.rs.
 
@@ -1345,4 +1347,240 @@ fn retention_counts_a_future_version_as_committed() {
         .collect();
     assert_eq!(kept, vec![forged, v2, v1], "{j}");
     assert!(j["keep"][0]["time"].as_i64().unwrap() <= now + day, "{j}");
+}
+
+/// Runs `cmd` (a `serve`), which must refuse to start; answers what it wrote to stderr.
+fn refused_start(cmd: &mut std::process::Command) -> String {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the server started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{err}");
+    err
+}
+
+/// A server given an index that did not write the data directory's containers (its SQLite
+/// file moved away, so a fresh one is made; or another database) would find every container
+/// unacknowledged and remove it: it removes nothing and does not start, naming the cause;
+/// with its own index back, every version restores.
+#[test]
+fn an_index_that_did_not_write_the_containers_removes_nothing() {
+    let dir = TempDir::new("foreign-index");
+    let mut s = Server::start_without_pass(&dir.0);
+    let cs = chunks(31, 6);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs[..3]).status, 200);
+    assert_eq!(upload_to(&s, "default", &s.token, &cs[3..]).status, 200);
+    commit(&s, "default", &s.token, "f", &cs);
+    assert!(s.stop(Duration::from_secs(30)).is_some());
+    let files = (!on_s3()).then(|| container_files(&dir.0, 1));
+    assert!(files.as_ref().is_none_or(|f| !f.is_empty()));
+
+    let other = TempDir::new("foreign-index-db");
+    let aside = dir.0.join("aside");
+    let index_files = ["ditto.sqlite3", "ditto.sqlite3-wal", "ditto.sqlite3-shm"];
+    let mut cmd = server_cmd(&dir.0);
+    cmd.arg("serve")
+        .env("PORT", "0")
+        .env("WEB_DIR", dir.0.join("no-web"));
+    if on_sqlite() {
+        std::fs::create_dir(&aside).unwrap();
+        for f in index_files {
+            let _ = std::fs::rename(dir.0.join(f), aside.join(f));
+        }
+    } else {
+        cmd.env("DATABASE_URL", database_url(&other.0).unwrap());
+    }
+    let err = refused_start(&mut cmd);
+    assert!(
+        err.contains("not the index these containers were written with"),
+        "{err}"
+    );
+    if let Some(files) = &files {
+        assert_eq!(&container_files(&dir.0, 1), files);
+    }
+
+    if on_sqlite() {
+        for f in index_files {
+            let _ = std::fs::remove_file(dir.0.join(f));
+            let _ = std::fs::rename(aside.join(f), dir.0.join(f));
+        }
+    }
+    let s = Server::start_without_pass(&dir.0);
+    assert_restores(&s, "default", &s.token, &cs);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// An upload whose commit went through but was reported failed (a connection lost as the
+/// database answered) keeps the container its rows point into. Before, the error path
+/// deleted every container the upload had created, and the committed chunks were damaged.
+#[test]
+fn an_upload_whose_commit_is_reported_failed_after_going_through_loses_nothing() {
+    let dir = TempDir::new("commit-lost");
+    let mut env = NO_PASS.to_vec();
+    env.push(("DITTO_TEST_FAIL_AT", "ingest:commit"));
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let t = s.token.clone();
+    let cs = chunks(40, 8);
+    let r = upload_to(&s, "default", &t, &cs);
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    // Committed after all: served at once, and after a restart (recovery keeps the file).
+    assert!(missing(&s, "default", &t, &cs.iter().collect::<Vec<_>>()).is_empty());
+    assert_restores(&s, "default", &t, &cs);
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let s = Server::start_without_pass(&dir.0);
+    assert_restores(&s, "default", &t, &cs);
+    commit(&s, "default", &t, "a", &cs);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A file system error opening a container (permissions, too many open files, EIO) says
+/// nothing of its bytes: during an upload the upload fails, at start the server does not
+/// start and names it; nothing is sealed or quarantined, and once the cause is gone every
+/// chunk is served and uploads append again. Before, both set the container aside and
+/// quarantined all its chunks.
+#[test]
+fn an_io_error_opening_a_container_quarantines_nothing() {
+    if on_s3() {
+        return; // objects are neither opened for appends nor by recovery
+    }
+    let dir = TempDir::new("open-eio");
+    // Without the layout a commit leaves the newest container open for appends.
+    let env = [("DITTO_DELTA", "0"), ("DITTO_LAYOUT", "off")];
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let t = s.token.clone();
+    let cs = chunks(41, 6);
+    assert_eq!(upload_to(&s, "default", &t, &cs[..3]).status, 200);
+    commit(&s, "default", &t, "a", &cs[..3]);
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+
+    let failing = [env[0], env[1], ("DITTO_TEST_FAIL_AT", "append:open")];
+    let mut s = Server::start_with(&dir.0, &failing, None);
+    let r = upload_to(&s, "default", &t, &cs[3..]);
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert!(missing(&s, "default", &t, &cs[..3].iter().collect::<Vec<_>>()).is_empty());
+    assert!(s.stop(Duration::from_secs(10)).is_some());
+
+    let mut cmd = server_cmd(&dir.0);
+    cmd.arg("serve")
+        .env("PORT", "0")
+        .env("WEB_DIR", dir.0.join("no-web"))
+        .envs(env)
+        .env("DITTO_TEST_FAIL_AT", "recover:open");
+    let err = refused_start(&mut cmd);
+    assert!(err.contains("Nothing was set aside"), "{err}");
+
+    let s = Server::start_with(&dir.0, &env, None);
+    assert!(missing(&s, "default", &t, &cs[..3].iter().collect::<Vec<_>>()).is_empty());
+    assert_eq!(upload_to(&s, "default", &t, &cs[3..]).status, 200);
+    assert_eq!(
+        containers(&s, "default", &t).len(),
+        1,
+        "appended to the same container"
+    );
+    commit(&s, "default", &t, "b", &cs);
+    assert_restores(&s, "default", &t, &cs);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A search over a container cut short while the server runs names the chunks past the cut
+/// as damaged (500 `damaged`; quarantined, so reported missing for the next upload to heal),
+/// as any read does, and reads the chunks before the cut as usual. Before, it took the short
+/// container for one moved away, searched three times and answered "kept moving".
+#[test]
+fn a_search_over_a_cut_container_names_the_damage() {
+    if on_s3() {
+        return; // the test cuts a file
+    }
+    let dir = TempDir::new("search-cut");
+    let (_, s) = mover_server(&dir.0, &[]);
+    let t = s.token.clone();
+    let cs = chunks(42, 6);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    commit(&s, "default", &t, "a", &cs);
+    let (cid, last) = chunk_place(&s, "default", &t, &cs[5].hex());
+    assert!(cs[..5]
+        .iter()
+        .all(|c| chunk_place(&s, "default", &t, &c.hex()) < (cid, last)));
+    let path = container_file(&dir.0, cid);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(last + 10)
+        .unwrap();
+    let r = post_json(
+        &s.repo_url("default", "/search"),
+        &t,
+        &json!({ "keywords": ["needle"] }),
+    );
+    let e = r.expect_error(500, "damaged");
+    assert_eq!(e["damaged"], json!([cs[5].hex()]), "{e}");
+    assert_eq!(
+        missing(&s, "default", &t, &cs.iter().collect::<Vec<_>>()),
+        vec![cs[5].hex()]
+    );
+    assert_eq!(upload_to(&s, "default", &t, &cs[5..]).status, 200);
+    let r = post_json(
+        &s.repo_url("default", "/search"),
+        &t,
+        &json!({ "keywords": ["needle"] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// A chunk whose version is forgotten between its lookup and its read is answered not
+/// stored (404), as it would be a moment later, and nothing is quarantined. Before, the read
+/// found its container gone and took that for damage: 500 `damaged`, and a false
+/// "quarantined" in the log.
+#[test]
+fn a_read_racing_a_prune_answers_not_stored() {
+    let dir = TempDir::new("read-prune");
+    let (mut env, mut s) = mover_server(&dir.0, &[]);
+    let t = s.token.clone();
+    let (old, new) = (chunks(43, 4), chunks(44, 4));
+    assert_eq!(upload_to(&s, "default", &t, &old).status, 200);
+    let v1 = commit(&s, "default", &t, "a", &old);
+    // Restarted, the next upload goes to a container of its own.
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    env.push(("DITTO_TEST_DELAY_AT", "read:located:2000"));
+    let s = Server::start_with(&dir.0, &env, None);
+    assert_eq!(upload_to(&s, "default", &t, &new).status, 200);
+    commit(&s, "default", &t, "b", &new);
+    let r = std::thread::scope(|sc| {
+        let read = sc.spawn(|| get_chunk(&s, &t, &old[0]));
+        std::thread::sleep(Duration::from_millis(300));
+        forget(&s, &t, &[v1]);
+        read.join().unwrap()
+    });
+    r.expect_error(404, "not_found");
+    assert!(
+        !s.stderr.lock().unwrap().contains("quarantined"),
+        "{}",
+        s.stderr.lock().unwrap()
+    );
+    assert_restores(&s, "default", &t, &new);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
 }

@@ -14,7 +14,8 @@ use wasm_core::{
 
 pub use super::index::chunks::ChunkLoc;
 use super::{
-    backend::Handle, index::IndexRead, quarantine, verify, Store, StoreError, StoreResult,
+    backend::Handle, crashpoint, index::IndexRead, quarantine, verify, Store, StoreError,
+    StoreResult,
 };
 
 /// How a read chunk is answered (its bytes are verified against its fingerprint before they
@@ -282,6 +283,7 @@ impl Store {
         loc: &ChunkLoc,
         answer: Answer,
     ) -> StoreResult<(u8, Vec<u8>)> {
+        crashpoint::delay("read:located");
         self.read_verified(repo_id, fp, loc, None, answer)
     }
 
@@ -289,7 +291,7 @@ impl Store {
     /// `answer` decodes its codec, else `(codec, stored bytes)`. A
     /// damaged copy is quarantined and answered `Err(Damaged)`, never returned. `container`
     /// is the chunk's container if the caller has it open.
-    fn read_verified(
+    pub(super) fn read_verified(
         &self,
         repo_id: i64,
         fp: &Fingerprint,
@@ -319,10 +321,24 @@ impl Store {
     ) -> StoreResult<(u8, Vec<u8>)> {
         if stored.is_none() {
             // Moved by the mover or compaction between the lookup and the open: the index
-            // has its new place. Only a chunk still indexed at this place is damaged.
-            if let Some(now) = self.index()?.chunk_location(repo_id, fp)? {
-                if now.container_id != loc.container_id || now.offset != loc.offset {
+            // has its new place. Removed meanwhile (a forget's prune): it is not stored, and
+            // nothing is wrong with the container. Only a chunk still indexed at this place
+            // is damaged.
+            let ix = self.index()?;
+            match ix.chunk_location(repo_id, fp)? {
+                Some(now) if now.container_id != loc.container_id || now.offset != loc.offset => {
+                    drop(ix);
                     return self.read_verified(repo_id, fp, &now, None, answer);
+                }
+                Some(_) => {}
+                None if ix.is_quarantined(repo_id, fp)? => {
+                    return Err(StoreError::Damaged(vec![*fp]))
+                }
+                None => {
+                    return Err(StoreError::Unavailable {
+                        damaged: vec![],
+                        missing: vec![*fp],
+                    })
                 }
             }
         }

@@ -79,7 +79,13 @@ impl Store {
         let path = container_path(&self.data_dir, repo_id, c.id as u64);
         let (file, h) = match recover::open_for_append(&path, &c) {
             Ok(v) => v,
-            Err(reason) => {
+            Err(recover::Fault::Io(e)) => {
+                return Err(StoreError::Io(std::io::Error::other(format!(
+                    "container {} of repository {repo_id}: {e}",
+                    c.id
+                ))))
+            }
+            Err(recover::Fault::Damaged(reason, _)) => {
                 let tx = w.begin(repo_id)?;
                 let n = recover::condemn(&*tx, &c, None, &reason)?;
                 tx.commit()?;

@@ -33,8 +33,17 @@ fn armed() -> Option<&'static str> {
 /// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail,
 /// every time it is reached, with an error and the process going on: the mover's writes as a
 /// full disk would make them fail, a prune's ICDA and the read of a delta's base as an I/O
-/// error would.
-pub const FAILURE_POINTS: &[&str] = &["move:part", "move:write", "prune:icda", "base:read"];
+/// error would, an upload's commit as a connection lost after the database committed would,
+/// the open of a container file by recovery or for an append as an I/O error would.
+pub const FAILURE_POINTS: &[&str] = &[
+    "move:part",
+    "move:write",
+    "prune:icda",
+    "base:read",
+    "ingest:commit",
+    "recover:open",
+    "append:open",
+];
 
 /// Whether the step at failure point `point` is to fail.
 pub fn fails(point: &str) -> bool {
@@ -59,8 +68,9 @@ pub fn reached(point: &str) {
 
 /// Delay points: the test-only `DITTO_TEST_DELAY_AT=<point>:<ms>` makes the step there take
 /// that many milliseconds longer each time it is reached, so that a test can act while it
-/// runs (a client that gives up on a search mid-way).
-pub const DELAY_POINTS: &[&str] = &["search:chunk"];
+/// runs (a client that gives up on a search mid-way, a prune between a chunk's lookup and
+/// its read).
+pub const DELAY_POINTS: &[&str] = &["search:chunk", "read:located"];
 
 /// Sleeps at delay point `point` if it is the armed one.
 pub fn delay(point: &str) {

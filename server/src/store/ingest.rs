@@ -21,6 +21,7 @@ use wasm_core::{
 use super::{
     chunks::ChunkLoc,
     containers::OpenContainer,
+    crashpoint,
     index::{chunks::NewChunk, containers::NewContainer, maintenance::WrittenContainer},
     now_ms, quarantine, verify, BadChunk, Store, StoreError, StoreResult, Writer,
 };
@@ -242,11 +243,16 @@ impl Store {
                 Ok(result)
             }
             Err((err, created)) => {
-                // Nothing was committed: forget the open container (it is reloaded from the
-                // index next time) and remove the files created for this bundle.
+                // The open container is forgotten (reloaded from the index next time). The
+                // containers created for this bundle are removed only where the index
+                // certainly has no row of them: a commit that reported a failure may have
+                // gone through. One left behind without a row is recovery's to remove.
                 w.open.remove(&repo_id);
                 for id in created {
-                    let _ = self.containers.delete(repo_id, id);
+                    let exists = self.index().and_then(|ix| ix.container_exists(id as i64));
+                    if matches!(exists, Ok(false)) {
+                        let _ = self.containers.delete(repo_id, id);
+                    }
                 }
                 Err(err)
             }
@@ -359,7 +365,8 @@ impl Store {
             }
             let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
             quarantine::stored(&*tx, repo_id, &fps, healing)?;
-            tx.commit()
+            tx.commit()?;
+            committed_but_failed()
         };
         commit().map_err(fail)?;
         // 3. committed: the last container stays open for the next bundle.
@@ -467,8 +474,20 @@ impl Store {
             let stored: Vec<Fingerprint> = fps.into_iter().filter(|fp| !now.contains(fp)).collect();
             quarantine::stored(&*tx, repo_id, &stored, healing)?;
             tx.commit()?;
+            committed_but_failed()?;
             Ok(now)
         };
         commit().map_err(|e| fail(e, &created))
     }
+}
+
+/// The failure point `ingest:commit`: a commit that went through but is reported failed, as a
+/// connection lost while the database answered would make it.
+fn committed_but_failed() -> StoreResult<()> {
+    if crashpoint::fails("ingest:commit") {
+        return Err(StoreError::Io(std::io::Error::other(
+            "failure point ingest:commit (DITTO_TEST_FAIL_AT)",
+        )));
+    }
+    Ok(())
 }

@@ -88,7 +88,8 @@ pub fn condemn(
 
 /// Makes container files agree with the committed index (read through `ix`; each damaged
 /// container is set aside in a transaction of its own of `writer`). Returns what it
-/// changed. Only an index error is fatal; a damaged container is reported and set aside.
+/// changed. An index error or a file system error is fatal (it says nothing of the
+/// containers' bytes); a damaged container is reported and set aside.
 pub fn recover(
     ix: &dyn IndexRead,
     writer: &dyn IndexWriter,
@@ -103,55 +104,92 @@ pub fn recover(
         if c.damage.is_some() {
             continue; // set aside earlier; its file is kept as it is, for inspection
         }
-        if let Err((reason, past)) = recover_one(&path, &c, &mut report) {
-            let n = writer
-                .begin()
-                .and_then(|tx| {
-                    let n = condemn(&*tx, &c, past, &reason)?;
-                    tx.commit()?;
-                    Ok(n)
-                })
-                .map_err(|e| e.to_string())?;
-            report.push(format!(
-                "container {} (repository {}) is damaged: {reason}; sealed, {n} chunk(s) quarantined",
-                c.id, c.repo_id
-            ));
+        match recover_one(&path, &c, &mut report) {
+            Ok(()) => {}
+            Err(Fault::Io(e)) => {
+                return Err(format!(
+                    "container {} of repository {} ({}): {e}. Nothing was set aside; fix the \
+                     cause and start again",
+                    c.id,
+                    c.repo_id,
+                    path.display()
+                ))
+            }
+            Err(Fault::Damaged(reason, past)) => {
+                let n = writer
+                    .begin()
+                    .and_then(|tx| {
+                        let n = condemn(&*tx, &c, past, &reason)?;
+                        tx.commit()?;
+                        Ok(n)
+                    })
+                    .map_err(|e| e.to_string())?;
+                report.push(format!(
+                    "container {} (repository {}) is damaged: {reason}; sealed, {n} chunk(s) \
+                     quarantined",
+                    c.id, c.repo_id
+                ));
+            }
         }
     }
-    // Container files that no committed row refers to were never acknowledged.
+    // Container files that no committed row refers to were never acknowledged (a crash
+    // before their first commit), or a commit had just dropped them: they are removed. But
+    // not when one has an id this index never handed out: then the index is not the one the
+    // files were written with, every file would look unacknowledged to it, and removing them
+    // would lose the repository.
+    let mut orphans: Vec<(PathBuf, u64)> = Vec::new();
     if let Ok(repos) = fs::read_dir(data_dir.join("repos")) {
         for repo in repos.flatten() {
-            let dir = repo.path().join("containers");
-            let Ok(files) = fs::read_dir(&dir) else {
+            let Ok(files) = fs::read_dir(repo.path().join("containers")) else {
                 continue;
             };
-            let mut removed = false;
             for f in files.flatten() {
                 let p = f.path();
                 if p.extension().is_some_and(|x| x == "dct") && !known.contains(&p) {
-                    match fs::remove_file(&p) {
-                        Ok(()) => {
-                            report.push(format!(
-                                "removed uncommitted container file {}",
-                                p.display()
-                            ));
-                            removed = true;
-                        }
-                        Err(e) => report.push(format!(
-                            "could not remove uncommitted container file {}: {e}",
-                            p.display()
-                        )),
+                    // A name the server does not write is not the server's to remove.
+                    if let Some(id) = p.file_stem().and_then(|s| s.to_str()?.parse().ok()) {
+                        orphans.push((p, id));
                     }
-                }
-            }
-            if removed {
-                if let Err(e) = fsync_dir(&dir) {
-                    report.push(format!("could not fsync {}: {e}", dir.display()));
                 }
             }
         }
     }
+    let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;
+    if let Some((p, id)) = orphans.iter().find(|(_, id)| *id > handed_out) {
+        return Err(foreign_index(&p.display().to_string(), *id, handed_out));
+    }
+    let mut dirs: HashSet<PathBuf> = HashSet::new();
+    for (p, _) in orphans {
+        match fs::remove_file(&p) {
+            Ok(()) => {
+                report.push(format!(
+                    "removed uncommitted container file {}",
+                    p.display()
+                ));
+                dirs.extend(p.parent().map(Path::to_path_buf));
+            }
+            Err(e) => report.push(format!(
+                "could not remove uncommitted container file {}: {e}",
+                p.display()
+            )),
+        }
+    }
+    for dir in dirs {
+        if let Err(e) = fsync_dir(&dir) {
+            report.push(format!("could not fsync {}: {e}", dir.display()));
+        }
+    }
     Ok(report)
+}
+
+/// Why the server does not start on an index that did not write its containers.
+fn foreign_index(container: &str, id: u64, handed_out: u64) -> String {
+    format!(
+        "container {container} has id {id}, but this index has handed out container ids only \
+         up to {handed_out}: it is not the index these containers were written with (another \
+         DATABASE_URL, or a missing, replaced or older ditto.sqlite3). Nothing was removed; \
+         start the server with their own index"
+    )
 }
 
 /// How old a container that no index row names must be before the sweep deletes it, when
@@ -176,60 +214,115 @@ pub fn sweep_objects(
 ) -> Result<Vec<String>, String> {
     let mut report = Vec::new();
     let grace = orphan_grace_ms();
+    // The default repository (id 1) is listed even before the index knows it: it is the
+    // one a server given the wrong index would write into at once.
+    let mut repo_ids = ix.repo_ids().map_err(|e| e.to_string())?;
+    if !repo_ids.contains(&1) {
+        repo_ids.push(1);
+    }
+    let mut listed = Vec::new();
+    for repo_id in repo_ids {
+        for (id, age) in backend
+            .list(repo_id)
+            .map_err(|e| format!("listing the containers of repository {repo_id}: {e}"))?
+        {
+            listed.push((repo_id, id, age));
+        }
+    }
+    // Read after the listing: a container another server put and committed meanwhile is
+    // known, and its id handed out.
+    let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;
     let known: HashSet<(i64, u64)> = ix
         .all_containers()
         .map_err(|e| e.to_string())?
         .iter()
         .map(|c| (c.repo_id, c.id as u64))
         .collect();
-    for repo_id in ix.repo_ids().map_err(|e| e.to_string())? {
-        let listed = backend
-            .list(repo_id)
-            .map_err(|e| format!("listing the containers of repository {repo_id}: {e}"))?;
-        for (id, age) in listed {
-            if known.contains(&(repo_id, id)) || age < grace {
-                continue;
-            }
-            match backend.delete(repo_id, id) {
-                Ok(()) => report.push(format!(
-                    "removed container {id} of repository {repo_id}: no index row names it"
-                )),
-                Err(e) => report.push(format!(
-                    "could not remove container {id} of repository {repo_id}: {e}"
-                )),
-            }
+    if let Some((repo_id, id, _)) = listed.iter().find(|(_, id, _)| *id > handed_out) {
+        return Err(foreign_index(
+            &format!("{id} of repository {repo_id}"),
+            *id,
+            handed_out,
+        ));
+    }
+    for (repo_id, id, age) in listed {
+        if known.contains(&(repo_id, id)) || age < grace {
+            continue;
+        }
+        match backend.delete(repo_id, id) {
+            Ok(()) => report.push(format!(
+                "removed container {id} of repository {repo_id}: no index row names it"
+            )),
+            Err(e) => report.push(format!(
+                "could not remove container {id} of repository {repo_id}: {e}"
+            )),
         }
     }
     Ok(report)
 }
 
-/// Why a container is damaged, and (when given) the byte count past which its chunks are
-/// lost: it is sealed and those chunks are quarantined.
-type Damaged = (String, Option<u64>);
+/// What stops recovery (or an append) from using a container.
+#[derive(Debug)]
+pub enum Fault {
+    /// The container is damaged: why, and (when given) the byte count past which its chunks
+    /// are lost. It is sealed and those chunks are quarantined.
+    Damaged(String, Option<u64>),
+    /// The file system failed (permissions, too many open files, an I/O error, no space):
+    /// that says nothing of the container's bytes, so nothing is sealed or quarantined.
+    Io(String),
+}
 
-fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Result<(), Damaged> {
-    let id = c.id;
-    let damaged = |what: String| (what, None);
-    let file = match OpenOptions::new().read(true).write(true).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(damaged("its file is missing".into()))
+impl Fault {
+    /// An error reading the container: its file missing, or too short for what is read,
+    /// is damage; any other error is the file system's.
+    fn reading(e: std::io::Error, what: &str) -> Fault {
+        match e.kind() {
+            std::io::ErrorKind::NotFound => Fault::Damaged("its file is missing".into(), None),
+            std::io::ErrorKind::UnexpectedEof => {
+                Fault::Damaged(format!("its file is too short for {what}"), None)
+            }
+            _ => Fault::Io(format!("cannot read {what}: {e}")),
         }
-        Err(e) => return Err(damaged(format!("cannot open {}: {e}", path.display()))),
-    };
+    }
+
+    /// An error writing the container: always the file system's.
+    fn writing(e: std::io::Error, what: &str) -> Fault {
+        Fault::Io(format!("cannot {what}: {e}"))
+    }
+}
+
+/// Opens a container file for reading and writing (at failure point `point` the open fails
+/// as with an I/O error).
+fn open_container(path: &Path, point: &str) -> Result<File, Fault> {
+    if super::crashpoint::fails(point) {
+        return Err(Fault::reading(
+            std::io::Error::other(format!("failure point {point} (DITTO_TEST_FAIL_AT)")),
+            "it",
+        ));
+    }
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| Fault::reading(e, "it"))
+}
+
+fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Result<(), Fault> {
+    let id = c.id;
+    let file = open_container(path, "recover:open")?;
     let len = file
         .metadata()
-        .map_err(|e| damaged(format!("cannot stat it: {e}")))?
+        .map_err(|e| Fault::reading(e, "its size"))?
         .len();
     let mut hb = [0u8; HEADER_LEN];
     file.read_exact_at(&mut hb, 0)
-        .map_err(|e| damaged(format!("cannot read its header: {e}")))?;
-    let h = validate_header(&hb, c).map_err(damaged)?;
+        .map_err(|e| Fault::reading(e, "its header"))?;
+    let h = validate_header(&hb, c).map_err(|e| Fault::Damaged(e, None))?;
     let data_end = c.data_end as u64;
     let mut changed = false;
     if len > data_end {
         file.set_len(data_end)
-            .map_err(|e| damaged(format!("cannot cut its uncommitted tail: {e}")))?;
+            .map_err(|e| Fault::writing(e, "cut its uncommitted tail"))?;
         report.push(format!(
             "container {id}: cut {} uncommitted bytes",
             len - data_end
@@ -238,7 +331,7 @@ fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Res
     } else if len < data_end {
         // Committed bytes are gone (the disk lied about fsync, or the file was cut): the
         // chunks that lay there are damaged, and the container takes no more appends.
-        return Err((
+        return Err(Fault::Damaged(
             format!(
                 "its file is {} bytes shorter than committed",
                 data_end - len
@@ -251,11 +344,11 @@ fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Res
     let to = slot_offset(h.table_capacity);
     let mut table = vec![0u8; (to - from) as usize];
     file.read_exact_at(&mut table, from)
-        .map_err(|e| damaged(format!("cannot read its table: {e}")))?;
+        .map_err(|e| Fault::reading(e, "its table"))?;
     if let Some(last) = table.iter().rposition(|&b| b != 0) {
         let n = last / TABLE_ENTRY_LEN + 1;
         file.write_all_at(&vec![0u8; n * TABLE_ENTRY_LEN], from)
-            .map_err(|e| damaged(format!("cannot clear its uncommitted table slots: {e}")))?;
+            .map_err(|e| Fault::writing(e, "clear its uncommitted table slots"))?;
         report.push(format!(
             "container {id}: cleared {n} uncommitted table slots"
         ));
@@ -263,36 +356,34 @@ fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Res
     }
     if h.newest_version != c.newest {
         file.write_all_at(&c.newest.to_le_bytes(), NEWEST_VERSION_OFFSET as u64)
-            .map_err(|e| damaged(format!("cannot rewrite its header: {e}")))?;
+            .map_err(|e| Fault::writing(e, "rewrite its header"))?;
         changed = true;
     }
     if changed {
-        file.sync_all()
-            .map_err(|e| damaged(format!("cannot fsync it: {e}")))?;
+        file.sync_all().map_err(|e| Fault::writing(e, "fsync it"))?;
     }
     Ok(())
 }
 
 /// Opens a container for appending after checking it as recovery would; `Err` says why it
-/// must be set aside instead.
-pub fn open_for_append(path: &Path, c: &IndexContainer) -> Result<(File, ContainerHeader), String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| format!("cannot open it: {e}"))?;
+/// must be set aside instead, or that the file system failed.
+pub fn open_for_append(path: &Path, c: &IndexContainer) -> Result<(File, ContainerHeader), Fault> {
+    let file = open_container(path, "append:open")?;
     let mut hb = [0u8; HEADER_LEN];
     file.read_exact_at(&mut hb, 0)
-        .map_err(|e| format!("cannot read its header: {e}"))?;
-    let h = validate_header(&hb, c)?;
+        .map_err(|e| Fault::reading(e, "its header"))?;
+    let h = validate_header(&hb, c).map_err(|e| Fault::Damaged(e, None))?;
     let len = file
         .metadata()
-        .map_err(|e| format!("cannot stat it: {e}"))?
+        .map_err(|e| Fault::reading(e, "its size"))?
         .len();
     if len < c.data_end as u64 {
-        return Err(format!(
-            "its file is {} bytes shorter than committed",
-            c.data_end as u64 - len
+        return Err(Fault::Damaged(
+            format!(
+                "its file is {} bytes shorter than committed",
+                c.data_end as u64 - len
+            ),
+            None,
         ));
     }
     Ok((file, h))

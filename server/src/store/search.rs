@@ -134,7 +134,7 @@ impl Store {
                 Err(StoreError::NotFound(m)) if m == GONE && attempt < ATTEMPTS => attempt += 1,
                 Err(StoreError::NotFound(m)) if m == GONE => {
                     return Err(StoreError::Internal(
-                        "the repository's containers kept moving during the search".into(),
+                        "the repository's versions kept changing during the search".into(),
                     ))
                 }
                 other => return other,
@@ -483,24 +483,43 @@ impl Store {
                             let len = u32::try_from(end - start).map_err(|_| {
                                 StoreError::Internal("container range too large".into())
                             })?;
-                            let file = self
-                                .containers
-                                .open(repo_id, *id)?
-                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
-                            let data = self
-                                .containers
-                                .read_at(&file, start, len)?
-                                .ok_or_else(|| StoreError::NotFound(GONE.into()))?;
-                            read.fetch_add(data.len(), Ordering::Relaxed);
+                            let file = self.containers.open(repo_id, *id)?;
+                            let data = match &file {
+                                Some(f) => self.containers.read_at(f, start, len)?,
+                                None => None,
+                            };
+                            read.fetch_add(data.as_ref().map_or(0, Vec::len), Ordering::Relaxed);
                             for (fp, l) in misses {
-                                let at = (l.offset - start) as usize;
-                                let stored = data[at..at + l.stored_len as usize].to_vec();
                                 // Decoded (a delta against its base chain, which may sit in
                                 // other containers) and checked against its fingerprint as
                                 // every read is: a damaged copy is quarantined and fails
-                                // the search instead of giving wrong hits.
-                                let (_, raw) =
-                                    self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)?;
+                                // the search instead of giving wrong hits. A container gone
+                                // or shorter than the range is read chunk by chunk as any
+                                // read is: a chunk moved meanwhile from its new place, one
+                                // past a cut end found damaged, one removed meanwhile (its
+                                // version forgotten) makes the search start again.
+                                let (_, raw) = match &data {
+                                    Some(data) => {
+                                        let at = (l.offset - start) as usize;
+                                        let stored = data[at..at + l.stored_len as usize].to_vec();
+                                        self.verify_read(repo_id, fp, l, Some(stored), Answer::Raw)
+                                    }
+                                    None => self.read_verified(
+                                        repo_id,
+                                        fp,
+                                        l,
+                                        file.as_ref(),
+                                        Answer::Raw,
+                                    ),
+                                }
+                                .map_err(|e| match e {
+                                    StoreError::Unavailable { damaged, .. }
+                                        if damaged.is_empty() =>
+                                    {
+                                        StoreError::NotFound(GONE.into())
+                                    }
+                                    e => e,
+                                })?;
                                 decoded.fetch_add(raw.len(), Ordering::Relaxed);
                                 scan(fp, &raw)?;
                                 cache.put(repo_id, *fp, raw, round);
@@ -537,8 +556,9 @@ struct Physical {
     decoded: u64,
 }
 
-/// The marker of a container that went away mid-search (retried, never answered).
-const GONE: &str = "a container of the search is gone";
+/// The marker of a chunk removed mid-search (its version forgotten): the search starts
+/// again; never answered.
+const GONE: &str = "a chunk of the search is gone";
 
 /// Decoded, checked chunks kept between the server's searches (docs/SEARCH.md, "On the
 /// server"): a repeat search scans them from memory instead of reading, decoding and

@@ -45,11 +45,11 @@ impl ContainerBackend for LocalDisk {
             fsync_dir(dir.parent().unwrap())?;
             fsync_dir(dir.parent().unwrap().parent().unwrap())?;
         }
+        // A new id has no file: one that has is not this index's to overwrite.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(container_path(&self.data_dir, repo_id, id))?;
         file.write_all_at(header, 0)?;
         file.set_len(data_offset)?;

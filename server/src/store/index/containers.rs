@@ -60,6 +60,10 @@ pub trait ContainerRead {
     /// The highest container id in the index (0 if none): the store numbers new
     /// containers from the next one.
     fn max_container_id(&self) -> StoreResult<u64>;
+    /// The highest container id this index may have handed out (at least
+    /// [`ContainerRead::max_container_id`]): a container file with a higher id was not
+    /// written with this index.
+    fn container_ids_handed_out(&self) -> StoreResult<u64>;
     /// Every container of every repository, in id order.
     fn all_containers(&self) -> StoreResult<Vec<IndexContainer>>;
     /// The repository's containers, in id order.

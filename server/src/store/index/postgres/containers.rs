@@ -36,6 +36,18 @@ impl<G: DerefMut<Target = Client>> ContainerRead for Pg<G> {
         Ok(max.max(0) as u64)
     }
 
+    fn container_ids_handed_out(&self) -> StoreResult<u64> {
+        // Before its first `nextval` the sequence's `last_value` is the next id, not one given.
+        let given: i64 = self
+            .c()
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM container_ids",
+                &[],
+            )?
+            .try_get(0)?;
+        Ok(self.max_container_id()?.max(given.max(0) as u64))
+    }
+
     fn all_containers(&self) -> StoreResult<Vec<IndexContainer>> {
         let rows = self.c().query(
             &format!("SELECT {INDEX_COLUMNS} FROM containers ORDER BY id"),

@@ -64,6 +64,10 @@ impl<C: Deref<Target = Connection>> ContainerRead for Sql<C> {
         Ok(max.max(0) as u64)
     }
 
+    fn container_ids_handed_out(&self) -> StoreResult<u64> {
+        Ok(self.max_container_id()?.max(self.reserved_container_ids()?))
+    }
+
     fn all_containers(&self) -> StoreResult<Vec<IndexContainer>> {
         let mut st = self.c().prepare(&format!(
             "SELECT {INDEX_COLUMNS} FROM containers ORDER BY id"
