@@ -728,6 +728,49 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   expect(errors).toEqual([]);
 });
 
+test('Cancel of a first search the server holds says so; results checked with the naive search keep their snippets', async ({
+  page,
+}) => {
+  const { errors } = await openSearchTab(page);
+  await expect(page.getByTestId('search-where')).toHaveValue('auto');
+  runs = 0;
+  // A new browser context: `auto` asks the server. Cancelled while the server holds it, the
+  // search says it was cancelled, not what the ended workers answered the page's fallback.
+  let reached!: () => void;
+  const atServer = new Promise<void>((r) => (reached = r));
+  await page.route('**/api/v1/repos/default/search', async (route) => {
+    reached();
+    await new Promise((r) => setTimeout(r, 3000));
+    await route.continue().catch(() => {});
+  });
+  await fillQuery(page, ['vnode'], {});
+  await page.getByTestId('search-start').click();
+  await atServer;
+  await page.getByTestId('search-cancel').click();
+  await expect(page.getByTestId('search-error')).toHaveText(/^search cancelled$/, { timeout: 1500 });
+  ++runs;
+  await page.unroute('**/api/v1/repos/default/search');
+
+  // The server's results fetch their snippets' chunks (held 2 s here); the naive search
+  // started meanwhile cancels those fetches, and once it ends the results fetch them again.
+  await page.route('**/api/v1/repos/default/chunks/get', async (route) => {
+    await new Promise((r) => setTimeout(r, 2000));
+    await route.continue().catch(() => {});
+  });
+  await page.getByTestId('search-where').selectOption('server');
+  await search(page, ['vnode']);
+  const lines = page.locator('.search-results li.hit');
+  expect(await lines.count()).toBeGreaterThan(0);
+  await page.getByTestId('search-naive').click();
+  await expect(page.locator(`[data-testid=search-done][data-engine=naive][data-seq="${++runs}"]`)).toBeVisible({
+    timeout: 120_000,
+  });
+  await page.unroute('**/api/v1/repos/default/chunks/get');
+  await expect(page.getByTestId('search-compare')).toHaveAttribute('data-identical', 'true');
+  await expect(page.getByTestId('search-snippet')).toHaveCount(await lines.count(), { timeout: 10_000 });
+  expect(errors).toEqual([]);
+});
+
 test("a version forgotten while the page was away: its chunks leave the workers' caches and files once the tab reads them", async ({
   page,
 }) => {

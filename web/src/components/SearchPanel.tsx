@@ -106,9 +106,17 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     void preloadScope(api, READ_AHEAD_SCOPE);
     refreshDevice();
   }, [api, searchable]);
+  /** Ends the workers (a pool that failed to start has nothing to end). */
+  const endWorkers = () => {
+    void workers.current?.then(
+      (w) => w.terminate('search cancelled'),
+      () => {},
+    );
+    workers.current = null;
+  };
   useEffect(
     () => () => {
-      void workers.current?.then((w) => w.terminate('search cancelled'));
+      endWorkers();
       // Idle workers for the tab's next opening (App starts the first ones).
       prestartSearchWorkers();
     },
@@ -116,10 +124,13 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
   );
 
   const shown = outcomes.dedup ?? outcomes.naive;
-  // The snippets of the results shown; a new search cancels what they still fetch.
+  // The snippets of the results shown. A new search cancels what they still fetch; the
+  // results it leaves on the page (the other engine's, when it checks them) fetch theirs
+  // afresh once it ends.
+  const [searchesEnded, setSearchesEnded] = useState(0);
   const snippets = useMemo(
     () => new ChunkCache(api, async (fps) => (workers.current ? cachedChunks(await workers.current, fps) : new Map())),
-    [api, shown],
+    [api, shown, searchesEnded],
   );
   useEffect(() => () => snippets.abort(), [snippets]);
 
@@ -166,13 +177,15 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       void outcome.settled?.then(() => refreshDevice(seq));
     } catch (e) {
       setOutcomes({});
-      setError(e instanceof Error ? e.message : String(e));
+      // After Cancel, whatever the ended workers or the aborted request failed with is the
+      // cancel's doing.
+      setError(cancelled.current === seq ? 'search cancelled' : e instanceof Error ? e.message : String(e));
       // A failed worker may be in any state: start afresh next time.
-      void workers.current?.then((w) => w.terminate('search cancelled'));
-      workers.current = null;
+      endWorkers();
     } finally {
       clearTimeout(looksBusy);
       setBusy(null);
+      setSearchesEnded((n) => n + 1);
     }
   };
 
@@ -189,8 +202,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
 
   const cancel = () => {
     cancelled.current = runs.current;
-    void workers.current?.then((w) => w.terminate('search cancelled'));
-    workers.current = null;
+    endWorkers();
   };
 
   const compared = useMemo(
