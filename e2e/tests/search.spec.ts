@@ -667,7 +667,11 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   // search still finds exactly what is stored. The page kept the other versions' manifests
   // and locations, and the workers the chunks the repository still stores (a fingerprint
   // names its bytes), so it fetches nothing again, and their trigram summaries still rule
-  // chunks out.
+  // chunks out. The chunks only the forgotten version had leave the workers' caches and
+  // files, though the versions' locations (the chunk table) still name them.
+  const device = page.getByTestId('search-device-cache');
+  await expect(device).toHaveAttribute('data-settled', String(runs));
+  const onDevice = (await deviceCacheFps(page))!;
   const forgot = await fetch(`${server.url}/api/v1/repos/default/forget`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' },
@@ -682,6 +686,18 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   const kept = scanFolders(text.map((k) => Buffer.from(k)));
   for (const k of [...kept.keys()]) if (k.startsWith(`${ids[0]}\0`)) kept.delete(k);
   expectSame(await pageHits(page), kept);
+  await settleLayout(server);
+  const listing = await api<{ containers: { chunks: { fp: string }[] }[] }>('/containers');
+  const stored = new Set(listing.containers.flatMap((c) => c.chunks.map((ch) => ch.fp)));
+  const dead = onDevice.filter((fp) => !stored.has(fp));
+  expect(dead.length, 'chunks on the device that only the forgotten version had').toBeGreaterThan(0);
+  await expect(device).toHaveAttribute('data-settled', String(runs));
+  await expect
+    .poll(async () => {
+      const fps = (await deviceCacheFps(page))!;
+      return dead.filter((fp) => fps.includes(fp)).length;
+    })
+    .toBe(0);
 
   // One more backup (the first folder again) moves the chunks only the newest version had
   // into archival containers and deletes the container they were stored in, which the

@@ -170,6 +170,8 @@ interface Prepared {
   locs: Map<string, StoredChunkLoc>;
   /** Whether the scope is every version: `locs` then names every chunk the repository stores (and possibly some it no longer does). */
   complete: boolean;
+  /** The chosen versions' manifests, every entry (the path filter aside). */
+  manifests: readonly { manifest: Manifest }[];
   /** Sum of the files' sizes. */
   logicalBytes: number;
   /** The repository state read ([`RepoCache`]): a new one makes the workers' caches keep only what is still stored ([`holderMap`]). */
@@ -405,6 +407,7 @@ async function prepare(
     files,
     locs,
     complete: chosen.length === all.length,
+    manifests,
     logicalBytes: files.reduce((n, f) => n + f.size, 0),
     state,
     cached: !fetched,
@@ -767,8 +770,8 @@ function matchCaches(api: Api, workers: SearchWorkers, p: Prepared, method: 'use
 /**
  * The holders for `p`'s repository state. When that state is new to them (a backup, a
  * forget or a prune since the caches were last matched) and `p` covers every version, the
- * chunks the repository no longer stores are dropped from the map, and `live` names every
- * chunk it stores, for the workers' caches to keep the same ones. (A narrower scope leaves that to
+ * chunks its versions no longer reference are dropped from the map, and `live` names every
+ * chunk they reference, for the workers' caches to keep the same ones. (A narrower scope leaves that to
  * the next search of every version: until then, chunks that are gone only take memory.)
  */
 function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: Holders; live?: Uint8Array } {
@@ -776,11 +779,16 @@ function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: H
   if (!h || h.repo !== repo) holders.set(workers, (h = { repo, state: p.state, at: new Map(), generation: 0 }));
   if (h.state === p.state || !p.complete) return { held: h };
   h.state = p.state;
-  for (const fp of h.at.keys()) if (!p.locs.has(fp)) h.at.delete(fp);
+  // What the versions reference, not `p.locs`: versions located by the repository's chunk
+  // table keep that table, which still names the chunks of versions forgotten since.
+  const referenced = new Set<string>();
+  for (const m of p.manifests)
+    for (const e of m.manifest.entries as ManifestEntry[]) for (const fp of e.recipe) referenced.add(fp);
+  for (const fp of h.at.keys()) if (!referenced.has(fp)) h.at.delete(fp);
   h.generation++;
-  const live = new Uint8Array(p.locs.size * FP_LEN);
+  const live = new Uint8Array(referenced.size * FP_LEN);
   let k = 0;
-  for (const fp of p.locs.keys()) hexToBytes(fp, live, k++ * FP_LEN);
+  for (const fp of referenced) hexToBytes(fp, live, k++ * FP_LEN);
   return { held: h, live };
 }
 
