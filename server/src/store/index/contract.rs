@@ -102,6 +102,13 @@ fn ids_grow_and_tokens_dedupe(ix: &dyn Index, w: &mut dyn IndexWriter) {
     let c = tx.create_repo("z", 1).unwrap();
     tx.commit().unwrap();
     assert!(c > b);
+    // A container id handed out counts as handed out before any row names it (recovery
+    // removes only files with such ids), and the next one is above it.
+    let before = ix.read().unwrap().container_ids_handed_out().unwrap();
+    let id = w.next_container_id().unwrap();
+    assert!(id > before);
+    assert!(ix.read().unwrap().container_ids_handed_out().unwrap() >= id);
+    assert!(w.next_container_id().unwrap() > id);
 }
 
 /// A chunk's life: stored in a container, referenced by a version, re-pointed by a move
