@@ -152,6 +152,10 @@ test('DedupSearch in the page finds exactly what a scan of the folders finds', a
   const wantHex = scanFolders(b.bytes);
   expect(wantHex.size).toBeGreaterThan(0);
   expectSame(await pageHits(page), wantHex);
+  // The results name the keywords as they were searched (hex), whatever the box says since.
+  await page.getByTestId('search-hex').setChecked(false);
+  await expect(page.locator('.search-results .hit .kw').first()).toHaveText(/^[0-9a-f]{2}( [0-9a-f]{2})*$/);
+  await page.getByTestId('search-hex').setChecked(true);
   const records = JSON.parse((await doneHex.getAttribute('data-records'))!);
   expect(records.tiny, 'one-byte partials were stored as tiny records').toBeGreaterThan(0);
   await naiveMatchesToo(page);

@@ -34,7 +34,8 @@ import { FilePreview } from './FilePreview';
 import { TEXT_PREVIEW_BYTES, type ByteRange } from '../restore/preview';
 
 /** An outcome and the number of the run that produced it (tests wait for their run). */
-type Shown = SearchOutcome & { seq: number };
+/** A search's outcome, its run and whether its keywords were hex (labelled as typed, whatever the box says now). */
+type Shown = SearchOutcome & { seq: number; hex: boolean };
 
 /** Files listed at first, and how many more each "Show more" adds; the counts cover every match. */
 const FILES_SHOWN = 300;
@@ -172,7 +173,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       // A search the server answered ends normally after Cancel: its results are not shown.
       if (cancelled.current === seq) throw new Error('search cancelled');
       setOutcomes((o) =>
-        o.key === key ? { ...o, [engine]: { ...outcome, seq } } : { key, [engine]: { ...outcome, seq } },
+        o.key === key ? { ...o, [engine]: { ...outcome, seq, hex } } : { key, [engine]: { ...outcome, seq, hex } },
       );
       void outcome.settled?.then(() => refreshDevice(seq));
     } catch (e) {
@@ -375,7 +376,7 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
               : `Results differ: ${compared.onlyA} matches only from the search, ${compared.onlyB} only from reading every file.`}
           </p>
         )}
-        {shown && <Results key={shown.seq} api={api} cache={snippets} o={shown} hex={hex} />}
+        {shown && <Results key={shown.seq} api={api} cache={snippets} o={shown} />}
       </div>
     </section>
   );
@@ -509,8 +510,8 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
 });
 
 /** Memoised: the previous results stay while the next search runs, and its progress renders the panel. */
-const Results = memo(function Results(props: { api: Api; cache: ChunkCache; o: SearchOutcome; hex: boolean }) {
-  const { api, cache, o, hex } = props;
+const Results = memo(function Results(props: { api: Api; cache: ChunkCache; o: Shown }) {
+  const { api, cache, o } = props;
   const [shown, setShown] = useState(FILES_SHOWN);
   // The file previewed in the page (one at a time), by its id.
   const [preview, setPreview] = useState<number | null>(null);
@@ -562,7 +563,7 @@ const Results = memo(function Results(props: { api: Api; cache: ChunkCache; o: S
                       cache={cache}
                       r={r}
                       keyword={o.keywords[h.keyword]}
-                      label={keywordLabel(o.keywords[h.keyword], hex)}
+                      label={keywordLabel(o.keywords[h.keyword], o.hex)}
                       offset={h.offset}
                     />
                   ))}
