@@ -292,24 +292,25 @@ impl Fault {
 }
 
 /// Opens a container file for reading and writing (at failure point `point` the open fails
-/// as with an I/O error).
-fn open_container(path: &Path, point: &str) -> Result<File, Fault> {
+/// as with an I/O error) and checks what recovery and an append both need: its header
+/// against the index, and no committed byte missing. Answers the file, its header and its
+/// length.
+fn open_checked(
+    path: &Path,
+    c: &IndexContainer,
+    point: &str,
+) -> Result<(File, ContainerHeader, u64), Fault> {
     if super::crashpoint::fails(point) {
         return Err(Fault::reading(
             std::io::Error::other(format!("failure point {point} (DITTO_TEST_FAIL_AT)")),
             "it",
         ));
     }
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| Fault::reading(e, "it"))
-}
-
-fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Result<(), Fault> {
-    let id = c.id;
-    let file = open_container(path, "recover:open")?;
+        .map_err(|e| Fault::reading(e, "it"))?;
     let len = file
         .metadata()
         .map_err(|e| Fault::reading(e, "its size"))?
@@ -318,6 +319,24 @@ fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Res
     file.read_exact_at(&mut hb, 0)
         .map_err(|e| Fault::reading(e, "its header"))?;
     let h = validate_header(&hb, c).map_err(|e| Fault::Damaged(e, None))?;
+    let data_end = c.data_end as u64;
+    if len < data_end {
+        // Committed bytes are gone (the disk lied about fsync, or the file was cut): the
+        // chunks that lay there are damaged, and the container takes no more appends.
+        return Err(Fault::Damaged(
+            format!(
+                "its file is {} bytes shorter than committed",
+                data_end - len
+            ),
+            Some(len),
+        ));
+    }
+    Ok((file, h, len))
+}
+
+fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Result<(), Fault> {
+    let id = c.id;
+    let (file, h, len) = open_checked(path, c, "recover:open")?;
     let data_end = c.data_end as u64;
     let mut changed = false;
     if len > data_end {
@@ -328,16 +347,6 @@ fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Res
             len - data_end
         ));
         changed = true;
-    } else if len < data_end {
-        // Committed bytes are gone (the disk lied about fsync, or the file was cut): the
-        // chunks that lay there are damaged, and the container takes no more appends.
-        return Err(Fault::Damaged(
-            format!(
-                "its file is {} bytes shorter than committed",
-                data_end - len
-            ),
-            Some(len),
-        ));
     }
     // Zero table slots past the committed count (validated: count <= capacity).
     let from = slot_offset(c.count);
@@ -368,23 +377,5 @@ fn recover_one(path: &Path, c: &IndexContainer, report: &mut Vec<String>) -> Res
 /// Opens a container for appending after checking it as recovery would; `Err` says why it
 /// must be set aside instead, or that the file system failed.
 pub fn open_for_append(path: &Path, c: &IndexContainer) -> Result<(File, ContainerHeader), Fault> {
-    let file = open_container(path, "append:open")?;
-    let mut hb = [0u8; HEADER_LEN];
-    file.read_exact_at(&mut hb, 0)
-        .map_err(|e| Fault::reading(e, "its header"))?;
-    let h = validate_header(&hb, c).map_err(|e| Fault::Damaged(e, None))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Fault::reading(e, "its size"))?
-        .len();
-    if len < c.data_end as u64 {
-        return Err(Fault::Damaged(
-            format!(
-                "its file is {} bytes shorter than committed",
-                c.data_end as u64 - len
-            ),
-            None,
-        ));
-    }
-    Ok((file, h))
+    open_checked(path, c, "append:open").map(|(file, h, _)| (file, h))
 }
