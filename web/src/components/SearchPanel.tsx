@@ -33,8 +33,10 @@ import { bytes } from './format';
 import { FilePreview } from './FilePreview';
 import { TEXT_PREVIEW_BYTES, type ByteRange } from '../restore/preview';
 
-/** An outcome and the number of the run that produced it (tests wait for their run). */
-/** A search's outcome, its run and whether its keywords were hex (labelled as typed, whatever the box says now). */
+/**
+ * An outcome, the number of the run that produced it (tests wait for their run) and whether
+ * its keywords were hex (labelled as searched, whatever the box says now).
+ */
 type Shown = SearchOutcome & { seq: number; hex: boolean };
 
 /** Files listed at first, and how many more each "Show more" adds; the counts cover every match. */
