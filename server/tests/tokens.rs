@@ -79,6 +79,10 @@ fn backup_tokens_add_versions_but_cannot_read_or_destroy() {
         .map(|v| v["id"].as_i64().unwrap())
         .collect();
     assert_eq!(ids, vec![my_id]);
+    // Nor the repository's size, which the full token is told.
+    assert!(list.get("raw_bytes").is_none(), "{list}");
+    let full_list = request("GET", &url("/versions"), Some(&full), &[], None).json();
+    assert!(full_list["raw_bytes"].as_u64().unwrap() > 0, "{full_list}");
     assert_eq!(
         status("GET", &url(&format!("/versions/{my_id}")), &backup, None),
         200

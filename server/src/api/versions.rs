@@ -132,7 +132,12 @@ pub(super) async fn versions_list(
             .iter()
             .map(version_summary)
             .collect();
-        Ok(Json(json!({ "versions": list, "gc_epoch": gc_epoch })))
+        let mut out = json!({ "versions": list, "gc_epoch": gc_epoch });
+        // What a search of everything scans, for a token that may search.
+        if own.is_none() {
+            out["raw_bytes"] = json!(store.committed_raw_bytes(repo_id)?);
+        }
+        Ok(Json(out))
     })
     .await
 }

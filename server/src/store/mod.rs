@@ -134,6 +134,8 @@ pub struct Store {
     base_cache: verify::BaseCache,
     /// Decoded chunks kept between the server's searches (`search::SearchCache`).
     search_cache: search::SearchCache,
+    /// Each repository's committed raw bytes, summed once per state (`stats::CommittedRaw`).
+    committed_raw: stats::CommittedRaw,
     /// When a backup last asked, uploaded or committed (unix ms): the background mover
     /// waits for a quiet moment.
     last_backup_ms: AtomicU64,
@@ -179,6 +181,7 @@ impl Store {
             opened_ms: now_ms() as i64,
             base_cache: verify::BaseCache::default(),
             search_cache: search::SearchCache::from_env()?,
+            committed_raw: stats::CommittedRaw::default(),
             last_backup_ms: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 ix: writer,

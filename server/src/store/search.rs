@@ -219,8 +219,8 @@ impl Store {
     /// delta pass, and at start. The work follows what is new, not the repository's size:
     /// after a warm-up that cached the repository, only the versions committed since are
     /// scoped (their chunks the cache already holds cost a lookup); the first warm-up since
-    /// start takes every version. A repository whose stored chunks hold more raw bytes than
-    /// the cache's budget is left as it is, judged by one sum over its chunk rows, so its
+    /// start takes every version. A repository whose committed chunks hold more raw bytes
+    /// than the cache's budget ([`Store::committed_raw_bytes`]) is left as it is, so its
     /// commits decode no manifest here: its searches fill the cache themselves. Recorded for
     /// `stats`.
     pub fn warm_search_cache(&self, repo_id: i64) -> StoreResult<()> {
@@ -234,12 +234,13 @@ impl Store {
             .and_then(|w| w.version);
         let mut attempt = 1;
         let mut warm = loop {
-            let (raw_bytes, ids) = {
-                let ix = self.snapshot()?;
-                let raw = ix.chunk_totals(repo_id)?.raw_bytes.max(0) as u64;
-                let ids: Vec<i64> = ix.version_metas(repo_id)?.iter().map(|v| v.id).collect();
-                (raw, ids)
-            };
+            let raw_bytes = self.committed_raw_bytes(repo_id)?;
+            let ids: Vec<i64> = self
+                .index()?
+                .version_metas(repo_id)?
+                .iter()
+                .map(|v| v.id)
+                .collect();
             let mut warm = SearchWarm {
                 version: ids.last().copied(),
                 raw_bytes,

@@ -1,7 +1,10 @@
 //! Repository statistics from the index: totals, the container layout (docs/STORAGE.md)
 //! and the per-version series.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
 
 use serde_json::{json, Value};
 use wasm_core::{
@@ -15,6 +18,45 @@ use super::{
     versions::{manifest_fps, ManifestChains},
     Store, StoreResult,
 };
+
+/// Each repository's [`Store::committed_raw_bytes`], with the index state it was summed at:
+/// its versions' count and newest id, its quarantine epoch and its `gc_epoch`.
+#[derive(Default)]
+pub(super) struct CommittedRaw(Mutex<HashMap<i64, ([i64; 4], u64)>>);
+
+impl Store {
+    /// The raw bytes a search of every version of the repository scans, as one sum over its
+    /// chunk rows says: the chunks a commit marked, frames left out (their raw bytes are their
+    /// members'). It counts, besides, what forgotten versions alone reached until a prune
+    /// collects it, the bases live deltas keep and the delta pass's dictionaries. The page's `auto` search and the
+    /// server's warm-up judge the repository's size by it (docs/SEARCH.md, "Which one runs").
+    /// The sum is kept until a commit, a forget, a prune or a quarantine changes the state it
+    /// was read at; a damaged chunk uploaded again counts from the next of these.
+    pub fn committed_raw_bytes(&self, repo_id: i64) -> StoreResult<u64> {
+        let ix = self.snapshot()?;
+        let (count, newest) = ix.version_mark(repo_id)?;
+        let at = [
+            count,
+            newest,
+            ix.quarantine_epoch(repo_id)?,
+            ix.gc_epoch(repo_id)?,
+        ];
+        let lock = || {
+            self.committed_raw
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
+        if let Some((when, bytes)) = lock().get(&repo_id) {
+            if *when == at {
+                return Ok(*bytes);
+            }
+        }
+        let bytes = ix.committed_raw_bytes(repo_id)?.max(0) as u64;
+        lock().insert(repo_id, (at, bytes));
+        Ok(bytes)
+    }
+}
 
 /// `logical / stored`, rounded to three decimals; none when nothing is stored.
 pub fn ratio(logical: u64, stored: u64) -> Option<f64> {

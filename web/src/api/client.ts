@@ -192,6 +192,14 @@ export interface TokenInfo {
   gc_epoch: number;
 }
 
+/** `GET versions` (docs/API.md). */
+export interface VersionList {
+  versions: VersionInfo[];
+  gc_epoch: number;
+  /** What a search of every version scans (raw bytes); only for a token that may browse. */
+  raw_bytes?: number;
+}
+
 export class ApiError extends Error {
   constructor(
     message: string,
@@ -303,8 +311,8 @@ export class Api {
   }
 
   /** The versions with the repository's `gc_epoch`, read together. */
-  versionList(): Promise<{ versions: VersionInfo[]; gc_epoch: number }> {
-    return this.json<{ versions: VersionInfo[]; gc_epoch: number }>(this.repoPath('/versions'));
+  versionList(): Promise<VersionList> {
+    return this.json<VersionList>(this.repoPath('/versions'));
   }
 
   version(id: number) {

@@ -306,16 +306,22 @@ async function mapLimit<T, R>(items: T[], limit: number, f: (t: T) => Promise<R>
 interface RepoState {
   all: VersionInfo[];
   state: string;
-  /** Raw bytes of the unique chunks the versions brought (what a search of everything scans). */
+  /**
+   * Raw bytes of the unique chunks a search of everything scans, as the server sums them
+   * (`raw_bytes`: what forgotten versions alone reached counts until a prune). Not the sum
+   * of the versions' `new_raw_bytes`: a chunk a forgotten version brought that later ones
+   * still name is counted in none of theirs.
+   */
   uniqueRawBytes: number;
 }
 
 async function repoState(api: Api): Promise<RepoState> {
-  const { versions: all, gc_epoch } = await api.versionList();
+  const { versions: all, gc_epoch, raw_bytes } = await api.versionList();
   return {
     all,
     state: `${gc_epoch}:${all.map((v) => v.id).join(',')}`,
-    uniqueRawBytes: all.reduce((n, v) => n + v.stats.new_raw_bytes, 0),
+    // Not told to a token that may not browse, which may not read chunks to search either.
+    uniqueRawBytes: raw_bytes ?? all.reduce((n, v) => n + v.stats.new_raw_bytes, 0),
   };
 }
 

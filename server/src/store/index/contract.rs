@@ -2,7 +2,7 @@
 //! backend runs: transactions are atomic and isolated, snapshots stable, ids grow. The
 //! store's own suites (`server/tests`) cover the concepts through the real server.
 
-use wasm_core::hash::Fingerprint;
+use wasm_core::{hash::Fingerprint, resemble::frame::SLICE_LEN};
 
 use super::{
     chunks::NewChunk,
@@ -26,6 +26,8 @@ pub fn run_all(open: &dyn Fn() -> (Box<dyn Index>, Box<dyn IndexWriter>)) {
     chunks_move_quarantine_and_go(&*ix, &mut *w);
     let (ix, mut w) = open();
     bases_come_with_locations(&*ix, &mut *w);
+    let (ix, mut w) = open();
+    committed_raw_leaves_out_pending_chunks_and_frames(&*ix, &mut *w);
 }
 
 fn commit_is_atomic_and_visible(ix: &dyn Index, w: &mut dyn IndexWriter) {
@@ -344,6 +346,44 @@ fn bases_come_with_locations(ix: &dyn Index, w: &mut dyn IndexWriter) {
     );
     assert_eq!(both[0].unwrap().0.stored_len, 12);
     assert!(r.chunk_locations_with_bases(repo, &[]).unwrap().is_empty());
+}
+
+/// The committed raw bytes sum the chunks a commit marked, but not a chunk a slice is
+/// stored against (a frame); a chunk another delta is stored against counts.
+fn committed_raw_leaves_out_pending_chunks_and_frames(ix: &dyn Index, w: &mut dyn IndexWriter) {
+    let fp = |b: u8| -> Fingerprint { [b; 20] };
+    let tx = w.begin().unwrap();
+    let repo = tx.create_repo("r", 1).unwrap();
+    container(&*tx, 1, repo);
+    let rows: Vec<NewChunk> = (1..=5)
+        .map(|b| NewChunk {
+            raw_len: 100 * b as u32,
+            ..chunk(b, b as u32, 64 * b as u64)
+        })
+        .collect();
+    tx.insert_chunks(repo, 1, 5, &rows).unwrap();
+    // Chunk 5 is uploaded, not yet committed.
+    tx.mark_first_version(repo, 7, &[fp(1), fp(2), fp(3), fp(4)])
+        .unwrap();
+    // Chunk 3 a slice of frame 2; chunk 4 a delta against chunk 1.
+    let delta = |b: u8, base: u8, stored_len: u32| RewriteMove {
+        fp: fp(b),
+        old_container: 1,
+        old_slot: b as u32,
+        slot: b as u32,
+        offset: 64 * b as u64,
+        stored_len,
+        codec: 2,
+        base: Some(fp(base)),
+        saved: 1,
+    };
+    tx.repoint_rewritten(repo, 1, &[delta(3, 2, SLICE_LEN as u32), delta(4, 1, 12)])
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        ix.read().unwrap().committed_raw_bytes(repo).unwrap(),
+        100 + 300 + 400
+    );
 }
 
 fn container(tx: &dyn IndexWrite, id: u64, repo_id: i64) {

@@ -110,6 +110,10 @@ pub trait VersionRead {
     fn stored_len(&self, repo_id: i64, fp: &Fingerprint) -> StoreResult<Option<i64>>;
     /// The repository's stored chunks: how many, their raw and stored bytes.
     fn chunk_totals(&self, repo_id: i64) -> StoreResult<ChunkTotals>;
+    /// The raw bytes of the repository's chunk rows that a commit marked (`first_version`
+    /// set), leaving out every chunk a slice is stored against (a frame: a slice is codec 2
+    /// stored at `SLICE_LEN` bytes, docs/FORMAT.md "Codec 2, method 3").
+    fn committed_raw_bytes(&self, repo_id: i64) -> StoreResult<i64>;
     /// The repository's containers: how many, and the sum of their file lengths.
     fn container_totals(&self, repo_id: i64) -> StoreResult<Totals>;
     /// The repository's containers of one kind: how many, and their data bytes.

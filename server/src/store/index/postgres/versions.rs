@@ -1,7 +1,10 @@
 use std::ops::DerefMut;
 
 use postgres::{Client, Row};
-use wasm_core::hash::Fingerprint;
+use wasm_core::{
+    hash::Fingerprint,
+    resemble::{delta::CODEC_DELTA, frame::SLICE_LEN},
+};
 
 use super::{stored_manifest, Pg};
 use crate::store::index::versions::{
@@ -164,6 +167,17 @@ impl<G: DerefMut<Target = Client>> VersionRead for Pg<G> {
             raw_bytes: r.try_get(1)?,
             stored_bytes: r.try_get(2)?,
         })
+    }
+
+    fn committed_raw_bytes(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self
+            .c()
+            .query_one(
+                "SELECT COALESCE(SUM(raw_len), 0)::BIGINT FROM chunks WHERE repo_id = $1 AND first_version IS NOT NULL
+                   AND fp NOT IN (SELECT base FROM chunks WHERE repo_id = $1 AND codec = $2 AND stored_len = $3 AND base IS NOT NULL)",
+                &[&repo_id, &(CODEC_DELTA as i64), &(SLICE_LEN as i64)],
+            )?
+            .try_get(0)?)
     }
 
     fn container_totals(&self, repo_id: i64) -> StoreResult<Totals> {

@@ -1,7 +1,10 @@
 use std::ops::Deref;
 
 use rusqlite::{params, Connection, OptionalExtension};
-use wasm_core::hash::Fingerprint;
+use wasm_core::{
+    hash::Fingerprint,
+    resemble::{delta::CODEC_DELTA, frame::SLICE_LEN},
+};
 
 use super::{stored_manifest, Sql};
 use crate::store::index::versions::{
@@ -149,6 +152,15 @@ impl<C: Deref<Target = Connection>> VersionRead for Sql<C> {
                     stored_bytes: r.get(2)?,
                 })
             },
+        )?)
+    }
+
+    fn committed_raw_bytes(&self, repo_id: i64) -> StoreResult<i64> {
+        Ok(self.c().query_row(
+            "SELECT COALESCE(SUM(raw_len), 0) FROM chunks WHERE repo_id = ?1 AND first_version IS NOT NULL
+               AND fp NOT IN (SELECT base FROM chunks WHERE repo_id = ?1 AND codec = ?2 AND stored_len = ?3 AND base IS NOT NULL)",
+            params![repo_id, CODEC_DELTA as i64, SLICE_LEN as i64],
+            |r| r.get(0),
         )?)
     }
 
