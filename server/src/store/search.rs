@@ -581,9 +581,9 @@ pub struct SearchCache {
 }
 
 /// One warm-up of the search cache: the newest version it covered (every version up to it),
-/// the raw bytes of the repository's stored chunks, whether they fitted the budget and were
-/// cached, how many versions it scoped (those new since the last warm-up), the raw bytes it
-/// decoded (those not cached already) and its time.
+/// the repository's committed raw bytes ([`Store::committed_raw_bytes`]), whether they
+/// fitted the budget and were cached, how many versions it scoped (those new since the last
+/// warm-up), the raw bytes it decoded (those not cached already) and its time.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SearchWarm {
     pub version: Option<i64>,

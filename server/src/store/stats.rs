@@ -28,10 +28,11 @@ impl Store {
     /// The raw bytes a search of every version of the repository scans, as one sum over its
     /// chunk rows says: the chunks a commit marked, frames left out (their raw bytes are their
     /// members'). It counts, besides, what forgotten versions alone reached until a prune
-    /// collects it, the bases live deltas keep and the delta pass's dictionaries. The page's `auto` search and the
-    /// server's warm-up judge the repository's size by it (docs/SEARCH.md, "Which one runs").
-    /// The sum is kept until a commit, a forget, a prune or a quarantine changes the state it
-    /// was read at; a damaged chunk uploaded again counts from the next of these.
+    /// collects it, the bases live deltas keep and the delta pass's dictionaries. The page's
+    /// `auto` search and the server's warm-up judge the repository's size by it
+    /// (docs/SEARCH.md, "Which one runs"). The sum is kept until a commit, a forget, a prune
+    /// or a quarantine changes the state it was read at: what the delta pass stores after a
+    /// commit, and a damaged chunk uploaded again, count from the next of these.
     pub fn committed_raw_bytes(&self, repo_id: i64) -> StoreResult<u64> {
         let ix = self.snapshot()?;
         let (count, newest) = ix.version_mark(repo_id)?;
