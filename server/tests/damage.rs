@@ -1381,17 +1381,32 @@ fn refused_start(cmd: &mut std::process::Command) -> String {
 /// A server given an index that did not write the data directory's containers (its SQLite
 /// file moved away, so a fresh one is made; or another database) would find every container
 /// unacknowledged and remove it: it removes nothing and does not start, naming the cause;
-/// with its own index back, every version restores.
+/// with its own index back, every version restores. So too when the containers are all in
+/// a repository other than the default one, which the new index does not know (before, on
+/// object storage only the prefixes of the default repository and those the index knew
+/// were listed, and the server started).
 #[test]
 fn an_index_that_did_not_write_the_containers_removes_nothing() {
+    foreign_index_refused("default");
+    foreign_index_refused("other");
+}
+
+fn foreign_index_refused(repo: &str) {
     let dir = TempDir::new("foreign-index");
     let mut s = Server::start_without_pass(&dir.0);
+    let (repo_id, token) = if repo == "default" {
+        (1, s.token.clone())
+    } else {
+        let (code, token) = cli(&dir.0, &["repo", "create", repo]);
+        assert_eq!(code, 0, "{token}");
+        (2, token.trim().to_string())
+    };
     let cs = chunks(31, 6);
-    assert_eq!(upload_to(&s, "default", &s.token, &cs[..3]).status, 200);
-    assert_eq!(upload_to(&s, "default", &s.token, &cs[3..]).status, 200);
-    commit(&s, "default", &s.token, "f", &cs);
+    assert_eq!(upload_to(&s, repo, &token, &cs[..3]).status, 200);
+    assert_eq!(upload_to(&s, repo, &token, &cs[3..]).status, 200);
+    commit(&s, repo, &token, "f", &cs);
     assert!(s.stop(Duration::from_secs(30)).is_some());
-    let files = (!on_s3()).then(|| container_files(&dir.0, 1));
+    let files = (!on_s3()).then(|| container_files(&dir.0, repo_id));
     assert!(files.as_ref().is_none_or(|f| !f.is_empty()));
 
     let other = TempDir::new("foreign-index-db");
@@ -1412,10 +1427,10 @@ fn an_index_that_did_not_write_the_containers_removes_nothing() {
     let err = refused_start(&mut cmd);
     assert!(
         err.contains("not the index these containers were written with"),
-        "{err}"
+        "{repo}: {err}"
     );
     if let Some(files) = &files {
-        assert_eq!(&container_files(&dir.0, 1), files);
+        assert_eq!(&container_files(&dir.0, repo_id), files);
     }
 
     if on_sqlite() {
@@ -1425,8 +1440,8 @@ fn an_index_that_did_not_write_the_containers_removes_nothing() {
         }
     }
     let s = Server::start_without_pass(&dir.0);
-    assert_restores(&s, "default", &s.token, &cs);
-    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_restores(&s, repo, &token, &cs);
+    let (code, out) = cli(&dir.0, &["check", repo]);
     assert_eq!(code, 0, "{out}");
 }
 

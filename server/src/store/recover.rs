@@ -214,21 +214,11 @@ pub fn sweep_objects(
 ) -> Result<Vec<String>, String> {
     let mut report = Vec::new();
     let grace = orphan_grace_ms();
-    // The default repository (id 1) is listed even before the index knows it: it is the
-    // one a server given the wrong index would write into at once.
-    let mut repo_ids = ix.repo_ids().map_err(|e| e.to_string())?;
-    if !repo_ids.contains(&1) {
-        repo_ids.push(1);
-    }
-    let mut listed = Vec::new();
-    for repo_id in repo_ids {
-        for (id, age) in backend
-            .list(repo_id)
-            .map_err(|e| format!("listing the containers of repository {repo_id}: {e}"))?
-        {
-            listed.push((repo_id, id, age));
-        }
-    }
+    // Every repository's prefix, not only those the index knows: a server given the wrong
+    // index knows none of them, and would write over their objects once it creates one.
+    let listed = backend
+        .list()
+        .map_err(|e| format!("listing the containers: {e}"))?;
     // Read after the listing: a container another server put and committed meanwhile is
     // known, and its id handed out.
     let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;

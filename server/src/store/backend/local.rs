@@ -117,27 +117,36 @@ impl ContainerBackend for LocalDisk {
         fsync_dir(&containers_dir(&self.data_dir, repo_id))
     }
 
-    fn list(&self, repo_id: i64) -> io::Result<Vec<(u64, u64)>> {
-        let dir = match fs::read_dir(containers_dir(&self.data_dir, repo_id)) {
-            Ok(d) => d,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
+    fn list(&self) -> io::Result<Vec<(i64, u64, u64)>> {
         let now = std::time::SystemTime::now();
         let mut out = Vec::new();
-        for e in dir {
-            let e = e?;
-            let Some(id) = e.file_name().to_str().and_then(container_id_of) else {
+        for repo in read_dir_or_none(&self.data_dir.join("repos"))? {
+            let Some(repo_id) = repo?.file_name().to_str().and_then(|n| n.parse().ok()) else {
                 continue;
             };
-            let age = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| now.duration_since(t).ok())
-                .map_or(0, |d| d.as_millis() as u64);
-            out.push((id, age));
+            for e in read_dir_or_none(&containers_dir(&self.data_dir, repo_id))? {
+                let e = e?;
+                let Some(id) = e.file_name().to_str().and_then(container_id_of) else {
+                    continue;
+                };
+                let age = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| now.duration_since(t).ok())
+                    .map_or(0, |d| d.as_millis() as u64);
+                out.push((repo_id, id, age));
+            }
         }
         Ok(out)
+    }
+}
+
+/// A directory's entries; none when it does not exist.
+fn read_dir_or_none(dir: &std::path::Path) -> io::Result<Vec<io::Result<fs::DirEntry>>> {
+    match fs::read_dir(dir) {
+        Ok(d) => Ok(d.collect()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
     }
 }

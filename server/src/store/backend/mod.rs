@@ -107,9 +107,10 @@ pub trait ContainerBackend: Send + Sync {
     /// Makes the deletions of the repository's containers so far durable.
     fn sync_deletes(&self, repo_id: i64) -> io::Result<()>;
 
-    /// The ids of the repository's containers with their age in milliseconds, for the
-    /// sweep of containers that no index row names (`recover.rs`).
-    fn list(&self, repo_id: i64) -> io::Result<Vec<(u64, u64)>>;
+    /// Every container of every repository, known to the index or not, as `(repository
+    /// id, container id, age in milliseconds)`, for the sweep of containers that no index
+    /// row names (`recover.rs`).
+    fn list(&self) -> io::Result<Vec<(i64, u64, u64)>>;
 }
 
 /// The file name of container `id` below its repository's folder (or key prefix).

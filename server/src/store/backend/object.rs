@@ -294,9 +294,9 @@ impl ContainerBackend for ObjectStorage {
         Ok(())
     }
 
-    fn list(&self, repo_id: i64) -> io::Result<Vec<(u64, u64)>> {
+    fn list(&self) -> io::Result<Vec<(i64, u64, u64)>> {
         let store = Arc::clone(&self.store);
-        let prefix = self.path(&format!("repos/{repo_id}/containers"));
+        let prefix = self.path("repos");
         let metas = self.block(async move {
             let mut out = Vec::new();
             let mut l = store.list(Some(&prefix));
@@ -309,9 +309,15 @@ impl ContainerBackend for ObjectStorage {
         Ok(metas
             .into_iter()
             .filter_map(|m| {
-                let id = container_id_of(m.location.filename()?)?;
+                // `.../repos/{repo_id}/containers/{id}.dct` (`container_name`).
+                let parts: Vec<_> = m.location.parts().collect();
+                let [.., repo, dir, file] = &parts[..] else {
+                    return None;
+                };
+                let id = container_id_of(file.as_ref())?;
+                let repo_id = repo.as_ref().parse().ok()?;
                 let age = (now - m.last_modified.timestamp_millis()).max(0) as u64;
-                Some((id, age))
+                (dir.as_ref() == "containers").then_some((repo_id, id, age))
             })
             .collect())
     }
