@@ -362,10 +362,10 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
     }
 }
 
-/// `raw_bytes` in `GET versions` (what the page's `auto` search judges the repository's size
-/// by) is the raw bytes of every stored chunk but the frames, counted here from the
-/// containers' listing and the base edges, and covers the distinct chunks of `versions`
-/// (the repository's versions, all of them): those answered.
+/// `raw_bytes` in `GET versions?raw_bytes=true` (what the page's `auto` search judges the
+/// repository's size by) is the raw bytes of every stored chunk but the frames, counted here
+/// from the containers' listing and the base edges, and covers the distinct chunks of
+/// `versions` (the repository's versions, all of them): those answered.
 fn committed_raw_counts_no_frame(s: &Server, dir: &TempDir, versions: &[&Value]) -> u64 {
     let edges = base_edges(&dir.0);
     let mut raw: HashMap<String, u64> = HashMap::new();
@@ -387,7 +387,7 @@ fn committed_raw_counts_no_frame(s: &Server, dir: &TempDir, versions: &[&Value])
     let named: u64 = named.iter().map(|fp| raw[fp]).sum();
     let r = request(
         "GET",
-        &s.repo_url("default", "/versions"),
+        &s.repo_url("default", "/versions?raw_bytes=true"),
         Some(&s.token),
         &[],
         None,

@@ -79,10 +79,22 @@ fn backup_tokens_add_versions_but_cannot_read_or_destroy() {
         .map(|v| v["id"].as_i64().unwrap())
         .collect();
     assert_eq!(ids, vec![my_id]);
-    // Nor the repository's size, which the full token is told.
+    // Nor the repository's size, which the full token is told when it asks.
+    let sized = url("/versions?raw_bytes=true");
+    let list = request("GET", &sized, Some(&backup), &[], None).json();
     assert!(list.get("raw_bytes").is_none(), "{list}");
-    let full_list = request("GET", &url("/versions"), Some(&full), &[], None).json();
+    let full_list = request("GET", &sized, Some(&full), &[], None).json();
     assert!(full_list["raw_bytes"].as_u64().unwrap() > 0, "{full_list}");
+    let unasked = request("GET", &url("/versions"), Some(&full), &[], None).json();
+    assert!(unasked.get("raw_bytes").is_none(), "{unasked}");
+    request(
+        "GET",
+        &url("/versions?raw_bytes=maybe"),
+        Some(&full),
+        &[],
+        None,
+    )
+    .expect_error(400, "bad_request");
     assert_eq!(
         status("GET", &url(&format!("/versions/{my_id}")), &backup, None),
         200

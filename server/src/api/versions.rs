@@ -5,11 +5,12 @@ use std::collections::HashSet;
 
 use axum::{
     body::Body,
-    extract::State,
+    extract::{rejection::QueryRejection, Query, State},
     http::{header, HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     Json,
 };
+use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_core::{
     format::manifest::{
@@ -116,12 +117,22 @@ fn version_summary(v: &VersionRow) -> Value {
     out
 }
 
+#[derive(Deserialize)]
+pub(super) struct VersionsQuery {
+    raw_bytes: Option<bool>,
+}
+
 pub(super) async fn versions_list(
     State(store): St,
     auth: Authorized<Any>,
+    q: Result<Query<VersionsQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let access = auth.access;
     let repo_id = access.repo_id;
+    let raw_bytes = q
+        .map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?
+        .raw_bytes
+        .unwrap_or(false);
     blocking(move || {
         // A token that may not browse sees only the versions it committed.
         let own = (!access.scope.can_browse()).then_some(access.id);
@@ -133,8 +144,9 @@ pub(super) async fn versions_list(
             .map(version_summary)
             .collect();
         let mut out = json!({ "versions": list, "gc_epoch": gc_epoch });
-        // What a search of everything scans, for a token that may search.
-        if own.is_none() {
+        // What a search of everything scans, when asked (one sum over the chunk rows), for
+        // a token that may search.
+        if raw_bytes && own.is_none() {
             out["raw_bytes"] = json!(store.committed_raw_bytes(repo_id)?);
         }
         Ok(Json(out))

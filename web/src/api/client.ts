@@ -196,7 +196,7 @@ export interface TokenInfo {
 export interface VersionList {
   versions: VersionInfo[];
   gc_epoch: number;
-  /** What a search of every version scans (raw bytes); only for a token that may browse. */
+  /** What a search of every version scans (raw bytes), when asked; only for a token that may browse. */
   raw_bytes?: number;
 }
 
@@ -310,9 +310,12 @@ export class Api {
     return (await this.versionList()).versions;
   }
 
-  /** The versions with the repository's `gc_epoch`, read together. */
-  versionList(): Promise<VersionList> {
-    return this.json<VersionList>(this.repoPath('/versions'));
+  /**
+   * The versions with the repository's `gc_epoch`, read together, and with `rawBytes` what
+   * a search of every version scans (`raw_bytes`: one sum over the server's chunk rows).
+   */
+  versionList(rawBytes = false): Promise<VersionList> {
+    return this.json<VersionList>(this.repoPath(rawBytes ? '/versions?raw_bytes=true' : '/versions'));
   }
 
   version(id: number) {

@@ -316,7 +316,7 @@ interface RepoState {
 }
 
 async function repoState(api: Api): Promise<RepoState> {
-  const { versions: all, gc_epoch, raw_bytes } = await api.versionList();
+  const { versions: all, gc_epoch, raw_bytes } = await api.versionList(true);
   return {
     all,
     state: `${gc_epoch}:${all.map((v) => v.id).join(',')}`,
