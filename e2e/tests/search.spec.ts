@@ -822,7 +822,7 @@ test("a version forgotten while the page was away: its chunks leave the workers'
   });
   expect(forgot.status).toBe(200);
   await settleLayout(server);
-  const listing = await api<{ containers: { chunks: { fp: string }[] }[] }>('/containers');
+  const listing = await api<{ containers: { chunks: { fp: string; raw_len: number }[] }[] }>('/containers');
   const stored = new Set(listing.containers.flatMap((c) => c.chunks.map((ch) => ch.fp)));
   const dead = kept.filter((fp) => !stored.has(fp));
   expect(dead.length, 'chunks on the device that only the forgotten version had').toBeGreaterThan(0);
@@ -839,9 +839,24 @@ test("a version forgotten while the page was away: its chunks leave the workers'
     .toBe(0);
 
   // The rest is still read from the device, and the search finds exactly what is stored.
+  // It judges the repository's size by the raw bytes the server sums, which cover the
+  // distinct chunks of the versions left; the sum of their new raw bytes does not now.
+  const sized = page.waitForResponse((r) => r.url().includes('/versions?raw_bytes=true'));
   const after = await search(page, text);
   await expect(after).toHaveAttribute('data-stored-bytes-read', '0');
   const left = versions.map((v) => v.id).filter((id) => id !== gone);
+  const { versions: listed, raw_bytes } = (await (await sized).json()) as {
+    versions: { stats: { new_raw_bytes: number } }[];
+    raw_bytes: number;
+  };
+  const rawOf = new Map(listing.containers.flatMap((c) => c.chunks.map((ch) => [ch.fp, ch.raw_len] as const)));
+  const named = new Set<string>();
+  for (const id of left)
+    for (const e of (await api<{ manifest: { entries: { recipe?: string[] }[] } }>(`/versions/${id}`)).manifest.entries)
+      for (const fp of e.recipe ?? []) named.add(fp);
+  const namedRaw = [...named].reduce((n, fp) => n + rawOf.get(fp)!, 0);
+  expect(raw_bytes).toBeGreaterThanOrEqual(namedRaw);
+  expect(listed.reduce((n, v) => n + v.stats.new_raw_bytes, 0)).toBeLessThan(namedRaw);
   const folderOf = (id: number) => (ids.includes(id) ? folders[ids.indexOf(id)] : folders[0]);
   expectSame(
     await pageHits(page),
