@@ -26,6 +26,13 @@
 //! - one serving writer per index, or several when their containers live in one shared
 //!   object store ([`IndexWriter::claim`]); one maintenance pass at a time across them
 //!   ([`Index::maintenance_lease`]).
+//!
+//! What every caller keeps to: a read that streams a repository's rows to a callback
+//! (`chunk_rows`, `listed_chunks`, `quarantined_rows`) holds its handle's connection until
+//! it returns, so the callback never uses that handle (on PostgreSQL the connection is
+//! borrowed, and the nested call would panic); it collects what it needs, and the caller
+//! reads after. `container_chunks`, one container's rows, is read whole first, and its
+//! callback may read the index.
 
 pub mod chunks;
 pub mod containers;
