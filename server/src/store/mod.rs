@@ -155,7 +155,7 @@ impl Store {
         let mut report = if containers.appends() {
             recover::recover(&*ix.read().map_err(db)?, &*writer, data_dir)
         } else {
-            recover::sweep_objects(&*ix.read().map_err(db)?, &*containers)
+            recover::sweep_objects(&*writer, &*containers)
         }
         .map_err(|e| format!("recovery: {e}"))?;
         let damaged =

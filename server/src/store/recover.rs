@@ -209,7 +209,7 @@ fn orphan_grace_ms() -> u64 {
 /// dropped rows and the delete) was never acknowledged or is no longer needed, and is
 /// deleted once older than the grace period.
 pub fn sweep_objects(
-    ix: &dyn IndexRead,
+    writer: &dyn IndexWriter,
     backend: &dyn ContainerBackend,
 ) -> Result<Vec<String>, String> {
     let mut report = Vec::new();
@@ -219,15 +219,22 @@ pub fn sweep_objects(
     let listed = backend
         .list()
         .map_err(|e| format!("listing the containers: {e}"))?;
-    // Read after the listing: a container another server put and committed meanwhile is
-    // known, and its id handed out.
-    let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;
-    let known: HashSet<(i64, u64)> = ix
-        .all_containers()
-        .map_err(|e| e.to_string())?
-        .iter()
-        .map(|c| (c.repo_id, c.id as u64))
-        .collect();
+    // Read after the listing, so a container another server put and committed meanwhile is
+    // known and its id handed out; and in a transaction that may touch any repository,
+    // which starts once every write transaction under way has ended: a server killed as it
+    // committed has its commit completed by the database, not dropped, and its containers
+    // are then known too.
+    let (handed_out, known) = {
+        let ix = writer.begin().map_err(|e| e.to_string())?;
+        let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;
+        let known: HashSet<(i64, u64)> = ix
+            .all_containers()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|c| (c.repo_id, c.id as u64))
+            .collect();
+        (handed_out, known)
+    };
     if let Some((repo_id, id, _)) = listed.iter().find(|(_, id, _)| *id > handed_out) {
         return Err(foreign_index(
             &format!("{id} of repository {repo_id}"),
