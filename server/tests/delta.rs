@@ -265,6 +265,20 @@ fn both_passed(s: &Server, h: &History) -> (i64, i64, Value) {
     (v1, v2, st)
 }
 
+/// `GET versions` of the default repository (`path`: `/versions` and its query), which
+/// must answer 200.
+fn versions_json(s: &Server, path: &str) -> Value {
+    let r = request(
+        "GET",
+        &s.repo_url("default", path),
+        Some(&s.token),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    r.json()
+}
+
 /// `GET containers` of the default repository, which must answer 200.
 fn containers_json(s: &Server) -> Value {
     let r = request(
@@ -385,14 +399,9 @@ fn committed_raw_counts_no_frame(s: &Server, dir: &TempDir, versions: &[&Value])
     let framed: u64 = frames.iter().map(|f| raw[*f]).sum();
     let named: HashSet<String> = versions.iter().flat_map(|m| fps_of(m)).collect();
     let named: u64 = named.iter().map(|fp| raw[fp]).sum();
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/versions?raw_bytes=true"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    let said = r.json()["raw_bytes"].as_u64().unwrap();
+    let said = versions_json(s, "/versions?raw_bytes=true")["raw_bytes"]
+        .as_u64()
+        .unwrap();
     assert_eq!(said, all - framed, "raw_bytes: every chunk but the frames");
     assert!(
         said >= named,
@@ -456,14 +465,7 @@ fn frames_store_less_and_read_back_through_every_reader() {
         // What v2 shares with v1 is counted in neither's `new_raw_bytes` now: the sum of
         // those is not what a search of the repository scans.
         let named = committed_raw_counts_no_frame(&s, &dir, &[&h.v2]);
-        let r = request(
-            "GET",
-            &s.repo_url("default", "/versions"),
-            Some(&s.token),
-            &[],
-            None,
-        );
-        let new_raw: u64 = r.json()["versions"]
+        let new_raw: u64 = versions_json(&s, "/versions")["versions"]
             .as_array()
             .unwrap()
             .iter()
@@ -1988,14 +1990,7 @@ fn oracle_chain_keys(
 /// shared.
 fn check_chain_keys((s, _, listed): (Server, Chains, Listed)) -> (usize, usize) {
     let base = stored_bases(&s, &listed);
-    let versions = request(
-        "GET",
-        &s.repo_url("default", "/versions"),
-        Some(&s.token),
-        &[],
-        None,
-    )
-    .json();
+    let versions = versions_json(&s, "/versions");
     let (mut linked, mut cut) = (0, 0);
     for v in versions["versions"].as_array().unwrap() {
         let id = v["id"].as_i64().unwrap();
@@ -2202,15 +2197,7 @@ fn postgres_schema_2_upgrades_to_the_current_one() {
         version_cols.contains("manifest_base"),
         "the manifest base column was added: {version_cols:?}"
     );
-    let r = request(
-        "GET",
-        &s.repo_url("default", "/versions"),
-        Some(&s.token),
-        &[],
-        None,
-    );
-    assert_eq!(r.status, 200);
-    let ids: Vec<i64> = r.json()["versions"]
+    let ids: Vec<i64> = versions_json(&s, "/versions")["versions"]
         .as_array()
         .unwrap()
         .iter()
