@@ -69,6 +69,30 @@ fn default_token(data_dir: &Path) -> std::io::Result<String> {
     Ok(token)
 }
 
+/// After `token revoke default ID`: removes `default-repo.token` if it holds the revoked
+/// token, since every start adds the file's token to repository `default` again. The next
+/// start then makes a new default token and prints its link.
+fn forget_default_token(repo: &str, revoked_id: &str) {
+    if repo != "default" {
+        return;
+    }
+    let dir = data_dir();
+    let path = dir.join("default-repo.token");
+    let Ok(t) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    if store::auth::id_of_token(t.trim()) != revoked_id {
+        return;
+    }
+    std::fs::remove_file(&path)
+        .and_then(|()| std::fs::File::open(&dir)?.sync_all())
+        .unwrap_or_else(|e| die(format!("cannot remove {}: {e}", path.display())));
+    println!(
+        "removed {}: the server makes a new default token when it next starts",
+        path.display()
+    );
+}
+
 /// The data directory, private to this user: it is created 0700, an existing one is set to
 /// 0700, and everything the process creates in it is 0600 (files) or 0700 (directories),
 /// SQLite's files included, through the umask.
@@ -184,7 +208,10 @@ fn main() {
                 store::auth::revoke_token(tx, id, prefix).unwrap_or_else(|e| die(e))
             });
             match revoked {
-                Ok(full) => println!("revoked {full}"),
+                Ok(full) => {
+                    println!("revoked {full}");
+                    forget_default_token(repo, &full);
+                }
                 Err(RevokeError::TooShort) => die("a token id is at least 6 hex digits"),
                 Err(RevokeError::NoMatch) => die(format!("no token {prefix} in {repo:?}")),
                 Err(RevokeError::Ambiguous(n)) => die(format!(

@@ -747,6 +747,11 @@ fn auth_matrix() {
         ("GET", "/containers".into(), None),
         ("GET", "/containers/1".into(), None),
         ("GET", "/stats".into(), None),
+        ("POST", "/verify".into(), Some(b"{}".to_vec())),
+        ("POST", "/forget".into(), Some(b"{}".to_vec())),
+        ("POST", "/prune".into(), Some(b"{}".to_vec())),
+        ("POST", "/search".into(), Some(b"{}".to_vec())),
+        ("GET", "/token".into(), None),
     ];
     let bad_headers: [(&str, Option<&str>); 4] = [
         ("no header", None),
@@ -787,15 +792,26 @@ fn auth_matrix() {
             body.as_deref(),
         )
         .expect_error(403, "forbidden");
-        // unknown repository
-        request(
-            method,
-            &s.repo_url("nope", path),
-            Some(&t),
-            &[],
-            body.as_deref(),
-        )
-        .expect_error(404, "not_found");
+        // unknown repository, and names no repository can have (PostgreSQL refuses a NUL
+        // in text: looked up, it answered 500)
+        for name in ["nope", "a%00b", "Bad%20Name", "%C3%A9"] {
+            request(
+                method,
+                &s.repo_url(name, path),
+                Some(&t),
+                &[],
+                body.as_deref(),
+            )
+            .expect_error(404, "not_found");
+            request(
+                method,
+                &s.repo_url(name, path),
+                Some("000000000000000000000000000000000000000000000000"),
+                &[],
+                body.as_deref(),
+            )
+            .expect_error(401, "unauthorized");
+        }
     }
     // the right tokens work, and repositories do not see each other's chunks
     let a = agent();
@@ -926,6 +942,7 @@ fn malformed_and_oversized() {
     for bad in [
         json!({}),
         json!({ "source": "", "time": 0, "entries": [] }),
+        json!({ "source": "a\u{0}b", "time": 0, "entries": [] }),
         json!({ "source": "s", "time": 0, "entries": [{ "path": "../x", "kind": "file", "size": 0, "mtime": 0 }] }),
         json!({ "source": "s", "time": 0, "entries": [{ "path": "/abs", "kind": "file", "size": 0, "mtime": 0 }] }),
         json!({ "source": "s", "time": 0, "entries": [{ "path": "a", "kind": "pipe", "size": 0, "mtime": 0 }] }),

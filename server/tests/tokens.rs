@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 fn manifest(chunks: &[TestChunk], source: &str) -> Value {
     json!({
@@ -263,4 +264,40 @@ fn tokens_are_listed_and_revoked_from_the_cli() {
     assert_eq!(request("GET", &url, Some(&read), &[], None).status, 200);
     let (_, out) = cli(&dir.0, &["token", "list", "default"]);
     assert_eq!(out.lines().count(), 2, "{out}");
+}
+
+#[test]
+fn the_default_token_stays_revoked_after_a_restart() {
+    let dir = TempDir::new("scope-default-revoked");
+    let mut s = Server::start(&dir.0);
+    let old = s.token.clone();
+    let url = s.repo_url("default", "/token");
+    let id = request("GET", &url, Some(&old), &[], None).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, out) = cli(&dir.0, &["token", "revoke", "default", &id]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("default-repo.token"), "{out}");
+    request("GET", &url, Some(&old), &[], None).expect_error(401, "unauthorized");
+    s.stop(Duration::from_secs(10));
+
+    // Every start adds the file's token again: the file went with the revoke, so this start
+    // makes a new one.
+    let s = Server::start(&dir.0);
+    assert_ne!(s.token, old);
+    let url = s.repo_url("default", "/token");
+    request("GET", &url, Some(&old), &[], None).expect_error(401, "unauthorized");
+    assert_eq!(request("GET", &url, Some(&s.token), &[], None).status, 200);
+
+    // Revoking another token of `default` leaves the file alone.
+    let backup = new_token(&dir, "backup");
+    let backup_id = request("GET", &url, Some(&backup), &[], None).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, out) = cli(&dir.0, &["token", "revoke", "default", &backup_id]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("default-repo.token"), "{out}");
+    assert!(dir.0.join("default-repo.token").exists());
 }

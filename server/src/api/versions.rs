@@ -29,8 +29,10 @@ use crate::{
 };
 
 fn validate_manifest(m: &mut Manifest) -> ApiResult<Vec<Vec<Fingerprint>>> {
-    if m.source.is_empty() || m.source.len() > MAX_SOURCE_BYTES {
-        return Err(ApiError::bad_request("source must be 1 to 256 bytes"));
+    if m.source.is_empty() || m.source.len() > MAX_SOURCE_BYTES || m.source.contains('\0') {
+        return Err(ApiError::bad_request(
+            "source must be 1 to 256 bytes, with no NUL",
+        ));
     }
     if let Some(f) = &m.folder {
         if f.is_empty()

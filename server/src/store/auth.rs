@@ -103,6 +103,11 @@ fn token_id(hash: &[u8]) -> String {
     hash.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
+/// The id of `token`, as `token list` shows it.
+pub fn id_of_token(token: &str) -> String {
+    token_id(&hash_token(token))
+}
+
 pub fn valid_repo_name(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()

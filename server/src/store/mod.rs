@@ -260,7 +260,13 @@ impl Store {
         repo: &str,
     ) -> StoreResult<(Option<auth::TokenAccess>, Option<i64>)> {
         let ix = self.snapshot()?;
-        Ok((token_access(&*ix, token)?, repo_id(&*ix, repo)?))
+        // A name no repository can have is not looked up: PostgreSQL refuses a NUL in text.
+        let id = if auth::valid_repo_name(repo) {
+            repo_id(&*ix, repo)?
+        } else {
+            None
+        };
+        Ok((token_access(&*ix, token)?, id))
     }
 
     /// Every repository's id.
