@@ -188,3 +188,68 @@ test('deleting a version (after confirming) updates the list and the dashboard',
   await expect(page.getByTestId('dash-versions')).toHaveAttribute('data-value', '3');
   expect(await value(page, 'dash-logical')).toBe(String(stats.logical_bytes));
 });
+
+test('a delete the server fails: the page says why while the version stays listed', async ({ page }) => {
+  await page.goto(server.appUrl);
+  await page.getByTestId('tab-versions').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(3);
+  const { versions } = await api<{ versions: Version[] }>('/versions');
+  const victim = versions[versions.length - 1];
+  const row = page.locator(`[data-testid=version-row][data-version="${victim.id}"]`);
+  // The server's answer is held until the page has shown that the delete runs.
+  let answer = () => {};
+  const held = new Promise<void>((r) => (answer = r));
+  await page.route('**/versions/*', async (route) => {
+    if (route.request().method() !== 'DELETE') return route.continue();
+    await held;
+    await route.fulfill({
+      status: 500,
+      contentType: 'application/json',
+      body: JSON.stringify({ error: 'disk I/O error', code: 'internal' }),
+    });
+  });
+  await row.getByTestId('version-delete').click();
+  await row.getByTestId('version-delete-confirm').click();
+  await expect(page.getByTestId('version-deleting')).toContainText(`Deleting version ${victim.id}…`);
+  await expect(row.getByTestId('version-delete')).toBeDisabled();
+  // The list is read again after the failure; the error outlives that reload.
+  const reloaded = page.waitForEvent(
+    'requestfinished',
+    (r) => r.method() === 'GET' && new URL(r.url()).pathname.endsWith('/versions'),
+  );
+  answer();
+  await reloaded;
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  await expect(page.getByTestId('versions-error')).toContainText('disk I/O error');
+  await expect(page.getByTestId('version-deleting')).toHaveCount(0);
+  await expect(page.getByTestId('version-row')).toHaveCount(3);
+  await expect(row.getByTestId('version-delete')).toBeEnabled();
+  await page.unroute('**/versions/*');
+  expect((await api<{ versions: Version[] }>('/versions')).versions.length).toBe(3);
+});
+
+test('a version browsed while its delete runs: the browser closes once the version is deleted', async ({ page }) => {
+  await page.goto(server.appUrl);
+  await page.getByTestId('tab-versions').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(3);
+  const { versions } = await api<{ versions: Version[] }>('/versions');
+  const victim = versions[versions.length - 1];
+  const row = page.locator(`[data-testid=version-row][data-version="${victim.id}"]`);
+  // The delete reaches the server only once the version is open in the browser.
+  let release = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  await page.route('**/versions/*', async (route) => {
+    if (route.request().method() !== 'DELETE') return route.continue();
+    await held;
+    await route.continue();
+  });
+  await row.getByTestId('version-delete').click();
+  await row.getByTestId('version-delete-confirm').click();
+  await row.getByTestId('version-browse').click();
+  await expect(page.getByTestId('version-browser')).toBeVisible();
+  release();
+  await expect(page.getByTestId('version-deleted')).toHaveAttribute('data-version', String(victim.id));
+  await expect(row).toHaveCount(0);
+  await expect(page.getByTestId('version-browser')).toHaveCount(0);
+  await page.unroute('**/versions/*');
+});

@@ -345,3 +345,23 @@ test('a version deleted behind the page: the comparison says what failed and off
   await expect(diff.getByTestId('diff-summary')).toBeVisible();
   await expect(error).toHaveCount(0);
 });
+
+test('a compared version deleted in the page: the comparison moves to versions that exist', async ({ page }) => {
+  await open(page);
+  const diff = await compare(page, ids[2], w2);
+  await expect(diff.getByTestId('diff-summary')).toHaveAttribute('data-to', String(w2));
+  const row = page.locator(`[data-testid=version-row][data-version="${w2}"]`);
+  await row.getByTestId('version-delete').click();
+  await row.getByTestId('version-delete-confirm').click();
+  await expect(page.getByTestId('version-deleted')).toHaveAttribute('data-version', String(w2));
+  await expect(row).toHaveCount(0);
+  // The comparison starts over from the default pair of what is left: the package's two
+  // newest releases.
+  await expect(diff.getByTestId('diff-from')).toHaveValue(String(ids[1]));
+  await expect(diff.getByTestId('diff-to')).toHaveValue(String(ids[2]));
+  const summary = diff.getByTestId('diff-summary');
+  await expect(summary).toHaveAttribute('data-from', String(ids[1]));
+  await expect(summary).toHaveAttribute('data-to', String(ids[2]));
+  await expect(diff.getByTestId('versions-diff-error')).toHaveCount(0);
+  expect(await pageComparison(diff)).toEqual(compareFolders(folders[1], folders[2]));
+});

@@ -375,3 +375,50 @@ test('versions deleted elsewhere since the preview: the apply removes nothing th
   await expect(page.getByTestId('retention-apply')).toHaveCount(0);
   expect(errors).toEqual([]);
 });
+
+test('an apply after which no version is left: the page still says what it removed and reclaimed', async () => {
+  // A repository of one source only: every version left by the tests above deleted first.
+  const left = await repoJson<{ versions: { id: number }[] }>(server, '/versions');
+  for (const { id } of left.versions) {
+    const res = await fetch(`${server.url}/api/v1/repos/default/versions/${id}`, {
+      method: 'DELETE',
+      headers: { Authorization: `Bearer ${server.token}` },
+    });
+    expect(res.status).toBe(200);
+  }
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await backUp(path.join(base, 'v1', 'project'), 'Solo');
+  const kept = await backUp(path.join(base, 'v2', 'project'), 'Solo');
+  await openRetention('Solo');
+  await expect(page.getByTestId('version-row')).toHaveCount(2);
+  // Keeping 0 is a rule the form takes, but the server refuses a policy that keeps nothing:
+  // every policy keeps each source's newest version.
+  await page.getByTestId('retention-keep_last').fill('0');
+  await expect(page.getByTestId('retention-problem')).toHaveCount(0);
+  await page.getByTestId('retention-preview').click();
+  await expect(page.getByTestId('retention-error')).toContainText('keeps every version');
+  await page.getByTestId('retention-keep_last').fill('1');
+  await page.getByTestId('retention-preview').click();
+  await expect(page.getByTestId('retention-remove')).toHaveCount(1);
+  // So the last version goes another way: another tab deletes the kept one while the apply runs.
+  await page.route('**/api/v1/repos/*/forget', async (route) => {
+    if (JSON.parse(route.request().postData() ?? '{}').dry_run) return route.continue();
+    const response = await route.fetch();
+    const res = await fetch(`${server.url}/api/v1/repos/default/versions/${kept}`, {
+      method: 'DELETE',
+      headers: { Authorization: `Bearer ${server.token}` },
+    });
+    expect(res.status).toBe(200);
+    await route.fulfill({ response });
+  });
+  await page.getByTestId('retention-apply').click();
+  await page.getByTestId('retention-apply-confirm').click();
+  await expect(page.getByTestId('versions-empty')).toBeVisible();
+  await expect(page.getByTestId('retention-reclaimed')).toBeVisible();
+  await expect(page.getByTestId('retention-reclaimed')).toContainText('Removed 1 version');
+  expect(Number(await page.getByTestId('retention-reclaimed').getAttribute('data-value'))).toBeGreaterThan(0);
+  await page.unroute('**/api/v1/repos/*/forget');
+  expect((await repoJson<{ versions: unknown[] }>(server, '/versions')).versions).toEqual([]);
+  expect(errors).toEqual([]);
+});

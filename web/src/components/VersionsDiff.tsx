@@ -38,6 +38,18 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
   const pair = defaultPair(versions);
   const [from, setFrom] = useState<number | null>(pair?.[0] ?? null);
   const [to, setTo] = useState<number | null>(pair?.[1] ?? null);
+  // A version compared here can be deleted (in this view, or by a retention policy): the
+  // comparison then starts over from the default pair of the versions left, or from none
+  // when fewer than two are. Set while rendering, so no read of the deleted one starts.
+  const [listed, setListed] = useState(versions);
+  if (listed !== versions) {
+    setListed(versions);
+    const gone = (id: number | null) => id !== null && !versions.some((v) => v.id === id);
+    if (gone(from) || gone(to)) {
+      setFrom(pair?.[0] ?? null);
+      setTo(pair?.[1] ?? null);
+    }
+  }
   const [result, setResult] = useState<{ from: number; to: number; cmp: Comparison } | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [filter, setFilter] = useState('');
@@ -127,6 +139,8 @@ export function VersionsDiff({ api, versions, busy, onRestore, onClose }: Props)
         <Fragment key={`${result.from}-${result.to}`}>
           <p
             data-testid="diff-summary"
+            data-from={result.from}
+            data-to={result.to}
             data-added={cmp.added.length}
             data-removed={cmp.removed.length}
             data-changed={cmp.changed.length}

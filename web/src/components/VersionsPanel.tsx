@@ -48,17 +48,26 @@ export function VersionsPanel({
   const [deleted, setDeleted] = useState<{ id: number; reclaimed: number; pruneError: string | null } | null>(null);
   /** The files an incomplete version lacks, once asked for. */
   const [missing, setMissing] = useState<{ id: number; files: SkippedFile[] } | null>(null);
+  /** The versions whose deletion is under way. */
+  const [deleting, setDeleting] = useState<number[]>([]);
+  /** Whether a retention policy was applied in this view (its result outlives an empty list). */
+  const [retained, setRetained] = useState(false);
 
-  const load = useCallback(() => {
-    api.versions().then(
-      (v) => {
-        setVersions(v);
-        setError(null);
-      },
-      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
-    );
-  }, [api]);
-  useEffect(load, [load]);
+  /** Reads the list again; settles once it is shown (or its error is). */
+  const load = useCallback(
+    () =>
+      api.versions().then(
+        (v) => {
+          setVersions(v);
+          setError(null);
+        },
+        (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+      ),
+    [api],
+  );
+  useEffect(() => {
+    void load();
+  }, [load]);
 
   const showMissing = async (id: number) => {
     if (missing?.id === id) return setMissing(null);
@@ -85,23 +94,31 @@ export function VersionsPanel({
 
   const remove = async (id: number) => {
     cancelDelete();
+    setDeleting((d) => [...d, id]);
+    let failed: string | null = null;
     try {
       const r = await api.deleteVersion(id);
       setDeleted({ id, reclaimed: r.reclaimed_bytes, pruneError: r.prune_error });
       forgetCommitted(api, id);
-      if (browsing?.id === id) setBrowsing(null);
+      // The browser may have moved to another version while the request ran.
+      setBrowsing((b) => (b?.id === id ? null : b));
     } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
+      failed = e instanceof Error ? e.message : String(e);
     }
-    load();
+    // Also after a failure: the version may be gone although its request failed. The
+    // reload clears the list's error, so the deletion's is set once the list is shown.
+    await load();
+    if (failed !== null) setError(failed);
+    setDeleting((d) => d.filter((x) => x !== id));
   };
 
   const expired = (ids: number[]) => {
     for (const id of ids) forgetCommitted(api, id);
-    if (browsing && ids.includes(browsing.id)) setBrowsing(null);
+    setBrowsing((b) => (b && ids.includes(b.id) ? null : b));
     cancelDelete(); // what a pending deletion would free has changed
     setDeleted(null);
-    load();
+    setRetained(true);
+    void load();
   };
 
   const zipWhole = (v: VersionInfo) => {
@@ -141,7 +158,7 @@ export function VersionsPanel({
       </h2>
       {error && (
         <p className="error" data-testid="versions-error" role="alert">
-          {error} <Button onClick={load}>Try again</Button>
+          {error} <Button onClick={() => void load()}>Try again</Button>
         </p>
       )}
       {!versions && !error && (
@@ -175,7 +192,8 @@ export function VersionsPanel({
           Compare versions…
         </button>
       )}
-      {versions && versions.length > 0 && mayDelete && (
+      {/* Kept after an apply that left no version, so that its result stays in view. */}
+      {versions && (versions.length > 0 || retained) && mayDelete && (
         <RetentionPanel
           api={api}
           sources={[...bySource.keys()]}
@@ -199,6 +217,11 @@ export function VersionsPanel({
           )}
         </p>
       )}
+      {deleting.map((id) => (
+        <p key={id} className="muted version-note" data-testid="version-deleting" data-version={id} role="status">
+          Deleting version {id}…
+        </p>
+      ))}
       {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
       {[...bySource].map(([source, list]) => (
         <div key={source} className="source" data-testid="versions-source" data-source={source}>
@@ -298,8 +321,13 @@ export function VersionsPanel({
                           </button>
                         </>
                       ) : (
-                        <button type="button" data-testid="version-delete" onClick={() => askDelete(v.id)}>
-                          Delete
+                        <button
+                          type="button"
+                          data-testid="version-delete"
+                          disabled={deleting.includes(v.id)}
+                          onClick={() => askDelete(v.id)}
+                        >
+                          {deleting.includes(v.id) ? 'Deleting…' : 'Delete'}
                         </button>
                       )}
                     </td>
