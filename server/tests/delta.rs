@@ -411,6 +411,41 @@ fn committed_raw_counts_no_frame(s: &Server, dir: &TempDir, versions: &[&Value])
 }
 
 #[test]
+fn a_copy_that_does_not_decode_back_is_never_stored() {
+    // Every copy the pass makes is changed as an encoder fault would change it: deltas,
+    // frames, recompressed and dictionary-coded chunks are all refused and the chunks stay
+    // as uploaded, readable, with `check` clean.
+    let dir = TempDir::new("delta-refused");
+    let h = history();
+    let env = [
+        ENV[0],
+        ENV[1],
+        ENV[2],
+        ("DITTO_TEST_FAIL_AT", "pass:encode"),
+    ];
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let (_, _, st) = both_passed(&s, &h);
+    let pass = &st["delta_pass"];
+    assert!(pass["refused"].as_u64().unwrap() >= 20, "{pass}");
+    for field in [
+        "dupadj",
+        "superfeature",
+        "delta_chunks",
+        "recompressed",
+        "frames",
+        "slices",
+        "dictionary_bytes",
+    ] {
+        assert_eq!(pass[field].as_u64(), Some(0), "{field}: {pass}");
+    }
+    assert_eq!(st["delta_chunks"].as_i64(), Some(0), "{st}");
+    read_back(&s, &h, &h.v1, "v1");
+    read_back(&s, &h, &h.v2, "v2");
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after a pass whose copies were all refused");
+}
+
+#[test]
 fn frames_store_less_and_read_back_through_every_reader() {
     let h = history();
     // The same two versions with and without frames.

@@ -34,8 +34,10 @@ fn armed() -> Option<&'static str> {
 /// every time it is reached, with an error and the process going on: the mover's writes as a
 /// full disk would make them fail, a prune's ICDA and the read of a delta's base as an I/O
 /// error would, an upload's commit as a connection lost after the database committed would,
-/// the open of a container file by recovery or for an append as an I/O error would.
+/// the open of a container file by recovery or for an append as an I/O error would; and
+/// `pass:encode` changes each copy the delta pass makes, as an encoder fault would.
 pub const FAILURE_POINTS: &[&str] = &[
+    "pass:encode",
     "move:part",
     "move:write",
     "prune:icda",

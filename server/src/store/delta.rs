@@ -41,11 +41,11 @@ use std::{
 
 use serde::Serialize;
 use wasm_core::{
-    compress::CODEC_ZSTD,
+    compress::{Decompressor, CODEC_ZSTD},
     format::container::TableEntry,
     hash::Fingerprint,
     resemble::{
-        delta::{DeltaEncoder, CODEC_DELTA, DEFAULT_DELTA_LEVEL, MAX_CHAIN_DEPTH},
+        delta::{DeltaDecoder, DeltaEncoder, CODEC_DELTA, DEFAULT_DELTA_LEVEL, MAX_CHAIN_DEPTH},
         dupadj,
         frame::{slice_payload, SLICE_LEN},
         superfeature::{super_features, Params, SuperFeatureIndex},
@@ -117,10 +117,65 @@ pub struct DeltaReport {
     pub unreadable: u64,
     /// Deltas found but not stored: their chains would have been longer than the cap.
     pub dropped: u64,
+    /// Copies made in the pass (deltas, frames, recompressed or dictionary-coded chunks) that
+    /// did not decode back to their raw bytes ([`DecodeBack`]): not stored, the chunk left
+    /// as it is. Nonzero only if an encoder is at fault.
+    pub refused: u64,
     /// The versions changed during the pass: it stopped before switching the next container
     /// (what it switched before stays; the next pass of the version goes on).
     pub abandoned: bool,
     pub seconds: f64,
+}
+
+/// Decodes back every copy the pass is about to store and compares it with the raw bytes it
+/// stands for, so that an encoder fault never replaces a good copy with a bad one (the copy
+/// replaced becomes a dead slot that compaction frees). Deltas, frames, recompressed chunks
+/// and dictionary deltas all pass through it.
+pub struct DecodeBack {
+    delta: DeltaDecoder,
+    whole: Decompressor,
+    /// Copies that did not decode back.
+    pub refused: u64,
+}
+
+impl DecodeBack {
+    pub fn new() -> Option<Self> {
+        Some(DecodeBack {
+            delta: DeltaDecoder::new().ok()?,
+            whole: Decompressor::new().ok()?,
+            refused: 0,
+        })
+    }
+
+    /// `payload`, a copy of `raw` in `codec` (a delta against `base`, its fingerprint and raw
+    /// bytes), if it decodes back to `raw`. The test-only failure point `pass:encode` changes
+    /// the copy's last byte first, as an encoder fault would.
+    pub fn check(
+        &mut self,
+        codec: u8,
+        mut payload: Vec<u8>,
+        base: Option<(&Fingerprint, &[u8])>,
+        raw: &[u8],
+    ) -> Option<Vec<u8>> {
+        if crashpoint::fails("pass:encode") {
+            *payload.last_mut()? ^= 0xff;
+        }
+        let same = match (codec, base) {
+            (CODEC_DELTA, Some((fp, b))) => self
+                .delta
+                .decode(&payload, fp, b, raw.len())
+                .is_ok_and(|back| back == raw),
+            (CODEC_DELTA, None) => false,
+            _ => self
+                .whole
+                .decompress(codec, &payload, raw.len())
+                .is_ok_and(|back| back == raw),
+        };
+        if !same {
+            self.refused += 1;
+        }
+        same.then_some(payload)
+    }
 }
 
 /// The new copy chosen for a chunk: a delta against `base`, or (no base) the chunk whole,
@@ -368,6 +423,7 @@ impl Store {
 
         let mut raw = RawCache::default();
         let mut enc = DeltaEncoder::new(DEFAULT_DELTA_LEVEL).map_err(|e| bad(e.to_string()))?;
+        let mut back = DecodeBack::new().ok_or_else(|| bad("no zstd context".into()))?;
         let mut chosen: HashMap<Fingerprint, Chosen> = HashMap::new();
         // Encodes `fp` against `base`; the delta if it saves enough (`max_ratio` of the
         // stored bytes at most).
@@ -390,11 +446,20 @@ impl Store {
                 return None;
             };
             let payload = enc.encode(&base, &base_raw, &chunk).ok()?;
-            (payload.len() as f64 <= row.stored_len as f64 * max_ratio).then(|| Chosen {
+            if payload.len() as f64 > row.stored_len as f64 * max_ratio {
+                return None;
+            }
+            let payload = back.check(
+                CODEC_DELTA,
+                payload.to_vec(),
+                Some((&base, &base_raw)),
+                &chunk,
+            )?;
+            Some(Chosen {
                 fp: *fp,
                 row,
                 base: Some(base),
-                payload: payload.to_vec(),
+                payload,
                 share: 0,
             })
         };
@@ -477,7 +542,7 @@ impl Store {
             else {
                 continue;
             };
-            let shrunk = rc.shrink(&bytes, row.stored_len);
+            let shrunk = rc.shrink(&mut back, &bytes, row.stored_len);
             whole.push(Whole {
                 fp: *fp,
                 row,
@@ -490,6 +555,7 @@ impl Store {
             existing_dictionary,
             &mut raw,
             &mut rep,
+            &mut back,
             &mut chosen,
         )?;
         for Whole {
@@ -527,10 +593,11 @@ impl Store {
                 slices: &slices,
                 dict: dict_raw,
             };
-            frames::plan(&candidates, &mut inputs)
+            frames::plan(&candidates, &mut inputs, &mut back)
         } else {
             Vec::new()
         };
+        rep.refused = back.refused;
         for f in &frames {
             for &(fp, offset) in &f.members {
                 let row = rows[&fp];
@@ -840,6 +907,7 @@ impl Store {
     /// bytes come through `raw` again (bounded: a large version's do not all stay in
     /// memory). Returns the dictionary to store, if it is new and the repository does not
     /// hold it already (a pass retried after an abandoned one trains the same).
+    #[allow(clippy::too_many_arguments)]
     fn dictionary_deltas(
         &self,
         repo_id: i64,
@@ -847,6 +915,7 @@ impl Store {
         existing: Option<Fingerprint>,
         raw: &mut RawCache,
         rep: &mut DeltaReport,
+        back: &mut DecodeBack,
         chosen: &mut HashMap<Fingerprint, Chosen>,
     ) -> StoreResult<Option<Dictionary>> {
         let mut options: Vec<dictionary::Shared> = Vec::new();
@@ -882,7 +951,7 @@ impl Store {
                 continue;
             };
             for (k, shared) in options.iter_mut().enumerate() {
-                if let Some(payload) = shared.encode(&bytes, now) {
+                if let Some(payload) = shared.encode(back, &bytes, now) {
                     saved[k] += now as i64 - payload.len() as i64;
                     deltas[k].push((w, payload));
                 }

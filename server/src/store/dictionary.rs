@@ -21,10 +21,10 @@ use wasm_core::{
     compress::{Compressor, CODEC_ZSTD},
     format::bundle::MAX_CHUNK_RAW,
     hash::{fingerprint, Fingerprint},
-    resemble::delta::{DeltaDecoder, SharedBaseEncoder},
+    resemble::delta::{SharedBaseEncoder, CODEC_DELTA},
 };
 
-use super::recompress::MIN_GAIN;
+use super::{delta::DecodeBack, recompress::MIN_GAIN};
 
 /// zstd level of the dictionary's own stored copy (one chunk, compressed once).
 const DICTIONARY_LEVEL: i32 = 19;
@@ -49,7 +49,6 @@ pub struct Shared {
     /// Trained now, so to be stored; else one the repository holds already.
     new: bool,
     enc: SharedBaseEncoder,
-    dec: DeltaDecoder,
 }
 
 impl Shared {
@@ -85,7 +84,6 @@ impl Shared {
     fn prepare(raw: Vec<u8>, dictionary: Dictionary, new: bool) -> Option<Shared> {
         Some(Shared {
             enc: SharedBaseEncoder::new(&dictionary.fp, &raw, DELTA_LEVEL).ok()?,
-            dec: DeltaDecoder::new().ok()?,
             raw,
             dictionary,
             new,
@@ -102,19 +100,15 @@ impl Shared {
     }
 
     /// The chunk `raw`, stored in `now` bytes today, as a delta against the dictionary at
-    /// [`DELTA_LEVEL`], if that saves at least [`MIN_GAIN`] of them; decoded back and
-    /// compared before it is offered.
-    pub fn encode(&mut self, raw: &[u8], now: u32) -> Option<Vec<u8>> {
+    /// [`DELTA_LEVEL`], if that saves at least [`MIN_GAIN`] of them; decoded back by `back`
+    /// and compared before it is offered.
+    pub fn encode(&mut self, back: &mut DecodeBack, raw: &[u8], now: u32) -> Option<Vec<u8>> {
         let payload = self.enc.encode(raw).ok()?;
         if payload.len() as f64 > now as f64 * (1.0 - MIN_GAIN) {
             return None;
         }
-        let payload = payload.to_vec();
-        let back = self
-            .dec
-            .decode(&payload, &self.dictionary.fp, &self.raw, raw.len())
-            .ok()?;
-        (back == raw).then_some(payload)
+        let base = (&self.dictionary.fp, self.raw.as_slice());
+        back.check(CODEC_DELTA, payload.to_vec(), Some(base), raw)
     }
 
     /// The dictionary's fingerprint.

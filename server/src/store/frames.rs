@@ -37,6 +37,8 @@ use wasm_core::{
     },
 };
 
+use super::delta::DecodeBack;
+
 /// Whether the delta pass stores frames: on unless `DITTO_FRAMES=0`.
 pub fn frames_enabled() -> bool {
     std::env::var("DITTO_FRAMES").map_or(true, |v| v != "0")
@@ -96,8 +98,13 @@ struct Target {
 }
 
 /// Frames for `members` (the version's candidates, first-use order); a member left out
-/// (unreadable, or in a frame that would not pay) keeps what the pass chose for it.
-pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
+/// (unreadable, or in a frame that would not pay or did not decode back through `back`)
+/// keeps what the pass chose for it.
+pub fn plan(
+    members: &[Fingerprint],
+    inputs: &mut dyn Inputs,
+    back: &mut DecodeBack,
+) -> Vec<NewFrame> {
     let is_member: HashSet<Fingerprint> = members.iter().copied().collect();
     let mut frames: Vec<NewFrame> = Vec::new();
     let mut framed: HashMap<Fingerprint, usize> = HashMap::new();
@@ -145,6 +152,7 @@ pub fn plan(members: &[Fingerprint], inputs: &mut dyn Inputs) -> Vec<NewFrame> {
             });
             let Some((codec, base, payload)) = encode(
                 &mut coders,
+                back,
                 &frame.raw,
                 best.zip(base_raw.as_deref().map(|b| b.as_slice())),
             ) else {
@@ -202,9 +210,11 @@ impl Coders {
 
 /// `raw` stored as a delta against `target` (the frame's base and its raw bytes) or whole,
 /// whichever the probe finds smaller: `(codec, base, payload)`, or `None` if neither
-/// encodes (a frame whole zstd does not shrink is not worth storing).
+/// encodes (a frame whole zstd does not shrink is not worth storing) or the choice does not
+/// decode back through `back`.
 fn encode(
     coders: &mut Coders,
+    back: &mut DecodeBack,
     raw: &[u8],
     target: Option<(Target, &[u8])>,
 ) -> Option<(u8, Option<Target>, Vec<u8>)> {
@@ -217,12 +227,17 @@ fn encode(
                 .as_mut()
                 .and_then(|e| e.encode(&t.fp, b, raw).ok())
             {
-                return Some((CODEC_DELTA, Some(t), p.to_vec()));
+                let p = back.check(CODEC_DELTA, p.to_vec(), Some((&t.fp, b)), raw)?;
+                return Some((CODEC_DELTA, Some(t), p));
             }
         }
     }
     let (codec, bytes) = coders.whole.as_mut()?.compress(raw);
-    (codec == CODEC_ZSTD).then(|| (CODEC_ZSTD, None, bytes.to_vec()))
+    if codec != CODEC_ZSTD {
+        return None;
+    }
+    let bytes = back.check(CODEC_ZSTD, bytes.to_vec(), None, raw)?;
+    Some((CODEC_ZSTD, None, bytes))
 }
 
 /// The raw bytes of a frame made in this pass.
@@ -393,7 +408,7 @@ mod tests {
         r.members.extend(members.iter().copied());
         r.chosen.extend([(m1, s0), (m2, m1), (m3, s1), (m4, s1)]);
 
-        let frames = plan(&members, &mut r);
+        let frames = plan(&members, &mut r, &mut DecodeBack::new().unwrap());
         let base_of = |m: &Fingerprint| frames.iter().find(|f| f.members.iter().any(|x| x.0 == *m));
         let a = base_of(&m1).expect("m1 framed");
         assert_eq!(a.base, Some(f0));

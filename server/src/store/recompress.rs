@@ -10,7 +10,9 @@
 //! the level). docs/STORAGE.md, "Delta pass", has where this runs; docs/BENCHMARKS.md the
 //! levels measured.
 
-use wasm_core::compress::{Compressor, Decompressor, CODEC_ZSTD};
+use wasm_core::compress::{Compressor, CODEC_ZSTD};
+
+use super::delta::DecodeBack;
 
 /// The zstd level of the server's rewrite: past it, time grows much faster than the saving.
 pub const LEVEL: i32 = 12;
@@ -19,39 +21,40 @@ pub const LEVEL: i32 = 12;
 /// the copy (and the compaction of the old one) costs more than it frees.
 pub const MIN_GAIN: f64 = 0.03;
 
-/// Reusable compressor and checking decompressor of the rewrite.
+/// Reusable compressor of the rewrite.
 pub struct Recompressor {
     enc: Compressor,
-    dec: Decompressor,
 }
 
 impl Recompressor {
     pub fn new() -> std::io::Result<Self> {
         Ok(Recompressor {
             enc: Compressor::new(LEVEL)?,
-            dec: Decompressor::new()?,
         })
     }
 
     /// The new stored bytes (codec 1) of a chunk whose raw bytes are `raw` and whose copy
     /// stores `stored_len` bytes, if they save at least [`MIN_GAIN`] of them. The frame is
-    /// decoded back and compared with `raw` before it is offered, so a rewrite never
-    /// replaces a good copy with a bad one.
-    pub fn shrink(&mut self, raw: &[u8], stored_len: u32) -> Option<Vec<u8>> {
+    /// decoded back by `back` and compared with `raw` before it is offered, so a rewrite
+    /// never replaces a good copy with a bad one.
+    pub fn shrink(
+        &mut self,
+        back: &mut DecodeBack,
+        raw: &[u8],
+        stored_len: u32,
+    ) -> Option<Vec<u8>> {
         let (codec, bytes) = self.enc.compress(raw);
         if codec != CODEC_ZSTD || bytes.len() as f64 > stored_len as f64 * (1.0 - MIN_GAIN) {
             return None;
         }
-        let bytes = bytes.to_vec();
-        let back = self.dec.decompress(CODEC_ZSTD, &bytes, raw.len()).ok()?;
-        (back == raw).then_some(bytes)
+        back.check(CODEC_ZSTD, bytes.to_vec(), None, raw)
     }
 }
 
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use wasm_core::compress::DEFAULT_LEVEL;
+    use wasm_core::compress::{Decompressor, DEFAULT_LEVEL};
 
     fn text(n: usize) -> Vec<u8> {
         text_seeded(7, n)
@@ -97,7 +100,7 @@ pub(super) mod tests {
         let first_len = first.len() as u32;
         let mut r = Recompressor::new().unwrap();
         let out = r
-            .shrink(&raw, first_len)
+            .shrink(&mut DecodeBack::new().unwrap(), &raw, first_len)
             .expect("a higher level pays on text");
         assert!((out.len() as f64) <= first_len as f64 * (1.0 - MIN_GAIN));
         let mut d = Decompressor::new().unwrap();
@@ -108,10 +111,11 @@ pub(super) mod tests {
     fn keeps_the_copy_when_the_gain_is_small() {
         let raw = text(64 << 10);
         let mut r = Recompressor::new().unwrap();
-        let best = r.shrink(&raw, u32::MAX).unwrap().len() as u32;
+        let b = &mut DecodeBack::new().unwrap();
+        let best = r.shrink(b, &raw, u32::MAX).unwrap().len() as u32;
         // A copy already as small as the rewrite (or nearly) is left alone.
-        assert!(r.shrink(&raw, best).is_none());
-        assert!(r.shrink(&raw, best + best / 100).is_none());
+        assert!(r.shrink(b, &raw, best).is_none());
+        assert!(r.shrink(b, &raw, best + best / 100).is_none());
     }
 
     #[test]
@@ -125,6 +129,7 @@ pub(super) mod tests {
             })
             .collect();
         let mut r = Recompressor::new().unwrap();
-        assert!(r.shrink(&raw, raw.len() as u32).is_none());
+        let b = &mut DecodeBack::new().unwrap();
+        assert!(r.shrink(b, &raw, raw.len() as u32).is_none());
     }
 }
