@@ -12,7 +12,7 @@
 
 use crate::{
     compress, crc32,
-    format::bundle::{decode_bundle, BundleEntry, Codec},
+    format::bundle::{decode_bundle, BundleEntry, Codec, MAX_BUNDLE_RAW},
     hash::{self, Fingerprint, FpMap, FpSet},
     resemble::range::{RangeChunk, RangeDecoder, RangeError},
 };
@@ -62,6 +62,15 @@ fn answer_entries(bundle: &[u8], requested: usize) -> Result<Vec<BundleEntry<'_>
                 "{} chunks answered for {requested} requested",
                 entries.len()
             ),
+        });
+    }
+    // The answer is laid out in one buffer of its raw bytes: a sum past any bundle's (it
+    // could pass the 4 GiB of a wasm32 address) is refused before anything is allocated.
+    let raw: u64 = entries[..requested].iter().map(|e| e.raw_len as u64).sum();
+    if raw > MAX_BUNDLE_RAW {
+        return Err(Refused {
+            chunk: None,
+            reason: format!("an answer of {raw} raw bytes; at most {MAX_BUNDLE_RAW}"),
         });
     }
     Ok(entries)
@@ -404,6 +413,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn refuses_an_answer_larger_than_a_bundle_before_decoding_it() {
+        // 1 025 entries declaring 1 MiB each: 1 GiB and more, as a damaged or hostile answer
+        // could declare (16 384 of them would pass 4 GiB, wrapping the sum on wasm32).
+        let mut w = BundleWriter::new();
+        for k in 0..1025u32 {
+            let mut fp = [0u8; 20];
+            fp[..4].copy_from_slice(&k.to_le_bytes());
+            w.push(&fp, Codec::Zstd, 1 << 20, &[0x28]);
+        }
+        let Err(e) = verify_bundle(&w.finish(), 1025) else {
+            panic!("an answer of 1 025 MiB verified");
+        };
+        assert_eq!(e.chunk, None, "{}", e.reason);
+        assert!(e.reason.contains("raw bytes; at most"), "{}", e.reason);
     }
 
     fn delta_of(raw: &[u8], base: &[u8]) -> Vec<u8> {

@@ -236,7 +236,7 @@ impl RangeDecoder {
                     Some(&(c, _)) => {
                         let raw = self
                             .dec
-                            .decompress(c.codec, c.stored, c.raw_len)
+                            .decompress(c.codec, c.stored, checked_len(&c.fp, c.raw_len)?)
                             .map_err(|e| chunk_err(&c.fp, e))?;
                         held.insert(c.fp, (raw.to_vec(), 0));
                         links.push(c.fp);
@@ -542,6 +542,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.deltas(), 4);
+    }
+
+    #[test]
+    fn a_fetched_base_longer_than_a_chunk_is_refused_before_it_is_decoded() {
+        let a = plain(data(1, 9000), true);
+        let b = delta(edit(&a.raw, 100), &a);
+        let mut fetched = range(&[&a]);
+        // A length no chunk has, as a damaged or hostile answer could give: refused, not
+        // allocated (up to 4 GiB in a worker's memory).
+        fetched[0].raw_len = MAX_CHUNK_RAW as usize + 1;
+        let e = decode_all(&range(&[&b]), &fetched, &FpMap::default()).unwrap_err();
+        assert!(e.contains("exceeds the chunk limit"), "{e}");
     }
 
     /// The worker's loop: ask which bases are missing, fetch them as stored, ask again.
