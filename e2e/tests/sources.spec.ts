@@ -367,3 +367,36 @@ test('a source backs up every N minutes while the tab is open, and says so in a 
     .toEqual([{ title: 'Backup of “Timed” done', body: expect.stringMatching(/^Version #\d+: 3 files\.$/) }]);
   await expect(row.getByTestId('source-versions')).toHaveAttribute('data-value', '2');
 });
+
+test('a schedule the browser does not store says so, and its box stays unchecked', async ({ page }) => {
+  await withOpfsPicker(page);
+  // Writes to the store of kept folders fail once `__failFolderPuts` is set (a full disk,
+  // or IndexedDB taken away), after the backup has kept its folder.
+  await page.addInitScript(() => {
+    const put = IDBObjectStore.prototype.put;
+    IDBObjectStore.prototype.put = function (this: IDBObjectStore, ...args: Parameters<typeof put>) {
+      if (this.name === 'folders' && (window as unknown as { __failFolderPuts?: boolean }).__failFolderPuts)
+        throw new DOMException('The disk is full.', 'QuotaExceededError');
+      return put.apply(this, args);
+    };
+  });
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await writeProject(page, { 'a.txt': 'unsaved\n' });
+  await page.getByRole('button', { name: 'Choose folder…' }).click();
+  await page.getByTestId('source-label').fill('Unsaved');
+  await page.getByTestId('backup-start').click();
+  await expect(page.getByTestId('backup-done')).toBeVisible({ timeout: 60_000 });
+
+  await page.getByTestId('tab-sources').click();
+  const row = page.locator('[data-testid="source-row"][data-source="Unsaved"]');
+  await expect(row.getByTestId('source-every')).toBeVisible();
+  await page.evaluate(() => ((window as unknown as { __failFolderPuts: boolean }).__failFolderPuts = true));
+  await row.getByTestId('source-every').click();
+  await expect(row.getByTestId('source-note')).toContainText('The schedule was not saved: The disk is full.');
+  await expect(row.getByTestId('source-every')).not.toBeChecked();
+  expect(await everyMinutes(page, 'Unsaved')).toBeNull();
+  expect(errors).toEqual([]);
+});

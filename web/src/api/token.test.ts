@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { cleanToken } from './token';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { cleanToken, saveToken, takeTokenFromUrl } from './token';
 
 describe('cleanToken', () => {
   it('drops what a copy brings around and inside a token, which no header may carry', () => {
@@ -10,5 +10,47 @@ describe('cleanToken', () => {
     expect(cleanToken('\u200B \t')).toBe('');
     // What the fetch API accepts as a header value, once cleaned.
     expect(() => new Headers({ Authorization: `Bearer ${cleanToken(`\u200B${t}\n`)}` })).not.toThrow();
+  });
+});
+
+describe('a browser that blocks site data', () => {
+  const T = '3f2a9c01d4e5b6a7';
+  const at = (hash: string) => ({ hash, pathname: '/', search: '' }) as Location;
+  /** Storage as such a browser gives it: every read and write throws. */
+  const blocked = {
+    getItem: () => {
+      throw new DOMException('Access is denied for this document.', 'SecurityError');
+    },
+    setItem: () => {
+      throw new DOMException('Access is denied for this document.', 'SecurityError');
+    },
+  } as unknown as Storage;
+
+  afterEach(() => {
+    vi.unstubAllGlobals();
+    vi.restoreAllMocks();
+    delete (globalThis as { localStorage?: Storage }).localStorage;
+  });
+
+  it('still takes the token of the link, and finds none kept, instead of throwing at first render', () => {
+    vi.spyOn(console, 'warn').mockImplementation(() => {});
+    vi.stubGlobal('history', { replaceState: vi.fn() });
+    expect(takeTokenFromUrl(at(`#token=${T}`), blocked)).toBe(T);
+    expect(takeTokenFromUrl(at(''), blocked)).toBeNull();
+    expect(() => saveToken(T, blocked)).not.toThrow();
+  });
+
+  it('tolerates `window.localStorage` itself throwing (the default store)', () => {
+    vi.spyOn(console, 'warn').mockImplementation(() => {});
+    vi.stubGlobal('history', { replaceState: vi.fn() });
+    Object.defineProperty(globalThis, 'localStorage', {
+      configurable: true,
+      get() {
+        throw new DOMException('The operation is insecure.', 'SecurityError');
+      },
+    });
+    expect(takeTokenFromUrl(at(''))).toBeNull();
+    expect(takeTokenFromUrl(at(`#token=${T}`))).toBe(T);
+    expect(() => saveToken(T)).not.toThrow();
   });
 });

@@ -14,7 +14,22 @@ export function cleanToken(raw: string): string {
   return raw.replace(/[^\x21-\x7e]/g, '');
 }
 
-export function takeTokenFromUrl(loc: Location = window.location, store: Storage = localStorage): string | null {
+/**
+ * The page's localStorage, or null where the browser blocks site data: there even reading
+ * `window.localStorage` throws, and the page still works with the token of its link.
+ */
+function siteStorage(): Storage | null {
+  try {
+    return localStorage;
+  } catch {
+    return null;
+  }
+}
+
+export function takeTokenFromUrl(
+  loc: Location = window.location,
+  store: Storage | null = siteStorage(),
+): string | null {
   const params = new URLSearchParams(loc.hash.replace(/^#/, ''));
   const fromUrl = cleanToken(params.get('token') ?? '');
   if (fromUrl) {
@@ -25,11 +40,24 @@ export function takeTokenFromUrl(loc: Location = window.location, store: Storage
     return fromUrl;
   }
   // Kept by an earlier page that did not clean it: cleaned as it is read.
-  const kept = cleanToken(store.getItem(KEY) ?? '');
+  let kept = '';
+  try {
+    kept = cleanToken(store?.getItem(KEY) ?? '');
+  } catch (e) {
+    // Site data blocked: no token kept, and the page asks for one.
+    console.warn('saved token not readable:', e);
+  }
   return kept || null;
 }
 
-/** Keeps a token for the next visits, as one from the link is kept. */
-export function saveToken(token: string, store: Storage = localStorage) {
-  store.setItem(KEY, cleanToken(token));
+/**
+ * Keeps a token for the next visits, as one from the link is kept. Where the browser keeps no
+ * site data it is not kept: this visit still uses it, and the next one asks for it again.
+ */
+export function saveToken(token: string, store: Storage | null = siteStorage()) {
+  try {
+    store?.setItem(KEY, cleanToken(token));
+  } catch (e) {
+    console.warn('token not kept for the next visits:', e);
+  }
 }

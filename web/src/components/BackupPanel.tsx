@@ -6,7 +6,7 @@ import { DEFAULT_SETTINGS, normalizeSettings, sourceSettings, type SourceSetting
 import { applyExcludes, Excludes } from '../input/excludes';
 import type { PickedFolder } from '../input/folder';
 import { sourceFolders } from '../sources/store';
-import { ELSEWHERE_MESSAGE, type BackupRunner } from '../sources/runner';
+import { ELSEWHERE_MESSAGE, refusedMessage, type BackupRunner } from '../sources/runner';
 import { ExcludesEditor } from './ExcludesEditor';
 import { FolderInput } from './FolderInput';
 import { bytes, DEDUP_RATIO_MEANS, duration, ratio } from './format';
@@ -47,7 +47,8 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
     edited.current = true;
     setSettings(s);
   };
-  const running = job !== null;
+  // From the runner's start: taking the lock and opening the index come before the job.
+  const running = run.active !== null;
   const excludes = settings.excludes;
   const preview = useMemo(() => (picked ? applyExcludes(picked, new Excludes(excludes)) : null), [picked, excludes]);
   const source = label.trim() || picked?.root || '';
@@ -211,6 +212,11 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
       {run.elsewhere && !running && (
         <p className="warn" data-testid="backup-elsewhere" role="alert">
           Not started: {ELSEWHERE_MESSAGE}
+        </p>
+      )}
+      {run.refused && (
+        <p className="warn" data-testid="backup-refused" role="alert">
+          {refusedMessage(run.refused)}
         </p>
       )}
       {progress && <ProgressView p={progress} job={job} />}

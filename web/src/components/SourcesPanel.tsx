@@ -7,7 +7,7 @@ import { fromFileList, type PickedFolder } from '../input/folder';
 import { permitted } from '../input/permission';
 import { AgainError, canKeepFolders, folderAgain } from '../sources/again';
 import { notificationsOn, notificationsSupported, setNotifications } from '../sources/notify';
-import { ELSEWHERE_MESSAGE, nothingToBackUp, type BackupRunner } from '../sources/runner';
+import { ELSEWHERE_MESSAGE, nothingToBackUp, refusedMessage, type BackupRunner } from '../sources/runner';
 import { scheduleProblems } from '../sources/schedule';
 import { sourceFolders } from '../sources/store';
 import { summarize, type Health, type SourceSummary } from '../sources/summary';
@@ -45,8 +45,9 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
     }
   }, [api]);
   useEffect(() => void load(), [load]);
-  // A backup that ends (here, in Back up, or by the schedule) changes the figures.
-  const running = run.job !== null;
+  // A backup that ends (here, in Back up, or by the schedule) changes the figures. Busy from
+  // the runner's start, so that a click is not taken while the lock is being taken.
+  const running = run.active !== null;
   useEffect(() => {
     if (!running) void load();
   }, [running, load]);
@@ -59,7 +60,9 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
       return;
     }
     const end = await runner.run({ picked, source, settings });
-    if (end?.phase === 'done' && end.version && end.skipped.length) {
+    const refused = runner.state.refused;
+    if (!end && refused?.source === source) setNote({ source, kind: 'error', text: refusedMessage(refused) });
+    else if (end?.phase === 'done' && end.version && end.skipped.length) {
       // Not "stored": some picked files are not in it (docs/BACKUP.md, incomplete versions).
       setNote({
         source,
@@ -95,11 +98,18 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
     }
   };
 
-  const setEvery = async (s: SourceSummary, minutes: number | null) => {
-    await (await sourceFolders()).setEvery(api.repo, s.source, minutes);
+  /** Saves the source's schedule; false (and the reason shown) when the store was not written. */
+  const setEvery = async (s: SourceSummary, minutes: number | null): Promise<boolean> => {
+    try {
+      await (await sourceFolders()).setEvery(api.repo, s.source, minutes);
+    } catch (e) {
+      setNote({ source: s.source, kind: 'error', text: `The schedule was not saved: ${message(e)}` });
+      return false;
+    }
     // Why a scheduled backup did not run is no news once there is no schedule.
     if (minutes === null) scheduleProblems.set(s.source, null);
     await load();
+    return true;
   };
 
   const toggleNotify = async (on: boolean) => {
@@ -193,7 +203,7 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
                     Back up again
                   </button>
                   {canKeepFolders() && s.kept?.handle && (
-                    <Every value={s.kept.everyMinutes} onChange={(m) => void setEvery(s, m)} source={s.source} />
+                    <Every value={s.kept.everyMinutes} onChange={(m) => setEvery(s, m)} source={s.source} />
                   )}
                   {lapsed.has(s.source) && (
                     <p className="warn" data-testid="source-permission">
@@ -232,13 +242,20 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
         multiple
         onChange={(e) => {
           const source = picking.current;
-          if (source && e.target.files) void backUp(source, fromFileList(e.target.files));
+          if (source && e.target.files)
+            void backUp(source, fromFileList(e.target.files)).catch((err: unknown) =>
+              setNote({ source, kind: 'error', text: message(err) }),
+            );
           picking.current = null;
           e.target.value = '';
         }}
       />
     </section>
   );
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }
 
 function healthText(h: Health): string {
@@ -261,7 +278,8 @@ function Every({
   source,
 }: {
   value: number | null;
-  onChange: (m: number | null) => void;
+  /** Saves the schedule; resolves to whether it was stored. */
+  onChange: (m: number | null) => Promise<boolean>;
   source: string;
 }) {
   const [minutes, setMinutes] = useState(value ?? 60);
@@ -277,9 +295,16 @@ function Every({
     const m = valid(text);
     if (m === null) return setText(String(minutes));
     setMinutes(m);
-    if (on && m !== minutes) onChange(m);
+    if (on && m !== minutes)
+      void onChange(m).then((stored) => {
+        // The field shows what the schedule runs by, not a number that was not saved.
+        if (stored) return;
+        setMinutes(minutes);
+        setText(String(minutes));
+      });
   };
-  // Shown at once; the store is written behind it.
+  // Shown at once, the store written behind it; a failed write turns it back, so that the box
+  // does not say "every N minutes" while nothing is scheduled.
   const [on, setOn] = useState(value !== null);
   return (
     <span className="sources-every">
@@ -293,8 +318,9 @@ function Every({
             const m = valid(text) ?? minutes;
             setMinutes(m);
             setText(String(m));
-            setOn(e.target.checked);
-            onChange(e.target.checked ? m : null);
+            const want = e.target.checked;
+            setOn(want);
+            void onChange(want ? m : null).then((stored) => stored || setOn(!want));
           }}
         />{' '}
         every

@@ -11,20 +11,37 @@ export function notificationsSupported(): boolean {
   return typeof Notification !== 'undefined';
 }
 
+/**
+ * `fn` on the page's localStorage; `fallback` where the browser blocks site data (reading
+ * `window.localStorage` then throws) or the write fails: notifications then stay off.
+ */
+function withStorage<T>(fn: (s: Storage) => T, fallback: T): T {
+  try {
+    return fn(localStorage);
+  } catch (e) {
+    console.warn('notification setting not kept:', e);
+    return fallback;
+  }
+}
+
 /** On: the user turned it on here and the browser allows it. */
 export function notificationsOn(): boolean {
-  return notificationsSupported() && localStorage.getItem(KEY) === 'on' && Notification.permission === 'granted';
+  return (
+    notificationsSupported() &&
+    withStorage((s) => s.getItem(KEY), null) === 'on' &&
+    Notification.permission === 'granted'
+  );
 }
 
 /** Turns notifications on (asking the browser, from the click that calls this) or off. */
 export async function setNotifications(on: boolean): Promise<NotificationPermission | 'unsupported'> {
   if (!notificationsSupported()) return 'unsupported';
   if (!on) {
-    localStorage.removeItem(KEY);
+    withStorage((s) => s.removeItem(KEY), undefined);
     return Notification.permission;
   }
   const permission = Notification.permission === 'granted' ? 'granted' : await Notification.requestPermission();
-  if (permission === 'granted') localStorage.setItem(KEY, 'on');
+  if (permission === 'granted') withStorage((s) => s.setItem(KEY, 'on'), undefined);
   return permission;
 }
 

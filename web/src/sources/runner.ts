@@ -59,12 +59,19 @@ export interface RunnerDeps {
 }
 
 export interface RunnerState {
+  /**
+   * The source this tab is backing up, from `run()` on: taking the lock, the schedule's
+   * second look and opening the index come before `job`, and a click then would not start.
+   */
+  active: { source: string } | null;
   /** The backup running in this tab, if any. */
   job: BackupJob | null;
   /** The progress of the running or last backup. */
   progress: BackupProgress | null;
   /** Set when a backup could not start because another tab runs one of this repository. */
   elsewhere: { source: string } | null;
+  /** Set when a click's backup (`source`) could not start because this tab runs `running`'s. */
+  refused: { source: string; running: string } | null;
   /** What the source's exclude patterns left out of the running or last backup. */
   excluded: ExcludedFiles | null;
 }
@@ -72,10 +79,15 @@ export interface RunnerState {
 export const ELSEWHERE_MESSAGE =
   'A backup of this repository is running in another tab of this page. Wait for it to finish there (or close that tab), then back up again.';
 
+/** Why a click's backup did not start while this tab runs another one. */
+export function refusedMessage(r: { source: string; running: string }): string {
+  return `Another backup (“${r.running}”) is running; “${r.source}” was not backed up. Back it up again once that one ends.`;
+}
+
 export class BackupRunner {
   private listeners = new Set<() => void>();
   private title = '';
-  state: RunnerState = { job: null, progress: null, elsewhere: null, excluded: null };
+  state: RunnerState = { active: null, job: null, progress: null, elsewhere: null, refused: null, excluded: null };
 
   /** `index`: the one the page opened at load, closed before the first backup opens its own. */
   constructor(
@@ -87,15 +99,13 @@ export class BackupRunner {
     return this.deps.api.repo;
   }
 
-  get running(): boolean {
-    return this.underWay;
-  }
-
   /**
    * A run of this tab is under way, from the call on (taking the lock and preparing its job
    * come before `state.job`, and a click then is not another tab's backup).
    */
-  private underWay = false;
+  get running(): boolean {
+    return this.state.active !== null;
+  }
 
   /** Calls `fn` on every change of `state`; returns the unsubscribe. */
   subscribe(fn: () => void): () => void {
@@ -123,15 +133,23 @@ export class BackupRunner {
 
   /**
    * Backs up `req` under the repository's lock; resolves to its final progress, or to null
-   * when another tab holds the lock (`state.elsewhere` says so) or this tab is busy.
+   * when another tab holds the lock (`state.elsewhere` says so) or this tab is busy
+   * (`state.refused` says so for a click: a click that was still reading its folder when
+   * the schedule started a backup would otherwise do nothing and say nothing).
    */
   async run(req: RunRequest): Promise<BackupProgress | null> {
-    if (this.running) return null;
-    this.underWay = true;
+    const busy = this.state.active;
+    if (busy) {
+      // A scheduled backup just waits for its next tick.
+      if (!req.background) this.set({ refused: { source: req.source, running: busy.source } });
+      return null;
+    }
+    // A scheduled run leaves a click's refusal shown: the user has not read it yet.
+    this.set({ active: { source: req.source }, ...(req.background ? {} : { refused: null }) });
     try {
       return await this.runLocked(req);
     } finally {
-      this.underWay = false;
+      this.set({ active: null });
     }
   }
 
