@@ -346,12 +346,16 @@ fn serve() {
     let port: u16 = env_or("PORT", "8080")
         .parse()
         .unwrap_or_else(|_| die("PORT must be a number from 0 to 65535"));
+    // At most a day: hyper adds the timeout to the current instant, and a sum past what an
+    // instant holds panics in every connection.
     let header_timeout = Duration::from_secs(
         env_or("HEADER_TIMEOUT", "30")
             .parse()
             .ok()
-            .filter(|&s| s > 0)
-            .unwrap_or_else(|| die("HEADER_TIMEOUT must be a whole number of seconds above 0")),
+            .filter(|&s| (1..=86_400).contains(&s))
+            .unwrap_or_else(|| {
+                die("HEADER_TIMEOUT must be a whole number of seconds from 1 to 86400")
+            }),
     );
     // A write past a file size limit fails with EFBIG (answered 507) instead of killing
     // the process.

@@ -536,7 +536,7 @@ fn large_bundles_verified_in_parallel_refuse_the_first_bad_chunk() {
 /// same fingerprint is still checked (and refused when it does not decode to it).
 #[test]
 fn bundle_raw_bytes_are_limited_and_repeats_checked_once() {
-    use wasm_core::format::bundle::{BundleWriter, MAX_BUNDLE_RAW};
+    use wasm_core::format::bundle::{BundleWriter, MAX_BUNDLE_RAW, MAX_CHUNK_STORED};
     let dir = TempDir::new("bundle-raw");
     let s = Server::start_without_pass(&dir.0);
     let t = s.token.clone();
@@ -562,6 +562,24 @@ fn bundle_raw_bytes_are_limited_and_repeats_checked_once() {
     let over = (MAX_BUNDLE_RAW / MAX_CHUNK_RAW as u64) as usize + 1;
     let e = post(over, None).expect_error(413, "too_large");
     assert_eq!(e["limit"], MAX_BUNDLE_RAW, "{e}");
+    // A chunk whose stored bytes are over their limit is told that limit, not the raw one.
+    let mut w = BundleWriter::new();
+    w.push(
+        &zeros.fp,
+        Codec::Zstd,
+        1000,
+        &vec![0u8; MAX_CHUNK_STORED as usize + 1],
+    );
+    let body = w.finish();
+    let e = request(
+        "POST",
+        &s.repo_url("default", "/bundles"),
+        Some(&t),
+        &[],
+        Some(&body),
+    )
+    .expect_error(413, "too_large");
+    assert_eq!(e["limit"], MAX_CHUNK_STORED, "{e}");
     // Another payload under the same fingerprint: zstd of other bytes of the same length.
     let other = zstd::bulk::compress(&vec![1u8; MAX_CHUNK_RAW as usize], 3).unwrap();
     let e = post(10, Some(&other)).expect_error(422, "fingerprint_mismatch");
@@ -1244,6 +1262,24 @@ fn one_server_per_database() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("already serving this database"), "{err}");
+}
+
+/// A `HEADER_TIMEOUT` past what the HTTP layer can add to an instant is refused at start; it
+/// made every connection's task panic, the server up and answering nothing.
+#[test]
+fn an_out_of_range_header_timeout_is_refused_at_start() {
+    let dir = TempDir::new("header-timeout");
+    for bad in ["0", "86401", "10000000000000000000", "x"] {
+        let out = server_cmd(&dir.0)
+            .arg("serve")
+            .env("PORT", "0")
+            .env("HEADER_TIMEOUT", bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("HEADER_TIMEOUT"), "{bad}: {err}");
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@ use axum::{body::Body, extract::State, http::HeaderMap, Json};
 use serde_json::Value;
 use wasm_core::format::bundle::{
     decode_bundle, BundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_CHUNKS, MAX_BUNDLE_RAW, MAX_CHUNK_RAW,
+    MAX_CHUNK_STORED,
 };
 
 use super::{blocking, read_body, Authorized, Backup, St};
@@ -26,10 +27,13 @@ pub(super) async fn bundles(
             if e.is_too_large() {
                 ApiError::too_large(
                     format!("bundle: {e}"),
-                    if matches!(e, BundleError::TooManyChunks(_)) {
-                        MAX_BUNDLE_CHUNKS as u64
-                    } else {
-                        MAX_CHUNK_RAW as u64
+                    match e {
+                        BundleError::TooManyChunks(_) => MAX_BUNDLE_CHUNKS as u64,
+                        // The limit the chunk passed: its raw length's, else its stored one's.
+                        BundleError::ChunkTooLarge { raw_len, .. } if raw_len <= MAX_CHUNK_RAW => {
+                            MAX_CHUNK_STORED as u64
+                        }
+                        _ => MAX_CHUNK_RAW as u64,
                     },
                 )
             } else {
