@@ -946,8 +946,20 @@ fn malformed_and_oversized() {
     request("POST", &m, Some(&t), &[], Some(b"{\"fingerprints\": 5}"))
         .expect_error(400, "bad_request");
     post_json(&m, &t, &json!({ "fingerprints": ["xyz"] })).expect_error(400, "bad_request");
-    post_json(&m, &t, &json!({ "fingerprints": vec!["00"; 200_001] }))
-        .expect_error(413, "too_large");
+    post_json(
+        &m,
+        &t,
+        &json!({ "fingerprints": vec!["0".repeat(40); 200_001] }),
+    )
+    .expect_error(413, "too_large");
+    // An element that is no fingerprint is refused as it is read (a list of empty strings
+    // held a 24-byte String each, eight times its body).
+    let e = post_json(&m, &t, &json!({ "fingerprints": vec![""; 200_001] }))
+        .expect_error(400, "bad_request");
+    assert!(
+        e["error"].as_str().unwrap().contains("fingerprint 1"),
+        "{e}"
+    );
     request(
         "POST",
         &m,

@@ -28,7 +28,10 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wasm_core::{format::parse_fp_hex, hash::Fingerprint};
+use wasm_core::{
+    format::{manifest::fp_hex_list, parse_fp_hex},
+    hash::Fingerprint,
+};
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -324,6 +327,7 @@ fn json_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Api
 
 #[derive(Deserialize)]
 struct FpList {
+    #[serde(deserialize_with = "fp_hex_list")]
     fingerprints: Vec<String>,
     #[serde(default)]
     decode: bool,
@@ -335,7 +339,7 @@ struct FpList {
     #[serde(default)]
     chains: bool,
     /// `chunks/get` with `chains`: chunks the client holds raw, where a chain stops.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "fp_hex_list")]
     have: Vec<String>,
     /// `chunks/get` with `deltas: "stored"`: `false` sends the stored bytes unchecked, to a
     /// client that checks every chunk itself (`Answer::StoredUnchecked`).

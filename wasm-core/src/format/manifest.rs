@@ -30,7 +30,7 @@ pub struct Entry {
     #[serde(default)]
     pub mode: Option<u32>,
     /// Ordered chunk fingerprints, lower-case hex.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "fp_hex_list")]
     pub recipe: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
@@ -100,6 +100,38 @@ fn skipped_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Skipped>, D::Erro
     Ok(list)
 }
 
+/// A list of fingerprints as hex strings (`deserialize_with`), each refused as it is read
+/// unless it is 40 characters long (whether they are hex digits is the caller's to check):
+/// a list read whole first holds a 24-byte `String` for every element, so a body of `"",`
+/// grew eightfold in memory before any check.
+pub fn fp_hex_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct Fps;
+    impl<'de> serde::de::Visitor<'de> for Fps {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of fingerprints (40 hex digits each)")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Vec<String>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(s) = seq.next_element::<std::borrow::Cow<'de, str>>()? {
+                if s.len() != 40 {
+                    return Err(A::Error::custom(format!(
+                        "fingerprint {} is {:?}: not 40 hex digits",
+                        out.len() + 1,
+                        s.chars().take(48).collect::<String>()
+                    )));
+                }
+                out.push(s.into_owned());
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Fps)
+}
+
 /// Per-version statistics computed by the server at commit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VersionStats {
@@ -144,13 +176,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_recipe_element_that_is_no_fingerprint_stops_the_parse_where_it_is() {
+        // The error is the element's, not the truncated body's after it: nothing past the
+        // first bad element is read.
+        let e = serde_json::from_str::<Entry>(
+            r#"{"path":"a","kind":"file","size":1,"mtime":0,"recipe":["", "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("fingerprint 1") && e.contains("not 40 hex digits"),
+            "{e}"
+        );
+        let ok = serde_json::from_str::<Entry>(
+            r#"{"path":"a","kind":"file","size":1,"mtime":0,"recipe":["000000000000000000000000000000000000000a"]}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.recipe.len(), 1);
+    }
+
+    #[test]
     fn paths_and_json() {
         assert!(validate_path("a/b.txt").is_ok());
         for bad in ["", "/a", "a/", "a//b", "a/../b", ".", "x\0"] {
             assert!(validate_path(bad).is_err(), "{bad:?}");
         }
         let m: Manifest = serde_json::from_str(
-            r#"{"source":"s","time":1,"entries":[{"path":"a","kind":"file","size":3,"mtime":-5,"recipe":["00"]},{"path":"d","kind":"dir","size":0,"mtime":0,"mode":493,"extra":1}]}"#,
+            r#"{"source":"s","time":1,"entries":[{"path":"a","kind":"file","size":3,"mtime":-5,"recipe":["000000000000000000000000000000000000000a"]},{"path":"d","kind":"dir","size":0,"mtime":0,"mode":493,"extra":1}]}"#,
         )
         .unwrap();
         assert_eq!(m.entries[0].mode, None);
