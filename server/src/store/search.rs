@@ -6,7 +6,7 @@
 //! walked (logical phase). Results are those of the page's search, hit for hit.
 
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex,
@@ -316,14 +316,14 @@ impl Store {
         let mut manifests = ix.manifests(repo_id)?;
         manifests.sort_by_key(|(id, _)| *id);
         if let Some(want) = &scope.versions {
-            if let Some(id) = want
-                .iter()
-                .find(|id| !manifests.iter().any(|m| m.0 == **id))
-            {
+            // Sets, not scans: a body may name hundreds of thousands of ids.
+            let held: HashSet<i64> = manifests.iter().map(|m| m.0).collect();
+            if let Some(id) = want.iter().find(|id| !held.contains(id)) {
                 return Err(StoreError::NotFound(format!(
                     "no version {id} in this repository"
                 )));
             }
+            let want: HashSet<i64> = want.iter().copied().collect();
             manifests.retain(|(id, _)| want.contains(id));
         }
         let filter = scope.path_filter.trim().to_lowercase();
