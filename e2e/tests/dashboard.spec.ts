@@ -253,3 +253,44 @@ test('a version browsed while its delete runs: the browser closes once the versi
   await expect(page.getByTestId('version-browser')).toHaveCount(0);
   await page.unroute('**/versions/*');
 });
+
+test('two quick deletes: the list read after the first, answered last, does not bring back the second', async ({
+  page,
+}) => {
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  // A third version, so that one stays listed after the two deletes.
+  await backUp(page, folders[2], PKG);
+  await page.getByTestId('tab-versions').click();
+  await expect(page.getByTestId('version-row')).toHaveCount(3);
+  const { versions } = await api<{ versions: Version[] }>('/versions');
+  const [first, second] = versions.slice(-2);
+  // The list read after the first delete is answered as the server had it then (the second
+  // version still there), but only once the list read after the second delete is shown.
+  let release = () => {};
+  const held = new Promise<void>((r) => (release = r));
+  let holding = () => {};
+  const isHeld = new Promise<void>((r) => (holding = r));
+  let reads = 0;
+  await page.route('**/versions', async (route) => {
+    if (route.request().method() !== 'GET' || reads++ > 0) return route.continue();
+    const response = await route.fetch();
+    holding();
+    await held;
+    await route.fulfill({ response });
+  });
+  const rowOf = (id: number) => page.locator(`[data-testid=version-row][data-version="${id}"]`);
+  await rowOf(first.id).getByTestId('version-delete').click();
+  await rowOf(first.id).getByTestId('version-delete-confirm').click();
+  await isHeld;
+  await rowOf(second.id).getByTestId('version-delete').click();
+  await rowOf(second.id).getByTestId('version-delete-confirm').click();
+  await expect(rowOf(second.id)).toHaveCount(0);
+  release();
+  // The first delete's reload has settled once its "Deleting" note is gone.
+  await expect(page.getByTestId('version-deleting')).toHaveCount(0);
+  await expect(rowOf(second.id)).toHaveCount(0);
+  await expect(rowOf(first.id)).toHaveCount(0);
+  await expect(page.getByTestId('version-row')).toHaveCount(1);
+  await page.unroute('**/versions');
+});

@@ -2,6 +2,8 @@
  * The access token arrives in the URL fragment printed by `npm start` (`#token=...`, never
  * sent to the server in a request line or logs) and is kept in localStorage afterwards.
  */
+import { siteStorage } from '../ui/storage';
+
 const KEY = 'ditto.token';
 
 /**
@@ -12,18 +14,6 @@ const KEY = 'ditto.token';
  */
 export function cleanToken(raw: string): string {
   return raw.replace(/[^\x21-\x7e]/g, '');
-}
-
-/**
- * The page's localStorage, or null where the browser blocks site data: there even reading
- * `window.localStorage` throws, and the page still works with the token of its link.
- */
-function siteStorage(): Storage | null {
-  try {
-    return localStorage;
-  } catch {
-    return null;
-  }
 }
 
 export function takeTokenFromUrl(

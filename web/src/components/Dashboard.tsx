@@ -162,18 +162,35 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
   const [scope, setScope] = useState<string>(''); // '' = the whole repository
   const [sourceChunks, setSourceChunks] = useState<Map<string, number[]>>(new Map());
 
+  const loading = useRef(new Map<string, Data>()); // source -> the data it is being read for
+  /**
+   * Aborted when the dashboard goes away: its manifest reads are then of no use. Replaced on
+   * each mount, before the reads below start (effects run in order).
+   */
+  const stop = useRef(new AbortController());
+  useEffect(() => {
+    const c = new AbortController();
+    stop.current = c;
+    return () => c.abort();
+  }, []);
+  /** Counts reads: a Refresh's answer may arrive before an older read's, which is dropped. */
+  const reads = useRef(0);
   const load = useCallback(async () => {
+    const read = ++reads.current;
     try {
       const [stats, versions, c] = await Promise.all([
         api.stats(),
         api.versions(),
         api.json<{ containers: ContainerRow[] }>(`/repos/${encodeURIComponent(api.repo)}/containers`),
       ]);
+      if (read !== reads.current) return;
       setData({ stats, versions, containers: c.containers });
       setSourceChunks(new Map());
+      // Reads of sources' chunks for the replaced data no longer count, whatever the scope.
+      loading.current.clear();
       setError(null);
     } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
+      if (read === reads.current) setError(e instanceof Error ? e.message : String(e));
     }
   }, [api]);
   useEffect(() => {
@@ -190,15 +207,19 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
   // A source's chunk sizes need its manifests: the distinct chunks its versions reference,
   // read a few manifests at a time and kept as fingerprints only. Keyed by the data they were
   // read for: a Refresh (new versions, pruned chunks) reads them again.
-  const loading = useRef(new Map<string, Data>()); // source -> the data it is being read for
   useEffect(() => {
     if (!data || !scope || sourceChunks.has(scope) || loading.current.get(scope) === data) return;
     loading.current.set(scope, data);
     const ids = data.versions.filter((v) => v.source === scope).map((v) => v.id);
     const fps = new Set<string>();
-    eachManifest(api, ids, (m) => {
-      for (const e of m.entries) for (const fp of e.recipe ?? []) fps.add(fp);
-    })
+    eachManifest(
+      api,
+      ids,
+      (m) => {
+        for (const e of m.entries) for (const fp of e.recipe ?? []) fps.add(fp);
+      },
+      { signal: stop.current.signal },
+    )
       .then(
         () => {
           // Read for data a Refresh has replaced since: the reading for the new data counts.
@@ -206,7 +227,10 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
           const sizes = [...fps].map((fp) => rawLenOf.get(fp) ?? 0);
           setSourceChunks((m) => new Map(m).set(scope, sizes));
         },
-        (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+        (e: unknown) => {
+          // A version deleted since this read fails it (404): the refreshed data reads again.
+          if (loading.current.get(scope) === data) setError(e instanceof Error ? e.message : String(e));
+        },
       )
       .finally(() => {
         if (loading.current.get(scope) === data) loading.current.delete(scope);

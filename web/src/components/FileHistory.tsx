@@ -35,6 +35,8 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
 
   useEffect(() => {
     let live = true;
+    // Closing the history (or asking for another) stops the reading of its manifests.
+    const stop = new AbortController();
     setHistory(null);
     setError(null);
     (async () => {
@@ -45,6 +47,7 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
         api,
         all.map((v) => v.id),
         (done) => live && setProgress({ done, total: all.length }),
+        { signal: stop.signal },
       );
       if (live)
         setHistory(
@@ -58,6 +61,7 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
     });
     return () => {
       live = false;
+      stop.abort();
     };
   }, [api, source, path, attempt]);
 

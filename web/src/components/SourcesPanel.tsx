@@ -30,18 +30,23 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
   const picking = useRef<string | null>(null);
   const input = useRef<HTMLInputElement>(null);
 
+  /** Counts reads: one that ends a backup may be answered before an older one, which is dropped. */
+  const reads = useRef(0);
   const load = useCallback(async () => {
+    const read = ++reads.current;
     try {
       const [versions, kept] = await Promise.all([api.versions(), sourceFolders().then((s) => s.list(api.repo))]);
+      if (read !== reads.current) return;
       setList(summarize(versions, kept));
       setError(null);
       // Only read, never asked: a prompt needs the click on "Back up again".
       const states = await Promise.all(
         kept.map(async (k) => [k.source, !!k.handle && !(await permitted(k.handle, 'read', false))] as const),
       );
+      if (read !== reads.current) return;
       setLapsed(new Set(states.filter(([, l]) => l).map(([source]) => source)));
     } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
+      if (read === reads.current) setError(e instanceof Error ? e.message : String(e));
     }
   }, [api]);
   useEffect(() => void load(), [load]);

@@ -1,4 +1,4 @@
-import { Fragment, useCallback, useEffect, useState } from 'react';
+import { Fragment, useCallback, useEffect, useRef, useState } from 'react';
 import '../restore/restore.css';
 import type { Api, SkippedFile, TokenInfo, VersionInfo } from '../api/client';
 import { forgetCommitted } from '../backup/previous';
@@ -53,18 +53,26 @@ export function VersionsPanel({
   /** Whether a retention policy was applied in this view (its result outlives an empty list). */
   const [retained, setRetained] = useState(false);
 
-  /** Reads the list again; settles once it is shown (or its error is). */
-  const load = useCallback(
-    () =>
-      api.versions().then(
-        (v) => {
-          setVersions(v);
-          setError(null);
-        },
-        (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
-      ),
-    [api],
-  );
+  /** Counts list reads: only the latest one's answer is shown (see `load`). */
+  const reads = useRef(0);
+  /**
+   * Reads the list again; settles once it is shown (or its error is). Two deletes in a row
+   * each read it, and their answers may arrive in either order: an older one would show a
+   * deleted version again, so it is dropped.
+   */
+  const load = useCallback(() => {
+    const read = ++reads.current;
+    return api.versions().then(
+      (v) => {
+        if (read !== reads.current) return;
+        setVersions(v);
+        setError(null);
+      },
+      (e: unknown) => {
+        if (read === reads.current) setError(e instanceof Error ? e.message : String(e));
+      },
+    );
+  }, [api]);
   useEffect(() => {
     void load();
   }, [load]);

@@ -24,12 +24,21 @@ export function loadManifest(api: Api, id: number): Promise<Manifest> {
   return m;
 }
 
+/**
+ * How a read of several manifests runs: `parallel` requests at a time; `signal` is aborted by
+ * a caller that no longer wants them (its view closed), and the read stops taking ids.
+ */
+export interface ReadOptions {
+  parallel?: number;
+  signal?: AbortSignal;
+}
+
 /** Several manifests, at most `parallel` requests at a time, in the order of `ids`. */
 export async function loadManifests(
   api: Api,
   ids: readonly number[],
   onLoaded?: (done: number) => void,
-  parallel = 4,
+  opts: ReadOptions = {},
 ): Promise<Manifest[]> {
   const out: Manifest[] = new Array(ids.length);
   let done = 0;
@@ -40,7 +49,7 @@ export async function loadManifests(
       out[i] = m;
       onLoaded?.(++done);
     },
-    parallel,
+    opts,
   );
   return out;
 }
@@ -48,19 +57,31 @@ export async function loadManifests(
 /**
  * Calls `f` with each of several manifests (and its index in `ids`) as it arrives, at most
  * `parallel` requests at a time, for a caller that keeps only what it reads of them: a
- * source's thousands of versions are not all held at once.
+ * source's thousands of versions are not all held at once. Once one read fails, or `signal`
+ * is aborted, no further id is asked for (the result is lost anyway) and `f` is not called
+ * again; the promise rejects with that failure or the signal's reason.
  */
 export async function eachManifest(
   api: Api,
   ids: readonly number[],
   f: (m: Manifest, i: number) => void,
-  parallel = 4,
+  { parallel = 4, signal }: ReadOptions = {},
 ): Promise<void> {
   let next = 0;
+  let failed = false;
   const worker = async () => {
-    while (next < ids.length) {
-      const i = next++;
-      f(await loadManifest(api, ids[i]), i);
+    try {
+      while (next < ids.length && !failed) {
+        signal?.throwIfAborted();
+        const i = next++;
+        const m = await loadManifest(api, ids[i]);
+        if (failed) return;
+        signal?.throwIfAborted();
+        f(m, i);
+      }
+    } catch (e) {
+      failed = true;
+      throw e;
     }
   };
   await Promise.all(Array.from({ length: Math.min(parallel, ids.length) }, worker));

@@ -19,6 +19,7 @@
  */
 import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
 import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
+import { withStorage } from '../ui/storage';
 import { deleteDeviceCache } from './deviceCache';
 import { tooManyMatches } from './protocol';
 import type {
@@ -976,19 +977,25 @@ export async function reserveWorkerMemory(api: Api, workers: SearchWorkers, scop
 /** Where the Search tab's "Keep on this device" choice is remembered (on unless turned off). */
 const DEVICE_CACHE_SETTING = 'ditto.search.deviceCache';
 
-/** Whether the search workers keep their caches on the device ([`loadDeviceCache`]). */
+/** What `withStorage` warns of: where site data is blocked the choice is not kept. */
+const DEVICE_CACHE_WHAT = 'search device cache setting';
+
+/**
+ * Whether the search workers keep their caches on the device ([`loadDeviceCache`]); on
+ * (the default) where the browser blocks site data and no choice can be read.
+ */
 export function deviceCacheOn(): boolean {
-  return localStorage.getItem(DEVICE_CACHE_SETTING) !== 'off';
+  return withStorage(DEVICE_CACHE_WHAT, (s) => s.getItem(DEVICE_CACHE_SETTING), null) !== 'off';
 }
 
 /**
  * Turns keeping the caches on the device on or off; off also deletes what is kept there
- * ([`clearDeviceCache`]) and empties the workers' caches.
+ * ([`clearDeviceCache`]) and empties the workers' caches, whether or not the choice is kept.
  */
 export async function setDeviceCache(on: boolean, workers: SearchWorkers | null): Promise<void> {
-  if (on) localStorage.removeItem(DEVICE_CACHE_SETTING);
+  if (on) withStorage(DEVICE_CACHE_WHAT, (s) => s.removeItem(DEVICE_CACHE_SETTING), undefined);
   else {
-    localStorage.setItem(DEVICE_CACHE_SETTING, 'off');
+    withStorage(DEVICE_CACHE_WHAT, (s) => s.setItem(DEVICE_CACHE_SETTING, 'off'), undefined);
     await clearDeviceCache(workers);
   }
 }

@@ -4,31 +4,21 @@
  * browser's permission, so the prompt never comes out of nowhere.
  */
 import type { BackupProgress } from '../backup/backup';
+import { withStorage } from '../ui/storage';
 
 const KEY = 'ditto-notify';
+/** What `withStorage` warns of: where site data is blocked, notifications stay off. */
+const WHAT = 'notification setting';
 
 export function notificationsSupported(): boolean {
   return typeof Notification !== 'undefined';
-}
-
-/**
- * `fn` on the page's localStorage; `fallback` where the browser blocks site data (reading
- * `window.localStorage` then throws) or the write fails: notifications then stay off.
- */
-function withStorage<T>(fn: (s: Storage) => T, fallback: T): T {
-  try {
-    return fn(localStorage);
-  } catch (e) {
-    console.warn('notification setting not kept:', e);
-    return fallback;
-  }
 }
 
 /** On: the user turned it on here and the browser allows it. */
 export function notificationsOn(): boolean {
   return (
     notificationsSupported() &&
-    withStorage((s) => s.getItem(KEY), null) === 'on' &&
+    withStorage(WHAT, (s) => s.getItem(KEY), null) === 'on' &&
     Notification.permission === 'granted'
   );
 }
@@ -37,11 +27,11 @@ export function notificationsOn(): boolean {
 export async function setNotifications(on: boolean): Promise<NotificationPermission | 'unsupported'> {
   if (!notificationsSupported()) return 'unsupported';
   if (!on) {
-    withStorage((s) => s.removeItem(KEY), undefined);
+    withStorage(WHAT, (s) => s.removeItem(KEY), undefined);
     return Notification.permission;
   }
   const permission = Notification.permission === 'granted' ? 'granted' : await Notification.requestPermission();
-  if (permission === 'granted') withStorage((s) => s.setItem(KEY, 'on'), undefined);
+  if (permission === 'granted') withStorage(WHAT, (s) => s.setItem(KEY, 'on'), undefined);
   return permission;
 }
 
