@@ -189,24 +189,38 @@ test('deleting a version (after confirming) updates the list and the dashboard',
   expect(await value(page, 'dash-logical')).toBe(String(stats.logical_bytes));
 });
 
-test('a delete the server fails: the page says why while the version stays listed', async ({ page }) => {
+/**
+ * Opens Versions on its three versions and holds every DELETE until `release` is called, then
+ * answers it with `answer` (the server's own answer when it gives none). `victim`: the newest
+ * version, and `row` its row.
+ */
+async function holdDeletes(page: Page, answer?: { status: number; body: unknown }) {
   await page.goto(server.appUrl);
   await page.getByTestId('tab-versions').click();
   await expect(page.getByTestId('version-row')).toHaveCount(3);
   const { versions } = await api<{ versions: Version[] }>('/versions');
   const victim = versions[versions.length - 1];
   const row = page.locator(`[data-testid=version-row][data-version="${victim.id}"]`);
-  // The server's answer is held until the page has shown that the delete runs.
-  let answer = () => {};
-  const held = new Promise<void>((r) => (answer = r));
+  let release = () => {};
+  const held = new Promise<void>((r) => (release = r));
   await page.route('**/versions/*', async (route) => {
     if (route.request().method() !== 'DELETE') return route.continue();
     await held;
-    await route.fulfill({
-      status: 500,
-      contentType: 'application/json',
-      body: JSON.stringify({ error: 'disk I/O error', code: 'internal' }),
-    });
+    if (!answer) return route.continue();
+    await route.fulfill({ status: answer.status, contentType: 'application/json', body: JSON.stringify(answer.body) });
+  });
+  return { victim, row, release };
+}
+
+test('a delete the server fails: the page says why while the version stays listed', async ({ page }) => {
+  // The server's answer is held until the page has shown that the delete runs.
+  const {
+    row,
+    victim,
+    release: answer,
+  } = await holdDeletes(page, {
+    status: 500,
+    body: { error: 'disk I/O error', code: 'internal' },
   });
   await row.getByTestId('version-delete').click();
   await row.getByTestId('version-delete-confirm').click();
@@ -229,20 +243,8 @@ test('a delete the server fails: the page says why while the version stays liste
 });
 
 test('a version browsed while its delete runs: the browser closes once the version is deleted', async ({ page }) => {
-  await page.goto(server.appUrl);
-  await page.getByTestId('tab-versions').click();
-  await expect(page.getByTestId('version-row')).toHaveCount(3);
-  const { versions } = await api<{ versions: Version[] }>('/versions');
-  const victim = versions[versions.length - 1];
-  const row = page.locator(`[data-testid=version-row][data-version="${victim.id}"]`);
   // The delete reaches the server only once the version is open in the browser.
-  let release = () => {};
-  const held = new Promise<void>((r) => (release = r));
-  await page.route('**/versions/*', async (route) => {
-    if (route.request().method() !== 'DELETE') return route.continue();
-    await held;
-    await route.continue();
-  });
+  const { row, victim, release } = await holdDeletes(page);
   await row.getByTestId('version-delete').click();
   await row.getByTestId('version-delete-confirm').click();
   await row.getByTestId('version-browse').click();
