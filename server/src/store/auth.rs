@@ -3,8 +3,9 @@
 //! A token is 192 random bits shown once; the server keeps only its SHA-256. Each token
 //! belongs to one repository and has a scope: `full`, `backup` (add versions, never read
 //! chunk bytes, delete, or see versions it did not commit) or `read` (restore, browse,
-//! search; never change anything). What each operation needs is decided by the API layer
-//! from [`Scope`]'s predicates, so the rules live in one place.
+//! search, verify; adds and removes nothing, though a read or a `verify` that finds a
+//! damaged chunk quarantines it, as any read does). What each operation needs is decided
+//! by the API layer from [`Scope`]'s predicates, so the rules live in one place.
 
 use sha2::{Digest, Sha256};
 
