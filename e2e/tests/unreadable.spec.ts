@@ -104,6 +104,52 @@ test('files removed or changed after the pick make an incomplete version that na
   );
 });
 
+// A file one version could not read is not absent from its history: the version is listed as
+// not having read it, and the next version that holds it is compared with the last one that did.
+test("a file a version could not read shows in the file's history as not read", async ({ page }) => {
+  const dir = path.join(root, 'Hist');
+  mkdirSync(dir);
+  const keep = randomBytes(3000);
+  writeFileSync(path.join(dir, 'a.txt'), keep);
+  writeFileSync(path.join(dir, 'b.txt'), randomBytes(700));
+  const backUp = async (change?: () => void) => {
+    await page.goto(server.appUrl);
+    await expect(page.getByTestId('engine-ready')).toBeVisible();
+    await page.getByTestId('folder-input').setInputFiles(dir);
+    await page.getByTestId('source-label').fill('Hist');
+    await expect(page.getByTestId('picked-summary')).toHaveAttribute('data-files', '2');
+    change?.();
+    await page.getByTestId('backup-start').click();
+    await expect(page.getByTestId(change ? 'backup-incomplete' : 'backup-done')).toBeVisible({ timeout: 60_000 });
+  };
+  await backUp();
+  await backUp(() => writeFileSync(path.join(dir, 'a.txt'), randomBytes(10))); // another size than picked
+  writeFileSync(path.join(dir, 'a.txt'), keep);
+  await backUp();
+
+  const { versions } = await repoJson<{ versions: { id: number; source: string }[] }>(server, '/versions');
+  const ids = versions.filter((v) => v.source === 'Hist').map((v) => v.id);
+  expect(ids).toHaveLength(3);
+  await page.getByTestId('tab-versions').click();
+  await page.locator(`[data-testid=version-row][data-version="${ids[2]}"]`).getByTestId('version-browse').click();
+  await page.locator('[data-testid=history-file][data-path="a.txt"]').click();
+  const history = page.locator('[data-testid=file-history][data-path="a.txt"]');
+  const rows = history.getByTestId('history-row');
+  await expect(rows).toHaveCount(3);
+  expect(
+    await rows.evaluateAll((trs) =>
+      trs.map((tr) => [(tr as HTMLElement).dataset.version, (tr as HTMLElement).dataset.change]),
+    ),
+  ).toEqual([
+    [String(ids[0]), 'added'],
+    [String(ids[1]), 'skipped'],
+    [String(ids[2]), 'same'],
+  ]);
+  const skipped = history.locator(`[data-testid=history-row][data-version="${ids[1]}"]`);
+  await expect(skipped).toContainText('not read by this backup');
+  await expect(skipped.getByTestId('history-download')).toHaveCount(0);
+});
+
 // Through the directory picker the page holds each file's handle, so a file changed after the
 // pick is read again from a fresh File and the version is complete with its new bytes.
 // Playwright cannot drive the native picker: the page's picker returns a real directory of

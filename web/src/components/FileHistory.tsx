@@ -1,7 +1,7 @@
 import { Fragment, useEffect, useState } from 'react';
 import './history.css';
 import type { Api, VersionInfo } from '../api/client';
-import { fileHistory, type HistoryEntry } from '../history/compare';
+import { fileHistory, heldBefore, type HistoryEntry } from '../history/compare';
 import { loadManifests } from '../history/manifests';
 import { bytes } from './format';
 import { FileChange, message, sizeDelta, useFocusOnOpen } from './FileChange';
@@ -20,6 +20,7 @@ const CHANGE_TEXT: Record<HistoryEntry<VersionInfo>['change'], string> = {
   added: 'added',
   changed: 'changed',
   same: 'same as before',
+  skipped: 'not read by this backup',
 };
 
 /** One path through every version of its source: when it changed, and any version of it to download. */
@@ -94,7 +95,9 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
       )}
       {history && history.length > 0 && (
         <table className="files">
-          <caption className="history-sr-only">Every version of {source} that holds the file, oldest first</caption>
+          <caption className="history-sr-only">
+            Every version of {source} that holds the file or could not read it, oldest first
+          </caption>
           <thead>
             <tr>
               <th>Version</th>
@@ -105,62 +108,69 @@ export function FileHistory({ api, source, path, busy, onRestore, onClose }: Pro
             </tr>
           </thead>
           <tbody>
-            {history.map((h, i) => (
-              <Fragment key={h.version.id}>
-                <tr
-                  data-testid="history-row"
-                  data-version={h.version.id}
-                  data-size={h.entry.size}
-                  data-change={h.change}
-                >
-                  <td>{h.version.id}</td>
-                  <td>{new Date(h.version.time).toLocaleString()}</td>
-                  <td className="num">
-                    {bytes(h.entry.size)}
-                    {h.change === 'changed' && i > 0 && ` (${sizeDelta(h.entry.size - history[i - 1].entry.size)})`}
-                  </td>
-                  <td>{CHANGE_TEXT[h.change]}</td>
-                  <td className="actions">
-                    {h.entry.kind === 'file' && (
-                      <button
-                        type="button"
-                        data-testid="history-download"
-                        aria-label={`Download ${path} as in version ${h.version.id}`}
-                        disabled={busy}
-                        onClick={() =>
-                          onRestore(fileRequest(h.version.id, h.entry, `${path} (version ${h.version.id})`))
-                        }
-                      >
-                        Download
-                      </button>
-                    )}
-                    {h.change === 'changed' && i > 0 && (
-                      <button
-                        type="button"
-                        data-testid="history-diff"
-                        aria-expanded={diffOf === h.version.id}
-                        aria-label={`Changes to ${path} in version ${h.version.id}`}
-                        onClick={() => setDiffOf((d) => (d === h.version.id ? null : h.version.id))}
-                      >
-                        {diffOf === h.version.id ? 'Hide changes' : 'Show changes'}
-                      </button>
-                    )}
-                  </td>
-                </tr>
-                {diffOf === h.version.id && i > 0 && (
-                  <tr>
-                    <td colSpan={5}>
-                      <FileChange
-                        api={api}
-                        path={path}
-                        older={{ version: history[i - 1].version.id, entry: history[i - 1].entry }}
-                        newer={{ version: h.version.id, entry: h.entry }}
-                      />
+            {history.map((h, i) => {
+              const before = heldBefore(history, i);
+              const entry = h.entry;
+              return (
+                <Fragment key={h.version.id}>
+                  <tr
+                    data-testid="history-row"
+                    data-version={h.version.id}
+                    data-size={entry?.size}
+                    data-change={h.change}
+                  >
+                    <td>{h.version.id}</td>
+                    <td>{new Date(h.version.time).toLocaleString()}</td>
+                    <td className="num">
+                      {entry ? bytes(entry.size) : '—'}
+                      {h.change === 'changed' && entry && before && ` (${sizeDelta(entry.size - before.entry.size)})`}
+                    </td>
+                    <td>
+                      {CHANGE_TEXT[h.change]}
+                      {h.change === 'skipped' && ` (${h.skipped}; the version is incomplete)`}
+                    </td>
+                    <td className="actions">
+                      {entry?.kind === 'file' && (
+                        <button
+                          type="button"
+                          data-testid="history-download"
+                          aria-label={`Download ${path} as in version ${h.version.id}`}
+                          disabled={busy}
+                          onClick={() =>
+                            onRestore(fileRequest(h.version.id, entry, `${path} (version ${h.version.id})`))
+                          }
+                        >
+                          Download
+                        </button>
+                      )}
+                      {h.change === 'changed' && before && (
+                        <button
+                          type="button"
+                          data-testid="history-diff"
+                          aria-expanded={diffOf === h.version.id}
+                          aria-label={`Changes to ${path} in version ${h.version.id}`}
+                          onClick={() => setDiffOf((d) => (d === h.version.id ? null : h.version.id))}
+                        >
+                          {diffOf === h.version.id ? 'Hide changes' : 'Show changes'}
+                        </button>
+                      )}
                     </td>
                   </tr>
-                )}
-              </Fragment>
-            ))}
+                  {diffOf === h.version.id && before && entry && (
+                    <tr>
+                      <td colSpan={5}>
+                        <FileChange
+                          api={api}
+                          path={path}
+                          older={{ version: before.version.id, entry: before.entry }}
+                          newer={{ version: h.version.id, entry: entry }}
+                        />
+                      </td>
+                    </tr>
+                  )}
+                </Fragment>
+              );
+            })}
           </tbody>
         </table>
       )}

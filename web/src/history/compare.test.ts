@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Manifest, ManifestEntry } from '../api/client';
-import { compareManifests, fileHistory } from './compare';
+import { compareManifests, fileHistory, heldBefore } from './compare';
 import { changedSpan, diffFiles } from './filediff';
 
 const file = (path: string, recipe: string[], size = recipe.length * 10, mtime = 1): ManifestEntry => ({
@@ -88,6 +88,24 @@ describe('fileHistory', () => {
       [5, 'added'],
     ]);
     expect(fileHistory('y', vs)).toEqual([]);
+  });
+
+  it('lists a version that could not read the file, and marks the next against the last that held it', () => {
+    const skippedX: Manifest = { ...manifest([]), skipped: [{ path: 'x', reason: 'unreadable' }] };
+    const vs = [manifest([file('x', ['1'])]), skippedX, manifest([file('x', ['1'])]), manifest([file('x', ['2'])])].map(
+      (manifest, i) => ({ version: i + 1, manifest }),
+    );
+    const h = fileHistory('x', vs);
+    expect(h.map((e) => [e.version, e.change])).toEqual([
+      [1, 'added'],
+      [2, 'skipped'],
+      [3, 'same'],
+      [4, 'changed'],
+    ]);
+    expect(h[1]).toMatchObject({ skipped: 'unreadable' });
+    expect(heldBefore(h, 2)?.version).toBe(1);
+    expect(heldBefore(h, 3)?.version).toBe(3);
+    expect(heldBefore(h, 0)).toBeUndefined();
   });
 });
 

@@ -101,20 +101,30 @@ export function compareManifests(older: Manifest, newer: Manifest): Comparison {
 }
 
 /** One version of a file in its source's history. */
-export interface HistoryEntry<V> {
-  version: V;
-  entry: ManifestEntry;
-  /**
-   * Against the source's previous version: 'added' (it had no such file, or this is the
-   * first version), 'changed' (other content) or 'same' (same content, maybe a new mtime).
-   */
-  change: 'added' | 'changed' | 'same';
-}
+export type HistoryEntry<V> =
+  | {
+      version: V;
+      entry: ManifestEntry;
+      /**
+       * Against the source's previous version: 'added' (it had no such file, or this is the
+       * first version), 'changed' (other content) or 'same' (same content, maybe a new mtime).
+       */
+      change: 'added' | 'changed' | 'same';
+    }
+  | {
+      version: V;
+      entry?: undefined;
+      /** The version is incomplete: the file was picked but could not be read (`skipped`). */
+      change: 'skipped';
+      skipped: SkipReason;
+    };
 
 /**
  * The versions (oldest first) that hold `path` as a file or symlink, each marked against
  * the version just before it in `versions` (not the last one holding the path: a file
- * deleted and restored shows as added again).
+ * deleted and restored shows as added again), and those that could not read it (the
+ * manifest's `skipped`): listed as such, the file may well have existed then, so the next
+ * version is marked against the last one that held it.
  */
 export function fileHistory<V>(
   path: string,
@@ -124,8 +134,26 @@ export function fileHistory<V>(
   let prev: ManifestEntry | undefined;
   for (const { version, manifest } of versions) {
     const e = manifest.entries.find((x) => x.path === path && x.kind !== 'dir');
-    if (e) out.push({ version, entry: e, change: !prev ? 'added' : sameContent(prev, e) ? 'same' : 'changed' });
-    prev = e;
+    if (e) {
+      out.push({ version, entry: e, change: !prev ? 'added' : sameContent(prev, e) ? 'same' : 'changed' });
+      prev = e;
+      continue;
+    }
+    const skip = manifest.skipped?.find((x) => x.path === path);
+    if (skip) out.push({ version, change: 'skipped', skipped: skip.reason });
+    else prev = undefined;
   }
   return out;
+}
+
+/** The last entry of `history` before `i` that holds the file (a skipped version does not). */
+export function heldBefore<V>(
+  history: readonly HistoryEntry<V>[],
+  i: number,
+): (HistoryEntry<V> & { entry: ManifestEntry }) | undefined {
+  for (let k = i - 1; k >= 0; k--) {
+    const h = history[k];
+    if (h.entry) return h as HistoryEntry<V> & { entry: ManifestEntry };
+  }
+  return undefined;
 }
