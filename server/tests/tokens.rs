@@ -221,6 +221,14 @@ fn read_tokens_restore_and_browse_but_change_nothing() {
     );
 }
 
+/// The id `GET token` (at `url`) gives `token`, as `token list` shows it.
+fn id_of(url: &str, token: &str) -> String {
+    request("GET", url, Some(token), &[], None).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn tokens_are_listed_and_revoked_from_the_cli() {
     let dir = TempDir::new("scope-cli");
@@ -228,12 +236,7 @@ fn tokens_are_listed_and_revoked_from_the_cli() {
     let backup = new_token(&dir, "backup");
     let read = new_token(&dir, "read");
     let url = s.repo_url("default", "/token");
-    let id_of = |t: &str| {
-        request("GET", &url, Some(t), &[], None).json()["id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let id_of = |t: &str| id_of(&url, t);
     let (backup_id, read_id) = (id_of(&backup), id_of(&read));
 
     let (code, out) = cli(&dir.0, &["token", "list", "default"]);
@@ -272,10 +275,7 @@ fn the_default_token_stays_revoked_after_a_restart() {
     let mut s = Server::start(&dir.0);
     let old = s.token.clone();
     let url = s.repo_url("default", "/token");
-    let id = request("GET", &url, Some(&old), &[], None).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = id_of(&url, &old);
     let (code, out) = cli(&dir.0, &["token", "revoke", "default", &id]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("default-repo.token"), "{out}");
@@ -292,10 +292,7 @@ fn the_default_token_stays_revoked_after_a_restart() {
 
     // Revoking another token of `default` leaves the file alone.
     let backup = new_token(&dir, "backup");
-    let backup_id = request("GET", &url, Some(&backup), &[], None).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let backup_id = id_of(&url, &backup);
     let (code, out) = cli(&dir.0, &["token", "revoke", "default", &backup_id]);
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("default-repo.token"), "{out}");

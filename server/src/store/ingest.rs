@@ -49,18 +49,17 @@ pub fn verify_entries(entries: &[BundleEntry<'_>]) -> StoreResult<()> {
         .iter()
         .filter(|e| {
             let key = (e.fp, e.codec as u8, e.raw_len, e.payload.len());
-            match seen.get_mut(&key) {
-                None => {
-                    seen.insert(key, Seen::One(e.payload));
+            let Some(same) = seen.get_mut(&key) else {
+                seen.insert(key, Seen::One(e.payload));
+                return true;
+            };
+            match same {
+                Seen::One(p) if *p == e.payload => false,
+                Seen::One(p) => {
+                    *same = Seen::Many(HashSet::from([*p, e.payload]));
                     true
                 }
-                Some(Seen::One(p)) if *p == e.payload => false,
-                Some(same @ Seen::One(_)) => {
-                    let Seen::One(p) = *same else { unreachable!() };
-                    *same = Seen::Many(HashSet::from([p, e.payload]));
-                    true
-                }
-                Some(Seen::Many(set)) => set.insert(e.payload),
+                Seen::Many(set) => set.insert(e.payload),
             }
         })
         .cloned()
