@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { cleanToken, saveToken, takeTokenFromUrl } from './token';
+import { blockSiteData, unblockSiteData } from '../ui/blockedStorage.testkit';
 
 describe('cleanToken', () => {
   it('drops what a copy brings around and inside a token, which no header may carry', () => {
@@ -29,7 +30,7 @@ describe('a browser that blocks site data', () => {
   afterEach(() => {
     vi.unstubAllGlobals();
     vi.restoreAllMocks();
-    delete (globalThis as { localStorage?: Storage }).localStorage;
+    unblockSiteData();
   });
 
   it('still takes the token of the link, and finds none kept, instead of throwing at first render', () => {
@@ -43,12 +44,7 @@ describe('a browser that blocks site data', () => {
   it('tolerates `window.localStorage` itself throwing (the default store)', () => {
     vi.spyOn(console, 'warn').mockImplementation(() => {});
     vi.stubGlobal('history', { replaceState: vi.fn() });
-    Object.defineProperty(globalThis, 'localStorage', {
-      configurable: true,
-      get() {
-        throw new DOMException('The operation is insecure.', 'SecurityError');
-      },
-    });
+    blockSiteData();
     expect(takeTokenFromUrl(at(''))).toBeNull();
     expect(takeTokenFromUrl(at(`#token=${T}`))).toBe(T);
     expect(() => saveToken(T)).not.toThrow();

@@ -1,23 +1,19 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { deviceCacheOn, setDeviceCache } from './search';
+import { blockSiteData, unblockSiteData } from '../ui/blockedStorage.testkit';
 
 describe('the "Keep on this device" setting where the browser blocks site data', () => {
   afterEach(() => {
     vi.unstubAllGlobals();
     vi.restoreAllMocks();
-    delete (globalThis as { localStorage?: Storage }).localStorage;
+    unblockSiteData();
   });
 
   it('reads as on, and turning it off or on does not throw', async () => {
     vi.spyOn(console, 'warn').mockImplementation(() => {});
     // No device cache to delete either: the browser keeps no site data.
     vi.stubGlobal('navigator', { storage: { getDirectory: () => Promise.reject(new Error('blocked')) } });
-    Object.defineProperty(globalThis, 'localStorage', {
-      configurable: true,
-      get() {
-        throw new DOMException('The operation is insecure.', 'SecurityError');
-      },
-    });
+    blockSiteData();
     expect(deviceCacheOn()).toBe(true);
     await expect(setDeviceCache(false, null)).resolves.toBeUndefined();
     await expect(setDeviceCache(true, null)).resolves.toBeUndefined();
