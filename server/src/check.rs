@@ -306,10 +306,11 @@ pub fn check(
 
     if !found.is_empty() {
         let tx = writer.begin().map_err(q)?;
-        quarantine::quarantine(&*tx, repo_id, &found).map_err(q)?;
+        let moved = quarantine::quarantine(&*tx, repo_id, &found).map_err(q)?;
         tx.commit().map_err(q)?;
-        for f in &found {
-            raw_len_of.remove(&f.fp);
+        // The deltas stored against what was found went with it.
+        for fp in &moved {
+            raw_len_of.remove(fp);
         }
     }
     // Every base is among the rows; the index is read only for a chain that leaves them.

@@ -1268,6 +1268,14 @@ fn a_previewed_policy_removes_nothing_the_policy_keeps_now() {
     let v1 = commit(&s, "default", &t, "a", &cs);
     let v2 = commit(&s, "default", &t, "b", &cs[..5]);
     let url = s.repo_url("default", "/forget");
+    // A policy that can keep nothing (every count 0, no keep_within) is refused, previewed
+    // or not: the page's form says so before it sends one.
+    for dry_run in [true, false] {
+        let zero = json!({ "policy": { "keep_last": 0, "keep_daily": 0 }, "dry_run": dry_run });
+        let e = post_json(&url, &t, &zero).expect_error(400, "bad_request");
+        assert!(e["error"].as_str().unwrap().contains("keep rule"), "{e}");
+    }
+    assert_eq!(version_ids(&s, &t), vec![v1, v2]);
     let policy = json!({ "keep_last": 1 });
     let preview = post_json(&url, &t, &json!({ "policy": policy, "dry_run": true }));
     assert_eq!(preview.json()["remove"][0]["id"], v1);
@@ -1465,6 +1473,42 @@ fn an_upload_whose_commit_is_reported_failed_after_going_through_loses_nothing()
     let s = Server::start_without_pass(&dir.0);
     assert_restores(&s, "default", &t, &cs);
     commit(&s, "default", &t, "a", &cs);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// An upload whose commit fails as it is made, without going through, leaves the containers
+/// it wrote to recovery: the request cannot tell such a commit from one that went through
+/// and shows only later (a connection lost as the database answered, a commit waiting for a
+/// standby), whose rows would point into a deleted container. Its chunks are not stored (a
+/// retry stores them), and the next start removes the containers no row names. Before, the
+/// error path deleted every container the index did not show yet.
+#[test]
+fn an_upload_whose_commit_fails_leaves_its_containers_to_recovery() {
+    let dir = TempDir::new("commit-failed");
+    let mut env = NO_PASS.to_vec();
+    env.push(("DITTO_TEST_FAIL_AT", "ingest:uncommitted"));
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let t = s.token.clone();
+    let repo_id = 1;
+    let cs = chunks(42, 8);
+    let r = upload_to(&s, "default", &t, &cs);
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    let all: Vec<&TestChunk> = cs.iter().collect();
+    assert_eq!(missing(&s, "default", &t, &all).len(), cs.len());
+    assert!(
+        !container_files(&dir.0, repo_id).is_empty(),
+        "the container written is kept"
+    );
+    s.stop(Duration::from_secs(10)).expect("clean stop");
+    let s = Server::start_without_pass(&dir.0);
+    assert!(
+        container_files(&dir.0, repo_id).is_empty(),
+        "recovery removes it"
+    );
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    commit(&s, "default", &t, "a", &cs);
+    assert_restores(&s, "default", &t, &cs);
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
 }

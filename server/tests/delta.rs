@@ -376,6 +376,110 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
     }
 }
 
+/// `(damaged_chunks, damaged)` of each version, by id.
+fn damage_of(s: &Server) -> HashMap<i64, (u64, bool)> {
+    versions_json(s, "/versions")["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let d = (
+                v["damaged_chunks"].as_u64().unwrap(),
+                v["damaged"].as_bool().unwrap(),
+            );
+            (v["id"].as_i64().unwrap(), d)
+        })
+        .collect()
+}
+
+/// A damaged base takes the deltas stored against it along into quarantine: their chains no
+/// longer decode, so they are not stored any more (the next backup uploads them again, whole)
+/// and the versions naming them count them damaged until then. Without it, only the base
+/// was quarantined, and every later backup was told the deltas were stored.
+#[test]
+fn a_damaged_base_quarantines_the_deltas_stored_against_it() {
+    if on_s3() {
+        return; // damages a container file on disk
+    }
+    let dir = TempDir::new("delta-base");
+    let h = history();
+    let s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
+    let (v1, v2, _) = both_passed(&s, &h);
+    let edges = base_edges(&dir.0);
+    let in_v2: HashSet<String> = fps_of(&h.v2).into_iter().collect();
+    // A delta of v2 against a chunk only v1 names.
+    let (x, b) = edges
+        .iter()
+        .find(|(x, b)| in_v2.contains(*x) && !in_v2.contains(*b) && !edges.contains_key(*b))
+        .map(|(x, b)| (x.clone(), b.clone()))
+        .expect("a delta of v2 against a whole chunk of v1");
+    let dependents: Vec<&String> = edges
+        .iter()
+        .filter(|(_, base)| **base == b)
+        .map(|(d, _)| d)
+        .collect();
+    let conts = containers_json(&s);
+    let (cid, off, len) = conts["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|c| {
+            c["chunks"].as_array().unwrap().iter().find_map(|k| {
+                (k["fp"].as_str() == Some(&b)).then(|| {
+                    (
+                        c["id"].as_u64().unwrap(),
+                        k["offset"].as_u64().unwrap(),
+                        k["stored_len"].as_u64().unwrap(),
+                    )
+                })
+            })
+        })
+        .expect("the base listed");
+    let path = container_file(&dir.0, 1, cid);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(off + len - 3) as usize] ^= 0x5A;
+    std::fs::write(&path, bytes).unwrap();
+    request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{b}")),
+        Some(&s.token),
+        &[],
+        None,
+    )
+    .expect_error(500, "damaged");
+
+    let missing = |fps: Vec<&String>| {
+        let r = post_json(
+            &s.repo_url("default", "/chunks/missing"),
+            &s.token,
+            &json!({ "fingerprints": fps }),
+        );
+        assert_eq!(r.status, 200);
+        r.json()["missing"].clone()
+    };
+    assert_eq!(missing(vec![&b]), json!([b]), "the base is quarantined");
+    assert_eq!(
+        missing(dependents.clone()),
+        json!(dependents),
+        "every delta against the base is quarantined with it"
+    );
+    let damage = damage_of(&s);
+    assert!(damage[&v1].1, "v1 names the base: {damage:?}");
+    assert!(
+        damage[&v2].1 && damage[&v2].0 >= 1,
+        "v2 names {x}: {damage:?}"
+    );
+
+    // The next backup of v2's files stores the delta's chunk again, which heals v2; v1
+    // stays damaged until its base's bytes come again.
+    let v3 = backup(&s, &h, &h.v2);
+    let damage = damage_of(&s);
+    assert_eq!(damage[&v3], (0, false), "{damage:?}");
+    assert_eq!(damage[&v2], (0, false), "{damage:?}");
+    assert!(damage[&v1].1, "{damage:?}");
+    read_back(&s, &h, &h.v2, "after the delta came again");
+}
+
 /// `raw_bytes` in `GET versions?raw_bytes=true` (what the page's `auto` search judges the
 /// repository's size by) is the raw bytes of every stored chunk but the frames, counted here
 /// from the containers' listing and the base edges, and covers the distinct chunks of

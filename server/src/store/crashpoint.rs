@@ -33,7 +33,8 @@ fn armed() -> Option<&'static str> {
 /// Failure points: the test-only `DITTO_TEST_FAIL_AT=<point>` makes the step there fail,
 /// every time it is reached, with an error and the process going on: the mover's writes as a
 /// full disk would make them fail, a prune's ICDA and the read of a delta's base as an I/O
-/// error would, an upload's commit as a connection lost after the database committed would,
+/// error would, an upload's commit as a connection lost after the database committed would
+/// (`ingest:commit`) or as one that did not go through (`ingest:uncommitted`),
 /// the open of a container file by recovery or for an append as an I/O error would; and
 /// `pass:encode` changes each copy the delta pass makes, as an encoder fault would.
 pub const FAILURE_POINTS: &[&str] = &[
@@ -43,6 +44,7 @@ pub const FAILURE_POINTS: &[&str] = &[
     "prune:icda",
     "base:read",
     "ingest:commit",
+    "ingest:uncommitted",
     "recover:open",
     "append:open",
 ];

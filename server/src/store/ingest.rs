@@ -4,7 +4,10 @@
 //! new chunks are then appended to containers and fsynced before their index rows are
 //! committed in one transaction (docs/FORMAT.md, "Writing and recovery rules").
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    cell::Cell,
+    collections::{HashMap, HashSet},
+};
 
 use wasm_core::{
     compress::{Decompressor, CODEC_ZSTD},
@@ -256,8 +259,8 @@ impl Store {
             Err((err, created)) => {
                 // The open container is forgotten (reloaded from the index next time). The
                 // containers created for this bundle are removed only where the index
-                // certainly has no row of them: a commit that reported a failure may have
-                // gone through. One left behind without a row is recovery's to remove.
+                // certainly has no row of them: none after a failed commit ([`uncertain`]).
+                // One left behind without a row is recovery's to remove.
                 w.open.remove(&repo_id);
                 for id in created {
                     let exists = self.index().and_then(|ix| ix.container_exists(id as i64));
@@ -342,6 +345,7 @@ impl Store {
             touched.push(t);
         }
         let fail = |e: StoreError| (e, created_ids.clone());
+        let committing = Cell::new(false);
         // 1. data and table slots, then fsync every touched file.
         for t in &touched {
             self.containers
@@ -376,10 +380,12 @@ impl Store {
             }
             let fps: Vec<Fingerprint> = new.iter().map(|e| e.fp).collect();
             quarantine::stored(&*tx, repo_id, &fps, healing)?;
+            committing.set(true);
+            not_committed()?;
             tx.commit()?;
             committed_but_failed()
         };
-        commit().map_err(fail)?;
+        commit().map_err(|e| uncertain(fail(e), &committing))?;
         // 3. committed: the last container stays open for the next bundle.
         Ok(touched.pop().map(|t| {
             let mut oc = t.oc;
@@ -453,6 +459,7 @@ impl Store {
             let data_end = header.data_offset + data.len() as u64;
             written.push((header, data_end, rows));
         }
+        let committing = Cell::new(false);
         let commit = || -> StoreResult<HashSet<Fingerprint>> {
             let tx = w.begin(repo_id)?;
             let stored_ms = now_ms() as i64;
@@ -484,12 +491,43 @@ impl Store {
             }
             let stored: Vec<Fingerprint> = fps.into_iter().filter(|fp| !now.contains(fp)).collect();
             quarantine::stored(&*tx, repo_id, &stored, healing)?;
+            committing.set(true);
+            not_committed()?;
             tx.commit()?;
             committed_but_failed()?;
             Ok(now)
         };
-        commit().map_err(|e| fail(e, &created))
+        commit().map_err(|e| uncertain(fail(e, &created), &committing))
     }
+}
+
+/// A failed ingest's error and the containers it created, which the caller deletes where the
+/// index has no row of them. A failure of the commit itself is uncertain: the database may
+/// have committed and show it only later (a connection lost as it answered, a commit waiting
+/// for a standby), so none is named then, and recovery removes one that has no row in the end.
+fn uncertain(
+    (e, created): (StoreError, Vec<u64>),
+    committing: &Cell<bool>,
+) -> (StoreError, Vec<u64>) {
+    (
+        e,
+        if committing.get() {
+            Vec::new()
+        } else {
+            created
+        },
+    )
+}
+
+/// The failure point `ingest:uncommitted`: a commit that fails as it is made and does not go
+/// through (the transaction is rolled back), which the caller cannot tell from one that did.
+fn not_committed() -> StoreResult<()> {
+    if crashpoint::fails("ingest:uncommitted") {
+        return Err(StoreError::Io(std::io::Error::other(
+            "failure point ingest:uncommitted (DITTO_TEST_FAIL_AT)",
+        )));
+    }
+    Ok(())
 }
 
 /// The failure point `ingest:commit`: a commit that went through but is reported failed, as a

@@ -398,10 +398,16 @@ impl Store {
         let mut abandoned = false;
         let mut failed = None;
         let mut damage_quarantined = false;
+        // The failed switch failed in its commit, which may have gone through (a connection
+        // lost as the database answered; committed but not yet visible to another one).
+        let mut commit_unknown = false;
         'switch: for (i, nc) in written.iter().enumerate() {
             for (j, part) in nc.moves.chunks(SWITCH_ROWS).enumerate() {
                 let res = if j > 0 && crashpoint::fails("move:part") {
-                    Err(StoreError::NoSpace("test failure point move:part".into()))
+                    Err((
+                        StoreError::NoSpace("test failure point move:part".into()),
+                        false,
+                    ))
                 } else {
                     self.switch_part(repo_id, snap, nc, part, j == 0, i == 0 && j == 0, &damaged)
                 };
@@ -412,7 +418,10 @@ impl Store {
                         damage_quarantined |= i == 0 && j == 0;
                     }
                     Ok(None) => abandoned = true,
-                    Err(e) => failed = Some(e),
+                    Err((e, at_commit)) => {
+                        failed = Some(e);
+                        commit_unknown = at_commit;
+                    }
                 }
                 if abandoned || failed.is_some() {
                     break 'switch;
@@ -424,12 +433,15 @@ impl Store {
         if abandoned || failed.is_some() {
             // The container being switched when the versions changed or a switch failed has
             // its row, and committed rows pointing into it, if its first part went through (a
-            // commit that failed may have gone through too): its file stays unless the index
-            // certainly has no row of it.
+            // commit that failed may have gone through too, and show only later): its file
+            // stays unless the index certainly has no row of it. One kept without a row is
+            // recovery's to remove.
             let first_in = written.get(inserted).is_some_and(|nc| {
-                self.index()
-                    .and_then(|ix| ix.container_exists(nc.id as i64))
-                    .unwrap_or(true)
+                commit_unknown
+                    || self
+                        .index()
+                        .and_then(|ix| ix.container_exists(nc.id as i64))
+                        .unwrap_or(true)
             });
             kept = inserted + first_in as usize;
             discard(&written[kept..]);
@@ -497,23 +509,27 @@ impl Store {
         first: bool,
         with_damage: bool,
         damaged: &[quarantine::Found],
-    ) -> StoreResult<Option<f64>> {
-        let w = self.writer_for_write()?;
+    ) -> Result<Option<f64>, (StoreError, bool)> {
+        let before = |e: StoreError| (e, false);
+        let w = self.writer_for_write().map_err(before)?;
         let locked = std::time::Instant::now();
-        let tx = w.begin(repo_id)?;
-        if !snap.still_current(&*tx, repo_id)? {
+        let tx = w.begin(repo_id).map_err(before)?;
+        if !snap.still_current(&*tx, repo_id).map_err(before)? {
             return Ok(None);
         }
         if with_damage {
-            quarantine::quarantine(&*tx, repo_id, damaged)?;
+            quarantine::quarantine(&*tx, repo_id, damaged).map_err(before)?;
         }
         if first {
             // Archival containers never take appends.
             let sealed = nc.header.kind == ContainerKind::Archival;
-            tx.insert_written_container(&nc.row(repo_id, sealed))?;
+            tx.insert_written_container(&nc.row(repo_id, sealed))
+                .map_err(before)?;
         }
-        tx.repoint_chunks(repo_id, nc.id as i64, part)?;
-        tx.commit()?;
+        tx.repoint_chunks(repo_id, nc.id as i64, part)
+            .map_err(before)?;
+        // A commit that fails may have gone through: the caller keeps the container.
+        tx.commit().map_err(|e| (e, true))?;
         Ok(Some(locked.elapsed().as_secs_f64() * 1000.0))
     }
 

@@ -10,17 +10,25 @@
 //! recipes name chunks by fingerprint, not by place. The quarantine row stays as the record
 //! of the damaged copy (`healed_ms` set), so `check` can tell its container slot apart from
 //! a broken index.
+//!
+//! A chunk that is a delta's base (docs/FORMAT.md, codec 2: a chunk, a trained dictionary
+//! or a frame) takes its dependents along: a delta decodes only through its base, so once
+//! the base is not stored neither is the delta, whatever the state of its own bytes. Left
+//! stored, the delta would satisfy every later backup's `chunks/missing` while no read of it
+//! can succeed. Quarantined with its base, it is uploaded again whole by the next backup of
+//! the files that hold it, which heals the versions naming it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use wasm_core::hash::Fingerprint;
+use wasm_core::hash::{to_hex, Fingerprint};
 
 pub use super::index::quarantine::Found;
 use super::index::{quarantine::Recount, IndexRead, IndexWrite, IndexWriter};
 use super::{now_ms, StoreResult};
 
-/// Moves the index rows of `found` into quarantine and recounts the versions that reference
-/// them. Runs in the caller's transaction. Returns the fingerprints actually quarantined.
+/// Moves the index rows of `found` and of the deltas stored against them into quarantine and
+/// recounts the versions that reference them. Runs in the caller's transaction. Returns the
+/// fingerprints actually quarantined, dependents included.
 pub fn quarantine(
     ix: &dyn IndexWrite,
     repo_id: i64,
@@ -34,10 +42,45 @@ pub fn quarantine(
         }
     }
     if !moved.is_empty() {
+        for f in dependents(ix, repo_id, &moved)? {
+            if ix.quarantine_chunk(repo_id, &f, now)? {
+                moved.push(f.fp);
+            }
+        }
         let touched: HashSet<Fingerprint> = moved.iter().copied().collect();
         recount_versions(ix, repo_id, Some(&touched), false)?;
     }
     Ok(moved)
+}
+
+/// The stored deltas whose chain of bases reaches one of `bases`, each with its place and
+/// the base that fails it. Read from the repository's base edges once: quarantine is rare,
+/// and one container found damaged may hold thousands of bases.
+fn dependents(ix: &dyn IndexWrite, repo_id: i64, bases: &[Fingerprint]) -> StoreResult<Vec<Found>> {
+    let mut of_base: HashMap<Fingerprint, Vec<Fingerprint>> = HashMap::new();
+    for (fp, base) in ix.delta_edges(repo_id)? {
+        of_base.entry(base).or_default().push(fp);
+    }
+    let mut seen: HashSet<Fingerprint> = bases.iter().copied().collect();
+    let mut todo: Vec<Fingerprint> = bases.to_vec();
+    let mut out = Vec::new();
+    while let Some(base) = todo.pop() {
+        for fp in of_base.get(&base).into_iter().flatten() {
+            if !seen.insert(*fp) {
+                continue;
+            }
+            todo.push(*fp);
+            if let Some(loc) = ix.chunk_location(repo_id, fp)? {
+                out.push(Found {
+                    fp: *fp,
+                    container_id: loc.container_id,
+                    offset: loc.offset,
+                    reason: format!("its delta base {} is not stored", to_hex(&base)),
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Quarantines the chunks of one container: all of them, or (`past = Some(len)`) those whose
@@ -146,8 +189,7 @@ fn recount(
     which: Recount,
 ) -> StoreResult<()> {
     let versions = ix.versions_to_recount(repo_id, which)?;
-    let damaged: std::collections::HashMap<i64, i64> =
-        versions.iter().map(|v| (v.id, v.damaged)).collect();
+    let damaged: HashMap<i64, i64> = versions.iter().map(|v| (v.id, v.damaged)).collect();
     let chains = super::versions::ManifestChains::new(ix, repo_id);
     chains.each(versions.iter().map(|v| (v.id, &v.manifest)), |id, json| {
         // An unreadable manifest is `check`'s to report; it cannot be counted here.

@@ -86,8 +86,20 @@ impl<G: DerefMut<Target = Client>> IndexTx for Pg<G> {
     }
 }
 
+/// A connection whose commits are durable when acknowledged, whatever the database's or
+/// role's defaults: `synchronous_commit` off would let a crash of PostgreSQL lose a commit
+/// the server already answered for (and recovery would then delete its containers).
 fn connect(url: &str) -> StoreResult<Client> {
-    Ok(Client::connect(url, NoTls)?)
+    let mut c = Client::connect(url, NoTls)?;
+    c.batch_execute("SET synchronous_commit = on")?;
+    Ok(c)
+}
+
+/// How a write transaction starts: at `READ COMMITTED` named, not inherited (a database
+/// whose default is `REPEATABLE READ` would take the snapshot as the lock is asked for, and
+/// the transaction would not see what committed while it waited), then its locks.
+fn begin_write(locks: &str) -> String {
+    format!("BEGIN ISOLATION LEVEL READ COMMITTED; {locks}")
 }
 
 /// The read side: a pool of connections, and the URL for the maintenance lease's own.
@@ -136,7 +148,7 @@ impl IndexWriter for PgWriter {
     fn begin(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         Ok(Box::new(Pg::begin(
             self.client.borrow_mut(),
-            &format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
+            &begin_write(&format!("SELECT pg_advisory_xact_lock({WRITE_LOCK})")),
         )?))
     }
     fn begin_repo(&self, repo_id: i64) -> StoreResult<Box<dyn IndexTx + '_>> {
@@ -145,10 +157,10 @@ impl IndexWriter for PgWriter {
         let repo = repo_id as i32;
         Ok(Box::new(Pg::begin(
             self.client.borrow_mut(),
-            &format!(
-                "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}); \
+            &begin_write(&format!(
+                "SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}); \
                  SELECT pg_advisory_xact_lock({REPO_LOCK_SPACE}, {repo})"
-            ),
+            )),
         )?))
     }
     fn claim(&self, shared: bool) -> StoreResult<()> {
@@ -357,5 +369,45 @@ mod tests {
         let waited = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
         assert!(waited >= std::time::Duration::from_millis(300));
         waiter.join().unwrap();
+    }
+
+    /// A write transaction sees what committed while it waited for its repository's lock,
+    /// and commits durably, even in a database whose defaults say otherwise.
+    #[test]
+    #[ignore = "needs PostgreSQL: npm run test:pg"]
+    fn postgres_writes_ignore_the_database_defaults() {
+        let url = fresh_database("defaults");
+        let name = url.rsplit_once('/').unwrap().1.to_string();
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {name} SET default_transaction_isolation = 'repeatable read'; \
+                 ALTER DATABASE {name} SET synchronous_commit = off"
+            ))
+            .unwrap();
+        let (_, w1) = super::open(&url).unwrap();
+        let (_, w2) = super::open(&url).unwrap();
+        let sync: String = w1
+            .client
+            .borrow_mut()
+            .query_one("SHOW synchronous_commit", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(sync, "on");
+
+        let held = w1.begin_repo(1).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = std::thread::spawn(move || {
+            // Waits for w1's transaction, then must see the repository it created.
+            let t = w2.begin_repo(1).unwrap();
+            tx.send(t.repo_id("made-while-waiting").unwrap()).unwrap();
+            t.commit().unwrap();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let id = held.create_repo("made-while-waiting", 0).unwrap();
+        held.commit().unwrap();
+        let seen = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        other.join().unwrap();
+        assert_eq!(seen, Some(id), "what committed during the wait is seen");
     }
 }
