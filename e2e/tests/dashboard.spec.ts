@@ -234,7 +234,10 @@ test('a delete the server fails: the page says why while the version stays liste
   answer();
   await reloaded;
   await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
-  await expect(page.getByTestId('versions-error')).toContainText('disk I/O error');
+  await expect(page.getByTestId('version-delete-failed')).toContainText(
+    `Deleting version ${victim.id} failed (disk I/O error)`,
+  );
+  await expect(page.getByTestId('versions-error')).toHaveCount(0);
   await expect(page.getByTestId('version-deleting')).toHaveCount(0);
   await expect(page.getByTestId('version-row')).toHaveCount(3);
   await expect(row.getByTestId('version-delete')).toBeEnabled();
@@ -295,4 +298,29 @@ test('two quick deletes: the list read after the first, answered last, does not 
   await expect(rowOf(first.id)).toHaveCount(0);
   await expect(page.getByTestId('version-row')).toHaveCount(1);
   await page.unroute('**/versions');
+});
+
+test('a version the server fails to read: the browser says why, and Try again reads it', async ({ page }) => {
+  await page.goto(server.appUrl);
+  await page.getByTestId('tab-versions').click();
+  const row = page.getByTestId('version-row').first();
+  const id = await row.getAttribute('data-version');
+  let fail = true;
+  await page.route(`**/versions/${id}`, async (route) => {
+    if (route.request().method() !== 'GET' || !fail) return route.continue();
+    await route.fulfill({
+      status: 500,
+      contentType: 'application/json',
+      body: JSON.stringify({ error: 'disk I/O error', code: 'internal' }),
+    });
+  });
+  await row.getByTestId('version-browse').click();
+  const failed = page.getByTestId('version-browser-error');
+  await expect(failed).toContainText(`Reading version ${id} failed: disk I/O error`);
+  await expect(page.getByTestId('tree-node')).toHaveCount(0);
+  fail = false;
+  await failed.getByRole('button', { name: 'Try again' }).click();
+  await expect(page.getByTestId('tree-node').first()).toBeVisible();
+  await expect(failed).toHaveCount(0);
+  await page.unroute(`**/versions/${id}`);
 });

@@ -392,12 +392,11 @@ test('an apply after which no version is left: the page still says what it remov
   const kept = await backUp(path.join(base, 'v2', 'project'), 'Solo');
   await openRetention('Solo');
   await expect(page.getByTestId('version-row')).toHaveCount(2);
-  // Keeping 0 is a rule the form takes, but the server refuses a policy that keeps nothing:
+  // A policy that keeps nothing is refused by the server; the form says so before a preview:
   // every policy keeps each source's newest version.
   await page.getByTestId('retention-keep_last').fill('0');
-  await expect(page.getByTestId('retention-problem')).toHaveCount(0);
-  await page.getByTestId('retention-preview').click();
-  await expect(page.getByTestId('retention-error')).toContainText('keeps every version');
+  await expect(page.getByTestId('retention-problem')).toContainText('Every rule is 0');
+  await expect(page.getByTestId('retention-preview')).toBeDisabled();
   await page.getByTestId('retention-keep_last').fill('1');
   await page.getByTestId('retention-preview').click();
   await expect(page.getByTestId('retention-remove')).toHaveCount(1);

@@ -9,7 +9,8 @@ import { startServer, type RunningServer } from '../server';
 // "Limits and risks"), in the page as on the server: every match is held in memory and
 // answered whole. A file of 1 100 000 "a" (its chunks all alike, so the unique chunks hold
 // few offsets and only the walk of the recipe passes the limit) is refused with a clear
-// error wherever the search runs, with either engine, and the page searches on after it.
+// error wherever the search runs, with either engine, and the page searches on after it. A
+// files-only search of the same word answers one hit per file.
 
 let server: RunningServer;
 let root: string;
@@ -64,6 +65,17 @@ test('a search of more matches than a search answers is refused with a clear err
     });
     await expect(page.locator('[data-testid=search-done]')).toHaveCount(0);
   }
+
+  // Files only asks for one hit per keyword and file: the common word is found, wherever
+  // the search runs.
+  await page.getByTestId('search-files-only').check();
+  for (const where of ['server', 'page'] as const) {
+    await start(page, 'a', where);
+    const found = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${runs}"]`);
+    await expect(found, where).toBeVisible({ timeout: 60_000 });
+    await expect(found, where).toHaveAttribute('data-matches', '1');
+  }
+  await page.getByTestId('search-files-only').uncheck();
 
   // The page searches on: a rarer keyword is found, in the page.
   await start(page, 'needle', 'page');

@@ -360,8 +360,14 @@ test('a source backs up every N minutes while the tab is open, and says so in a 
   await field.press('Enter');
   await expect.poll(() => everyMinutes(page, 'Timed')).toBe(1);
   // Its last backup made a minute older, so that the next tick of the schedule finds it due.
+  await page.getByTestId('tab-versions').click();
+  const timedRows = page.locator('[data-testid=versions-source][data-source="Timed"] [data-testid=version-row]');
+  await expect(timedRows).toHaveCount(1);
   await ageLastBackup(page, 'Timed', 61_000);
   await expect.poll(async () => (await versionsOf('Timed')).length, { timeout: 60_000 }).toBe(2);
+  // The Versions view, shown while the schedule backed up, lists the new version unasked.
+  await expect(timedRows).toHaveCount(2);
+  await page.getByTestId('tab-sources').click();
   await expect
     .poll(() => page.evaluate(() => (window as unknown as { __notes: { title: string }[] }).__notes))
     .toEqual([{ title: 'Backup of “Timed” done', body: expect.stringMatching(/^Version #\d+: 3 files\.$/) }]);
@@ -399,4 +405,26 @@ test('a schedule the browser does not store says so, and its box stays unchecked
   await expect(row.getByTestId('source-every')).not.toBeChecked();
   expect(await everyMinutes(page, 'Unsaved')).toBeNull();
   expect(errors).toEqual([]);
+});
+
+test('a list the server fails to read says why, and Try again reads it', async ({ page }) => {
+  let fail = true;
+  await page.route('**/api/v1/repos/*/versions', async (route) => {
+    if (route.request().method() !== 'GET' || !fail) return route.continue();
+    await route.fulfill({
+      status: 500,
+      contentType: 'application/json',
+      body: JSON.stringify({ error: 'disk I/O error', code: 'internal' }),
+    });
+  });
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  await page.getByTestId('tab-sources').click();
+  const failed = page.getByTestId('sources-error');
+  await expect(failed).toContainText('Reading the sources failed: disk I/O error');
+  await expect(page.getByTestId('source-row')).toHaveCount(0);
+  fail = false;
+  await failed.getByRole('button', { name: 'Try again' }).click();
+  await expect(page.locator('[data-testid="source-row"][data-source="Project"]')).toBeVisible();
+  await expect(failed).toHaveCount(0);
 });

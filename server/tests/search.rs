@@ -243,6 +243,12 @@ fn server_search_equals_the_naive_search() {
         (json!({ "keywords": [""] }), 400),
         (json!({ "keywords": ["zz"], "hex": true }), 400),
         (json!({ "keywords": ["x".repeat(2049)] }), 400),
+        // The keyword set's limits (wasm_core::search::MAX_KEYWORDS, MAX_KEYWORD_BYTES).
+        (json!({ "keywords": vec!["k"; 4097] }), 400),
+        (
+            json!({ "keywords": (0..33).map(|i| format!("{i:02}{}", "x".repeat(2046))).collect::<Vec<_>>() }),
+            400,
+        ),
         (json!({ "keywords": ["x"], "versions": [999_999] }), 404),
         (json!({ "keywords": ["x"], "unknown": 1 }), 400),
         (json!({ "keywords": "x" }), 400),
@@ -255,6 +261,13 @@ fn server_search_equals_the_naive_search() {
             String::from_utf8_lossy(&r.body)
         );
     }
+    // At the limits: 4096 keywords, 64 KiB in all.
+    let most: Vec<String> = (0..4096).map(|i| format!("zq{i:04}")).collect();
+    search(&s, &t, json!({ "keywords": most }));
+    let widest: Vec<String> = (0..32)
+        .map(|i| format!("{i:02}{}", "x".repeat(2046)))
+        .collect();
+    search(&s, &t, json!({ "keywords": widest }));
     let r = request(
         "POST",
         &url,
@@ -416,6 +429,27 @@ fn a_search_with_too_many_matches_is_refused() {
     let r = search(&s, &t, json!({ "keywords": ["needle"] }));
     assert_eq!(r["matches"], 1, "{r}");
     assert_eq!(r["files"][0]["hits"], json!([[0, 5001]]), "{r}");
+    // Files only: the first hit per keyword and file, however common the word.
+    let r = search(
+        &s,
+        &t,
+        json!({ "keywords": ["a", "b"], "files_only": true }),
+    );
+    assert_eq!(r["matches"], 2, "{r}");
+    let hits: Vec<(String, Value)> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap().to_string(), f["hits"].clone()))
+        .collect();
+    assert_eq!(
+        hits,
+        [
+            ("a.txt".to_string(), json!([[0, 0]])),
+            ("b.txt".to_string(), json!([[1, 0]]))
+        ],
+        "{r}"
+    );
 }
 
 /// A search whose client goes away stops at its next chunk instead of running to its end on

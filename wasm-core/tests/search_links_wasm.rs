@@ -155,7 +155,7 @@ fn links_are_kept_unchecked_and_checked_when_scanned() {
     // The link comes with the delta's answer, is kept as a base and answers no snippet
     // until checked; a job that lists it scans it from the cache (found: NEEDLE).
     let mut cache = ChunkCache::new(1e9);
-    let mut scan = ContainerScan::new(&kw).unwrap();
+    let mut scan = ContainerScan::new(&kw, false).unwrap();
     let (missing, r) = job(&mut cache, &mut scan, &[&d], &[&link]);
     assert_eq!((missing, r.unwrap()), (vec![0], 0));
     assert_eq!(cache.count(), 2);
@@ -185,7 +185,7 @@ fn links_are_kept_unchecked_and_checked_when_scanned() {
         ..whole(&base)
     };
     let mut cache = ChunkCache::new(1e9);
-    let mut scan = ContainerScan::new(&kw).unwrap();
+    let mut scan = ContainerScan::new(&kw, false).unwrap();
     job(&mut cache, &mut scan, &[&d], &[&bad_link]).1.unwrap();
     assert_eq!(cache.count(), 2);
     let (missing, r) = job(&mut cache, &mut scan, &[&link], &[]);
@@ -211,7 +211,7 @@ fn links_are_kept_unchecked_and_checked_when_scanned() {
         ..whole(&base)
     };
     let mut cache = ChunkCache::new(1e9);
-    let mut scan = ContainerScan::new(&kw).unwrap();
+    let mut scan = ContainerScan::new(&kw, false).unwrap();
     job(&mut cache, &mut scan, &[&d_back], &[&bad_link])
         .1
         .unwrap();
@@ -223,7 +223,7 @@ fn links_are_kept_unchecked_and_checked_when_scanned() {
     );
     assert!(m.contains(&wasm_core::hash::to_hex(&link.fp)), "{m}");
     assert_eq!(cache.held_bases(8), Vec::<u8>::new(), "dropped");
-    let mut scan = ContainerScan::new(&kw).unwrap();
+    let mut scan = ContainerScan::new(&kw, false).unwrap();
     let (missing, r) = job(&mut cache, &mut scan, &[&d], &[&link]);
     assert_eq!(
         (missing, r.unwrap()),
@@ -249,7 +249,7 @@ fn held_bases_come_most_named_first_up_to_the_limit() {
     }
     let links: Vec<Stored> = bases.iter().map(|b| whole(b)).collect();
     let mut cache = ChunkCache::new(1e9);
-    let mut scan = ContainerScan::new(&kw).unwrap();
+    let mut scan = ContainerScan::new(&kw, false).unwrap();
     let chunks: Vec<&Stored> = deltas.iter().collect();
     let (_, r) = job(
         &mut cache,
@@ -295,7 +295,7 @@ fn the_device_file_takes_only_links_that_check() {
     );
     let link2 = whole(&base2);
     let mut cache = ChunkCache::new(1e9);
-    let mut scan = ContainerScan::new(&kw).unwrap();
+    let mut scan = ContainerScan::new(&kw, false).unwrap();
     job(&mut cache, &mut scan, &[&d, &d2], &[&bad_link, &link2])
         .1
         .unwrap();

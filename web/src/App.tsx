@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState, type ReactNode } from 'react';
+import { useEffect, useMemo, useState, useSyncExternalStore, type ReactNode } from 'react';
 import { Api, type TokenInfo } from './api/client';
 import { saveToken, takeTokenFromUrl } from './api/token';
 import { JobStore } from './backup/jobstore';
@@ -38,6 +38,8 @@ interface Ctx {
   can: TokenInfo['can'] | null;
   /** The page's restore, which goes on while another view is shown. */
   restore: Restore;
+  /** Versions this tab's backups committed (`RunnerState.committed`): lists read again when it grows. */
+  committed: number;
 }
 
 interface View extends TabDef<string> {
@@ -64,15 +66,15 @@ const VIEWS: View[] = [
     id: 'versions',
     label: 'Versions',
     testId: 'tab-versions',
-    render: ({ api, can, goTo, restore }) => (
-      <VersionsPanel api={api} restore={restore} can={can} onBackUp={() => goTo('backup')} />
+    render: ({ api, can, goTo, restore, committed }) => (
+      <VersionsPanel api={api} restore={restore} can={can} committed={committed} onBackUp={() => goTo('backup')} />
     ),
   },
   {
     id: 'dashboard',
     label: 'Dashboard',
     testId: 'tab-dashboard',
-    render: ({ api, goTo }) => <Dashboard api={api} onBackUp={() => goTo('backup')} />,
+    render: ({ api, goTo, committed }) => <Dashboard api={api} committed={committed} onBackUp={() => goTo('backup')} />,
     // Statistics cover the whole repository, and the chunk sizes come from the container tables.
     allows: (can) => can.browse && can.restore,
   },
@@ -80,7 +82,9 @@ const VIEWS: View[] = [
     id: 'search',
     label: 'Search',
     testId: 'tab-search',
-    render: ({ api, goTo }) => <SearchPanel api={api} onBackUp={() => goTo('backup')} />,
+    render: ({ api, goTo, committed }) => (
+      <SearchPanel api={api} committed={committed} onBackUp={() => goTo('backup')} />
+    ),
     allows: (can) => can.restore,
   },
 ];
@@ -112,6 +116,11 @@ export function App() {
   const [tab, setTab] = useState(views[0].id);
   const runner = useMemo(() => (engine.state === 'ready' && api ? newRunner(api, engine) : null), [api, engine]);
   useSchedule(runner);
+  // A scheduled backup commits while any view is shown; the views of the repository read it again.
+  const committed = useSyncExternalStore(
+    (fn) => runner?.subscribe(fn) ?? (() => {}),
+    () => runner?.state.committed ?? 0,
+  );
 
   useEffect(() => {
     let pool: CorePool | undefined;
@@ -185,6 +194,7 @@ export function App() {
                 goTo: setTab,
                 can: check.state === 'ok' ? check.info.can : null,
                 restore,
+                committed,
               })
             ) : engine.state === 'loading' ? (
               <p className="muted" role="status">

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_core::{
     hash::to_hex,
-    search::{parse_keyword, Dictionary, Mode, SearchError},
+    search::{parse_keyword, Dictionary, Mode, SearchError, MAX_KEYWORDS},
 };
 
 use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
@@ -31,11 +31,6 @@ impl Drop for AbandonOnDrop {
 
 /// Keywords may be as long as the default chunker's minimum chunk size (docs/SEARCH.md).
 pub const MAX_KEYWORD_LEN: usize = 2048;
-/// At most this many keywords in one search.
-const MAX_KEYWORDS: usize = 4096;
-/// At most this many keyword bytes in all: the automaton grows with them (docs/SEARCH.md,
-/// limits), and no search a person types comes near it.
-const MAX_KEYWORD_BYTES: usize = 256 << 10;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,12 +77,6 @@ pub(super) async fn search(
                 )),
                 other => ApiError::bad_request(format!("keyword {}: {other}", i + 1)),
             })?);
-        }
-        let total: usize = keywords.iter().map(Vec::len).sum();
-        if total > MAX_KEYWORD_BYTES {
-            return Err(ApiError::bad_request(format!(
-                "the keywords have {total} bytes; at most {MAX_KEYWORD_BYTES} in all"
-            )));
         }
         let dict = Dictionary::new(keywords, MAX_KEYWORD_LEN).map_err(|e| match e {
             SearchError::KeywordTooLong { index, len, max } => ApiError::bad_request(format!(

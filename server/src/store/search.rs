@@ -159,7 +159,7 @@ impl Store {
         let t1 = Instant::now();
 
         let max = max_matches();
-        let physical = self.physical(repo_id, locs, Some((dict, max)), abandon)?;
+        let physical = self.physical(repo_id, locs, Some((dict, mode, max)), abandon)?;
         report.containers = physical.containers;
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
@@ -401,7 +401,7 @@ impl Store {
         &self,
         repo_id: i64,
         locs: Vec<(Fingerprint, ChunkLoc)>,
-        dict: Option<(&Dictionary, usize)>,
+        dict: Option<(&Dictionary, Mode, usize)>,
         abandon: &Abandon,
     ) -> StoreResult<Physical> {
         let mut by_container: BTreeMap<u64, Vec<(Fingerprint, ChunkLoc)>> = BTreeMap::new();
@@ -433,7 +433,15 @@ impl Store {
         std::thread::scope(|s| {
             for _ in 0..threads().min(jobs.len()) {
                 s.spawn(|| {
-                    let mut scanner = dict.map(|(d, max)| (PhysicalScanner::new(d), max));
+                    let mut scanner = dict.map(|(d, mode, max)| {
+                        // Files only: one offset per keyword and chunk, nothing to limit.
+                        let max = if mode == Mode::FilesOnly {
+                            usize::MAX
+                        } else {
+                            max
+                        };
+                        (PhysicalScanner::for_mode(d, mode), max)
+                    });
                     let mut out = Vec::new();
                     let mut scan = |fp: &Fingerprint, raw: &[u8]| -> StoreResult<()> {
                         abandon.check()?;

@@ -758,9 +758,11 @@ fn range_chunks<'a>(
 
 #[wasm_bindgen]
 impl ContainerScan {
+    /// `files_only`: records for a search of the first hit per keyword and file
+    /// ([`PhysicalPhase::for_mode`]).
     #[wasm_bindgen(constructor)]
-    pub fn new(keywords: &SearchKeywords) -> Result<ContainerScan, JsError> {
-        let mut phase = PhysicalPhase::new(&keywords.dict);
+    pub fn new(keywords: &SearchKeywords, files_only: bool) -> Result<ContainerScan, JsError> {
+        let mut phase = PhysicalPhase::for_mode(&keywords.dict, mode(files_only));
         phase.limit(MAX_MATCHES);
         Ok(ContainerScan {
             phase: Some(phase),

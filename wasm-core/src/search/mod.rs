@@ -122,6 +122,14 @@ pub enum SearchError {
     TooLarge {
         table_bytes: usize,
     },
+    /// More keywords than [`MAX_KEYWORDS`].
+    TooManyKeywords {
+        count: usize,
+    },
+    /// More keyword bytes in all than [`MAX_KEYWORD_BYTES`].
+    KeywordBytes {
+        total: usize,
+    },
 }
 
 impl std::fmt::Display for SearchError {
@@ -135,6 +143,15 @@ impl std::fmt::Display for SearchError {
             SearchError::BadHex { position } => write!(f, "invalid hex at position {position}"),
             SearchError::TooLarge { table_bytes } => {
                 write!(f, "keyword set too large ({table_bytes} byte automaton)")
+            }
+            SearchError::TooManyKeywords { count } => {
+                write!(f, "{count} keywords; at most {MAX_KEYWORDS}")
+            }
+            SearchError::KeywordBytes { total } => {
+                write!(
+                    f,
+                    "the keywords have {total} bytes; at most {MAX_KEYWORD_BYTES} in all"
+                )
             }
         }
     }
@@ -174,6 +191,15 @@ impl ChunkRef {
     }
 }
 
+/// At most this many keywords in one search.
+pub const MAX_KEYWORDS: usize = 4096;
+/// At most this many keyword bytes in all. Each automaton's table takes about 1 KiB per
+/// keyword byte, and a search builds two (forward and reverse) in every worker or server
+/// request at once: 64 KiB of keywords is ~64 MiB a table, where the table limit
+/// ([`automaton::MAX_TABLE_BYTES`]) alone let one request hold ~0.5 GiB. 4096 keywords of
+/// 16 bytes fit.
+pub const MAX_KEYWORD_BYTES: usize = 64 << 10;
+
 /// The keywords of one search and the two automata built from them. Cloning is cheap
 /// (shared), so every phase object keeps its own handle and none borrows.
 #[derive(Clone, Debug)]
@@ -198,6 +224,15 @@ impl Dictionary {
     pub fn new(keywords: Vec<Vec<u8>>, max_keyword_len: usize) -> Result<Self, SearchError> {
         if keywords.is_empty() {
             return Err(SearchError::NoKeywords);
+        }
+        if keywords.len() > MAX_KEYWORDS {
+            return Err(SearchError::TooManyKeywords {
+                count: keywords.len(),
+            });
+        }
+        let total: usize = keywords.iter().map(Vec::len).sum();
+        if total > MAX_KEYWORD_BYTES {
+            return Err(SearchError::KeywordBytes { total });
         }
         let max = max_keyword_len.min(u16::MAX as usize);
         for (index, k) in keywords.iter().enumerate() {
@@ -249,7 +284,7 @@ pub fn search<'c>(
     mode: Mode,
 ) -> (Vec<Match>, ResultDb, MemTinyStore) {
     let mut tiny = MemTinyStore::new();
-    let mut phys = PhysicalPhase::new(dict);
+    let mut phys = PhysicalPhase::for_mode(dict, mode);
     for (fp, data) in chunks {
         phys.add_chunk(&fp, data, &mut tiny);
     }

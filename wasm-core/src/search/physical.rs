@@ -29,13 +29,19 @@
 //! else to the chunk-result entry, plus a location-list entry when it matched two or more
 //! times. Chunks are independent, so callers may scan in parallel (one [`PhysicalScanner`]
 //! per worker) and [`ResultDb::merge`] the results.
+//!
+//! For [`Mode::FilesOnly`] a scanner keeps only each keyword's **first** exact match in a
+//! chunk: a file's first occurrence of a keyword is either across one of its boundaries or
+//! the first exact match of the first chunk holding one, so the others are never read, and a
+//! common word costs one offset per chunk instead of one per occurrence (the match limit
+//! then has nothing to bound: [`PhysicalPhase::overflowed`] stays false).
 
 use super::records::{
     ChunkResult, ChunkScan, InfixEntry, InfixList, KeywordResult, LocationEntry, LocationList,
     ResultDb, TinyEntry, TinyRecord, TinyStore, MANY,
 };
 use super::trigram::Trigrams;
-use super::Dictionary;
+use super::{Dictionary, Mode};
 use crate::hash::Fingerprint;
 
 /// Scans chunks against one [`Dictionary`]; owns reusable scratch buffers.
@@ -45,6 +51,8 @@ pub struct PhysicalScanner {
     pre: Vec<(u32, u32)>,
     suf: Vec<(u32, u32)>,
     inf: Vec<InfixEntry>,
+    /// Keeps only each keyword's first exact match in a chunk ([`Mode::FilesOnly`]).
+    first_only: bool,
 }
 
 /// Counters of the physical phase.
@@ -62,12 +70,19 @@ pub struct PhysicalStats {
 
 impl PhysicalScanner {
     pub fn new(dict: &Dictionary) -> Self {
+        Self::for_mode(dict, Mode::AllMatches)
+    }
+
+    /// A scanner whose records serve a search in `mode` (see the module docs for
+    /// [`Mode::FilesOnly`]).
+    pub fn for_mode(dict: &Dictionary, mode: Mode) -> Self {
         PhysicalScanner {
             dict: dict.clone(),
             exact: Vec::new(),
             pre: Vec::new(),
             suf: Vec::new(),
             inf: Vec::new(),
+            first_only: mode == Mode::FilesOnly,
         }
     }
 
@@ -158,7 +173,11 @@ impl PhysicalScanner {
             while ie < self.exact.len() && self.exact[ie].0 == kw {
                 ie += 1;
             }
-            let count = ie - e0;
+            let count = if self.first_only {
+                (ie - e0).min(1)
+            } else {
+                ie - e0
+            };
             let mut prefix = 0;
             if heads[1] == Some(kw) {
                 prefix = self.pre[ip].1;
@@ -194,7 +213,7 @@ impl PhysicalScanner {
                 locations.push(LocationEntry {
                     keyword: kw,
                     long_count: (count >= MANY as usize).then_some(count as u32),
-                    offsets: self.exact[e0..ie].iter().map(|m| m.1).collect(),
+                    offsets: self.exact[e0..e0 + count].iter().map(|m| m.1).collect(),
                 });
             }
         }
@@ -227,8 +246,13 @@ pub struct PhysicalPhase {
 
 impl PhysicalPhase {
     pub fn new(dict: &Dictionary) -> Self {
+        Self::for_mode(dict, Mode::AllMatches)
+    }
+
+    /// A phase whose records serve a search in `mode` ([`PhysicalScanner::for_mode`]).
+    pub fn for_mode(dict: &Dictionary, mode: Mode) -> Self {
         PhysicalPhase {
-            scanner: PhysicalScanner::new(dict),
+            scanner: PhysicalScanner::for_mode(dict, mode),
             db: ResultDb::new(),
             stats: PhysicalStats::default(),
             max_offsets: u64::MAX,
@@ -243,9 +267,10 @@ impl PhysicalPhase {
         self.max_offsets = (max_matches as u64).saturating_mul(4);
     }
 
-    /// Whether the chunks scanned hold more exact offsets than [`PhysicalPhase::limit`] allows.
+    /// Whether the chunks scanned hold more exact offsets than [`PhysicalPhase::limit`] allows
+    /// (never for [`Mode::FilesOnly`], which keeps one offset per keyword and chunk).
     pub fn overflowed(&self) -> bool {
-        self.stats.exact_matches > self.max_offsets
+        !self.scanner.first_only && self.stats.exact_matches > self.max_offsets
     }
 
     /// Scans one stored chunk. Call once per unique chunk; repeating a chunk is harmless.
@@ -302,5 +327,38 @@ impl PhysicalPhase {
     /// Finishes the phase, returning the in-memory database and the counters.
     pub fn finish(self) -> (ResultDb, PhysicalStats) {
         (self.db, self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::fingerprint;
+
+    /// Files only keeps each keyword's first exact match in a chunk, so a common word never
+    /// reaches the match limit; every match is kept otherwise, and the limit holds.
+    #[test]
+    fn files_only_keeps_the_first_match_per_keyword_and_chunk() {
+        let dict = Dictionary::new(vec![b"ab".to_vec(), b"zz".to_vec()], 64).unwrap();
+        let data = b"xxabxxabxxab zz zz".repeat(4);
+        let fp = fingerprint(&data);
+        let mut all = PhysicalPhase::new(&dict);
+        all.limit(1);
+        let mut first = PhysicalPhase::for_mode(&dict, Mode::FilesOnly);
+        first.limit(1);
+        let mut tiny = crate::search::MemTinyStore::new();
+        all.add_chunk(&fp, &data, &mut tiny);
+        first.add_chunk(&fp, &data, &mut tiny);
+        assert_eq!(all.stats.exact_matches, 12 + 8);
+        assert!(all.overflowed());
+        assert_eq!(first.stats.exact_matches, 2);
+        assert!(!first.overflowed());
+        let entries = &first.db.chunk_results[&fp].entries;
+        let found: Vec<(u32, u8, u32)> = entries
+            .iter()
+            .map(|e| (e.keyword, e.exact_count, e.first_exact))
+            .collect();
+        assert_eq!(found, [(0, 1, 2), (1, 1, 13)]);
+        assert!(!first.db.location_lists.contains_key(&fp));
     }
 }

@@ -155,8 +155,11 @@ function SourceCharts({ source, rows, heading }: { source: string; rows: Row[]; 
   );
 }
 
-/** `onBackUp` opens the Back up view: the next step from an empty repository. */
-export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }) {
+/**
+ * `onBackUp` opens the Back up view: the next step from an empty repository. `committed`
+ * counts the versions this tab's backups committed: the numbers are read again when it grows.
+ */
+export function Dashboard({ api, committed = 0, onBackUp }: { api: Api; committed?: number; onBackUp?: () => void }) {
   const [data, setData] = useState<Data | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [scope, setScope] = useState<string>(''); // '' = the whole repository
@@ -195,7 +198,7 @@ export function Dashboard({ api, onBackUp }: { api: Api; onBackUp?: () => void }
   }, [api]);
   useEffect(() => {
     load();
-  }, [load]);
+  }, [load, committed]);
 
   const sources = useMemo(() => [...new Set(data?.versions.map((v) => v.source) ?? [])], [data]);
   const rawLenOf = useMemo(() => {

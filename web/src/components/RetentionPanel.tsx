@@ -80,6 +80,12 @@ export function policyOf(form: Form): { policy: RetentionPolicy } | { problem: s
   if (within !== '') policy.keep_within = within;
   if (Object.keys(policy).length === 0)
     return { problem: 'Fill in at least one rule: an empty policy keeps every version.' };
+  // The server refuses a policy that can keep nothing (docs/API.md, forget): said here, before a preview.
+  if (policy.keep_within === undefined && COUNT_RULES.every(({ key }) => !policy[key]))
+    return {
+      problem:
+        'Every rule is 0, so no version would be kept: give one rule above 0 (to remove every version, delete them in the list).',
+    };
   return { policy };
 }
 

@@ -63,7 +63,16 @@ function keywordLabel(k: Uint8Array, hex: boolean): string {
 }
 
 /** Search the contents of stored versions: DedupSearch, with the naive search beside it. */
-export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void }) {
+export function SearchPanel({
+  api,
+  committed = 0,
+  onBackUp,
+}: {
+  api: Api;
+  /** Versions this tab's backups committed: the versions to choose from are read again when it grows. */
+  committed?: number;
+  onBackUp?: () => void;
+}) {
   /** Null until loaded. */
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const [keywords, setKeywords] = useState('');
@@ -91,8 +100,15 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     );
 
   useEffect(() => {
-    api.versions().then(setVersions, (e: unknown) => setError(e instanceof Error ? e.message : String(e)));
-  }, [api]);
+    let current = true;
+    api.versions().then(
+      (v) => current && setVersions(v),
+      (e: unknown) => current && setError(e instanceof Error ? e.message : String(e)),
+    );
+    return () => {
+      current = false;
+    };
+  }, [api, committed]);
   // With something to search, the workers start and the default scope (every version) is
   // read while the keywords are typed, so a first search starts with its scan.
   const searchable = !!versions?.length;
@@ -164,8 +180,6 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
     const looksBusy = setTimeout(() => runs.current === seq && setSlow(true), PROGRESS_AFTER_MS);
     const query: SearchQuery = { keywords, hex, filesOnly };
     const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter, where };
-    // Outcomes of another query or scope are not comparable: start a new pair.
-    const key = JSON.stringify([query, scope.versions, scope.pathFilter]);
     // The previous results stay on the page (marked stale) until these replace them: taking
     // them down now would cost the search's first milliseconds on the page's thread.
     try {
@@ -174,6 +188,9 @@ export function SearchPanel({ api, onBackUp }: { api: Api; onBackUp?: () => void
       const outcome = await (engine === 'dedup' ? dedupSearch : naiveSearch)(api, w, query, scope, report);
       // A search the server answered ends normally after Cancel: its results are not shown.
       if (cancelled.current === seq) throw new Error('search cancelled');
+      // Outcomes of another query, scope or repository state (a backup or a delete since)
+      // are not comparable: start a new pair.
+      const key = JSON.stringify([query, scope.versions, scope.pathFilter, outcome.state]);
       setOutcomes((o) =>
         o.key === key ? { ...o, [engine]: { ...outcome, seq, hex } } : { key, [engine]: { ...outcome, seq, hex } },
       );

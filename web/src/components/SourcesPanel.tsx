@@ -12,11 +12,15 @@ import { scheduleProblems } from '../sources/schedule';
 import { sourceFolders } from '../sources/store';
 import { summarize, type Health, type SourceSummary } from '../sources/summary';
 import { bytes } from './format';
+import { Button } from '../ui/Button';
 
 /** Every source with its last backup, size, versions and health; back one up again in a click. */
 export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }) {
   const [list, setList] = useState<SourceSummary[] | null>(null);
+  /** Why the list could not be read (each read clears it). */
   const [error, setError] = useState<string | null>(null);
+  /** Why notifications could not be turned on (apart from the list's error, which a read clears). */
+  const [notifyProblem, setNotifyProblem] = useState<string | null>(null);
   const [note, setNote] = useState<{ source: string; text: string; kind: 'error' | 'ok' } | null>(null);
   const [notify, setNotify] = useState(notificationsOn);
   /** Sources whose kept folder the browser will not let the page read without asking again. */
@@ -120,12 +124,13 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
   const toggleNotify = async (on: boolean) => {
     const got = await setNotifications(on);
     setNotify(notificationsOn());
-    if (on && got !== 'granted')
-      setError(
-        got === 'unsupported'
+    setNotifyProblem(
+      !on || got === 'granted'
+        ? null
+        : got === 'unsupported'
           ? 'This browser shows no notifications.'
           : 'The browser did not allow notifications: allow them in the site settings, then turn this on again.',
-      );
+    );
   };
 
   const p = run.progress;
@@ -140,7 +145,12 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
       )}
       {error && (
         <p className="error" data-testid="sources-error" role="alert">
-          {error}
+          Reading the sources failed: {error} <Button onClick={() => void load()}>Try again</Button>
+        </p>
+      )}
+      {notifyProblem && (
+        <p className="error" data-testid="sources-notify-problem" role="alert">
+          {notifyProblem}
         </p>
       )}
       {run.elsewhere && !running && (

@@ -8,6 +8,7 @@ import { FileHistory } from './FileHistory';
 import { useFocusOnOpen } from './FileChange';
 import { FilePreview } from './FilePreview';
 import { bytes } from './format';
+import { Button } from '../ui/Button';
 import { baseName, fileItem, fileRequest, type RestoreRequest } from './VersionsRestore';
 
 interface Node {
@@ -73,13 +74,20 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
     return holdLocations(api, version.id);
   }, [api, version.id]);
 
+  /** Counts reads of the manifest ("Try again" asks anew); only the latest one's answer is shown. */
+  const [reads, setReads] = useState(0);
   useEffect(() => {
+    let current = true;
     setManifest(null);
+    setError(null);
     api.version(version.id).then(
-      (v) => setManifest(v.manifest),
-      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+      (v) => current && setManifest(v.manifest),
+      (e: unknown) => current && setError(e instanceof Error ? e.message : String(e)),
     );
-  }, [api, version.id]);
+    return () => {
+      current = false;
+    };
+  }, [api, version.id, reads]);
 
   const tree = useMemo(() => (manifest ? buildTree(manifest) : null), [manifest]);
   const stamp = new Date(version.time).toISOString().slice(0, 19).replace(/[:T]/g, '-');
@@ -189,7 +197,11 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
           Close
         </button>
       </h3>
-      {error && <p className="error">{error}</p>}
+      {error && (
+        <p className="error" role="alert" data-testid="version-browser-error">
+          Reading version {version.id} failed: {error} <Button onClick={() => setReads((n) => n + 1)}>Try again</Button>
+        </p>
+      )}
       {!manifest && !error && <p>Loading the version…</p>}
       {tree && (
         <>

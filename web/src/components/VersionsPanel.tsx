@@ -27,12 +27,15 @@ export function VersionsPanel({
   api,
   restore,
   can = null,
+  committed = 0,
   onBackUp,
 }: {
   api: Api;
   /** The page's restore (`useRestore`): it outlives this tab. */
   restore: Restore;
   can?: TokenInfo['can'] | null;
+  /** Versions this tab's backups committed: the list is read again when it grows. */
+  committed?: number;
   onBackUp?: () => void;
 }) {
   const mayRestore = can?.restore ?? true;
@@ -48,6 +51,8 @@ export function VersionsPanel({
   const [deleted, setDeleted] = useState<{ id: number; reclaimed: number; pruneError: string | null } | null>(null);
   /** The files an incomplete version lacks, once asked for. */
   const [missing, setMissing] = useState<{ id: number; files: SkippedFile[] } | null>(null);
+  /** The last deletion that failed, and why: kept apart from the list's error, which each read clears. */
+  const [deleteFailed, setDeleteFailed] = useState<{ id: number; message: string } | null>(null);
   /** The versions whose deletion is under way. */
   const [deleting, setDeleting] = useState<number[]>([]);
   /** Whether a retention policy was applied in this view (its result outlives an empty list). */
@@ -75,7 +80,7 @@ export function VersionsPanel({
   }, [api]);
   useEffect(() => {
     void load();
-  }, [load]);
+  }, [load, committed]);
 
   const showMissing = async (id: number) => {
     if (missing?.id === id) return setMissing(null);
@@ -103,7 +108,7 @@ export function VersionsPanel({
   const remove = async (id: number) => {
     cancelDelete();
     setDeleting((d) => [...d, id]);
-    let failed: string | null = null;
+    setDeleteFailed((f) => (f?.id === id ? null : f));
     try {
       const r = await api.deleteVersion(id);
       setDeleted({ id, reclaimed: r.reclaimed_bytes, pruneError: r.prune_error });
@@ -111,12 +116,10 @@ export function VersionsPanel({
       // The browser may have moved to another version while the request ran.
       setBrowsing((b) => (b?.id === id ? null : b));
     } catch (e) {
-      failed = e instanceof Error ? e.message : String(e);
+      setDeleteFailed({ id, message: e instanceof Error ? e.message : String(e) });
     }
-    // Also after a failure: the version may be gone although its request failed. The
-    // reload clears the list's error, so the deletion's is set once the list is shown.
+    // Also after a failure: the version may be gone although its request failed.
     await load();
-    if (failed !== null) setError(failed);
     setDeleting((d) => d.filter((x) => x !== id));
   };
 
@@ -223,6 +226,17 @@ export function VersionsPanel({
               Freeing its storage failed ({deleted.pruneError}); the next prune frees it.
             </span>
           )}
+        </p>
+      )}
+      {deleteFailed && (
+        <p
+          className="error version-note"
+          data-testid="version-delete-failed"
+          data-version={deleteFailed.id}
+          role="alert"
+        >
+          Deleting version {deleteFailed.id} failed ({deleteFailed.message}). If it is still listed, delete it again to
+          retry.
         </p>
       )}
       {deleting.map((id) => (

@@ -119,6 +119,8 @@ export interface SearchOutcome {
   engine: 'dedup' | 'naive';
   /** Where it ran: the page's workers, or the server (`POST search`). */
   where: 'page' | 'server';
+  /** The repository state it searched ([`RepoCache`]): outcomes of two states are not comparable. */
+  state: string;
   keywords: Uint8Array[];
   /** Files with at least one hit, by version then path; hits by offset then keyword. */
   results: FileHits[];
@@ -1431,6 +1433,7 @@ async function searchPrepared(
   return {
     engine: 'dedup',
     where: 'page',
+    state: prepared.state,
     keywords: await keywords,
     results,
     matches: countMatches(r.matches),
@@ -1492,6 +1495,7 @@ async function serverSearch(
   return {
     engine: 'dedup',
     where: 'server',
+    state: repo.state,
     keywords,
     results,
     matches: r.matches,
@@ -1576,6 +1580,7 @@ async function naiveSearchAs(
   return {
     engine: 'naive',
     where: 'page',
+    state: prepared.state,
     keywords,
     results,
     matches: countMatches(matches),

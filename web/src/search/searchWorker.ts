@@ -227,7 +227,7 @@ function warmUp(chunks: ChunkCache) {
   if (fps.length === 0) return;
   for (const words of WARM_UP_KEYWORDS) {
     const keywords = new SearchKeywords(words, false, 2048);
-    const scan = new ContainerScan(keywords);
+    const scan = new ContainerScan(keywords, false);
     try {
       scan.scanCached(chunks, fps);
       scan.takeTiny();
@@ -524,7 +524,7 @@ expose<SearchApi>(
       cur = {
         query,
         keywords,
-        scan: new ContainerScan(keywords),
+        scan: new ContainerScan(keywords, query.filesOnly),
         api: new Api(server.token, server.repo, server.base),
         chunks: null,
         running: new Set(),

@@ -78,7 +78,7 @@ export function coldKeywordSets(sample: ColdSample): string[] {
  */
 export function coldStep(sample: ColdSample, words: string): Float64Array {
   const keywords = new SearchKeywords(words, false, 256);
-  const scan = new ContainerScan(keywords);
+  const scan = new ContainerScan(keywords, false);
   const cache = new ChunkCache(COLD_WARM_UP_BYTES);
   const fetched = new FetchedBases();
   const search = new RecipeSearch(keywords, false);

@@ -5,8 +5,15 @@ import type { PickedFolder } from '../input/folder';
 import type { CorePool } from '../worker/pool';
 import { BackupRunner, refusedMessage, type RunRequest } from './runner';
 
-// The job itself is not under test: only what the runner does around it.
-vi.mock('../backup/backup', () => ({ BackupJob: class {}, folderName: () => undefined }));
+// The job itself is not under test: only what the runner does around it. A job ends as `ends.next` says.
+const ends = vi.hoisted(() => ({ next: {} as Record<string, unknown> }));
+vi.mock('../backup/backup', () => ({
+  BackupJob: class {
+    progress = null;
+    run = async () => ends.next;
+  },
+  folderName: () => undefined,
+}));
 
 function runner() {
   const deps = { api: { repo: 'r', base: 'http://s' } as Api, pool: {} as CorePool, jobs: {} as JobStore };
@@ -71,5 +78,33 @@ describe('BackupRunner busy in this tab', () => {
     g.open(false);
     await first;
     expect(seen.at(-1)).toBeNull();
+  });
+});
+
+describe('BackupRunner committed', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    vi.unstubAllGlobals();
+  });
+
+  it('counts the versions its backups commit, not those that fail, and tells its subscribers', async () => {
+    vi.spyOn(console, 'warn').mockImplementation(() => {});
+    vi.stubGlobal('document', { title: 'Ditto', visibilityState: 'visible' });
+    vi.stubGlobal('addEventListener', () => {});
+    vi.stubGlobal('removeEventListener', () => {});
+    const r = runner();
+    const seen: number[] = [];
+    r.subscribe(() => seen.push(r.state.committed));
+    expect(r.state.committed).toBe(0);
+    ends.next = { phase: 'done', version: { id: 7 } };
+    await r.run(request('Photos'));
+    expect(r.state.committed).toBe(1);
+    expect(seen).toContain(1);
+    ends.next = { phase: 'failed', error: 'the server is gone' };
+    await r.run(request('Photos'));
+    expect(r.state.committed).toBe(1);
+    ends.next = { phase: 'done', version: { id: 8 } };
+    await r.run(request('Photos'));
+    expect(r.state.committed).toBe(2);
   });
 });

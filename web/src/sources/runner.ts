@@ -74,6 +74,11 @@ export interface RunnerState {
   refused: { source: string; running: string } | null;
   /** What the source's exclude patterns left out of the running or last backup. */
   excluded: ExcludedFiles | null;
+  /**
+   * How many versions this tab's backups have committed: a view of the repository shown
+   * while a scheduled backup commits reads it again when this grows.
+   */
+  committed: number;
 }
 
 export const ELSEWHERE_MESSAGE =
@@ -87,7 +92,15 @@ export function refusedMessage(r: { source: string; running: string }): string {
 export class BackupRunner {
   private listeners = new Set<() => void>();
   private title = '';
-  state: RunnerState = { active: null, job: null, progress: null, elsewhere: null, refused: null, excluded: null };
+  state: RunnerState = {
+    active: null,
+    job: null,
+    progress: null,
+    elsewhere: null,
+    refused: null,
+    excluded: null,
+    committed: 0,
+  };
 
   /** `index`: the one the page opened at load, closed before the first backup opens its own. */
   constructor(
@@ -199,6 +212,7 @@ export class BackupRunner {
     this.set({ job, progress: job.progress, excluded });
     try {
       const end = await job.run();
+      if (end.version) this.set({ committed: this.state.committed + 1 });
       if (req.background || document.visibilityState === 'hidden') notifyEnded(end);
       return end;
     } finally {
