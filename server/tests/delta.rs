@@ -376,6 +376,53 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
     }
 }
 
+/// On object storage the delta pass puts its containers, then switches the index to them; a
+/// replica that starts in between sees objects no row names and may delete them as orphans.
+/// The switch finds such a container gone and ends the pass there, as a change of the
+/// versions does: every chunk stays where it was and reads back. Before, the rows were
+/// pointed into the deleted objects, and compaction then freed the old copies.
+#[test]
+fn a_pass_whose_containers_vanish_before_its_switch_leaves_every_chunk_readable() {
+    if !on_s3() {
+        return; // objects deleted behind the server's back, as another server's sweep does
+    }
+    let dir = TempDir::new("delta-vanish");
+    let h = history();
+    let mut env = ENV_NO_FRAMES.to_vec();
+    env.push(("DITTO_TEST_DELAY_AT", "delta:copied:3000"));
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    let v2 = backup(&s, &h, &h.v2);
+    // The pass's containers: objects no index row names, while the pass waits to switch.
+    let id_of = |p: &std::path::PathBuf| -> u64 {
+        p.file_stem().unwrap().to_str().unwrap().parse().unwrap()
+    };
+    let mut gone = Vec::new();
+    wait_until("the pass's puts", Duration::from_secs(60), || {
+        let indexed: HashSet<u64> = containers_json(&s)["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_u64().unwrap())
+            .collect();
+        gone = container_files(&dir.0, 1)
+            .into_iter()
+            .filter(|p| !indexed.contains(&id_of(p)))
+            .collect();
+        !gone.is_empty()
+    });
+    for p in &gone {
+        std::fs::remove_file(p).unwrap();
+    }
+    let st = wait_pass(&s, v2);
+    assert_eq!(st["delta_pass"]["abandoned"], true, "{st}");
+    read_back(&s, &h, &h.v1, "v1 after the vanished containers");
+    read_back(&s, &h, &h.v2, "v2 after the vanished containers");
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after the vanished containers");
+}
+
 /// `(damaged_chunks, damaged)` of each version, by id.
 fn damage_of(s: &Server) -> HashMap<i64, (u64, bool)> {
     versions_json(s, "/versions")["versions"]

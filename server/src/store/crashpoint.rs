@@ -73,8 +73,8 @@ pub fn reached(point: &str) {
 /// Delay points: the test-only `DITTO_TEST_DELAY_AT=<point>:<ms>` makes the step there take
 /// that many milliseconds longer each time it is reached, so that a test can act while it
 /// runs (a client that gives up on a search mid-way, a prune between a chunk's lookup and
-/// its read).
-pub const DELAY_POINTS: &[&str] = &["search:chunk", "read:located"];
+/// its read, another server's sweep between the delta pass's puts and its switch).
+pub const DELAY_POINTS: &[&str] = &["search:chunk", "read:located", "delta:copied"];
 
 /// Sleeps at delay point `point` if it is the armed one.
 pub fn delay(point: &str) {

@@ -735,6 +735,7 @@ impl Store {
         }
         rep.containers_written = written.len() as u64;
         crashpoint::reached("delta:copied");
+        crashpoint::delay("delta:copied");
 
         // 7. Switch, one transaction per container, each only if the versions are those of
         //    the snapshot (a base a new commit no longer needs could be swept otherwise).
@@ -743,7 +744,9 @@ impl Store {
             let tx_done = {
                 let wr = self.writer_for_write()?;
                 let tx = wr.begin(repo_id)?;
-                if !snap.still_current(&*tx, repo_id)? {
+                // A container gone since its put (another server's start took it for an
+                // orphan) ends the pass as a change of the versions does.
+                if !snap.still_current(&*tx, repo_id)? || !self.still_stored(repo_id, w.id)? {
                     false
                 } else {
                     tx.insert_written_container(&w.row(repo_id, true))?;

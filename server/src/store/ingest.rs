@@ -471,6 +471,12 @@ impl Store {
                 .map(|(fp, _)| *fp)
                 .collect();
             for (h, data_end, rows) in &written {
+                if !self.still_stored(repo_id, h.id)? {
+                    return Err(StoreError::Internal(format!(
+                        "container {} was removed before its commit (a server starting meanwhile took it for an orphan); send the bundle again",
+                        h.id
+                    )));
+                }
                 tx.insert_written_container(&WrittenContainer {
                     id: h.id as i64,
                     repo_id,

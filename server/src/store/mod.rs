@@ -147,6 +147,14 @@ impl Store {
     pub fn open(data_dir: &Path, database_url: Option<&str>) -> Result<Store, String> {
         fs::create_dir_all(data_dir.join("repos"))
             .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+        // The entry of `repos` is durable before anything in it is acknowledged: with
+        // PostgreSQL nothing else syncs the data directory (SQLite's journal does). So is the
+        // data directory's own where the parent may be read (it was perhaps just created).
+        containers::fsync_dir(data_dir)
+            .map_err(|e| format!("cannot sync {}: {e}", data_dir.display()))?;
+        if let Some(parent) = data_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = containers::fsync_dir(parent);
+        }
         let db = |e: StoreError| format!("database: {e}");
         let containers = backend::from_env(data_dir)?;
         let (ix, writer) = index::open(data_dir, database_url).map_err(db)?;
@@ -292,6 +300,19 @@ impl Store {
     /// Reads that all see one state of the index, until dropped.
     fn snapshot(&self) -> StoreResult<Box<dyn IndexRead + '_>> {
         self.ix.snapshot()
+    }
+
+    /// Whether container `id`, written whole by this server before the commit that is to
+    /// name it, is still stored. On object storage a replica starting meanwhile may have
+    /// taken it for an orphan (no row names it yet) and deleted it; that sweep decides and
+    /// deletes under the index's exclusive write lock (`recover::sweep_objects`), so the
+    /// check, made in the committing transaction, sees what it did. Nothing else deletes a
+    /// local container file this server wrote.
+    fn still_stored(&self, repo_id: i64, id: u64) -> StoreResult<bool> {
+        if self.containers.appends() {
+            return Ok(true);
+        }
+        Ok(self.containers.open(repo_id, id)?.is_some())
     }
 
     /// Compacts the index at a clean stop (SQLite: folds the write-ahead log into the

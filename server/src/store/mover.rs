@@ -517,6 +517,11 @@ impl Store {
         if !snap.still_current(&*tx, repo_id).map_err(before)? {
             return Ok(None);
         }
+        // A container gone since its put (another server's start took it for an orphan)
+        // is abandoned as a change of the versions is.
+        if first && !self.still_stored(repo_id, nc.id).map_err(before)? {
+            return Ok(None);
+        }
         if with_damage {
             quarantine::quarantine(&*tx, repo_id, damaged).map_err(before)?;
         }

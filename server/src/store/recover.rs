@@ -223,18 +223,18 @@ pub fn sweep_objects(
     // known and its id handed out; and in a transaction that may touch any repository,
     // which starts once every write transaction under way has ended: a server killed as it
     // committed has its commit completed by the database, not dropped, and its containers
-    // are then known too.
-    let (handed_out, known) = {
-        let ix = writer.begin().map_err(|e| e.to_string())?;
-        let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;
-        let known: HashSet<(i64, u64)> = ix
-            .all_containers()
-            .map_err(|e| e.to_string())?
-            .iter()
-            .map(|c| (c.repo_id, c.id as u64))
-            .collect();
-        (handed_out, known)
-    };
+    // are then known too. The transaction is held until the deletes are done: a commit that
+    // names a container it put checks, under its repository's lock, that the container is
+    // still stored (`Store::still_stored`), so it either commits before this decision or
+    // sees the delete.
+    let ix = writer.begin().map_err(|e| e.to_string())?;
+    let handed_out = ix.container_ids_handed_out().map_err(|e| e.to_string())?;
+    let known: HashSet<(i64, u64)> = ix
+        .all_containers()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|c| (c.repo_id, c.id as u64))
+        .collect();
     if let Some((repo_id, id, _)) = listed.iter().find(|(_, id, _)| *id > handed_out) {
         return Err(foreign_index(
             &format!("{id} of repository {repo_id}"),
@@ -255,6 +255,7 @@ pub fn sweep_objects(
             )),
         }
     }
+    drop(ix); // nothing was written: rolled back
     Ok(report)
 }
 
