@@ -147,3 +147,40 @@ test('a commit whose answer is lost, or that a restarting server refuses once, s
   expect(commits).toHaveLength(2);
   expect(await ofSource('Refused once')).toEqual([refused.id]);
 });
+
+test('a commit refused twice for chunks the server lacks (prunes since the lookup) reads their files again each time, then commits', async ({
+  page,
+}) => {
+  await page.goto(server.appUrl);
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  // The first two commits are answered as the server answers a commit naming a chunk a
+  // prune removed since the page's lookup (409 missing_chunks), each naming another file's
+  // first chunk; the third goes to the server.
+  const refused: string[] = [];
+  const statuses: number[] = [];
+  await page.route('**/api/v1/repos/*/versions', async (route) => {
+    if (route.request().method() !== 'POST' || refused.length >= 2) return route.continue();
+    const body = JSON.parse(route.request().postData() ?? '{}') as { entries: { recipe?: string[] }[] };
+    const withChunks = body.entries.filter((e) => (e.recipe?.length ?? 0) > 0);
+    const fp = withChunks[refused.length].recipe![0];
+    refused.push(fp);
+    await route.fulfill({
+      status: 409,
+      contentType: 'application/json',
+      body: JSON.stringify({
+        code: 'missing_chunks',
+        error: '1 referenced chunk(s) are not stored; upload them first',
+        missing: [fp],
+      }),
+    });
+  });
+  page.on('response', (r) => {
+    if (r.request().method() === 'POST' && new URL(r.url()).pathname.endsWith('/versions')) statuses.push(r.status());
+  });
+  const { id } = await backUp(page, versions[0], `${PKG} refused`);
+  expect(statuses).toEqual([409, 409, 201]);
+  const { manifest } = await repoJson<{ manifest: { entries: { recipe?: string[] }[] } }>(server, `/versions/${id}`);
+  const named = new Set(manifest.entries.flatMap((e) => e.recipe ?? []));
+  for (const fp of refused) expect(named.has(fp), `${fp} in the version`).toBe(true);
+  await page.unroute('**/api/v1/repos/*/versions');
+});

@@ -63,6 +63,11 @@ const RECORDS_WAIT_MS = 30_000;
  * coming back.
  */
 const COMMIT_ATTEMPTS = 5;
+/**
+ * Commits refused for chunks the server lacks (409, a prune since the lookup), each followed
+ * by reading the files that name them again, before the backup fails.
+ */
+const MISSING_ROUNDS = 4;
 const COMMIT_RETRY_MS = 500;
 
 /** A backup's version as the versions list shows it: its source, start time and manifest. */
@@ -611,25 +616,30 @@ export class BackupJob {
         throw e;
       }
     };
-    try {
-      return await commit(first);
-    } catch (e) {
-      if (!(e instanceof ApiError && e.status === 409)) throw e;
-      // The hot cache or the client index promised chunks the server does not hold (its
-      // data was replaced?). Forget both for those chunks and read the affected files again.
-      const missing = new Set((e.body.missing as string[]) ?? []);
-      await index?.clear();
-      const names = (r: Uint8Array | undefined) =>
-        Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
-      const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
-      // They are counted again as they are read again.
-      p.filesDone -= affected.length;
-      p.bytesDone -= affected.reduce((n, f) => n + f.file.size, 0);
-      hot = hotFps(prevList, missing);
-      const lost: Failure[] = [];
-      const retried = await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated, lost);
-      for (const { f, error } of lost) p.skipped.push(skippedFile(f.path, error));
-      return await commit(retried);
+    // Chunks the server said it lacks, over every round: none of them is trusted again.
+    const missing = new Set<string>();
+    let pass = first;
+    for (let round = 1; ; round++) {
+      try {
+        return await commit(pass);
+      } catch (e) {
+        if (!(e instanceof ApiError && e.status === 409) || round >= MISSING_ROUNDS || this.cancelled) throw e;
+        // The hot cache or the client index promised chunks the server does not hold (a
+        // prune since the lookup; its data replaced?). Forget both for those chunks and read
+        // the affected files again; a prune in between may do it again, so a few rounds.
+        for (const fp of (e.body.missing as string[]) ?? []) missing.add(fp);
+        await index?.clear();
+        const names = (r: Uint8Array | undefined) =>
+          Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
+        const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
+        // They are counted again as they are read again.
+        p.filesDone -= affected.length;
+        p.bytesDone -= affected.reduce((n, f) => n + f.file.size, 0);
+        hot = hotFps(prevList, missing);
+        const lost: Failure[] = [];
+        pass = await this.chunkAndUpload(affected, hot, hints, recipes, lengths, null, validated, lost);
+        for (const { f, error } of lost) p.skipped.push(skippedFile(f.path, error));
+      }
     }
   }
 
