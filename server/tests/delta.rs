@@ -329,23 +329,9 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
 
     // A damaged delta is refused (quarantined), not served.
     let s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
-    let conts = containers_json(&s);
-    let (cid, fp, off, len) = conts["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|c| {
-            c["chunks"].as_array().unwrap().iter().find_map(|k| {
-                (k["codec"].as_u64() == Some(2)).then(|| {
-                    (
-                        c["id"].as_u64().unwrap(),
-                        k["fp"].as_str().unwrap().to_string(),
-                        k["offset"].as_u64().unwrap(),
-                        k["stored_len"].as_u64().unwrap(),
-                    )
-                })
-            })
-        })
+    let (fp, (cid, off, len, _)) = listing(&s)
+        .into_iter()
+        .find(|(_, l)| l.3 == 2)
         .expect("a delta chunk listed");
     if !on_s3() {
         let path = container_file(&dir.0, 1, cid);
@@ -465,23 +451,7 @@ fn a_damaged_base_quarantines_the_deltas_stored_against_it() {
         .filter(|(_, base)| **base == b)
         .map(|(d, _)| d)
         .collect();
-    let conts = containers_json(&s);
-    let (cid, off, len) = conts["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|c| {
-            c["chunks"].as_array().unwrap().iter().find_map(|k| {
-                (k["fp"].as_str() == Some(&b)).then(|| {
-                    (
-                        c["id"].as_u64().unwrap(),
-                        k["offset"].as_u64().unwrap(),
-                        k["stored_len"].as_u64().unwrap(),
-                    )
-                })
-            })
-        })
-        .expect("the base listed");
+    let (cid, off, len, _) = listing(&s)[&b];
     let path = container_file(&dir.0, 1, cid);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[(off + len - 3) as usize] ^= 0x5A;

@@ -433,15 +433,8 @@ impl Store {
         std::thread::scope(|s| {
             for _ in 0..threads().min(jobs.len()) {
                 s.spawn(|| {
-                    let mut scanner = dict.map(|(d, mode, max)| {
-                        // Files only: one offset per keyword and chunk, nothing to limit.
-                        let max = if mode == Mode::FilesOnly {
-                            usize::MAX
-                        } else {
-                            max
-                        };
-                        (PhysicalScanner::for_mode(d, mode), max)
-                    });
+                    let mut scanner =
+                        dict.map(|(d, mode, max)| (PhysicalScanner::for_mode(d, mode), max));
                     let mut out = Vec::new();
                     let mut scan = |fp: &Fingerprint, raw: &[u8]| -> StoreResult<()> {
                         abandon.check()?;
@@ -455,7 +448,10 @@ impl Store {
                                 .map_or(0, |l| l.entries.iter().map(|e| e.offsets.len()).sum());
                             // Four times the answer's limit: an offset in a chunk is at
                             // least one match, in every file holding the chunk.
-                            if offsets.fetch_add(n, Ordering::Relaxed) + n > max.saturating_mul(4) {
+                            if scanner.bounds_offsets()
+                                && offsets.fetch_add(n, Ordering::Relaxed) + n
+                                    > max.saturating_mul(4)
+                            {
                                 return Err(StoreError::TooManyMatches(*max));
                             }
                             out.push(found);

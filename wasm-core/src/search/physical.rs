@@ -86,6 +86,12 @@ impl PhysicalScanner {
         }
     }
 
+    /// Whether the offsets this scanner keeps are bounded by the match limit: not for
+    /// [`Mode::FilesOnly`], which keeps one per keyword and chunk.
+    pub fn bounds_offsets(&self) -> bool {
+        !self.first_only
+    }
+
     /// Scans one chunk and returns its records (all `None` when nothing was found).
     pub fn scan_chunk(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
         self.scan_as(fp, data, true)
@@ -270,7 +276,7 @@ impl PhysicalPhase {
     /// Whether the chunks scanned hold more exact offsets than [`PhysicalPhase::limit`] allows
     /// (never for [`Mode::FilesOnly`], which keeps one offset per keyword and chunk).
     pub fn overflowed(&self) -> bool {
-        !self.scanner.first_only && self.stats.exact_matches > self.max_offsets
+        self.scanner.bounds_offsets() && self.stats.exact_matches > self.max_offsets
     }
 
     /// Scans one stored chunk. Call once per unique chunk; repeating a chunk is harmless.

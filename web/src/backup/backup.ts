@@ -618,6 +618,8 @@ export class BackupJob {
     };
     // Chunks the server said it lacks, over every round: none of them is trusted again.
     const missing = new Set<string>();
+    const names = (r: Uint8Array | undefined) =>
+      Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
     let pass = first;
     for (let round = 1; ; round++) {
       try {
@@ -629,8 +631,6 @@ export class BackupJob {
         // the affected files again; a prune in between may do it again, so a few rounds.
         for (const fp of (e.body.missing as string[]) ?? []) missing.add(fp);
         await index?.clear();
-        const names = (r: Uint8Array | undefined) =>
-          Array.from({ length: r ? recipeLength(r) : 0 }, (_, i) => recipeAt(r!, i));
         const affected = this.picked.files.filter((f) => names(recipes.get(f.path)).some((fp) => missing.has(fp)));
         // They are counted again as they are read again.
         p.filesDone -= affected.length;
