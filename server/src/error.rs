@@ -125,6 +125,9 @@ impl From<StoreError> for ApiError {
             StoreError::Abandoned => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "abandoned", e.to_string())
             }
+            StoreError::LeaseLost => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "lease_lost", e.to_string())
+            }
             StoreError::Internal(e) => ApiError::internal(e),
             StoreError::Io(e) => ApiError::internal(format!("i/o: {e}")),
             StoreError::Index(e) => ApiError::internal(format!("index: {e}")),

@@ -409,6 +409,135 @@ fn a_pass_whose_containers_vanish_before_its_switch_leaves_every_chunk_readable(
     check_cli(&dir.0, "after the vanished containers");
 }
 
+/// A pass whose maintenance lease ends while it copies (PostgreSQL: the lease's connection
+/// closed, as an idle-session timeout or a restarted proxy closes it, and another server
+/// may start a pass) stops before its switch: nothing is switched, every chunk reads back,
+/// and the next start's pass, under a lease of its own, does the work. Before, the pass
+/// went on without knowing, beside whichever pass took the lease next.
+#[test]
+fn a_pass_whose_lease_ends_before_its_switch_switches_nothing() {
+    if on_postgres().is_none() {
+        return; // a lease that can end under its pass is PostgreSQL's
+    }
+    let dir = TempDir::new("delta-lease");
+    let h = history();
+    let mut env = ENV_NO_FRAMES.to_vec();
+    env.push(("DITTO_TEST_DELAY_AT", "delta:copied:3000"));
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    let listed = listing(&s);
+    let delays = || {
+        s.stderr
+            .lock()
+            .unwrap()
+            .matches("delay point delta:copied")
+            .count()
+    };
+    let before = delays();
+    let v2 = backup(&s, &h, &h.v2);
+    wait_until("the pass's copies", Duration::from_secs(60), || {
+        delays() > before
+    });
+    let mut db =
+        postgres::Client::connect(&database_url(&dir.0).unwrap(), postgres::NoTls).unwrap();
+    let ended: i64 = db
+        .query_one(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_locks \
+             WHERE locktype = 'advisory' AND granted AND objid::bigint = $1 AND objsubid = 1",
+            &[&0x7474_6f79_i64],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, 1, "one maintenance lease held");
+    wait_until("the pass to stop", Duration::from_secs(60), || {
+        s.stderr.lock().unwrap().contains("maintenance lease ended")
+    });
+    let after = listing(&s);
+    for (fp, at) in &listed {
+        assert_eq!(after.get(fp), Some(at), "{fp} stays where v1's pass put it");
+    }
+    read_back(&s, &h, &h.v1, "v1 after the lost lease");
+    read_back(&s, &h, &h.v2, "v2 after the lost lease");
+    s.stop(Duration::from_secs(10));
+    check_cli(&dir.0, "after the lost lease");
+
+    let s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
+    let st = wait_pass(&s, v2);
+    assert!(
+        st["delta_pass"]["delta_chunks"].as_u64().unwrap() > 0,
+        "{st}"
+    );
+    read_back(&s, &h, &h.v2, "v2 after the next pass");
+}
+
+/// A base quarantined while a pass copies (a read found its bytes damaged) ends the pass
+/// before its switch: the delta it made against that base is not stored, and the chunk
+/// reads back as it was. Before, the chunk was switched to a delta of a base no longer
+/// stored, told stored to every backup, and unreadable.
+#[test]
+fn a_base_quarantined_during_a_pass_ends_it_before_its_switch() {
+    if on_s3() {
+        return; // damages a container file on disk
+    }
+    let h = history();
+    // The pass's choice on the same history, from a run without the damage.
+    let reference = TempDir::new("delta-qbase-ref");
+    let mut s = Server::start_with(&reference.0, ENV_NO_FRAMES, None);
+    both_passed(&s, &h);
+    s.stop(Duration::from_secs(10));
+    let edges = base_edges(&reference.0);
+    let in_v2: HashSet<String> = fps_of(&h.v2).into_iter().collect();
+    let (x, b) = edges
+        .iter()
+        .find(|(x, b)| in_v2.contains(*x) && !in_v2.contains(*b) && !edges.contains_key(*b))
+        .map(|(x, b)| (x.clone(), b.clone()))
+        .expect("a delta of v2 against a whole chunk of v1");
+
+    let dir = TempDir::new("delta-qbase");
+    let mut env = ENV_NO_FRAMES.to_vec();
+    env.push(("DITTO_TEST_DELAY_AT", "delta:copied:3000"));
+    let mut s = Server::start_with(&dir.0, &env, None);
+    let v1 = backup(&s, &h, &h.v1);
+    wait_pass(&s, v1);
+    let delays = || {
+        s.stderr
+            .lock()
+            .unwrap()
+            .matches("delay point delta:copied")
+            .count()
+    };
+    let before = delays();
+    let v2 = backup(&s, &h, &h.v2);
+    wait_until("the pass's copies", Duration::from_secs(60), || {
+        delays() > before
+    });
+    let (cid, off, len, _) = listing(&s)[&b];
+    let path = container_file(&dir.0, 1, cid);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(off + len - 3) as usize] ^= 0x5A;
+    std::fs::write(&path, bytes).unwrap();
+    let chunk = |fp: &str| {
+        request(
+            "GET",
+            &s.repo_url("default", &format!("/chunks/{fp}")),
+            Some(&s.token),
+            &[],
+            None,
+        )
+    };
+    chunk(&b).expect_error(500, "damaged");
+
+    let st = wait_pass(&s, v2);
+    assert_eq!(st["delta_pass"]["abandoned"], true, "{st}");
+    let r = chunk(&x);
+    assert_eq!(r.status, 200, "{x}, made a delta of {b} by the pass");
+    assert_eq!(to_hex(&fingerprint(&r.body)), x);
+    assert!(!base_edges(&dir.0).contains_key(&x), "{x} is stored whole");
+    read_back(&s, &h, &h.v2, "v2 after its pass's base was quarantined");
+    s.stop(Duration::from_secs(10));
+}
+
 /// `(damaged_chunks, damaged)` of each version, by id.
 fn damage_of(s: &Server) -> HashMap<i64, (u64, bool)> {
     versions_json(s, "/versions")["versions"]

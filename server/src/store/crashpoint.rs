@@ -87,6 +87,7 @@ pub fn delay(point: &str) {
     });
     if let Some((at, ms)) = armed {
         if at == point {
+            eprintln!("delay point {point}: {ms} ms");
             std::thread::sleep(std::time::Duration::from_millis(*ms));
         }
     }

@@ -61,6 +61,7 @@ use super::{
     index::{
         chunks::{ChunkRow, NewChunk},
         maintenance::RewriteMove,
+        Lease,
     },
     layout::Snapshot,
     mover::{Building, Dest},
@@ -241,11 +242,11 @@ impl Store {
         let mut last = DeltaReport::default();
         let mut rewrote = false;
         loop {
-            let _maint = self.maintenance()?;
+            let (_local, lease) = self.maintenance()?;
             let Some(version) = self.next_delta_version(repo_id)? else {
                 break;
             };
-            let rep = self.delta_pass(repo_id, version)?;
+            let rep = self.delta_pass(repo_id, version, &lease)?;
             rewrote |= rep.delta_chunks + rep.recompressed > 0;
             log_pass(repo_id, &rep);
             let abandoned = rep.abandoned;
@@ -261,8 +262,8 @@ impl Store {
         // it files the new copies, frees the old ones, and places every chunk as the pass's
         // base edges now need it.
         if rewrote || super::mover::layout_enabled() {
-            let _maint = self.maintenance()?;
-            self.mover_pass(repo_id, "move")?;
+            let (_local, lease) = self.maintenance()?;
+            self.mover_pass(repo_id, "move", &lease)?;
         }
         // Kept once the mover is done too: whoever waits for a version's pass (stats
         // `delta_pass`) then finds the repository at rest.
@@ -304,7 +305,7 @@ impl Store {
 
     /// One delta pass over version `version` (nothing if it is gone); the caller holds the
     /// maintenance lease.
-    fn delta_pass(&self, repo_id: i64, version: i64) -> StoreResult<DeltaReport> {
+    fn delta_pass(&self, repo_id: i64, version: i64, lease: &Lease) -> StoreResult<DeltaReport> {
         let t0 = Instant::now();
         let mut rep = DeltaReport::default();
         let bad = |e: String| StoreError::Internal(format!("delta pass: {e}"));
@@ -741,82 +742,112 @@ impl Store {
         //    the snapshot (a base a new commit no longer needs could be swept otherwise).
         let mut switched = 0;
         for (w, placed) in &written {
-            let tx_done = {
+            // A failure before the commit leaves the copies unnamed, this one's with them;
+            // one of the commit itself may have gone through: its container is left to
+            // recovery.
+            let mut committing = false;
+            let tx_done = (|| -> StoreResult<bool> {
                 let wr = self.writer_for_write()?;
-                let tx = wr.begin(repo_id)?;
+                let tx = wr.begin_fenced(repo_id, lease)?;
                 // A container gone since its put (another server's start took it for an
                 // orphan) ends the pass as a change of the versions does.
-                if !snap.still_current(&*tx, repo_id)? || !self.still_stored(repo_id, w.id)? {
-                    false
-                } else {
-                    tx.insert_written_container(&w.row(repo_id, true))?;
-                    let mut moves: Vec<RewriteMove> = Vec::new();
-                    let mut inserted: Vec<(Fingerprint, u32)> = Vec::new();
-                    for (p, mv) in placed.iter().zip(&w.moves) {
-                        match p {
-                            Placed::New(k) => {
-                                let n = &news[*k];
-                                let stored_len = n.payload.len() as u32;
-                                let row = NewChunk {
-                                    fp: n.fp,
-                                    slot: mv.3,
-                                    offset: mv.4,
-                                    stored_len,
-                                    raw_len: n.raw_len,
-                                    codec: n.codec,
-                                };
-                                tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[row])?;
-                                tx.mark_first_version(repo_id, version, &[n.fp])?;
-                                inserted.push((n.fp, n.raw_len));
-                                if let Some(base) = n.base {
-                                    // The row just inserted, re-pointed in place: the
-                                    // update that re-points rewritten chunks sets its base.
-                                    tx.repoint_rewritten(
-                                        repo_id,
-                                        w.id as i64,
-                                        &[RewriteMove {
-                                            fp: n.fp,
-                                            old_container: w.id as i64,
-                                            old_slot: mv.3,
-                                            slot: mv.3,
-                                            offset: mv.4,
-                                            stored_len,
-                                            codec: n.codec,
-                                            base: Some(base),
-                                            saved: 0,
-                                        }],
-                                    )?;
+                Ok(
+                    if !snap.still_current(&*tx, repo_id)? || !self.still_stored(repo_id, w.id)? {
+                        false
+                    } else {
+                        tx.insert_written_container(&w.row(repo_id, true))?;
+                        let mut moves: Vec<RewriteMove> = Vec::new();
+                        let mut inserted: Vec<(Fingerprint, u32)> = Vec::new();
+                        for (p, mv) in placed.iter().zip(&w.moves) {
+                            match p {
+                                Placed::New(k) => {
+                                    let n = &news[*k];
+                                    let stored_len = n.payload.len() as u32;
+                                    let row = NewChunk {
+                                        fp: n.fp,
+                                        slot: mv.3,
+                                        offset: mv.4,
+                                        stored_len,
+                                        raw_len: n.raw_len,
+                                        codec: n.codec,
+                                    };
+                                    tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[row])?;
+                                    tx.mark_first_version(repo_id, version, &[n.fp])?;
+                                    inserted.push((n.fp, n.raw_len));
+                                    if let Some(base) = n.base {
+                                        // The row just inserted, re-pointed in place: the
+                                        // update that re-points rewritten chunks sets its base.
+                                        tx.repoint_rewritten(
+                                            repo_id,
+                                            w.id as i64,
+                                            &[RewriteMove {
+                                                fp: n.fp,
+                                                old_container: w.id as i64,
+                                                old_slot: mv.3,
+                                                slot: mv.3,
+                                                offset: mv.4,
+                                                stored_len,
+                                                codec: n.codec,
+                                                base: Some(base),
+                                                saved: 0,
+                                            }],
+                                        )?;
+                                    }
+                                    if dict_fp == Some(n.fp) {
+                                        rep.dictionary_bytes = stored_len as i64;
+                                    } else {
+                                        rep.frames += 1;
+                                        rep.frame_bytes += stored_len as i64;
+                                    }
                                 }
-                                if dict_fp == Some(n.fp) {
-                                    rep.dictionary_bytes = stored_len as i64;
-                                } else {
-                                    rep.frames += 1;
-                                    rep.frame_bytes += stored_len as i64;
-                                }
+                                Placed::Move(m) => moves.push(RewriteMove { offset: mv.4, ..*m }),
                             }
-                            Placed::Move(m) => moves.push(RewriteMove { offset: mv.4, ..*m }),
                         }
+                        tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
+                        // A base quarantined since the snapshot (a read found it damaged)
+                        // would leave the deltas stored against it undecodable, and stored
+                        // in name: the pass ends as on a change of the versions.
+                        let bases: Vec<Fingerprint> = moves
+                            .iter()
+                            .filter_map(|m| m.base)
+                            .chain(placed.iter().filter_map(|p| match p {
+                                Placed::New(k) => news[*k].base,
+                                Placed::Move(_) => None,
+                            }))
+                            .collect();
+                        if tx.chunk_locations(repo_id, &bases)?.contains(&None) {
+                            return Ok(false);
+                        }
+                        committing = true;
+                        tx.commit()?;
+                        // New rows (frames, dictionaries) join the in-memory fingerprint set
+                        // under the writer lock, as an upload's do: it is reloaded only when
+                        // rows are deleted or quarantined.
+                        self.cache_new_chunks(repo_id, inserted);
+                        let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
+                            moves.iter().partition(|m| m.base.is_some());
+                        rep.delta_chunks += deltas.len() as u64;
+                        rep.slices += deltas
+                            .iter()
+                            .filter(|m| m.stored_len as usize == SLICE_LEN)
+                            .count() as u64;
+                        rep.bytes_saved += deltas.iter().map(|m| m.saved as i64).sum::<i64>();
+                        rep.recompressed += whole.len() as u64;
+                        rep.recompress_saved += whole
+                            .iter()
+                            .map(|m| rows[&m.fp].stored_len as i64 - m.stored_len as i64)
+                            .sum::<i64>();
+                        true
+                    },
+                )
+            })();
+            let tx_done = match tx_done {
+                Ok(done) => done,
+                Err(e) => {
+                    for (w, _) in &written[switched + usize::from(committing)..] {
+                        let _ = self.containers.delete(repo_id, w.id);
                     }
-                    tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
-                    tx.commit()?;
-                    // New rows (frames, dictionaries) join the in-memory fingerprint set
-                    // under the writer lock, as an upload's do: it is reloaded only when
-                    // rows are deleted or quarantined.
-                    self.cache_new_chunks(repo_id, inserted);
-                    let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
-                        moves.iter().partition(|m| m.base.is_some());
-                    rep.delta_chunks += deltas.len() as u64;
-                    rep.slices += deltas
-                        .iter()
-                        .filter(|m| m.stored_len as usize == SLICE_LEN)
-                        .count() as u64;
-                    rep.bytes_saved += deltas.iter().map(|m| m.saved as i64).sum::<i64>();
-                    rep.recompressed += whole.len() as u64;
-                    rep.recompress_saved += whole
-                        .iter()
-                        .map(|m| rows[&m.fp].stored_len as i64 - m.stored_len as i64)
-                        .sum::<i64>();
-                    true
+                    return Err(e);
                 }
             };
             if !tx_done {

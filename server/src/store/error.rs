@@ -43,6 +43,9 @@ pub enum StoreError {
     /// What the request was decided on changed before it could be carried out (versions
     /// committed or removed since a retention preview); nothing of it was done.
     Changed(String),
+    /// The maintenance lease ended while its pass ran (PostgreSQL: the lease's connection
+    /// closed); the pass stopped before its next change, and nothing of that change was made.
+    LeaseLost,
     /// A failure that is the server's, not the request's (a panicked worker, an
     /// unencodable value).
     Internal(String),
@@ -108,6 +111,10 @@ impl std::fmt::Display for StoreError {
                 f,
                 "the keywords match more than {max} times: the server answers at most that \
                  many; search for something rarer, or in a narrower scope"
+            ),
+            StoreError::LeaseLost => f.write_str(
+                "the maintenance lease ended during the pass (its database connection closed); \
+                 the pass stopped before its next change: run it again",
             ),
             StoreError::Internal(e) => f.write_str(e),
             StoreError::Io(e) => write!(f, "i/o: {e}"),

@@ -31,7 +31,7 @@ use wasm_core::hash::Fingerprint;
 
 use super::{
     crashpoint,
-    index::IndexRead,
+    index::{IndexRead, Lease},
     layout::Snapshot,
     mover::{layout_enabled, Moved, Source},
     now_ms, Store, StoreError, StoreResult,
@@ -115,10 +115,10 @@ impl Store {
     /// compaction. With `dry_run` only the mover runs and the reclaimable bytes are counted.
     pub fn prune(&self, repo_id: i64, dry_run: bool, sweep: Sweep) -> StoreResult<PruneReport> {
         let t0 = Instant::now();
-        let _maint = self.maintenance()?;
+        let (_local, lease) = self.maintenance()?;
         let mut rep = PruneReport {
             dry_run,
-            moved: short_of_space(self.mover_pass(repo_id, "move"), "move")?,
+            moved: short_of_space(self.mover_pass(repo_id, "move", &lease), "move")?,
             ..Default::default()
         };
         // The mover's own net frees count: `reclaimed_bytes` is what the data directory
@@ -130,18 +130,18 @@ impl Store {
             rep.seconds = t0.elapsed().as_secs_f64();
             return Ok(rep);
         }
-        self.icda(repo_id, &mut rep)?;
+        self.icda(repo_id, &mut rep, &lease)?;
         if sweep == Sweep::Full || !layout_enabled() {
             rep.sweep = true;
-            self.sweep(repo_id, &mut rep)?;
+            self.sweep(repo_id, &mut rep, &lease)?;
         }
-        let compacted = short_of_space(self.mover_pass(repo_id, "compact"), "compact")?;
+        let compacted = short_of_space(self.mover_pass(repo_id, "compact", &lease), "compact")?;
         rep.containers_compacted = compacted.containers_evacuated;
         rep.bytes_rewritten = rep.moved.bytes_rewritten + compacted.bytes_rewritten;
         rep.reclaimed_bytes += compacted.bytes_freed;
         {
             let w = self.writer_for_write()?;
-            let tx = w.begin(repo_id)?;
+            let tx = w.begin_fenced(repo_id, &lease)?;
             tx.add_reclaimed_bytes(repo_id, rep.reclaimed_bytes.max(0))?;
             tx.commit()?;
         }
@@ -163,7 +163,7 @@ impl Store {
     }
 
     /// ICDA: deletes the archival containers below the smallest live version id, whole.
-    fn icda(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
+    fn icda(&self, repo_id: i64, rep: &mut PruneReport, lease: &Lease) -> StoreResult<()> {
         if crashpoint::fails("prune:icda") {
             return Err(StoreError::Io(std::io::Error::other(
                 "failure point prune:icda (DITTO_TEST_FAIL_AT)",
@@ -171,7 +171,7 @@ impl Store {
         }
         let gone = {
             let mut w = self.writer_for_write()?;
-            let tx = w.begin(repo_id)?;
+            let tx = w.begin_fenced(repo_id, lease)?;
             let min_live = tx.min_live_version(repo_id)?;
             let gone = keep_bases(&*tx, tx.archival_below(repo_id, min_live)?, repo_id)?;
             if gone.is_empty() {
@@ -197,7 +197,7 @@ impl Store {
 
     /// Mark and sweep: deletes the rows of chunks no live version references (and pending
     /// ones past the grace period) and the containers left without a live chunk.
-    fn sweep(&self, repo_id: i64, rep: &mut PruneReport) -> StoreResult<()> {
+    fn sweep(&self, repo_id: i64, rep: &mut PruneReport, lease: &Lease) -> StoreResult<()> {
         for _ in 0..MAX_MARKS {
             // The mark and the dead rows come from one read snapshot, without the writer
             // lock. Under it, an unchanged set of versions means no commit referenced a dead
@@ -214,7 +214,7 @@ impl Store {
             }
             let gone = {
                 let mut w = self.writer_for_write()?;
-                let tx = w.begin(repo_id)?;
+                let tx = w.begin_fenced(repo_id, lease)?;
                 if !snap.still_current(&*tx, repo_id)? {
                     continue;
                 }

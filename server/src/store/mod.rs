@@ -86,6 +86,18 @@ impl Writer {
         self.ix.begin_repo(repo_id)
     }
 
+    /// Starts a write transaction of a maintenance pass in repository `repo_id`: refused if
+    /// the pass's lease has ended ([`IndexTx::check_lease`]).
+    fn begin_fenced(
+        &self,
+        repo_id: i64,
+        lease: &index::Lease,
+    ) -> StoreResult<Box<dyn IndexTx + '_>> {
+        let tx = self.ix.begin_repo(repo_id)?;
+        tx.check_lease(lease)?;
+        Ok(tx)
+    }
+
     /// Starts a write transaction of the index that may touch any repository.
     fn begin_any(&self) -> StoreResult<Box<dyn IndexTx + '_>> {
         self.ix.begin()

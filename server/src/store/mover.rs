@@ -34,7 +34,7 @@ use super::{
     crashpoint,
     index::{
         maintenance::{ChunkMove, WrittenContainer},
-        IndexRead,
+        IndexRead, Lease,
     },
     layout::{Class, Snapshot},
     now_ms, quarantine, verify, Store, StoreError, StoreResult,
@@ -183,8 +183,8 @@ impl Written {
 impl Store {
     /// Runs the mover over a repository until no container needs evacuating.
     pub fn run_mover(&self, repo_id: i64) -> StoreResult<Moved> {
-        let _maint = self.maintenance()?;
-        self.mover_pass(repo_id, "move")
+        let (_local, lease) = self.maintenance()?;
+        self.mover_pass(repo_id, "move", &lease)
     }
 
     /// Waits until no backup has asked, uploaded or committed for [`QUIET`], or at most
@@ -211,8 +211,13 @@ impl Store {
     /// Evacuates misplaced (with the layout on) and sparse containers until none is left;
     /// `point` names the crash points (`move`, or `compact` after a sweep). The caller holds
     /// the maintenance lock.
-    pub(crate) fn mover_pass(&self, repo_id: i64, point: &str) -> StoreResult<Moved> {
-        let m = self.mover_run(repo_id, point)?;
+    pub(crate) fn mover_pass(
+        &self,
+        repo_id: i64,
+        point: &str,
+        lease: &Lease,
+    ) -> StoreResult<Moved> {
+        let m = self.mover_run(repo_id, point, lease)?;
         self.mover_totals
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -222,7 +227,7 @@ impl Store {
         Ok(m)
     }
 
-    fn mover_run(&self, repo_id: i64, point: &str) -> StoreResult<Moved> {
+    fn mover_run(&self, repo_id: i64, point: &str, lease: &Lease) -> StoreResult<Moved> {
         let mut total = Moved::default();
         let layout = layout_enabled();
         let mut retries = 0;
@@ -242,7 +247,14 @@ impl Store {
             if batch.is_empty() {
                 return Ok(total);
             }
-            match self.evacuate(repo_id, snap.as_ref().unwrap(), &batch, point, layout)? {
+            match self.evacuate(
+                repo_id,
+                snap.as_ref().unwrap(),
+                &batch,
+                point,
+                layout,
+                lease,
+            )? {
                 Some(m) => {
                     total.add(&m);
                     retries = 0;
@@ -279,6 +291,7 @@ impl Store {
         picks: &[Pick],
         point: &str,
         layout: bool,
+        lease: &Lease,
     ) -> StoreResult<Option<Moved>> {
         let sources: Vec<Source> = picks.iter().map(|p| p.src.clone()).collect();
         let sources = &sources[..];
@@ -409,7 +422,16 @@ impl Store {
                         false,
                     ))
                 } else {
-                    self.switch_part(repo_id, snap, nc, part, j == 0, i == 0 && j == 0, &damaged)
+                    self.switch_part(
+                        repo_id,
+                        snap,
+                        nc,
+                        part,
+                        j == 0,
+                        i == 0 && j == 0,
+                        &damaged,
+                        lease,
+                    )
                 };
                 match res {
                     Ok(Some(ms)) => {
@@ -454,7 +476,7 @@ impl Store {
         let emptied = {
             let mut w = self.writer_for_write()?;
             let locked = std::time::Instant::now();
-            let tx = w.begin(repo_id)?;
+            let tx = w.begin_fenced(repo_id, lease)?;
             // Damage found where nothing was switched (all a batch was to move was damaged,
             // or the versions changed first) is quarantined here: the rows it moves out
             // name the damaged slots exactly, so this holds whatever else changed.
@@ -509,11 +531,12 @@ impl Store {
         first: bool,
         with_damage: bool,
         damaged: &[quarantine::Found],
+        lease: &Lease,
     ) -> Result<Option<f64>, (StoreError, bool)> {
         let before = |e: StoreError| (e, false);
         let w = self.writer_for_write().map_err(before)?;
         let locked = std::time::Instant::now();
-        let tx = w.begin(repo_id).map_err(before)?;
+        let tx = w.begin_fenced(repo_id, lease).map_err(before)?;
         if !snap.still_current(&*tx, repo_id).map_err(before)? {
             return Ok(None);
         }

@@ -105,6 +105,12 @@ impl<T> IndexWrite for T where
 /// `commit`; dropping it uncommitted rolls it back.
 pub trait IndexTx: IndexWrite {
     fn commit(self: Box<Self>) -> StoreResult<()>;
+    /// Refuses ([`StoreError::LeaseLost`]) a transaction of a maintenance pass whose lease
+    /// has ended under it (PostgreSQL: its connection closed, and another server may have
+    /// started a pass). Checked after the transaction's locks: a lease taken since then
+    /// waits for this transaction to end ([`Index::maintenance_lease`]), so a pass that
+    /// passed the check commits before the next pass reads anything.
+    fn check_lease(&self, lease: &Lease) -> StoreResult<()>;
 }
 
 /// The shared, read side of an index: any number of readers at once.
@@ -116,8 +122,10 @@ pub trait Index: Send + Sync {
     /// Waits until this process is the only one running maintenance (the mover, expiry,
     /// garbage collection) on the index, and holds that until the lease is dropped, or the
     /// process dies (PostgreSQL: a session advisory lock on a connection of its own, so a
-    /// killed replica's lease ends with its connection). SQLite: one process per index
-    /// already, nothing to wait for.
+    /// killed replica's lease ends with its connection). Once held, it waits for the write
+    /// transactions in progress on the index to end, so that a pass whose lease ended
+    /// unnoticed cannot commit after this one started ([`IndexTx::check_lease`]). SQLite:
+    /// one process per index already, nothing to wait for.
     fn maintenance_lease(&self) -> StoreResult<Lease>;
     /// Closes the connections no read is using (a clean stop, before the writer's
     /// [`IndexWriter::checkpoint`]).
@@ -127,12 +135,22 @@ pub trait Index: Send + Sync {
 /// Held while a maintenance pass runs; dropping it lets another process's pass start.
 pub struct Lease {
     _held: Option<Box<dyn Send>>,
+    holder: Option<i32>,
 }
 
 impl Lease {
-    /// A lease that `held` keeps until dropped (`None`: nothing to hold).
-    pub fn new(held: Option<Box<dyn Send>>) -> Lease {
-        Lease { _held: held }
+    /// A lease that `held` keeps until dropped (`None`: nothing to hold), and that
+    /// `holder` names to the index (PostgreSQL: the backend process of its connection).
+    pub fn new(held: Option<Box<dyn Send>>, holder: Option<i32>) -> Lease {
+        Lease {
+            _held: held,
+            holder,
+        }
+    }
+
+    /// Who holds the lease, as the index knows it (`None`: a lease nothing can take away).
+    pub fn holder(&self) -> Option<i32> {
+        self.holder
     }
 }
 

@@ -84,6 +84,29 @@ impl<G: DerefMut<Target = Client>> IndexTx for Pg<G> {
         self.c().batch_execute("COMMIT")?;
         Ok(())
     }
+    fn check_lease(&self, lease: &Lease) -> StoreResult<()> {
+        let Some(pid) = lease.holder() else {
+            return Ok(());
+        };
+        // A bigint advisory key shows in pg_locks as its high and low halves.
+        let held: bool = self
+            .c()
+            .query_one(
+                "SELECT EXISTS(SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND pid = $1 AND classid::bigint = $2 AND objid::bigint = $3 AND objsubid = 1)",
+                &[
+                    &pid,
+                    &(MAINTENANCE_LOCK >> 32),
+                    &(MAINTENANCE_LOCK & 0xffff_ffff),
+                ],
+            )?
+            .get(0);
+        if held {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost)
+        }
+    }
 }
 
 /// A connection whose commits are durable when acknowledged, whatever the database's or
@@ -121,7 +144,13 @@ impl Index for PgIndex {
     fn maintenance_lease(&self) -> StoreResult<Lease> {
         let mut c = connect(&self.url)?;
         c.execute("SELECT pg_advisory_lock($1)", &[&MAINTENANCE_LOCK])?;
-        Ok(Lease::new(Some(Box::new(c))))
+        let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+        // The write lock taken exclusively and let go: a transaction of an earlier holder
+        // that checked its lease before that lease ended commits before this pass starts.
+        c.batch_execute(&begin_write(&format!(
+            "SELECT pg_advisory_xact_lock({WRITE_LOCK}); COMMIT"
+        )))?;
+        Ok(Lease::new(Some(Box::new(c)), Some(pid)))
     }
     fn close_idle(&self) {
         self.pool.close_idle();
@@ -252,6 +281,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::super::{contract, Index, IndexWriter};
+    use crate::store::StoreError;
 
     /// A fresh database on the server that `DITTO_TEST_PG` names (an admin database's URL;
     /// `npm run test:pg` starts one): its URL.
@@ -409,5 +439,50 @@ mod tests {
         let seen = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
         other.join().unwrap();
         assert_eq!(seen, Some(id), "what committed during the wait is seen");
+    }
+
+    /// A pass whose lease connection closed is refused at its next transaction, and the
+    /// next lease waits for a transaction that checked its lease before it ended.
+    #[test]
+    #[ignore = "needs PostgreSQL: npm run test:pg"]
+    fn postgres_fences_a_lost_maintenance_lease() {
+        let url = fresh_database("fence");
+        let (ix1, w1) = super::open(&url).unwrap();
+        let (ix2, _w2) = super::open(&url).unwrap();
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let lease = ix1.maintenance_lease().unwrap();
+        let pid = lease
+            .holder()
+            .expect("a PostgreSQL lease names its connection");
+
+        // Checked while the lease holds; the lease then ends under the open transaction.
+        let tx = w1.begin_repo(1).unwrap();
+        tx.check_lease(&lease).unwrap();
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .unwrap();
+        let (sent, got) = std::sync::mpsc::channel();
+        let t0 = std::time::Instant::now();
+        let next = std::thread::spawn(move || {
+            let second = ix2.maintenance_lease().unwrap();
+            sent.send(t0.elapsed()).unwrap();
+            second
+        });
+        assert!(
+            got.recv_timeout(std::time::Duration::from_millis(500))
+                .is_err(),
+            "the next lease waits for the transaction that checked the lost one"
+        );
+        tx.create_repo("switched-before-the-next-pass", 0).unwrap();
+        tx.commit().unwrap();
+        got.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        let second = next.join().unwrap();
+
+        let tx = w1.begin_repo(1).unwrap();
+        assert!(matches!(tx.check_lease(&lease), Err(StoreError::LeaseLost)));
+        drop(tx);
+        let tx = w1.begin_repo(1).unwrap();
+        tx.check_lease(&second).unwrap();
     }
 }

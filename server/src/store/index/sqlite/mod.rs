@@ -50,6 +50,10 @@ impl IndexTx for Sql<Transaction<'_>> {
     fn commit(self: Box<Self>) -> StoreResult<()> {
         Ok(self.0.commit()?)
     }
+    /// One process holds the index (the data directory's lock): its lease cannot end.
+    fn check_lease(&self, _lease: &Lease) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// A pooled reader inside a read transaction (`BEGIN` … `ROLLBACK` when dropped).
@@ -88,7 +92,7 @@ impl Index for SqliteIndex {
         Ok(Box::new(Sql(ReadTx::begin(self.pool.get()?)?)))
     }
     fn maintenance_lease(&self) -> StoreResult<Lease> {
-        Ok(Lease::new(None))
+        Ok(Lease::new(None, None))
     }
     fn close_idle(&self) {
         self.pool.close_idle();
