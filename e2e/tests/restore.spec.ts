@@ -301,16 +301,8 @@ interface Container {
   chunks: { fp: string; offset: number; stored_len: number }[];
 }
 
-test('a corrupted chunk on disk stops the restore and names the file', async ({ page }) => {
-  const v3 = await api<{ manifest: { entries: Entry[] } }>(`/versions/${ids[2]}`);
-  const files = v3.manifest.entries.filter((e) => e.kind === 'file' && e.recipe.length > 0);
-  // A chunk well inside the version; the first file that references it is the one to blame.
-  const target = files[Math.floor(files.length / 2)];
-  const fp = target.recipe[0];
-  const blamed = files.find((f) => f.recipe.includes(fp))!.path;
-  // The server's own reads after the commits end before the bytes are damaged, so the
-  // restore is the first to find them.
-  await settleLayout(server, { readsDone: true });
+/** Changes 16 bytes in the middle of chunk `fp`'s stored copy, in its container file. */
+async function damageOnDisk(fp: string) {
   const { containers } = await api<{ containers: Container[] }>('/containers');
   const c = containers.find((x) => x.chunks.some((ch) => ch.fp === fp))!;
   const ch = c.chunks.find((x) => x.fp === fp)!;
@@ -332,6 +324,19 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
   for (let i = 0; i < n; i++) buf[i] ^= 0xa5;
   writeSync(fd, buf, 0, n, ch.offset + Math.floor(ch.stored_len / 2) - Math.floor(n / 2));
   closeSync(fd);
+}
+
+test('a corrupted chunk on disk stops the restore and names the file', async ({ page }) => {
+  const v3 = await api<{ manifest: { entries: Entry[] } }>(`/versions/${ids[2]}`);
+  const files = v3.manifest.entries.filter((e) => e.kind === 'file' && e.recipe.length > 0);
+  // A chunk well inside the version; the first file that references it is the one to blame.
+  const target = files[Math.floor(files.length / 2)];
+  const fp = target.recipe[0];
+  const blamed = files.find((f) => f.recipe.includes(fp))!.path;
+  // The server's own reads after the commits end before the bytes are damaged, so the
+  // restore is the first to find them.
+  await settleLayout(server, { readsDone: true });
+  await damageOnDisk(fp);
 
   await openWithoutPicker(page);
   await page.getByTestId('tab-versions').click();
@@ -348,4 +353,56 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
   await expect(page.getByTestId('restore-status')).toHaveAttribute('data-sink', 'stream');
   expect(downloads.length).toBe(1);
   expect(await downloads[0].failure(), 'the download failed').not.toBeNull();
+});
+
+test('a chunk damaged on disk that a search reads first: the server sets it aside, the search names it; a backup heals it', async ({
+  page,
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await openWithoutPicker(page);
+  // The chunk damaged above is stored again first (the versions share it), and the
+  // server's own reads of that backup end before a chunk of the first version that the
+  // restore did not read is damaged.
+  await backUp(page, folders[2], PKG);
+  await settleLayout(server, { readsDone: true });
+  const before = await api<{ versions: { id: number; damaged_chunks?: number }[] }>('/versions');
+  expect(before.versions.map((v) => v.damaged_chunks ?? 0)).toEqual(before.versions.map(() => 0));
+  const v1 = await api<{ manifest: { entries: Entry[] } }>(`/versions/${ids[0]}`);
+  const v3 = await api<{ manifest: { entries: Entry[] } }>(`/versions/${ids[2]}`);
+  const read = new Set(v3.manifest.entries.flatMap((e) => e.recipe ?? []));
+  const fp = v1.manifest.entries.flatMap((e) => e.recipe ?? []).find((x) => !read.has(x))!;
+  expect(fp, 'a chunk only the first version has').toBeTruthy();
+  await damageOnDisk(fp);
+
+  await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-where').selectOption('page');
+  await page.getByTestId('search-versions').selectOption(String(ids[0]));
+  await page.getByTestId('search-keywords').fill('function');
+  await page.getByTestId('search-start').click();
+  // The worker refuses the bytes; the search asks the server for the chunk checked, which
+  // quarantines it, and starts over: the chunk is then named as not stored.
+  const error = page.getByTestId('search-error');
+  await expect(error).toBeVisible({ timeout: 120_000 });
+  await expect(error).toContainText(fp);
+  await expect(error).toContainText('does not store');
+  const { versions } = await api<{ versions: { id: number; damaged_chunks?: number }[] }>('/versions');
+  expect(versions.find((v) => v.id === ids[0])?.damaged_chunks, 'quarantined by the search').toBeGreaterThan(0);
+  await expect(page.locator('[data-testid=search-done][data-engine=dedup]')).toHaveCount(0);
+
+  // Backing the folder up again stores the chunk again; the same page's next search of
+  // the first version reads its locations again instead of trusting the ones without it.
+  await page.getByTestId('tab-backup').click();
+  await backUp(page, folders[0], PKG);
+  await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-where').selectOption('page');
+  await page.getByTestId('search-versions').selectOption(String(ids[0]));
+  await page.getByTestId('search-keywords').fill('function');
+  await page.getByTestId('search-start').click();
+  const done = page.locator('[data-testid=search-done][data-engine=dedup]');
+  await expect(done).toBeVisible({ timeout: 120_000 });
+  expect(Number(await done.getAttribute('data-files'))).toBeGreaterThan(0);
+  const after = await api<{ versions: { id: number; damaged_chunks?: number }[] }>('/versions');
+  expect(after.versions.find((v) => v.id === ids[0])?.damaged_chunks ?? 0, 'healed').toBe(0);
+  expect(errors).toEqual([]);
 });

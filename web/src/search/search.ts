@@ -390,14 +390,22 @@ async function prepare(
       if (e.kind !== 'file' || e.recipe.length === 0) continue;
       if (filter && !e.path.toLowerCase().includes(filter)) continue;
       const lengths = new Uint32Array(e.recipe.length);
-      e.recipe.forEach((fp, i) => {
+      for (let i = 0; i < e.recipe.length; i++) {
+        const fp = e.recipe[i];
         const loc = locs.get(fp);
-        if (!loc)
+        if (!loc) {
+          // Locations read before may predate a heal (a backup stored the damaged chunk
+          // again): they are read again before the chunk is called lost.
+          if (!fresh.has(m.id)) {
+            dropLocations(api);
+            return prepare(api, scope, progress, { all, state, uniqueRawBytes });
+          }
           throw new Error(
             `version ${m.id}: ${e.path} references chunk ${fp}, which the server does not store (damaged or lost; Verify names it)`,
           );
+        }
         lengths[i] = loc.rawLen;
-      });
+      }
       files.push({
         id: files.length,
         version: m.id,
@@ -1152,6 +1160,15 @@ const CONTAINER_GONE = /no container \d+ in this repository/;
  * (wasm-core's `ContainerScan.scan`).
  */
 const DROPPED_BASE = /a cached delta base was damaged and is dropped/;
+/**
+ * A worker refused a chunk it read (what it decodes to has another fingerprint, or does not
+ * decode): the copy on the server's disk may be damaged, or the bytes were on the way. The
+ * chunk is asked for once more, checked by the server, which quarantines a damaged copy
+ * (docs/API.md, `damaged`), and the search starts over from locations read again: one
+ * damaged on disk is then named as not stored with the file that needs it, one damaged on
+ * the way is read again.
+ */
+const REFUSED_CHUNK = /\bchunk ([0-9a-f]{40}): /;
 const ATTEMPTS = 3;
 
 /**
@@ -1167,9 +1184,9 @@ function dropStaleStore() {
 
 /**
  * Runs `engine`; a search starts over when it read a container the server has since moved
- * (from a new listing), when a worker dropped a damaged base from its cache, or when a
- * worker crashed under it (the bridge replaced it, without the records of this search it
- * held).
+ * (from a new listing), when a worker dropped a damaged base from its cache or refused a
+ * chunk it read, or when a worker crashed under it (the bridge replaced it, without the
+ * records of this search it held).
  */
 function withRetry(engine: Engine): Engine {
   return async (...args) => {
@@ -1183,6 +1200,13 @@ function withRetry(engine: Engine): Engine {
           continue;
         }
         if (attempt < ATTEMPTS && e instanceof Error && DROPPED_BASE.test(e.message)) continue;
+        const refused = e instanceof Error ? REFUSED_CHUNK.exec(e.message) : null;
+        if (attempt < ATTEMPTS && refused) {
+          // Its answer matters only to the server, which quarantines a damaged copy.
+          await args[0].getChunks([refused[1]]).catch(() => {});
+          dropLocations(args[0]);
+          continue;
+        }
         if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
         throw e;
       }

@@ -19,7 +19,7 @@ import init, {
   SearchKeywords,
   searchMatchLimit,
 } from '../wasm-pkg/wasm_core.js';
-import { Api } from '../api/client';
+import { Api, ApiError } from '../api/client';
 import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA, tooManyMatches, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
@@ -47,9 +47,14 @@ function hexList(fps?: Uint8Array): string[] {
 
 /** The fingerprints of `want` (flat) that none of `jobs` reads. */
 function notIn(want: Uint8Array, jobs: { reads: Set<string> }[]): Uint8Array {
-  const keep = hexList(want).flatMap((fp, i) => (jobs.some((j) => j.reads.has(fp)) ? [] : [i]));
-  const out = new Uint8Array(keep.length * FP_LEN);
-  keep.forEach((k, i) => out.set(want.subarray(k * FP_LEN, (k + 1) * FP_LEN), i * FP_LEN));
+  return keepOnly(want, (fp) => !jobs.some((j) => j.reads.has(fp)));
+}
+
+/** The fingerprints of `want` (flat) that `keep` keeps. */
+function keepOnly(want: Uint8Array, keep: (fp: string) => boolean): Uint8Array {
+  const kept = hexList(want).flatMap((fp, i) => (keep(fp) ? [i] : []));
+  const out = new Uint8Array(kept.length * FP_LEN);
+  kept.forEach((k, i) => out.set(want.subarray(k * FP_LEN, (k + 1) * FP_LEN), i * FP_LEN));
   return out;
 }
 
@@ -371,20 +376,37 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
         // of its raw bytes), with their whole base chains in the same answer (`chains`), so a
         // job waits for one request, not one per link. `have` names the bases the cache holds
         // (the trained dictionary and frames above all), where the server stops a chain.
-        const fetchBases = async (want: Uint8Array, expected: string[] = []) => {
+        // Bases the server says it does not store: the stored delta that names one is
+        // damaged (its bytes name another base) or lost with it. They are not asked for
+        // again; `scan` then refuses the chunk that needs one, naming it, and the search has
+        // the server check that chunk (search.ts, `REFUSED_CHUNK`).
+        const absent = new Set<string>();
+        const fetchBases = async (wanted: Uint8Array, expected: string[] = []): Promise<void> => {
+          const want = keepOnly(wanted, (fp) => !absent.has(fp));
+          if (want.length === 0) return;
           const fps = hexList(want);
           c.baseRequests++;
           const have = [...hexList(chunks.heldBases(HAVE_MAX)), ...expected];
           // Unchecked by the server (`verify: false`): `scan` checks every chunk it decodes
           // or takes from `fetched` against its fingerprint, as for the range's own.
-          const bundle = await c.api.getChunks(fps, undefined, false, 'stored', {
-            have: have.slice(0, HAVE_LIMIT),
-            unchecked: true,
-          });
+          let bundle: Uint8Array;
+          try {
+            bundle = await c.api.getChunks(fps, undefined, false, 'stored', {
+              have: have.slice(0, HAVE_LIMIT),
+              unchecked: true,
+            });
+          } catch (e) {
+            const missing = e instanceof ApiError && e.code === 'not_found' ? e.body.missing : null;
+            const named = Array.isArray(missing) ? missing.filter((fp) => fps.includes(fp) && !absent.has(fp)) : [];
+            if (named.length === 0) throw e;
+            for (const fp of named) absent.add(fp);
+            return fetchBases(want, expected);
+          }
           storedBytes += bundle.byteLength;
           c.basesFetched += fetched.add(bundle, want);
           c.basesBytes += bundle.byteLength;
         };
+        const outside = () => keepOnly(c.scan.outsideBases(chunks, ...args, fetched), (fp) => !absent.has(fp));
         const deltas = rest.codecs.includes(CODEC_DELTA);
         let fetchedEarly = false;
         if (deltas) {
@@ -392,7 +414,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
           // here, while the jobs before this one decode: waiting for them would put one round
           // trip per job in a row. Their chains stop at the links those jobs read, which they
           // decode where a chain of theirs runs through them.
-          const want = notIn(c.scan.outsideBases(chunks, ...args, fetched), before);
+          const want = notIn(outside(), before);
           if (want.length > 0) {
             fetchedEarly = true;
             // This job decodes them: a later job leaves them to it.
@@ -409,16 +431,16 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
         // ended, so no two jobs of a worker fetch the same chains; the rounds go on while a
         // fetched chain misses a link, and wasm-core refuses a chain past the cap, so they end.
         if (deltas) {
-          let want = c.scan.outsideBases(chunks, ...args, fetched);
+          let want = outside();
           if (want.length > 0) {
             await done;
-            want = c.scan.outsideBases(chunks, ...args, fetched);
+            want = outside();
           }
           if (want.length > 0 || fetchedEarly) c.baseJobs++;
           while (want.length > 0) {
             yieldTurn();
             await fetchBases(want);
-            want = c.scan.outsideBases(chunks, ...args, fetched);
+            want = outside();
           }
         }
         c.scan.scan(chunks, ...args, fetched);
