@@ -357,6 +357,12 @@ fn serve() {
                 die("HEADER_TIMEOUT must be a whole number of seconds from 1 to 86400")
             }),
     );
+    let search_slots = std::env::var("DITTO_SEARCH_SLOTS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map_or(Some(api::DEFAULT_SEARCH_SLOTS), |v| v.parse().ok())
+        .filter(|&n| (1..=64).contains(&n))
+        .unwrap_or_else(|| die("DITTO_SEARCH_SLOTS must be a whole number from 1 to 64"));
     // A write past a file size limit fails with EFBIG (answered 507) instead of killing
     // the process.
     // SAFETY: ignoring a signal installs no handler code.
@@ -391,7 +397,7 @@ fn serve() {
         .unwrap_or_else(|e| die(e));
     rt.block_on(async move {
         let spa = ServeDir::new(&web_dir).fallback(ServeFile::new(web_dir.join("index.html")));
-        let app = api::router(store)
+        let app = api::router(store, search_slots)
             .fallback_service(spa)
             .layer(http::compression())
             .layer(CatchPanicLayer::custom(|_| {

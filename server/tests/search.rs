@@ -514,3 +514,73 @@ fn a_search_whose_client_goes_away_stops() {
     let r = search(&s, &t, json!({ "keywords": ["needle"] }));
     assert_eq!(r["matches"], 200, "{r}");
 }
+
+/// Searches beyond `DITTO_SEARCH_SLOTS` wait for a running one to end, then answer in full;
+/// bad keywords are refused without waiting; a value out of range stops the server at start.
+#[test]
+fn searches_beyond_the_slots_wait_their_turn() {
+    let dir = TempDir::new("search-slots");
+    let s = Server::start_with(
+        &dir.0,
+        &[
+            ("DITTO_SEARCH_CACHE_MB", "0"),
+            ("DITTO_SEARCH_SLOTS", "1"),
+            ("DITTO_TEST_DELAY_AT", "search:chunk:10"),
+        ],
+        None,
+    );
+    let t = s.token.clone();
+    let a = agent();
+    let pool: Vec<TestChunk> = (0..100u64)
+        .map(|i| {
+            let mut raw = text_bytes(2000 + i, 3000);
+            raw.extend_from_slice(b" needle");
+            TestChunk::new(raw, true)
+        })
+        .collect();
+    assert_eq!(upload(&a, &s, &t, &pool).unwrap().status, 200);
+    let m = json!({ "source": "s", "time": 1, "entries": [
+        { "path": "all.txt", "kind": "file", "size": pool.iter().map(|c| c.raw.len()).sum::<usize>(),
+          "mtime": 0, "mode": null, "recipe": pool.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
+    assert_eq!(
+        post_json(&s.repo_url("default", "/versions"), &t, &m).status,
+        201
+    );
+    let t0 = std::time::Instant::now();
+    std::thread::scope(|sc| {
+        let running: Vec<_> = (0..3)
+            .map(|_| sc.spawn(|| search(&s, &t, json!({ "keywords": ["needle"] }))))
+            .collect();
+        // Refused while the others run or wait: the keywords are checked first.
+        wait_until("a search to wait", Duration::from_secs(10), || {
+            s.stderr
+                .lock()
+                .unwrap()
+                .contains("waits for one of 1 search slots")
+        });
+        let bad = post_json(
+            &s.repo_url("default", "/search"),
+            &t,
+            &json!({ "keywords": ["zz"], "hex": true }),
+        );
+        bad.expect_error(400, "bad_request");
+        for r in running {
+            assert_eq!(r.join().unwrap()["matches"], 100);
+        }
+    });
+    // One at a time: 100 chunks of 10 ms on up to four threads each, three times over.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let one = Duration::from_millis(10 * 100 / threads as u64);
+    assert!(t0.elapsed() >= one * 3, "{:?} < 3 x {one:?}", t0.elapsed());
+
+    let out = server_cmd(&TempDir::new("search-slots-bad").0)
+        .env("DITTO_SEARCH_SLOTS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DITTO_SEARCH_SLOTS must be"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

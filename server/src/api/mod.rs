@@ -54,7 +54,11 @@ const DRAIN_CAP: usize = 64 << 20;
 type St = State<Arc<Store>>;
 type RepoItemPath = Result<Path<(String, String)>, PathRejection>;
 
-pub fn router(store: Arc<Store>) -> Router {
+/// Server searches that run at once unless `DITTO_SEARCH_SLOTS` says otherwise
+/// ([`search::SearchSlots`]).
+pub const DEFAULT_SEARCH_SLOTS: usize = 2;
+
+pub fn router(store: Arc<Store>, search_slots: usize) -> Router {
     let repo = Router::new()
         .route("/chunks/missing", post(chunks::missing))
         .route("/chunks/lengths", post(chunks::lengths))
@@ -75,7 +79,10 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/verify", post(verify::verify))
         .route("/forget", post(maintenance::forget))
         .route("/prune", post(maintenance::prune))
-        .route("/search", post(search::search))
+        .route(
+            "/search",
+            post(search::search).layer(axum::Extension(search::SearchSlots::new(search_slots))),
+        )
         .route("/stats", get(stats::stats))
         .route("/token", get(token::token_info));
     Router::new()

@@ -2,9 +2,12 @@
 //! too large to search in the page. Keywords are parsed and checked here, as the page's
 //! engine does (`wasm_core::search`); the answer lists the files with hits like the page.
 
-use axum::{body::Body, extract::State, http::HeaderMap, Json};
+use std::sync::Arc;
+
+use axum::{body::Body, extract::State, http::HeaderMap, Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio::sync::Semaphore;
 use wasm_core::{
     hash::to_hex,
     search::{parse_keyword, Dictionary, Mode, SearchError, MAX_KEYWORDS},
@@ -26,6 +29,26 @@ struct AbandonOnDrop(Abandon);
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         self.0.abandon();
+    }
+}
+
+/// The searches that run at once (`DITTO_SEARCH_SLOTS`): each decodes and scans on up to
+/// four threads and holds its keyword tables (up to 128 MiB) and its matches in memory, so
+/// more at once would only share the cores and could exhaust the memory. The others wait
+/// their turn, after their keywords are checked; one whose client goes away while it waits
+/// never runs.
+#[derive(Clone)]
+pub struct SearchSlots {
+    slots: Arc<Semaphore>,
+    count: usize,
+}
+
+impl SearchSlots {
+    pub fn new(count: usize) -> SearchSlots {
+        SearchSlots {
+            slots: Arc::new(Semaphore::new(count)),
+            count,
+        }
     }
 }
 
@@ -52,32 +75,50 @@ struct SearchRequest {
 
 pub(super) async fn search(
     State(store): St,
+    Extension(slots): Extension<SearchSlots>,
     auth: Authorized<ReadData>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let repo_id = auth.repo_id();
     let body = read_body(&headers, body, 1 << 20).await?;
+    // At most 1 MiB of keywords: parsed and checked before the search waits for a slot, so
+    // a bad request is refused at once.
+    let req: SearchRequest = parse_json(&body)?;
+    if req.keywords.is_empty() || req.keywords.len() > MAX_KEYWORDS {
+        return Err(ApiError::bad_request(format!(
+            "keywords: give 1 to {MAX_KEYWORDS}"
+        )));
+    }
+    let mut keywords = Vec::with_capacity(req.keywords.len());
+    for (i, k) in req.keywords.iter().enumerate() {
+        keywords.push(parse_keyword(k, req.hex).map_err(|e| match e {
+            SearchError::BadHex { position } => ApiError::bad_request(format!(
+                "keyword {}: invalid hex at character {}",
+                i + 1,
+                position + 1
+            )),
+            other => ApiError::bad_request(format!("keyword {}: {other}", i + 1)),
+        })?);
+    }
+    let _slot = match slots.slots.clone().try_acquire_owned() {
+        Ok(slot) => slot,
+        Err(_) => {
+            eprintln!(
+                "search: repository {repo_id}: waits for one of {} search slots (DITTO_SEARCH_SLOTS)",
+                slots.count
+            );
+            slots
+                .slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|e| ApiError::internal(format!("search slots: {e}")))?
+        }
+    };
     let abandon = Abandon::default();
     let _abandon_on_drop = AbandonOnDrop(abandon.clone());
     blocking(move || {
-        let req: SearchRequest = parse_json(&body)?;
-        if req.keywords.is_empty() || req.keywords.len() > MAX_KEYWORDS {
-            return Err(ApiError::bad_request(format!(
-                "keywords: give 1 to {MAX_KEYWORDS}"
-            )));
-        }
-        let mut keywords = Vec::with_capacity(req.keywords.len());
-        for (i, k) in req.keywords.iter().enumerate() {
-            keywords.push(parse_keyword(k, req.hex).map_err(|e| match e {
-                SearchError::BadHex { position } => ApiError::bad_request(format!(
-                    "keyword {}: invalid hex at character {}",
-                    i + 1,
-                    position + 1
-                )),
-                other => ApiError::bad_request(format!("keyword {}: {other}", i + 1)),
-            })?);
-        }
         let dict = Dictionary::new(keywords, MAX_KEYWORD_LEN).map_err(|e| match e {
             SearchError::KeywordTooLong { index, len, max } => ApiError::bad_request(format!(
                 "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",
