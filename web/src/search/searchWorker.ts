@@ -406,7 +406,10 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
           c.basesFetched += fetched.add(bundle, want);
           c.basesBytes += bundle.byteLength;
         };
-        const outside = () => keepOnly(c.scan.outsideBases(chunks, ...args, fetched), (fp) => !absent.has(fp));
+        const outside = () => {
+          const want = c.scan.outsideBases(chunks, ...args, fetched);
+          return absent.size ? keepOnly(want, (fp) => !absent.has(fp)) : want;
+        };
         const deltas = rest.codecs.includes(CODEC_DELTA);
         let fetchedEarly = false;
         if (deltas) {

@@ -4,6 +4,7 @@
  */
 import type { Api } from '../api/client';
 import { decodeBundle } from '../backup/bundle';
+import { fpHex } from '../backup/hex';
 import type { SearchFile } from './search';
 
 export const CONTEXT = 40;
@@ -58,7 +59,11 @@ export class ChunkCache {
         const far = b.fps.filter((fp) => !near.has(fp));
         if (far.length) {
           const bundle = await this.api.getChunks(far, this.aborter.signal, true);
-          decodeBundle(bundle).forEach((c, i) => near.set(far[i], c.stored));
+          const got = decodeBundle(bundle);
+          // Decoded and checked by the server; an answer for other chunks is refused, not shown.
+          if (got.length !== far.length || got.some((c, i) => fpHex(c.fp) !== far[i]))
+            throw new Error('chunks/get answered other chunks than those asked for');
+          got.forEach((c, i) => near.set(far[i], c.stored));
         }
         return b.fps.map((fp) => near.get(fp)!);
       });
