@@ -421,24 +421,7 @@ fn a_pass_whose_lease_ends_before_its_switch_switches_nothing() {
     }
     let dir = TempDir::new("delta-lease");
     let h = history();
-    let mut env = ENV_NO_FRAMES.to_vec();
-    env.push(("DITTO_TEST_DELAY_AT", "delta:copied:3000"));
-    let mut s = Server::start_with(&dir.0, &env, None);
-    let v1 = backup(&s, &h, &h.v1);
-    wait_pass(&s, v1);
-    let listed = listing(&s);
-    let delays = || {
-        s.stderr
-            .lock()
-            .unwrap()
-            .matches("delay point delta:copied")
-            .count()
-    };
-    let before = delays();
-    let v2 = backup(&s, &h, &h.v2);
-    wait_until("the pass's copies", Duration::from_secs(60), || {
-        delays() > before
-    });
+    let (mut s, v2, listed) = paused_before_switch(&dir.0, &h);
     let mut db =
         postgres::Client::connect(&database_url(&dir.0).unwrap(), postgres::NoTls).unwrap();
     let ended: i64 = db
@@ -471,6 +454,31 @@ fn a_pass_whose_lease_ends_before_its_switch_switches_nothing() {
     read_back(&s, &h, &h.v2, "v2 after the next pass");
 }
 
+/// A server on `dir` whose delta pass sleeps 3 s once its copies are put (`delta:copied`),
+/// with v1 backed up and passed and v2 backed up: returned while v2's pass sleeps there,
+/// with v2's id and the listing after v1's pass.
+fn paused_before_switch(dir: &std::path::Path, h: &History) -> (Server, i64, Listed) {
+    let mut env = ENV_NO_FRAMES.to_vec();
+    env.push(("DITTO_TEST_DELAY_AT", "delta:copied:3000"));
+    let s = Server::start_with(dir, &env, None);
+    let v1 = backup(&s, h, &h.v1);
+    wait_pass(&s, v1);
+    let listed = listing(&s);
+    let delays = || {
+        s.stderr
+            .lock()
+            .unwrap()
+            .matches("delay point delta:copied")
+            .count()
+    };
+    let before = delays();
+    let v2 = backup(&s, h, &h.v2);
+    wait_until("the pass's copies", Duration::from_secs(60), || {
+        delays() > before
+    });
+    (s, v2, listed)
+}
+
 /// A base quarantined while a pass copies (a read found its bytes damaged) ends the pass
 /// before its switch: the delta it made against that base is not stored, and the chunk
 /// reads back as it was. Before, the chunk was switched to a delta of a base no longer
@@ -495,23 +503,7 @@ fn a_base_quarantined_during_a_pass_ends_it_before_its_switch() {
         .expect("a delta of v2 against a whole chunk of v1");
 
     let dir = TempDir::new("delta-qbase");
-    let mut env = ENV_NO_FRAMES.to_vec();
-    env.push(("DITTO_TEST_DELAY_AT", "delta:copied:3000"));
-    let mut s = Server::start_with(&dir.0, &env, None);
-    let v1 = backup(&s, &h, &h.v1);
-    wait_pass(&s, v1);
-    let delays = || {
-        s.stderr
-            .lock()
-            .unwrap()
-            .matches("delay point delta:copied")
-            .count()
-    };
-    let before = delays();
-    let v2 = backup(&s, &h, &h.v2);
-    wait_until("the pass's copies", Duration::from_secs(60), || {
-        delays() > before
-    });
+    let (mut s, v2, _) = paused_before_switch(&dir.0, &h);
     let (cid, off, len, _) = listing(&s)[&b];
     let path = container_file(&dir.0, 1, cid);
     let mut bytes = std::fs::read(&path).unwrap();

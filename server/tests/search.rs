@@ -452,6 +452,29 @@ fn a_search_with_too_many_matches_is_refused() {
     );
 }
 
+/// Commits a version of one file of `n` distinct chunks (text from seeds `seed..`), each
+/// holding "needle" once.
+fn needle_chunks(s: &Server, seed: u64, n: u64) {
+    let a = agent();
+    let pool: Vec<TestChunk> = (0..n)
+        .map(|i| {
+            let mut raw = text_bytes(seed + i, 3000);
+            raw.extend_from_slice(b" needle");
+            TestChunk::new(raw, true)
+        })
+        .collect();
+    for c in pool.chunks(50) {
+        assert_eq!(upload(&a, s, &s.token, c).unwrap().status, 200);
+    }
+    let m = json!({ "source": "s", "time": 1, "entries": [
+        { "path": "all.txt", "kind": "file", "size": pool.iter().map(|c| c.raw.len()).sum::<usize>(),
+          "mtime": 0, "mode": null, "recipe": pool.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
+    assert_eq!(
+        post_json(&s.repo_url("default", "/versions"), &s.token, &m).status,
+        201
+    );
+}
+
 /// A search whose client goes away stops at its next chunk instead of running to its end on
 /// the server's threads (each chunk here takes 20 ms more, `DITTO_TEST_DELAY_AT`: 200 chunks
 /// on two threads would take two seconds), and the next search answers in full.
@@ -467,24 +490,7 @@ fn a_search_whose_client_goes_away_stops() {
         None,
     );
     let t = s.token.clone();
-    let a = agent();
-    let pool: Vec<TestChunk> = (0..200u64)
-        .map(|i| {
-            let mut raw = text_bytes(1000 + i, 3000);
-            raw.extend_from_slice(b" needle");
-            TestChunk::new(raw, true)
-        })
-        .collect();
-    for c in pool.chunks(50) {
-        assert_eq!(upload(&a, &s, &t, c).unwrap().status, 200);
-    }
-    let m = json!({ "source": "s", "time": 1, "entries": [
-        { "path": "all.txt", "kind": "file", "size": pool.iter().map(|c| c.raw.len()).sum::<usize>(),
-          "mtime": 0, "mode": null, "recipe": pool.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
-    assert_eq!(
-        post_json(&s.repo_url("default", "/versions"), &t, &m).status,
-        201
-    );
+    needle_chunks(&s, 1000, 200);
     let url = s.repo_url("default", "/search");
     let impatient = ureq::AgentBuilder::new()
         .timeout(Duration::from_millis(300))
@@ -530,22 +536,7 @@ fn searches_beyond_the_slots_wait_their_turn() {
         None,
     );
     let t = s.token.clone();
-    let a = agent();
-    let pool: Vec<TestChunk> = (0..100u64)
-        .map(|i| {
-            let mut raw = text_bytes(2000 + i, 3000);
-            raw.extend_from_slice(b" needle");
-            TestChunk::new(raw, true)
-        })
-        .collect();
-    assert_eq!(upload(&a, &s, &t, &pool).unwrap().status, 200);
-    let m = json!({ "source": "s", "time": 1, "entries": [
-        { "path": "all.txt", "kind": "file", "size": pool.iter().map(|c| c.raw.len()).sum::<usize>(),
-          "mtime": 0, "mode": null, "recipe": pool.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
-    assert_eq!(
-        post_json(&s.repo_url("default", "/versions"), &t, &m).status,
-        201
-    );
+    needle_chunks(&s, 2000, 100);
     let t0 = std::time::Instant::now();
     std::thread::scope(|sc| {
         let running: Vec<_> = (0..3)
