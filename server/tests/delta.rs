@@ -427,7 +427,8 @@ fn a_pass_whose_lease_ends_before_its_switch_switches_nothing() {
     let ended: i64 = db
         .query_one(
             "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_locks \
-             WHERE locktype = 'advisory' AND granted AND objid::bigint = $1 AND objsubid = 1",
+             WHERE locktype = 'advisory' AND granted AND objid::bigint = $1 AND objsubid = 1 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             &[&0x7474_6f79_i64],
         )
         .unwrap()
