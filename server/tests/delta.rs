@@ -510,20 +510,11 @@ fn a_base_quarantined_during_a_pass_ends_it_before_its_switch() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[(off + len - 3) as usize] ^= 0x5A;
     std::fs::write(&path, bytes).unwrap();
-    let chunk = |fp: &str| {
-        request(
-            "GET",
-            &s.repo_url("default", &format!("/chunks/{fp}")),
-            Some(&s.token),
-            &[],
-            None,
-        )
-    };
-    chunk(&b).expect_error(500, "damaged");
+    get_chunk(&s, &b).expect_error(500, "damaged");
 
     let st = wait_pass(&s, v2);
     assert_eq!(st["delta_pass"]["abandoned"], true, "{st}");
-    let r = chunk(&x);
+    let r = get_chunk(&s, &x);
     assert_eq!(r.status, 200, "{x}, made a delta of {b} by the pass");
     assert_eq!(to_hex(&fingerprint(&r.body)), x);
     assert!(!base_edges(&dir.0).contains_key(&x), "{x} is stored whole");
@@ -2600,15 +2591,7 @@ fn a_base_that_cannot_be_read_does_not_quarantine_its_delta() {
     ]
     .concat();
     let mut s = Server::start_with(&dir.0, &failing, None);
-    let get = |s: &Server| {
-        request(
-            "GET",
-            &s.repo_url("default", &format!("/chunks/{delta}")),
-            Some(&s.token),
-            &[],
-            None,
-        )
-    };
+    let get = |s: &Server| get_chunk(s, &delta);
     get(&s).expect_error(500, "internal");
     post_json(&s.repo_url("default", "/verify"), &s.token, &json!({}))
         .expect_error(500, "internal");

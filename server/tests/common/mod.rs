@@ -443,6 +443,17 @@ pub fn request(
         .unwrap_or_else(|e| panic!("{method} {url}: {e}"))
 }
 
+/// `GET chunks/{fp}` in repository `default` with the server's token.
+pub fn get_chunk(s: &Server, fp: &str) -> Resp {
+    request(
+        "GET",
+        &s.repo_url("default", &format!("/chunks/{fp}")),
+        Some(&s.token),
+        &[],
+        None,
+    )
+}
+
 pub fn post_json(url: &str, token: &str, v: &Value) -> Resp {
     request(
         "POST",
