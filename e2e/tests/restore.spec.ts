@@ -355,6 +355,9 @@ test('a corrupted chunk on disk stops the restore and names the file', async ({ 
   expect(await downloads[0].failure(), 'the download failed').not.toBeNull();
 });
 
+/** What `GET versions` says of each version's damage. */
+type Damage = { versions: { id: number; damaged_chunks?: number }[] };
+
 test('a chunk damaged on disk that a search reads first: the server sets it aside, the search names it; a backup heals it', async ({
   page,
 }) => {
@@ -366,7 +369,7 @@ test('a chunk damaged on disk that a search reads first: the server sets it asid
   // restore did not read is damaged.
   await backUp(page, folders[2], PKG);
   await settleLayout(server, { readsDone: true });
-  const before = await api<{ versions: { id: number; damaged_chunks?: number }[] }>('/versions');
+  const before = await api<Damage>('/versions');
   expect(before.versions.map((v) => v.damaged_chunks ?? 0)).toEqual(before.versions.map(() => 0));
   const v1 = await api<{ manifest: { entries: Entry[] } }>(`/versions/${ids[0]}`);
   const v3 = await api<{ manifest: { entries: Entry[] } }>(`/versions/${ids[2]}`);
@@ -375,18 +378,22 @@ test('a chunk damaged on disk that a search reads first: the server sets it asid
   expect(fp, 'a chunk only the first version has').toBeTruthy();
   await damageOnDisk(fp);
 
-  await page.getByTestId('tab-search').click();
-  await page.getByTestId('search-where').selectOption('page');
-  await page.getByTestId('search-versions').selectOption(String(ids[0]));
-  await page.getByTestId('search-keywords').fill('function');
-  await page.getByTestId('search-start').click();
+  /** Searches the first version in the page. */
+  const searchFirstVersion = async () => {
+    await page.getByTestId('tab-search').click();
+    await page.getByTestId('search-where').selectOption('page');
+    await page.getByTestId('search-versions').selectOption(String(ids[0]));
+    await page.getByTestId('search-keywords').fill('function');
+    await page.getByTestId('search-start').click();
+  };
+  await searchFirstVersion();
   // The worker refuses the bytes; the search asks the server for the chunk checked, which
   // quarantines it, and starts over: the chunk is then named as not stored.
   const error = page.getByTestId('search-error');
   await expect(error).toBeVisible({ timeout: 120_000 });
   await expect(error).toContainText(fp);
   await expect(error).toContainText('does not store');
-  const { versions } = await api<{ versions: { id: number; damaged_chunks?: number }[] }>('/versions');
+  const { versions } = await api<Damage>('/versions');
   expect(versions.find((v) => v.id === ids[0])?.damaged_chunks, 'quarantined by the search').toBeGreaterThan(0);
   await expect(page.locator('[data-testid=search-done][data-engine=dedup]')).toHaveCount(0);
 
@@ -394,15 +401,11 @@ test('a chunk damaged on disk that a search reads first: the server sets it asid
   // the first version reads its locations again instead of trusting the ones without it.
   await page.getByTestId('tab-backup').click();
   await backUp(page, folders[0], PKG);
-  await page.getByTestId('tab-search').click();
-  await page.getByTestId('search-where').selectOption('page');
-  await page.getByTestId('search-versions').selectOption(String(ids[0]));
-  await page.getByTestId('search-keywords').fill('function');
-  await page.getByTestId('search-start').click();
+  await searchFirstVersion();
   const done = page.locator('[data-testid=search-done][data-engine=dedup]');
   await expect(done).toBeVisible({ timeout: 120_000 });
   expect(Number(await done.getAttribute('data-files'))).toBeGreaterThan(0);
-  const after = await api<{ versions: { id: number; damaged_chunks?: number }[] }>('/versions');
+  const after = await api<Damage>('/versions');
   expect(after.versions.find((v) => v.id === ids[0])?.damaged_chunks ?? 0, 'healed').toBe(0);
   expect(errors).toEqual([]);
 });

@@ -171,13 +171,7 @@ fn read_back(s: &Server, h: &History, m: &Value, ctx: &str) {
         }
     }
     for fp in fps.iter().step_by(7) {
-        let r = request(
-            "GET",
-            &s.repo_url("default", &format!("/chunks/{fp}")),
-            Some(&s.token),
-            &[],
-            None,
-        );
+        let r = get_chunk(s, fp);
         assert_eq!(r.status, 200, "{ctx}: GET chunks/{fp}");
         let want = &h.chunks.iter().find(|c| &c.hex() == fp).unwrap().raw;
         assert!(&r.body == want, "{ctx}: GET chunks/{fp} bytes");
@@ -334,21 +328,10 @@ fn deltas_read_back_survive_expiry_and_refuse_damage() {
         .find(|(_, l)| l.3 == 2)
         .expect("a delta chunk listed");
     if !on_s3() {
-        let path = container_file(&dir.0, 1, cid);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let at = (off + len - 3) as usize;
-        bytes[at] ^= 0x5A;
-        std::fs::write(&path, bytes).unwrap();
+        damage_stored(&dir.0, cid, off, len);
         // As for any damaged chunk (tests/damage.rs): refused with `damaged`, quarantined,
         // and asked for again by the next backup.
-        request(
-            "GET",
-            &s.repo_url("default", &format!("/chunks/{fp}")),
-            Some(&s.token),
-            &[],
-            None,
-        )
-        .expect_error(500, "damaged");
+        get_chunk(&s, &fp).expect_error(500, "damaged");
         let r = post_json(
             &s.repo_url("default", "/chunks/missing"),
             &s.token,
@@ -455,6 +438,24 @@ fn a_pass_whose_lease_ends_before_its_switch_switches_nothing() {
     read_back(&s, &h, &h.v2, "v2 after the next pass");
 }
 
+/// A delta of v2 (`x`) against a whole chunk only v1 names (`b`), among `edges`.
+fn v2_delta_on_v1_chunk(edges: &HashMap<String, String>, h: &History) -> (String, String) {
+    let in_v2: HashSet<String> = fps_of(&h.v2).into_iter().collect();
+    edges
+        .iter()
+        .find(|(x, b)| in_v2.contains(*x) && !in_v2.contains(*b) && !edges.contains_key(*b))
+        .map(|(x, b)| (x.clone(), b.clone()))
+        .expect("a delta of v2 against a whole chunk of v1")
+}
+
+/// Flips a byte near the end of the stored copy at `off..off + len` of container `cid`.
+fn damage_stored(dir: &std::path::Path, cid: u64, off: u64, len: u64) {
+    let path = container_file(dir, 1, cid);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(off + len - 3) as usize] ^= 0x5A;
+    std::fs::write(&path, bytes).unwrap();
+}
+
 /// A server on `dir` whose delta pass sleeps 3 s once its copies are put (`delta:copied`),
 /// with v1 backed up and passed and v2 backed up: returned while v2's pass sleeps there,
 /// with v2's id and the listing after v1's pass.
@@ -495,21 +496,12 @@ fn a_base_quarantined_during_a_pass_ends_it_before_its_switch() {
     let mut s = Server::start_with(&reference.0, ENV_NO_FRAMES, None);
     both_passed(&s, &h);
     s.stop(Duration::from_secs(10));
-    let edges = base_edges(&reference.0);
-    let in_v2: HashSet<String> = fps_of(&h.v2).into_iter().collect();
-    let (x, b) = edges
-        .iter()
-        .find(|(x, b)| in_v2.contains(*x) && !in_v2.contains(*b) && !edges.contains_key(*b))
-        .map(|(x, b)| (x.clone(), b.clone()))
-        .expect("a delta of v2 against a whole chunk of v1");
+    let (x, b) = v2_delta_on_v1_chunk(&base_edges(&reference.0), &h);
 
     let dir = TempDir::new("delta-qbase");
     let (mut s, v2, _) = paused_before_switch(&dir.0, &h);
     let (cid, off, len, _) = listing(&s)[&b];
-    let path = container_file(&dir.0, 1, cid);
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[(off + len - 3) as usize] ^= 0x5A;
-    std::fs::write(&path, bytes).unwrap();
+    damage_stored(&dir.0, cid, off, len);
     get_chunk(&s, &b).expect_error(500, "damaged");
 
     let st = wait_pass(&s, v2);
@@ -552,31 +544,15 @@ fn a_damaged_base_quarantines_the_deltas_stored_against_it() {
     let s = Server::start_with(&dir.0, ENV_NO_FRAMES, None);
     let (v1, v2, _) = both_passed(&s, &h);
     let edges = base_edges(&dir.0);
-    let in_v2: HashSet<String> = fps_of(&h.v2).into_iter().collect();
-    // A delta of v2 against a chunk only v1 names.
-    let (x, b) = edges
-        .iter()
-        .find(|(x, b)| in_v2.contains(*x) && !in_v2.contains(*b) && !edges.contains_key(*b))
-        .map(|(x, b)| (x.clone(), b.clone()))
-        .expect("a delta of v2 against a whole chunk of v1");
+    let (x, b) = v2_delta_on_v1_chunk(&edges, &h);
     let dependents: Vec<&String> = edges
         .iter()
         .filter(|(_, base)| **base == b)
         .map(|(d, _)| d)
         .collect();
     let (cid, off, len, _) = listing(&s)[&b];
-    let path = container_file(&dir.0, 1, cid);
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[(off + len - 3) as usize] ^= 0x5A;
-    std::fs::write(&path, bytes).unwrap();
-    request(
-        "GET",
-        &s.repo_url("default", &format!("/chunks/{b}")),
-        Some(&s.token),
-        &[],
-        None,
-    )
-    .expect_error(500, "damaged");
+    damage_stored(&dir.0, cid, off, len);
+    get_chunk(&s, &b).expect_error(500, "damaged");
 
     let missing = |fps: Vec<&String>| {
         let r = post_json(
@@ -1279,15 +1255,7 @@ fn whole_chunks_share_a_trained_dictionary_kept_while_needed() {
         "{users} of 140 chunks are deltas against the dictionary"
     );
     assert!(!all.contains(&dict), "the dictionary is no chunk of a file");
-    let get_dict = |s: &Server| {
-        request(
-            "GET",
-            &s.repo_url("default", &format!("/chunks/{dict}")),
-            Some(&s.token),
-            &[],
-            None,
-        )
-    };
+    let get_dict = |s: &Server| get_chunk(s, &dict);
     let r = get_dict(&s);
     assert_eq!(r.status, 200);
     assert_eq!(to_hex(&fingerprint(&r.body)), dict);
@@ -1527,13 +1495,7 @@ fn gc_oracle(
         }
     }
     for fp in &fps {
-        let r = request(
-            "GET",
-            &s.repo_url("default", &format!("/chunks/{fp}")),
-            Some(&s.token),
-            &[],
-            None,
-        );
+        let r = get_chunk(s, fp);
         assert_eq!(r.status, 200, "{ctx}: GET chunks/{fp}");
         assert!(ch.reads_back(fp, &r.body), "{ctx}: GET chunks/{fp} bytes");
     }
@@ -1859,11 +1821,7 @@ fn chunks_get_answers_deltas_as_stored_on_request() {
     if !on_s3() {
         let fp = to_hex(deltas[0]);
         let (cid, off, len, _) = listed[&fp];
-        let path = container_file(&dir.0, 1, cid);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let at = (off + len - 3) as usize;
-        bytes[at] ^= 0x5A;
-        std::fs::write(&path, bytes).unwrap();
+        damage_stored(&dir.0, cid, off, len);
         let missing = || {
             let r = post_json(
                 &s.repo_url("default", "/chunks/missing"),

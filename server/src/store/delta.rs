@@ -741,123 +741,122 @@ impl Store {
         // 7. Switch, one transaction per container, each only if the versions are those of
         //    the snapshot (a base a new commit no longer needs could be swept otherwise).
         let mut switched = 0;
+        let mut failed = None;
         for (w, placed) in &written {
-            // A failure before the commit leaves the copies unnamed, this one's with them;
-            // one of the commit itself may have gone through: its container is left to
-            // recovery.
             let mut committing = false;
-            let tx_done = (|| -> StoreResult<bool> {
+            let done = (|| -> StoreResult<bool> {
                 let wr = self.writer_for_write()?;
                 let tx = wr.begin_fenced(repo_id, lease)?;
                 // A container gone since its put (another server's start took it for an
                 // orphan) ends the pass as a change of the versions does.
-                Ok(
-                    if !snap.still_current(&*tx, repo_id)? || !self.still_stored(repo_id, w.id)? {
-                        false
-                    } else {
-                        tx.insert_written_container(&w.row(repo_id, true))?;
-                        let mut moves: Vec<RewriteMove> = Vec::new();
-                        let mut inserted: Vec<(Fingerprint, u32)> = Vec::new();
-                        for (p, mv) in placed.iter().zip(&w.moves) {
-                            match p {
-                                Placed::New(k) => {
-                                    let n = &news[*k];
-                                    let stored_len = n.payload.len() as u32;
-                                    let row = NewChunk {
+                if !snap.still_current(&*tx, repo_id)? || !self.still_stored(repo_id, w.id)? {
+                    return Ok(false);
+                }
+                tx.insert_written_container(&w.row(repo_id, true))?;
+                let mut moves: Vec<RewriteMove> = Vec::new();
+                let mut inserted: Vec<(Fingerprint, u32)> = Vec::new();
+                for (p, mv) in placed.iter().zip(&w.moves) {
+                    match p {
+                        Placed::New(k) => {
+                            let n = &news[*k];
+                            let stored_len = n.payload.len() as u32;
+                            let row = NewChunk {
+                                fp: n.fp,
+                                slot: mv.3,
+                                offset: mv.4,
+                                stored_len,
+                                raw_len: n.raw_len,
+                                codec: n.codec,
+                            };
+                            tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[row])?;
+                            tx.mark_first_version(repo_id, version, &[n.fp])?;
+                            inserted.push((n.fp, n.raw_len));
+                            if let Some(base) = n.base {
+                                // The row just inserted, re-pointed in place: the
+                                // update that re-points rewritten chunks sets its base.
+                                tx.repoint_rewritten(
+                                    repo_id,
+                                    w.id as i64,
+                                    &[RewriteMove {
                                         fp: n.fp,
+                                        old_container: w.id as i64,
+                                        old_slot: mv.3,
                                         slot: mv.3,
                                         offset: mv.4,
                                         stored_len,
-                                        raw_len: n.raw_len,
                                         codec: n.codec,
-                                    };
-                                    tx.insert_chunks(repo_id, w.id, now_ms() as i64, &[row])?;
-                                    tx.mark_first_version(repo_id, version, &[n.fp])?;
-                                    inserted.push((n.fp, n.raw_len));
-                                    if let Some(base) = n.base {
-                                        // The row just inserted, re-pointed in place: the
-                                        // update that re-points rewritten chunks sets its base.
-                                        tx.repoint_rewritten(
-                                            repo_id,
-                                            w.id as i64,
-                                            &[RewriteMove {
-                                                fp: n.fp,
-                                                old_container: w.id as i64,
-                                                old_slot: mv.3,
-                                                slot: mv.3,
-                                                offset: mv.4,
-                                                stored_len,
-                                                codec: n.codec,
-                                                base: Some(base),
-                                                saved: 0,
-                                            }],
-                                        )?;
-                                    }
-                                    if dict_fp == Some(n.fp) {
-                                        rep.dictionary_bytes = stored_len as i64;
-                                    } else {
-                                        rep.frames += 1;
-                                        rep.frame_bytes += stored_len as i64;
-                                    }
-                                }
-                                Placed::Move(m) => moves.push(RewriteMove { offset: mv.4, ..*m }),
+                                        base: Some(base),
+                                        saved: 0,
+                                    }],
+                                )?;
+                            }
+                            if dict_fp == Some(n.fp) {
+                                rep.dictionary_bytes = stored_len as i64;
+                            } else {
+                                rep.frames += 1;
+                                rep.frame_bytes += stored_len as i64;
                             }
                         }
-                        tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
-                        // A base quarantined since the snapshot (a read found it damaged)
-                        // would leave the deltas stored against it undecodable, and stored
-                        // in name: the pass ends as on a change of the versions.
-                        let bases: Vec<Fingerprint> = moves
-                            .iter()
-                            .filter_map(|m| m.base)
-                            .chain(placed.iter().filter_map(|p| match p {
-                                Placed::New(k) => news[*k].base,
-                                Placed::Move(_) => None,
-                            }))
-                            .collect();
-                        if tx.chunk_locations(repo_id, &bases)?.contains(&None) {
-                            return Ok(false);
-                        }
-                        committing = true;
-                        tx.commit()?;
-                        // New rows (frames, dictionaries) join the in-memory fingerprint set
-                        // under the writer lock, as an upload's do: it is reloaded only when
-                        // rows are deleted or quarantined.
-                        self.cache_new_chunks(repo_id, inserted);
-                        let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
-                            moves.iter().partition(|m| m.base.is_some());
-                        rep.delta_chunks += deltas.len() as u64;
-                        rep.slices += deltas
-                            .iter()
-                            .filter(|m| m.stored_len as usize == SLICE_LEN)
-                            .count() as u64;
-                        rep.bytes_saved += deltas.iter().map(|m| m.saved as i64).sum::<i64>();
-                        rep.recompressed += whole.len() as u64;
-                        rep.recompress_saved += whole
-                            .iter()
-                            .map(|m| rows[&m.fp].stored_len as i64 - m.stored_len as i64)
-                            .sum::<i64>();
-                        true
-                    },
-                )
-            })();
-            let tx_done = match tx_done {
-                Ok(done) => done,
-                Err(e) => {
-                    for (w, _) in &written[switched + usize::from(committing)..] {
-                        let _ = self.containers.delete(repo_id, w.id);
+                        Placed::Move(m) => moves.push(RewriteMove { offset: mv.4, ..*m }),
                     }
-                    return Err(e);
                 }
-            };
-            if !tx_done {
-                rep.abandoned = true;
-                break;
+                tx.repoint_rewritten(repo_id, w.id as i64, &moves)?;
+                // A base quarantined since the snapshot (a read found it damaged)
+                // would leave the deltas stored against it undecodable, and stored
+                // in name: the pass ends as on a change of the versions.
+                let bases: Vec<Fingerprint> = moves
+                    .iter()
+                    .filter_map(|m| m.base)
+                    .chain(placed.iter().filter_map(|p| match p {
+                        Placed::New(k) => news[*k].base,
+                        Placed::Move(_) => None,
+                    }))
+                    .collect();
+                if tx.chunk_locations(repo_id, &bases)?.contains(&None) {
+                    return Ok(false);
+                }
+                committing = true;
+                tx.commit()?;
+                // New rows (frames, dictionaries) join the in-memory fingerprint set
+                // under the writer lock, as an upload's do: it is reloaded only when
+                // rows are deleted or quarantined.
+                self.cache_new_chunks(repo_id, inserted);
+                let (deltas, whole): (Vec<&RewriteMove>, Vec<&RewriteMove>) =
+                    moves.iter().partition(|m| m.base.is_some());
+                rep.delta_chunks += deltas.len() as u64;
+                rep.slices += deltas
+                    .iter()
+                    .filter(|m| m.stored_len as usize == SLICE_LEN)
+                    .count() as u64;
+                rep.bytes_saved += deltas.iter().map(|m| m.saved as i64).sum::<i64>();
+                rep.recompressed += whole.len() as u64;
+                rep.recompress_saved += whole
+                    .iter()
+                    .map(|m| rows[&m.fp].stored_len as i64 - m.stored_len as i64)
+                    .sum::<i64>();
+                Ok(true)
+            })();
+            match done {
+                Ok(true) => switched += 1,
+                Ok(false) => {
+                    rep.abandoned = true;
+                    break;
+                }
+                Err(e) => {
+                    // A failure before the commit leaves the copies unnamed, this one's with
+                    // them; one of the commit itself may have gone through: its container is
+                    // left to recovery.
+                    switched += usize::from(committing);
+                    failed = Some(e);
+                    break;
+                }
             }
-            switched += 1;
         }
         for (w, _) in &written[switched..] {
             let _ = self.containers.delete(repo_id, w.id);
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         if switched > 0 {
             // Chunk rows changed codec and length: the fingerprint sets are unaffected, but

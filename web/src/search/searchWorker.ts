@@ -381,9 +381,8 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
         // again; `scan` then refuses the chunk that needs one, naming it, and the search has
         // the server check that chunk (search.ts, `REFUSED_CHUNK`).
         const absent = new Set<string>();
-        const fetchBases = async (wanted: Uint8Array, expected: string[] = []): Promise<void> => {
-          const want = keepOnly(wanted, (fp) => !absent.has(fp));
-          if (want.length === 0) return;
+        const notAbsent = (fp: string) => !absent.has(fp);
+        const fetchBases = async (want: Uint8Array, expected: string[] = []): Promise<void> => {
           const fps = hexList(want);
           c.baseRequests++;
           const have = [...hexList(chunks.heldBases(HAVE_MAX)), ...expected];
@@ -400,7 +399,9 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
             const named = Array.isArray(missing) ? missing.filter((fp) => fps.includes(fp) && !absent.has(fp)) : [];
             if (named.length === 0) throw e;
             for (const fp of named) absent.add(fp);
-            return fetchBases(want, expected);
+            const rest = keepOnly(want, notAbsent);
+            if (rest.length > 0) await fetchBases(rest, expected);
+            return;
           }
           storedBytes += bundle.byteLength;
           c.basesFetched += fetched.add(bundle, want);
@@ -408,7 +409,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
         };
         const outside = () => {
           const want = c.scan.outsideBases(chunks, ...args, fetched);
-          return absent.size ? keepOnly(want, (fp) => !absent.has(fp)) : want;
+          return absent.size ? keepOnly(want, notAbsent) : want;
         };
         const deltas = rest.codecs.includes(CODEC_DELTA);
         let fetchedEarly = false;
