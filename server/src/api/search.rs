@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use axum::{body::Body, extract::State, http::HeaderMap, Extension, Json};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{ser::SerializeMap, ser::SerializeSeq, Deserialize, Serialize, Serializer};
 use tokio::sync::Semaphore;
 use wasm_core::{
     hash::to_hex,
@@ -17,7 +16,7 @@ use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
 use crate::{
     error::{ApiError, ApiResult},
     store::{
-        search::{Abandon, SearchScope},
+        search::{Abandon, FileHits, SearchReport, SearchScope},
         StoreError,
     },
 };
@@ -79,7 +78,7 @@ pub(super) async fn search(
     auth: Authorized<ReadData>,
     headers: HeaderMap,
     body: Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<SearchAnswer>> {
     let repo_id = auth.repo_id();
     let body = read_body(&headers, body, 1 << 20).await?;
     // At most 1 MiB of keywords: parsed and checked before the search waits for a slot, so
@@ -142,31 +141,79 @@ pub(super) async fn search(
             }
             r => r?,
         };
-        let files: Vec<Value> = r
-            .files
-            .iter()
-            .map(|f| {
-                json!({
-                    "version": f.version,
-                    "path": f.path,
-                    "size": f.size,
-                    "recipe": f.recipe.iter().map(|c| to_hex(&c.fp)).collect::<Vec<_>>(),
-                    "lengths": f.recipe.iter().map(|c| c.len).collect::<Vec<_>>(),
-                    "hits": f.hits,
-                })
-            })
-            .collect();
-        Ok(Json(json!({
-            "files": files,
-            "matches": r.matches,
-            "files_searched": r.files_searched,
-            "logical_bytes": r.logical_bytes,
-            "containers": r.containers,
-            "chunks": r.chunks,
-            "bytes_scanned": r.bytes_scanned,
-            "stored_bytes_read": r.stored_bytes_read,
-            "phase_ms": { "prepare": r.prepare_ms, "physical": r.physical_ms, "logical": r.logical_ms },
-        })))
+        Ok(Json(SearchAnswer(r)))
     })
     .await
+}
+
+/// The answer to `POST search` (docs/API.md), written straight from the report: an answer
+/// holds a pair per match (hundreds of thousands for many keywords), which a JSON value tree
+/// would first allocate one by one.
+pub(super) struct SearchAnswer(SearchReport);
+
+impl Serialize for SearchAnswer {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = &self.0;
+        let mut m = s.serialize_map(Some(10))?;
+        m.serialize_entry("files", &Files(&r.files))?;
+        m.serialize_entry("matches", &r.matches)?;
+        m.serialize_entry("files_searched", &r.files_searched)?;
+        m.serialize_entry("logical_bytes", &r.logical_bytes)?;
+        m.serialize_entry("containers", &r.containers)?;
+        m.serialize_entry("chunks", &r.chunks)?;
+        m.serialize_entry("bytes_scanned", &r.bytes_scanned)?;
+        m.serialize_entry("chunks_ruled_out", &r.chunks_ruled_out)?;
+        m.serialize_entry("stored_bytes_read", &r.stored_bytes_read)?;
+        m.serialize_entry(
+            "phase_ms",
+            &PhaseMs {
+                prepare: r.prepare_ms,
+                physical: r.physical_ms,
+                logical: r.logical_ms,
+            },
+        )?;
+        m.end()
+    }
+}
+
+#[derive(Serialize)]
+struct PhaseMs {
+    prepare: f64,
+    physical: f64,
+    logical: f64,
+}
+
+/// The files with hits: each with its recipe as hex fingerprints and their raw lengths.
+struct Files<'a>(&'a [FileHits]);
+
+impl Serialize for Files<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for f in self.0 {
+            seq.serialize_element(&FileAnswer(f))?;
+        }
+        seq.end()
+    }
+}
+
+struct FileAnswer<'a>(&'a FileHits);
+
+impl Serialize for FileAnswer<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f = self.0;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("version", &f.version)?;
+        m.serialize_entry("path", &f.path)?;
+        m.serialize_entry("size", &f.size)?;
+        m.serialize_entry(
+            "recipe",
+            &f.recipe.iter().map(|c| to_hex(&c.fp)).collect::<Vec<_>>(),
+        )?;
+        m.serialize_entry(
+            "lengths",
+            &f.recipe.iter().map(|c| c.len).collect::<Vec<_>>(),
+        )?;
+        m.serialize_entry("hits", &f.hits)?;
+        m.end()
+    }
 }

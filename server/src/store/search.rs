@@ -9,7 +9,7 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
     },
     time::Instant,
 };
@@ -19,7 +19,7 @@ use wasm_core::{
     hash::Fingerprint,
     search::{
         ChunkRef, ChunkScan, Dictionary, LogicalPhase, Match, MemTinyStore, Mode, PhysicalScanner,
-        ResultDb, TinyStore,
+        ResultDb, TinyStore, Trigrams,
     },
 };
 
@@ -77,6 +77,8 @@ pub struct SearchReport {
     pub chunks: u64,
     /// Raw bytes scanned (each unique chunk once).
     pub bytes_scanned: u64,
+    /// Chunks whose trigram summary ruled out every keyword: only their ends were scanned.
+    pub chunks_ruled_out: u64,
     pub stored_bytes_read: u64,
     pub prepare_ms: f64,
     pub physical_ms: f64,
@@ -163,6 +165,7 @@ impl Store {
         report.containers = physical.containers;
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
+        report.chunks_ruled_out = physical.ruled_out;
         let mut db = ResultDb::new();
         let mut tiny = MemTinyStore::new();
         for scan in physical.scans {
@@ -423,6 +426,7 @@ impl Store {
         let read = AtomicUsize::new(0);
         let scanned = AtomicUsize::new(0);
         let decoded = AtomicUsize::new(0);
+        let ruled_out = AtomicUsize::new(0);
         let failure: Mutex<Option<StoreError>> = Mutex::new(None);
         let offsets = AtomicUsize::new(0);
         let cache = &self.search_cache;
@@ -436,12 +440,16 @@ impl Store {
                     let mut scanner =
                         dict.map(|(d, mode, max)| (PhysicalScanner::for_mode(d, mode), max));
                     let mut out = Vec::new();
-                    let mut scan = |fp: &Fingerprint, raw: &[u8]| -> StoreResult<()> {
+                    let mut scan = |fp: &Fingerprint,
+                                    raw: &[u8],
+                                    summary: Option<&Trigrams>|
+                     -> StoreResult<()> {
                         abandon.check()?;
                         crashpoint::delay("search:chunk");
                         if let Some((scanner, max)) = scanner.as_mut() {
                             scanned.fetch_add(raw.len(), Ordering::Relaxed);
-                            let found = scanner.scan_chunk(fp, raw);
+                            let (found, out_of_reach) = scanner.scan_summarized(fp, raw, summary);
+                            ruled_out.fetch_add(out_of_reach as usize, Ordering::Relaxed);
                             let n: usize = found
                                 .locations
                                 .as_ref()
@@ -468,11 +476,18 @@ impl Store {
                                 return Ok(());
                             }
                             // Chunks an earlier search decoded and checked are scanned from
-                            // memory; the container is read only for the others.
+                            // memory; the container is read only for the others. A warm-up
+                            // summarises those cached without a summary.
                             let mut misses = Vec::new();
                             for (fp, l) in list {
                                 match cache.get(repo_id, fp) {
-                                    Some(raw) => scan(fp, &raw)?,
+                                    Some(c) => match (c.summary.get(), dict) {
+                                        (Some(t), _) => scan(fp, &c.raw, Some(t))?,
+                                        (None, None) => {
+                                            cache.summarize(repo_id, fp, Trigrams::of(&c.raw))
+                                        }
+                                        (None, Some(_)) => scan(fp, &c.raw, None)?,
+                                    },
                                     None => misses.push((fp, l)),
                                 }
                             }
@@ -526,8 +541,11 @@ impl Store {
                                     e => e,
                                 })?;
                                 decoded.fetch_add(raw.len(), Ordering::Relaxed);
-                                scan(fp, &raw)?;
-                                cache.put(repo_id, *fp, raw, round);
+                                scan(fp, &raw, None)?;
+                                // Summarised by a warm-up, which runs in the background;
+                                // a search does not wait for it.
+                                let summary = dict.is_none().then(|| Trigrams::of(&raw));
+                                cache.put(repo_id, *fp, raw, summary, round);
                             }
                         }
                     })();
@@ -546,6 +564,7 @@ impl Store {
             containers: jobs.len() as u64,
             read: read.into_inner() as u64,
             scanned: scanned.into_inner() as u64,
+            ruled_out: ruled_out.into_inner() as u64,
             decoded: decoded.into_inner() as u64,
         })
     }
@@ -558,6 +577,7 @@ struct Physical {
     containers: u64,
     read: u64,
     scanned: u64,
+    ruled_out: u64,
     decoded: u64,
 }
 
@@ -601,10 +621,24 @@ pub struct SearchWarm {
 /// A cached chunk: its repository and fingerprint.
 type Key = (i64, Fingerprint);
 
+/// A cached chunk's raw bytes and, once a warm-up made it, the summary of its trigrams
+/// (`wasm_core::search::Trigrams`), with which a search reads only the ends of a chunk that
+/// holds none of its keywords, as the page's workers do with theirs.
+struct Cached {
+    raw: Vec<u8>,
+    summary: OnceLock<Trigrams>,
+}
+
+impl Cached {
+    fn bytes(&self) -> usize {
+        self.raw.len() + self.summary.get().map_or(0, Trigrams::bytes)
+    }
+}
+
 #[derive(Default)]
 struct Held {
-    /// Raw bytes and the round of the last search that used them.
-    map: HashMap<Key, (Arc<Vec<u8>>, u64)>,
+    /// Chunks and the round of the last search that used them.
+    map: HashMap<Key, (Arc<Cached>, u64)>,
     /// Insertion order, oldest first.
     order: VecDeque<Key>,
     bytes: usize,
@@ -660,15 +694,37 @@ impl SearchCache {
         round
     }
 
-    fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Vec<u8>>> {
-        self.lock()
-            .map
-            .get(&(repo_id, *fp))
-            .map(|(raw, _)| raw.clone())
+    fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Cached>> {
+        self.lock().map.get(&(repo_id, *fp)).map(|(c, _)| c.clone())
     }
 
-    fn put(&self, repo_id: i64, fp: Fingerprint, raw: Vec<u8>, round: u64) {
-        if raw.len() > self.budget {
+    /// Gives a cached chunk its summary, within the budget (else it stays without one).
+    fn summarize(&self, repo_id: i64, fp: &Fingerprint, summary: Trigrams) {
+        let mut g = self.lock();
+        let Held { map, bytes, .. } = &mut *g;
+        let Some((c, _)) = map.get(&(repo_id, *fp)) else {
+            return;
+        };
+        let size = summary.bytes();
+        if *bytes + size <= self.budget && c.summary.set(summary).is_ok() {
+            *bytes += size;
+        }
+    }
+
+    fn put(
+        &self,
+        repo_id: i64,
+        fp: Fingerprint,
+        raw: Vec<u8>,
+        summary: Option<Trigrams>,
+        round: u64,
+    ) {
+        let entry = Cached {
+            raw,
+            summary: summary.map_or_else(OnceLock::new, OnceLock::from),
+        };
+        let size = entry.bytes();
+        if size > self.budget {
             return;
         }
         let mut g = self.lock();
@@ -683,31 +739,31 @@ impl SearchCache {
         if map.contains_key(&key) {
             return;
         }
-        if *bytes + raw.len() > self.budget {
+        if *bytes + size > self.budget {
             if *full == round {
                 return;
             }
             // One turn through the entries at most: the current search's go to the back.
             let mut turn = order.len();
-            while *bytes + raw.len() > self.budget && turn > 0 {
+            while *bytes + size > self.budget && turn > 0 {
                 turn -= 1;
                 let Some(old) = order.pop_front() else { break };
                 match map.get(&old) {
                     Some((_, used)) if *used == round => order.push_back(old),
                     Some(_) => {
-                        let (r, _) = map.remove(&old).expect("present");
-                        *bytes -= r.len();
+                        let (c, _) = map.remove(&old).expect("present");
+                        *bytes -= c.bytes();
                     }
                     None => {}
                 }
             }
-            if *bytes + raw.len() > self.budget {
+            if *bytes + size > self.budget {
                 *full = round;
                 return;
             }
         }
-        *bytes += raw.len();
+        *bytes += size;
         order.push_back(key);
-        map.insert(key, (Arc::new(raw), round));
+        map.insert(key, (Arc::new(entry), round));
     }
 }

@@ -104,6 +104,19 @@ impl PhysicalScanner {
         self.scan_as(fp, data, false)
     }
 
+    /// [`PhysicalScanner::scan_chunk`] of a chunk with its trigram summary, if it has one:
+    /// when the summary rules out every keyword, only the chunk's ends are read
+    /// ([`PhysicalScanner::scan_edges`]). Answers the records and whether it was ruled out.
+    pub fn scan_summarized(
+        &mut self,
+        fp: &Fingerprint,
+        data: &[u8],
+        trigrams: Option<&Trigrams>,
+    ) -> (ChunkScan, bool) {
+        let ruled_out = trigrams.is_some_and(|t| !self.dict.inner.trigrams.may_match(t));
+        (self.scan_as(fp, data, !ruled_out), ruled_out)
+    }
+
     fn scan_as(&mut self, fp: &Fingerprint, data: &[u8], whole: bool) -> ChunkScan {
         let d = &*self.dict.inner;
         let fwd = &d.forward;
@@ -301,14 +314,11 @@ impl PhysicalPhase {
         data: &[u8],
         trigrams: Option<&Trigrams>,
     ) -> Option<TinyRecord> {
-        let ruled_out = trigrams.is_some_and(|t| !self.scanner.dict.inner.trigrams.may_match(t));
-        let scan = if ruled_out {
+        let (scan, ruled_out) = self.scanner.scan_summarized(fp, data, trigrams);
+        if ruled_out {
             self.stats.ruled_out += 1;
             self.stats.ruled_out_bytes += data.len() as u64;
-            self.scanner.scan_edges(fp, data)
-        } else {
-            self.scanner.scan_chunk(fp, data)
-        };
+        }
         self.stats.chunks += 1;
         self.stats.bytes += data.len() as u64;
         if let Some(c) = &scan.chunk {

@@ -125,6 +125,8 @@ export interface ServerSearchResult {
   containers: number;
   chunks: number;
   bytes_scanned: number;
+  /** Chunks whose trigram summary ruled out every keyword (their ends scanned only). */
+  chunks_ruled_out: number;
   stored_bytes_read: number;
   phase_ms: { prepare: number; physical: number; logical: number };
 }
