@@ -245,10 +245,37 @@ fn server_search_equals_the_naive_search() {
     assert!(!want.is_empty());
     assert_eq!(search_hits(&r), want);
 
+    // The query as typed in the page, one keyword per line, read as the page's workers
+    // read it: the same hits.
+    let typed = search(
+        &s,
+        &t,
+        json!({ "text": "\r\nbackup\r\n\nditto\n", "versions": scope, "path": "hooks" }),
+    );
+    assert_eq!(search_hits(&typed), want);
+    let typed = search(
+        &s,
+        &t,
+        json!({ "text": hex.join("\n"), "hex": true, "files_only": true }),
+    );
+    assert_eq!(
+        search_hits(&typed),
+        naive(&pool, &files, &keywords, Mode::FilesOnly, |_| true)
+    );
+
     // Bad input: 4xx with a message, never 5xx.
     let url = s.repo_url("default", "/search");
+    let r = post_json(&url, &t, &json!({ "text": "00\n\nab q1", "hex": true }));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["error"],
+        "keyword 2: invalid hex at character 4",
+        "the line's number among the keywords, the character's in the line"
+    );
     for (body, status) in [
         (json!({ "keywords": [] }), 400),
+        (json!({ "text": "\n\r\n" }), 400),
+        (json!({ "text": "x", "keywords": ["x"] }), 400),
         (json!({ "keywords": [""] }), 400),
         (json!({ "keywords": ["zz"], "hex": true }), 400),
         (json!({ "keywords": ["x".repeat(2049)] }), 400),

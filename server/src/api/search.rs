@@ -9,7 +9,7 @@ use serde::{ser::SerializeMap, ser::SerializeSeq, Deserialize, Serialize, Serial
 use tokio::sync::Semaphore;
 use wasm_core::{
     hash::to_hex,
-    search::{parse_keyword, Dictionary, Mode, SearchError, MAX_KEYWORDS},
+    search::{parse_keyword, parse_keyword_lines, Dictionary, Mode, SearchError, MAX_KEYWORDS},
 };
 
 use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
@@ -57,7 +57,12 @@ pub const MAX_KEYWORD_LEN: usize = 2048;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SearchRequest {
+    #[serde(default)]
     keywords: Vec<String>,
+    /// Instead of `keywords`: one keyword per line, as typed in the page's Search tab
+    /// (`wasm_core::search::parse_keyword_lines`, the page's workers' reading of it).
+    #[serde(default)]
+    text: Option<String>,
     /// Each keyword is hex bytes ("de ad be ef", "0xdeadbeef", ...), else UTF-8 text.
     #[serde(default)]
     hex: bool,
@@ -84,21 +89,29 @@ pub(super) async fn search(
     // At most 1 MiB of keywords: parsed and checked before the search waits for a slot, so
     // a bad request is refused at once.
     let req: SearchRequest = parse_json(&body)?;
-    if req.keywords.is_empty() || req.keywords.len() > MAX_KEYWORDS {
+    let keywords = match &req.text {
+        Some(_) if !req.keywords.is_empty() => {
+            return Err(ApiError::bad_request("give keywords or text, not both"))
+        }
+        Some(text) => parse_keyword_lines(text, req.hex),
+        None => req
+            .keywords
+            .iter()
+            .enumerate()
+            .map(|(i, k)| parse_keyword(k, req.hex).map_err(|e| (i + 1, e)))
+            .collect(),
+    }
+    .map_err(|(n, e)| match e {
+        SearchError::BadHex { position } => ApiError::bad_request(format!(
+            "keyword {n}: invalid hex at character {}",
+            position + 1
+        )),
+        other => ApiError::bad_request(format!("keyword {n}: {other}")),
+    })?;
+    if keywords.is_empty() || keywords.len() > MAX_KEYWORDS {
         return Err(ApiError::bad_request(format!(
             "keywords: give 1 to {MAX_KEYWORDS}"
         )));
-    }
-    let mut keywords = Vec::with_capacity(req.keywords.len());
-    for (i, k) in req.keywords.iter().enumerate() {
-        keywords.push(parse_keyword(k, req.hex).map_err(|e| match e {
-            SearchError::BadHex { position } => ApiError::bad_request(format!(
-                "keyword {}: invalid hex at character {}",
-                i + 1,
-                position + 1
-            )),
-            other => ApiError::bad_request(format!("keyword {}: {other}", i + 1)),
-        })?);
     }
     let _slot = match slots.slots.clone().try_acquire_owned() {
         Ok(slot) => slot,

@@ -47,7 +47,7 @@ use crate::hash::{not_stored_flat, Fingerprint, FpMap, FpSet};
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
-    cache_file, parse_keyword, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
+    cache_file, parse_keyword_lines, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
     NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams, MAX_MATCHES,
 };
 
@@ -95,21 +95,13 @@ pub struct SearchKeywords {
 impl SearchKeywords {
     #[wasm_bindgen(constructor)]
     pub fn new(text: &str, hex: bool, max_len: u32) -> Result<SearchKeywords, JsError> {
-        let mut keywords = Vec::new();
-        for line in text.split('\n') {
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            if line.is_empty() || (hex && line.trim().is_empty()) {
-                continue;
-            }
-            let n = keywords.len() + 1;
-            keywords.push(parse_keyword(line, hex).map_err(|e| match e {
-                SearchError::BadHex { position } => err(format!(
-                    "keyword {n}: invalid hex at character {}",
-                    position + 1
-                )),
-                other => err(format!("keyword {n}: {other}")),
-            })?);
-        }
+        let keywords = parse_keyword_lines(text, hex).map_err(|(n, e)| match e {
+            SearchError::BadHex { position } => err(format!(
+                "keyword {n}: invalid hex at character {}",
+                position + 1
+            )),
+            other => err(format!("keyword {n}: {other}")),
+        })?;
         let dict = Dictionary::new(keywords, max_len as usize).map_err(|e| match e {
             SearchError::KeywordTooLong { index, len, max } => err(format!(
                 "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",

@@ -49,9 +49,44 @@ pub fn parse_keyword(text: &str, hex: bool) -> Result<Vec<u8>, SearchError> {
     Ok(out)
 }
 
+/// The keywords of a query typed one per line, as the Search tab's box holds them: lines
+/// split at `\n` with a trailing `\r` dropped, empty lines ignored (with `hex`, blank ones
+/// too), each line parsed by [`parse_keyword`]. The page's workers and the server's `POST
+/// search` both read a query through this. An error names its keyword's number (1-based,
+/// among the lines kept).
+pub fn parse_keyword_lines(text: &str, hex: bool) -> Result<Vec<Vec<u8>>, (usize, SearchError)> {
+    let mut keywords = Vec::new();
+    for line in text.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.is_empty() || (hex && line.trim().is_empty()) {
+            continue;
+        }
+        let n = keywords.len() + 1;
+        keywords.push(parse_keyword(line, hex).map_err(|e| (n, e))?);
+    }
+    Ok(keywords)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines() {
+        assert_eq!(
+            parse_keyword_lines("a b\r\n\n  \nc\n", false).unwrap(),
+            vec![b"a b".to_vec(), b"  ".to_vec(), b"c".to_vec()]
+        );
+        assert_eq!(
+            parse_keyword_lines("de ad\n  \n\r\n0x01\r", true).unwrap(),
+            vec![vec![0xde, 0xad], vec![1]]
+        );
+        assert!(parse_keyword_lines("\n\r\n", false).unwrap().is_empty());
+        assert_eq!(
+            parse_keyword_lines("00\n\nzz", true).unwrap_err(),
+            (2, SearchError::BadHex { position: 0 })
+        );
+    }
 
     #[test]
     fn text_and_hex() {

@@ -79,7 +79,7 @@ pub mod table;
 pub mod trigram;
 
 pub use automaton::Automaton;
-pub use keyword::parse_keyword;
+pub use keyword::{parse_keyword, parse_keyword_lines};
 pub use logical::{LogicalPhase, LogicalStats};
 pub use naive::NaiveSearch;
 pub use physical::{PhysicalPhase, PhysicalScanner, PhysicalStats};

@@ -100,9 +100,13 @@ export interface RepoStats {
   }[];
 }
 
-/** `POST search`: keywords as text, or as hex bytes with `hex`. */
+/**
+ * `POST search`: `keywords` as text, or as hex bytes with `hex`; or `text` instead, one
+ * keyword per line as typed in the Search tab (read as the search workers read it).
+ */
 export interface ServerSearchRequest {
-  keywords: string[];
+  keywords?: string[];
+  text?: string;
   hex?: boolean;
   files_only?: boolean;
   versions?: number[];

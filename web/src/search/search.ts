@@ -1257,7 +1257,9 @@ async function pageHoldsAny(api: Api, workers: SearchWorkers): Promise<boolean> 
  * The first search of a page that holds nothing of the repository (docs/SEARCH.md, "Which
  * one runs"): answered by the server, then run in the page behind it ([`fills`]), so the
  * searches that follow run in the page from what it cached. Undefined when the server's
- * search failed: the page then searches itself.
+ * search failed: the page then searches itself. The server is asked at once, with the query
+ * as typed (it reads it as the workers do), while the page learns the repository's state and
+ * the workers parse the keywords.
  */
 async function coldOnServer(
   api: Api,
@@ -1266,13 +1268,15 @@ async function coldOnServer(
   scope: SearchScope,
   t0: number,
 ): Promise<SearchOutcome | undefined> {
+  const asked = askServer(api, query, scope, workers.signal);
+  asked.catch(() => {}); // awaited below
   const [repo, keywords] = await Promise.all([repoState(api), begin(api, workers, query)]);
   // Above the workers' cache the server searches anyway (its failure is the search's), and
   // the page would cache nothing.
   const large = onServer(scope, repo.uniqueRawBytes);
   let answered: SearchOutcome;
   try {
-    answered = await serverSearch(api, keywords, query, scope, repo, t0, workers.signal);
+    answered = await serverSearch(api, keywords, query, scope, repo, t0, workers.signal, asked);
   } catch (e) {
     if (large) throw e;
     return undefined;
@@ -1476,11 +1480,12 @@ async function searchPrepared(
 }
 
 /**
- * DedupSearch by the server (`POST search`: the same engine, native): for repositories whose
- * unique data is more than the page should hold. The keywords are parsed by the workers as
- * for an in-page search and sent as their exact bytes.
+ * DedupSearch by the server (`POST search`: the same engine, native), its answer `asked` if
+ * already asked for. The server reads the query as typed with the function the workers read
+ * it with (`parse_keyword_lines`), so both engines search the same bytes; `keywords` (the
+ * workers' reading) go with the outcome. `signal` (the workers' pool's: Cancel terminates
+ * it) aborts the request.
  */
-/** The server's search; `signal` (the workers' pool's: Cancel terminates it) aborts the request. */
 async function serverSearch(
   api: Api,
   keywords: Uint8Array[],
@@ -1489,18 +1494,9 @@ async function serverSearch(
   repo: RepoState,
   t0: number,
   signal: AbortSignal,
+  asked = askServer(api, query, scope, signal),
 ): Promise<SearchOutcome> {
-  const hex = (k: Uint8Array) => [...k].map((b) => b.toString(16).padStart(2, '0')).join('');
-  const r = await api.search(
-    {
-      keywords: keywords.map(hex),
-      hex: true,
-      files_only: query.filesOnly,
-      versions: scope.versions ?? undefined,
-      path: scope.pathFilter,
-    },
-    signal,
-  );
+  const r = await asked;
   const sources = new Map(repo.all.map((v) => [v.id, v.source]));
   const files: SearchFile[] = r.files.map((f, id) => ({
     id,
@@ -1530,6 +1526,20 @@ async function serverSearch(
     storedBytesRead: 0,
     files,
   };
+}
+
+/** `POST search` of the query as typed: the server reads its lines as the workers do. */
+function askServer(api: Api, query: SearchQuery, scope: SearchScope, signal: AbortSignal) {
+  return api.search(
+    {
+      text: query.keywords,
+      hex: query.hex,
+      files_only: query.filesOnly,
+      versions: scope.versions ?? undefined,
+      path: scope.pathFilter,
+    },
+    signal,
+  );
 }
 
 /**
