@@ -600,6 +600,8 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   expect(ids.length, 'the versions backed up by the first test').toBe(3);
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
+  const workersStarted: string[] = [];
+  page.on('worker', (w) => workersStarted.push(w.url()));
   // Every request of the page and its workers, by kind.
   const seen = { ranges: 0, listings: 0, locations: 0, manifests: 0 };
   page.on('request', (r) => {
@@ -646,10 +648,19 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   // hold none of the keywords were read at their ends only, and the results are the same.
   expect(Number(await again.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
 
+  // Keywords the workers refuse fail that search only: the workers, and what they hold in
+  // memory, stay for the next search (no worker started again).
+  const workersBefore = workersStarted.length;
+  await fillQuery(page, ['zz'], { hex: true });
+  await page.getByTestId('search-start').click();
+  runs++;
+  await expect(page.getByTestId('search-error')).toContainText('invalid hex');
+
   // Other keywords (tiny records too), files only: still nothing fetched, still exact.
   const b = await boundaryKeywords();
   await search(page, b.hex, { hex: true });
   expectSame(await pageHits(page), scanFolders(b.bytes));
+  expect(workersStarted.length, 'workers started after the refused keywords').toBe(workersBefore);
   const short = await search(page, ['useState', 'h('], { filesOnly: true });
   expectSame(await pageHits(page), scanFolders([Buffer.from('useState'), Buffer.from('h(')], true));
   // A keyword of two bytes has no trigram: nothing can be ruled out.

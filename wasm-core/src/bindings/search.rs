@@ -34,7 +34,7 @@
 //!
 //! // Naive baseline: whole files, chunk by chunk, from `chunks/get` bundles.
 //! const naive = new NaiveScan(kw, false);
-//! naive.feedBundle(bundle, fileOfEachEntry);
+//! naive.feedBundle(bundle, askedFps, fileOfEachEntry);
 //! ```
 
 use std::rc::Rc;
@@ -1095,16 +1095,33 @@ impl NaiveScan {
         })
     }
 
-    /// Scans a bundle's chunks; entry `i` continues file `files[i]` (a new file id starts
-    /// a new file, so a file may span several bundles as long as they come in order).
+    /// Scans a bundle's chunks, the answer to a request for `asked` (20 bytes each, in
+    /// order); entry `i` continues file `files[i]` (a new file id starts a new file, so a
+    /// file may span several bundles as long as they come in order). An answer for other
+    /// chunks than asked is refused: the naive search is the oracle of the others.
     #[wasm_bindgen(js_name = feedBundle)]
-    pub fn feed_bundle(&mut self, bundle: &[u8], files: &[u32]) -> Result<(), JsError> {
+    pub fn feed_bundle(
+        &mut self,
+        bundle: &[u8],
+        asked: &[u8],
+        files: &[u32],
+    ) -> Result<(), JsError> {
         let entries = decode_bundle(bundle).map_err(|e| err(format!("malformed bundle: {e:?}")))?;
-        if entries.len() != files.len() {
+        if entries.len() != files.len() || asked.len() != files.len() * 20 {
             return Err(err(format!(
                 "bundle has {} chunks, expected {}",
                 entries.len(),
                 files.len()
+            )));
+        }
+        if let Some((e, _)) = entries
+            .iter()
+            .zip(asked.chunks_exact(20))
+            .find(|(e, want)| e.fp[..] != want[..])
+        {
+            return Err(err(format!(
+                "chunks/get answered chunk {} where another was asked for",
+                crate::hash::to_hex(&e.fp)
             )));
         }
         for (e, &file) in entries.iter().zip(files) {

@@ -7,6 +7,7 @@ import {
   clearDeviceCache,
   compareOutcomes,
   dedupSearch,
+  KeywordsRefused,
   deviceCacheOn,
   loadDeviceCache,
   naiveSearch,
@@ -200,8 +201,9 @@ export function SearchPanel({
       // After Cancel, whatever the ended workers or the aborted request failed with is the
       // cancel's doing.
       setError(cancelled.current === seq ? 'search cancelled' : e instanceof Error ? e.message : String(e));
-      // A failed worker may be in any state: start afresh next time.
-      endWorkers();
+      // A failed worker may be in any state: start afresh next time. Refused keywords leave
+      // them as they were, with what they hold for the next search.
+      if (!(e instanceof KeywordsRefused)) endWorkers();
     } finally {
       clearTimeout(looksBusy);
       setBusy(null);

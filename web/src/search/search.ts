@@ -912,9 +912,18 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Prom
     Array.from({ length: workers.size }, (_, w) =>
       workers.call(w, 'begin', { query, maxKeywordLen: MAX_KEYWORD_LEN, server }),
     ),
-  );
+  ).catch((e: unknown) => {
+    // A worker's `begin` that threw refused the keywords, and holds no search since.
+    throw e instanceof WorkerError && !e.crashed && !workers.signal.aborted ? new KeywordsRefused(e.message) : e;
+  });
   return answers[0].keywords;
 }
+
+/**
+ * Keywords the search workers refused (bad hex, too long, too many): the query's fault, so
+ * the workers, and what they hold, stay for the next search.
+ */
+export class KeywordsRefused extends Error {}
 
 /** Names the repository a worker's chunk cache belongs to. */
 function cacheKey(api: Api): string {

@@ -489,27 +489,36 @@ function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
   }
 }
 
-/** Splits the files' chunks into `chunks/get` requests of about `requestBytes` raw. */
-function naiveRequests(files: FileBatch, requestBytes: number): { fps: string[]; fileOf: Uint32Array }[] {
-  const out: { fps: string[]; fileOf: Uint32Array }[] = [];
+/**
+ * Splits the files' chunks into `chunks/get` requests of about `requestBytes` raw: each with
+ * its fingerprints as hex (asked) and as bytes (checked against the answer's).
+ */
+function naiveRequests(
+  files: FileBatch,
+  requestBytes: number,
+): { fps: string[]; asked: Uint8Array; fileOf: Uint32Array }[] {
+  const out: { fps: string[]; asked: Uint8Array; fileOf: Uint32Array }[] = [];
   let fps: string[] = [];
   let fileOf: number[] = [];
   let bytes = 0;
   let at = 0;
+  const cut = () => {
+    const asked = files.fps.subarray((at - fps.length) * FP_LEN, at * FP_LEN);
+    out.push({ fps, asked, fileOf: Uint32Array.from(fileOf) });
+    fps = [];
+    fileOf = [];
+    bytes = 0;
+  };
   for (let k = 0; k < files.ids.length; k++) {
-    for (let j = 0; j < files.counts[k]; j++, at++) {
+    for (let j = 0; j < files.counts[k]; j++) {
       fps.push(fpHex(files.fps, at));
       fileOf.push(files.ids[k]);
       bytes += files.lengths[at];
-      if (bytes >= requestBytes) {
-        out.push({ fps, fileOf: Uint32Array.from(fileOf) });
-        fps = [];
-        fileOf = [];
-        bytes = 0;
-      }
+      at++;
+      if (bytes >= requestBytes) cut();
     }
   }
-  if (fps.length) out.push({ fps, fileOf: Uint32Array.from(fileOf) });
+  if (fps.length) cut();
   return out;
 }
 
@@ -527,7 +536,7 @@ async function naive(files: FileBatch, requestBytes: number) {
       const bundle = await next!;
       next = r + 1 < requests.length ? c.api.getChunks(requests[r + 1].fps) : null;
       storedBytes += bundle.byteLength;
-      scan.feedBundle(bundle, requests[r].fileOf);
+      scan.feedBundle(bundle, requests[r].asked, requests[r].fileOf);
       if (scan.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
     }
     return {
