@@ -419,9 +419,22 @@ fn repeat_searches_scan_from_the_cache_within_its_budget() {
     );
     assert_eq!(warm["decoded_bytes"], extra.raw.len() as u64, "{warm}");
     assert_eq!(warm["raw_bytes"], total + extra.raw.len() as u64, "{warm}");
-    let after = search(&s, &s.token, body);
+    let after = search(&s, &s.token, body.clone());
     assert_eq!(after["stored_bytes_read"], 0, "{after}");
     assert_eq!(after["matches"], 24 + 25);
+
+    // The first version forgotten (the second's manifest, stored against it, stored again
+    // standalone): searches read the versions there are, whatever an earlier one kept of
+    // the versions' files.
+    let r = post_json(
+        &s.repo_url("default", "/forget"),
+        &s.token,
+        &json!({ "versions": [id] }),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let left = search(&s, &s.token, body);
+    assert_eq!(left["matches"], 25, "{left}");
+    assert_eq!(left["files_searched"], 25, "{left}");
 }
 
 /// A search that would answer more matches than the server's limit is refused with 422

@@ -26,6 +26,7 @@ use wasm_core::{
 use super::{
     chunks::{Answer, ChunkLoc},
     crashpoint,
+    index::{versions::StoredManifest, IndexRead},
     versions::ManifestChains,
     Store, StoreError, StoreResult,
 };
@@ -334,35 +335,24 @@ impl Store {
         let mut unique: Vec<Fingerprint> = Vec::new();
         let mut seen: HashMap<Fingerprint, usize> = HashMap::new();
         let mut recipes: Vec<(i64, String, u64, Vec<usize>)> = Vec::new();
-        let chains = ManifestChains::new(&*ix, repo_id);
-        chains.each(manifests.iter().map(|(id, m)| (*id, m)), |id, json| {
-            let json = json.map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
-            let m: Manifest = serde_json::from_slice(json)
-                .map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
-            for e in m.entries {
-                if e.kind != EntryKind::File || e.recipe.is_empty() {
+        for (id, version) in self.search_cache.version_files(&*ix, repo_id, &manifests)? {
+            for f in &version.files {
+                if !filter.is_empty() && !f.path.to_lowercase().contains(&filter) {
                     continue;
                 }
-                if !filter.is_empty() && !e.path.to_lowercase().contains(&filter) {
-                    continue;
-                }
-                let mut idx = Vec::with_capacity(e.recipe.len());
-                for h in &e.recipe {
-                    let fp = parse_fp_hex(h).ok_or_else(|| {
-                        StoreError::Internal(format!("version {id}: bad fingerprint"))
-                    })?;
+                let mut idx = Vec::with_capacity(f.recipe.len());
+                for fp in &f.recipe {
                     let next = unique.len();
-                    let k = *seen.entry(fp).or_insert(next);
+                    let k = *seen.entry(*fp).or_insert(next);
                     if k == next {
-                        unique.push(fp);
+                        unique.push(*fp);
                     }
                     idx.push(k);
                 }
-                report.logical_bytes += e.size;
-                recipes.push((id, e.path, e.size, idx));
+                report.logical_bytes += f.size;
+                recipes.push((id, f.path.clone(), f.size, idx));
             }
-            Ok(())
-        })?;
+        }
         let found = ix.chunk_locations(repo_id, &unique)?;
         // Not stored: quarantined (a damaged copy, named as such, as every read names it) or
         // never stored.
@@ -600,6 +590,10 @@ const GONE: &str = "a chunk of the search is gone";
 pub struct SearchCache {
     inner: Mutex<Held>,
     budget: usize,
+    /// Versions' files as searches read them from their manifests, by repository and
+    /// version id, within an eighth of the budget: a version's manifest never changes, and
+    /// its id is never given again, so an entry never goes stale.
+    versions: Mutex<HashMap<(i64, i64), Arc<VersionFiles>>>,
     /// Each repository's last warm-up ([`Store::warm_search_cache`]).
     warmed: Mutex<HashMap<i64, SearchWarm>>,
 }
@@ -616,6 +610,49 @@ pub struct SearchWarm {
     pub cached: bool,
     pub decoded_bytes: u64,
     pub seconds: f64,
+}
+
+/// A version's files with a recipe, as a search reads them ([`SearchCache::version_files`]).
+struct VersionFiles {
+    files: Vec<VersionFile>,
+}
+
+struct VersionFile {
+    path: String,
+    size: u64,
+    recipe: Vec<Fingerprint>,
+}
+
+impl VersionFiles {
+    fn parse(id: i64, json: &[u8]) -> StoreResult<VersionFiles> {
+        let bad = |e: &dyn std::fmt::Display| StoreError::Internal(format!("version {id}: {e}"));
+        let m: Manifest = serde_json::from_slice(json).map_err(|e| bad(&e))?;
+        let mut files = Vec::new();
+        for e in m.entries {
+            if e.kind != EntryKind::File || e.recipe.is_empty() {
+                continue;
+            }
+            let recipe = e
+                .recipe
+                .iter()
+                .map(|h| parse_fp_hex(h).ok_or_else(|| bad(&"bad fingerprint")))
+                .collect::<StoreResult<_>>()?;
+            files.push(VersionFile {
+                path: e.path,
+                size: e.size,
+                recipe,
+            });
+        }
+        Ok(VersionFiles { files })
+    }
+
+    /// Memory held, about.
+    fn bytes(&self) -> usize {
+        self.files
+            .iter()
+            .map(|f| std::mem::size_of::<VersionFile>() + f.path.len() + 20 * f.recipe.len())
+            .sum()
+    }
 }
 
 /// A cached chunk: its repository and fingerprint.
@@ -654,6 +691,7 @@ impl SearchCache {
         SearchCache {
             inner: Mutex::new(Held::default()),
             budget,
+            versions: Mutex::new(HashMap::new()),
             warmed: Mutex::new(HashMap::new()),
         }
     }
@@ -696,6 +734,60 @@ impl SearchCache {
 
     fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Cached>> {
         self.lock().map.get(&(repo_id, *fp)).map(|(c, _)| c.clone())
+    }
+
+    /// The files of versions `manifests` (in id order), from memory or decoded from their
+    /// manifests (through their chains, `ManifestChains`) and kept.
+    fn version_files(
+        &self,
+        ix: &dyn IndexRead,
+        repo_id: i64,
+        manifests: &[(i64, StoredManifest)],
+    ) -> StoreResult<Vec<(i64, Arc<VersionFiles>)>> {
+        let mut known: HashMap<i64, Arc<VersionFiles>> = {
+            let held = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+            manifests
+                .iter()
+                .filter_map(|(id, _)| held.get(&(repo_id, *id)).map(|v| (*id, v.clone())))
+                .collect()
+        };
+        let mut fresh = Vec::new();
+        ManifestChains::new(ix, repo_id).each(
+            manifests
+                .iter()
+                .filter(|(id, _)| !known.contains_key(id))
+                .map(|(id, m)| (*id, m)),
+            |id, json| {
+                let json = json.map_err(|e| StoreError::Internal(format!("version {id}: {e}")))?;
+                fresh.push((id, Arc::new(VersionFiles::parse(id, json)?)));
+                Ok(())
+            },
+        )?;
+        if !fresh.is_empty() {
+            let mut held = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+            let cap = self.budget / 8;
+            let mut bytes: usize = held.values().map(|v| v.bytes()).sum();
+            let adding: usize = fresh.iter().map(|(_, v)| v.bytes()).sum();
+            if bytes + adding > cap {
+                // Those of versions no longer listed first (forgotten), then all others.
+                let listed: HashSet<i64> = manifests.iter().map(|(id, _)| *id).collect();
+                held.retain(|(r, id), _| *r == repo_id && listed.contains(id));
+                bytes = held.values().map(|v| v.bytes()).sum();
+                if bytes + adding > cap {
+                    held.clear();
+                    bytes = 0;
+                }
+            }
+            if bytes + adding <= cap {
+                for (id, v) in &fresh {
+                    held.insert((repo_id, *id), v.clone());
+                }
+            }
+            known.extend(fresh);
+        }
+        let mut out: Vec<(i64, Arc<VersionFiles>)> = known.into_iter().collect();
+        out.sort_by_key(|(id, _)| *id);
+        Ok(out)
     }
 
     /// Gives a cached chunk its summary, within the budget (else it stays without one).
