@@ -272,6 +272,19 @@ fn server_search_equals_the_naive_search() {
         "keyword 2: invalid hex at character 4",
         "the line's number among the keywords, the character's in the line"
     );
+    let r = post_json(&url, &t, &json!({ "keywords": [" 0x1"], "hex": true }));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["error"],
+        "keyword 1: invalid hex at character 5",
+        "counted in the keyword as given, blanks and prefix included"
+    );
+    let r = post_json(&url, &t, &json!({ "keywords": ["x", "y".repeat(2049)] }));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["error"],
+        "keyword 2 has 2049 bytes; at most 2048 (the minimum chunk size)"
+    );
     for (body, status) in [
         (json!({ "keywords": [] }), 400),
         (json!({ "text": "\n\r\n" }), 400),

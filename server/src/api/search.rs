@@ -9,7 +9,7 @@ use serde::{ser::SerializeMap, ser::SerializeSeq, Deserialize, Serialize, Serial
 use tokio::sync::Semaphore;
 use wasm_core::{
     hash::to_hex,
-    search::{parse_keyword, parse_keyword_lines, Dictionary, Mode, SearchError, MAX_KEYWORDS},
+    search::{keyword_error, parse_keyword, parse_keyword_lines, Dictionary, Mode, MAX_KEYWORDS},
 };
 
 use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
@@ -101,13 +101,7 @@ pub(super) async fn search(
             .map(|(i, k)| parse_keyword(k, req.hex).map_err(|e| (i + 1, e)))
             .collect(),
     }
-    .map_err(|(n, e)| match e {
-        SearchError::BadHex { position } => ApiError::bad_request(format!(
-            "keyword {n}: invalid hex at character {}",
-            position + 1
-        )),
-        other => ApiError::bad_request(format!("keyword {n}: {other}")),
-    })?;
+    .map_err(|(n, e)| ApiError::bad_request(keyword_error(n, &e)))?;
     if keywords.is_empty() || keywords.len() > MAX_KEYWORDS {
         return Err(ApiError::bad_request(format!(
             "keywords: give 1 to {MAX_KEYWORDS}"
@@ -131,13 +125,8 @@ pub(super) async fn search(
     let abandon = Abandon::default();
     let _abandon_on_drop = AbandonOnDrop(abandon.clone());
     blocking(move || {
-        let dict = Dictionary::new(keywords, MAX_KEYWORD_LEN).map_err(|e| match e {
-            SearchError::KeywordTooLong { index, len, max } => ApiError::bad_request(format!(
-                "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",
-                index + 1
-            )),
-            other => ApiError::bad_request(other.to_string()),
-        })?;
+        let dict = Dictionary::new(keywords, MAX_KEYWORD_LEN)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let mode = if req.files_only {
             Mode::FilesOnly
         } else {

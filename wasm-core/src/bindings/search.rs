@@ -47,8 +47,8 @@ use crate::hash::{not_stored_flat, Fingerprint, FpMap, FpSet};
 use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
-    cache_file, parse_keyword_lines, ChunkRef, Dictionary, LogicalPhase, Match, MemTinyStore, Mode,
-    NaiveSearch, PhysicalPhase, ResultDb, SearchError, TinyRecord, Trigrams, MAX_MATCHES,
+    cache_file, keyword_error, parse_keyword_lines, ChunkRef, Dictionary, LogicalPhase, Match,
+    MemTinyStore, Mode, NaiveSearch, PhysicalPhase, ResultDb, TinyRecord, Trigrams, MAX_MATCHES,
 };
 
 /// The most matches one search answers ([`MAX_MATCHES`]): the scanners here stop past it
@@ -95,20 +95,9 @@ pub struct SearchKeywords {
 impl SearchKeywords {
     #[wasm_bindgen(constructor)]
     pub fn new(text: &str, hex: bool, max_len: u32) -> Result<SearchKeywords, JsError> {
-        let keywords = parse_keyword_lines(text, hex).map_err(|(n, e)| match e {
-            SearchError::BadHex { position } => err(format!(
-                "keyword {n}: invalid hex at character {}",
-                position + 1
-            )),
-            other => err(format!("keyword {n}: {other}")),
-        })?;
-        let dict = Dictionary::new(keywords, max_len as usize).map_err(|e| match e {
-            SearchError::KeywordTooLong { index, len, max } => err(format!(
-                "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",
-                index + 1
-            )),
-            other => err(other),
-        })?;
+        let keywords =
+            parse_keyword_lines(text, hex).map_err(|(n, e)| err(keyword_error(n, &e)))?;
+        let dict = Dictionary::new(keywords, max_len as usize).map_err(err)?;
         Ok(SearchKeywords { dict })
     }
 

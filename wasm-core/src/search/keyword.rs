@@ -18,35 +18,55 @@ pub fn parse_keyword(text: &str, hex: bool) -> Result<Vec<u8>, SearchError> {
         }
         return Ok(text.as_bytes().to_vec());
     }
-    let t = text.trim();
-    let t = t
+    // Positions in errors are the input's, before trimming and the prefix.
+    let trimmed = text.trim();
+    let mut skip = text.len() - text.trim_start().len();
+    let t = match trimmed
         .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
+        .or_else(|| trimmed.strip_prefix("0X"))
+    {
+        Some(rest) => {
+            skip += 2;
+            rest
+        }
+        None => trimmed,
+    };
     let mut out = Vec::with_capacity(t.len() / 2);
     let mut high: Option<u8> = None;
     for (pos, c) in t.char_indices() {
+        let position = skip + pos;
         if c.is_ascii_whitespace() || c == ':' || c == '-' {
             if high.is_some() {
-                return Err(SearchError::BadHex { position: pos });
+                return Err(SearchError::BadHex { position });
             }
             continue;
         }
-        let v = c
-            .to_digit(16)
-            .ok_or(SearchError::BadHex { position: pos })? as u8;
+        let v = c.to_digit(16).ok_or(SearchError::BadHex { position })? as u8;
         match high.take() {
             None => high = Some(v),
             Some(h) => out.push(h << 4 | v),
         }
     }
     if high.is_some() {
-        return Err(SearchError::BadHex { position: t.len() });
+        return Err(SearchError::BadHex {
+            position: skip + t.len(),
+        });
     }
     if out.is_empty() {
         return Err(SearchError::EmptyKeyword(0));
     }
     Ok(out)
+}
+
+/// What the user reads when keyword number `n` (1-based) of a query is refused: hex
+/// positions counted from 1 in that keyword's line.
+pub fn keyword_error(n: usize, e: &SearchError) -> String {
+    match e {
+        SearchError::BadHex { position } => {
+            format!("keyword {n}: invalid hex at character {}", position + 1)
+        }
+        other => format!("keyword {n}: {other}"),
+    }
 }
 
 /// The keywords of a query typed one per line, as the Search tab's box holds them: lines
@@ -106,5 +126,18 @@ mod tests {
         assert!(parse_keyword("a bc", true).is_err());
         assert!(parse_keyword("zz", true).is_err());
         assert!(parse_keyword("0x", true).is_err());
+        // Positions are the input's: after leading blanks and the prefix, at the odd end.
+        assert_eq!(
+            parse_keyword("  0x1", true),
+            Err(SearchError::BadHex { position: 5 })
+        );
+        assert_eq!(
+            parse_keyword(" de zz", true),
+            Err(SearchError::BadHex { position: 4 })
+        );
+        assert_eq!(
+            keyword_error(3, &SearchError::BadHex { position: 4 }),
+            "keyword 3: invalid hex at character 5"
+        );
     }
 }

@@ -79,7 +79,7 @@ pub mod table;
 pub mod trigram;
 
 pub use automaton::Automaton;
-pub use keyword::{parse_keyword, parse_keyword_lines};
+pub use keyword::{keyword_error, parse_keyword, parse_keyword_lines};
 pub use logical::{LogicalPhase, LogicalStats};
 pub use naive::NaiveSearch;
 pub use physical::{PhysicalPhase, PhysicalScanner, PhysicalStats};
@@ -108,7 +108,8 @@ pub enum SearchError {
     NoKeywords,
     /// Keyword number `.0` is empty.
     EmptyKeyword(usize),
-    /// Keyword number `index` is longer than the limit (the minimum chunk size).
+    /// Keyword `index` (0-based; named from 1) is longer than the limit (the minimum chunk
+    /// size).
     KeywordTooLong {
         index: usize,
         len: usize,
@@ -138,7 +139,11 @@ impl std::fmt::Display for SearchError {
             SearchError::NoKeywords => write!(f, "no keywords given"),
             SearchError::EmptyKeyword(i) => write!(f, "keyword {i} is empty"),
             SearchError::KeywordTooLong { index, len, max } => {
-                write!(f, "keyword {index} has {len} bytes; at most {max} allowed")
+                write!(
+                    f,
+                    "keyword {} has {len} bytes; at most {max} (the minimum chunk size)",
+                    index + 1
+                )
             }
             SearchError::BadHex { position } => write!(f, "invalid hex at position {position}"),
             SearchError::TooLarge { table_bytes } => {
