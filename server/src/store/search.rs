@@ -470,16 +470,14 @@ impl Store {
                             // summarises those cached without a summary.
                             let mut misses = Vec::new();
                             for (fp, l) in list {
-                                match cache.get(repo_id, fp) {
-                                    Some(c) => match (c.summary.get(), dict) {
-                                        (Some(t), _) => scan(fp, &c.raw, Some(t))?,
-                                        (None, None) => {
-                                            cache.summarize(repo_id, fp, Trigrams::of(&c.raw))
-                                        }
-                                        (None, Some(_)) => scan(fp, &c.raw, None)?,
-                                    },
-                                    None => misses.push((fp, l)),
+                                let Some(c) = cache.get(repo_id, fp) else {
+                                    misses.push((fp, l));
+                                    continue;
+                                };
+                                if dict.is_none() && c.summary.get().is_none() {
+                                    cache.summarize(repo_id, fp, Trigrams::of(&c.raw));
                                 }
+                                scan(fp, &c.raw, c.summary.get())?;
                             }
                             let Some(&(_, first)) = misses.first() else {
                                 continue;
@@ -615,6 +613,8 @@ pub struct SearchWarm {
 /// A version's files with a recipe, as a search reads them ([`SearchCache::version_files`]).
 struct VersionFiles {
     files: Vec<VersionFile>,
+    /// Memory held, about.
+    bytes: usize,
 }
 
 struct VersionFile {
@@ -643,15 +643,11 @@ impl VersionFiles {
                 recipe,
             });
         }
-        Ok(VersionFiles { files })
-    }
-
-    /// Memory held, about.
-    fn bytes(&self) -> usize {
-        self.files
+        let bytes = files
             .iter()
             .map(|f| std::mem::size_of::<VersionFile>() + f.path.len() + 20 * f.recipe.len())
-            .sum()
+            .sum();
+        Ok(VersionFiles { files, bytes })
     }
 }
 
@@ -766,13 +762,13 @@ impl SearchCache {
         if !fresh.is_empty() {
             let mut held = self.versions.lock().unwrap_or_else(|p| p.into_inner());
             let cap = self.budget / 8;
-            let mut bytes: usize = held.values().map(|v| v.bytes()).sum();
-            let adding: usize = fresh.iter().map(|(_, v)| v.bytes()).sum();
+            let mut bytes: usize = held.values().map(|v| v.bytes).sum();
+            let adding: usize = fresh.iter().map(|(_, v)| v.bytes).sum();
             if bytes + adding > cap {
                 // Those of versions no longer listed first (forgotten), then all others.
                 let listed: HashSet<i64> = manifests.iter().map(|(id, _)| *id).collect();
                 held.retain(|(r, id), _| *r == repo_id && listed.contains(id));
-                bytes = held.values().map(|v| v.bytes()).sum();
+                bytes = held.values().map(|v| v.bytes).sum();
                 if bytes + adding > cap {
                     held.clear();
                     bytes = 0;

@@ -19,9 +19,9 @@
 //!    search of the chunk in each keyword (`O(n)` per keyword). Such chunks are a file's
 //!    short last chunk (often a whole small file), so with long keywords this runs often.
 //!
-//! A chunk whose [`Trigrams`] summary rules out every keyword
-//! ([`super::trigram`]) holds no exact match: [`PhysicalScanner::scan_edges`] skips step 1's
-//! pass and reads only the chunk's last `n_max - 1` bytes for step 2 (the state they lead to
+//! A chunk whose [`Trigrams`] summary rules out every keyword ([`super::trigram`]) holds no
+//! exact match: [`PhysicalScanner::scan_summarized`] skips step 1's pass and reads only the
+//! chunk's last `n_max - 1` bytes for step 2 (the state they lead to
 //! has the same failure chain as after the whole chunk); steps 3 and 4 are unchanged.
 //!
 //! The findings become records (see [`super::records`]): a keyword whose only findings are a
@@ -97,16 +97,10 @@ impl PhysicalScanner {
         self.scan_as(fp, data, true)
     }
 
-    /// [`PhysicalScanner::scan_chunk`] for a chunk known to hold no keyword wholly (its
-    /// [`Trigrams`] ruled them all out): the forward pass reads only the last `n_max - 1`
-    /// bytes, which decide the prefixes at its end. The records are the same.
-    pub fn scan_edges(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
-        self.scan_as(fp, data, false)
-    }
-
-    /// [`PhysicalScanner::scan_chunk`] of a chunk with its trigram summary, if it has one:
-    /// when the summary rules out every keyword, only the chunk's ends are read
-    /// ([`PhysicalScanner::scan_edges`]). Answers the records and whether it was ruled out.
+    /// [`PhysicalScanner::scan_chunk`] of a chunk with its trigram summary, if it has one.
+    /// When the summary rules out every keyword the chunk holds none wholly, and the forward
+    /// pass reads only its last `n_max - 1` bytes, which decide the prefixes at its end; the
+    /// records are the same. Answers the records and whether the chunk was ruled out.
     pub fn scan_summarized(
         &mut self,
         fp: &Fingerprint,
@@ -307,7 +301,7 @@ impl PhysicalPhase {
     }
 
     /// [`PhysicalPhase::scan`] of a chunk with its trigram summary: when the summary rules
-    /// out every keyword, only the chunk's ends are read ([`PhysicalScanner::scan_edges`]).
+    /// out every keyword, only the chunk's ends are read ([`PhysicalScanner::scan_summarized`]).
     pub fn scan_summarized(
         &mut self,
         fp: &Fingerprint,

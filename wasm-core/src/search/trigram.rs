@@ -19,8 +19,8 @@
 //!   trigram and rules nothing out.
 //!
 //! A chunk ruled out still has ends where a keyword may begin or end across the border
-//! with its neighbour in some file; [`super::physical::PhysicalScanner::scan_edges`] finds
-//! those from the chunk's first and last `n_max - 1` bytes, so the records (and the
+//! with its neighbour in some file; [`super::physical::PhysicalScanner::scan_summarized`]
+//! finds those from the chunk's first and last `n_max - 1` bytes, so the records (and the
 //! results) are those of a full scan. The property tests check that against the naive
 //! search.
 
