@@ -10,7 +10,9 @@ import { startServer, type RunningServer } from '../server';
 // answered whole. A file of 1 100 000 "a" (its chunks all alike, so the unique chunks hold
 // few offsets and only the walk of the recipe passes the limit) is refused with a clear
 // error wherever the search runs, with either engine, and the page searches on after it. A
-// files-only search of the same word answers one hit per file.
+// files-only search of the same word answers one hit per file. A refused search keeps the
+// search workers and what they hold: the searches after it start no worker and fetch nothing
+// again.
 
 let server: RunningServer;
 let root: string;
@@ -44,6 +46,12 @@ test('a search of more matches than a search answers is refused with a clear err
 }) => {
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
+  const workersStarted: string[] = [];
+  page.on('worker', (w) => workersStarted.push(w.url()));
+  let ranges = 0;
+  page.on('request', (r) => {
+    if (/\/containers\/\d+$/.test(new URL(r.url()).pathname)) ranges++;
+  });
   await page.goto(server.appUrl);
   await expect(page.getByTestId('engine-ready')).toBeVisible();
   await backUp(page, path.join(root, 'data'), 'limit');
@@ -52,19 +60,24 @@ test('a search of more matches than a search answers is refused with a clear err
   // The server's own refusal (422 too_many_matches) is shown as it says it.
   await start(page, 'a', 'server');
   await expect(failed(page)).toContainText('match more than 1000000 times', { timeout: 60_000 });
-  // In the page, DedupSearch and the naive search; `auto` asks the server first (the page
-  // holds nothing yet), which refuses, then searches in the page, which refuses too.
+  // `auto` asks the server first (the page holds nothing yet), which refuses, then searches
+  // in the page, which refuses too; then in the page, DedupSearch and the naive search.
+  let workersAfterFirst = 0;
   for (const [where, engine] of [
+    ['auto', 'dedup'],
     ['page', 'dedup'],
     ['page', 'naive'],
-    ['auto', 'dedup'],
   ] as const) {
     await start(page, 'a', where, engine);
     await expect(failed(page), `${where} ${engine}`).toContainText('The keywords match more than 1,000,000 times', {
       timeout: 60_000,
     });
     await expect(page.locator('[data-testid=search-done]')).toHaveCount(0);
+    workersAfterFirst ||= workersStarted.length;
   }
+  expect(workersAfterFirst, 'the search workers started').toBeGreaterThan(0);
+  expect(ranges, 'the first search in the page read the containers').toBeGreaterThan(0);
+  const rangesRead = ranges;
 
   // Files only asks for one hit per keyword and file: the common word is found, wherever
   // the search runs.
@@ -83,5 +96,9 @@ test('a search of more matches than a search answers is refused with a clear err
   await expect(done).toBeVisible({ timeout: 60_000 });
   await expect(done).toHaveAttribute('data-matches', '1');
   await expect(page.getByTestId('search-error')).toHaveCount(0);
+  // From the workers that searched first, and what they cached then.
+  await expect(done).toHaveAttribute('data-ranges-read', '0');
+  expect(ranges).toBe(rangesRead);
+  expect(workersStarted.length, 'workers started after a refused search').toBe(workersAfterFirst);
   expect(errors).toEqual([]);
 });

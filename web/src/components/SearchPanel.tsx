@@ -7,7 +7,7 @@ import {
   clearDeviceCache,
   compareOutcomes,
   dedupSearch,
-  KeywordsRefused,
+  QueryRefused,
   deviceCacheOn,
   loadDeviceCache,
   naiveSearch,
@@ -201,9 +201,9 @@ export function SearchPanel({
       // After Cancel, whatever the ended workers or the aborted request failed with is the
       // cancel's doing.
       setError(cancelled.current === seq ? 'search cancelled' : e instanceof Error ? e.message : String(e));
-      // A failed worker may be in any state: start afresh next time. Refused keywords leave
-      // them as they were, with what they hold for the next search.
-      if (!(e instanceof KeywordsRefused)) endWorkers();
+      // A failed worker may be in any state: start afresh next time. A refused query (its
+      // keywords, or too many matches) leaves them as they were, with what they hold.
+      if (!(e instanceof QueryRefused)) endWorkers();
     } finally {
       clearTimeout(looksBusy);
       setBusy(null);

@@ -26,6 +26,18 @@ export function tooManyMatches(limit: number): string {
   return `The keywords match more than ${limit.toLocaleString('en')} times: a search answers at most that many. Search for something rarer, or in fewer versions or paths.`;
 }
 
+/**
+ * What a worker throws when a search passes the limit (its `name` reaches the page as the
+ * `WorkerError`'s `remoteName`): the query's fault, so the page keeps the workers.
+ */
+export class TooManyMatches extends Error {
+  static readonly NAME = 'TooManyMatches';
+  constructor(limit: number) {
+    super(tooManyMatches(limit));
+    this.name = TooManyMatches.NAME;
+  }
+}
+
 /** Codec of a delta chunk (docs/FORMAT.md, codec 2): its stored bytes name its base. */
 export const CODEC_DELTA = 2;
 

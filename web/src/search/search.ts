@@ -17,11 +17,11 @@
  *
  * Both return the same matches; the page can run both and compare them.
  */
-import type { Api, Manifest, ManifestEntry, VersionInfo } from '../api/client';
+import { ApiError, type Api, type Manifest, type ManifestEntry, type VersionInfo } from '../api/client';
 import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
 import { withStorage } from '../ui/storage';
 import { deleteDeviceCache } from './deviceCache';
-import { tooManyMatches } from './protocol';
+import { TooManyMatches, tooManyMatches } from './protocol';
 import type {
   ContainerJob,
   DbStats,
@@ -914,16 +914,26 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Prom
     ),
   ).catch((e: unknown) => {
     // A worker's `begin` that threw refused the keywords, and holds no search since.
-    throw e instanceof WorkerError && !e.crashed && !workers.signal.aborted ? new KeywordsRefused(e.message) : e;
+    throw e instanceof WorkerError && !e.crashed && !workers.signal.aborted ? new QueryRefused(e.message) : e;
   });
   return answers[0].keywords;
 }
 
 /**
- * Keywords the search workers refused (bad hex, too long, too many): the query's fault, so
- * the workers, and what they hold, stay for the next search.
+ * A query the search refused: keywords the workers could not read (bad hex, too long, too
+ * many), or more matches than a search answers. The query's fault, so the workers, and what
+ * they hold, stay for the next search: a search that fails this way has no request left in
+ * a worker (a failed job stops the scatter, which waits for the jobs it sent).
  */
-export class KeywordsRefused extends Error {}
+export class QueryRefused extends Error {}
+
+/** `e` as a [`QueryRefused`] when a worker or the server refused the query so, else `e`. */
+function asRefusedQuery(e: unknown): unknown {
+  if (e instanceof ApiError && e.code === 'too_many_matches') return new QueryRefused(e.message);
+  if (!(e instanceof WorkerError) || e.crashed || e.remoteName !== TooManyMatches.NAME) return e;
+  // The bridge names the worker's error before its message.
+  return new QueryRefused(e.message.slice(e.remoteName.length + 2));
+}
 
 /** Names the repository a worker's chunk cache belongs to. */
 function cacheKey(api: Api): string {
@@ -1217,7 +1227,7 @@ function withRetry(engine: Engine): Engine {
           continue;
         }
         if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
-        throw e;
+        throw asRefusedQuery(e);
       }
     }
   };
@@ -1643,7 +1653,7 @@ async function naiveSearchAs(
  * refuses such a search too.
  */
 function refusePast(matches: number, limit: number) {
-  if (matches > limit) throw new Error(tooManyMatches(limit));
+  if (matches > limit) throw new QueryRefused(tooManyMatches(limit));
 }
 
 /** How many matches (file, keyword, offset triples) the parts hold. */

@@ -21,7 +21,7 @@ import init, {
 } from '../wasm-pkg/wasm_core.js';
 import { Api, ApiError } from '../api/client';
 import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
-import { CODEC_DELTA, tooManyMatches, type StoredChunks } from './protocol';
+import { CODEC_DELTA, TooManyMatches, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
@@ -454,7 +454,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
       }
     });
   }
-  if (c.scan.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
+  if (c.scan.overflowed()) throw new TooManyMatches(searchMatchLimit());
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
 }
 
@@ -472,7 +472,7 @@ function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
         files.fps.subarray(at * FP_LEN, (at + n) * FP_LEN),
         files.lengths.subarray(at, at + n),
       );
-      if (search.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
+      if (search.overflowed()) throw new TooManyMatches(searchMatchLimit());
       at += n;
     }
     const [nFiles, chunks, chunkHits, locationReads, tinyLookups, matches] = search.stats();
@@ -537,7 +537,10 @@ async function naive(files: FileBatch, requestBytes: number) {
       next = r + 1 < requests.length ? c.api.getChunks(requests[r + 1].fps) : null;
       storedBytes += bundle.byteLength;
       scan.feedBundle(bundle, requests[r].asked, requests[r].fileOf);
-      if (scan.overflowed()) throw new Error(tooManyMatches(searchMatchLimit()));
+      if (scan.overflowed()) {
+        next?.catch(() => {}); // the worker stays for the next search: nothing left to fail
+        throw new TooManyMatches(searchMatchLimit());
+      }
     }
     return {
       matches: new Float64Array(scan.takeMatches()),
