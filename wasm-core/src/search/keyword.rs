@@ -65,6 +65,8 @@ pub fn keyword_error(n: usize, e: &SearchError) -> String {
         SearchError::BadHex { position } => {
             format!("keyword {n}: invalid hex at character {}", position + 1)
         }
+        // Its own index is the one [`parse_keyword`] gives any keyword: 0.
+        SearchError::EmptyKeyword(_) => format!("keyword {n} is empty"),
         other => format!("keyword {n}: {other}"),
     }
 }
@@ -139,5 +141,8 @@ mod tests {
             keyword_error(3, &SearchError::BadHex { position: 4 }),
             "keyword 3: invalid hex at character 5"
         );
+        // Separators only: no byte, named by its own number.
+        let (n, e) = parse_keyword_lines("00\n::", true).unwrap_err();
+        assert_eq!(keyword_error(n, &e), "keyword 2 is empty");
     }
 }
