@@ -6,18 +6,22 @@
 //! - [`segments`]: one segment of a large file split across workers (`SegmentChunker`).
 //! - [`upload`]: a worker's new chunks, compressed and packed for upload (`NewChunkBatch`).
 //! - [`restore`]: verifying fetched chunks (`RestoreSession`, `fingerprintMany`).
+//! - [`bundle`]: bundles built and read on the page's thread (`BundleBuilder`,
+//!   `bundleEntries`).
 //! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
 //! - [`heap`]: memory grown and touched ahead of a worker's work (`HeapReserve`).
 //! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
 //!   call, kept out of the page's Wasm.
 //!
-//! Everything exported here is called from `web/src` (the workers, or the vitest tests that
-//! drive the engine as a worker does); an export nothing calls is removed, not kept.
+//! Everything exported here is called from `web/src` (the workers, the page's own instance
+//! for bundles, or the vitest tests that drive the engine as a worker does); an export
+//! nothing calls is removed, not kept.
 
 use wasm_bindgen::prelude::*;
 
 use crate::chunk;
 
+pub mod bundle;
 pub mod chunk_engine;
 pub mod hashing;
 pub mod heap;
@@ -29,6 +33,7 @@ pub mod upload;
 #[cfg(feature = "bench")]
 pub mod bench;
 
+pub use bundle::{bundle_entries, BundleBuilder};
 pub use chunk_engine::{ChunkEngine, RecipeHints};
 pub use hashing::{sha1_hex, FileHasher};
 pub use heap::HeapReserve;

@@ -32,6 +32,7 @@ import { manifestBody, recipeAt, recipeLength, type BodyEntry } from './manifest
 import { hotFps, previousVersion, rememberCommitted } from './previous';
 import { DEFAULT_SETTINGS, type SourceSettings } from './sourcesettings';
 import { Uploader, type Candidate } from './uploader';
+import { pageCore } from '../wasm/page';
 
 /**
  * Files at least this large are split into SEGMENT_BYTES segments chunked by several
@@ -699,6 +700,7 @@ export class BackupJob {
   ): Promise<{ written: Promise<void>; writeAll: () => Promise<void> }> {
     const { api, pool, jobs } = this.deps;
     const p = this.progress;
+    await pageCore(); // the uploader encodes its bundles with it
     const uploader = new Uploader({
       missing: (fps, signal) => api.missing(fps, signal),
       upload: (bundle, signal) => api.uploadBundle(bundle, signal),

@@ -1,10 +1,17 @@
-import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import init from '../wasm-pkg/wasm_core.js';
 import { decodeBundle, encodeBundle, type BundleChunk } from './bundle';
+
+beforeAll(async () => {
+  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+});
 
 const chunk = (seed: number, len: number): BundleChunk => ({
   fp: Uint8Array.from({ length: 20 }, (_, i) => (seed * 31 + i) & 255),
   codec: seed & 1,
-  rawLen: len + seed,
+  // A raw chunk (codec 0) stores its raw bytes.
+  rawLen: seed & 1 ? len + seed : len,
   stored: Uint8Array.from({ length: len }, (_, i) => (seed + i * 7) & 255),
 });
 
@@ -28,5 +35,29 @@ describe('encodeBundle', () => {
     const out = encodeBundle(chunks, small);
     expect(out.buffer).not.toBe(small.buffer);
     expect(out).toEqual(encodeBundle(chunks));
+  });
+
+  it('reads what it wrote, entries as views of the bundle, and refuses a malformed one', () => {
+    const chunks = [chunk(5, 10), chunk(6, 2000), chunk(7, 1)];
+    const bundle = encodeBundle(chunks);
+    // The layout of docs/FORMAT.md: a 16-byte header ("DTB1", version 1, the count), then
+    // per chunk 32 bytes (fingerprint, codec, reserved, raw and stored length) and its bytes.
+    const view = new DataView(bundle.buffer);
+    expect([...bundle.subarray(0, 4)]).toEqual([...'DTB1'].map((c) => c.charCodeAt(0)));
+    expect([view.getUint16(4, true), view.getUint32(8, true)]).toEqual([1, 3]);
+    expect(view.getUint32(16 + 24, true)).toBe(chunks[0].rawLen);
+    expect(bundle.byteLength).toBe(16 + 3 * 32 + 10 + 2000 + 1);
+    const back = decodeBundle(bundle);
+    back.forEach((c, i) => {
+      expect(c.fp).toEqual(chunks[i].fp);
+      expect(c.stored).toEqual(chunks[i].stored);
+      expect([c.codec, c.rawLen]).toEqual([chunks[i].codec, chunks[i].rawLen]);
+      expect(c.stored.buffer).toBe(bundle.buffer);
+    });
+    expect(() => decodeBundle(bundle.subarray(0, bundle.byteLength - 1))).toThrow(/malformed bundle/);
+    expect(() => decodeBundle(new Uint8Array([...bundle, 0]))).toThrow(/malformed bundle/);
+    const badMagic = bundle.slice();
+    badMagic[0] = 0;
+    expect(() => decodeBundle(badMagic)).toThrow(/malformed bundle/);
   });
 });

@@ -1,8 +1,14 @@
-import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import init from '../wasm-pkg/wasm_core.js';
 import { ApiError } from '../api/client';
 import { decodeBundle } from './bundle';
 import { FP_LEN, fpHex } from './hex';
 import { Uploader, type Candidate, type UploaderDeps } from './uploader';
+
+beforeAll(async () => {
+  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+});
 
 function chunk(n: number, size = 1000): Candidate {
   const fp = new Uint8Array(FP_LEN);
@@ -105,7 +111,7 @@ describe('Uploader', () => {
     const s = fakeServer();
     const up = new Uploader(s.deps, { bundleRawBytes: 10 << 20 });
     // 100 chunks of 1 MiB raw stored in 100 bytes each: 10 KB stored, 100 MiB raw.
-    const squeezed = Array.from({ length: 100 }, (_, i) => ({ ...chunk(i, 100), rawLen: 1 << 20 }));
+    const squeezed = Array.from({ length: 100 }, (_, i) => ({ ...chunk(i, 100), codec: 1, rawLen: 1 << 20 }));
     const { durable } = await up.add(squeezed);
     await up.drain();
     await durable;

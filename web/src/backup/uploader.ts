@@ -10,7 +10,7 @@
  * The same fingerprint offered twice is uploaded once.
  */
 import { isTransient, pause } from '../api/retry';
-import { bundleSize, encodeBundle, type BundleChunk } from './bundle';
+import { encodeBundle, type BundleChunk } from './bundle';
 import { FP_LEN, fpHex } from './hex';
 
 export type Candidate = BundleChunk;
@@ -361,13 +361,13 @@ export class Uploader {
     if (toSend.length) {
       // One reused buffer for every bundle: fetch copies the body when called, and a fresh
       // 4 MiB array per bundle stays allocated until the page's next GC (V8 lets dozens of
-      // MiB of such buffers pile up; measured as 4 MiB mappings in the tab).
-      const size = bundleSize(toSend.map((p) => p.chunk));
-      if (this.scratch.byteLength < size) this.scratch = new Uint8Array(size + (size >> 3));
+      // MiB of such buffers pile up; measured as 4 MiB mappings in the tab). A bundle larger
+      // than the buffer gets a fresh array, which the next ones reuse.
       const bundle = encodeBundle(
         toSend.map((p) => p.chunk),
         this.scratch,
       );
+      if (bundle.buffer !== this.scratch.buffer) this.scratch = bundle;
       await this.deps.upload(bundle, signal);
       wire = bundle.byteLength;
       this.stats.wireBytes += wire;

@@ -1,10 +1,16 @@
-import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import init from '../wasm-pkg/wasm_core.js';
 import { ApiError, type Api } from '../api/client';
 import { decodeBundle, encodeBundle } from '../backup/bundle';
 import { fpHex, hexToBytes, packHex } from '../backup/hex';
 import { planRestore, type ChunkLoc, type PlanOptions } from './plan';
 import { ChunkFetcher, type RestoreItem } from './restore';
 import { DamagedChunkError, type RestoreWorkers, type Verified } from './workers';
+
+beforeAll(async () => {
+  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+});
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');
 /** The link a chunk of chain key `key` decodes through (one per key, as in a frame). */

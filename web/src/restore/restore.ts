@@ -36,6 +36,7 @@ import { decodeLocations, versionLocations } from './locations';
 import { portReader } from './port';
 import type { AssembleSignal } from './protocol';
 import { sanitizeEntryName, UniqueNames } from './sanitize';
+import { pageCore } from '../wasm/page';
 import {
   assembler,
   DamagedChunkError,
@@ -513,8 +514,9 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
       );
     }
   }
-  // The workers stay warm after this restore: the next one starts at once.
-  const [workers, pool] = await Promise.all([restoreWorkers(), assembler()]);
+  // The workers stay warm after this restore: the next one starts at once. The page's own
+  // instance of the engine reads the answers' bundles for the fetcher's forecasts.
+  const [workers, pool] = await Promise.all([restoreWorkers(), assembler(), pageCore()]);
   const controller = new AbortController();
   const started = performance.now();
   const progress: RestoreProgress = {

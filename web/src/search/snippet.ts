@@ -5,6 +5,7 @@
 import type { Api } from '../api/client';
 import { decodeBundle } from '../backup/bundle';
 import { fpHex } from '../backup/hex';
+import { pageCore } from '../wasm/page';
 import type { SearchFile } from './search';
 
 export const CONTEXT = 40;
@@ -58,7 +59,7 @@ export class ChunkCache {
         const near = await this.local(b.fps).catch(() => new Map<string, Uint8Array>());
         const far = b.fps.filter((fp) => !near.has(fp));
         if (far.length) {
-          const bundle = await this.api.getChunks(far, this.aborter.signal, true);
+          const [bundle] = await Promise.all([this.api.getChunks(far, this.aborter.signal, true), pageCore()]);
           const got = decodeBundle(bundle);
           // Decoded and checked by the server; an answer for other chunks is refused, not shown.
           if (got.length !== far.length || got.some((c, i) => fpHex(c.fp) !== far[i]))
