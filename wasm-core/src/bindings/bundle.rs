@@ -4,11 +4,14 @@
 
 use wasm_bindgen::prelude::*;
 
-use crate::format::bundle::{decode_bundle, BundleWriter, Codec};
+use crate::format::bundle::{decode_bundle, BundleWriter, Codec, ENTRY_HEADER_LEN};
 use crate::hash::FINGERPRINT_LEN;
 
-/// A bundle built chunk by chunk, then written into a buffer the caller keeps (an upload's
-/// buffer is reused from one bundle to the next).
+/// A bundle built in this module's memory, one after another (an upload's). The stored bytes
+/// are written by the caller straight into the room [`BundleBuilder::push`] makes, and the
+/// sealed bundle is read where it lies ([`BundleBuilder::seal`]): each byte is copied once,
+/// as JS would copy it into a buffer of its own. Addresses are offsets into the module's
+/// memory ([`wasm_memory`]), valid until the next call into the module (one may grow it).
 #[wasm_bindgen]
 pub struct BundleBuilder(BundleWriter);
 
@@ -20,22 +23,21 @@ impl BundleBuilder {
         BundleBuilder(BundleWriter::new())
     }
 
-    /// Adds a chunk: its 20-byte fingerprint, codec (docs/FORMAT.md), raw length and stored
-    /// bytes.
+    /// Adds a chunk: its 20-byte fingerprint, codec (docs/FORMAT.md), raw length and the
+    /// length of its stored bytes, which the caller writes at the address answered.
     pub fn push(
         &mut self,
         fp: &[u8],
         codec: u8,
         raw_len: u32,
-        stored: &[u8],
-    ) -> Result<(), JsError> {
+        stored_len: u32,
+    ) -> Result<usize, JsError> {
         let fp: &[u8; FINGERPRINT_LEN] = fp
             .try_into()
             .map_err(|_| JsError::new("a bundle entry's fingerprint is 20 bytes"))?;
         let codec =
             Codec::from_u8(codec).ok_or_else(|| JsError::new(&format!("unknown codec {codec}")))?;
-        self.0.push(fp, codec, raw_len, stored);
-        Ok(())
+        Ok(self.0.push_room(fp, codec, raw_len, stored_len).as_ptr() as usize)
     }
 
     /// The bundle's size in bytes, header included.
@@ -48,18 +50,21 @@ impl BundleBuilder {
         self.0.is_empty()
     }
 
-    /// Writes the bundle into `out`, which must be [`BundleBuilder::len`] bytes, and starts
-    /// an empty one.
-    #[wasm_bindgen(js_name = writeInto)]
-    pub fn write_into(&mut self, out: &mut [u8]) -> Result<(), JsError> {
-        if out.len() != self.0.len() {
-            return Err(JsError::new(
-                "writeInto: the buffer is not the bundle's size",
-            ));
-        }
-        out.copy_from_slice(&std::mem::take(&mut self.0).finish());
-        Ok(())
+    /// Writes the bundle's count; answers where its [`BundleBuilder::len`] bytes start.
+    pub fn seal(&mut self) -> usize {
+        self.0.sealed().as_ptr() as usize
     }
+
+    /// Starts another bundle, keeping the memory.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// The module's memory, which [`BundleBuilder`]'s addresses point into.
+#[wasm_bindgen(js_name = wasmMemory)]
+pub fn wasm_memory() -> JsValue {
+    wasm_bindgen::memory()
 }
 
 /// Where each entry of `bundle` lies in it, five numbers per entry: the offset of its
@@ -75,7 +80,7 @@ pub fn bundle_entries(bundle: &[u8]) -> Result<Vec<u32>, JsError> {
     for e in &entries {
         let at = e.payload.as_ptr() as usize - base;
         // The fingerprint opens the entry's header, which ends where its stored bytes begin.
-        let fp_at = at - crate::format::bundle::ENTRY_HEADER_LEN;
+        let fp_at = at - ENTRY_HEADER_LEN;
         debug_assert_eq!(bundle[fp_at..fp_at + FINGERPRINT_LEN], e.fp);
         out.extend([
             fp_at as u32,

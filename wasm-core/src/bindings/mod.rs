@@ -7,7 +7,7 @@
 //! - [`upload`]: a worker's new chunks, compressed and packed for upload (`NewChunkBatch`).
 //! - [`restore`]: verifying fetched chunks (`RestoreSession`, `fingerprintMany`).
 //! - [`bundle`]: bundles built and read on the page's thread (`BundleBuilder`,
-//!   `bundleEntries`).
+//!   `bundleEntries`, `wasmMemory`).
 //! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
 //! - [`heap`]: memory grown and touched ahead of a worker's work (`HeapReserve`).
 //! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
@@ -33,7 +33,7 @@ pub mod upload;
 #[cfg(feature = "bench")]
 pub mod bench;
 
-pub use bundle::{bundle_entries, BundleBuilder};
+pub use bundle::{bundle_entries, wasm_memory, BundleBuilder};
 pub use chunk_engine::{ChunkEngine, RecipeHints};
 pub use hashing::{sha1_hex, FileHasher};
 pub use heap::HeapReserve;

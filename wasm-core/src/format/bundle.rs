@@ -230,15 +230,47 @@ impl BundleWriter {
     }
 
     pub fn push(&mut self, fp: &Fingerprint, codec: Codec, raw_len: u32, payload: &[u8]) {
+        self.push_header(fp, codec, raw_len, payload.len() as u32);
+        self.buf.extend_from_slice(payload);
+    }
+
+    fn push_header(&mut self, fp: &Fingerprint, codec: Codec, raw_len: u32, stored_len: u32) {
         let h = EntryHeader {
             fp: *fp,
             codec,
             raw_len,
-            stored_len: payload.len() as u32,
+            stored_len,
         };
         self.buf.extend_from_slice(&encode_entry_header(&h));
-        self.buf.extend_from_slice(payload);
         self.count += 1;
+    }
+
+    /// Adds an entry whose `stored_len` stored bytes the caller then writes into the
+    /// returned room (zeroed): the bytes go straight into the bundle, copied once.
+    pub fn push_room(
+        &mut self,
+        fp: &Fingerprint,
+        codec: Codec,
+        raw_len: u32,
+        stored_len: u32,
+    ) -> &mut [u8] {
+        self.push_header(fp, codec, raw_len, stored_len);
+        let at = self.buf.len();
+        self.buf.resize(at + stored_len as usize, 0);
+        &mut self.buf[at..]
+    }
+
+    /// The bundle so far, its count written: the same bytes [`BundleWriter::finish`] would
+    /// give, while the writer stays for [`BundleWriter::clear`] and another bundle.
+    pub fn sealed(&mut self) -> &[u8] {
+        self.buf[8..12].copy_from_slice(&self.count.to_le_bytes());
+        &self.buf
+    }
+
+    /// Empties the writer, keeping its memory.
+    pub fn clear(&mut self) {
+        self.buf.truncate(BUNDLE_HEADER_LEN);
+        self.count = 0;
     }
 
     /// Bytes so far (header included).
@@ -319,5 +351,23 @@ mod tests {
         bad[16 + 24..16 + 28].copy_from_slice(&(MAX_CHUNK_RAW + 1).to_le_bytes());
         assert!(decode_bundle(&bad).unwrap_err().is_too_large());
         assert_eq!(decode_bundle(&encode_header(0)).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn room_filled_sealed_and_cleared_equals_pushed() {
+        let a = b"hello world".to_vec();
+        let b = vec![7u8; 1000];
+        let mut w = BundleWriter::new();
+        w.push_room(&fingerprint(b"x"), Codec::Raw, 3, 3)
+            .copy_from_slice(b"xyz");
+        w.clear();
+        assert_eq!(w.sealed(), encode_header(0));
+        w.push_room(&fingerprint(&a), Codec::Raw, 11, 11)
+            .copy_from_slice(&a);
+        w.push(&fingerprint(&b), Codec::Zstd, 1000, &b[..10]);
+        let mut want = BundleWriter::new();
+        want.push(&fingerprint(&a), Codec::Raw, 11, &a);
+        want.push(&fingerprint(&b), Codec::Zstd, 1000, &b[..10]);
+        assert_eq!(w.sealed(), want.finish());
     }
 }

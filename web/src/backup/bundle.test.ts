@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import init from '../wasm-pkg/wasm_core.js';
-import { decodeBundle, encodeBundle, type BundleChunk } from './bundle';
+import { BundleEncoder, decodeBundle, encodeBundle, type BundleChunk } from './bundle';
 
 beforeAll(async () => {
   await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
@@ -15,26 +15,21 @@ const chunk = (seed: number, len: number): BundleChunk => ({
   stored: Uint8Array.from({ length: len }, (_, i) => (seed + i * 7) & 255),
 });
 
-describe('encodeBundle', () => {
-  it('encodes into a reused, dirty buffer exactly as into a fresh one', () => {
-    const chunks = [chunk(1, 100), chunk(2, 0), chunk(3, 4097)];
-    const fresh = encodeBundle(chunks);
-    const scratch = new Uint8Array(fresh.byteLength + 500).fill(0xff);
-    const reused = encodeBundle(chunks, scratch);
-    expect(reused.buffer).toBe(scratch.buffer);
-    expect(reused).toEqual(fresh);
-    const back = decodeBundle(reused);
-    expect(back.map((c) => [c.codec, c.rawLen, c.stored.byteLength])).toEqual(
-      chunks.map((c) => [c.codec, c.rawLen, c.stored.byteLength]),
-    );
-  });
-
-  it('allocates when the buffer is too small', () => {
-    const chunks = [chunk(4, 300)];
-    const small = new Uint8Array(10);
-    const out = encodeBundle(chunks, small);
-    expect(out.buffer).not.toBe(small.buffer);
-    expect(out).toEqual(encodeBundle(chunks));
+describe('bundles', () => {
+  it('encodes one bundle after another in the same memory, each as encodeBundle does', () => {
+    const enc = new BundleEncoder();
+    // The second set grows the engine's memory while it is encoded (chunks of up to 1 MiB).
+    const big = [8, 10, 12, 14].map((s) => chunk(s, 1_000_000));
+    const sets = [[chunk(1, 100), chunk(2, 0), chunk(3, 4097)], big, [chunk(4, 1)]];
+    for (const chunks of sets) {
+      const got = enc.encode(chunks).slice();
+      // Compared as buffers: `toEqual` walks megabytes element by element.
+      expect(Buffer.from(got).equals(encodeBundle(chunks))).toBe(true);
+      expect(decodeBundle(got).map((c) => [c.codec, c.rawLen, c.stored.byteLength])).toEqual(
+        chunks.map((c) => [c.codec, c.rawLen, c.stored.byteLength]),
+      );
+    }
+    enc.free();
   });
 
   it('reads what it wrote, entries as views of the bundle, and refuses a malformed one', () => {

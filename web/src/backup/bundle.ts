@@ -4,7 +4,7 @@
  * answers by wasm-core's `format::bundle` (the server's and the workers' codec), so the
  * page's thread needs its instance first: `pageCore()` (`wasm/page.ts`).
  */
-import { BundleBuilder, bundleEntries } from '../wasm-pkg/wasm_core.js';
+import { BundleBuilder, bundleEntries, wasmMemory } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN } from './hex';
 
 export interface BundleChunk {
@@ -14,17 +14,43 @@ export interface BundleChunk {
   stored: Uint8Array;
 }
 
-/** Encodes into `into` when it is large enough (returning a view of it), else a new array. */
-export function encodeBundle(chunks: readonly BundleChunk[], into?: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> {
-  const b = new BundleBuilder();
+/**
+ * Encodes bundles one after another in the engine's memory, each chunk's stored bytes
+ * copied once, straight into the bundle.
+ */
+export class BundleEncoder {
+  private b = new BundleBuilder();
+
+  /**
+   * The bundle of `chunks`, as a view of the engine's memory: valid until the next call into
+   * the engine, so it goes to `fetch` at once (which copies a body when called).
+   */
+  encode(chunks: readonly BundleChunk[]): Uint8Array<ArrayBuffer> {
+    const b = this.b;
+    const memory = wasmMemory() as WebAssembly.Memory;
+    b.clear();
+    let heap = new Uint8Array(memory.buffer);
+    for (const c of chunks) {
+      const at = b.push(c.fp.subarray(0, FP_LEN), c.codec, c.rawLen, c.stored.byteLength);
+      if (heap.buffer !== memory.buffer) heap = new Uint8Array(memory.buffer); // it grew
+      heap.set(c.stored, at);
+    }
+    const at = b.seal();
+    return new Uint8Array(memory.buffer, at, b.len());
+  }
+
+  free() {
+    this.b.free();
+  }
+}
+
+/** `chunks` as a bundle of its own. */
+export function encodeBundle(chunks: readonly BundleChunk[]): Uint8Array<ArrayBuffer> {
+  const e = new BundleEncoder();
   try {
-    for (const c of chunks) b.push(c.fp.subarray(0, FP_LEN), c.codec, c.rawLen, c.stored);
-    const size = b.len();
-    const out = into && into.byteLength >= size ? into.subarray(0, size) : new Uint8Array(size);
-    b.writeInto(out);
-    return out;
+    return e.encode(chunks).slice();
   } finally {
-    b.free();
+    e.free();
   }
 }
 

@@ -49,8 +49,10 @@ function holdUploads(s: ReturnType<typeof fakeServer>): () => void {
   const gate = new Promise<void>((r) => (release = r));
   const upload = s.deps.upload;
   s.deps.upload = async (b, signal) => {
+    // The body is copied when the call is made, as `fetch` does: the uploader reuses it.
+    const body = b.slice();
     await gate;
-    return upload(b, signal);
+    return upload(body, signal);
   };
   return release;
 }

@@ -10,7 +10,7 @@
  * The same fingerprint offered twice is uploaded once.
  */
 import { isTransient, pause } from '../api/retry';
-import { encodeBundle, type BundleChunk } from './bundle';
+import { BundleEncoder, type BundleChunk } from './bundle';
 import { FP_LEN, fpHex } from './hex';
 
 export type Candidate = BundleChunk;
@@ -137,7 +137,7 @@ export class Uploader {
   private abort = new AbortController();
   private failure: Error | null = null;
   private failWaiters: ((e: Error) => void)[] = [];
-  private scratch = new Uint8Array(0);
+  private encoder: BundleEncoder | null = null;
   private bookkeeping: Promise<void>[] = [];
 
   constructor(
@@ -359,17 +359,13 @@ export class Uploader {
     const toSend = items.filter((p) => missingSet.has(p.hex));
     let wire = 0;
     if (toSend.length) {
-      // One reused buffer for every bundle: fetch copies the body when called, and a fresh
-      // 4 MiB array per bundle stays allocated until the page's next GC (V8 lets dozens of
-      // MiB of such buffers pile up; measured as 4 MiB mappings in the tab). A bundle larger
-      // than the buffer gets a fresh array, which the next ones reuse.
-      const bundle = encodeBundle(
-        toSend.map((p) => p.chunk),
-        this.scratch,
-      );
-      if (bundle.buffer !== this.scratch.buffer) this.scratch = bundle;
+      // One encoder's memory for every bundle: fetch copies the body when called, and a
+      // fresh 4 MiB array per bundle stays allocated until the page's next GC (V8 lets
+      // dozens of MiB of such buffers pile up; measured as 4 MiB mappings in the tab).
+      this.encoder ??= new BundleEncoder();
+      const bundle = this.encoder.encode(toSend.map((p) => p.chunk));
+      wire = bundle.byteLength; // the view lasts only until the next encode
       await this.deps.upload(bundle, signal);
-      wire = bundle.byteLength;
       this.stats.wireBytes += wire;
       this.stats.chunksSent += toSend.length;
       this.stats.rawBytesSent += toSend.reduce((n, p) => n + p.chunk.rawLen, 0);
