@@ -15,6 +15,13 @@ import { FP_LEN, fpHex } from './hex';
 
 export type Candidate = BundleChunk;
 
+/**
+ * The page's one bundle encoder, whatever the uploaders (one per backup): an encode and the
+ * `upload` call that copies its bundle run in one go, so no two interleave on it, and its
+ * memory is held once.
+ */
+let encoder: BundleEncoder | null = null;
+
 export interface UploaderDeps {
   /** The server's missing query: which of these n*20 bytes of fingerprints it lacks. */
   missing(fps: Uint8Array, signal: AbortSignal): Promise<Uint8Array>;
@@ -137,7 +144,6 @@ export class Uploader {
   private abort = new AbortController();
   private failure: Error | null = null;
   private failWaiters: ((e: Error) => void)[] = [];
-  private encoder: BundleEncoder | null = null;
   private bookkeeping: Promise<void>[] = [];
 
   constructor(
@@ -362,8 +368,8 @@ export class Uploader {
       // One encoder's memory for every bundle: fetch copies the body when called, and a
       // fresh 4 MiB array per bundle stays allocated until the page's next GC (V8 lets
       // dozens of MiB of such buffers pile up; measured as 4 MiB mappings in the tab).
-      this.encoder ??= new BundleEncoder();
-      const bundle = this.encoder.encode(toSend.map((p) => p.chunk));
+      encoder ??= new BundleEncoder();
+      const bundle = encoder.encode(toSend.map((p) => p.chunk));
       wire = bundle.byteLength; // the view lasts only until the next encode
       await this.deps.upload(bundle, signal);
       this.stats.wireBytes += wire;
