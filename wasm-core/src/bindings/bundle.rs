@@ -41,13 +41,9 @@ impl BundleBuilder {
     }
 
     /// The bundle's size in bytes, header included.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.0.len()
-    }
-
-    #[wasm_bindgen(js_name = isEmpty)]
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// Writes the bundle's count; answers where its [`BundleBuilder::len`] bytes start.
