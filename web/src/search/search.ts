@@ -931,8 +931,7 @@ export class QueryRefused extends Error {}
 function asRefusedQuery(e: unknown): unknown {
   if (e instanceof ApiError && e.code === 'too_many_matches') return new QueryRefused(e.message);
   if (!(e instanceof WorkerError) || e.crashed || e.remoteName !== TooManyMatches.NAME) return e;
-  // The bridge names the worker's error before its message.
-  return new QueryRefused(e.message.slice(e.remoteName.length + 2));
+  return new QueryRefused(e.remoteMessage);
 }
 
 /** Names the repository a worker's chunk cache belongs to. */

@@ -179,6 +179,8 @@ export class WorkerError extends Error {
      * not have run at all, and whatever the worker kept between requests is gone.
      */
     readonly crashed = false,
+    /** The message of the error the worker threw, without its name. */
+    readonly remoteMessage = message,
   ) {
     super(message);
     this.name = 'WorkerError';
@@ -382,7 +384,15 @@ export class WorkerPool<T extends Protocol<T>> {
         slot.pending.delete(msg.id);
         if (msg.bridge === 'answer') p.resolve(msg.value);
         // The error's name stays in the message: callers tell NotFoundError etc. apart by it.
-        else p.reject(new WorkerError(msg.name === 'Error' ? msg.message : `${msg.name}: ${msg.message}`, msg.name));
+        else
+          p.reject(
+            new WorkerError(
+              msg.name === 'Error' ? msg.message : `${msg.name}: ${msg.message}`,
+              msg.name,
+              false,
+              msg.message,
+            ),
+          );
         return;
       }
       case 'event':
