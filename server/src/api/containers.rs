@@ -9,11 +9,10 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wasm_core::hash::to_hex;
+use wasm_core::{format::locations::chain_key_number, hash::to_hex};
 
 use super::{blocking, parse_id, path_param, Authorized, ReadData, RepoItemPath, St};
 use crate::error::{ApiError, ApiResult};
-use crate::store::locations::chain_key_number;
 
 #[derive(Deserialize)]
 pub(super) struct ContainersQuery {

@@ -2,7 +2,11 @@
 //! of the whole repository (docs/API.md, `GET versions/{id}/locations`).
 
 use wasm_core::{
-    format::{manifest::Manifest, parse_fp_hex},
+    format::{
+        locations::{chain_key_number, encode_locations, Location},
+        manifest::Manifest,
+        parse_fp_hex,
+    },
     hash::Fingerprint,
     resemble::delta::{CODEC_DELTA, MAX_CHAIN_DEPTH},
 };
@@ -22,44 +26,25 @@ pub struct VersionLocations {
     pub not_stored: u32,
 }
 
-/// Bytes of the encoding's header and of each record (docs/API.md).
-pub const HEADER_LEN: usize = 16;
-pub const RECORD_LEN: usize = 48;
-pub const MAGIC: &[u8; 4] = b"DLOC";
-pub const FORMAT: u32 = 2;
-/// Bytes of a fingerprint a record carries as its chain key.
-pub const CHAIN_KEY_LEN: usize = 3;
 /// A link that more than `1 / SHARED_LINK` of a version's chunks decode through is shared:
 /// it does not name their chain key.
 pub const SHARED_LINK: usize = 8;
 
-/// A chain key as a number: its [`CHAIN_KEY_LEN`] bytes little-endian, as a locations
-/// record carries them (the `chain_key` of `GET containers`).
-pub fn chain_key_number(key: &Fingerprint) -> u32 {
-    key[..CHAIN_KEY_LEN]
-        .iter()
-        .rev()
-        .fold(0, |n, &b| (n << 8) | u32::from(b))
-}
-
 impl VersionLocations {
-    /// The binary answer: a 16-byte header, then one 48-byte little-endian record per chunk.
+    /// The binary answer (docs/FORMAT.md, "Version locations").
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_LEN + self.chunks.len() * RECORD_LEN);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT.to_le_bytes());
-        out.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.not_stored.to_le_bytes());
-        for (fp, l, key) in &self.chunks {
-            out.extend_from_slice(fp);
-            out.extend_from_slice(&l.container_id.to_le_bytes());
-            out.extend_from_slice(&l.offset.to_le_bytes());
-            out.extend_from_slice(&l.stored_len.to_le_bytes());
-            out.extend_from_slice(&l.raw_len.to_le_bytes());
-            out.push(l.codec);
-            out.extend_from_slice(&key[..CHAIN_KEY_LEN]);
-        }
-        out
+        encode_locations(
+            self.chunks.iter().map(|(fp, l, key)| Location {
+                fp: *fp,
+                container: l.container_id,
+                offset: l.offset,
+                stored_len: l.stored_len,
+                raw_len: l.raw_len,
+                codec: l.codec,
+                chain_key: chain_key_number(key),
+            }),
+            self.not_stored,
+        )
     }
 }
 

@@ -8,13 +8,15 @@
 //! - [`restore`]: verifying fetched chunks (`RestoreSession`, `fingerprintMany`).
 //! - [`bundle`]: bundles built and read on the page's thread (`BundleBuilder`,
 //!   `bundleEntries`, `wasmMemory`).
+//! - [`locations`]: a version's chunk locations read on the page's thread
+//!   (`readLocations`).
 //! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
 //! - [`heap`]: memory grown and touched ahead of a worker's work (`HeapReserve`).
 //! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
 //!   call, kept out of the page's Wasm.
 //!
 //! Everything exported here is called from `web/src` (the workers, the page's own instance
-//! for bundles, or the vitest tests that drive the engine as a worker does); an export
+//! for bundles and locations, or the vitest tests that drive the engine as a worker does); an export
 //! nothing calls is removed, not kept.
 
 use wasm_bindgen::prelude::*;
@@ -25,6 +27,7 @@ pub mod bundle;
 pub mod chunk_engine;
 pub mod hashing;
 pub mod heap;
+pub mod locations;
 pub mod restore;
 pub mod search;
 pub mod segments;
@@ -37,6 +40,7 @@ pub use bundle::{bundle_entries, wasm_memory, BundleBuilder};
 pub use chunk_engine::{ChunkEngine, RecipeHints};
 pub use hashing::{sha1_hex, FileHasher};
 pub use heap::HeapReserve;
+pub use locations::{read_locations, LocationTable};
 pub use restore::{fingerprint_many, RestoreAnswer, RestoreSession};
 pub use segments::SegmentChunker;
 pub use upload::NewChunkBatch;

@@ -4,6 +4,7 @@
 
 pub mod bundle;
 pub mod container;
+pub mod locations;
 pub mod manifest;
 
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};

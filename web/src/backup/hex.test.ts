@@ -10,17 +10,10 @@ describe('hex', () => {
     expect(Array.from(hexToBytes('00ff7a', new Uint8Array(5), 2))).toEqual([0, 0, 0, 255, 122]);
   });
 
-  it('encodes many at once as fpHex does one by one, at any stride and offset', () => {
-    const bytes = Uint8Array.from({ length: 48 * 300 + 7 }, (_, i) => (i * 131 + 7) & 255);
-    for (const [stride, at] of [
-      [20, 0],
-      [48, 0],
-      [48, 7],
-    ]) {
-      const count = Math.floor((bytes.length - at - 20) / stride) + 1;
-      const want = Array.from({ length: count }, (_, k) => fpHex(bytes.subarray(at + k * stride), 0));
-      expect(fpHexes(bytes, count, stride, at)).toEqual(want);
-    }
+  it('encodes many at once as fpHex does one by one', () => {
+    const bytes = Uint8Array.from({ length: 20 * 300 }, (_, i) => (i * 131 + 7) & 255);
+    const want = Array.from({ length: 300 }, (_, k) => fpHex(bytes, k));
+    expect(fpHexes(bytes, 300)).toEqual(want);
     expect(
       fpHexes(
         Uint8Array.from({ length: 20 }, (_, i) => i * 13),

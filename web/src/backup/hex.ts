@@ -18,14 +18,14 @@ const HEX_CODES = Uint8Array.from({ length: 512 }, (_, i) => {
 const LATIN1 = new TextDecoder('latin1');
 
 /**
- * The fingerprints at `at`, `at + stride`, ... (`count` of them) in `bytes`, as hex: one
+ * The `count` fingerprints packed in `bytes`, as hex: one
  * string decoded at once and cut into slices, not 20 concatenations per fingerprint (a
  * restore's chunk locations are thousands of them, decoded before anything is fetched).
  */
-export function fpHexes(bytes: Uint8Array, count: number, stride = FP_LEN, at = 0): string[] {
+export function fpHexes(bytes: Uint8Array, count: number): string[] {
   const chars = new Uint8Array(count * 2 * FP_LEN);
   for (let k = 0, o = 0; k < count; k++)
-    for (let j = at + k * stride, end = j + FP_LEN; j < end; j++) {
+    for (let j = k * FP_LEN, end = j + FP_LEN; j < end; j++) {
       const b = bytes[j] << 1;
       chars[o++] = HEX_CODES[b];
       chars[o++] = HEX_CODES[b + 1];

@@ -1,13 +1,12 @@
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import init from '../wasm-pkg/wasm_core.js';
+import { testCore } from '../wasm/testing';
 import { ApiError } from '../api/client';
 import { decodeBundle } from './bundle';
 import { FP_LEN, fpHex } from './hex';
 import { Uploader, type Candidate, type UploaderDeps } from './uploader';
 
 beforeAll(async () => {
-  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+  await testCore();
 });
 
 function chunk(n: number, size = 1000): Candidate {

@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import init from '../wasm-pkg/wasm_core.js';
+import { testCore } from '../wasm/testing';
 import { ApiError, type Api } from '../api/client';
 import { decodeBundle, encodeBundle } from '../backup/bundle';
 import { fpHex, hexToBytes, packHex } from '../backup/hex';
@@ -9,7 +8,7 @@ import { ChunkFetcher, type RestoreItem } from './restore';
 import { DamagedChunkError, type RestoreWorkers, type Verified } from './workers';
 
 beforeAll(async () => {
-  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+  await testCore();
 });
 
 const fp = (n: number) => n.toString(16).padStart(40, '0');

@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import init, { RestoreSession } from '../wasm-pkg/wasm_core.js';
+import { testCore } from '../wasm/testing';
+import { RestoreSession } from '../wasm-pkg/wasm_core.js';
 import { encodeBundle } from '../backup/bundle';
 import { FP_LEN, fpHex, fpHexes } from '../backup/hex';
 import { readAnswer } from './answer';
 import { SessionForecast } from './restore';
 
 beforeAll(async () => {
-  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+  await testCore();
 });
 
 const MiB = 1 << 20;

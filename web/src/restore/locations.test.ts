@@ -1,8 +1,18 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Api } from '../api/client';
 import { decodeLocations, holdLocations, LocationsError, versionLocations } from './locations';
 
-/** The server's encoding (server/src/store/locations.rs), written out field by field. */
+// The page's instance of the engine, made from the built file here (no fetch in Node).
+vi.mock('../wasm/page', async () => {
+  const { testCore } = await import('../wasm/testing');
+  return {
+    pageCore: async () => {
+      await testCore();
+    },
+  };
+});
+
+/** The layout docs/FORMAT.md ("Version locations") gives, written out field by field. */
 function encode(
   recs: { fp: number; container: number; offset: number; stored: number; raw: number; codec: number; root?: number }[],
   format = 2,
@@ -27,12 +37,12 @@ function encode(
 }
 
 describe('decodeLocations', () => {
-  it('reads every record and the count of chunks not stored', () => {
+  it('reads every record and the count of chunks not stored', async () => {
     const bytes = encode([
       { fp: 0xab, container: 7, offset: 86016, stored: 3000, raw: 8192, codec: 1 },
       { fp: 0x01, container: 2 ** 33 + 5, offset: 2 ** 40 + 3, stored: 10, raw: 10, codec: 2, root: 0xab },
     ]);
-    const { locations, notStored } = decodeLocations(bytes);
+    const { locations, notStored } = await decodeLocations(bytes);
     expect(notStored).toBe(2);
     expect([...locations.keys()]).toEqual(['ab'.repeat(20), '01'.repeat(20)]);
     expect(locations.get('ab'.repeat(20))).toEqual({
@@ -53,23 +63,25 @@ describe('decodeLocations', () => {
     });
   });
 
-  it('reads format 1 (no chain keys)', () => {
-    const { locations } = decodeLocations(
+  it('reads format 1 (no chain keys)', async () => {
+    const { locations } = await decodeLocations(
       encode([{ fp: 0xab, container: 7, offset: 0, stored: 30, raw: 80, codec: 1 }], 1),
     );
     expect(locations.get('ab'.repeat(20))).toEqual({ container: 7, offset: 0, storedLen: 30, rawLen: 80, codec: 1 });
   });
 
-  it('refuses a wrong magic, format or length', () => {
+  it('refuses a wrong magic, format or length, and what a JS number cannot hold', async () => {
     const good = encode([{ fp: 1, container: 1, offset: 0, stored: 1, raw: 1, codec: 0 }]);
-    expect(() => decodeLocations(good.subarray(0, good.length - 1))).toThrow(LocationsError);
+    await expect(decodeLocations(good.subarray(0, good.length - 1))).rejects.toThrow(LocationsError);
     const magic = good.slice();
     magic[0] = 0;
-    expect(() => decodeLocations(magic)).toThrow(LocationsError);
+    await expect(decodeLocations(magic)).rejects.toThrow(/bad magic/);
     const format = good.slice();
     format[4] = 3;
-    expect(() => decodeLocations(format)).toThrow(/format 3/);
-    expect(() => decodeLocations(new Uint8Array(3))).toThrow(LocationsError);
+    await expect(decodeLocations(format)).rejects.toThrow(/format 3/);
+    await expect(decodeLocations(new Uint8Array(3))).rejects.toThrow(LocationsError);
+    const far = encode([{ fp: 1, container: 1, offset: 2 ** 53, stored: 1, raw: 1, codec: 0 }]);
+    await expect(decodeLocations(far)).rejects.toThrow(/beyond what the page can address/);
   });
 });
 

@@ -5,11 +5,9 @@
  */
 import type { Api } from '../api/client';
 import { fpHexes } from '../backup/hex';
+import { readLocations, type LocationTable } from '../wasm-pkg/wasm_core.js';
+import { pageCore } from '../wasm/page';
 import type { ChunkLoc } from './plan';
-
-const MAGIC = 0x434f4c44; // "DLOC" read as a little-endian u32
-const HEADER = 16;
-const RECORD = 48;
 
 export interface VersionLocations {
   locations: Map<string, ChunkLoc & { codec: number }>;
@@ -19,34 +17,39 @@ export interface VersionLocations {
 
 export class LocationsError extends Error {}
 
-/** Decodes the endpoint's answer; throws on anything that is not exactly that format. */
-export function decodeLocations(bytes: Uint8Array): VersionLocations {
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (bytes.byteLength < HEADER || dv.getUint32(0, true) !== MAGIC)
-    throw new LocationsError('the chunk locations are not in the expected format');
-  const format = dv.getUint32(4, true);
-  // Format 1 (older servers) had no chain keys: the plan then spreads requests by turns.
-  if (format !== 1 && format !== 2)
-    throw new LocationsError(`chunk locations in format ${format}, this page reads formats 1 and 2`);
-  const n = dv.getUint32(8, true);
-  if (bytes.byteLength !== HEADER + n * RECORD)
-    throw new LocationsError(`chunk locations: ${bytes.byteLength} bytes for ${n} records`);
-  const locations = new Map<string, ChunkLoc & { codec: number }>();
-  const u64 = (at: number) => dv.getUint32(at, true) + dv.getUint32(at + 4, true) * 2 ** 32;
-  const fps = fpHexes(bytes, n, RECORD, HEADER);
-  for (let k = 0; k < n; k++) {
-    const at = HEADER + k * RECORD;
-    const loc: ChunkLoc & { codec: number } = {
-      container: u64(at + 20),
-      offset: u64(at + 28),
-      storedLen: dv.getUint32(at + 36, true),
-      rawLen: dv.getUint32(at + 40, true),
-      codec: bytes[at + 44],
-    };
-    if (format === 2) loc.chainKey = bytes[at + 45] | (bytes[at + 46] << 8) | (bytes[at + 47] << 16);
-    locations.set(fps[k], loc);
+/**
+ * Decodes the endpoint's answer with wasm-core's codec (docs/FORMAT.md, "Version
+ * locations"), the one the server encodes with; throws on anything that is not that format.
+ */
+export async function decodeLocations(bytes: Uint8Array): Promise<VersionLocations> {
+  await pageCore();
+  let table: LocationTable;
+  try {
+    table = readLocations(bytes);
+  } catch (e) {
+    throw new LocationsError(`the chunk locations could not be read: ${e instanceof Error ? e.message : String(e)}`);
   }
-  return { locations, notStored: dv.getUint32(12, true) };
+  try {
+    const nums = table.numbers();
+    const fps = fpHexes(table.fingerprints(), nums.length / 6);
+    // Without chain keys (older servers) the plan spreads requests by turns.
+    const keyed = table.hasChainKeys;
+    const locations = new Map<string, ChunkLoc & { codec: number }>();
+    for (let k = 0, at = 0; k < fps.length; k++, at += 6) {
+      const loc: ChunkLoc & { codec: number } = {
+        container: nums[at],
+        offset: nums[at + 1],
+        storedLen: nums[at + 2],
+        rawLen: nums[at + 3],
+        codec: nums[at + 4],
+      };
+      if (keyed) loc.chainKey = nums[at + 5];
+      locations.set(fps[k], loc);
+    }
+    return { locations, notStored: table.notStored };
+  } finally {
+    table.free();
+  }
 }
 
 /** Locations fetched ahead for versions open in the page ([`holdLocations`]), per API client. */

@@ -503,7 +503,7 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     // Locations read earlier (held while the version was open) may predate a chunk stored
     // again since (a damaged one healed by a backup): they are read once more.
     if (!(e instanceof PlanError) || opts.version === undefined) throw e;
-    const fresh = decodeLocations(await api.versionLocations(opts.version));
+    const fresh = await decodeLocations(await api.versionLocations(opts.version));
     try {
       plan = planWith(fresh.locations);
     } catch (again) {

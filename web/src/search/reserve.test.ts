@@ -1,12 +1,11 @@
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import init, { HeapReserve } from '../wasm-pkg/wasm_core.js';
+import { testCore } from '../wasm/testing';
+import { HeapReserve } from '../wasm-pkg/wasm_core.js';
 
 let memory: WebAssembly.Memory;
 
 beforeAll(async () => {
-  memory = (await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) }))
-    .memory;
+  memory = (await testCore()).memory;
 });
 
 describe('HeapReserve (memory grown ahead of a first search)', () => {

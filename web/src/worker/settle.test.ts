@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import init, { ChunkEngine, RecipeHints, SegmentChunker, fingerprintMany, sha1Hex } from '../wasm-pkg/wasm_core.js';
+import { testCore } from '../wasm/testing';
+import { ChunkEngine, RecipeHints, SegmentChunker, fingerprintMany, sha1Hex } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN, fpHex } from '../backup/hex';
 import { FingerprintSet } from '../dedupindex/fpset';
 import { settle } from './settle';
@@ -9,7 +10,7 @@ const testdata = (name: string) =>
   new Uint8Array(readFileSync(new URL(`../../../wasm-core/testdata/${name}`, import.meta.url)));
 
 beforeAll(async () => {
-  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+  await testCore();
 });
 
 interface Named {

@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import init from '../wasm-pkg/wasm_core.js';
+import { testCore } from '../wasm/testing';
 import { warmUp } from './warmup';
 
 beforeAll(async () => {
-  await init({ module_or_path: readFileSync(new URL('../wasm-pkg/wasm_core_bg.wasm', import.meta.url)) });
+  await testCore();
 });
 
 describe('warmUp', () => {
