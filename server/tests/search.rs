@@ -517,6 +517,11 @@ fn a_search_with_too_many_matches_is_refused() {
 /// Commits a version of one file of `n` distinct chunks (text from seeds `seed..`), each
 /// holding "needle" once.
 fn needle_chunks(s: &Server, seed: u64, n: u64) {
+    needle_chunks_in(s, "default", &s.token, seed, n);
+}
+
+/// [`needle_chunks`] in repository `repo`.
+fn needle_chunks_in(s: &Server, repo: &str, token: &str, seed: u64, n: u64) {
     let a = agent();
     let pool: Vec<TestChunk> = (0..n)
         .map(|i| {
@@ -526,13 +531,21 @@ fn needle_chunks(s: &Server, seed: u64, n: u64) {
         })
         .collect();
     for c in pool.chunks(50) {
-        assert_eq!(upload(&a, s, &s.token, c).unwrap().status, 200);
+        let r = try_request(
+            &a,
+            "POST",
+            &s.repo_url(repo, "/bundles"),
+            Some(token),
+            &[("Content-Type", "application/x-ditto-bundle")],
+            Some(&bundle(c)),
+        );
+        assert_eq!(r.unwrap().status, 200);
     }
     let m = json!({ "source": "s", "time": 1, "entries": [
         { "path": "all.txt", "kind": "file", "size": pool.iter().map(|c| c.raw.len()).sum::<usize>(),
           "mtime": 0, "mode": null, "recipe": pool.iter().map(TestChunk::hex).collect::<Vec<_>>() } ] });
     assert_eq!(
-        post_json(&s.repo_url("default", "/versions"), &s.token, &m).status,
+        post_json(&s.repo_url(repo, "/versions"), token, &m).status,
         201
     );
 }
@@ -581,6 +594,58 @@ fn a_search_whose_client_goes_away_stops() {
     );
     let r = search(&s, &t, json!({ "keywords": ["needle"] }));
     assert_eq!(r["matches"], 200, "{r}");
+}
+
+/// A freed slot goes to another repository's waiting search before the next of the
+/// searches one repository queued (docs/API.md, `POST search`): one repository's queue does
+/// not hold the others back beyond the search that runs.
+#[test]
+fn another_repositorys_search_goes_before_one_repositorys_queue() {
+    let dir = TempDir::new("search-turns");
+    let s = Server::start_with(
+        &dir.0,
+        &[
+            ("DITTO_SEARCH_CACHE_MB", "0"),
+            ("DITTO_SEARCH_SLOTS", "1"),
+            ("DITTO_TEST_DELAY_AT", "search:chunk:10"),
+        ],
+        None,
+    );
+    let (code, other) = cli(&dir.0, &["repo", "create", "other"]);
+    assert_eq!(code, 0);
+    let other = other.trim().to_string();
+    needle_chunks(&s, 2000, 100);
+    needle_chunks_in(&s, "other", &other, 3000, 100);
+    let waiting = |n: usize| {
+        let text = format!("search slots (DITTO_SEARCH_SLOTS), {n} waiting");
+        wait_until(&text, Duration::from_secs(20), || {
+            s.stderr.lock().unwrap().contains(&text)
+        });
+    };
+    let ended = std::sync::Mutex::new(Vec::new());
+    let run = |repo: &'static str, token: &str| {
+        let r = post_json(
+            &s.repo_url(repo, "/search"),
+            token,
+            &json!({ "keywords": ["needle"] }),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json()["matches"], 100);
+        ended.lock().unwrap().push(repo);
+    };
+    std::thread::scope(|sc| {
+        // One runs (each takes 100 chunks of 10 ms), two wait.
+        for _ in 0..3 {
+            sc.spawn(|| run("default", &s.token));
+        }
+        waiting(2);
+        sc.spawn(|| run("other", &other));
+        waiting(3);
+    });
+    assert_eq!(
+        *ended.lock().unwrap(),
+        ["default", "other", "default", "default"]
+    );
 }
 
 /// Searches beyond `DITTO_SEARCH_SLOTS` wait for a running one to end, then answer in full;

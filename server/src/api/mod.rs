@@ -9,6 +9,7 @@ mod chunks;
 mod containers;
 mod maintenance;
 mod search;
+mod search_turns;
 mod stats;
 mod token;
 mod verify;
@@ -55,7 +56,7 @@ type St = State<Arc<Store>>;
 type RepoItemPath = Result<Path<(String, String)>, PathRejection>;
 
 /// Server searches that run at once unless `DITTO_SEARCH_SLOTS` says otherwise
-/// ([`search::SearchSlots`]).
+/// ([`search_turns::SearchTurns`]).
 pub const DEFAULT_SEARCH_SLOTS: usize = 2;
 
 pub fn router(store: Arc<Store>, search_slots: usize) -> Router {
@@ -81,7 +82,9 @@ pub fn router(store: Arc<Store>, search_slots: usize) -> Router {
         .route("/prune", post(maintenance::prune))
         .route(
             "/search",
-            post(search::search).layer(axum::Extension(search::SearchSlots::new(search_slots))),
+            post(search::search).layer(axum::Extension(search_turns::SearchTurns::new(
+                search_slots,
+            ))),
         )
         .route("/stats", get(stats::stats))
         .route("/token", get(token::token_info));

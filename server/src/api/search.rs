@@ -2,17 +2,14 @@
 //! too large to search in the page. Keywords are parsed and checked here, as the page's
 //! engine does (`wasm_core::search`); the answer lists the files with hits like the page.
 
-use std::sync::Arc;
-
 use axum::{body::Body, extract::State, http::HeaderMap, Extension, Json};
 use serde::{ser::SerializeMap, ser::SerializeSeq, Deserialize, Serialize, Serializer};
-use tokio::sync::Semaphore;
 use wasm_core::{
     hash::to_hex,
     search::{keyword_error, parse_keyword, parse_keyword_lines, Dictionary, Mode, MAX_KEYWORDS},
 };
 
-use super::{blocking, parse_json, read_body, Authorized, ReadData, St};
+use super::{blocking, parse_json, read_body, search_turns::SearchTurns, Authorized, ReadData, St};
 use crate::{
     error::{ApiError, ApiResult},
     store::{
@@ -28,26 +25,6 @@ struct AbandonOnDrop(Abandon);
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         self.0.abandon();
-    }
-}
-
-/// The searches that run at once (`DITTO_SEARCH_SLOTS`): each decodes and scans on up to
-/// four threads and holds its keyword tables (up to 128 MiB) and its matches in memory, so
-/// more at once would only share the cores and could exhaust the memory. The others wait
-/// their turn, after their keywords are checked; one whose client goes away while it waits
-/// never runs.
-#[derive(Clone)]
-pub struct SearchSlots {
-    slots: Arc<Semaphore>,
-    count: usize,
-}
-
-impl SearchSlots {
-    pub fn new(count: usize) -> SearchSlots {
-        SearchSlots {
-            slots: Arc::new(Semaphore::new(count)),
-            count,
-        }
     }
 }
 
@@ -79,7 +56,7 @@ struct SearchRequest {
 
 pub(super) async fn search(
     State(store): St,
-    Extension(slots): Extension<SearchSlots>,
+    Extension(turns): Extension<SearchTurns>,
     auth: Authorized<ReadData>,
     headers: HeaderMap,
     body: Body,
@@ -107,21 +84,10 @@ pub(super) async fn search(
             "keywords: give 1 to {MAX_KEYWORDS}"
         )));
     }
-    let _slot = match slots.slots.clone().try_acquire_owned() {
-        Ok(slot) => slot,
-        Err(_) => {
-            eprintln!(
-                "search: repository {repo_id}: waits for one of {} search slots (DITTO_SEARCH_SLOTS)",
-                slots.count
-            );
-            slots
-                .slots
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|e| ApiError::internal(format!("search slots: {e}")))?
-        }
-    };
+    // Each search decodes and scans on up to four threads and holds its keyword tables (up
+    // to 128 MiB) and its matches in memory: more at once would only share the cores and
+    // could exhaust the memory. One whose client goes away while it waits never runs.
+    let _turn = turns.turn(repo_id).await;
     let abandon = Abandon::default();
     let _abandon_on_drop = AbandonOnDrop(abandon.clone());
     blocking(move || {
