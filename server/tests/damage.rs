@@ -4,7 +4,8 @@
 //! the stored form of manifests and a damaged one, a forget whose prune fails, a retention
 //! preview applied after the versions changed, an index that did not write the containers,
 //! an I/O error opening a container, a commit reported failed after it went through, a read
-//! and a search meeting a container removed or cut under them.
+//! and a search meeting a container removed or cut under them, a new container's id already
+//! taken by a file or object another server wrote.
 //! The servers run without the delta pass (`common::NO_PASS`): it would move the bytes a
 //! test damages while it damages them. Damaged delta chunks are tested in delta.rs.
 
@@ -1640,6 +1641,59 @@ fn a_read_racing_a_prune_answers_not_stored() {
         s.stderr.lock().unwrap()
     );
     assert_restores(&s, "default", &t, &new);
+    let (code, out) = cli(&dir.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A new container is never written over a file or object already at its id (docs/STORAGE.md,
+/// "Object storage"), such as one another server with an index of its own put in the same
+/// bucket and prefix: that one stays as it was, the upload that met it is refused without
+/// being acknowledged, and the upload sent again is stored under the next id.
+#[test]
+fn a_container_id_already_taken_is_never_written_over() {
+    let dir = TempDir::new("taken-id");
+    let s = Server::start_without_pass(&dir.0);
+    assert_eq!(
+        upload_to(&s, "default", &s.token, &chunks(1, 2)).status,
+        200
+    );
+    let top = containers(&s, "default", &s.token)
+        .iter()
+        .map(|c| c["id"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let foreign = common::container_file(&dir.0, 1, top + 1);
+    std::fs::create_dir_all(foreign.parent().unwrap()).unwrap();
+    std::fs::write(&foreign, b"another server's container").unwrap();
+    // Chunks of 1 MiB: on disk the open container fills within a few uploads and the next
+    // one takes a new id; on object storage every upload does.
+    let mut stored = Vec::new();
+    let mut refused = 0;
+    for i in 0..8 {
+        let c = vec![TestChunk::new(rand_bytes(500 + i, 1 << 20), false)];
+        let r = upload_to(&s, "default", &s.token, &c);
+        if r.status != 200 {
+            refused += 1;
+            let e = r.json();
+            assert_eq!(r.status, 500, "{e}");
+            assert_eq!(missing(&s, "default", &s.token, &[&c[0]]), [c[0].hex()]);
+            let again = upload_to(&s, "default", &s.token, &c);
+            assert_eq!(
+                again.status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&again.body)
+            );
+        }
+        stored.push(c.into_iter().next().unwrap());
+    }
+    assert_eq!(refused, 1);
+    assert_eq!(
+        std::fs::read(&foreign).unwrap(),
+        b"another server's container"
+    );
+    commit(&s, "default", &s.token, "big.bin", &stored);
+    assert_restores(&s, "default", &s.token, &stored);
     let (code, out) = cli(&dir.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
 }

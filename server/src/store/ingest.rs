@@ -305,10 +305,14 @@ impl Store {
                 let id =
                     w.ix.next_container_id()
                         .map_err(|e| (e, created_ids.clone()))?;
+                let oc = self.create_container(repo_id, id).map_err(|e| {
+                    let e = StoreError::from(e);
+                    if !is_taken(&e) {
+                        created_ids.push(id); // whatever of it was written is this upload's
+                    }
+                    (e, created_ids.clone())
+                })?;
                 created_ids.push(id);
-                let oc = self
-                    .create_container(repo_id, id)
-                    .map_err(|e| (StoreError::from(e), created_ids.clone()))?;
                 cur = Some(Touched {
                     start_end: oc.data_end,
                     start_slots: oc.slots,
@@ -449,10 +453,15 @@ impl Store {
                 data.extend_from_slice(e.payload);
             }
             let id = w.ix.next_container_id().map_err(|e| fail(e, &created))?;
-            created.push(id);
             let header = self
                 .write_new_container(repo_id, id, ContainerKind::Active, 0, &mut table, &data)
-                .map_err(|e| fail(e, &created))?;
+                .map_err(|e| {
+                    if !is_taken(&e) {
+                        created.push(id); // the object may have been put before the failure
+                    }
+                    fail(e, &created)
+                })?;
+            created.push(id);
             for r in &mut rows {
                 r.offset += header.data_offset;
             }
@@ -545,6 +554,13 @@ fn committed_but_failed() -> StoreResult<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether creating a container failed because its id's file or object was already there:
+/// not this server's (another server with an index of its own on the same storage), so
+/// the cleanup of a failed upload leaves it alone.
+fn is_taken(e: &StoreError) -> bool {
+    matches!(e, StoreError::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists)
 }
 
 #[cfg(test)]

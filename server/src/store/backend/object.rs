@@ -1,6 +1,7 @@
 //! Containers as immutable objects in an S3-compatible object store (docs/STORAGE.md
 //! "Object storage"), through the `object_store` crate: a container is one object, put
-//! whole once (S3 acknowledges a PUT only once the object is durable) and never rewritten;
+//! whole once (S3 acknowledges a PUT only once the object is durable) and never rewritten:
+//! the PUT only creates (`If-None-Match: *`), as a container file on disk is only created;
 //! reads are ranged GETs; the mover, compaction, expiry and garbage collection create and
 //! delete objects. Keys are `<prefix>/repos/<repo id>/containers/<id>.dct`, as the local
 //! disk's paths, so several repositories and several servers share one bucket.
@@ -15,7 +16,7 @@ use futures_util::StreamExt;
 use object_store::{
     aws::{AmazonS3, AmazonS3Builder},
     path::Path,
-    ObjectStore, ObjectStoreExt, PutPayload,
+    ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 };
 
 use super::{container_id_of, container_name, ContainerBackend, Handle, Whole};
@@ -34,13 +35,17 @@ pub struct Config {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub prefix: String,
+    /// Whether a container's PUT only creates (`If-None-Match: *`); off for a store that
+    /// does not take that header, at the price of the guard it gives.
+    pub create_only: bool,
 }
 
 impl Config {
     /// `DITTO_S3_BUCKET` (object storage is on when set), `DITTO_S3_ENDPOINT` (an
     /// S3-compatible server's URL; plain http allowed, for one on loopback),
     /// `DITTO_S3_REGION` (default `us-east-1`), `DITTO_S3_ACCESS_KEY_ID`,
-    /// `DITTO_S3_SECRET_ACCESS_KEY`, `DITTO_S3_PREFIX` (prepended to every key).
+    /// `DITTO_S3_SECRET_ACCESS_KEY`, `DITTO_S3_PREFIX` (prepended to every key),
+    /// `DITTO_S3_CREATE_ONLY` (`1`, the default, or `0`).
     pub fn from_env() -> Result<Option<Config>, String> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let Some(bucket) = var("DITTO_S3_BUCKET") else {
@@ -51,8 +56,14 @@ impl Config {
         if access_key_id.is_some() != secret_access_key.is_some() {
             return Err("DITTO_S3_ACCESS_KEY_ID and DITTO_S3_SECRET_ACCESS_KEY go together".into());
         }
+        let create_only = match var("DITTO_S3_CREATE_ONLY").as_deref() {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(v) => return Err(format!("DITTO_S3_CREATE_ONLY must be 0 or 1, not {v:?}")),
+        };
         Ok(Some(Config {
             bucket,
+            create_only,
             endpoint: var("DITTO_S3_ENDPOINT"),
             region: var("DITTO_S3_REGION").unwrap_or_else(|| "us-east-1".into()),
             access_key_id,
@@ -69,12 +80,16 @@ impl Config {
 pub struct ObjectStorage {
     store: Arc<AmazonS3>,
     prefix: String,
+    create_only: bool,
     rt: tokio::runtime::Runtime,
 }
 
 fn io_err(e: object_store::Error) -> io::Error {
     match e {
         object_store::Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
+        object_store::Error::AlreadyExists { .. } => {
+            io::Error::new(io::ErrorKind::AlreadyExists, e)
+        }
         e => io::Error::other(e),
     }
 }
@@ -102,6 +117,7 @@ impl ObjectStorage {
         Ok(ObjectStorage {
             store: Arc::new(store),
             prefix: cfg.prefix,
+            create_only: cfg.create_only,
             rt,
         })
     }
@@ -179,8 +195,41 @@ impl ContainerBackend for ObjectStorage {
         body[w.data_at as usize..].copy_from_slice(w.data);
         let store = Arc::clone(&self.store);
         let key = self.key(repo_id, id);
-        self.block(async move { store.put(&key, PutPayload::from(body)).await })?;
-        Ok(())
+        let mode = if self.create_only {
+            PutMode::Create
+        } else {
+            PutMode::Overwrite
+        };
+        let body = bytes::Bytes::from(body);
+        let payload = PutPayload::from(body.clone());
+        let k = key.clone();
+        let put = self.block(async move {
+            let opts = PutOptions::from(mode);
+            store.put_opts(&k, payload, opts).await
+        });
+        match put {
+            Ok(_) => Ok(()),
+            // A new id has no object: one that has is not this index's to overwrite (another
+            // server with an index of its own on this bucket and prefix), unless it holds
+            // exactly these bytes.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let store = Arc::clone(&self.store);
+                let k = key.clone();
+                let there = self.block(async move { store.get(&k).await?.bytes().await })?;
+                if there == body {
+                    return Ok(());
+                }
+                Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "object {key} already exists with other bytes, and a new container is \
+                         never written over one: does another server with an index of its own \
+                         use this bucket and DITTO_S3_PREFIX?"
+                    ),
+                ))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn open(&self, repo_id: i64, id: u64) -> io::Result<Option<Handle>> {
