@@ -883,3 +883,53 @@ test("a version forgotten while the page was away: its chunks leave the workers'
   expect(dead.filter((fp) => now.includes(fp))).toEqual([]);
   expect(errors).toEqual([]);
 });
+
+test("auto: a version committed between the page's list and the server's search: the answer is of the server's state and pairs with a naive search of it", async ({
+  browser,
+}) => {
+  // A new context: nothing in the workers or on the device, so the server answers.
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const { errors } = await openSearchTab(page);
+  runs = 0;
+  const { versions } = await api<{ versions: { id: number }[] }>('/versions');
+  const newest = versions[versions.length - 1].id;
+  const { manifest } = await api<{ manifest: Record<string, unknown> }>(`/versions/${newest}`);
+  const authorized = { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json' };
+  let added = 0;
+  // The page's list of versions is answered first; the search goes to the server only once
+  // another version (the newest one's files again, as another source) is committed.
+  const listed = page.waitForResponse((r) => /\/versions\?raw_bytes=true$/.test(r.url()));
+  await page.route('**/api/v1/repos/default/search', async (route) => {
+    await listed;
+    const r = await fetch(`${server.url}/api/v1/repos/default/versions`, {
+      method: 'POST',
+      headers: authorized,
+      body: JSON.stringify({ ...manifest, source: 'committed meanwhile' }),
+    });
+    expect(r.status).toBe(201);
+    added = ((await r.json()) as { id: number }).id;
+    await route.continue();
+  });
+  try {
+    const text = ['createElement', 'options'];
+    const first = await search(page, text);
+    await expect(first).toHaveAttribute('data-where', 'server');
+    expect(added).toBeGreaterThan(0);
+    const rows = page.locator(`[data-testid=search-file][data-version="${added}"]`);
+    expect(await rows.count(), 'hits in the version committed meanwhile').toBeGreaterThan(0);
+    await page.unroute('**/api/v1/repos/default/search');
+    // The naive search reads the state the server searched: the two are compared.
+    await naiveMatchesToo(page);
+    expect(errors).toEqual([]);
+  } finally {
+    if (added) {
+      const r = await fetch(`${server.url}/api/v1/repos/default/versions/${added}`, {
+        method: 'DELETE',
+        headers: authorized,
+      });
+      expect(r.status).toBe(200);
+    }
+    await context.close();
+  }
+});

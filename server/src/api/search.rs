@@ -122,8 +122,9 @@ pub(super) struct SearchAnswer(SearchReport);
 impl Serialize for SearchAnswer {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let r = &self.0;
-        let mut m = s.serialize_map(Some(10))?;
+        let mut m = s.serialize_map(Some(11))?;
         m.serialize_entry("files", &Files(&r.files))?;
+        m.serialize_entry("versions", &r.versions)?;
         m.serialize_entry("matches", &r.matches)?;
         m.serialize_entry("files_searched", &r.files_searched)?;
         m.serialize_entry("logical_bytes", &r.logical_bytes)?;

@@ -71,6 +71,10 @@ pub struct FileHits {
 pub struct SearchReport {
     /// Files with a hit, by version then path.
     pub files: Vec<FileHits>,
+    /// Every version of the repository when the search read them (not only those in scope),
+    /// ascending: what a client compares with the list it holds, to know which state of the
+    /// repository the answer is of.
+    pub versions: Vec<i64>,
     pub matches: u64,
     pub files_searched: u64,
     pub logical_bytes: u64,
@@ -319,6 +323,7 @@ impl Store {
         let ix = self.snapshot()?;
         let mut manifests = ix.manifests(repo_id)?;
         manifests.sort_by_key(|(id, _)| *id);
+        report.versions = manifests.iter().map(|(id, _)| *id).collect();
         if let Some(want) = &scope.versions {
             // Sets, not scans: a body may name hundreds of thousands of ids.
             let held: HashSet<i64> = manifests.iter().map(|m| m.0).collect();

@@ -123,6 +123,8 @@ export interface ServerSearchResult {
     lengths: number[];
     hits: [number, number][];
   }[];
+  /** Every version id of the repository when the server read them, ascending (absent from older servers). */
+  versions?: number[];
   matches: number;
   files_searched: number;
   logical_bytes: number;

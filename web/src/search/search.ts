@@ -1515,6 +1515,14 @@ async function serverSearch(
   asked = askServer(api, query, scope, signal),
 ): Promise<SearchOutcome> {
   const r = await asked;
+  // The page's list of versions and the server's search are read apart: a commit or a
+  // forget between them leaves the answer of another state than `repo`. The list is read
+  // again; an answer still of another state is labelled as such, so that it is never paired
+  // with a search of `repo`'s state (the Search tab compares outcomes of one state).
+  if (r.versions && !sameVersions(r.versions, repo.all)) {
+    const again = await repoState(api).catch(() => null);
+    repo = again && sameVersions(r.versions, again.all) ? again : { ...repo, state: `server:${r.versions.join(',')}` };
+  }
   const sources = new Map(repo.all.map((v) => [v.id, v.source]));
   const files: SearchFile[] = r.files.map((f, id) => ({
     id,
@@ -1544,6 +1552,13 @@ async function serverSearch(
     storedBytesRead: 0,
     files,
   };
+}
+
+/** Whether `ids` (ascending) are the ids of `versions`. */
+function sameVersions(ids: number[], versions: { id: number }[]): boolean {
+  if (ids.length !== versions.length) return false;
+  const sorted = versions.map((v) => v.id).sort((a, b) => a - b);
+  return ids.every((id, k) => id === sorted[k]);
 }
 
 /** `POST search` of the query as typed: the server reads its lines as the workers do. */
