@@ -1,8 +1,9 @@
 //! Several server replicas on one PostgreSQL database and one bucket (docs/STORAGE.md
 //! "Replicas"): overlapping uploads through different replicas store each chunk once, a
 //! version committed through one replica reads back through the other, a replica killed
-//! mid-upload loses nothing it acknowledged, maintenance runs on one at a time, and `check`
-//! finds the result consistent. Runs only on PostgreSQL + S3 (`npm run test:scale`).
+//! mid-upload loses nothing it acknowledged, maintenance runs on one at a time, a commit
+//! through one replica racing a prune through the other never names a deleted chunk, and
+//! `check` finds the result consistent. Runs only on PostgreSQL + S3 (`npm run test:scale`).
 
 mod common;
 
@@ -15,14 +16,17 @@ use serde_json::{json, Value};
 /// directory `own` (its lock and nothing else), and the default grace before unnamed
 /// objects are swept (another replica's upload may be in flight when one starts).
 fn replica(shared: &TempDir, own: &TempDir) -> Server {
-    Server::start_with(
-        &shared.0,
-        &[
-            ("DATA_DIR", own.0.to_str().unwrap()),
-            ("DITTO_ORPHAN_GRACE_S", "900"),
-        ],
-        None,
-    )
+    replica_with(shared, own, &[])
+}
+
+/// [`replica`] with more environment.
+fn replica_with(shared: &TempDir, own: &TempDir, env: &[(&str, &str)]) -> Server {
+    let mut all = vec![
+        ("DATA_DIR", own.0.to_str().unwrap()),
+        ("DITTO_ORPHAN_GRACE_S", "900"),
+    ];
+    all.extend_from_slice(env);
+    Server::start_with(&shared.0, &all, None)
 }
 
 fn chunks(seed: u64, n: usize) -> Vec<TestChunk> {
@@ -180,6 +184,91 @@ fn replicas_share_one_database_and_bucket() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let back = get_chunks(&b, "default", &b.token, &hexes, true);
     assert_eq!(back.len(), hexes.len());
+    let (code, out) = cli(&shared.0, &["check", "default"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A commit through one replica racing a prune through the other (docs/STORAGE.md, "Running
+/// backups" and "Replicas"): the chunks uploaded for it are no version's yet and past the
+/// grace period (0 s), so the prune may delete them. Each round the commit either goes
+/// through, and then its chunks stay readable through both replicas, or is refused 409
+/// `missing_chunks` naming only chunks of its own, and goes through once they are uploaded
+/// again. No version ever names a deleted chunk: every one reads back, and `check` is clean.
+#[test]
+fn a_commit_through_one_replica_racing_a_prune_through_the_other() {
+    if !on_s3() || on_postgres().is_none() {
+        eprintln!("skipped: needs PostgreSQL and S3 (npm run test:scale)");
+        return;
+    }
+    let shared = TempDir::new("replicas-race");
+    let (da, db) = (TempDir::new("race-a"), TempDir::new("race-b"));
+    let grace = [("DITTO_GC_GRACE_S", "0")];
+    let a = replica_with(&shared, &da, &grace);
+    let b = replica_with(&shared, &db, &grace);
+    let ag = agent();
+    let (mut refused, mut went_through) = (0, 0);
+    let mut committed: Vec<Vec<TestChunk>> = Vec::new();
+    for round in 0..12u64 {
+        let cs = chunks(200 + round, 6);
+        let r = upload_at(&ag, &a.base, &a.token, &cs).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let barrier = std::sync::Barrier::new(2);
+        let (first, pruned) = std::thread::scope(|sc| {
+            let prune = sc.spawn(|| {
+                barrier.wait();
+                post_json(&b.repo_url("default", "/prune"), &b.token, &json!({}))
+            });
+            barrier.wait();
+            // Round by round the commit comes later against the prune: before its mark,
+            // between its mark and its sweep, after its sweep.
+            std::thread::sleep(Duration::from_millis(round % 6 * 15));
+            (commit(&a, &cs), prune.join().unwrap())
+        });
+        assert_eq!(
+            pruned.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&pruned.body)
+        );
+        match first.status {
+            201 => went_through += 1,
+            409 => {
+                refused += 1;
+                let e = first.expect_error(409, "missing_chunks");
+                let missing: HashSet<String> =
+                    serde_json::from_value(e["missing"].clone()).unwrap();
+                let mine: HashSet<String> = cs.iter().map(TestChunk::hex).collect();
+                assert!(!missing.is_empty() && missing.is_subset(&mine), "{e}");
+                let again: Vec<TestChunk> = cs
+                    .iter()
+                    .filter(|c| missing.contains(&c.hex()))
+                    .cloned()
+                    .collect();
+                let r = upload_at(&ag, &a.base, &a.token, &again).unwrap();
+                assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                let r = commit(&a, &cs);
+                assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+            }
+            s => panic!("commit: {s} {}", String::from_utf8_lossy(&first.body)),
+        }
+        committed.push(cs);
+    }
+    eprintln!("{went_through} commits went through, {refused} were refused and sent again");
+    // Whatever the prunes ran beside, every committed chunk reads back through both replicas
+    // after one more prune.
+    let r = post_json(&a.repo_url("default", "/prune"), &a.token, &json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    for s in [&a, &b] {
+        for cs in &committed {
+            let fps: Vec<String> = cs.iter().map(TestChunk::hex).collect();
+            for (c, raw) in cs
+                .iter()
+                .zip(get_chunks(s, "default", &s.token, &fps, true))
+            {
+                assert_eq!(raw, c.raw);
+            }
+        }
+    }
     let (code, out) = cli(&shared.0, &["check", "default"]);
     assert_eq!(code, 0, "{out}");
 }
