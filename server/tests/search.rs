@@ -596,12 +596,10 @@ fn a_search_whose_client_goes_away_stops() {
     assert_eq!(r["matches"], 200, "{r}");
 }
 
-/// A freed slot goes to another repository's waiting search before the next of the
-/// searches one repository queued (docs/API.md, `POST search`): one repository's queue does
-/// not hold the others back beyond the search that runs.
-#[test]
-fn another_repositorys_search_goes_before_one_repositorys_queue() {
-    let dir = TempDir::new("search-turns");
+/// A server that runs one search at a time, each chunk of which takes 10 ms more, with
+/// nothing cached: searches long enough to queue behind each other.
+fn one_slot_server(tag: &str) -> (TempDir, Server) {
+    let dir = TempDir::new(tag);
     let s = Server::start_with(
         &dir.0,
         &[
@@ -611,6 +609,15 @@ fn another_repositorys_search_goes_before_one_repositorys_queue() {
         ],
         None,
     );
+    (dir, s)
+}
+
+/// A freed slot goes to another repository's waiting search before the next of the
+/// searches one repository queued (docs/API.md, `POST search`): one repository's queue does
+/// not hold the others back beyond the search that runs.
+#[test]
+fn another_repositorys_search_goes_before_one_repositorys_queue() {
+    let (dir, s) = one_slot_server("search-turns");
     let (code, other) = cli(&dir.0, &["repo", "create", "other"]);
     assert_eq!(code, 0);
     let other = other.trim().to_string();
@@ -652,16 +659,7 @@ fn another_repositorys_search_goes_before_one_repositorys_queue() {
 /// bad keywords are refused without waiting; a value out of range stops the server at start.
 #[test]
 fn searches_beyond_the_slots_wait_their_turn() {
-    let dir = TempDir::new("search-slots");
-    let s = Server::start_with(
-        &dir.0,
-        &[
-            ("DITTO_SEARCH_CACHE_MB", "0"),
-            ("DITTO_SEARCH_SLOTS", "1"),
-            ("DITTO_TEST_DELAY_AT", "search:chunk:10"),
-        ],
-        None,
-    );
+    let (_dir, s) = one_slot_server("search-slots");
     let t = s.token.clone();
     needle_chunks(&s, 2000, 100);
     let t0 = std::time::Instant::now();
