@@ -4,8 +4,8 @@
 //! a repository in arrival order. So a repository's queue of searches never holds another
 //! repository's search back beyond the searches already running: the other search waits
 //! for the next slot to free, not for the whole queue ahead of it. A search that stops
-//! waiting (its client went away) leaves the queue, and a turn handed to it as it stopped is
-//! given back.
+//! waiting (its client went away) leaves the queue at once, and a turn handed to it as it
+//! stopped is given back.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +25,8 @@ struct State {
     repos: HashMap<i64, Served>,
     /// Counts the searches started, as the clock of [`Served::last_start`].
     started: u64,
+    /// Counts the searches that waited, naming each waiter.
+    queued: u64,
     /// Searches waiting, in arrival order; non-empty only while no slot is free.
     waiting: VecDeque<Waiter>,
 }
@@ -37,7 +39,24 @@ struct Served {
 
 struct Waiter {
     repo: i64,
+    ticket: u64,
     tx: oneshot::Sender<SearchTurn>,
+}
+
+/// Takes a waiter that stops waiting out of the queue (dropped with the waiting future).
+struct Leave<'a> {
+    state: &'a Mutex<State>,
+    ticket: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let mut s = lock(self.state);
+        if let Some(k) = s.waiting.iter().position(|w| w.ticket == self.ticket) {
+            let w = s.waiting.remove(k).expect("an index below the length");
+            s.forget_idle(w.repo);
+        }
+    }
 }
 
 /// A running search's slot, given back when dropped.
@@ -130,6 +149,7 @@ impl SearchTurns {
                 free: count,
                 repos: HashMap::new(),
                 started: 0,
+                queued: 0,
                 waiting: VecDeque::new(),
             })),
             count,
@@ -138,7 +158,7 @@ impl SearchTurns {
 
     /// Waits for a slot for a search of repository `repo`.
     pub async fn turn(&self, repo: i64) -> SearchTurn {
-        let rx = {
+        let (rx, ticket) = {
             let mut s = lock(&self.state);
             if s.free > 0 && s.waiting.is_empty() {
                 s.start(repo);
@@ -149,13 +169,21 @@ impl SearchTurns {
                 };
             }
             let (tx, rx) = oneshot::channel();
-            s.waiting.push_back(Waiter { repo, tx });
+            s.queued += 1;
+            let ticket = s.queued;
+            s.waiting.push_back(Waiter { repo, ticket, tx });
             eprintln!(
                 "search: repository {repo}: waits for one of {} search slots (DITTO_SEARCH_SLOTS), {} waiting",
                 self.count,
                 s.waiting.len()
             );
-            rx
+            (rx, ticket)
+        };
+        // Dropped with this future, as `rx` is: whichever goes first, a turn already sent is
+        // given back when `rx` drops it, and a waiter still queued leaves the queue.
+        let _leave = Leave {
+            state: &self.state,
+            ticket,
         };
         // The sender is dropped unsent only once this receiver is closed, which it is not
         // while this future runs.
@@ -236,8 +264,9 @@ mod tests {
     fn a_search_that_stops_waiting_holds_nothing() {
         let turns = SearchTurns::new(1);
         let a1 = now(&turns, 1);
-        // Gone before a slot frees: it leaves the queue.
+        // Gone before a slot frees: it leaves the queue at once.
         drop(wait(&turns, 2));
+        assert!(lock(&turns.state).waiting.is_empty());
         // Handed the slot, then gone before it looked: the turn is given back.
         let late = wait(&turns, 3);
         drop(a1);
