@@ -72,7 +72,6 @@ impl Drop for SearchTurn {
         if self.held {
             let mut s = lock(&self.state);
             s.end(self.repo);
-            s.free += 1;
             grant(&mut s, &self.state);
         }
     }
@@ -84,6 +83,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl State {
+    /// Takes a free slot for a search of `repo`.
     fn start(&mut self, repo: i64) {
         self.free -= 1;
         self.started += 1;
@@ -92,7 +92,9 @@ impl State {
         r.last_start = self.started;
     }
 
+    /// Gives back the slot a search of `repo` took.
     fn end(&mut self, repo: i64) {
+        self.free += 1;
         if let Some(r) = self.repos.get_mut(&repo) {
             r.running -= 1;
         }
@@ -136,7 +138,6 @@ fn grant(s: &mut State, state: &Arc<Mutex<State>>) {
         if let Err(mut turn) = w.tx.send(turn) {
             // The waiter stopped between the check and the send: the slot is still free.
             turn.held = false;
-            s.free += 1;
             s.end(w.repo);
         }
     }
