@@ -6,7 +6,7 @@ use wasm_bindgen::prelude::*;
 use crate::format::locations::decode_locations;
 use crate::hash::FINGERPRINT_LEN;
 
-/// Numbers per record in [`LocationTable::numbers`].
+/// Numbers per record in [`LocationTable::take_numbers`].
 const NUMBERS: usize = 6;
 /// Largest integer a JS number holds exactly.
 const MAX_SAFE: u64 = (1 << 53) - 1;
@@ -22,15 +22,18 @@ pub struct LocationTable {
 
 #[wasm_bindgen]
 impl LocationTable {
-    /// The records' fingerprints, 20 bytes each, in record order.
-    pub fn fingerprints(&self) -> Vec<u8> {
-        self.fps.clone()
+    /// The records' fingerprints, 20 bytes each, in record order; taken once (as
+    /// `RestoreAnswer.takeRaw`), not copied twice.
+    #[wasm_bindgen(js_name = takeFingerprints)]
+    pub fn take_fingerprints(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.fps)
     }
 
     /// Six numbers per record: container id, offset, stored length, raw length, codec and
-    /// chain key (0 when [`LocationTable::has_chain_keys`] is false).
-    pub fn numbers(&self) -> Vec<f64> {
-        self.numbers.clone()
+    /// chain key (0 when [`LocationTable::has_chain_keys`] is false); taken once.
+    #[wasm_bindgen(js_name = takeNumbers)]
+    pub fn take_numbers(&mut self) -> Vec<f64> {
+        std::mem::take(&mut self.numbers)
     }
 
     #[wasm_bindgen(getter, js_name = notStored)]

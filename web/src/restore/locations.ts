@@ -30,8 +30,8 @@ export async function decodeLocations(bytes: Uint8Array): Promise<VersionLocatio
     throw new LocationsError(`the chunk locations could not be read: ${e instanceof Error ? e.message : String(e)}`);
   }
   try {
-    const nums = table.numbers();
-    const fps = fpHexes(table.fingerprints(), nums.length / 6);
+    const nums = table.takeNumbers();
+    const fps = fpHexes(table.takeFingerprints(), nums.length / 6);
     // Without chain keys (older servers) the plan spreads requests by turns.
     const keyed = table.hasChainKeys;
     const locations = new Map<string, ChunkLoc & { codec: number }>();
