@@ -29,6 +29,16 @@ fn replica_with(shared: &TempDir, own: &TempDir, env: &[(&str, &str)]) -> Server
     Server::start_with(&shared.0, &all, None)
 }
 
+/// Whether the suite runs on PostgreSQL and S3 (`npm run test:scale`), which replicas need;
+/// says that the test is skipped when not.
+fn scale_out() -> bool {
+    let here = on_s3() && on_postgres().is_some();
+    if !here {
+        eprintln!("skipped: needs PostgreSQL and S3 (npm run test:scale)");
+    }
+    here
+}
+
 fn chunks(seed: u64, n: usize) -> Vec<TestChunk> {
     (0..n)
         .map(|i| {
@@ -60,8 +70,7 @@ fn commit(s: &Server, chunks: &[TestChunk]) -> Resp {
 
 #[test]
 fn replicas_share_one_database_and_bucket() {
-    if !on_s3() || on_postgres().is_none() {
-        eprintln!("skipped: needs PostgreSQL and S3 (npm run test:scale)");
+    if !scale_out() {
         return;
     }
     let shared = TempDir::new("replicas");
@@ -196,8 +205,7 @@ fn replicas_share_one_database_and_bucket() {
 /// again. No version ever names a deleted chunk: every one reads back, and `check` is clean.
 #[test]
 fn a_commit_through_one_replica_racing_a_prune_through_the_other() {
-    if !on_s3() || on_postgres().is_none() {
-        eprintln!("skipped: needs PostgreSQL and S3 (npm run test:scale)");
+    if !scale_out() {
         return;
     }
     let shared = TempDir::new("replicas-race");
