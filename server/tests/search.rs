@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
+use wasm_core::format::search_answer::decode_search_answer;
 use wasm_core::search::{Dictionary, Match, Mode, NaiveSearch};
 
 struct File {
@@ -63,6 +64,48 @@ fn search(s: &Server, t: &str, body: Value) -> Value {
     let r = post_json(&s.repo_url("default", "/search"), t, &body);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.json()
+}
+
+/// The search `body` asked again for an answer in bytes (`Accept: application/x-ditto-search`,
+/// docs/FORMAT.md "Search answer", what the page asks for): the JSON answer's files, hits and
+/// figures, read with the codec the page reads it with.
+fn assert_binary_answer_is(s: &Server, t: &str, body: &Value, json: &Value) {
+    let r = request(
+        "POST",
+        &s.repo_url("default", "/search"),
+        Some(t),
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "text/html, application/x-ditto-search;q=0.9"),
+        ],
+        Some(body.to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("content-type"), Some("application/x-ditto-search"));
+    let a = decode_search_answer(&r.body).unwrap();
+    let head: Value = serde_json::from_str(a.head).unwrap();
+    for k in [
+        "versions",
+        "matches",
+        "files_searched",
+        "logical_bytes",
+        "bytes_scanned",
+    ] {
+        assert_eq!(head[k], json[k], "{k}");
+    }
+    let files = json["files"].as_array().unwrap();
+    assert_eq!(a.files.len(), files.len());
+    for (f, j) in a.files.iter().zip(files) {
+        let read = json!({
+            "version": f.version,
+            "path": f.path,
+            "size": f.size,
+            "recipe": f.fingerprints().chunks(20).map(hex_bytes).collect::<Vec<_>>(),
+            "lengths": f.lengths().collect::<Vec<_>>(),
+            "hits": f.hits().map(|(k, o)| json!([k, o])).collect::<Vec<_>>(),
+        });
+        assert_eq!(&read, j);
+    }
 }
 
 /// Waits for the server's warm-up of its search cache to cover `version`; its report
@@ -178,7 +221,9 @@ fn server_search_equals_the_naive_search() {
 
     // Every keyword, all matches.
     let hex: Vec<String> = keywords.iter().map(|k| hex_bytes(k)).collect();
-    let r = search(&s, &t, json!({ "keywords": hex, "hex": true }));
+    let body = json!({ "keywords": hex, "hex": true });
+    let r = search(&s, &t, body.clone());
+    assert_binary_answer_is(&s, &t, &body, &r);
     let want = naive(&pool, &files, &keywords, Mode::AllMatches, |_| true);
     let total: usize = want.values().map(Vec::len).sum();
     assert!(total > 200, "the corpus has matches to find ({total})");

@@ -2,9 +2,16 @@
 //! too large to search in the page. Keywords are parsed and checked here, as the page's
 //! engine does (`wasm_core::search`); the answer lists the files with hits like the page.
 
-use axum::{body::Body, extract::State, http::HeaderMap, Extension, Json};
+use axum::{
+    body::Body,
+    extract::State,
+    http::{header, HeaderMap},
+    response::{IntoResponse, Response},
+    Extension, Json,
+};
 use serde::{ser::SerializeMap, ser::SerializeSeq, Deserialize, Serialize, Serializer};
 use wasm_core::{
+    format::search_answer::SearchAnswerWriter,
     hash::to_hex,
     search::{keyword_error, parse_keyword, parse_keyword_lines, Dictionary, Mode, MAX_KEYWORDS},
 };
@@ -60,8 +67,9 @@ pub(super) async fn search(
     auth: Authorized<ReadData>,
     headers: HeaderMap,
     body: Body,
-) -> ApiResult<Json<SearchAnswer>> {
+) -> ApiResult<Response> {
     let repo_id = auth.repo_id();
+    let binary = accepts(&headers, SEARCH_ANSWER_TYPE);
     let body = read_body(&headers, body, 1 << 20).await?;
     // At most 1 MiB of keywords: parsed and checked before the search waits for a slot, so
     // a bad request is refused at once.
@@ -109,9 +117,53 @@ pub(super) async fn search(
             }
             r => r?,
         };
-        Ok(Json(SearchAnswer(r)))
+        if binary {
+            return Ok((
+                [(header::CONTENT_TYPE, SEARCH_ANSWER_TYPE)],
+                encode_answer(&r)?,
+            )
+                .into_response());
+        }
+        Ok(Json(SearchAnswer(r)).into_response())
     })
     .await
+}
+
+/// The answer in bytes (docs/FORMAT.md, "Search answer"), for a client whose `Accept` names
+/// it: the page, which would otherwise parse a pair of JSON numbers per match.
+const SEARCH_ANSWER_TYPE: &str = "application/x-ditto-search";
+
+/// Whether `Accept` lists `media_type` (parameters such as `q` are not weighed: a client
+/// names this type only to get it).
+fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.split(';').next().unwrap_or("").trim() == media_type)
+}
+
+fn encode_answer(r: &SearchReport) -> ApiResult<Vec<u8>> {
+    let head = serde_json::to_vec(&Head(r)).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut w = SearchAnswerWriter::new(&head, r.files.len() as u32);
+    for f in &r.files {
+        // A chunk is at most the chunker's maximum, far below 4 GiB; the format says so.
+        if f.recipe.iter().any(|c| c.len > u64::from(u32::MAX)) {
+            return Err(ApiError::internal(format!(
+                "{}: a chunk over 4 GiB",
+                f.path
+            )));
+        }
+        w.file(
+            f.version as u64,
+            f.size,
+            &f.path,
+            f.recipe.iter().map(|c| (&c.fp, c.len as u32)),
+            &f.hits,
+        );
+    }
+    Ok(w.finish())
 }
 
 /// The answer to `POST search` (docs/API.md), written straight from the report: an answer
@@ -121,28 +173,42 @@ pub(super) struct SearchAnswer(SearchReport);
 
 impl Serialize for SearchAnswer {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let r = &self.0;
         let mut m = s.serialize_map(Some(11))?;
-        m.serialize_entry("files", &Files(&r.files))?;
-        m.serialize_entry("versions", &r.versions)?;
-        m.serialize_entry("matches", &r.matches)?;
-        m.serialize_entry("files_searched", &r.files_searched)?;
-        m.serialize_entry("logical_bytes", &r.logical_bytes)?;
-        m.serialize_entry("containers", &r.containers)?;
-        m.serialize_entry("chunks", &r.chunks)?;
-        m.serialize_entry("bytes_scanned", &r.bytes_scanned)?;
-        m.serialize_entry("chunks_ruled_out", &r.chunks_ruled_out)?;
-        m.serialize_entry("stored_bytes_read", &r.stored_bytes_read)?;
-        m.serialize_entry(
-            "phase_ms",
-            &PhaseMs {
-                prepare: r.prepare_ms,
-                physical: r.physical_ms,
-                logical: r.logical_ms,
-            },
-        )?;
+        m.serialize_entry("files", &Files(&self.0.files))?;
+        head_entries(&mut m, &self.0)?;
         m.end()
     }
+}
+
+/// The answer's fields other than its files: the head of the answer in bytes.
+struct Head<'a>(&'a SearchReport);
+
+impl Serialize for Head<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(10))?;
+        head_entries(&mut m, self.0)?;
+        m.end()
+    }
+}
+
+fn head_entries<M: SerializeMap>(m: &mut M, r: &SearchReport) -> Result<(), M::Error> {
+    m.serialize_entry("versions", &r.versions)?;
+    m.serialize_entry("matches", &r.matches)?;
+    m.serialize_entry("files_searched", &r.files_searched)?;
+    m.serialize_entry("logical_bytes", &r.logical_bytes)?;
+    m.serialize_entry("containers", &r.containers)?;
+    m.serialize_entry("chunks", &r.chunks)?;
+    m.serialize_entry("bytes_scanned", &r.bytes_scanned)?;
+    m.serialize_entry("chunks_ruled_out", &r.chunks_ruled_out)?;
+    m.serialize_entry("stored_bytes_read", &r.stored_bytes_read)?;
+    m.serialize_entry(
+        "phase_ms",
+        &PhaseMs {
+            prepare: r.prepare_ms,
+            physical: r.physical_ms,
+            logical: r.logical_ms,
+        },
+    )
 }
 
 #[derive(Serialize)]

@@ -10,13 +10,15 @@
 //!   `bundleEntries`, `wasmMemory`).
 //! - [`locations`]: a version's chunk locations read on the page's thread
 //!   (`readLocations`).
+//! - [`search_answer`]: the server's search answer read on the page's thread
+//!   (`readSearchAnswer`).
 //! - [`search`]: DedupSearch and the naive baseline (`SearchKeywords`, `ContainerScan`, ...).
 //! - [`heap`]: memory grown and touched ahead of a worker's work (`HeapReserve`).
 //! - `bench` (cargo feature `bench`, off by default): exports only the Wasm benchmarks
 //!   call, kept out of the page's Wasm.
 //!
 //! Everything exported here is called from `web/src` (the workers, the page's own instance
-//! for bundles and locations, or the vitest tests that drive the engine as a worker does); an export
+//! for bundles, locations and search answers, or the vitest tests that drive the engine as a worker does); an export
 //! nothing calls is removed, not kept.
 
 use wasm_bindgen::prelude::*;
@@ -30,6 +32,7 @@ pub mod heap;
 pub mod locations;
 pub mod restore;
 pub mod search;
+pub mod search_answer;
 pub mod segments;
 pub mod upload;
 
@@ -42,6 +45,7 @@ pub use hashing::{sha1_hex, FileHasher};
 pub use heap::HeapReserve;
 pub use locations::{read_locations, LocationTable};
 pub use restore::{fingerprint_many, RestoreAnswer, RestoreSession};
+pub use search_answer::{read_search_answer, SearchAnswerTable};
 pub use segments::SegmentChunker;
 pub use upload::NewChunkBatch;
 

@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod container;
 pub mod locations;
 pub mod manifest;
+pub mod search_answer;
 
 use crate::hash::{Fingerprint, FINGERPRINT_LEN};
 

@@ -113,16 +113,11 @@ export interface ServerSearchRequest {
   path?: string;
 }
 
-export interface ServerSearchResult {
-  /** Files with a hit, by version then path; hits `[keyword, offset]` by offset, then keyword. */
-  files: {
-    version: number;
-    path: string;
-    size: number;
-    recipe: string[];
-    lengths: number[];
-    hits: [number, number][];
-  }[];
+/**
+ * What `POST search` answers besides its files (the head of the answer in bytes, docs/FORMAT.md
+ * "Search answer"; search/answer.ts reads the files).
+ */
+export interface ServerSearchHead {
   /** Every version id of the repository when the server read them, ascending (absent from older servers). */
   versions?: number[];
   matches: number;
@@ -351,17 +346,22 @@ export class Api {
     return this.json<RepoStats>(this.repoPath('/stats'));
   }
 
-  /** DedupSearch run by the server (docs/SEARCH.md, server-side search). */
-  search(req: ServerSearchRequest, signal?: AbortSignal) {
-    return this.json<ServerSearchResult>(
+  /**
+   * DedupSearch run by the server (docs/SEARCH.md, server-side search), answered in bytes
+   * (`application/x-ditto-search`; search/answer.ts decodes it): as JSON, a pair of numbers
+   * per match would take the page longer to parse than the search took.
+   */
+  async search(req: ServerSearchRequest, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.call(
       this.repoPath('/search'),
       {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
+        headers: { 'Content-Type': 'application/json', Accept: 'application/x-ditto-search' },
         body: JSON.stringify(req),
       },
       signal,
     );
+    return new Uint8Array(await res.arrayBuffer());
   }
 
   /**

@@ -42,16 +42,7 @@ describe('collect', () => {
     expect(out.find((r) => r.file.id === 2)!.hits.slice(0)).toEqual([{ keyword: 0, offset: 1 }]);
   });
 
-  it("builds hits from (keyword, offset) pairs (the server's search)", () => {
-    const h = Hits.of([
-      [3, 10],
-      [1, 11],
-    ]);
-    expect(h.length).toBe(2);
-    expect(h.slice(0)).toEqual([
-      { keyword: 3, offset: 10 },
-      { keyword: 1, offset: 11 },
-    ]);
+  it('refuses triples that are not whole', () => {
     expect(() => new Hits(new Float64Array(4))).toThrow(RangeError);
   });
 });

@@ -33,6 +33,7 @@ import type {
 } from './protocol';
 import { chunkLocations, type StoredChunkLoc } from '../restore/restore';
 import { versionLocations, type VersionLocations } from '../restore/locations';
+import { decodeSearchAnswer } from './answer';
 import type { SearchWorkers } from './workers';
 import { WorkerError } from '../worker/bridge';
 
@@ -77,16 +78,6 @@ export interface Hit {
 export class Hits {
   constructor(private readonly triples: Float64Array) {
     if (triples.length % 3 !== 0) throw new RangeError('hits come as (file, keyword, offset) triples');
-  }
-
-  /** Hits given as (keyword, offset) pairs (the server's search answers them so), in their order. */
-  static of(pairs: readonly (readonly [number, number])[]): Hits {
-    const t = new Float64Array(pairs.length * 3);
-    pairs.forEach(([keyword, offset], i) => {
-      t[3 * i + 1] = keyword;
-      t[3 * i + 2] = offset;
-    });
-    return new Hits(t);
   }
 
   get length(): number {
@@ -1514,7 +1505,7 @@ async function serverSearch(
   signal: AbortSignal,
   asked = askServer(api, query, scope, signal),
 ): Promise<SearchOutcome> {
-  const r = await asked;
+  const r = await decodeSearchAnswer(await asked);
   // The page's list of versions and the server's search are read apart: a commit or a
   // forget between them leaves the answer of another state than `repo`. The list is read
   // again; an answer still of another state is labelled as such, so that it is never paired
@@ -1531,11 +1522,11 @@ async function serverSearch(
     path: f.path,
     size: f.size,
     recipe: f.recipe,
-    lengths: Uint32Array.from(f.lengths),
+    lengths: f.lengths,
   }));
   const results: FileHits[] = r.files.map((f, k) => ({
     file: files[k],
-    hits: Hits.of(f.hits),
+    hits: new Hits(f.hits),
   }));
   const totalMs = performance.now() - t0;
   return {
