@@ -11,10 +11,10 @@ use crate::hash::{Fingerprint, FINGERPRINT_LEN};
 pub const SEARCH_ANSWER_MAGIC: [u8; 4] = *b"DSRA";
 pub const SEARCH_ANSWER_FORMAT: u32 = 1;
 pub const SEARCH_ANSWER_HEADER_LEN: usize = 16;
-/// A file's fixed fields: version, size, path length, recipe chunks, hits.
-pub const FILE_HEAD_LEN: usize = 28;
-/// A hit: keyword index (u32) and offset in the file (u64).
-pub const HIT_LEN: usize = 12;
+/// A file's fixed fields: version, size, path length, recipe chunks, hits, hit bytes.
+pub const FILE_HEAD_LEN: usize = 32;
+/// The most bytes an unsigned LEB128 number up to `u64::MAX` takes.
+const MAX_VARINT_LEN: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SearchAnswerError {
@@ -24,6 +24,8 @@ pub enum SearchAnswerError {
     BadLength(&'static str),
     /// The head or a path is not UTF-8.
     NotUtf8(&'static str),
+    /// A file's hits do not read as its count of pairs in its count of bytes.
+    BadHits,
 }
 
 impl std::fmt::Display for SearchAnswerError {
@@ -38,6 +40,7 @@ impl std::fmt::Display for SearchAnswerError {
                 write!(f, "search answer: its length does not match its {part}")
             }
             SearchAnswerError::NotUtf8(part) => write!(f, "search answer: its {part} is not UTF-8"),
+            SearchAnswerError::BadHits => write!(f, "search answer: a file's hits are malformed"),
         }
     }
 }
@@ -68,7 +71,7 @@ impl SearchAnswerWriter {
     }
 
     /// One file with hits: its recipe as `(fingerprint, raw length)` and its hits as
-    /// `(keyword, offset)`, in the order the client is to show them.
+    /// `(keyword, offset)`, by offset (then keyword), as the client is to show them.
     pub fn file<'a>(
         &mut self,
         version: u64,
@@ -79,14 +82,14 @@ impl SearchAnswerWriter {
     ) {
         let chunks = recipe.len();
         let out = &mut self.out;
-        out.reserve(
-            FILE_HEAD_LEN + path.len() + chunks * (FINGERPRINT_LEN + 4) + hits.len() * HIT_LEN,
-        );
+        out.reserve(FILE_HEAD_LEN + path.len() + chunks * (FINGERPRINT_LEN + 4) + hits.len() * 4);
         out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&size.to_le_bytes());
         out.extend_from_slice(&(path.len() as u32).to_le_bytes());
         out.extend_from_slice(&(chunks as u32).to_le_bytes());
         out.extend_from_slice(&(hits.len() as u32).to_le_bytes());
+        let hit_bytes_at = out.len();
+        out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(path.as_bytes());
         for (fp, _) in recipe.clone() {
             out.extend_from_slice(fp);
@@ -94,10 +97,16 @@ impl SearchAnswerWriter {
         for (_, len) in recipe {
             out.extend_from_slice(&len.to_le_bytes());
         }
+        let start = out.len();
+        let mut last = 0;
         for &(keyword, offset) in hits {
-            out.extend_from_slice(&keyword.to_le_bytes());
-            out.extend_from_slice(&offset.to_le_bytes());
+            assert!(offset >= last, "search answer: hits by offset");
+            put_varint(out, offset - last);
+            put_varint(out, u64::from(keyword));
+            last = offset;
         }
+        let hit_bytes = (out.len() - start) as u32;
+        out[hit_bytes_at..hit_bytes_at + 4].copy_from_slice(&hit_bytes.to_le_bytes());
         self.written += 1;
     }
 
@@ -125,6 +134,8 @@ pub struct AnswerFile<'a> {
     pub path: &'a str,
     fps: &'a [u8],
     lengths: &'a [u8],
+    hit_count: usize,
+    /// The hits as written, checked by [`decode_search_answer`].
     hits: &'a [u8],
 }
 
@@ -144,15 +155,76 @@ impl<'a> AnswerFile<'a> {
     }
 
     pub fn hit_count(&self) -> usize {
-        self.hits.len() / HIT_LEN
+        self.hit_count
     }
 
-    /// `(keyword, offset)` pairs.
-    pub fn hits(&self) -> impl ExactSizeIterator<Item = (u32, u64)> + 'a {
-        self.hits
-            .chunks_exact(HIT_LEN)
-            .map(|h| (u32_at(h, 0), u64_at(h, 4)))
+    /// `(keyword, offset)` pairs, by offset.
+    pub fn hits(&self) -> Hits<'a> {
+        Hits {
+            bytes: self.hits,
+            left: self.hit_count,
+            offset: 0,
+        }
     }
+}
+
+/// A file's hits, read from bytes [`decode_search_answer`] checked.
+pub struct Hits<'a> {
+    bytes: &'a [u8],
+    left: usize,
+    offset: u64,
+}
+
+impl Iterator for Hits<'_> {
+    type Item = (u32, u64);
+
+    fn next(&mut self) -> Option<(u32, u64)> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (delta, keyword) = read_pair(&mut self.bytes).expect("checked when decoded");
+        self.offset += delta;
+        Some((keyword, self.offset))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Hits<'_> {}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// An unsigned LEB128 number of at most [`MAX_VARINT_LEN`] bytes that fits a `u64`.
+fn read_varint(b: &mut &[u8]) -> Option<u64> {
+    let mut n = 0u64;
+    for (i, &byte) in b.iter().enumerate().take(MAX_VARINT_LEN) {
+        let bits = u64::from(byte & 0x7f);
+        if i == MAX_VARINT_LEN - 1 && bits > 1 {
+            return None;
+        }
+        n |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            *b = &b[i + 1..];
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// One hit as written: the offset's distance from the previous hit's, then the keyword.
+fn read_pair(b: &mut &[u8]) -> Option<(u64, u32)> {
+    let delta = read_varint(b)?;
+    let keyword = u32::try_from(read_varint(b)?).ok()?;
+    Some((delta, keyword))
 }
 
 /// Checks an answer's structure and lengths (every count is checked against the bytes left
@@ -179,18 +251,21 @@ pub fn decode_search_answer(bytes: &[u8]) -> Result<SearchAnswer<'_>, SearchAnsw
         let fixed = take(&mut rest, FILE_HEAD_LEN, "files")?;
         let path_len = u32_at(fixed, 16) as usize;
         let chunks = u32_at(fixed, 20) as usize;
-        let hits = u32_at(fixed, 24) as usize;
+        let hit_count = u32_at(fixed, 24) as usize;
+        let hit_bytes = u32_at(fixed, 28) as usize;
         let path = take(&mut rest, path_len, "paths")?;
         let path = std::str::from_utf8(path).map_err(|_| SearchAnswerError::NotUtf8("path"))?;
         let fps = take_n(&mut rest, chunks, FINGERPRINT_LEN, "recipes")?;
         let lengths = take_n(&mut rest, chunks, 4, "recipes")?;
-        let hits = take_n(&mut rest, hits, HIT_LEN, "hits")?;
+        let hits = take(&mut rest, hit_bytes, "hits")?;
+        check_hits(hits, hit_count)?;
         files.push(AnswerFile {
             version: u64_at(fixed, 0),
             size: u64_at(fixed, 8),
             path,
             fps,
             lengths,
+            hit_count,
             hits,
         });
     }
@@ -198,6 +273,25 @@ pub fn decode_search_answer(bytes: &[u8]) -> Result<SearchAnswer<'_>, SearchAnsw
         return Err(SearchAnswerError::BadLength("files"));
     }
     Ok(SearchAnswer { head, files })
+}
+
+/// Whether `bytes` are exactly `count` hits whose offsets add up within a `u64`.
+fn check_hits(mut bytes: &[u8], count: usize) -> Result<(), SearchAnswerError> {
+    // A hit takes two bytes at least: a larger count is refused before it is walked.
+    if count > bytes.len() / 2 {
+        return Err(SearchAnswerError::BadHits);
+    }
+    let mut offset = 0u64;
+    for _ in 0..count {
+        let (delta, _) = read_pair(&mut bytes).ok_or(SearchAnswerError::BadHits)?;
+        offset = offset
+            .checked_add(delta)
+            .ok_or(SearchAnswerError::BadHits)?;
+    }
+    if !bytes.is_empty() {
+        return Err(SearchAnswerError::BadHits);
+    }
+    Ok(())
 }
 
 fn take<'a>(
@@ -280,10 +374,49 @@ mod tests {
         let fps = f + FILE_HEAD_LEN + path_len;
         assert_eq!(bytes[fps..fps + 20], a);
         assert_eq!(u32_at(&bytes, fps + 40), 8192);
+        // Hits: (0, 5) as 5 then 0; (1, 2^40 - 2) as the distance 2^40 - 7 then 1, LEB128.
         let hits = fps + 48;
+        let mut want = vec![5, 0];
+        let mut d: u64 = (1 << 40) - 7;
+        while d >= 0x80 {
+            want.push(d as u8 | 0x80);
+            d >>= 7;
+        }
+        want.extend([d as u8, 1]);
+        assert_eq!(u32_at(&bytes, f + 28) as usize, want.len());
+        assert_eq!(bytes[hits..hits + want.len()], want);
+    }
+
+    #[test]
+    fn varints_at_their_limits() {
+        for n in [0, 0x7f, 0x80, u64::from(u32::MAX), u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, n);
+            let mut r = &b[..];
+            assert_eq!(read_varint(&mut r), Some(n));
+            assert!(r.is_empty());
+        }
+        // Past a u64, or never ending: refused.
+        let mut past = vec![0xff; 9];
+        past.push(0x02);
+        assert_eq!(read_varint(&mut &past[..]), None);
+        assert_eq!(read_varint(&mut &[0x80, 0x80][..]), None);
+        // Offsets that add up past a u64.
+        let mut w = SearchAnswerWriter::new(b"{}", 1);
+        w.file(
+            1,
+            0,
+            "",
+            std::iter::empty(),
+            &[(0, u64::MAX - 1), (0, u64::MAX)],
+        );
+        let mut bytes = w.finish();
+        assert!(decode_search_answer(&bytes).is_ok());
+        let last = bytes.len() - 2;
+        bytes[last] = 2; // the second distance 1 -> 2
         assert_eq!(
-            (u32_at(&bytes, hits + 12), u64_at(&bytes, hits + 16)),
-            (1, (1 << 40) - 2)
+            decode_search_answer(&bytes).unwrap_err(),
+            SearchAnswerError::BadHits
         );
     }
 
@@ -314,10 +447,19 @@ mod tests {
         let mut many = bytes.clone();
         many[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode_search_answer(&many).is_err());
-        let mut hits = bytes.clone();
-        let at = SEARCH_ANSWER_HEADER_LEN + 13 + 24;
-        hits[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode_search_answer(&hits).is_err());
+        for at in [24, 28] {
+            let mut hits = bytes.clone();
+            let at = SEARCH_ANSWER_HEADER_LEN + 13 + at;
+            hits[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            assert!(decode_search_answer(&hits).is_err());
+        }
+        // One hit fewer than the bytes hold.
+        let mut fewer = bytes.clone();
+        fewer[SEARCH_ANSWER_HEADER_LEN + 13 + 24] = 1;
+        assert_eq!(
+            decode_search_answer(&fewer).unwrap_err(),
+            SearchAnswerError::BadHits
+        );
         let mut path = bytes;
         path[SEARCH_ANSWER_HEADER_LEN + 13 + FILE_HEAD_LEN + 2] = 0xff;
         assert_eq!(

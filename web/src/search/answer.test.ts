@@ -20,6 +20,15 @@ interface F {
   hits: [number, number][];
 }
 
+/** Unsigned LEB128: 7 bits a byte, low first, the high bit on every byte but the last. */
+function leb128(out: number[], n: bigint) {
+  while (n >= 0x80n) {
+    out.push(Number(n & 0x7fn) | 0x80);
+    n >>= 7n;
+  }
+  out.push(Number(n));
+}
+
 /** The layout docs/FORMAT.md ("Search answer") gives, written out field by field. */
 function encode(head: object, files: F[], format = 1): Uint8Array {
   const te = new TextEncoder();
@@ -34,22 +43,26 @@ function encode(head: object, files: F[], format = 1): Uint8Array {
   parts.push(fixed, h);
   for (const f of files) {
     const p = te.encode(f.path);
-    const b = new Uint8Array(28 + p.length + f.recipe.length * 24 + f.hits.length * 12);
+    const hits: number[] = [];
+    let last = 0n;
+    for (const [k, o] of f.hits) {
+      leb128(hits, BigInt(o) - last);
+      leb128(hits, BigInt(k));
+      last = BigInt(o);
+    }
+    const b = new Uint8Array(32 + p.length + f.recipe.length * 24 + hits.length);
     const v = new DataView(b.buffer);
     v.setBigUint64(0, BigInt(f.version), true);
     v.setBigUint64(8, BigInt(f.size), true);
     v.setUint32(16, p.length, true);
     v.setUint32(20, f.recipe.length, true);
     v.setUint32(24, f.hits.length, true);
-    b.set(p, 28);
-    let at = 28 + p.length;
+    v.setUint32(28, hits.length, true);
+    b.set(p, 32);
+    let at = 32 + p.length;
     for (const c of f.recipe) (b.fill(c.fp, at, at + 20), (at += 20));
     for (const c of f.recipe) (v.setUint32(at, c.len, true), (at += 4));
-    for (const [k, o] of f.hits) {
-      v.setUint32(at, k, true);
-      v.setBigUint64(at + 4, BigInt(o), true);
-      at += 12;
-    }
+    b.set(hits, at);
     parts.push(b);
   }
   const out = new Uint8Array(parts.reduce((n, x) => n + x.length, 0));
@@ -85,6 +98,7 @@ describe('decodeSearchAnswer', () => {
         hits: [
           [0, 5],
           [1, 2 ** 40 - 2],
+          [2, 2 ** 40 - 2],
         ],
       },
       { version: 9, size: 0, path: 'empty', recipe: [], hits: [[2, 0]] },
@@ -101,6 +115,7 @@ describe('decodeSearchAnswer', () => {
     expect(new Hits(f.hits).slice(0)).toEqual([
       { keyword: 0, offset: 5 },
       { keyword: 1, offset: 2 ** 40 - 2 },
+      { keyword: 2, offset: 2 ** 40 - 2 },
     ]);
     expect([g.version, g.recipe.length, g.lengths.length]).toEqual([9, 0, 0]);
     expect(new Hits(g.hits).slice(0)).toEqual([{ keyword: 2, offset: 0 }]);

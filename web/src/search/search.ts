@@ -71,8 +71,8 @@ export interface Hit {
 
 /**
  * A file's hits in order of offset, then keyword: hit `i` is keyword `keyword(i)` at byte
- * `offset(i)`. They stay in the (file, keyword, offset) triples the workers answer, one view
- * per file, instead of an object each: a search of 128 keywords of typescript-10 has half a
+ * `offset(i)`. They stay in the (file, keyword, offset) triples the workers answer (and the
+ * server's answer is read into, search/answer.ts), one view per file, instead of an object each: a search of 128 keywords of typescript-10 has half a
  * million, and making them took longer than its logical phase.
  */
 export class Hits {
