@@ -201,13 +201,19 @@ interface RepoCache {
   last: Prepared | null;
   /** A scope being prepared ahead of a search ([`preloadScope`]), by [`scopeOf`] it. */
   preloading: { scope: string; done: Promise<void> } | null;
+  /** The repository's unique raw bytes when its state was last read: where `auto` likely searches. */
+  uniqueRawBytes: number | null;
 }
 const repoCaches = new Map<string, RepoCache>();
 
 function repoCache(api: Api): RepoCache {
   const key = `${api.base}\u0000${api.repo}`;
   let c = repoCaches.get(key);
-  if (!c) repoCaches.set(key, (c = { manifests: new Map(), locs: new Map(), last: null, preloading: null }));
+  if (!c)
+    repoCaches.set(
+      key,
+      (c = { manifests: new Map(), locs: new Map(), last: null, preloading: null, uniqueRawBytes: null }),
+    );
   return c;
 }
 
@@ -311,12 +317,10 @@ interface RepoState {
 
 async function repoState(api: Api): Promise<RepoState> {
   const { versions: all, gc_epoch, raw_bytes } = await api.versionList(true);
-  return {
-    all,
-    state: `${gc_epoch}:${all.map((v) => v.id).join(',')}`,
-    // Not told to a token that may not browse, which may not read chunks to search either.
-    uniqueRawBytes: raw_bytes ?? all.reduce((n, v) => n + v.stats.new_raw_bytes, 0),
-  };
+  // Not told to a token that may not browse, which may not read chunks to search either.
+  const uniqueRawBytes = raw_bytes ?? all.reduce((n, v) => n + v.stats.new_raw_bytes, 0);
+  repoCache(api).uniqueRawBytes = uniqueRawBytes;
+  return { all, state: `${gc_epoch}:${all.map((v) => v.id).join(',')}`, uniqueRawBytes };
 }
 
 async function prepare(
@@ -1354,10 +1358,33 @@ async function searchAnywhere(
       return { ...r.outcome, totalMs: performance.now() - t0 };
     }
   }
-  const [repo, keywords] = await Promise.all([checked ?? repoState(api), begin(api, workers, query)]);
-  if (onServer(scope, repo.uniqueRawBytes)) return serverSearch(api, keywords, query, scope, repo, t0, workers.signal);
+  // A search that goes to the server asks it at once, while the page reads the state and the
+  // workers parse the keywords.
+  const ahead = serverAhead(api, query, scope, workers.signal);
+  const [repo, keywords] = await Promise.all([checked ?? repoState(api), begin(api, workers, query)]).catch(
+    (e: unknown) => {
+      ahead?.callOff();
+      throw e;
+    },
+  );
+  if (onServer(scope, repo.uniqueRawBytes))
+    return serverSearch(api, keywords, query, scope, repo, t0, workers.signal, ahead?.asked);
+  ahead?.callOff();
   const prepared = await (early ?? prepare(api, scope, progress, repo));
   return searchPrepared(api, workers, Promise.resolve(keywords), prepared, progress, t0);
+}
+
+/**
+ * The server asked at once when the search will likely run there: chosen, or `auto` on a
+ * repository that was above the workers' cache when its state was last read (as
+ * [`coldOnServer`] asks before it knows). Called off when `auto` finds it smaller now.
+ */
+function serverAhead(api: Api, query: SearchQuery, scope: SearchScope, signal: AbortSignal) {
+  if (!onServer(scope, repoCache(api).uniqueRawBytes ?? 0)) return null;
+  const off = new AbortController();
+  const asked = askServer(api, query, scope, AbortSignal.any([signal, off.signal]));
+  asked.catch(() => {}); // awaited by the search, or called off
+  return { asked, callOff: () => off.abort() };
 }
 
 /** Whether DedupSearch runs on the server, for a repository of this much unique raw data. */
