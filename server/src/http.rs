@@ -68,8 +68,9 @@ pub async fn serve(
 
 /// Content types sent compressed to a client that accepts zstd or gzip: JSON (a version's
 /// manifest is ~40 bytes per chunk reference, mostly hex), the binary chunk locations and
-/// search answers, and the page's own files. Chunk bundles and container ranges are left alone: what they carry
-/// is compressed already, and they are most of what a restore or a search moves.
+/// search answers, and the page's own files. Chunk bundles and container ranges are left
+/// alone: what they carry is compressed already, and they are most of what a restore or a
+/// search moves.
 const COMPRESSED_TYPES: &[&str] = &[
     "application/json",
     "application/x-ditto-locations",
