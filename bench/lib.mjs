@@ -198,6 +198,11 @@ export function launchBrowser() {
   return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
 }
 
+/** Turns the Search tab's read-ahead off in `page` (its setting in local storage): a first search then reads itself. */
+export async function noReadAhead(page) {
+  await page.addInitScript(() => localStorage.setItem('ditto.search.readAhead', 'off'));
+}
+
 /**
  * A new page (own context) on the app, once the engine is ready. With `noSavePicker`,
  * `showSaveFilePicker` is hidden so a restore ends in an ordinary download (Playwright's
@@ -205,8 +210,13 @@ export function launchBrowser() {
  * is active (waited for, up to 10 s: a build without one never has it), or with
  * `serviceWorkers: 'block'` a Blob (web/src/restore/sink.ts).
  */
-export async function openApp(browser, server, { noSavePicker = false, serviceWorkers = 'allow' } = {}) {
+export async function openApp(
+  browser,
+  server,
+  { noSavePicker = false, serviceWorkers = 'allow', readAhead = true } = {},
+) {
   const page = await browser.newPage({ acceptDownloads: true, serviceWorkers });
+  if (!readAhead) await noReadAhead(page);
   if (noSavePicker)
     await page.addInitScript(() => {
       Object.defineProperty(window, 'showSaveFilePicker', { value: undefined, configurable: true });

@@ -31,6 +31,12 @@
 // answer's last byte (`server, uncached`): the reference for a page's first search in a fresh
 // profile, which does the same reading, decoding, checking and scanning in its workers.
 //
+// Then, in the same round, the tab's read-ahead (on by default; off in every page above, whose
+// first searches read the chunks themselves): a fresh page opens the Search tab, the keywords are
+// typed for --type-ms, and the search (`auto`) is clicked: the time from the tab's click to the
+// read-ahead's end, and the search, which runs in the page from memory when the read-ahead
+// has ended (else on the server, the page reading the rest behind it).
+//
 // Last, a search right after a backup: a page searches set A (8 keywords), one more version
 // (the newest release with a line added to every 50th file) is backed up from another page
 // and the repository settles, then the first page searches set B: what that search fetched
@@ -51,6 +57,7 @@ import {
   dataset,
   launchBrowser,
   launchProfile,
+  noReadAhead,
   now,
   openApp,
   settle,
@@ -190,14 +197,24 @@ async function inPage(sets, other) {
     const out = Object.fromEntries(
       SIZES.map((n) => [
         n,
-        { cold: [], warm: [], server: [], naive: [], reload: [], reloadAtOnce: [], coldAuto: [], warmAuto: [] },
+        {
+          cold: [],
+          warm: [],
+          server: [],
+          naive: [],
+          reload: [],
+          reloadAtOnce: [],
+          coldAuto: [],
+          warmAuto: [],
+          readAhead: [],
+        },
       ]),
     );
     let serverFirst = null;
     for (let round = 0; round < runs; round++) {
       for (const n of SIZES) {
         // A fresh page: nothing cached, workers started by the first search.
-        const page = await openApp(browser, server);
+        const page = await openApp(browser, server, { readAhead: false });
         const pageErrors = [];
         page.on('pageerror', (e) => pageErrors.push(e.message));
         await page.getByTestId('tab-search').click();
@@ -233,13 +250,16 @@ async function inPage(sets, other) {
         const reload = await afterReload(profile, server, sets[n], coldHits);
         o.reload.push(reload.typed);
         o.reloadAtOnce.push(reload.atOnce);
+        const ahead = await readAheadRun(browser, server, sets[n], coldHits);
+        o.readAhead.push(ahead);
         console.error(
           `round ${round + 1}, ${n} keywords: cold ${o.cold.at(-1).totalMs.toFixed(0)} ms, warm ${warm.totalMs.toFixed(0)} ms ` +
             `(${warm.rangesRead} ranges fetched), server ${onServer.totalMs.toFixed(0)} ms` +
             (round < naiveRuns ? `, naive ${o.naive.at(-1).totalMs.toFixed(0)} ms, identical=${o.identical}` : '') +
             `, auto ${auto.cold.totalMs.toFixed(0)} ms first (${auto.cold.where}) then ${auto.warm.totalMs.toFixed(0)} ms (${auto.warm.where})` +
             `, after a reload ${reload.atOnce.totalMs.toFixed(0)} ms at once, ${reload.typed.totalMs.toFixed(0)} ms typed ` +
-            `(${reload.atOnce.storedBytesRead + reload.typed.storedBytesRead} stored bytes fetched)`,
+            `(${reload.atOnce.storedBytesRead + reload.typed.storedBytesRead} stored bytes fetched)` +
+            `, read ahead in ${ahead.aheadMs === null ? '(not done)' : `${ahead.aheadMs.toFixed(0)} ms`} then ${ahead.totalMs.toFixed(0)} ms (${ahead.where})`,
         );
       }
     }
@@ -309,7 +329,7 @@ async function serverUncached(dataDir, sets) {
  * page has, set B after --pause-ms, in the page. Each is checked against the page's hits.
  */
 async function autoRun(browser, server, keywords, warmKeywords, coldHits, warmHits) {
-  const page = await openApp(browser, server);
+  const page = await openApp(browser, server, { readAhead: false });
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.getByTestId('tab-search').click();
@@ -334,6 +354,7 @@ async function autoRun(browser, server, keywords, warmKeywords, coldHits, warmHi
  */
 async function afterReload(profile, server, keywords, coldHits) {
   const page = await profile.newPage();
+  await noReadAhead(page);
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
   const settled = page.locator('[data-testid=search-device-cache][data-settled="1"]');
@@ -366,9 +387,36 @@ async function afterReload(profile, server, keywords, coldHits) {
   return out;
 }
 
+/**
+ * The read-ahead (see the header) in a fresh page: `aheadMs` from the tab's click to the
+ * read-ahead's end (null when not ended by the click), and the search's page run, checked
+ * against the cold search's hits.
+ */
+async function readAheadRun(browser, server, keywords, coldHits) {
+  const page = await openApp(browser, server);
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  const t0 = now();
+  await page.getByTestId('tab-search').click();
+  await page.getByTestId('search-keywords').fill(keywords.join('\n'));
+  const ended = page.locator('[data-testid=search-read-ahead][data-state=done]');
+  const aheadMs = await ended.waitFor({ timeout: typeMs }).then(
+    () => (now() - t0) * 1000,
+    () => null,
+  );
+  await page.waitForTimeout(Math.max(0, typeMs - (now() - t0) * 1000));
+  const run = await pageRun(page, 'dedup', 1, 'auto');
+  if ((await listedHits(page)) !== coldHits)
+    throw new Error(`${keywords.length} keywords: the search after the read-ahead and the cold one differ`);
+  run.aheadBytes = Number(await page.getByTestId('search-read-ahead').getAttribute('data-stored-bytes'));
+  if (pageErrors.length) throw new Error(`errors on the page: ${pageErrors.join('; ')}`);
+  await page.close();
+  return { ...run, aheadMs };
+}
+
 /** The last measurement of the header: a search before and after one more backup, in one page. */
 async function searchAfterBackup(browser, server, first, second) {
-  const page = await openApp(browser, server);
+  const page = await openApp(browser, server, { readAhead: false });
   await page.getByTestId('tab-search').click();
   await page.getByTestId('search-keywords').fill(first.join('\n'));
   const before = await pageRun(page, 'dedup', 1);
@@ -434,6 +482,9 @@ try {
     const caMs = median(p.coldAuto.map((r) => r.totalMs));
     const wa = medianRun(p.warmAuto);
     const waMs = median(p.warmAuto.map((r) => r.totalMs));
+    const ra = medianRun(p.readAhead);
+    const raMs = median(p.readAhead.map((r) => r.totalMs));
+    const raDone = p.readAhead.map((r) => r.aheadMs);
     const un = uncached[n];
     const unRun = medianRun(un);
     const unMs = median(un.map((x) => x.totalMs));
@@ -475,6 +526,9 @@ try {
       `  auto, second     ${f0(waMs).padStart(6)} ms  (in the ${wa.where}, set B; runs ${p.warmAuto.map((x) => f0(x.totalMs)).join(' ')}; stored bytes fetched ${wa.storedBytesRead})`,
     );
     console.log(
+      `  read ahead       ${f0(raMs).padStart(6)} ms  (a fresh page, typed for ${typeMs} ms, auto: in the ${p.readAhead.map((x) => x.where).join('/')}; ${phases(ra)}; runs ${p.readAhead.map((x) => f0(x.totalMs)).join(' ')}; read ahead in ${raDone.map((x) => (x === null ? 'not done' : `${f0(x)} ms`)).join(' ')} of the tab's opening, ${ra.aheadBytes} stored bytes; the search fetched ${ra.storedBytesRead})`,
+    );
+    console.log(
       `  on the server    ${f0(srvMs).padStart(6)} ms  (server: ${phases(srv)}; runs ${p.server.map((x) => f0(x.totalMs)).join(' ')})`,
     );
     console.log(
@@ -493,7 +547,7 @@ try {
       `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, looked up ${rec.tiny_lookups}), infix lists ${rec.infix_lists}`,
     );
     console.log(
-      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, auto first/rg ${(caMs / r.ms).toFixed(2)}x, auto second/rg ${(waMs / r2.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x (at once ${(rl0Ms / r.ms).toFixed(2)}x), warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
+      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, read ahead/rg ${(raMs / r.ms).toFixed(2)}x, auto first/rg ${(caMs / r.ms).toFixed(2)}x, auto second/rg ${(waMs / r2.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x (at once ${(rl0Ms / r.ms).toFixed(2)}x), warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
     );
     per[n] = {
       dedupsearch_ms: +coldMs.toFixed(1),
@@ -513,6 +567,13 @@ try {
       reload_at_once_phase_ms: rl0.phases,
       reload_at_once_stored_bytes_read: rl0.storedBytesRead,
       reload_at_once_over_rg: +(rl0Ms / r.ms).toFixed(3),
+      read_ahead_search_ms: +raMs.toFixed(1),
+      read_ahead_search_phase_ms: ra.phases,
+      read_ahead_search_where: p.readAhead.map((x) => x.where),
+      read_ahead_search_stored_bytes_read: ra.storedBytesRead,
+      read_ahead_over_rg: +(raMs / r.ms).toFixed(3),
+      read_ahead_done_ms: raDone.map((x) => (x === null ? null : +x.toFixed(1))),
+      read_ahead_stored_bytes: ra.aheadBytes,
       server_ms: +srvMs.toFixed(1),
       server_phase_ms: srv.phases,
       auto_first_ms: +caMs.toFixed(1),
@@ -553,6 +614,7 @@ try {
         server: p.server.map((x) => x.totalMs),
         auto_first: p.coldAuto.map((x) => x.totalMs),
         auto_second: p.warmAuto.map((x) => x.totalMs),
+        read_ahead: p.readAhead.map((x) => x.totalMs),
         server_uncached: un.map((x) => +x.totalMs.toFixed(1)),
       },
     };
@@ -581,6 +643,7 @@ try {
       server_ms: per[1].server_ms,
       auto_first_ms: per[1].auto_first_ms,
       auto_second_ms: per[1].auto_second_ms,
+      read_ahead_search_ms: per[1].read_ahead_search_ms,
       server_first_ms: +serverFirst.ms.toFixed(1),
       server_first_keywords: serverFirst.keywords,
       server_uncached_ms: per[1].server_uncached_ms,

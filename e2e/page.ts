@@ -2,7 +2,7 @@
  * Driving the page as a user does, shared by the specs: open it, back a folder up, restore
  * a version.
  */
-import { expect, type Page, type Worker } from '@playwright/test';
+import { expect, type BrowserContext, type Page, type Worker } from '@playwright/test';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -107,4 +107,12 @@ export async function slowLink(page: Page): Promise<() => Promise<void>> {
   return async () => {
     await set(0, -1);
   };
+}
+
+/**
+ * Turns the Search tab's read-ahead off in `context` (the tab's own setting, kept in local
+ * storage): for tests of what a first search reads and decodes itself.
+ */
+export async function withoutReadAhead(context: BrowserContext): Promise<void> {
+  await context.addInitScript(() => localStorage.setItem('ditto.search.readAhead', 'off'));
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { walk } from '../datasets';
 import { expectSame, pageHits, scanFolders as scanAll, type ScanOptions } from '../hits';
-import { backUp, openWithoutPicker, restoreVersionZip } from '../page';
+import { backUp, openWithoutPicker, restoreVersionZip, withoutReadAhead } from '../page';
 import { repoJson, startServer, type RunningServer } from '../server';
 
 // Delta chunks (issue 17) in the page: after the server's delta pass re-stored the second
@@ -51,6 +51,10 @@ function edited(data: Buffer, every: number, shift: number): Buffer {
   for (let at = shift; at + 8 < out.length; at += every) out.write('EDITMARK', at);
   return out;
 }
+
+// These tests check what a first search reads itself: the tab's read-ahead is off (the
+// read-ahead's own test turns it on).
+test.beforeEach(async ({ context }) => withoutReadAhead(context));
 
 test.beforeAll(async () => {
   root = mkdtempSync(path.join(tmpdir(), 'ditto-delta-'));
@@ -232,7 +236,9 @@ test('with delta chunks stored, search equals the naive search and a scan, and r
   // version's copies, out of scope and deltas against the first version's (deltas against
   // the dictionary) in turn, so the one request of each job brings them with their chain
   // links.
-  const fresh = await (await page.context().browser()!.newContext()).newPage();
+  const freshContext = await page.context().browser()!.newContext();
+  await withoutReadAhead(freshContext);
+  const fresh = await freshContext.newPage();
   fresh.on('pageerror', (e) => errors.push(e.message));
   const gets: { asked: string[]; have: string[]; body: Promise<Buffer> }[] = [];
   fresh.on('request', (r) => {

@@ -2,7 +2,7 @@ import { expect, test, type Page } from '@playwright/test';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { backUp } from '../page';
+import { backUp, withoutReadAhead } from '../page';
 import { startServer, type RunningServer } from '../server';
 
 // A search answers at most 1 000 000 matches (wasm-core's MAX_MATCHES; docs/SEARCH.md,
@@ -16,6 +16,10 @@ import { startServer, type RunningServer } from '../server';
 
 let server: RunningServer;
 let root: string;
+
+// These tests check what a first search reads itself: the tab's read-ahead is off (the
+// read-ahead's own test turns it on).
+test.beforeEach(async ({ context }) => withoutReadAhead(context));
 
 test.beforeAll(async () => {
   server = await startServer();

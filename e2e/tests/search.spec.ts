@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { npmVersions, walk } from '../datasets';
 import { expectSame, pageHits, scanFolders as scanAll } from '../hits';
-import { backUp, crashOnNext } from '../page';
+import { backUp, crashOnNext, withoutReadAhead } from '../page';
 import { repoJson, settleLayout, startServer, type RunningServer } from '../server';
 
 // In-page search (issue 7): DedupSearch over three stored releases must find exactly what a
@@ -15,6 +15,10 @@ let folders: string[];
 const ids: number[] = [];
 
 test.describe.configure({ mode: 'serial' });
+
+// These tests check what a first search reads itself: the tab's read-ahead is off (the
+// read-ahead's own test turns it on).
+test.beforeEach(async ({ context }) => withoutReadAhead(context));
 
 test.beforeAll(async () => {
   folders = npmVersions(PKG, 3);
@@ -384,6 +388,72 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   expectSame(await pageHits(page), scanFolders(b.bytes));
   expect(serverSearches()).toBe(1);
   expect(errors).toEqual([]);
+});
+
+test('the tab reads ahead while the keywords are typed: the first search scans from memory; one that stops it is answered by the server', async ({
+  browser,
+}) => {
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  // New contexts, with the read-ahead on (its default): nothing in the workers or on the device.
+  const context = await browser.newContext();
+  const slow = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    let ranges = 0;
+    page.on('request', (r) => {
+      if (/\/containers\/\d+$/.test(new URL(r.url()).pathname)) ranges++;
+    });
+    const { errors, serverSearches } = await openSearchTab(page);
+    const ahead = page.getByTestId('search-read-ahead');
+    await expect(ahead).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+    expect(Number(await ahead.getAttribute('data-stored-bytes'))).toBeGreaterThan(0);
+    const readAhead = ranges;
+    expect(readAhead, 'ranges read before any search').toBeGreaterThan(0);
+    // `auto`: the page holds every chunk now, so it searches itself, from memory.
+    runs = 0;
+    const first = await search(page, text);
+    await expect(first).toHaveAttribute('data-where', 'page');
+    await expect(first).toHaveAttribute('data-ranges-read', '0');
+    await expect(first).toHaveAttribute('data-stored-bytes-read', '0');
+    expectSame(await pageHits(page), want);
+    expect(ranges).toBe(readAhead);
+    expect(serverSearches()).toBe(0);
+    expect(errors).toEqual([]);
+
+    // A search typed before the read-ahead is done stops it (its ranges held back here until
+    // the server has been asked): the server answers, and the page reads the rest behind it.
+    const second = await slow.newPage();
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    await second.route('**/containers/*', async (route) => {
+      await held;
+      await route.continue();
+    });
+    const tab = await openSearchTab(second);
+    const stopped = second.getByTestId('search-read-ahead');
+    await expect(stopped).toHaveAttribute('data-state', 'running');
+    runs = 0;
+    await fillQuery(second, text, {});
+    await second.getByTestId('search-start').click();
+    await expect.poll(tab.serverSearches).toBe(1);
+    release();
+    const cold = second.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${++runs}"]`);
+    await expect(cold).toBeVisible({ timeout: 120_000 });
+    await expect(stopped).toHaveAttribute('data-state', 'stopped');
+    await expect(cold).toHaveAttribute('data-where', 'server');
+    expectSame(await pageHits(second), want);
+    await expect(cold).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
+    const warm = await search(second, text);
+    await expect(warm).toHaveAttribute('data-where', 'page');
+    await expect(warm).toHaveAttribute('data-stored-bytes-read', '0');
+    expectSame(await pageHits(second), want);
+    expect(tab.serverSearches()).toBe(1);
+    expect(tab.errors).toEqual([]);
+  } finally {
+    await context.close();
+    await slow.close();
+  }
 });
 
 test('auto: when the page cannot cache what the server answered, it says so, and the answer stands', async ({
@@ -889,6 +959,7 @@ test("auto: a version committed between the page's list and the server's search:
 }) => {
   // A new context: nothing in the workers or on the device, so the server answers.
   const context = await browser.newContext();
+  await withoutReadAhead(context);
   const page = await context.newPage();
   const { errors } = await openSearchTab(page);
   runs = 0;

@@ -48,7 +48,8 @@ use crate::resemble::delta::{base_of, CODEC_DELTA};
 use crate::resemble::range::{outside_bases, RangeChunk, RangeDecoder};
 use crate::search::{
     cache_file, keyword_error, parse_keyword_lines, ChunkRef, Dictionary, LogicalPhase, Match,
-    MemTinyStore, Mode, NaiveSearch, PhysicalPhase, ResultDb, TinyRecord, Trigrams, MAX_MATCHES,
+    MemTinyStore, Mode, NaiveSearch, PhysicalPhase, PhysicalStats, ResultDb, TinyRecord, Trigrams,
+    MAX_MATCHES,
 };
 
 /// The most matches one search answers ([`MAX_MATCHES`]): the scanners here stop past it
@@ -678,7 +679,10 @@ impl FetchedBases {
 /// here).
 #[wasm_bindgen]
 pub struct ContainerScan {
+    /// `None` once finished, and from the start for a read-ahead ([`ContainerScan::fill`]).
     phase: Option<PhysicalPhase>,
+    /// A read-ahead: chunks are decoded, checked and cached, and nothing is scanned.
+    fill: bool,
     range: RangeDecoder,
     tiny: Tiny,
 }
@@ -747,9 +751,34 @@ impl ContainerScan {
         phase.limit(MAX_MATCHES);
         Ok(ContainerScan {
             phase: Some(phase),
+            fill: false,
             range: RangeDecoder::new().map_err(err)?,
             tiny: Tiny::default(),
         })
+    }
+
+    /// A read-ahead (docs/SEARCH.md, "Chunks read ahead"): the same jobs as a search's
+    /// physical phase, their chunks decoded, checked against their fingerprints and kept in
+    /// the cache as a search keeps them, without keywords, so that the search typed next
+    /// scans them from memory. [`ContainerScan::scan_cached`] scans nothing and leaves unchecked links
+    /// as they are (a search checks them), [`ContainerScan::stats`] counts nothing and
+    /// [`ContainerScan::finish`] answers an empty database.
+    pub fn fill() -> Result<ContainerScan, JsError> {
+        Ok(ContainerScan {
+            phase: None,
+            fill: true,
+            range: RangeDecoder::new().map_err(err)?,
+            tiny: Tiny::default(),
+        })
+    }
+
+    /// The phase scanning the chunks: `Ok(None)` for a read-ahead; an error once finished.
+    fn scanning(&mut self) -> Result<Option<&mut PhysicalPhase>, JsError> {
+        match (&mut self.phase, self.fill) {
+            (Some(phase), _) => Ok(Some(phase)),
+            (None, true) => Ok(None),
+            (None, false) => Err(err("ContainerScan used after finish")),
+        }
     }
 
     /// Scans the chunks of `fps` (20 bytes each) that `cache` holds; answers the indices
@@ -763,10 +792,19 @@ impl ContainerScan {
             .chunks_exact(20)
             .map(|fp| fp.try_into().unwrap())
             .collect();
+        let mut missing = Vec::new();
+        if self.fill {
+            // A read-ahead leaves what the cache holds as it is.
+            for (k, fp) in fps.iter().enumerate() {
+                if !cache.chunks.contains_key(fp) {
+                    missing.push(k as u32);
+                }
+            }
+            return Ok(missing);
+        }
         // Chunks held unchecked (links) are checked first; one that fails is dropped and
         // fetched from its container as the others.
         cache.check_all(&fps);
-        let mut missing = Vec::new();
         for (k, fp) in fps.iter().enumerate() {
             if cache.chunks.contains_key(fp) {
                 cache.owned(fp);
@@ -830,9 +868,8 @@ impl ContainerScan {
     ) -> Result<u32, JsError> {
         let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
         let fetched = fetched.range();
-        let Some(phase) = self.phase.as_mut() else {
-            return Err(err("ContainerScan.scan after finish"));
-        };
+        self.scanning()?;
+        let mut phase = self.phase.as_mut();
         // The bases that the range does not hold but the cache does are taken out of the
         // cache while the range decodes (the decoder reads them where they are; `emit` below
         // adds to the cache meanwhile) and put back after, whatever the outcome: nothing is
@@ -868,7 +905,9 @@ impl ContainerScan {
             &|fp| outside.get(fp).map(|raw| &**raw),
             |fp, raw| {
                 cache.keep(fp, raw);
-                tiny.push(phase.scan(fp, raw));
+                if let Some(phase) = phase.as_mut() {
+                    tiny.push(phase.scan(fp, raw));
+                }
             },
         );
         cache.chunks.extend(outside);
@@ -897,12 +936,10 @@ impl ContainerScan {
         raw: &[u8],
         trigrams: Option<&Trigrams>,
     ) -> Result<(), JsError> {
-        let tiny = self
-            .phase
-            .as_mut()
-            .ok_or_else(|| err("ContainerScan.scan after finish"))?
-            .scan_summarized(fp, raw, trigrams);
-        self.tiny.push(tiny);
+        if let Some(phase) = self.scanning()? {
+            let tiny = phase.scan_summarized(fp, raw, trigrams);
+            self.tiny.push(tiny);
+        }
         Ok(())
     }
 
@@ -923,11 +960,11 @@ impl ContainerScan {
     /// chunks decoded, chunks whose trigram summary ruled out every keyword, their raw
     /// bytes]`.
     pub fn stats(&self) -> Result<Vec<f64>, JsError> {
-        let s = self
-            .phase
-            .as_ref()
-            .ok_or_else(|| err("ContainerScan.stats after finish"))?
-            .stats;
+        let s = match (&self.phase, self.fill) {
+            (Some(phase), _) => phase.stats,
+            (None, true) => PhysicalStats::default(),
+            (None, false) => return Err(err("ContainerScan.stats after finish")),
+        };
         Ok(vec![
             s.chunks as f64,
             s.bytes as f64,
@@ -942,6 +979,9 @@ impl ContainerScan {
 
     /// Ends the phase: the result database, encoded for [`RecipeSearch::add_results`].
     pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
+        if self.fill {
+            return Ok(ResultDb::new().encode());
+        }
         let phase = self
             .phase
             .take()

@@ -13,7 +13,11 @@ import {
   naiveSearch,
   preloadScope,
   prepareJobs,
+  readAhead,
+  readAheadOn,
   reserveWorkerMemory,
+  setReadAhead,
+  type ReadAheadProgress,
   setDeviceCache,
   type FileHits,
   type SearchOutcome,
@@ -59,6 +63,24 @@ const ms = (v: number) => `${Math.round(v)} ms`;
 const seconds = (v: number) => (v < 1000 ? ms(v) : `${(v / 1000).toFixed(1)} s`);
 const plural = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
 
+/** The read-ahead's line: what it read, or why it read nothing. */
+function readAheadStatus(a: ReadAheadProgress | null, on: boolean): string {
+  if (!a) return on ? 'waiting for the repository' : 'off';
+  const read = bytes(a.storedBytes);
+  switch (a.state) {
+    case 'none':
+      return 'nothing to read';
+    case 'running':
+      return `reading: ${a.done} of ${plural(a.total, 'range')}, ${read}`;
+    case 'done':
+      return `${read} read, ready`;
+    case 'stopped':
+      return `stopped after ${read}: a search reads the rest`;
+    case 'failed':
+      return `stopped after ${read} by an error: a search reads the rest`;
+  }
+}
+
 function keywordLabel(k: Uint8Array, hex: boolean): string {
   return hex ? [...k].map((b) => b.toString(16).padStart(2, '0')).join(' ') : new TextDecoder().decode(k);
 }
@@ -94,6 +116,9 @@ export function SearchPanel({
   /** Bytes the workers' memory grew by for the first search (`reserveWorkerMemory`), once it has. */
   const [memoryReady, setMemoryReady] = useState<number | null>(null);
   const [keepOnDevice, setKeepOnDevice] = useState(deviceCacheOn);
+  const [readingAhead, setReadingAhead] = useState(readAheadOn);
+  /** How the tab's read-ahead went; null before it reports (or when it is off). */
+  const [ahead, setAhead] = useState<ReadAheadProgress | null>(null);
   const refreshDevice = (settled?: number) =>
     void deviceCacheBytes().then(
       (b) => setDevice((d) => ({ bytes: b, settled: settled ?? d.settled })),
@@ -120,6 +145,7 @@ export function SearchPanel({
       .then(async (w) => {
         await loadDeviceCache(api, w);
         await prepareJobs(api, w, READ_AHEAD_SCOPE);
+        await readAhead(api, w, READ_AHEAD_SCOPE, setAhead);
         setMemoryReady(await reserveWorkerMemory(api, w, READ_AHEAD_SCOPE));
       })
       .catch(() => {});
@@ -220,6 +246,13 @@ export function SearchPanel({
     setKeepOnDevice(on);
     await setDeviceCache(on, await pool());
     refreshDevice();
+  };
+
+  const toggleReadAhead = async (on: boolean) => {
+    setReadingAhead(on);
+    const w = await pool();
+    setReadAhead(on, w);
+    if (on && w) await readAhead(api, w, READ_AHEAD_SCOPE, setAhead);
   };
 
   const cancel = () => {
@@ -364,6 +397,23 @@ export function SearchPanel({
           >
             Clear
           </button>
+        </p>
+        <p
+          className="search-device"
+          data-testid="search-read-ahead"
+          data-state={ahead?.state ?? (readingAhead ? 'idle' : 'off')}
+          data-stored-bytes={ahead?.storedBytes ?? 0}
+        >
+          <label>
+            <input
+              type="checkbox"
+              data-testid="search-read-ahead-on"
+              checked={readingAhead}
+              onChange={(e) => void toggleReadAhead(e.target.checked)}
+            />{' '}
+            Read the stored chunks ahead while the keywords are typed, so that the first search scans from memory
+          </label>{' '}
+          ({readAheadStatus(ahead, readingAhead)})
         </p>
       </Card>
       {busy && slow && progress && (

@@ -121,8 +121,12 @@ export interface CacheChoice {
 }
 
 export interface SearchApi {
-  /** Starts a search in this worker. Answers the parsed keywords. */
-  begin: Method<{ query: SearchQuery; maxKeywordLen: number; server: ServerAccess }, { keywords: Uint8Array[] }>;
+  /**
+   * Starts a search in this worker. Answers the parsed keywords. Without a query it starts a
+   * read-ahead (docs/SEARCH.md, "Chunks read ahead"): its jobs decode, check and cache their chunks
+   * and scan nothing; `finishScan` answers an empty database.
+   */
+  begin: Method<{ query: SearchQuery | null; maxKeywordLen: number; server: ServerAccess }, { keywords: Uint8Array[] }>;
   /**
    * Chooses the decoded-chunk cache a DedupSearch scans from, before its first job: `key`
    * names the repository (another one gets a new cache), `bytes` is this worker's budget in

@@ -900,8 +900,8 @@ function concatTriples(runs: Float64Array[]): Float64Array {
   return out;
 }
 
-/** Starts the search in every worker; answers the parsed keywords. */
-async function begin(api: Api, workers: SearchWorkers, query: SearchQuery): Promise<Uint8Array[]> {
+/** Starts the search in every worker (a read-ahead without `query`); answers the parsed keywords. */
+async function begin(api: Api, workers: SearchWorkers, query: SearchQuery | null): Promise<Uint8Array[]> {
   const server = { base: api.base || location.origin, repo: api.repo, token: api.token };
   const answers = await Promise.all(
     Array.from({ length: workers.size }, (_, w) =>
@@ -997,6 +997,133 @@ export async function reserveWorkerMemory(api: Api, workers: SearchWorkers, scop
   }
 }
 
+/** Where the Search tab's "Read the stored chunks ahead" choice is remembered (on unless turned off). */
+const READ_AHEAD_SETTING = 'ditto.search.readAhead';
+const READ_AHEAD_WHAT = 'search read-ahead setting';
+
+/** Whether the Search tab reads the repository ahead when it opens ([`readAhead`]); on by default. */
+export function readAheadOn(): boolean {
+  return withStorage(READ_AHEAD_WHAT, (s) => s.getItem(READ_AHEAD_SETTING), null) !== 'off';
+}
+
+/** Turns the read-ahead on or off; off stops one under way, keeping what it read. */
+export function setReadAhead(on: boolean, workers: SearchWorkers | null): void {
+  withStorage(
+    READ_AHEAD_WHAT,
+    (s) => (on ? s.removeItem(READ_AHEAD_SETTING) : s.setItem(READ_AHEAD_SETTING, 'off')),
+    undefined,
+  );
+  if (!on && workers) void stopReadAhead(workers).stopped;
+}
+
+/** How a read-ahead went: `stopped` by a search (or the setting), `done` with every chunk held. */
+export interface ReadAheadProgress {
+  /** `none`: nothing to read (the workers hold the scope, the server searches it, or a search runs). */
+  state: 'none' | 'running' | 'done' | 'stopped' | 'failed';
+  /** Jobs (byte ranges) read, of `total`. */
+  done: number;
+  total: number;
+  /** Stored bytes read from the server. */
+  storedBytes: number;
+}
+
+/** The read-ahead running on each pool: `halt` stops it; `stopped` settles once its workers are free. */
+const readingAhead = new WeakMap<SearchWorkers, { halt: boolean; stopped: Promise<void> }>();
+
+/** Searches running on each pool (their attempts, from the first to the last): a read-ahead starts only on an idle pool. */
+const searchesRunning = new WeakMap<SearchWorkers, number>();
+
+/**
+ * Reads ahead (docs/SEARCH.md, "Chunks read ahead"): the physical phase of a search of `scope`
+ * without keywords, while the keywords are typed. The jobs of the chunks no worker holds
+ * are fetched, decoded and checked as a first search would and kept in the workers'
+ * caches (then summarised and written to the device as after a search), so that the search
+ * typed next scans them from memory. The Search tab calls it once the workers have read
+ * their device caches and the jobs are cut ([`prepareJobs`]); it reads nothing for a scope
+ * searched on the server, one not read, or a pool that is searching, and a search (or
+ * Clear, or turning it off) stops it between jobs ([`stopReadAhead`]). Never fails:
+ * `progress` says how it ended.
+ */
+export async function readAhead(
+  api: Api,
+  workers: SearchWorkers,
+  scope: SearchScope,
+  progress: (p: ReadAheadProgress) => void,
+): Promise<void> {
+  if (!readAheadOn()) return;
+  await preloaded(api, scope);
+  const p = speculative(api, scope);
+  const none = () => progress({ state: 'none', done: 0, total: 0, storedBytes: 0 });
+  if (!p || readingAhead.has(workers) || fills.has(workers) || (searchesRunning.get(workers) ?? 0) > 0) return none();
+  const known = matchCaches(api, workers, p, 'matchCache');
+  // The jobs a search would cut now, less those whose chunks are all held.
+  const jobs = containerJobs(p, known, workers.size).filter((j) => j.fps.some((fp) => !known.at.has(fp)));
+  if (jobs.length === 0) return none();
+  const me = { halt: false, stopped: Promise.resolve() };
+  let report: ReadAheadProgress = { state: 'running', done: 0, total: jobs.length, storedBytes: 0 };
+  const tell = (r: Partial<ReadAheadProgress>) => progress((report = { ...report, ...r }));
+  let storedBytes = 0;
+  const run = async () => {
+    const finishing: Promise<unknown>[] = [];
+    try {
+      await begin(api, workers, null);
+      const held = matchCaches(api, workers, p, 'useCache');
+      tell({});
+      await scatter(
+        workers,
+        jobs,
+        (j) => held.at.get(j.fps[0]),
+        (j) => j.share,
+        async (w, { job, fps }) => {
+          const r = await workers.call(w, 'scan', job);
+          storedBytes += r.storedBytes;
+          if (r.cached)
+            for (const fp of fps)
+              if (held.at.get(fp) !== w) {
+                held.at.set(fp, w);
+                held.generation++;
+              }
+        },
+        () => tell({ done: report.done + 1, storedBytes }),
+        (w) => (finishing[w] = workers.call(w, 'finishScan', null)),
+        () => me.halt,
+      );
+      tell({ state: me.halt ? 'stopped' : 'done', storedBytes });
+    } catch (e) {
+      tell({ state: me.halt ? 'stopped' : 'failed', storedBytes });
+      // A chunk a worker refused is asked for checked, as a search does: the server
+      // quarantines a copy damaged on its disk, and the search then names it.
+      const refused = e instanceof Error ? REFUSED_CHUNK.exec(e.message) : null;
+      if (refused) await api.getChunks([refused[1]]).catch(() => {});
+    } finally {
+      // Every worker ends its phase, so that none is left scanning (which holds its idle work).
+      for (let w = 0; w < workers.size; w++) finishing[w] ??= workers.call(w, 'finishScan', null);
+      await Promise.allSettled(finishing);
+      if (readingAhead.get(workers) === me) readingAhead.delete(workers);
+    }
+    if (me.halt) return;
+    // As after a search: the workers summarise and save what they read, and the next
+    // search's jobs are cut for the holders as they now are.
+    for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', null).catch(() => {});
+    containerJobs(p, holders.get(workers) ?? matchCaches(api, workers, p, 'matchCache'), workers.size);
+  };
+  me.stopped = run().catch(() => {});
+  readingAhead.set(workers, me);
+  await me.stopped;
+}
+
+/**
+ * Stops the read-ahead of `workers`, if one runs, from its next job on: `unfinished` says
+ * whether one was stopped, `stopped` settles once its workers have ended their jobs (a
+ * search then gives them its own keywords).
+ */
+export function stopReadAhead(workers: SearchWorkers): { unfinished: boolean; stopped: Promise<void> } {
+  const r = readingAhead.get(workers);
+  if (!r) return { unfinished: false, stopped: Promise.resolve() };
+  r.halt = true;
+  return { unfinished: true, stopped: r.stopped };
+}
+
 /** Where the Search tab's "Keep on this device" choice is remembered (on unless turned off). */
 const DEVICE_CACHE_SETTING = 'ditto.search.deviceCache';
 
@@ -1067,6 +1194,7 @@ export function loadDeviceCache(api: Api, workers: SearchWorkers): Promise<void>
  */
 export async function clearDeviceCache(workers: SearchWorkers | null): Promise<void> {
   if (workers) {
+    await stopReadAhead(workers).stopped;
     for (let fill = fills.get(workers); fill; fill = fills.get(workers)) await fill;
     // Before the workers empty their caches: a search sent after this starts a new map.
     holders.delete(workers);
@@ -1085,7 +1213,7 @@ export async function clearDeviceCache(workers: SearchWorkers | null): Promise<v
  * worker only, the rest to whichever worker is free first. `sent(w)` is called once no
  * more jobs will go to worker `w`: a worker handles its messages in order, so what follows
  * its jobs can be sent then, without a round trip through the page's thread.
- * Once a job fails no more are sent, and the failure is thrown once every job sent has
+ * Once a job fails, or `halted` answers true, no more are sent; a failure is thrown once every job sent has
  * settled: a search that starts over then finds no job of this one still running in its
  * workers (it would add its records to the new search's).
  */
@@ -1103,6 +1231,7 @@ async function scatter<J>(
   run: (w: number, job: J) => Promise<void>,
   onDone: () => void,
   sent: (w: number) => void,
+  halted: () => boolean = () => false,
 ) {
   const own: J[][] = Array.from({ length: workers.size }, () => []);
   const shares: J[][] = Array.from({ length: workers.size }, () => []);
@@ -1116,7 +1245,7 @@ async function scatter<J>(
   }
   let failed = false;
   const runOne = async (w: number, job: J) => {
-    if (failed) return;
+    if (failed || halted()) return;
     try {
       await run(w, job);
     } catch (e) {
@@ -1144,7 +1273,7 @@ async function scatter<J>(
     ...own.flatMap((list, w) => list.map((job) => runOne(w, job))),
     ...Array.from({ length: workers.size * LANES }, async (_, lane) => {
       const w = lane % workers.size;
-      for (let job = next(w); job !== undefined && !failed; job = next(w)) await runOne(w, job);
+      for (let job = next(w); job !== undefined && !failed && !halted(); job = next(w)) await runOne(w, job);
       if (--lanesLeft[w] === 0 && !failed) sent(w);
     }),
   ]);
@@ -1204,25 +1333,32 @@ function dropStaleStore() {
 function withRetry(engine: Engine): Engine {
   return async (...args) => {
     dropStaleStore();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await engine(...args);
-      } catch (e) {
-        if (attempt < ATTEMPTS && e instanceof Error && CONTAINER_GONE.test(e.message)) {
-          dropLocations(args[0]);
-          continue;
+    // Counted from the first attempt to the last: a read-ahead starts only on an idle pool.
+    const workers = args[1];
+    searchesRunning.set(workers, (searchesRunning.get(workers) ?? 0) + 1);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await engine(...args);
+        } catch (e) {
+          if (attempt < ATTEMPTS && e instanceof Error && CONTAINER_GONE.test(e.message)) {
+            dropLocations(args[0]);
+            continue;
+          }
+          if (attempt < ATTEMPTS && e instanceof Error && DROPPED_BASE.test(e.message)) continue;
+          const refused = e instanceof Error ? REFUSED_CHUNK.exec(e.message) : null;
+          if (attempt < ATTEMPTS && refused) {
+            // Its answer matters only to the server, which quarantines a damaged copy.
+            await args[0].getChunks([refused[1]]).catch(() => {});
+            dropLocations(args[0]);
+            continue;
+          }
+          if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
+          throw asRefusedQuery(e);
         }
-        if (attempt < ATTEMPTS && e instanceof Error && DROPPED_BASE.test(e.message)) continue;
-        const refused = e instanceof Error ? REFUSED_CHUNK.exec(e.message) : null;
-        if (attempt < ATTEMPTS && refused) {
-          // Its answer matters only to the server, which quarantines a damaged copy.
-          await args[0].getChunks([refused[1]]).catch(() => {});
-          dropLocations(args[0]);
-          continue;
-        }
-        if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
-        throw asRefusedQuery(e);
       }
+    } finally {
+      searchesRunning.set(workers, searchesRunning.get(workers)! - 1);
     }
   };
 }
@@ -1246,12 +1382,18 @@ async function dedupSearchAs(
   scope: SearchScope,
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
+  // A read-ahead stops at once, its jobs in flight ending while this search starts.
+  const ahead = stopReadAhead(workers);
   const t0 = performance.now();
   await fills.get(workers);
-  if ((scope.where ?? 'auto') === 'auto' && !(await pageHoldsAny(api, workers))) {
-    const answered = await coldOnServer(api, workers, query, scope, t0);
+  // A read-ahead stopped short leaves the page holding part of the scope, which the page
+  // would fetch and decode now: the server answers instead, and the page reads the rest
+  // behind it.
+  if ((scope.where ?? 'auto') === 'auto' && (ahead.unfinished || !(await pageHoldsAny(api, workers)))) {
+    const answered = await coldOnServer(api, workers, query, scope, t0, ahead.stopped);
     if (answered) return answered;
   }
+  await ahead.stopped;
   return searchAnywhere(api, workers, query, scope, progress, t0);
 }
 
@@ -1280,10 +1422,12 @@ async function coldOnServer(
   query: SearchQuery,
   scope: SearchScope,
   t0: number,
+  ready: Promise<void>,
 ): Promise<SearchOutcome | undefined> {
   const asked = askServer(api, query, scope, workers.signal);
   asked.catch(() => {}); // awaited below
-  const [repo, keywords] = await Promise.all([repoState(api), begin(api, workers, query)]);
+  // The workers take the keywords once a read-ahead's jobs have ended (`ready`).
+  const [repo, keywords] = await Promise.all([repoState(api), ready.then(() => begin(api, workers, query))]);
   // Above the workers' cache the server searches anyway (its failure is the search's), and
   // the page would cache nothing.
   const large = onServer(scope, repo.uniqueRawBytes);
@@ -1608,8 +1752,10 @@ async function naiveSearchAs(
   scope: SearchScope,
   progress: (p: SearchProgress) => void,
 ): Promise<SearchOutcome> {
+  const ahead = stopReadAhead(workers);
   const t0 = performance.now();
   await fills.get(workers);
+  await ahead.stopped;
   await preloaded(api, scope);
   const [prepared, keywords] = await Promise.all([
     repoState(api).then((repo) => prepare(api, scope, progress, repo)),

@@ -59,8 +59,9 @@ function keepOnly(want: Uint8Array, keep: (fp: string) => boolean): Uint8Array {
 }
 
 interface Current {
-  query: SearchQuery;
-  keywords: SearchKeywords;
+  /** Null for a read-ahead (`begin` without a query): its jobs only fill the cache. */
+  query: SearchQuery | null;
+  keywords: SearchKeywords | null;
   scan: ContainerScan;
   api: Api;
   /** The decoded-chunk cache of the repository searched (`useCache`). */
@@ -288,13 +289,20 @@ function warmUpCold(): Promise<number> {
 function release() {
   if (!cur) return;
   cur.scan.free();
-  cur.keywords.free();
+  cur.keywords?.free();
   cur = null;
 }
 
 function need(): Current {
   if (!cur) throw new Error('no search in progress in this worker');
   return cur;
+}
+
+/** The search in progress, which has keywords (not a read-ahead). */
+function searching(): Current & { query: SearchQuery; keywords: SearchKeywords } {
+  const c = need();
+  if (!c.query || !c.keywords) throw new Error('a read-ahead has no keywords to search for');
+  return c as Current & { query: SearchQuery; keywords: SearchKeywords };
 }
 
 /**
@@ -459,7 +467,7 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
 }
 
 function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
-  const c = need();
+  const c = searching();
   const search = new RecipeSearch(c.keywords, c.query.filesOnly);
   try {
     for (const db of dbs) search.addResults(db);
@@ -523,7 +531,7 @@ function naiveRequests(
 }
 
 async function naive(files: FileBatch, requestBytes: number) {
-  const c = need();
+  const c = searching();
   const requests = naiveRequests(files, requestBytes);
   // A scanner per job: the page keeps two jobs in flight per worker, and their bundles
   // interleave at every await; one shared scanner would mix their files.
@@ -558,11 +566,11 @@ expose<SearchApi>(
     begin: async ({ query, maxKeywordLen, server }) => {
       endReserve();
       release();
-      const keywords = new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
+      const keywords = query && new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
       cur = {
         query,
         keywords,
-        scan: new ContainerScan(keywords, query.filesOnly),
+        scan: keywords && query ? new ContainerScan(keywords, query.filesOnly) : ContainerScan.fill(),
         api: new Api(server.token, server.repo, server.base),
         chunks: null,
         running: new Set(),
@@ -574,7 +582,7 @@ expose<SearchApi>(
         turns: new Turns(),
         pending: new Set(),
       };
-      return { keywords: Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) };
+      return { keywords: keywords ? Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) : [] };
     },
     useCache: async ({ key, slot, bytes, live, persist }) => {
       need().chunks = chunkCache(key, slot, bytes, persist, live);
@@ -659,6 +667,8 @@ expose<SearchApi>(
         c.scan.stats();
       const db = c.scan.finish();
       scanning = false;
+      // A read-ahead's scan is done with; a search's keywords serve its logical phase.
+      if (!c.query) release();
       const stats = {
         chunks,
         bytes,
