@@ -189,9 +189,10 @@ export interface SearchApi {
    * The search has ended: the worker summarises its cached chunks' trigrams in the idle
    * time that follows, a slice at a time (wasm-core's `ChunkCache.summarize`), then writes
    * its cache to the device if it changed. Answers when that is done or a search stopped it:
-   * whether the file was written.
+   * whether the file was written. After a read-ahead (`save: false`) the write waits for
+   * the next search's idle time: a search typed meanwhile would wait for it.
    */
-  idle: Method<null, { saved: boolean }>;
+  idle: Method<{ save: boolean }, { saved: boolean }>;
   /**
    * Runs a first search's code over synthetic chunks until the browser has optimised it (one
    * worker of the page's first pool does, once the page has settled: the compiled module,

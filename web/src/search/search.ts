@@ -1102,9 +1102,11 @@ export async function readAhead(
       if (readingAhead.get(workers) === me) readingAhead.delete(workers);
     }
     if (me.halt) return;
-    // As after a search: the workers summarise and save what they read, and the next
-    // search's jobs are cut for the holders as they now are.
-    for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', null).catch(() => {});
+    // As after a search, the workers summarise what they read (the next search then reads
+    // most chunks only at their ends), and the next search's jobs are cut for the holders as
+    // they now are. Their device files are written after that search, not now: a write runs
+    // without a pause, and the search typed meanwhile would wait for it.
+    for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', { save: false }).catch(() => {});
     containerJobs(p, holders.get(workers) ?? matchCaches(api, workers, p, 'matchCache'), workers.size);
   };
   me.stopped = run().catch(() => {});
@@ -1627,7 +1629,9 @@ async function searchPrepared(
   // and write it to the device (`settled`), and the page cuts the jobs for the holders as
   // they now are.
   const settled = Promise.all(
-    Array.from({ length: workers.size }, (_, w) => workers.call(w, 'idle', null).catch(() => ({ saved: false }))),
+    Array.from({ length: workers.size }, (_, w) =>
+      workers.call(w, 'idle', { save: true }).catch(() => ({ saved: false })),
+    ),
   ).then((a) => a.some((r) => r.saved));
   setTimeout(() => containerJobs(prepared, held, workers.size));
 

@@ -202,9 +202,16 @@ function startIdle() {
   perTask(idleStep);
 }
 
-/** Ends a chain of idle work: writes the cache (unless a search started) and answers `idle`. */
+/**
+ * The last `idle` came after a read-ahead (`save: false`): the cache is written after the
+ * next search, not while its keywords are typed (a write runs without a pause, and a search
+ * waits for it).
+ */
+let saveLater = false;
+
+/** Ends a chain of idle work: writes the cache (unless a search started, or later) and answers `idle`. */
 async function settle() {
-  const saved = scanning ? false : await save().catch(() => false);
+  const saved = scanning || saveLater ? false : await save().catch(() => false);
   const waiters = idleWaiters;
   idleWaiters = [];
   for (const w of waiters) w({ saved });
@@ -691,8 +698,9 @@ expose<SearchApi>(
       const out = cache ? cache.chunks.rawChunks(fps) : new Uint8Array((fps.length / FP_LEN) * 4).fill(0xff);
       return transfer(out, [out.buffer]);
     },
-    idle: () =>
+    idle: ({ save }) =>
       new Promise((resolve) => {
+        saveLater = !save;
         if (scanning) return resolve({ saved: false });
         idleWaiters.push(resolve);
         startIdle();
