@@ -1069,21 +1069,11 @@ export async function readAhead(
       await begin(api, workers, null);
       const held = matchCaches(api, workers, p, 'useCache');
       tell({});
-      await scatter(
+      await scanJobs(
         workers,
         jobs,
-        (j) => held.at.get(j.fps[0]),
-        (j) => j.share,
-        async (w, { job, fps }) => {
-          const r = await workers.call(w, 'scan', job);
-          storedBytes += r.storedBytes;
-          if (r.cached)
-            for (const fp of fps)
-              if (held.at.get(fp) !== w) {
-                held.at.set(fp, w);
-                held.generation++;
-              }
-        },
+        held,
+        (read) => (storedBytes += read),
         () => tell({ done: report.done + 1, storedBytes }),
         (w) => (finishing[w] = workers.call(w, 'finishScan', null)),
         () => me.halt,
@@ -1281,6 +1271,41 @@ async function scatter<J>(
   ]);
   const error = settled.find((r) => r.status === 'rejected');
   if (error) throw error.reason;
+}
+
+/**
+ * Runs a physical phase's `jobs` ([`scatter`]): a job goes to the worker holding its first
+ * chunk, else by its share; a worker that then caches a job's chunks becomes their holder.
+ * `read` is told the stored bytes each job read from the server.
+ */
+function scanJobs(
+  workers: SearchWorkers,
+  jobs: Job[],
+  held: Holders,
+  read: (storedBytes: number) => void,
+  onDone: () => void,
+  sent: (w: number) => void,
+  halted?: () => boolean,
+): Promise<void> {
+  return scatter(
+    workers,
+    jobs,
+    (j) => held.at.get(j.fps[0]),
+    (j) => j.share,
+    async (w, { job, fps }) => {
+      const r = await workers.call(w, 'scan', job);
+      read(r.storedBytes);
+      if (r.cached)
+        for (const fp of fps)
+          if (held.at.get(fp) !== w) {
+            held.at.set(fp, w);
+            held.generation++;
+          }
+    },
+    onDone,
+    sent,
+    halted,
+  );
 }
 
 type Engine = (
@@ -1568,21 +1593,13 @@ async function searchPrepared(
   let containersRead = 0;
   progress({ phase: 'physical', done: 0, total: jobs.length });
   const finishing: Promise<{ db: Uint8Array; tiny: Uint8Array; stats: PhysicalStats }>[] = [];
-  await scatter(
+  await scanJobs(
     workers,
     jobs,
-    (j) => held.at.get(j.fps[0]),
-    (j) => j.share,
-    async (w, { job, fps }) => {
-      const r = await workers.call(w, 'scan', job);
-      storedBytesRead += r.storedBytes;
-      if (r.storedBytes > 0) containersRead++;
-      if (r.cached)
-        for (const fp of fps)
-          if (held.at.get(fp) !== w) {
-            held.at.set(fp, w);
-            held.generation++;
-          }
+    held,
+    (read) => {
+      storedBytesRead += read;
+      if (read > 0) containersRead++;
     },
     () => progress({ phase: 'physical', done: ++done, total: jobs.length }),
     (w) => {
