@@ -419,6 +419,23 @@ test('the tab reads ahead while the keywords are typed: the first search scans f
     expectSame(await pageHits(page), want);
     expect(ranges).toBe(readAhead);
     expect(serverSearches()).toBe(0);
+
+    // Unticked, the choice is kept: with nothing on the device (Clear) and the page reloaded,
+    // the tab reads nothing ahead.
+    const device = page.getByTestId('search-device-cache');
+    await expect(device).toHaveAttribute('data-settled', String(runs));
+    await page.getByTestId('search-read-ahead-on').uncheck();
+    await page.getByTestId('search-device-clear').click();
+    await expect(device).toHaveAttribute('data-bytes', '0');
+    await page.reload();
+    await expect(page.getByTestId('engine-ready')).toBeVisible();
+    const before = ranges;
+    await page.getByTestId('tab-search').click();
+    // Set once the tab has done what it does when it opens (the read-ahead included).
+    await expect(page.getByTestId('search-panel')).toHaveAttribute('data-memory-ready', /^\d+$/);
+    await expect(ahead).toHaveAttribute('data-state', 'off');
+    await expect(page.getByTestId('search-read-ahead-on')).not.toBeChecked();
+    expect(ranges).toBe(before);
     expect(errors).toEqual([]);
 
     // A search typed before the read-ahead is done stops it (its ranges held back here until
