@@ -208,7 +208,8 @@ export async function noReadAhead(page) {
  * `showSaveFilePicker` is hidden so a restore ends in an ordinary download (Playwright's
  * 'download' event), as in e2e/tests/restore.spec.ts: streamed by the download worker once it
  * is active (waited for, up to 10 s: a build without one never has it), or with
- * `serviceWorkers: 'block'` a Blob (web/src/restore/sink.ts).
+ * `serviceWorkers: 'block'` a Blob (web/src/restore/sink.ts). `readAhead: false` turns the
+ * Search tab's read-ahead off ([`noReadAhead`]).
  */
 export async function openApp(
   browser,

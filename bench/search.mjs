@@ -25,17 +25,17 @@
 // searches, clicked as soon as the tab opens, and reloaded again and searches after
 // --type-ms (1000 by default: a person typing the keywords). The caches are cleared after.
 //
-// After the rounds, the same engine natively with nothing decoded anywhere: the server's search
-// (`POST search`, every version) on a copy of the repository with its search cache off
-// (DITTO_SEARCH_CACHE_MB=0), --runs times per set A after one untimed search, timed to the
-// answer's last byte (`server, uncached`): the reference for a page's first search in a fresh
-// profile, which does the same reading, decoding, checking and scanning in its workers.
-//
 // Then, in the same round, the tab's read-ahead (on by default; off in every page above, whose
 // first searches read the chunks themselves): a fresh page opens the Search tab, the keywords are
 // typed for --type-ms, and the search (`auto`) is clicked: the time from the tab's click to the
 // read-ahead's end, and the search, which runs in the page from memory when the read-ahead
 // has ended (else on the server, the page reading the rest behind it).
+//
+// After the rounds, the same engine natively with nothing decoded anywhere: the server's search
+// (`POST search`, every version) on a copy of the repository with its search cache off
+// (DITTO_SEARCH_CACHE_MB=0), --runs times per set A after one untimed search, timed to the
+// answer's last byte (`server, uncached`): the reference for a page's first search in a fresh
+// profile, which does the same reading, decoding, checking and scanning in its workers.
 //
 // Last, a search right after a backup: a page searches set A (8 keywords), one more version
 // (the newest release with a line added to every 50th file) is backed up from another page
