@@ -679,10 +679,7 @@ impl FetchedBases {
 /// here).
 #[wasm_bindgen]
 pub struct ContainerScan {
-    /// `None` once finished, and from the start for a read-ahead ([`ContainerScan::fill`]).
-    phase: Option<PhysicalPhase>,
-    /// A read-ahead: chunks are decoded, checked and cached, and nothing is scanned.
-    fill: bool,
+    state: ScanState,
     range: RangeDecoder,
     tiny: Tiny,
 }
@@ -750,8 +747,7 @@ impl ContainerScan {
         let mut phase = PhysicalPhase::for_mode(&keywords.dict, mode(files_only));
         phase.limit(MAX_MATCHES);
         Ok(ContainerScan {
-            phase: Some(phase),
-            fill: false,
+            state: ScanState::Scanning(phase),
             range: RangeDecoder::new().map_err(err)?,
             tiny: Tiny::default(),
         })
@@ -760,25 +756,15 @@ impl ContainerScan {
     /// A read-ahead (docs/SEARCH.md, "Chunks read ahead"): the same jobs as a search's
     /// physical phase, their chunks decoded, checked against their fingerprints and kept in
     /// the cache as a search keeps them, without keywords, so that the search typed next
-    /// scans them from memory. [`ContainerScan::scan_cached`] scans nothing and leaves unchecked links
-    /// as they are (a search checks them), [`ContainerScan::stats`] counts nothing and
-    /// [`ContainerScan::finish`] answers an empty database.
+    /// scans them from memory. [`ContainerScan::scan_cached`] scans nothing and leaves
+    /// unchecked links as they are (a search checks them), [`ContainerScan::stats`] counts
+    /// nothing and [`ContainerScan::finish`] answers an empty database.
     pub fn fill() -> Result<ContainerScan, JsError> {
         Ok(ContainerScan {
-            phase: None,
-            fill: true,
+            state: ScanState::Filling,
             range: RangeDecoder::new().map_err(err)?,
             tiny: Tiny::default(),
         })
-    }
-
-    /// The phase scanning the chunks: `Ok(None)` for a read-ahead; an error once finished.
-    fn scanning(&mut self) -> Result<Option<&mut PhysicalPhase>, JsError> {
-        match (&mut self.phase, self.fill) {
-            (Some(phase), _) => Ok(Some(phase)),
-            (None, true) => Ok(None),
-            (None, false) => Err(err("ContainerScan used after finish")),
-        }
     }
 
     /// Scans the chunks of `fps` (20 bytes each) that `cache` holds; answers the indices
@@ -793,7 +779,7 @@ impl ContainerScan {
             .map(|fp| fp.try_into().unwrap())
             .collect();
         let mut missing = Vec::new();
-        if self.fill {
+        if matches!(self.state, ScanState::Filling) {
             // A read-ahead leaves what the cache holds as it is.
             for (k, fp) in fps.iter().enumerate() {
                 if !cache.chunks.contains_key(fp) {
@@ -868,8 +854,7 @@ impl ContainerScan {
     ) -> Result<u32, JsError> {
         let chunks = range_chunks(data, base, fps, offsets, stored_lens, codecs, raw_lens)?;
         let fetched = fetched.range();
-        self.scanning()?;
-        let mut phase = self.phase.as_mut();
+        let mut phase = self.state.scanning()?;
         // The bases that the range does not hold but the cache does are taken out of the
         // cache while the range decodes (the decoder reads them where they are; `emit` below
         // adds to the cache meanwhile) and put back after, whatever the outcome: nothing is
@@ -936,7 +921,7 @@ impl ContainerScan {
         raw: &[u8],
         trigrams: Option<&Trigrams>,
     ) -> Result<(), JsError> {
-        if let Some(phase) = self.scanning()? {
+        if let Some(phase) = self.state.scanning()? {
             let tiny = phase.scan_summarized(fp, raw, trigrams);
             self.tiny.push(tiny);
         }
@@ -946,7 +931,7 @@ impl ContainerScan {
     /// Whether the chunks scanned hold more exact offsets than the search may answer
     /// ([`PhysicalPhase::limit`]): the caller stops the search.
     pub fn overflowed(&self) -> bool {
-        self.phase.as_ref().is_some_and(PhysicalPhase::overflowed)
+        matches!(&self.state, ScanState::Scanning(phase) if phase.overflowed())
     }
 
     /// The tiny records produced since the last call, encoded back to back
@@ -960,10 +945,10 @@ impl ContainerScan {
     /// chunks decoded, chunks whose trigram summary ruled out every keyword, their raw
     /// bytes]`.
     pub fn stats(&self) -> Result<Vec<f64>, JsError> {
-        let s = match (&self.phase, self.fill) {
-            (Some(phase), _) => phase.stats,
-            (None, true) => PhysicalStats::default(),
-            (None, false) => return Err(err("ContainerScan.stats after finish")),
+        let s = match &self.state {
+            ScanState::Scanning(phase) => phase.stats,
+            ScanState::Filling => PhysicalStats::default(),
+            ScanState::Finished => return Err(err("ContainerScan.stats after finish")),
         };
         Ok(vec![
             s.chunks as f64,
@@ -979,14 +964,35 @@ impl ContainerScan {
 
     /// Ends the phase: the result database, encoded for [`RecipeSearch::add_results`].
     pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
-        if self.fill {
-            return Ok(ResultDb::new().encode());
+        match std::mem::replace(&mut self.state, ScanState::Finished) {
+            ScanState::Scanning(phase) => Ok(phase.finish().0.encode()),
+            ScanState::Filling => {
+                self.state = ScanState::Filling;
+                Ok(ResultDb::new().encode())
+            }
+            ScanState::Finished => Err(err("ContainerScan.finish called twice")),
         }
-        let phase = self
-            .phase
-            .take()
-            .ok_or_else(|| err("ContainerScan.finish called twice"))?;
-        Ok(phase.finish().0.encode())
+    }
+}
+
+/// What a [`ContainerScan`] does with the chunks it decodes.
+enum ScanState {
+    /// A search's physical phase scans them.
+    Scanning(PhysicalPhase),
+    /// A read-ahead ([`ContainerScan::fill`]) only decodes, checks and caches them.
+    Filling,
+    /// The phase has ended ([`ContainerScan::finish`]).
+    Finished,
+}
+
+impl ScanState {
+    /// The phase scanning the chunks: `Ok(None)` for a read-ahead; an error once finished.
+    fn scanning(&mut self) -> Result<Option<&mut PhysicalPhase>, JsError> {
+        match self {
+            ScanState::Scanning(phase) => Ok(Some(phase)),
+            ScanState::Filling => Ok(None),
+            ScanState::Finished => Err(err("ContainerScan used after finish")),
+        }
     }
 }
 
