@@ -1097,7 +1097,7 @@ export async function readAhead(
     // they now are. Their device files are written after that search, not now: a write runs
     // without a pause, and the search typed meanwhile would wait for it.
     for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', { save: false }).catch(() => {});
-    containerJobs(p, holders.get(workers) ?? matchCaches(api, workers, p, 'matchCache'), workers.size);
+    containerJobs(p, known, workers.size);
   };
   me.stopped = run().catch(() => {});
   readingAhead.set(workers, me);
