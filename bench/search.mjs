@@ -22,7 +22,8 @@
 // Then, in the same round, the first search after a reload, of set A again, in a browser
 // profile kept on disk (a person's browser; the pages above have none): a first search fills
 // the workers' device caches (origin private file system), then the page is reloaded and
-// searches, clicked as soon as the tab opens, and reloaded again and searches after
+// searches, clicked as soon as the tab opens (in the page, then again with `auto`, which asks
+// the server while the workers still read their files), and reloaded again and searches after
 // --type-ms (1000 by default: a person typing the keywords). The caches are cleared after.
 //
 // Then, in the same round, the tab's read-ahead (on by default; off in every page above, whose
@@ -204,6 +205,7 @@ async function inPage(sets, other) {
           naive: [],
           reload: [],
           reloadAtOnce: [],
+          reloadAtOnceAuto: [],
           coldAuto: [],
           warmAuto: [],
           readAhead: [],
@@ -250,6 +252,7 @@ async function inPage(sets, other) {
         const reload = await afterReload(profile, server, sets[n], coldHits);
         o.reload.push(reload.typed);
         o.reloadAtOnce.push(reload.atOnce);
+        o.reloadAtOnceAuto.push(reload.atOnceAuto);
         const ahead = await readAheadRun(browser, server, sets[n], coldHits);
         o.readAhead.push(ahead);
         console.error(
@@ -257,7 +260,7 @@ async function inPage(sets, other) {
             `(${warm.rangesRead} ranges fetched), server ${onServer.totalMs.toFixed(0)} ms` +
             (round < naiveRuns ? `, naive ${o.naive.at(-1).totalMs.toFixed(0)} ms, identical=${o.identical}` : '') +
             `, auto ${auto.cold.totalMs.toFixed(0)} ms first (${auto.cold.where}) then ${auto.warm.totalMs.toFixed(0)} ms (${auto.warm.where})` +
-            `, after a reload ${reload.atOnce.totalMs.toFixed(0)} ms at once, ${reload.typed.totalMs.toFixed(0)} ms typed ` +
+            `, after a reload ${reload.atOnce.totalMs.toFixed(0)} ms at once, ${reload.atOnceAuto.totalMs.toFixed(0)} ms at once with auto (${reload.atOnceAuto.where}), ${reload.typed.totalMs.toFixed(0)} ms typed ` +
             `(${reload.atOnce.storedBytesRead + reload.typed.storedBytesRead} stored bytes fetched)` +
             `, read ahead in ${ahead.aheadMs === null ? '(not done)' : `${ahead.aheadMs.toFixed(0)} ms`} then ${ahead.totalMs.toFixed(0)} ms (${ahead.where})`,
         );
@@ -369,15 +372,19 @@ async function afterReload(profile, server, keywords, coldHits) {
   await pageRun(page, 'dedup', 1);
   await settled.waitFor({ timeout: 60_000 });
   const out = {};
-  for (const [name, pause] of [
-    ['atOnce', 0],
-    ['typed', typeMs],
+  for (const [name, pause, where] of [
+    ['atOnce', 0, 'page'],
+    ['atOnceAuto', 0, 'auto'],
+    ['typed', typeMs, 'page'],
   ]) {
     await open(false);
     if (pause) await page.waitForTimeout(pause);
-    out[name] = await pageRun(page, 'dedup', 1);
+    out[name] = await pageRun(page, 'dedup', 1, where);
     if ((await listedHits(page)) !== coldHits)
       throw new Error(`${keywords.length} keywords: the search after a reload (${name}) and the cold one differ`);
+    // An answer of the server: the page searches behind it (from its files) before it writes.
+    if (out[name].where === 'server')
+      await page.locator('[data-testid=search-done][data-seq="1"][data-filled=true]').waitFor({ timeout: 600_000 });
     await settled.waitFor({ timeout: 60_000 });
   }
   await page.getByTestId('search-device-clear').click();
@@ -478,6 +485,8 @@ try {
     const rlMs = median(p.reload.map((r) => r.totalMs));
     const rl0 = medianRun(p.reloadAtOnce);
     const rl0Ms = median(p.reloadAtOnce.map((r) => r.totalMs));
+    const rla = medianRun(p.reloadAtOnceAuto);
+    const rlaMs = median(p.reloadAtOnceAuto.map((r) => r.totalMs));
     const ca = medianRun(p.coldAuto);
     const caMs = median(p.coldAuto.map((r) => r.totalMs));
     const wa = medianRun(p.warmAuto);
@@ -520,6 +529,9 @@ try {
       `    ... at once    ${f0(rl0Ms).padStart(6)} ms  (clicked as the tab opened; ${phases(rl0)}; runs ${p.reloadAtOnce.map((x) => f0(x.totalMs)).join(' ')}; stored bytes fetched ${rl0.storedBytesRead})`,
     );
     console.log(
+      `    ... with auto  ${f0(rlaMs).padStart(6)} ms  (clicked as the tab opened, auto: on the ${p.reloadAtOnceAuto.map((x) => x.where).join('/')}; ${phases(rla)}; runs ${p.reloadAtOnceAuto.map((x) => f0(x.totalMs)).join(' ')})`,
+    );
+    console.log(
       `  auto, first      ${f0(caMs).padStart(6)} ms  (a fresh page: on the ${ca.where}; ${phases(ca)}; runs ${p.coldAuto.map((x) => f0(x.totalMs)).join(' ')}; the page cached the repository behind it in ${p.coldAuto.map((x) => x.fillSeconds.toFixed(2)).join(' ')} s)`,
     );
     console.log(
@@ -547,7 +559,7 @@ try {
       `  records: chunk-results ${rec.chunk_results} (${rec.chunk_result_bytes} B), location-lists ${rec.location_lists} (long ${rec.long_location_lists}, ${rec.location_list_bytes} B), tiny ${rec.tiny} (${rec.tiny_bytes} B, looked up ${rec.tiny_lookups}), infix lists ${rec.infix_lists}`,
     );
     console.log(
-      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, read ahead/rg ${(raMs / r.ms).toFixed(2)}x, auto first/rg ${(caMs / r.ms).toFixed(2)}x, auto second/rg ${(waMs / r2.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x (at once ${(rl0Ms / r.ms).toFixed(2)}x), warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
+      `  cold/rg ${(coldMs / r.ms).toFixed(2)}x, read ahead/rg ${(raMs / r.ms).toFixed(2)}x, auto first/rg ${(caMs / r.ms).toFixed(2)}x, auto second/rg ${(waMs / r2.ms).toFixed(2)}x, after a reload/rg ${(rlMs / r.ms).toFixed(2)}x (at once ${(rl0Ms / r.ms).toFixed(2)}x, with auto ${(rlaMs / r.ms).toFixed(2)}x), warm/rg ${(warmMs / r2.ms).toFixed(2)}x, naive/cold ${(nMs / coldMs).toFixed(2)}x, naive/warm ${(nMs / warmMs).toFixed(2)}x, identical ${p.identical}\n`,
     );
     per[n] = {
       dedupsearch_ms: +coldMs.toFixed(1),
@@ -567,6 +579,14 @@ try {
       reload_at_once_phase_ms: rl0.phases,
       reload_at_once_stored_bytes_read: rl0.storedBytesRead,
       reload_at_once_over_rg: +(rl0Ms / r.ms).toFixed(3),
+      reload_at_once_auto_ms: +rlaMs.toFixed(1),
+      reload_at_once_auto_phase_ms: rla.phases,
+      reload_at_once_auto_where: p.reloadAtOnceAuto.map((x) => x.where),
+      reload_at_once_auto_over_rg: +(rlaMs / r.ms).toFixed(3),
+      // The slowest first search after a page load with the tab as it comes (auto, the
+      // read-ahead on, the device cache kept): a fresh profile clicked at once or typed, a
+      // reload clicked at once or typed.
+      default_first_worst_over_rg: +(Math.max(caMs, raMs, rlaMs, rlMs) / r.ms).toFixed(3),
       read_ahead_search_ms: +raMs.toFixed(1),
       read_ahead_search_phase_ms: ra.phases,
       read_ahead_search_where: p.readAhead.map((x) => x.where),
@@ -611,6 +631,7 @@ try {
         warm: p.warm.map((x) => x.totalMs),
         reload: p.reload.map((x) => x.totalMs),
         reload_at_once: p.reloadAtOnce.map((x) => x.totalMs),
+        reload_at_once_auto: p.reloadAtOnceAuto.map((x) => x.totalMs),
         server: p.server.map((x) => x.totalMs),
         auto_first: p.coldAuto.map((x) => x.totalMs),
         auto_second: p.warmAuto.map((x) => x.totalMs),
@@ -640,6 +661,8 @@ try {
       warm_ms: per[1].warm_ms,
       reload_ms: per[1].reload_ms,
       reload_at_once_ms: per[1].reload_at_once_ms,
+      reload_at_once_auto_ms: per[1].reload_at_once_auto_ms,
+      default_first_worst_over_rg: per[1].default_first_worst_over_rg,
       server_ms: per[1].server_ms,
       auto_first_ms: per[1].auto_first_ms,
       auto_second_ms: per[1].auto_second_ms,

@@ -681,6 +681,66 @@ test('the first search after a reload scans what the workers kept on the device;
   expect(errors).toEqual([]);
 });
 
+test('auto: a search started while the workers read their device files is answered by the server; the page then searches from the files', async ({
+  page,
+}) => {
+  const text = ['createElement', 'options', 'Element', 'vnode'];
+  const want = scanFolders(text.map((k) => Buffer.from(k)));
+  const { errors, serverSearches } = await openSearchTab(page);
+  const device = page.getByTestId('search-device-cache');
+  runs = 0;
+  await page.getByTestId('search-where').selectOption('page');
+  await search(page, text);
+  await expect(device).toHaveAttribute('data-settled', '1');
+  expect(Number(await device.getAttribute('data-bytes'))).toBeGreaterThan(0);
+
+  // A reload whose workers are kept from reading their files: the page holds back every
+  // `loadCache` call until released.
+  await page.reload();
+  await expect(page.getByTestId('engine-ready')).toBeVisible();
+  let ranges = 0;
+  page.on('request', (r) => {
+    if (/\/containers\/\d+$/.test(new URL(r.url()).pathname)) ranges++;
+  });
+  await page.evaluate(() => {
+    const send = Worker.prototype.postMessage as (this: Worker, msg: unknown, list?: unknown) => void;
+    const held: (() => void)[] = [];
+    const w = window as unknown as { heldLoads: () => number; releaseLoads: () => void };
+    w.heldLoads = () => held.length;
+    w.releaseLoads = () => {
+      Worker.prototype.postMessage = send;
+      for (const go of held.splice(0)) go();
+    };
+    Worker.prototype.postMessage = function (this: Worker, msg: unknown, list?: unknown) {
+      const m = msg as { bridge?: string; method?: string };
+      if (m?.bridge === 'call' && m.method === 'loadCache') held.push(() => send.call(this, msg, list));
+      else send.call(this, msg, list);
+    };
+  });
+  await page.getByTestId('tab-search').click();
+  await expect(page.getByTestId('search-where')).toHaveValue('auto');
+  await expect
+    .poll(() => page.evaluate(() => (window as unknown as { heldLoads: () => number }).heldLoads()))
+    .toBeGreaterThan(0);
+  runs = 0;
+  const first = await search(page, text);
+  await expect(first).toHaveAttribute('data-where', 'server');
+  expectSame(await pageHits(page), want);
+  expect(serverSearches()).toBe(1);
+  // The search behind the answer waits for the files, then scans them: nothing fetched.
+  await page.evaluate(() => (window as unknown as { releaseLoads: () => void }).releaseLoads());
+  await expect(first).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
+  const second = await search(page, text);
+  await expect(second).toHaveAttribute('data-where', 'page');
+  await expect(second).toHaveAttribute('data-stored-bytes-read', '0');
+  expectSame(await pageHits(page), want);
+  expect(ranges, 'container ranges read after the reload').toBe(0);
+  expect(serverSearches()).toBe(1);
+  await page.getByTestId('search-device-clear').click();
+  await expect(device).toHaveAttribute('data-bytes', '0');
+  expect(errors).toEqual([]);
+});
+
 test('a repeat search reuses what the previous one fetched: same results, no container read again', async ({
   page,
 }) => {

@@ -10,6 +10,14 @@ export interface SearchQuery {
   filesOnly: boolean;
 }
 
+/**
+ * The keywords a parsed query holds, in order: wasm-core's `SearchKeywords`, which the workers
+ * parse a search's query with and the page an answer the server gives while they are busy.
+ */
+export function keywordBytes(parsed: { count(): number; keyword(k: number): Uint8Array }): Uint8Array[] {
+  return Array.from({ length: parsed.count() }, (_, k) => parsed.keyword(k));
+}
+
 /** The server a worker fetches from itself (containers, chunks). */
 export interface ServerAccess {
   base: string;

@@ -21,7 +21,9 @@ import { ApiError, type Api, type Manifest, type ManifestEntry, type VersionInfo
 import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
 import { withStorage } from '../ui/storage';
 import { deleteDeviceCache } from './deviceCache';
-import { TooManyMatches, tooManyMatches } from './protocol';
+import { keywordBytes, TooManyMatches, tooManyMatches } from './protocol';
+import { SearchKeywords } from '../wasm-pkg/wasm_core.js';
+import { pageCore } from '../wasm/page';
 import type {
   ContainerJob,
   DbStats,
@@ -915,6 +917,25 @@ async function begin(api: Api, workers: SearchWorkers, query: SearchQuery | null
 }
 
 /**
+ * The query's keywords parsed on the page's thread with the workers' parser, for an answer
+ * the server gives while the workers are busy; refused as `begin` refuses them.
+ */
+async function pageKeywords(query: SearchQuery): Promise<Uint8Array[]> {
+  await pageCore();
+  let parsed: SearchKeywords;
+  try {
+    parsed = new SearchKeywords(query.keywords, query.hex, MAX_KEYWORD_LEN);
+  } catch (e) {
+    throw new QueryRefused(e instanceof Error ? e.message : String(e));
+  }
+  try {
+    return keywordBytes(parsed);
+  } finally {
+    parsed.free();
+  }
+}
+
+/**
  * A query the search refused: keywords the workers could not read (bad hex, too long, too
  * many), or more matches than a search answers. The query's fault, so the workers, and what
  * they hold, stay for the next search: a search that fails this way has no request left in
@@ -1143,7 +1164,7 @@ export async function setDeviceCache(on: boolean, workers: SearchWorkers | null)
 }
 
 /** Each pool's read of its device cache files, by repository ([`loadDeviceCache`]). */
-const deviceLoads = new WeakMap<SearchWorkers, { repo: string; done: Promise<void> }>();
+const deviceLoads = new WeakMap<SearchWorkers, { repo: string; done: Promise<void>; settled: boolean }>();
 
 /**
  * Has every worker of `workers` read its device cache file of `api`'s repository (docs/
@@ -1174,8 +1195,20 @@ export function loadDeviceCache(api: Api, workers: SearchWorkers): Promise<void>
     });
     holders.set(workers, { repo, state: '', at, generation: 1 });
   })();
-  deviceLoads.set(workers, { repo, done });
+  const load = { repo, done, settled: false };
+  void done.then(() => (load.settled = true));
+  deviceLoads.set(workers, load);
   return done;
+}
+
+/**
+ * Whether the workers of `workers` may hold chunks of `api`'s repository on the device that
+ * they have not read yet ([`loadDeviceCache`] not called, or under way).
+ */
+function deviceUnread(api: Api, workers: SearchWorkers): boolean {
+  if (!deviceCacheOn()) return false;
+  const load = deviceLoads.get(workers);
+  return load?.repo !== cacheKey(api) || !load.settled;
 }
 
 /**
@@ -1414,10 +1447,14 @@ async function dedupSearchAs(
   const t0 = performance.now();
   await fills.get(workers);
   // A read-ahead stopped short leaves the page holding part of the scope, which the page
-  // would fetch and decode now: the server answers instead, and the page reads the rest
-  // behind it.
-  if ((scope.where ?? 'auto') === 'auto' && (ahead.unfinished || !(await pageHoldsAny(api, workers)))) {
-    const answered = await coldOnServer(api, workers, query, scope, t0, ahead.stopped);
+  // would fetch and decode now, and workers still reading their device files would keep the
+  // search waiting for them: the server answers instead, and the page searches behind it.
+  if (
+    (scope.where ?? 'auto') === 'auto' &&
+    (ahead.unfinished || deviceUnread(api, workers) || !(await pageHoldsAny(api, workers)))
+  ) {
+    const ready = Promise.all([ahead.stopped, loadDeviceCache(api, workers)]).then(() => {});
+    const answered = await coldOnServer(api, workers, query, scope, t0, ready);
     if (answered) return answered;
   }
   await ahead.stopped;
@@ -1436,12 +1473,13 @@ async function pageHoldsAny(api: Api, workers: SearchWorkers): Promise<boolean> 
 }
 
 /**
- * The first search of a page that holds nothing of the repository (docs/SEARCH.md, "Which
- * one runs"): answered by the server, then run in the page behind it ([`fills`]), so the
- * searches that follow run in the page from what it cached. Undefined when the server's
- * search failed: the page then searches itself. The server is asked at once, with the query
- * as typed (it reads it as the workers do), while the page learns the repository's state and
- * the workers parse the keywords.
+ * The first search of a page that holds nothing of the repository, or has not read yet what
+ * it holds (docs/SEARCH.md, "Which one runs"): answered by the server, then run in the page
+ * behind it ([`fills`]) once the workers are `ready`, so the searches that follow run in the
+ * page from what it cached. Undefined when the server's search failed: the page then
+ * searches itself. The server is asked at once, with the query as typed (it reads it as the
+ * workers do), while the page learns the repository's state and parses the keywords itself
+ * (the workers may be busy reading).
  */
 async function coldOnServer(
   api: Api,
@@ -1453,8 +1491,7 @@ async function coldOnServer(
 ): Promise<SearchOutcome | undefined> {
   const asked = askServer(api, query, scope, workers.signal);
   asked.catch(() => {}); // awaited below
-  // The workers take the keywords once a read-ahead's jobs have ended (`ready`).
-  const [repo, keywords] = await Promise.all([repoState(api), ready.then(() => begin(api, workers, query))]);
+  const [repo, keywords] = await Promise.all([repoState(api), pageKeywords(query)]);
   // Above the workers' cache the server searches anyway (its failure is the search's), and
   // the page would cache nothing.
   const large = onServer(scope, repo.uniqueRawBytes);
@@ -1466,10 +1503,12 @@ async function coldOnServer(
     return undefined;
   }
   if (large) return answered;
-  const fill = searchAnywhere(api, workers, query, { ...scope, where: 'page' }, () => {}, performance.now()).then(
-    () => null,
-    (e: unknown) => (e instanceof Error ? e.message : String(e)),
-  );
+  const fill = ready
+    .then(() => searchAnywhere(api, workers, query, { ...scope, where: 'page' }, () => {}, performance.now()))
+    .then(
+      () => null,
+      (e: unknown) => (e instanceof Error ? e.message : String(e)),
+    );
   fills.set(workers, fill);
   void fill.then(() => {
     if (fills.get(workers) === fill) fills.delete(workers);

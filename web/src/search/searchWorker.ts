@@ -21,7 +21,7 @@ import init, {
 } from '../wasm-pkg/wasm_core.js';
 import { Api, ApiError } from '../api/client';
 import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
-import { CODEC_DELTA, TooManyMatches, type StoredChunks } from './protocol';
+import { CODEC_DELTA, keywordBytes, TooManyMatches, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
@@ -589,7 +589,7 @@ expose<SearchApi>(
         turns: new Turns(),
         pending: new Set(),
       };
-      return { keywords: keywords ? Array.from({ length: keywords.count() }, (_, i) => keywords.keyword(i)) : [] };
+      return { keywords: keywords ? keywordBytes(keywords) : [] };
     },
     useCache: async ({ key, slot, bytes, live, persist }) => {
       need().chunks = chunkCache(key, slot, bytes, persist, live);
