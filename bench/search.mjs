@@ -382,10 +382,10 @@ async function afterReload(profile, server, keywords, coldHits) {
     out[name] = await pageRun(page, 'dedup', 1, where);
     if ((await listedHits(page)) !== coldHits)
       throw new Error(`${keywords.length} keywords: the search after a reload (${name}) and the cold one differ`);
-    // An answer of the server: the page searches behind it (from its files) before it writes.
+    // The server's answer: the page searches behind it, from its files (which it then holds).
     if (out[name].where === 'server')
       await page.locator('[data-testid=search-done][data-seq="1"][data-filled=true]').waitFor({ timeout: 600_000 });
-    await settled.waitFor({ timeout: 60_000 });
+    else await settled.waitFor({ timeout: 60_000 });
   }
   await page.getByTestId('search-device-clear').click();
   await page.locator('[data-testid=search-device-cache][data-bytes="0"]').waitFor({ timeout: 60_000 });

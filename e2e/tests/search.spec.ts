@@ -390,7 +390,7 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   expect(errors).toEqual([]);
 });
 
-test('the tab reads ahead while the keywords are typed: the first search scans from memory; one that stops it is answered by the server', async ({
+test('the tab reads ahead while the keywords are typed and keeps what it read on the device: the first search scans from memory; one that stops it is answered by the server', async ({
   browser,
 }) => {
   const text = ['createElement', 'options', 'Element', 'vnode'];
@@ -410,7 +410,18 @@ test('the tab reads ahead while the keywords are typed: the first search scans f
     expect(Number(await ahead.getAttribute('data-stored-bytes'))).toBeGreaterThan(0);
     const readAhead = ranges;
     expect(readAhead, 'ranges read before any search').toBeGreaterThan(0);
-    // `auto`: the page holds every chunk now, so it searches itself, from memory.
+    // With no search for a while, the workers keep what they read on the device: the page
+    // reloaded reads nothing ahead, and holds every chunk once the tab has opened.
+    await expect(ahead).toHaveAttribute('data-kept', 'true', { timeout: 60_000 });
+    const device = page.getByTestId('search-device-cache');
+    await expect.poll(async () => Number(await device.getAttribute('data-bytes'))).toBeGreaterThan(0);
+    await page.reload();
+    await expect(page.getByTestId('engine-ready')).toBeVisible();
+    await page.getByTestId('tab-search').click();
+    await expect(page.getByTestId('search-panel')).toHaveAttribute('data-memory-ready', /^\d+$/);
+    await expect(ahead).toHaveAttribute('data-state', 'none');
+    expect(ranges).toBe(readAhead);
+    // `auto`: the page holds every chunk, so it searches itself, from memory.
     runs = 0;
     const first = await search(page, text);
     await expect(first).toHaveAttribute('data-where', 'page');
@@ -422,7 +433,6 @@ test('the tab reads ahead while the keywords are typed: the first search scans f
 
     // Unticked, the choice is kept: with nothing on the device (Clear) and the page reloaded,
     // the tab reads nothing ahead.
-    const device = page.getByTestId('search-device-cache');
     await expect(device).toHaveAttribute('data-settled', String(runs));
     await page.getByTestId('search-read-ahead-on').uncheck();
     await page.getByTestId('search-device-clear').click();

@@ -73,7 +73,7 @@ function readAheadStatus(a: ReadAheadProgress | null, on: boolean): string {
     case 'running':
       return `reading: ${a.done} of ${plural(a.total, 'range')}, ${read}`;
     case 'done':
-      return `${read} read, ready`;
+      return `${read} read, ready${a.kept ? ', kept on this device' : ''}`;
     case 'stopped':
       return `stopped after ${read}: a search reads the rest`;
     case 'failed':
@@ -124,6 +124,11 @@ export function SearchPanel({
       (b) => setDevice((d) => ({ bytes: b, settled: settled ?? d.settled })),
       () => {},
     );
+  /** The read-ahead's progress shown; the device line's size read again once it is kept. */
+  const aheadReport = (p: ReadAheadProgress) => {
+    setAhead(p);
+    if (p.kept) refreshDevice();
+  };
 
   useEffect(() => {
     let current = true;
@@ -145,7 +150,7 @@ export function SearchPanel({
       .then(async (w) => {
         await loadDeviceCache(api, w);
         await prepareJobs(api, w, READ_AHEAD_SCOPE);
-        await readAhead(api, w, READ_AHEAD_SCOPE, setAhead);
+        await readAhead(api, w, READ_AHEAD_SCOPE, aheadReport);
         setMemoryReady(await reserveWorkerMemory(api, w, READ_AHEAD_SCOPE));
       })
       .catch(() => {});
@@ -252,7 +257,7 @@ export function SearchPanel({
     setReadingAhead(on);
     const w = await pool();
     setReadAhead(on, w);
-    if (on && w) await readAhead(api, w, READ_AHEAD_SCOPE, setAhead);
+    if (on && w) await readAhead(api, w, READ_AHEAD_SCOPE, aheadReport);
   };
 
   const cancel = () => {
@@ -403,6 +408,7 @@ export function SearchPanel({
           data-testid="search-read-ahead"
           data-state={ahead?.state ?? (readingAhead ? 'idle' : 'off')}
           data-stored-bytes={ahead?.storedBytes ?? 0}
+          data-kept={ahead?.kept ? 'true' : 'false'}
         >
           <label>
             <input

@@ -1046,7 +1046,17 @@ export interface ReadAheadProgress {
   total: number;
   /** Stored bytes read from the server. */
   storedBytes: number;
+  /** Whether the workers have written what it read to their device files since. */
+  kept?: boolean;
 }
+
+/**
+ * How long after a read-ahead its workers wait, with no search, before they write their
+ * device files: a write runs without a pause, so a search typed meanwhile would wait for
+ * it, and a search writes them anyway once it is done. A page reloaded without a search
+ * then does not read the repository again.
+ */
+export const READ_AHEAD_KEEP_AFTER_MS = 10_000;
 
 /** The read-ahead running on each pool: `halt` stops it; `stopped` settles once its workers are free. */
 const readingAhead = new WeakMap<SearchWorkers, { halt: boolean; stopped: Promise<void> }>();
@@ -1115,14 +1125,32 @@ export async function readAhead(
     if (me.halt) return;
     // As after a search, the workers summarise what they read (the next search then reads
     // most chunks only at their ends), and the next search's jobs are cut for the holders as
-    // they now are. Their device files are written after that search, not now: a write runs
-    // without a pause, and the search typed meanwhile would wait for it.
+    // they now are. Their device files are written after that search, or once the page has
+    // searched nothing for a while ([`READ_AHEAD_KEEP_AFTER_MS`]).
     for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', { save: false }).catch(() => {});
     containerJobs(p, known, workers.size);
+    if (deviceCacheOn())
+      setTimeout(() => void keepReadAhead(workers, () => tell({ kept: true })), READ_AHEAD_KEEP_AFTER_MS);
   };
   me.stopped = run().catch(() => {});
   readingAhead.set(workers, me);
   await me.stopped;
+}
+
+/**
+ * Has the workers write what a read-ahead read to their device files, unless the pool is
+ * searching, reading ahead or gone (a search writes them itself when it is done); `kept`
+ * runs when a worker wrote its file.
+ */
+async function keepReadAhead(workers: SearchWorkers, kept: () => void): Promise<void> {
+  if (workers.signal.aborted || readingAhead.has(workers) || fills.has(workers)) return;
+  if ((searchesRunning.get(workers) ?? 0) > 0 || !deviceCacheOn()) return;
+  const answers = await Promise.all(
+    Array.from({ length: workers.size }, (_, w) =>
+      workers.call(w, 'idle', { save: true }).catch(() => ({ saved: false })),
+    ),
+  );
+  if (answers.some((a) => a.saved)) kept();
 }
 
 /**
