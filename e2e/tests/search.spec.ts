@@ -329,9 +329,16 @@ test('DedupSearch on the server finds exactly what the in-page search finds', as
   await page.waitForTimeout(3000);
   await expect(page.locator(`[data-testid=search-done][data-seq="${cancelledRun}"]`)).toHaveCount(0);
   await page.unroute('**/api/v1/repos/default/search');
-  // The small e2e repository is searched in the page when the choice is automatic.
+  // The small e2e repository is searched in the page when the choice is automatic, once
+  // the workers Cancel replaced have read their device files: until then the server answers,
+  // and the page searches behind it.
   await page.getByTestId('search-where').selectOption('auto');
-  await expect(await search(page, ['vnode'])).toHaveAttribute('data-where', 'page');
+  const replaced = await search(page, ['vnode']);
+  await expect(replaced).toHaveAttribute('data-where', 'server');
+  await expect(replaced).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
+  const inPage = await search(page, ['vnode']);
+  await expect(inPage).toHaveAttribute('data-where', 'page');
+  await expect(inPage).toHaveAttribute('data-stored-bytes-read', '0');
   expect(errors).toEqual([]);
 });
 

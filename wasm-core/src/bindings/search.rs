@@ -137,15 +137,16 @@ pub struct ChunkCache {
     changes: u32,
     /// Held chunks kept only as the bases of deltas this worker decoded, never scanned by
     /// its own jobs: the device cache file leaves them out (the worker whose jobs hold them
-    /// keeps them), but for the whole ones deltas name (a trained dictionary). They are not
-    /// summarised until a job scans them.
+    /// keeps them; links no file names, a trained dictionary or a frame, would leave the
+    /// cache at the next page load anyway, which keeps only the chunks the versions name).
+    /// They are not summarised until a job scans them.
     bases_only: FpSet,
     /// Held chunks whose bytes were not checked against their fingerprints: the links of
     /// base chains a job fetched and decoded only to reach its deltas (frames above all, a
     /// megabyte each, which no file names). As bases they need no check, since every chunk
     /// decoded from them is checked and a failure names the damaged link
-    /// ([`crate::resemble::range`]); one is checked when a job scans it or the device
-    /// cache file takes it, and dropped if it fails.
+    /// ([`crate::resemble::range`]); one is checked when a job scans it (before the device
+    /// cache file takes it), and dropped if it fails.
     unchecked: FpSet,
     /// The chunks of the device cache file being written, in its order, and how many of
     /// them [`ChunkCache::save_chunks`] answered.
@@ -208,10 +209,7 @@ impl ChunkCache {
         let wanted: Vec<Fingerprint> = self
             .chunks
             .keys()
-            .filter(|fp| {
-                !self.bases_only.contains(*fp)
-                    || (self.whole.contains(*fp) && self.named.contains_key(*fp))
-            })
+            .filter(|fp| !self.bases_only.contains(*fp))
             .copied()
             .collect();
         self.check_all(&wanted);

@@ -1056,7 +1056,7 @@ export interface ReadAheadProgress {
  * it, and a search writes them anyway once it is done. A page reloaded without a search
  * then does not read the repository again.
  */
-export const READ_AHEAD_KEEP_AFTER_MS = 10_000;
+const READ_AHEAD_KEEP_AFTER_MS = 10_000;
 
 /** The read-ahead running on each pool: `halt` stops it; `stopped` settles once its workers are free. */
 const readingAhead = new WeakMap<SearchWorkers, { halt: boolean; stopped: Promise<void> }>();
