@@ -1127,10 +1127,9 @@ export async function readAhead(
     // most chunks only at their ends), and the next search's jobs are cut for the holders as
     // they now are. Their device files are written after that search, or once the page has
     // searched nothing for a while ([`READ_AHEAD_KEEP_AFTER_MS`]).
-    for (let w = 0; w < workers.size; w++) void workers.call(w, 'idle', { save: false }).catch(() => {});
+    void idleWorkers(workers, false);
     containerJobs(p, known, workers.size);
-    if (deviceCacheOn())
-      setTimeout(() => void keepReadAhead(workers, () => tell({ kept: true })), READ_AHEAD_KEEP_AFTER_MS);
+    setTimeout(() => void keepReadAhead(workers, () => tell({ kept: true })), READ_AHEAD_KEEP_AFTER_MS);
   };
   me.stopped = run().catch(() => {});
   readingAhead.set(workers, me);
@@ -1145,12 +1144,18 @@ export async function readAhead(
 async function keepReadAhead(workers: SearchWorkers, kept: () => void): Promise<void> {
   if (workers.signal.aborted || readingAhead.has(workers) || fills.has(workers)) return;
   if ((searchesRunning.get(workers) ?? 0) > 0 || !deviceCacheOn()) return;
+  if (await idleWorkers(workers, true)) kept();
+}
+
+/**
+ * Sends every worker `idle`: each summarises what it cached, warms its code up and, with
+ * `save`, writes its device file if the cache changed. Answers whether any wrote one.
+ */
+async function idleWorkers(workers: SearchWorkers, save: boolean): Promise<boolean> {
   const answers = await Promise.all(
-    Array.from({ length: workers.size }, (_, w) =>
-      workers.call(w, 'idle', { save: true }).catch(() => ({ saved: false })),
-    ),
+    Array.from({ length: workers.size }, (_, w) => workers.call(w, 'idle', { save }).catch(() => ({ saved: false }))),
   );
-  if (answers.some((a) => a.saved)) kept();
+  return answers.some((a) => a.saved);
 }
 
 /**
@@ -1712,11 +1717,7 @@ async function searchPrepared(
   // For the next search, in the time that follows: the workers summarise what they cached
   // and write it to the device (`settled`), and the page cuts the jobs for the holders as
   // they now are.
-  const settled = Promise.all(
-    Array.from({ length: workers.size }, (_, w) =>
-      workers.call(w, 'idle', { save: true }).catch(() => ({ saved: false })),
-    ),
-  ).then((a) => a.some((r) => r.saved));
+  const settled = idleWorkers(workers, true);
   setTimeout(() => containerJobs(prepared, held, workers.size));
 
   const physical = {
