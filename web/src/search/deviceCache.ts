@@ -60,10 +60,15 @@ export async function readCacheFile(
 /**
  * Writes worker `slot`'s file for `key` (workers only): the `pieces` in order, to
  * `<name>.tmp`, flushed, then moved over the file, so that a tab closed mid-write leaves the
- * previous file whole. `pieces` runs once the file is open and is written without a pause,
- * so nothing else the worker does comes between its first piece and its last.
+ * previous file whole. `pieces` runs once the file is open; it may pause between pieces (the
+ * worker answers other messages meanwhile) and may throw to give the write up, which
+ * removes the `.tmp` file and leaves the previous file as it was.
  */
-export async function writeCacheFile(key: string, slot: number, pieces: () => Iterable<Uint8Array>): Promise<void> {
+export async function writeCacheFile(
+  key: string,
+  slot: number,
+  pieces: () => AsyncIterable<Uint8Array>,
+): Promise<void> {
   const dir = await directory(true);
   if (!dir) throw new Error('this browser has no origin private file system');
   const name = await fileName(key, slot);
@@ -72,16 +77,19 @@ export async function writeCacheFile(key: string, slot: number, pieces: () => It
   try {
     file.truncate(0);
     let at = 0;
-    for (const piece of pieces())
+    for await (const piece of pieces())
       for (let done = 0; done < piece.length;) {
         const n = file.write(piece.subarray(done), { at });
         done += n;
         at += n;
       }
     file.flush();
-  } finally {
+  } catch (e) {
     file.close();
+    await dir.removeEntry(`${name}.tmp`).catch(() => {});
+    throw e;
   }
+  file.close();
   // Chromium's OPFS replaces an existing file of that name (not yet in TypeScript's DOM types).
   await (tmp as FileSystemFileHandle & { move(name: string): Promise<void> }).move(name);
 }

@@ -1052,9 +1052,9 @@ export interface ReadAheadProgress {
 
 /**
  * How long after a read-ahead its workers wait, with no search, before they write their
- * device files: a write runs without a pause, so a search typed meanwhile would wait for
- * it, and a search writes them anyway once it is done. A page reloaded without a search
- * then does not read the repository again.
+ * device files: a search typed meanwhile would make that write give way, and writes them
+ * itself once it is done. A page reloaded without a search then does not read the
+ * repository again.
  */
 const READ_AHEAD_KEEP_AFTER_MS = 10_000;
 

@@ -120,15 +120,38 @@ function chunkCache(key: string, slot: number, budget: number, persist: boolean,
 /** The last write of the cache to the device asked for, while it or one before it runs. */
 let saving: Promise<boolean> | null = null;
 
-/** Raw bytes of chunks per piece of a device cache file written (`ChunkCache.saveChunks`). */
-const SAVE_PIECE_BYTES = 4 << 20;
+/**
+ * Raw bytes of chunks per piece of a device cache file written (`ChunkCache.saveChunks`): a
+ * message that arrives during a write (the next search) waits for one piece at most.
+ */
+const SAVE_PIECE_BYTES = 1 << 20;
+
+/** Counts the searches and read-aheads begun: a write of the device file under way gives way to the next. */
+let begun = 0;
+
+/** Thrown to give up a write of the device file that a search or a change of the cache overtook. */
+class GaveWay extends Error {}
+
+/** Resolves in a later task of the worker's, after the messages that arrived before it. */
+function nextTask(): Promise<void> {
+  return new Promise((resolve) => {
+    const tasks = new MessageChannel();
+    tasks.port1.onmessage = () => {
+      tasks.port1.close();
+      resolve();
+    };
+    tasks.port2.postMessage(null);
+  });
+}
 
 /**
  * Writes the cache to its device file if it changed since it was last written or read;
- * answers whether it wrote. The file is written in pieces, without a pause between them, so
- * a search that starts meanwhile waits for the write and changes nothing of what is written.
- * A write asked for while another runs goes after it, not with it: the one running may have
- * read the cache before the change that asked for this one (chunks dropped by `matchCache`).
+ * answers whether it wrote. The file is written a piece per task, so that a search that
+ * starts meanwhile runs at once: the write then gives way (its `.tmp` file is removed, the
+ * previous file stays) and the next idle time writes the cache as that search left it. So
+ * does a write overtaken by a change of the cache (chunks dropped by `matchCache`, a
+ * Clear), which would otherwise mix two states in one file. A write asked for while
+ * another runs goes after it, not with it.
  */
 function save(): Promise<boolean> {
   const before = saving;
@@ -136,14 +159,23 @@ function save(): Promise<boolean> {
     await before?.catch(() => false);
     const c = cache;
     if (!c || !c.persist || c.chunks.changes() === c.written) return false;
-    let changes = 0;
-    await writeCacheFile(c.key, c.slot, function* () {
-      if (cache !== c) throw new Error('the cache was replaced');
-      changes = c.chunks.changes();
-      yield c.chunks.save(c.key);
-      for (let p = c.chunks.saveChunks(SAVE_PIECE_BYTES); p.length > 0; p = c.chunks.saveChunks(SAVE_PIECE_BYTES))
-        yield p;
-    });
+    const changes = c.chunks.changes();
+    const searches = begun;
+    try {
+      await writeCacheFile(c.key, c.slot, async function* () {
+        yield c.chunks.save(c.key);
+        for (;;) {
+          await nextTask();
+          if (cache !== c || c.chunks.changes() !== changes || begun !== searches || scanning) throw new GaveWay();
+          const piece = c.chunks.saveChunks(SAVE_PIECE_BYTES);
+          if (piece.length === 0) return;
+          yield piece;
+        }
+      });
+    } catch (e) {
+      if (e instanceof GaveWay) return false;
+      throw e;
+    }
     c.written = changes;
     return true;
   })().finally(() => {
@@ -204,8 +236,8 @@ function startIdle() {
 
 /**
  * The last `idle` came after a read-ahead (`save: false`): the cache is written after the
- * next search, not while its keywords are typed (a write runs without a pause, and a search
- * waits for it).
+ * next search, not while its keywords are typed (the search would make that write give way
+ * and write the cache again once it is done).
  */
 let saveLater = false;
 
@@ -571,6 +603,7 @@ async function naive(files: FileBatch, requestBytes: number) {
 expose<SearchApi>(
   {
     begin: async ({ query, maxKeywordLen, server }) => {
+      begun++;
       endReserve();
       release();
       const keywords = query && new SearchKeywords(query.keywords, query.hex, maxKeywordLen);
@@ -600,7 +633,8 @@ expose<SearchApi>(
       const chunks = chunkCache(key, slot, bytes, persist, live);
       // The chunks the repository no longer stores leave the file too, as a damaged one does,
       // rather than stay on the device until the next search's write: written now, after any
-      // write under way, whatever idle work is going on.
+      // write under way, whatever idle work is going on (a search begun meanwhile comes
+      // first, and its idle time writes the file).
       if (before !== null && chunks.changes() !== before) await save().catch(() => false);
     },
     loadCache: async ({ key, slot, bytes }) => {
