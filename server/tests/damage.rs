@@ -382,6 +382,33 @@ fn chunk_bit_flip_is_never_served_and_heals_on_upload() {
     assert_eq!(j["damaged"], json!([cs[7].hex()]));
 }
 
+/// A search scans the chunks its cache holds without locating them, except in a repository
+/// with a quarantined chunk: a cached chunk found damaged on disk since fails the search
+/// with the damage, as an uncached one does (the cache's copy was checked when cached).
+#[test]
+fn a_search_names_a_quarantined_chunk_its_cache_holds() {
+    let dir = TempDir::new("search-held-damaged");
+    let s = Server::start_with(&dir.0, &[("DITTO_DELTA", "0")], None);
+    let t = s.token.clone();
+    let cs = chunks(5, 6);
+    assert_eq!(upload_to(&s, "default", &t, &cs).status, 200);
+    commit(&s, "default", &t, "all", &cs);
+    let url = s.repo_url("default", "/search");
+    let body = json!({ "keywords": ["ditto"] });
+    // Twice: the second scans every chunk from the cache and reads no container.
+    for _ in 0..2 {
+        let r = post_json(&url, &t, &body);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(post_json(&url, &t, &body).json()["stored_bytes_read"], 0);
+    // Chunk 2 damaged on disk and found by a read: quarantined, though the cache holds it.
+    let (cid, off) = chunk_place(&s, "default", &t, &cs[2].hex());
+    flip(&container_file(&dir.0, cid), off + 100, 0x10);
+    get_chunk(&s, &t, &cs[2]).expect_error(500, "damaged");
+    let j = post_json(&url, &t, &body).expect_error(500, "damaged");
+    assert_eq!(j["damaged"], json!([cs[2].hex()]));
+}
+
 #[test]
 fn verify_endpoint_and_partial_check() {
     let dir = TempDir::new("verify");

@@ -78,6 +78,7 @@ pub struct SearchReport {
     pub matches: u64,
     pub files_searched: u64,
     pub logical_bytes: u64,
+    /// Containers holding the chunks the search cache did not hold.
     pub containers: u64,
     pub chunks: u64,
     /// Raw bytes scanned (each unique chunk once).
@@ -99,9 +100,11 @@ struct ScopeFile {
 }
 
 /// A search's scope read from the index: its files with their recipes, and the unique
-/// chunks they name with their locations.
+/// chunks they name: those the search cache holds (`held`, kept alive for the search
+/// whatever the cache evicts meanwhile) and the others with their locations.
 struct Scope {
     files: Vec<ScopeFile>,
+    held: Vec<(Fingerprint, Arc<Cached>)>,
     locs: Vec<(Fingerprint, ChunkLoc)>,
 }
 
@@ -109,6 +112,11 @@ struct Scope {
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
+
+/// Chunks held in the search cache that a thread of the physical phase scans between two
+/// looks at the next job: enough to make the shared counter's cost nothing, few enough
+/// that the threads finish together.
+const HELD_PIECE: usize = 64;
 
 /// A search that found a container gone (the mover or a prune emptied it between reading
 /// the index and the file) starts over from a fresh snapshot this many times.
@@ -160,13 +168,15 @@ impl Store {
         let t0 = Instant::now();
         let mut report = SearchReport::default();
         let Scope {
-            mut files, locs, ..
+            mut files,
+            held,
+            locs,
         } = self.scope_files(repo_id, scope, &mut report)?;
         report.files_searched = files.len() as u64;
         let t1 = Instant::now();
 
         let max = max_matches();
-        let physical = self.physical(repo_id, locs, Some((dict, mode, max)), abandon)?;
+        let physical = self.physical(repo_id, held, locs, Some((dict, mode, max)), abandon)?;
         report.containers = physical.containers;
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
@@ -280,8 +290,8 @@ impl Store {
             };
             let found = self
                 .scope_files(repo_id, &scope, &mut SearchReport::default())
-                .and_then(|Scope { locs, .. }| {
-                    self.physical(repo_id, locs, None, &Abandon::default())
+                .and_then(|Scope { held, locs, .. }| {
+                    self.physical(repo_id, held, locs, None, &Abandon::default())
                 });
             match found {
                 Err(e) if gone(&e) && attempt < ATTEMPTS => attempt += 1,
@@ -358,11 +368,28 @@ impl Store {
                 recipes.push((id, f.path.clone(), f.size, idx));
             }
         }
-        let found = ix.chunk_locations(repo_id, &unique)?;
+        // A chunk the search cache holds is scanned from memory, so only the others are
+        // located (most of a repeat search's reading of the index). The versions listed in
+        // this snapshot keep their chunks stored, so a held chunk needs no lookup to be known
+        // stored, unless one of the repository's chunks is quarantined: then every chunk is
+        // located, so that a search whose scope holds a damaged one answers `damaged` as
+        // every read of it does.
+        let held: Vec<Option<Arc<Cached>>> = if ix.any_quarantined(repo_id)? {
+            vec![None; unique.len()]
+        } else {
+            self.search_cache.held(repo_id, &unique)
+        };
+        let lacking: Vec<Fingerprint> = unique
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| h.is_none())
+            .map(|(fp, _)| *fp)
+            .collect();
+        let found = ix.chunk_locations(repo_id, &lacking)?;
         // Not stored: quarantined (a damaged copy, named as such, as every read names it) or
         // never stored.
         let (mut damaged, mut missing) = (Vec::new(), Vec::new());
-        for (fp, _) in unique.iter().zip(&found).filter(|(_, l)| l.is_none()) {
+        for (fp, _) in lacking.iter().zip(&found).filter(|(_, l)| l.is_none()) {
             if ix.is_quarantined(repo_id, fp)? {
                 damaged.push(*fp);
             } else {
@@ -372,11 +399,26 @@ impl Store {
         if !damaged.is_empty() || !missing.is_empty() {
             return Err(StoreError::Unavailable { damaged, missing });
         }
-        let locs: Vec<ChunkLoc> = found.into_iter().map(Option::unwrap).collect();
+        let mut found = found.into_iter().map(Option::unwrap);
+        let mut raw_lens = Vec::with_capacity(unique.len());
+        let (mut kept, mut locs) = (Vec::new(), Vec::new());
+        for (&fp, h) in unique.iter().zip(held) {
+            match h {
+                Some(c) => {
+                    raw_lens.push(c.raw.len() as u64);
+                    kept.push((fp, c));
+                }
+                None => {
+                    let loc = found.next().expect("a location for every chunk not held");
+                    raw_lens.push(loc.raw_len as u64);
+                    locs.push((fp, loc));
+                }
+            }
+        }
         for (version, path, size, idx) in recipes {
             let recipe = idx
                 .iter()
-                .map(|&k| ChunkRef::new(unique[k], locs[k].raw_len as u64))
+                .map(|&k| ChunkRef::new(unique[k], raw_lens[k]))
                 .collect();
             files.push(ScopeFile {
                 version,
@@ -387,17 +429,20 @@ impl Store {
         }
         Ok(Scope {
             files,
-            locs: unique.into_iter().zip(locs).collect(),
+            held: kept,
+            locs,
         })
     }
 
     /// The physical phase: every chunk of `locs` read once (containers in id order, chunks
     /// in storage order, one read per container for the chunks the search cache lacks),
-    /// decoded, checked, kept in the cache and, with a dictionary, scanned on a few threads.
-    /// With the dictionary comes the search's match limit (`TooManyMatches`).
+    /// decoded, checked, kept in the cache and, with a dictionary, scanned on a few threads,
+    /// which then scan the chunks `held` from memory, [`HELD_PIECE`] at a time. With the
+    /// dictionary comes the search's match limit (`TooManyMatches`).
     fn physical(
         &self,
         repo_id: i64,
+        held: Vec<(Fingerprint, Arc<Cached>)>,
         locs: Vec<(Fingerprint, ChunkLoc)>,
         dict: Option<(&Dictionary, Mode, usize)>,
         abandon: &Abandon,
@@ -427,10 +472,13 @@ impl Store {
         let cache = &self.search_cache;
         let round = cache.begin(
             repo_id,
-            jobs.iter().flat_map(|(_, l)| l.iter().map(|c| &c.0)),
+            jobs.iter()
+                .flat_map(|(_, l)| l.iter().map(|c| &c.0))
+                .chain(held.iter().map(|c| &c.0)),
         );
+        let pieces: Vec<&[(Fingerprint, Arc<Cached>)]> = held.chunks(HELD_PIECE).collect();
         std::thread::scope(|s| {
-            for _ in 0..threads().min(jobs.len()) {
+            for _ in 0..threads().min(jobs.len() + pieces.len()) {
                 s.spawn(|| {
                     let mut scanner =
                         dict.map(|(d, mode, max)| (PhysicalScanner::for_mode(d, mode), max));
@@ -461,27 +509,38 @@ impl Store {
                         }
                         Ok(())
                     };
+                    // Chunks an earlier search decoded and checked are scanned from memory.
+                    // A warm-up summarises those cached without a summary.
+                    let summarize = |fp: &Fingerprint, c: &Cached| {
+                        if dict.is_none() && c.summary.get().is_none() {
+                            cache.summarize(repo_id, fp, Trigrams::of(&c.raw));
+                        }
+                    };
                     let res = (|| -> StoreResult<()> {
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some((id, list)) = jobs.get(i) else {
-                                return Ok(());
-                            };
                             if failure.lock().unwrap().is_some() {
                                 return Ok(());
                             }
-                            // Chunks an earlier search decoded and checked are scanned from
-                            // memory; the container is read only for the others. A warm-up
-                            // summarises those cached without a summary.
+                            let Some((id, list)) = jobs.get(i) else {
+                                let Some(piece) = pieces.get(i - jobs.len()) else {
+                                    return Ok(());
+                                };
+                                for (fp, c) in *piece {
+                                    summarize(fp, c);
+                                    scan(fp, &c.raw, c.summary.get())?;
+                                }
+                                continue;
+                            };
+                            // The container is read only for the chunks not cached since
+                            // the scope was read.
                             let mut misses = Vec::new();
                             for (fp, l) in list {
                                 let Some(c) = cache.get(repo_id, fp) else {
                                     misses.push((fp, l));
                                     continue;
                                 };
-                                if dict.is_none() && c.summary.get().is_none() {
-                                    cache.summarize(repo_id, fp, Trigrams::of(&c.raw));
-                                }
+                                summarize(fp, &c);
                                 scan(fp, &c.raw, c.summary.get())?;
                             }
                             let Some(&(_, first)) = misses.first() else {
@@ -563,8 +622,8 @@ impl Store {
     }
 }
 
-/// What a physical phase did: its scans (with a dictionary), the containers its chunks sit
-/// in, the stored bytes it read, the raw bytes it scanned and those it decoded.
+/// What a physical phase did: its scans (with a dictionary), the containers its located
+/// chunks sit in, the stored bytes it read, the raw bytes it scanned and those it decoded.
 struct Physical {
     scans: Vec<ChunkScan>,
     containers: u64,
@@ -735,6 +794,17 @@ impl SearchCache {
 
     fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Cached>> {
         self.lock().map.get(&(repo_id, *fp)).map(|(c, _)| c.clone())
+    }
+
+    /// [`Self::get`] of each of `fps`, under one lock.
+    fn held(&self, repo_id: i64, fps: &[Fingerprint]) -> Vec<Option<Arc<Cached>>> {
+        let g = self.lock();
+        if g.map.is_empty() {
+            return vec![None; fps.len()];
+        }
+        fps.iter()
+            .map(|fp| g.map.get(&(repo_id, *fp)).map(|(c, _)| c.clone()))
+            .collect()
     }
 
     /// The files of versions `manifests` (in id order), from memory or decoded from their
