@@ -745,6 +745,12 @@ struct Held {
     full: u64,
 }
 
+impl Held {
+    fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Cached>> {
+        self.map.get(&(repo_id, *fp)).map(|(c, _)| c.clone())
+    }
+}
+
 impl SearchCache {
     /// A cache of at most `budget` bytes of raw chunks (0: none kept).
     pub fn new(budget: usize) -> SearchCache {
@@ -793,18 +799,13 @@ impl SearchCache {
     }
 
     fn get(&self, repo_id: i64, fp: &Fingerprint) -> Option<Arc<Cached>> {
-        self.lock().map.get(&(repo_id, *fp)).map(|(c, _)| c.clone())
+        self.lock().get(repo_id, fp)
     }
 
     /// [`Self::get`] of each of `fps`, under one lock.
     fn held(&self, repo_id: i64, fps: &[Fingerprint]) -> Vec<Option<Arc<Cached>>> {
         let g = self.lock();
-        if g.map.is_empty() {
-            return vec![None; fps.len()];
-        }
-        fps.iter()
-            .map(|fp| g.map.get(&(repo_id, *fp)).map(|(c, _)| c.clone()))
-            .collect()
+        fps.iter().map(|fp| g.get(repo_id, fp)).collect()
     }
 
     /// The files of versions `manifests` (in id order), from memory or decoded from their
