@@ -397,6 +397,65 @@ test('auto: a page holding nothing of the repository asks the server, then searc
   expect(errors).toEqual([]);
 });
 
+test("auto: the server asked ahead for a repository that was above the workers' cache is called off when it is smaller now; the page searches", async ({
+  browser,
+}) => {
+  // A new context: the first search is the server's, and the page caches everything behind it.
+  const context = await browser.newContext();
+  await withoutReadAhead(context);
+  const page = await context.newPage();
+  const { errors, serverSearches } = await openSearchTab(page);
+  runs = 0;
+  const text = ['createElement', 'options'];
+  const first = await search(page, text);
+  await expect(first).toHaveAttribute('data-where', 'server');
+  await expect(first).toHaveAttribute('data-filled', 'true', { timeout: 60_000 });
+
+  // One version, the repository's size read once as above the workers' cache: the server
+  // searches it.
+  const listed = /\/versions\?raw_bytes=true$/;
+  await page.route(
+    listed,
+    async (route) => {
+      const listing = (await (await route.fetch()).json()) as object;
+      await route.fulfill({ json: { ...listing, raw_bytes: 2 ** 40 } });
+    },
+    { times: 1 },
+  );
+  await page.getByTestId('search-versions').selectOption(String(ids[2]));
+  const want = scanFolders(
+    text.map((k) => Buffer.from(k)),
+    false,
+    { version: ids[2], path: '' },
+  );
+  expect(want.size).toBeGreaterThan(0);
+  const large = await search(page, text);
+  await expect(large).toHaveAttribute('data-where', 'server');
+  expectSame(await pageHits(page), want);
+  expect(serverSearches()).toBe(2);
+
+  // Again: the page asks the server at once, as the size it last read says, and calls that
+  // request off once the repository reads as small again; the page's own search answers.
+  // The request is held, so that only the call-off can end it.
+  let held = false;
+  let calledOff = 0;
+  page.on('requestfailed', (r) => {
+    if (new URL(r.url()).pathname.endsWith('/search')) calledOff++;
+  });
+  await page.route('**/api/v1/repos/default/search', () => {
+    held = true;
+  });
+  const small = await search(page, text);
+  await expect(small).toHaveAttribute('data-where', 'page');
+  expectSame(await pageHits(page), want);
+  expect(held).toBe(true);
+  await expect.poll(() => calledOff).toBe(1);
+  await page.unroute('**/api/v1/repos/default/search');
+  expect(serverSearches()).toBe(3);
+  expect(errors).toEqual([]);
+  await context.close();
+});
+
 test('the tab reads ahead while the keywords are typed and keeps what it read on the device: the first search scans from memory; one that stops it is answered by the server', async ({
   browser,
 }) => {
