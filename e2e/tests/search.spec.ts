@@ -398,12 +398,10 @@ test('auto: a page holding nothing of the repository asks the server, then searc
 });
 
 test("auto: the server asked ahead for a repository that was above the workers' cache is called off when it is smaller now; the page searches", async ({
-  browser,
+  page,
 }) => {
-  // A new context: the first search is the server's, and the page caches everything behind it.
-  const context = await browser.newContext();
-  await withoutReadAhead(context);
-  const page = await context.newPage();
+  // The test's own context: the first search is the server's, and the page caches
+  // everything behind it.
   const { errors, serverSearches } = await openSearchTab(page);
   runs = 0;
   const text = ['createElement', 'options'];
@@ -453,7 +451,6 @@ test("auto: the server asked ahead for a repository that was above the workers' 
   await page.unroute('**/api/v1/repos/default/search');
   expect(serverSearches()).toBe(3);
   expect(errors).toEqual([]);
-  await context.close();
 });
 
 test('the tab reads ahead while the keywords are typed and keeps what it read on the device: the first search scans from memory; one that stops it is answered by the server', async ({
