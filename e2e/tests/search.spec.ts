@@ -710,7 +710,7 @@ test('the first search after a reload scans what the workers kept on the device;
   expectSame(await pageHits(page), want);
   await expect(reloaded).toHaveAttribute('data-stored-bytes-read', '0');
   await expect(reloaded).toHaveAttribute('data-ranges-read', '0');
-  expect(Number(await reloaded.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
+  expect(Number(await reloaded.getAttribute('data-ruled-out-bytes'))).toBeGreaterThan(0);
   await expect(device).toHaveAttribute('data-settled', '1');
 
   // One chunk's bytes changed on the device: that chunk alone is fetched again; the results
@@ -877,9 +877,9 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   await expect(again).toHaveAttribute('data-ranges-read', '0');
   await expect(again).toHaveAttribute('data-stored-bytes-read', '0');
   await expect(again).toHaveAttribute('data-prepare-cached', 'true');
-  // Between the searches the workers summarised the trigrams of what they cached: chunks that
-  // hold none of the keywords were read at their ends only, and the results are the same.
-  expect(Number(await again.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
+  // Between the searches the workers summarised the trigrams of what they cached: the blocks
+  // of them where no keyword starts were not read, and the results are the same.
+  expect(Number(await again.getAttribute('data-ruled-out-bytes'))).toBeGreaterThan(0);
 
   // Keywords the workers refuse fail that search only: the workers, and what they hold in
   // memory, stay for the next search (no worker started again).
@@ -897,7 +897,7 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   const short = await search(page, ['useState', 'h('], { filesOnly: true });
   expectSame(await pageHits(page), scanFolders([Buffer.from('useState'), Buffer.from('h(')], true));
   // A keyword of two bytes has no trigram: nothing can be ruled out.
-  await expect(short).toHaveAttribute('data-ruled-out', '0');
+  await expect(short).toHaveAttribute('data-ruled-out-bytes', '0');
   // A narrower scope is a new file list, but its chunks are all cached.
   await page.getByTestId('search-versions').selectOption(String(ids[0]));
   await search(page, text);
@@ -930,7 +930,7 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   const after = await search(page, text);
   await expect(after).toHaveAttribute('data-ranges-read', '0');
   expect(seen).toEqual(cold);
-  expect(Number(await after.getAttribute('data-ruled-out'))).toBeGreaterThan(0);
+  expect(Number(await after.getAttribute('data-ruled-out-bytes'))).toBeGreaterThan(0);
   const kept = scanFolders(text.map((k) => Buffer.from(k)));
   for (const k of [...kept.keys()]) if (k.startsWith(`${ids[0]}\0`)) kept.delete(k);
   expectSame(await pageHits(page), kept);

@@ -234,6 +234,7 @@ fn server_search_equals_the_naive_search() {
     assert_eq!(search_hits(&r), want);
     // "k" has no trigram: no summary can rule a chunk out.
     assert_eq!(r["chunks_ruled_out"], 0, "{r}");
+    assert_eq!(r["bytes_ruled_out"], 0, "{r}");
     assert_eq!(r["matches"].as_u64(), Some(total as u64));
     assert_eq!(r["files_searched"].as_u64(), Some(36));
     // Each unique chunk was read once: fewer bytes scanned than the files hold.
@@ -267,12 +268,19 @@ fn server_search_equals_the_naive_search() {
     );
     // A repeat search scans from memory too: no container read, the same chunks scanned
     // (and, above and below, the naive search's hits). The warm-up summarised the cached
-    // chunks' trigrams: those holding neither keyword (random bytes, most text) are scanned
-    // at their ends only, "backup" split across two of them found all the same.
+    // chunks' trigrams, per block of 1 KiB: chunks holding neither keyword (random bytes,
+    // most text) are scanned at their ends only, and in the others the blocks where neither
+    // starts are not read; "backup" split across two chunks is found all the same.
     assert_eq!(r["stored_bytes_read"], 0, "{r}");
     let ruled_out = r["chunks_ruled_out"].as_u64().unwrap();
     assert!(
         ruled_out >= 10 && ruled_out < r["chunks"].as_u64().unwrap(),
+        "{r}"
+    );
+    let bytes_ruled_out = r["bytes_ruled_out"].as_u64().unwrap();
+    assert!(
+        bytes_ruled_out >= scanned.as_u64().unwrap() / 8
+            && bytes_ruled_out < scanned.as_u64().unwrap(),
         "{r}"
     );
     assert_eq!(r["bytes_scanned"], scanned);

@@ -381,6 +381,66 @@ fn random_corpora_arbitrary_chunking() {
     assert!(t.ruled_out > 1000, "{}", t.ruled_out);
 }
 
+/// Chunks of many blocks: a scan that reads only the runs of blocks the trigram summary
+/// lets a keyword start in finds exactly what a whole scan finds, with keywords planted
+/// across block borders and longer than a block filter's span.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
+fn block_runs_find_what_a_whole_scan_finds() {
+    let mut rng = Rng(7);
+    let (mut runs, mut nothing, mut whole) = (0, 0, 0);
+    let mut runs_list = Vec::new();
+    let rounds = ROUNDS / 10;
+    for round in 0..rounds {
+        // Wide alphabets keep the filters sparse enough to rule blocks out.
+        let alphabet: Vec<u8> = (0..rng.range(8, 64) as u8).map(|b| b'!' + b).collect();
+        let max_len = rng.range(3, 200);
+        let kws: Vec<Vec<u8>> = (0..rng.range(1, 12))
+            .map(|_| {
+                let n = rng.range(3, max_len);
+                filler(&mut rng, &alphabet, n)
+            })
+            .collect();
+        let dict = Dictionary::new(kws.clone(), max_len).unwrap();
+        for mode in [Mode::AllMatches, Mode::FilesOnly] {
+            let mut plain = PhysicalScanner::for_mode(&dict, mode);
+            let mut summarized = PhysicalScanner::for_mode(&dict, mode);
+            for _ in 0..4 {
+                let len = rng.range(1, 9000);
+                let mut c = filler(&mut rng, &alphabet, len);
+                for _ in 0..rng.below(4) {
+                    let k = rng.pick(&kws);
+                    // Near a block border half of the time.
+                    let at = if rng.chance(50) {
+                        (rng.below(len / 1024 + 1) * 1024).saturating_sub(rng.below(k.len()))
+                    } else {
+                        rng.below(len)
+                    };
+                    let n = k.len().min(len - at.min(len));
+                    c[at.min(len)..at.min(len) + n].copy_from_slice(&k[..n]);
+                }
+                let fp = fingerprint(&c);
+                let t = Trigrams::of(&c);
+                match dict.trigrams().blocks(&t, c.len(), &mut runs_list) {
+                    Scope::Runs => runs += 1,
+                    Scope::Nothing => nothing += 1,
+                    Scope::Whole => whole += 1,
+                }
+                assert_eq!(
+                    summarized.scan_summarized(&fp, &c, Some(&t)).0,
+                    plain.scan_chunk(&fp, &c),
+                    "round {round} {mode:?}: {kws:?}"
+                );
+            }
+        }
+    }
+    // Every scope must actually be exercised.
+    assert!(
+        runs > rounds && nothing > rounds / 8 && whole > rounds / 8,
+        "{runs} {nothing} {whole}"
+    );
+}
+
 /// Figure 1 / Table 1 of the paper: DEDUP and UP, overlapping, split every way.
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]

@@ -173,7 +173,7 @@ pub(super) struct SearchAnswer(SearchReport);
 
 impl Serialize for SearchAnswer {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(11))?;
+        let mut m = s.serialize_map(Some(12))?;
         m.serialize_entry("files", &Files(&self.0.files))?;
         head_entries(&mut m, &self.0)?;
         m.end()
@@ -185,7 +185,7 @@ struct Head<'a>(&'a SearchReport);
 
 impl Serialize for Head<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(10))?;
+        let mut m = s.serialize_map(Some(11))?;
         head_entries(&mut m, self.0)?;
         m.end()
     }
@@ -200,6 +200,7 @@ fn head_entries<M: SerializeMap>(m: &mut M, r: &SearchReport) -> Result<(), M::E
     m.serialize_entry("chunks", &r.chunks)?;
     m.serialize_entry("bytes_scanned", &r.bytes_scanned)?;
     m.serialize_entry("chunks_ruled_out", &r.chunks_ruled_out)?;
+    m.serialize_entry("bytes_ruled_out", &r.bytes_ruled_out)?;
     m.serialize_entry("stored_bytes_read", &r.stored_bytes_read)?;
     m.serialize_entry(
         "phase_ms",

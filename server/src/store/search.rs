@@ -85,6 +85,9 @@ pub struct SearchReport {
     pub bytes_scanned: u64,
     /// Chunks whose trigram summary ruled out every keyword: only their ends were scanned.
     pub chunks_ruled_out: u64,
+    /// Bytes (of `bytes_scanned`) in blocks whose summaries ruled out every keyword: the
+    /// exact-match pass did not read them.
+    pub bytes_ruled_out: u64,
     pub stored_bytes_read: u64,
     pub prepare_ms: f64,
     pub physical_ms: f64,
@@ -181,6 +184,7 @@ impl Store {
         report.stored_bytes_read = physical.read;
         report.bytes_scanned = physical.scanned;
         report.chunks_ruled_out = physical.ruled_out;
+        report.bytes_ruled_out = physical.ruled_out_bytes;
         let mut db = ResultDb::new();
         let mut tiny = MemTinyStore::new();
         for scan in physical.scans {
@@ -467,6 +471,7 @@ impl Store {
         let scanned = AtomicUsize::new(0);
         let decoded = AtomicUsize::new(0);
         let ruled_out = AtomicUsize::new(0);
+        let ruled_out_bytes = AtomicUsize::new(0);
         let failure: Mutex<Option<StoreError>> = Mutex::new(None);
         let offsets = AtomicUsize::new(0);
         let cache = &self.search_cache;
@@ -491,8 +496,9 @@ impl Store {
                         crashpoint::delay("search:chunk");
                         if let Some((scanner, max)) = scanner.as_mut() {
                             scanned.fetch_add(raw.len(), Ordering::Relaxed);
-                            let (found, out_of_reach) = scanner.scan_summarized(fp, raw, summary);
-                            ruled_out.fetch_add(out_of_reach as usize, Ordering::Relaxed);
+                            let (found, spared) = scanner.scan_summarized(fp, raw, summary);
+                            ruled_out.fetch_add(spared.ruled_out as usize, Ordering::Relaxed);
+                            ruled_out_bytes.fetch_add(spared.bytes, Ordering::Relaxed);
                             let n: usize = found
                                 .locations
                                 .as_ref()
@@ -617,6 +623,7 @@ impl Store {
             read: read.into_inner() as u64,
             scanned: scanned.into_inner() as u64,
             ruled_out: ruled_out.into_inner() as u64,
+            ruled_out_bytes: ruled_out_bytes.into_inner() as u64,
             decoded: decoded.into_inner() as u64,
         })
     }
@@ -630,6 +637,7 @@ struct Physical {
     read: u64,
     scanned: u64,
     ruled_out: u64,
+    ruled_out_bytes: u64,
     decoded: u64,
 }
 

@@ -438,7 +438,7 @@ impl ChunkCache {
     /// Summarises held chunks' trigrams ([`Trigrams`]) until about
     /// `max_bytes` raw bytes were read or the budget is spent; answers how many are left.
     /// The workers call it between searches, a slice at a time: a search of chunks with
-    /// summaries reads only the ends of those that cannot hold a keyword.
+    /// summaries reads only the blocks of them where a keyword may start.
     pub fn summarize(&mut self, max_bytes: f64) -> u32 {
         let mut read = 0.0;
         while read < max_bytes {
@@ -940,8 +940,8 @@ impl ContainerScan {
     }
 
     /// `[chunks, raw bytes scanned, exact matches, tiny records, tiny record bytes, delta
-    /// chunks decoded, chunks whose trigram summary ruled out every keyword, their raw
-    /// bytes]`.
+    /// chunks decoded, chunks whose trigram summary ruled out every keyword, bytes in blocks
+    /// whose summaries ruled out every keyword (in those chunks and others)]`.
     pub fn stats(&self) -> Result<Vec<f64>, JsError> {
         let s = match &self.state {
             ScanState::Scanning(phase) => phase.stats,

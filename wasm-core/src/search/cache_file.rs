@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use crate::hash::{not_stored_flat, Fingerprint, FINGERPRINT_LEN};
 use crate::search::Trigrams;
 
-const MAGIC: &[u8; 8] = b"DSCACHE1";
+const MAGIC: &[u8; 8] = b"DSCACHE2";
 /// Fingerprint, raw length, named count, flags.
 const ROW: usize = FINGERPRINT_LEN + 4 + 4 + 1;
 const WHOLE: u8 = 1;
@@ -315,7 +315,9 @@ mod tests {
         }
         assert_eq!(decode(b"DSCACHE0").err(), Some(CacheFileError::Magic));
         assert_eq!(decode(b"").err(), Some(CacheFileError::Magic));
-        assert_eq!(decode(b"DSCACHE1\x05").err(), Some(CacheFileError::Length));
+        assert_eq!(decode(b"DSCACHE2\x05").err(), Some(CacheFileError::Length));
+        // A file of the chunk-wide summaries before is refused, not misread.
+        assert_eq!(decode(b"DSCACHE1\x05").err(), Some(CacheFileError::Magic));
         // Every cut of the file is refused, never a panic.
         for cut in 0..file.len() - 70_000 {
             assert!(decode(&file[..cut]).is_err(), "cut {cut}");

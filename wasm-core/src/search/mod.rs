@@ -82,13 +82,13 @@ pub use automaton::Automaton;
 pub use keyword::{keyword_error, parse_keyword, parse_keyword_lines};
 pub use logical::{LogicalPhase, LogicalStats};
 pub use naive::NaiveSearch;
-pub use physical::{PhysicalPhase, PhysicalScanner, PhysicalStats};
+pub use physical::{PhysicalPhase, PhysicalScanner, PhysicalStats, Spared};
 pub use records::{
     ChunkResult, ChunkScan, DbStats, DecodeError, KeywordResult, LocationEntry, LocationList,
     MemTinyStore, ResultDb, TinyEntry, TinyRecord, TinyStore,
 };
 pub use table::PartialMatchTable;
-pub use trigram::{TrigramFilter, Trigrams};
+pub use trigram::{Scope, TrigramFilter, Trigrams};
 
 use std::sync::Arc;
 
@@ -276,6 +276,11 @@ impl Dictionary {
     /// The forward automaton (exact matches, prefixes at chunk ends).
     pub fn automaton(&self) -> &Automaton {
         &self.inner.forward
+    }
+
+    /// The keywords' trigrams, to test chunks' summaries against ([`trigram`]).
+    pub fn trigrams(&self) -> &TrigramFilter {
+        &self.inner.trigrams
     }
 }
 

@@ -19,10 +19,18 @@
 //!    search of the chunk in each keyword (`O(n)` per keyword). Such chunks are a file's
 //!    short last chunk (often a whole small file), so with long keywords this runs often.
 //!
-//! A chunk whose [`Trigrams`] summary rules out every keyword ([`super::trigram`]) holds no
-//! exact match: [`PhysicalScanner::scan_summarized`] skips step 1's pass and reads only the
-//! chunk's last `n_max - 1` bytes for step 2 (the state they lead to
-//! has the same failure chain as after the whole chunk); steps 3 and 4 are unchanged.
+//! A chunk with a [`Trigrams`] summary ([`super::trigram`]) holds exact matches only where
+//! its block filters say a keyword may start: [`PhysicalScanner::scan_summarized`] runs
+//! step 1's pass over each run of such blocks and the `n_max - 1` bytes after it (keeping
+//! the matches that start inside the run), or skips it when no block may start a keyword,
+//! and reads the chunk's last `n_max - 1` bytes for step 2 (the state they lead to has the
+//! same failure chain as after the whole chunk); steps 3 and 4 are unchanged.
+//!
+//! The block test is not free (a few nanoseconds per head and block), so it is kept only
+//! while it pays: after a sample of [`SUMMARY_SAMPLE`] bytes tested, a scanner tests further
+//! chunks only while the bytes it spared reading outweigh the heads tested per block
+//! ([`PhysicalScanner::summaries_pay`]). Many keywords that together occur in most blocks
+//! (a common case past a hundred keywords) then cost one full pass and no tests.
 //!
 //! The findings become records (see [`super::records`]): a keyword whose only findings are a
 //! one-byte prefix and/or a one-byte suffix goes to the tiny record (for `n >= 3`), anything
@@ -40,7 +48,7 @@ use super::records::{
     ChunkResult, ChunkScan, InfixEntry, InfixList, KeywordResult, LocationEntry, LocationList,
     ResultDb, TinyEntry, TinyRecord, TinyStore, MANY,
 };
-use super::trigram::Trigrams;
+use super::trigram::{Scope, Trigrams, BLOCK};
 use super::{Dictionary, Mode};
 use crate::hash::Fingerprint;
 
@@ -53,6 +61,26 @@ pub struct PhysicalScanner {
     inf: Vec<InfixEntry>,
     /// Keeps only each keyword's first exact match in a chunk ([`Mode::FilesOnly`]).
     first_only: bool,
+    /// The runs of blocks a keyword may start in ([`super::trigram::TrigramFilter::blocks`]).
+    runs: Vec<(usize, usize)>,
+    /// Bytes of chunks whose summaries were tested, and how many of them were not read.
+    tested: u64,
+    spared: u64,
+}
+
+/// Bytes a scanner tests summaries of before [`PhysicalScanner::summaries_pay`] judges them.
+pub const SUMMARY_SAMPLE: u64 = 4 << 20;
+/// How many bytes of scanning a summary test must spare per head and block tested: a
+/// block's test costs about what scanning a few bytes does.
+const SUMMARY_PAYS_PER_HEAD: u64 = 4;
+
+/// What a chunk's summary spared the scanner ([`PhysicalScanner::scan_summarized`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spared {
+    /// No keyword starts in the chunk: only its ends were read.
+    pub ruled_out: bool,
+    /// Bytes of the chunk in blocks no keyword starts in (not read by the exact-match pass).
+    pub bytes: usize,
 }
 
 /// Counters of the physical phase.
@@ -64,7 +92,8 @@ pub struct PhysicalStats {
     pub tiny_records: u64,
     /// Chunks whose trigram summary ruled out every keyword (only their ends were read).
     pub ruled_out: u64,
-    /// Their raw bytes (part of `bytes`): `bytes - ruled_out_bytes` were read wholly.
+    /// Bytes (part of `bytes`) in blocks whose summaries ruled out every keyword, in these
+    /// chunks and in others: `bytes - ruled_out_bytes` were read by the exact-match pass.
     pub ruled_out_bytes: u64,
 }
 
@@ -83,6 +112,9 @@ impl PhysicalScanner {
             suf: Vec::new(),
             inf: Vec::new(),
             first_only: mode == Mode::FilesOnly,
+            runs: Vec::new(),
+            tested: 0,
+            spared: 0,
         }
     }
 
@@ -94,24 +126,54 @@ impl PhysicalScanner {
 
     /// Scans one chunk and returns its records (all `None` when nothing was found).
     pub fn scan_chunk(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
-        self.scan_as(fp, data, true)
+        self.scan_as(fp, data, Scope::Whole)
     }
 
     /// [`PhysicalScanner::scan_chunk`] of a chunk with its trigram summary, if it has one.
-    /// When the summary rules out every keyword the chunk holds none wholly, and the forward
-    /// pass reads only its last `n_max - 1` bytes, which decide the prefixes at its end; the
-    /// records are the same. Answers the records and whether the chunk was ruled out.
+    /// The exact-match pass reads only the runs of blocks where the summary says a keyword
+    /// may start (and the `n_max - 1` bytes after each), nothing when no block may start
+    /// one; its last `n_max - 1` bytes decide the prefixes at its end. The records are the
+    /// same as [`PhysicalScanner::scan_chunk`]'s. Answers the records and what the summary
+    /// spared.
     pub fn scan_summarized(
         &mut self,
         fp: &Fingerprint,
         data: &[u8],
         trigrams: Option<&Trigrams>,
-    ) -> (ChunkScan, bool) {
-        let ruled_out = trigrams.is_some_and(|t| !self.dict.inner.trigrams.may_match(t));
-        (self.scan_as(fp, data, !ruled_out), ruled_out)
+    ) -> (ChunkScan, Spared) {
+        let scope = match trigrams {
+            Some(t) if self.dict.inner.trigrams.active() && self.summaries_pay() => {
+                self.tested += data.len() as u64;
+                self.dict
+                    .inner
+                    .trigrams
+                    .blocks(t, data.len(), &mut self.runs)
+            }
+            _ => Scope::Whole,
+        };
+        let bytes = match scope {
+            Scope::Whole => 0,
+            Scope::Nothing => data.len(),
+            Scope::Runs => data.len() - self.runs.iter().map(|r| r.1 - r.0).sum::<usize>(),
+        };
+        self.spared += bytes as u64;
+        let spared = Spared {
+            ruled_out: scope == Scope::Nothing,
+            bytes,
+        };
+        (self.scan_as(fp, data, scope), spared)
     }
 
-    fn scan_as(&mut self, fp: &Fingerprint, data: &[u8], whole: bool) -> ChunkScan {
+    /// Whether testing summaries still pays: always within the first [`SUMMARY_SAMPLE`]
+    /// bytes tested, then while the bytes spared are at least [`SUMMARY_PAYS_PER_HEAD`]
+    /// per head and block tested.
+    fn summaries_pay(&self) -> bool {
+        let heads = self.dict.inner.trigrams.per_block() as u64;
+        self.tested < SUMMARY_SAMPLE
+            || self.spared * BLOCK as u64 >= self.tested * heads * SUMMARY_PAYS_PER_HEAD
+    }
+
+    fn scan_as(&mut self, fp: &Fingerprint, data: &[u8], scope: Scope) -> ChunkScan {
         let d = &*self.dict.inner;
         let fwd = &d.forward;
         self.exact.clear();
@@ -122,15 +184,25 @@ impl PhysicalScanner {
             return ChunkScan::default();
         }
 
-        // 1 + 2: one forward pass (or, with no exact match possible, its end).
-        let end = if whole {
-            let exact = &mut self.exact;
-            let end = fwd.find_all(data, |kw, at| exact.push((kw, at as u32)));
-            self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword
-            end
-        } else {
-            fwd.tail_state(data)
+        // 1 + 2: one forward pass (or one per run of blocks a keyword may start in, then
+        // the chunk's end).
+        let exact = &mut self.exact;
+        let end = match scope {
+            Scope::Whole => fwd.find_all(data, |kw, at| exact.push((kw, at as u32))),
+            Scope::Nothing => fwd.tail_state(data),
+            Scope::Runs => {
+                for &(s, e) in &self.runs {
+                    let stop = (e + d.max_len - 1).min(data.len());
+                    fwd.find_all(&data[s..stop], |kw, at| {
+                        if s + at < e {
+                            exact.push((kw, (s + at) as u32))
+                        }
+                    });
+                }
+                fwd.tail_state(data)
+            }
         };
+        self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword
         fwd.end_partials(end, &mut self.pre);
 
         // 3: reverse pass over the first n_max - 1 bytes.
@@ -300,19 +372,18 @@ impl PhysicalPhase {
         self.scan_summarized(fp, data, None)
     }
 
-    /// [`PhysicalPhase::scan`] of a chunk with its trigram summary: when the summary rules
-    /// out every keyword, only the chunk's ends are read ([`PhysicalScanner::scan_summarized`]).
+    /// [`PhysicalPhase::scan`] of a chunk with its trigram summary: only the runs of blocks
+    /// a keyword may start in and the chunk's ends are read
+    /// ([`PhysicalScanner::scan_summarized`]).
     pub fn scan_summarized(
         &mut self,
         fp: &Fingerprint,
         data: &[u8],
         trigrams: Option<&Trigrams>,
     ) -> Option<TinyRecord> {
-        let (scan, ruled_out) = self.scanner.scan_summarized(fp, data, trigrams);
-        if ruled_out {
-            self.stats.ruled_out += 1;
-            self.stats.ruled_out_bytes += data.len() as u64;
-        }
+        let (scan, spared) = self.scanner.scan_summarized(fp, data, trigrams);
+        self.stats.ruled_out += spared.ruled_out as u64;
+        self.stats.ruled_out_bytes += spared.bytes as u64;
         self.stats.chunks += 1;
         self.stats.bytes += data.len() as u64;
         if let Some(c) = &scan.chunk {
@@ -370,5 +441,41 @@ mod tests {
             .collect();
         assert_eq!(found, [(0, 1, 2), (1, 1, 13)]);
         assert!(!first.db.location_lists.contains_key(&fp));
+    }
+
+    /// Summaries are tested for a sample, then only while they spare enough reading.
+    #[test]
+    fn summaries_are_tested_while_they_pay() {
+        let text: Vec<u8> = (0..8192u32)
+            .flat_map(|i| format!("w{} ", i % 97).into_bytes())
+            .collect();
+        let chunks: Vec<&[u8]> = text.chunks(4096).collect();
+        let sums: Vec<Trigrams> = chunks.iter().map(|c| Trigrams::of(c)).collect();
+        let rounds = (2 * SUMMARY_SAMPLE as usize).div_ceil(text.len());
+        let run = |keywords: Vec<Vec<u8>>| {
+            let dict = Dictionary::new(keywords, 64).unwrap();
+            let mut plain = PhysicalScanner::new(&dict);
+            let mut summarized = PhysicalScanner::new(&dict);
+            for _ in 0..rounds {
+                for (c, t) in chunks.iter().zip(&sums) {
+                    let fp = fingerprint(c);
+                    let whole = plain.scan_chunk(&fp, c);
+                    assert_eq!(summarized.scan_summarized(&fp, c, Some(t)).0, whole);
+                }
+            }
+            summarized.tested
+        };
+        // Absent keywords: every block is ruled out, so every chunk is tested.
+        let absent = (0..8)
+            .map(|i| format!("absent keyword {i}").into_bytes())
+            .collect();
+        assert_eq!(run(absent), (rounds * text.len()) as u64);
+        // Words found in nearly every block: testing stops after the sample.
+        let common = (0..300).map(|i| format!("w{i} ").into_bytes()).collect();
+        let tested = run(common);
+        assert!(
+            (SUMMARY_SAMPLE..SUMMARY_SAMPLE + 4096).contains(&tested),
+            "{tested}"
+        );
     }
 }

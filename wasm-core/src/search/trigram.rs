@@ -1,64 +1,89 @@
-//! Trigram summaries: which chunks a keyword set cannot occur in, without reading them.
+//! Trigram summaries: which parts of a chunk a keyword set cannot start in, without reading
+//! them.
 //!
 //! The physical phase ([`super::physical`]) reads every byte of every unique chunk, for
-//! every search. A repeat search over chunks already decoded (the browser workers' cache)
-//! can do less: a keyword `k` of `n >= 3` bytes lies wholly inside a chunk only if each of
-//! its `n - 2` three-byte substrings (trigrams) occurs in the chunk. Code search engines
-//! index text by its trigrams for the same reason (Russ Cox, "Regular Expression Matching
-//! with a Trigram Index", 2012); here the index is per chunk and approximate:
+//! every search. A repeat search over chunks already decoded (the browser workers' cache,
+//! the server's) can do less: a keyword `k` of `n >= 3` bytes occurs at offset `p` only if
+//! each of its `n - 2` three-byte substrings (trigrams) occurs at `p..p + n - 2`. Code
+//! search engines index text by its trigrams for the same reason (Russ Cox, "Regular
+//! Expression Matching with a Trigram Index", 2012); here the index is per block of a chunk
+//! and approximate:
 //!
-//! - **Summary** ([`Trigrams`]): a Bloom filter with one hash function over the chunk's
-//!   trigrams, `2^b` bits for `b = ceil(log2(len))` clamped to `9..=20` (one bit per byte,
-//!   rounded up: at most a quarter of the chunk's size in memory). A trigram `t = a << 16
-//!   | b << 8 | c` sets bit `(t * 0x9E3779B1 mod 2^32) >> (32 - b)` (multiplicative
+//! - **Summary** ([`Trigrams`]): the chunk is cut into blocks of [`BLOCK`] bytes (the last
+//!   may be shorter; an empty chunk has one empty block), and each block gets a Bloom filter
+//!   of `BLOCK` bits (one per byte: an eighth of the chunk's size in memory, 128 bytes at
+//!   least) with one hash function. A block's filter holds every trigram that *starts* in
+//!   the block or in the `SPAN - 3` positions after it, so it holds every trigram of any
+//!   string of at most [`SPAN`] bytes that starts in the block. A trigram
+//!   `t = a << 16 | b << 8 | c` sets bit `(t * 0x9E3779B1 mod 2^32) >> 22` (multiplicative
 //!   hashing: the top bits of the product mix all three bytes).
-//! - **Test** ([`TrigramFilter::may_match`]): a chunk may hold a keyword wholly when, for
-//!   some keyword, every one of its trigrams' bits is set. A Bloom filter has false
-//!   positives (the chunk is then scanned for nothing) and no false negatives, so a chunk
-//!   the test rules out holds no keyword wholly. A keyword shorter than three bytes has no
-//!   trigram and rules nothing out.
+//! - **Test** ([`TrigramFilter::blocks`]): a keyword is represented by the trigrams of its
+//!   first `min(n, SPAN)` bytes (its *head*: a keyword starting in a block has its head
+//!   inside the block's span). A block may start a keyword when, for some keyword, every
+//!   one of its head's bits is set. A Bloom filter has false positives (the block is then
+//!   scanned for nothing) and no false negatives, so no keyword starts in a block the test
+//!   rules out. A keyword shorter than three bytes has no trigram and rules nothing out.
+//!   The blocks that may start a keyword form *runs* (maximal ranges of consecutive such
+//!   blocks); [`super::physical::PhysicalScanner::scan_summarized`] scans each run and the
+//!   `n_max - 1` bytes after it for the matches that start inside it.
 //!
-//! A chunk ruled out still has ends where a keyword may begin or end across the border
-//! with its neighbour in some file; [`super::physical::PhysicalScanner::scan_summarized`]
-//! finds those from the chunk's first and last `n_max - 1` bytes, so the records (and the
-//! results) are those of a full scan. The property tests check that against the naive
-//! search.
+//! Per-block filters rather than one per chunk: one keyword among many hits most chunks of a
+//! text corpus somewhere, and a chunk-wide filter then rules out the whole chunk or nothing;
+//! a block's filter rules out the parts of it where no keyword starts (docs/BENCHMARKS.md,
+//! "Trigram summaries per block").
+//!
+//! A chunk ruled out wholly still has ends where a keyword may begin or end across the border
+//! with its neighbour in some file; the scanner finds those from the chunk's first and last
+//! `n_max - 1` bytes, so the records (and the results) are those of a full scan. The
+//! property tests check that against the naive search.
 
+/// Bytes of a chunk per block filter, and bits per filter.
+pub const BLOCK: usize = 1024;
+/// The longest head of a keyword a block's filter covers: it holds the trigrams starting
+/// in the block and in the `SPAN - 3` positions after it.
+pub const SPAN: usize = 64;
+/// 64-bit words per block filter.
+const WORDS: usize = BLOCK / 64;
 /// The multiplier of the hash (2^32 over the golden ratio, odd).
 const MULT: u32 = 0x9E37_79B1;
-/// Summary sizes: `2^MIN_BITS ..= 2^MAX_BITS` bits.
-const MIN_BITS: u32 = 9;
-const MAX_BITS: u32 = 20;
 
-/// The hash of trigram `t = a << 16 | b << 8 | c`, before it is cut to a summary's size.
+/// One block's filter.
+type Block = [u64; WORDS];
+
+/// The bit trigram `t = a << 16 | b << 8 | c` sets in a block's filter.
 #[inline(always)]
-fn mix(t: u32) -> u32 {
-    t.wrapping_mul(MULT)
+fn key(t: u32) -> u16 {
+    (t.wrapping_mul(MULT) >> (32 - BLOCK.trailing_zeros())) as u16
 }
 
-/// The Bloom filter of one chunk's trigrams.
+/// Whether bit `k` of `block` is set.
+#[inline(always)]
+fn has(block: &Block, k: u16) -> bool {
+    block[(k >> 6) as usize] >> (k & 63) & 1 != 0
+}
+
+/// The block filters of one chunk.
 #[derive(Clone, Debug)]
 pub struct Trigrams {
+    /// [`WORDS`] words per block, blocks in order.
     bits: Box<[u64]>,
-    shift: u32,
 }
 
 impl Trigrams {
     /// Summarises `data`.
     pub fn of(data: &[u8]) -> Trigrams {
-        let log = Self::log_bits(data.len());
-        let mut bits = vec![0u64; 1 << (log - 6)].into_boxed_slice();
-        let shift = 32 - log;
-        // A rolling window of the last three bytes.
-        let mut w: u32 = 0;
-        for (i, &c) in data.iter().enumerate() {
-            w = (w << 8 | c as u32) & 0x00FF_FFFF;
-            if i >= 2 {
-                let h = (mix(w) >> shift) as usize;
-                bits[h >> 6] |= 1 << (h & 63);
+        let mut bits = vec![0u64; Self::words_for(data.len())].into_boxed_slice();
+        // Trigrams start at 0..starts.
+        let starts = data.len().saturating_sub(2);
+        for (b, block) in bits.as_chunks_mut::<WORDS>().0.iter_mut().enumerate() {
+            let from = (b * BLOCK).min(starts);
+            let to = (from + BLOCK + SPAN - 3).min(starts);
+            for w in data[from..(to + 2).min(data.len())].windows(3) {
+                let k = key(u32::from_be_bytes([0, w[0], w[1], w[2]]));
+                block[(k >> 6) as usize] |= 1 << (k & 63);
             }
         }
-        Trigrams { bits, shift }
+        Trigrams { bits }
     }
 
     /// Memory held, in bytes.
@@ -66,14 +91,14 @@ impl Trigrams {
         self.bits.len() * 8
     }
 
-    /// `log2` of the summary's size in bits for a chunk of `len` bytes.
-    fn log_bits(len: usize) -> u32 {
-        (usize::BITS - len.saturating_sub(1).leading_zeros()).clamp(MIN_BITS, MAX_BITS)
+    /// How many block filters summarise a chunk of `len` bytes.
+    fn blocks_for(len: usize) -> usize {
+        len.div_ceil(BLOCK).max(1)
     }
 
     /// How many 64-bit words summarise a chunk of `len` bytes.
     pub fn words_for(len: usize) -> usize {
-        1 << (Self::log_bits(len) - 6)
+        Self::blocks_for(len) * WORDS
     }
 
     /// The summary's words, for a file ([`super::cache_file`]).
@@ -84,60 +109,122 @@ impl Trigrams {
     /// The summary of a chunk of `len` bytes from its [`Trigrams::words`]; `None` when
     /// their count is not [`Trigrams::words_for`]`(len)`.
     pub fn from_words(len: usize, words: Box<[u64]>) -> Option<Trigrams> {
-        let log = Self::log_bits(len);
-        (words.len() == 1 << (log - 6)).then_some(Trigrams {
-            bits: words,
-            shift: 32 - log,
-        })
+        (words.len() == Self::words_for(len)).then_some(Trigrams { bits: words })
     }
 
-    #[inline]
-    fn has(&self, mixed: u32) -> bool {
-        let h = (mixed >> self.shift) as usize;
-        self.bits[h >> 6] >> (h & 63) & 1 != 0
+    fn blocks(&self) -> &[Block] {
+        self.bits.as_chunks::<WORDS>().0
     }
 }
 
-/// A keyword set's trigrams, ready to test summaries against.
+/// Where in a chunk a keyword set may start, by its [`Trigrams`] ([`TrigramFilter::blocks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Anywhere: every block may start a keyword (or the filter rules nothing out).
+    Whole,
+    /// Nowhere: no keyword starts in the chunk.
+    Nothing,
+    /// Only in the runs of blocks the caller's list holds.
+    Runs,
+}
+
+/// A keyword set's trigrams, ready to test block filters against.
 #[derive(Clone, Debug)]
 pub struct TrigramFilter {
-    /// Per keyword, its distinct trigrams as [`mix`]ed; empty when some keyword is shorter
-    /// than three bytes (then nothing can be ruled out).
-    keywords: Vec<Vec<u32>>,
+    /// The bits of every keyword's head's distinct trigrams, keyword after keyword; empty
+    /// when some keyword is shorter than three bytes (then nothing can be ruled out).
+    keys: Vec<u16>,
+    /// Where each keyword's bits end in `keys`.
+    ends: Vec<usize>,
 }
 
 impl TrigramFilter {
     pub fn new<K: AsRef<[u8]>>(keywords: &[K]) -> TrigramFilter {
+        let mut f = TrigramFilter {
+            keys: Vec::new(),
+            ends: Vec::new(),
+        };
         if keywords.iter().any(|k| k.as_ref().len() < 3) {
-            return TrigramFilter {
-                keywords: Vec::new(),
-            };
+            return f;
         }
-        let keywords = keywords
+        let mut heads: Vec<Vec<u16>> = keywords
             .iter()
             .map(|k| {
-                let mut t: Vec<u32> = k
-                    .as_ref()
+                let k = k.as_ref();
+                let mut t: Vec<u16> = k[..k.len().min(SPAN)]
                     .windows(3)
-                    .map(|w| mix(u32::from_be_bytes([0, w[0], w[1], w[2]])))
+                    .map(|w| key(u32::from_be_bytes([0, w[0], w[1], w[2]])))
                     .collect();
                 t.sort_unstable();
                 t.dedup();
                 t
             })
             .collect();
-        TrigramFilter { keywords }
+        // Keywords with the same head test the same bits once.
+        heads.sort_unstable();
+        heads.dedup();
+        for h in heads {
+            f.keys.extend_from_slice(&h);
+            f.ends.push(f.keys.len());
+        }
+        f
     }
 
     /// Whether the filter can rule anything out (every keyword has three bytes or more).
     pub fn active(&self) -> bool {
-        !self.keywords.is_empty()
+        !self.ends.is_empty()
     }
 
-    /// Whether some keyword may lie wholly inside the chunk `t` summarises (`false`: none
+    /// How many heads a block is tested against (what a block's test costs).
+    pub fn per_block(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether some keyword may start in the block `block` summarises.
+    #[inline]
+    fn may_start(&self, block: &Block) -> bool {
+        let mut from = 0;
+        for &end in &self.ends {
+            if self.keys[from..end].iter().all(|&k| has(block, k)) {
+                return true;
+            }
+            from = end;
+        }
+        false
+    }
+
+    /// Where a keyword may start in the chunk of `len` bytes that `t` summarises: for
+    /// [`Scope::Runs`], `runs` holds the byte ranges `[start, end)` of the runs of blocks,
+    /// ascending (it is cleared first).
+    pub fn blocks(&self, t: &Trigrams, len: usize, runs: &mut Vec<(usize, usize)>) -> Scope {
+        runs.clear();
+        let blocks = t.blocks();
+        if !self.active() || blocks.len() != Trigrams::blocks_for(len) {
+            return Scope::Whole;
+        }
+        let mut out = false;
+        for (i, b) in blocks.iter().enumerate() {
+            if !self.may_start(b) {
+                out = true;
+                continue;
+            }
+            let (s, e) = (i * BLOCK, ((i + 1) * BLOCK).min(len));
+            match runs.last_mut() {
+                Some(r) if r.1 == s => r.1 = e,
+                _ => runs.push((s, e)),
+            }
+        }
+        match (out, runs.is_empty()) {
+            (false, _) => Scope::Whole,
+            (true, true) => Scope::Nothing,
+            (true, false) => Scope::Runs,
+        }
+    }
+
+    /// Whether some keyword may start anywhere in the chunk `t` summarises (`false`: none
     /// does).
     pub fn may_match(&self, t: &Trigrams) -> bool {
-        !self.active() || self.keywords.iter().any(|k| k.iter().all(|&m| t.has(m)))
+        !self.active() || t.blocks().iter().any(|b| self.may_start(b))
     }
 }
 
@@ -152,12 +239,14 @@ mod tests {
         *seed
     }
 
+    /// Every occurrence of a keyword lies in a run (or the chunk is whole).
     #[test]
     fn no_false_negatives() {
         let mut s = 0x1234_5678_9abc_def0u64;
-        for round in 0..200 {
-            let len = (rng(&mut s) % 3000) as usize;
-            let alphabet = 2 + round % 40;
+        let mut runs = Vec::new();
+        for round in 0..300 {
+            let len = (rng(&mut s) % 5000) as usize;
+            let alphabet = 2 + round % 60;
             let data: Vec<u8> = (0..len)
                 .map(|_| (rng(&mut s) % alphabet) as u8 + b'0')
                 .collect();
@@ -166,38 +255,64 @@ mod tests {
                 if len < 3 {
                     break;
                 }
-                let n = 3 + (rng(&mut s) % 20) as usize;
+                let n = 3 + (rng(&mut s) % 100) as usize;
                 let at = (rng(&mut s) as usize) % (len - 2);
                 let kw = &data[at..(at + n).min(len)];
-                assert!(
-                    TrigramFilter::new(&[kw]).may_match(&t),
-                    "round {round}: {kw:?} missed"
-                );
+                let f = TrigramFilter::new(&[kw]);
+                assert!(f.may_match(&t), "round {round}: {kw:?} missed");
+                match f.blocks(&t, len, &mut runs) {
+                    Scope::Whole => {}
+                    Scope::Nothing => panic!("round {round}: {kw:?} ruled out"),
+                    Scope::Runs => assert!(
+                        runs.iter().any(|&(s, e)| s <= at && at < e),
+                        "round {round}: {kw:?} at {at} outside {runs:?}"
+                    ),
+                }
             }
         }
     }
 
     #[test]
-    fn rules_out_absent_keywords() {
-        let data = b"function createSourceFile(fileName, sourceText) { return parse(sourceText); }";
-        let t = Trigrams::of(data);
-        assert!(TrigramFilter::new(&["createSourceFile"]).may_match(&t));
-        assert!(TrigramFilter::new(&["absent", "sourceText"]).may_match(&t));
-        assert!(!TrigramFilter::new(&["NamedTupleMember"]).may_match(&t));
-        assert!(!TrigramFilter::new(&["zzz", "qqqq"]).may_match(&t));
+    fn only_the_blocks_a_keyword_may_start_in() {
+        let filler: Vec<u8> = (0..BLOCK * 5).map(|i| b"abcdefgh"[i % 8]).collect();
+        let mut data = filler.clone();
+        // One keyword starts in block 1, another at the very end of block 3 and runs into
+        // block 4.
+        data[BLOCK + 100..BLOCK + 116].copy_from_slice(b"createSourceFile");
+        data[4 * BLOCK - 3..4 * BLOCK + 13].copy_from_slice(b"NamedTupleMember");
+        let t = Trigrams::of(&data);
+        let mut runs = Vec::new();
+        let f = TrigramFilter::new(&["createSourceFile", "NamedTupleMember"]);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Runs);
+        assert_eq!(runs, [(BLOCK, 2 * BLOCK), (3 * BLOCK, 4 * BLOCK)]);
+        let f = TrigramFilter::new(&["zzzz"]);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Nothing);
+        assert!(!f.may_match(&t));
+        let f = TrigramFilter::new(&["abcdefgh"]);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Whole);
         // A keyword of two bytes could be anywhere: nothing is ruled out.
-        assert!(!TrigramFilter::new(&["zz"]).active());
-        assert!(TrigramFilter::new(&["zz", "qqqq"]).may_match(&t));
+        let f = TrigramFilter::new(&["zz", "qqqq"]);
+        assert!(!f.active());
+        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Whole);
+        // A summary of another length is not trusted.
+        let f = TrigramFilter::new(&["zzzz"]);
+        assert_eq!(f.blocks(&t, data.len() + BLOCK, &mut runs), Scope::Whole);
+        // A keyword longer than SPAN is tested by its head.
+        let f = TrigramFilter::new(&[&data[BLOCK + 100..BLOCK + 100 + 3 * SPAN]]);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Runs);
+        assert_eq!(runs, [(BLOCK, 2 * BLOCK)]);
         // A chunk shorter than a trigram holds no keyword of three bytes or more.
-        assert!(!TrigramFilter::new(&["abc"]).may_match(&Trigrams::of(b"ab")));
+        let f = TrigramFilter::new(&["abc"]);
+        assert_eq!(f.blocks(&Trigrams::of(b"ab"), 2, &mut runs), Scope::Nothing);
     }
 
     #[test]
     fn sizes() {
-        assert_eq!(Trigrams::of(b"").bytes(), 64);
-        assert_eq!(Trigrams::of(&[0; 512]).bytes(), 64);
-        assert_eq!(Trigrams::of(&[0; 513]).bytes(), 128);
+        assert_eq!(Trigrams::of(b"").bytes(), 128);
+        assert_eq!(Trigrams::of(&[0; 1024]).bytes(), 128);
+        assert_eq!(Trigrams::of(&[0; 1025]).bytes(), 256);
         assert_eq!(Trigrams::of(&[0; 8192]).bytes(), 1024);
-        assert_eq!(Trigrams::of(&vec![0; 4 << 20]).bytes(), 128 << 10);
+        assert_eq!(Trigrams::of(&vec![0; 4 << 20]).bytes(), 512 << 10);
+        assert_eq!(Trigrams::words_for(8192), 128);
     }
 }

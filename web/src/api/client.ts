@@ -128,6 +128,8 @@ export interface ServerSearchHead {
   bytes_scanned: number;
   /** Chunks whose trigram summary ruled out every keyword (their ends scanned only). */
   chunks_ruled_out: number;
+  /** Bytes in blocks whose trigram summaries ruled out every keyword (not read wholly). */
+  bytes_ruled_out: number;
   stored_bytes_read: number;
   phase_ms: { prepare: number; physical: number; logical: number };
 }

@@ -80,6 +80,7 @@ const head = {
   chunks: 2,
   bytes_scanned: 2048,
   chunks_ruled_out: 0,
+  bytes_ruled_out: 0,
   stored_bytes_read: 0,
   phase_ms: { prepare: 1, physical: 2, logical: 0.5 },
 };

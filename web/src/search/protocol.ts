@@ -99,7 +99,10 @@ export type PhysicalStats = {
   linksInRange: number;
   /** Cached chunks whose trigram summary ruled out every keyword: only their ends were read. */
   ruledOut: number;
-  /** Their raw bytes (part of `bytes`). */
+  /**
+   * Bytes (part of `bytes`) in blocks of 1 KiB whose trigram summaries ruled out every
+   * keyword, in those chunks and in others: the exact-match pass did not read them.
+   */
   ruledOutBytes: number;
 };
 export type LogicalStats = {

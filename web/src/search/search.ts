@@ -1124,7 +1124,7 @@ export async function readAhead(
     }
     if (me.halt) return;
     // As after a search, the workers summarise what they read (the next search then reads
-    // most chunks only at their ends), and the next search's jobs are cut for the holders as
+    // only the blocks of them where a keyword may start), and the next search's jobs are cut for the holders as
     // they now are. Their device files are written after that search, or once the page has
     // searched nothing for a while ([`READ_AHEAD_KEEP_AFTER_MS`]).
     void idleWorkers(workers, false);

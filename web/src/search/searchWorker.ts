@@ -261,7 +261,7 @@ let warmedUp = false;
 /**
  * The browser compiles a Wasm function when it is first called and optimises it once it has
  * run for a while. A first search from cold chunks never runs the code of a repeat search
- * (chunks scanned from the cache, their summaries tested, most read only at their ends), so
+ * (chunks scanned from the cache, their summaries tested, most blocks not read), so
  * the first repeat search would pay for compiling it and run it unoptimised. The worker runs
  * that code once over a sample of its cache, in idle time, with scans of its own that it
  * then drops.
