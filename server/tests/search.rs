@@ -274,7 +274,7 @@ fn server_search_equals_the_naive_search() {
     assert_eq!(r["stored_bytes_read"], 0, "{r}");
     let ruled_out = r["chunks_ruled_out"].as_u64().unwrap();
     assert!(
-        ruled_out >= 10 && ruled_out < r["chunks"].as_u64().unwrap(),
+        ruled_out >= 1 && ruled_out < r["chunks"].as_u64().unwrap(),
         "{r}"
     );
     let bytes_ruled_out = r["bytes_ruled_out"].as_u64().unwrap();

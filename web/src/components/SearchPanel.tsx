@@ -568,9 +568,9 @@ const Summary = memo(function Summary({ o }: { o: Shown }) {
           )}
           {o.physical && o.physical.ruledOutBytes > 0 && (
             <li>
-              {bytes(o.physical.ruledOutBytes)} of cached chunks could not start a keyword (their trigram summaries, per 1
-              KiB block, say so) and were not read; {plural(o.physical.ruledOut, 'chunk')} of them wholly, read at their
-              ends only for matches that cross into the next chunk.
+              {bytes(o.physical.ruledOutBytes)} of cached chunks could not start a keyword (their trigram summaries, per
+              1 KiB block, say so) and were not read; {plural(o.physical.ruledOut, 'chunk')} of them wholly, read at
+              their ends only for matches that cross into the next chunk.
             </li>
           )}
           {o.naiveBytes !== undefined && <li>{bytes(o.naiveBytes)} reassembled and scanned.</li>}
