@@ -78,8 +78,15 @@ impl Trigrams {
         for (b, block) in bits.as_chunks_mut::<WORDS>().0.iter_mut().enumerate() {
             let from = (b * BLOCK).min(starts);
             let to = (from + BLOCK + SPAN - 3).min(starts);
-            for w in data[from..(to + 2).min(data.len())].windows(3) {
-                let k = key(u32::from_be_bytes([0, w[0], w[1], w[2]]));
+            if from == to {
+                continue;
+            }
+            // A rolling window of the last three bytes (cheaper than a slice per trigram).
+            let span = &data[from..to + 2];
+            let mut w = u32::from(span[0]) << 8 | u32::from(span[1]);
+            for &c in &span[2..] {
+                w = (w << 8 | u32::from(c)) & 0x00FF_FFFF;
+                let k = key(w);
                 block[(k >> 6) as usize] |= 1 << (k & 63);
             }
         }
