@@ -575,6 +575,9 @@ try {
       reload_ms: +rlMs.toFixed(1),
       reload_phase_ms: rl.phases,
       reload_stored_bytes_read: rl.storedBytesRead,
+      // The same for the first search after a reload (set A, summaries from the device files).
+      reload_ruled_out: rl.ruledOut,
+      reload_bytes_read_wholly: rl.bytesScanned - rl.ruledOutBytes,
       reload_over_rg: +(rlMs / r.ms).toFixed(3),
       reload_at_once_ms: +rl0Ms.toFixed(1),
       reload_at_once_phase_ms: rl0.phases,
