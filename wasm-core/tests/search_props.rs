@@ -421,16 +421,28 @@ fn block_runs_find_what_a_whole_scan_finds() {
                 }
                 let fp = fingerprint(&c);
                 let t = Trigrams::of(&c);
-                match dict.trigrams().blocks(&t, c.len(), &mut runs_list) {
+                let (scope, spared) = dict.trigrams().blocks(&t, c.len(), &mut runs_list);
+                let in_runs: usize = runs_list.iter().map(|r| r.1 - r.0).sum();
+                match scope {
                     Scope::Runs => runs += 1,
                     Scope::Nothing => nothing += 1,
                     Scope::Whole => whole += 1,
                 }
                 assert_eq!(
-                    summarized.scan_summarized(&fp, &c, Some(&t)).0,
+                    spared,
+                    if scope == Scope::Whole {
+                        0
+                    } else {
+                        len - in_runs
+                    }
+                );
+                let (scan, s) = summarized.scan_summarized(&fp, &c, Some(&t));
+                assert_eq!(
+                    scan,
                     plain.scan_chunk(&fp, &c),
                     "round {round} {mode:?}: {kws:?}"
                 );
+                assert_eq!((s.bytes, s.ruled_out), (spared, scope == Scope::Nothing));
             }
         }
     }

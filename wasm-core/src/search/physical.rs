@@ -61,7 +61,8 @@ pub struct PhysicalScanner {
     inf: Vec<InfixEntry>,
     /// Keeps only each keyword's first exact match in a chunk ([`Mode::FilesOnly`]).
     first_only: bool,
-    /// The runs of blocks a keyword may start in ([`super::trigram::TrigramFilter::blocks`]).
+    /// Scratch for the runs of blocks a keyword may start in
+    /// ([`super::trigram::TrigramFilter::blocks`]).
     runs: Vec<(usize, usize)>,
     /// Bytes of chunks whose summaries were tested, and how many of them were not read.
     tested: u64,
@@ -126,7 +127,7 @@ impl PhysicalScanner {
 
     /// Scans one chunk and returns its records (all `None` when nothing was found).
     pub fn scan_chunk(&mut self, fp: &Fingerprint, data: &[u8]) -> ChunkScan {
-        self.scan_as(fp, data, Scope::Whole)
+        self.scan_as(fp, data, Scope::Whole, &[])
     }
 
     /// [`PhysicalScanner::scan_chunk`] of a chunk with its trigram summary, if it has one.
@@ -141,27 +142,23 @@ impl PhysicalScanner {
         data: &[u8],
         trigrams: Option<&Trigrams>,
     ) -> (ChunkScan, Spared) {
-        let scope = match trigrams {
+        // The runs buffer is reused from chunk to chunk.
+        let mut runs = std::mem::take(&mut self.runs);
+        let (scope, bytes) = match trigrams {
             Some(t) if self.dict.inner.trigrams.active() && self.summaries_pay() => {
                 self.tested += data.len() as u64;
-                self.dict
-                    .inner
-                    .trigrams
-                    .blocks(t, data.len(), &mut self.runs)
+                self.dict.inner.trigrams.blocks(t, data.len(), &mut runs)
             }
-            _ => Scope::Whole,
-        };
-        let bytes = match scope {
-            Scope::Whole => 0,
-            Scope::Nothing => data.len(),
-            Scope::Runs => data.len() - self.runs.iter().map(|r| r.1 - r.0).sum::<usize>(),
+            _ => (Scope::Whole, 0),
         };
         self.spared += bytes as u64;
         let spared = Spared {
             ruled_out: scope == Scope::Nothing,
             bytes,
         };
-        (self.scan_as(fp, data, scope), spared)
+        let scan = self.scan_as(fp, data, scope, &runs);
+        self.runs = runs;
+        (scan, spared)
     }
 
     /// Whether testing summaries still pays: always within the first [`SUMMARY_SAMPLE`]
@@ -173,7 +170,14 @@ impl PhysicalScanner {
             || self.spared * BLOCK as u64 >= self.tested * heads * SUMMARY_PAYS_PER_HEAD
     }
 
-    fn scan_as(&mut self, fp: &Fingerprint, data: &[u8], scope: Scope) -> ChunkScan {
+    /// Scans `data` as `scope` says; `runs` are the runs of blocks of [`Scope::Runs`].
+    fn scan_as(
+        &mut self,
+        fp: &Fingerprint,
+        data: &[u8],
+        scope: Scope,
+        runs: &[(usize, usize)],
+    ) -> ChunkScan {
         let d = &*self.dict.inner;
         let fwd = &d.forward;
         self.exact.clear();
@@ -191,15 +195,21 @@ impl PhysicalScanner {
             Scope::Whole => fwd.find_all(data, |kw, at| exact.push((kw, at as u32))),
             Scope::Nothing => fwd.tail_state(data),
             Scope::Runs => {
-                for &(s, e) in &self.runs {
+                let mut end = None;
+                for &(s, e) in runs {
                     let stop = (e + d.max_len - 1).min(data.len());
-                    fwd.find_all(&data[s..stop], |kw, at| {
+                    let state = fwd.find_all(&data[s..stop], |kw, at| {
                         if s + at < e {
                             exact.push((kw, (s + at) as u32))
                         }
                     });
+                    // A pass that read the chunk's last n_max - 1 bytes left the state
+                    // `tail_state` would compute.
+                    if stop == data.len() && stop - s >= d.max_len - 1 {
+                        end = Some(state);
+                    }
                 }
-                fwd.tail_state(data)
+                end.unwrap_or_else(|| fwd.tail_state(data))
             }
         };
         self.exact.sort_by_key(|m| m.0); // stable: offsets stay ascending per keyword

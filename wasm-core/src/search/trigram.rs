@@ -205,32 +205,38 @@ impl TrigramFilter {
         false
     }
 
-    /// Where a keyword may start in the chunk of `len` bytes that `t` summarises: for
-    /// [`Scope::Runs`], `runs` holds the byte ranges `[start, end)` of the runs of blocks,
-    /// ascending (it is cleared first).
-    pub fn blocks(&self, t: &Trigrams, len: usize, runs: &mut Vec<(usize, usize)>) -> Scope {
+    /// Where a keyword may start in the chunk of `len` bytes that `t` summarises, and how
+    /// many of its bytes lie in blocks where none may: for [`Scope::Runs`], `runs` holds the
+    /// byte ranges `[start, end)` of the runs of blocks, ascending (it is cleared first).
+    pub fn blocks(
+        &self,
+        t: &Trigrams,
+        len: usize,
+        runs: &mut Vec<(usize, usize)>,
+    ) -> (Scope, usize) {
         runs.clear();
         let blocks = t.blocks();
         if !self.active() || blocks.len() != Trigrams::blocks_for(len) {
-            return Scope::Whole;
+            return (Scope::Whole, 0);
         }
-        let mut out = false;
+        let mut out = 0;
         for (i, b) in blocks.iter().enumerate() {
+            let (s, e) = (i * BLOCK, ((i + 1) * BLOCK).min(len));
             if !self.may_start(b) {
-                out = true;
+                out += e - s;
                 continue;
             }
-            let (s, e) = (i * BLOCK, ((i + 1) * BLOCK).min(len));
             match runs.last_mut() {
                 Some(r) if r.1 == s => r.1 = e,
                 _ => runs.push((s, e)),
             }
         }
-        match (out, runs.is_empty()) {
-            (false, _) => Scope::Whole,
-            (true, true) => Scope::Nothing,
-            (true, false) => Scope::Runs,
-        }
+        let scope = match (out, runs.is_empty()) {
+            (0, _) => Scope::Whole,
+            (_, true) => Scope::Nothing,
+            (_, false) => Scope::Runs,
+        };
+        (scope, out)
     }
 }
 
@@ -265,7 +271,7 @@ mod tests {
                 let at = (rng(&mut s) as usize) % (len - 2);
                 let kw = &data[at..(at + n).min(len)];
                 let f = TrigramFilter::new(&[kw]);
-                match f.blocks(&t, len, &mut runs) {
+                match f.blocks(&t, len, &mut runs).0 {
                     Scope::Whole => {}
                     Scope::Nothing => panic!("round {round}: {kw:?} ruled out"),
                     Scope::Runs => assert!(
@@ -288,26 +294,35 @@ mod tests {
         let t = Trigrams::of(&data);
         let mut runs = Vec::new();
         let f = TrigramFilter::new(&["createSourceFile", "NamedTupleMember"]);
-        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Runs);
+        assert_eq!(
+            f.blocks(&t, data.len(), &mut runs),
+            (Scope::Runs, 3 * BLOCK)
+        );
         assert_eq!(runs, [(BLOCK, 2 * BLOCK), (3 * BLOCK, 4 * BLOCK)]);
         let f = TrigramFilter::new(&["zzzz"]);
-        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Nothing);
+        assert_eq!(
+            f.blocks(&t, data.len(), &mut runs),
+            (Scope::Nothing, data.len())
+        );
         let f = TrigramFilter::new(&["abcdefgh"]);
-        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Whole);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs), (Scope::Whole, 0));
         // A keyword of two bytes could be anywhere: nothing is ruled out.
         let f = TrigramFilter::new(&["zz", "qqqq"]);
         assert!(!f.active());
-        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Whole);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs).0, Scope::Whole);
         // A summary of another length is not trusted.
         let f = TrigramFilter::new(&["zzzz"]);
-        assert_eq!(f.blocks(&t, data.len() + BLOCK, &mut runs), Scope::Whole);
+        assert_eq!(f.blocks(&t, data.len() + BLOCK, &mut runs).0, Scope::Whole);
         // A keyword longer than SPAN is tested by its head.
         let f = TrigramFilter::new(&[&data[BLOCK + 100..BLOCK + 100 + 3 * SPAN]]);
-        assert_eq!(f.blocks(&t, data.len(), &mut runs), Scope::Runs);
+        assert_eq!(f.blocks(&t, data.len(), &mut runs).0, Scope::Runs);
         assert_eq!(runs, [(BLOCK, 2 * BLOCK)]);
         // A chunk shorter than a trigram holds no keyword of three bytes or more.
         let f = TrigramFilter::new(&["abc"]);
-        assert_eq!(f.blocks(&Trigrams::of(b"ab"), 2, &mut runs), Scope::Nothing);
+        assert_eq!(
+            f.blocks(&Trigrams::of(b"ab"), 2, &mut runs).0,
+            Scope::Nothing
+        );
     }
 
     #[test]
