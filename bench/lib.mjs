@@ -345,7 +345,7 @@ export function sameTree(want, got, what) {
  * give what each thread spent on it: Chromium names a page's main thread "chromium" (in the
  * renderer) and every dedicated worker's thread "DedicatedWorker".
  */
-function threadCpu() {
+export function threadCpu() {
   const out = new Map();
   let pids;
   try {
@@ -373,7 +373,7 @@ function threadCpu() {
 }
 
 /** What the threads spent between two [`threadCpu`] readings: `{ workers, page, all }` in ms. */
-function cpuSpent(before, after) {
+export function cpuSpent(before, after) {
   const spent = { workers: 0, page: 0, all: 0 };
   for (const [tid, t] of after) {
     const ms = t.ms - (before.get(tid)?.ms ?? 0);
