@@ -21,7 +21,17 @@ import http from 'node:http';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { cli, cpuSpent, dataset, launchProfile, median, now, resticRepo, sameTree, threadCpu, walk } from './lib.mjs';
+import {
+  cli,
+  cpuSpent,
+  dataset,
+  launchProfile,
+  median,
+  resticRepo,
+  threadCpu,
+  timeResticRestore,
+  walk,
+} from './lib.mjs';
 
 const { flag, option } = cli();
 const runs = Number(option('runs', 3));
@@ -121,14 +131,7 @@ try {
       times[v].push(r.seconds);
       cpu[v].push(r.cpu.all);
     }
-    if (repo) {
-      const target = path.join(scratch, `restic-${run}`);
-      const t0 = now();
-      repo.run(['restore', '-q', 'latest', '--target', target]);
-      times.restic.push(now() - t0);
-      sameTree(parent, target, 'restic restore');
-      rmSync(target, { recursive: true });
-    }
+    if (repo) times.restic.push(timeResticRestore(repo, parent, path.join(scratch, `restic-${run}`)));
     console.log(
       `round ${run + 1}: ${Object.entries(times)
         .map(([k, v]) => `${k} ${v.at(-1)?.toFixed(3) ?? '-'} s${cpu[k] ? ` (CPU ${cpu[k].at(-1)} ms)` : ''}`)

@@ -320,6 +320,19 @@ export function resticRepo(label) {
   };
 }
 
+/**
+ * `restic restore` of the latest snapshot of `repo` ([`resticRepo`]) into `target`, checked
+ * against `source` and removed: the seconds the restore took.
+ */
+export function timeResticRestore(repo, source, target) {
+  const t0 = now();
+  repo.run(['restore', '-q', 'latest', '--target', target]);
+  const seconds = now() - t0;
+  sameTree(source, target, 'restic restore');
+  rmSync(target, { recursive: true });
+  return seconds;
+}
+
 /** Throws unless `got` holds exactly the files of `want`, with the same bytes. Returns their count and total size. */
 export function sameTree(want, got, what) {
   const a = walk(want);

@@ -22,7 +22,7 @@ import http from 'node:http';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { cli, dataset, du, launchBrowser, median, now, resticRepo, sameTree } from './lib.mjs';
+import { cli, dataset, du, launchBrowser, median, resticRepo, timeResticRestore } from './lib.mjs';
 
 const { flag, option } = cli();
 const runs = Number(option('runs', 3));
@@ -164,14 +164,7 @@ try {
   }
   for (let run = 0; run < runs; run++) {
     for (const sink of ['blob', 'file', 'sw']) times[sink].push(await floor(browser, sink));
-    if (repo) {
-      const target = path.join(scratch, `restic-${run}`);
-      const t0 = now();
-      repo.run(['restore', '-q', 'latest', '--target', target]);
-      times.restic.push(now() - t0);
-      sameTree(parent, target, 'restic restore');
-      rmSync(target, { recursive: true });
-    }
+    if (repo) times.restic.push(timeResticRestore(repo, parent, path.join(scratch, `restic-${run}`)));
     console.log(
       `round ${run + 1}: ${Object.entries(times)
         .map(([k, v]) => `${k} ${v.at(-1)?.toFixed(3) ?? '-'} s`)
