@@ -115,7 +115,7 @@ async function ditto({ versions, name: pkg }) {
 function restic({ versions }, compression) {
   const repo = resticRepo(compression);
   const t0 = now();
-  for (const v of versions) repo.run(['backup', '-q', '--compression', compression, '.'], { cwd: v });
+  for (const v of versions) repo.backup(v, compression);
   const seconds = now() - t0;
   const stored = du(repo.repo);
   repo.remove();

@@ -123,7 +123,7 @@ let repo = null;
 try {
   if (!flag('no-restic')) {
     repo = resticRepo('folderfloor');
-    repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: parent });
+    repo.backup(parent);
   }
   for (let run = 0; run < runs; run++) {
     for (const v of Object.keys(VARIANTS)) {

@@ -307,15 +307,18 @@ export function borgRepo(label) {
 
 /**
  * A throwaway restic repository (password "bench"): `run(args, opts)` runs restic on it
- * (execFileSync options, e.g. `{ cwd }`), `remove()` deletes it.
+ * (execFileSync options, e.g. `{ cwd }`), `backup(dir, compression)` snapshots the folder
+ * `dir` (run from inside it; `--compression auto` unless told), `remove()` deletes it.
  */
 export function resticRepo(label) {
   const repo = mkdtempSync(path.join(tmpdir(), `restic-${label}-`));
   const env = { ...process.env, RESTIC_PASSWORD: 'bench', RESTIC_REPOSITORY: repo };
   execFileSync('restic', ['init', '-q'], { env });
+  const run = (args, opts = {}) => execFileSync('restic', args, { env, encoding: 'utf8', ...opts });
   return {
     repo,
-    run: (args, opts = {}) => execFileSync('restic', args, { env, encoding: 'utf8', ...opts }),
+    run,
+    backup: (dir, compression = 'auto') => run(['backup', '-q', '--compression', compression, '.'], { cwd: dir }),
     remove: () => rmSync(repo, { recursive: true, force: true }),
   };
 }

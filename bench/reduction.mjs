@@ -72,7 +72,7 @@ async function backedUp(delta) {
 function restic() {
   const repo = resticRepo('reduction');
   try {
-    for (const v of versions) repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
+    for (const v of versions) repo.backup(v);
     return du(repo.repo);
   } finally {
     repo.remove();

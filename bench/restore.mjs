@@ -140,12 +140,12 @@ function resticBackup() {
   const repo = resticRepo('restore');
   const ids = [];
   for (const v of versions) {
-    repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
+    repo.backup(v);
     ids.push(JSON.parse(repo.run(['snapshots', '--json', 'latest']))[0].short_id);
   }
   targets[0].snapshot = ids[pickIndex];
   if (withParent) {
-    repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: parent });
+    repo.backup(parent);
     targets[1].snapshot = JSON.parse(repo.run(['snapshots', '--json', 'latest', '--path', parent]))[0].short_id;
   }
   for (const t of targets) t.restic = [];

@@ -312,7 +312,7 @@ function timed(f) {
 function restic() {
   const repo = resticRepo('storage');
   try {
-    for (const v of versions) repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: v });
+    for (const v of versions) repo.backup(v);
     const snapshots = () =>
       JSON.parse(repo.run(['snapshots', '--json']))
         .map((s) => ({ id: s.id, name: path.basename(s.paths[0]) }))

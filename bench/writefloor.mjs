@@ -160,7 +160,7 @@ let repo = null;
 try {
   if (!flag('no-restic')) {
     repo = resticRepo('writefloor');
-    repo.run(['backup', '-q', '--compression', 'auto', '.'], { cwd: parent });
+    repo.backup(parent);
   }
   for (let run = 0; run < runs; run++) {
     for (const sink of ['blob', 'file', 'sw']) times[sink].push(await floor(browser, sink));
