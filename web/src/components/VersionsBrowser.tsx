@@ -3,7 +3,6 @@ import type { Api, Manifest, VersionInfo } from '../api/client';
 import { holdLocations } from '../restore/locations';
 import { selectItems, type RestoreItem } from '../restore/restore';
 import { sanitizeEntryName } from '../restore/sanitize';
-import { assembler, restoreWorkers } from '../restore/workers';
 import { FileHistory } from './FileHistory';
 import { useFocusOnOpen } from './FileChange';
 import { FilePreview } from './FilePreview';
@@ -66,11 +65,9 @@ export function VersionsBrowser({ api, version, busy, onRestore, onClose }: Prop
   // Browse on a row far above the tree brings the tree into view.
   const heading = useFocusOnOpen<HTMLHeadingElement>();
 
-  // A version open here is likely restored from next: its chunk locations and the restore
-  // workers are ready by the first click.
+  // A version open here is likely restored from next: its chunk locations are ready by the
+  // first click (the restore workers are started by the list this browser opens from).
   useEffect(() => {
-    restoreWorkers().catch(() => {});
-    assembler().catch(() => {});
     return holdLocations(api, version.id);
   }, [api, version.id]);
 

@@ -8,6 +8,7 @@ import { bytes, ratio } from './format';
 import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { canPickFolder } from '../restore/folder';
+import { warmRestore } from '../restore/workers';
 import { VersionsRestoreStatus, type Restore } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
 import { RetentionPanel } from './RetentionPanel';
@@ -81,6 +82,11 @@ export function VersionsPanel({
   useEffect(() => {
     void load();
   }, [load, committed]);
+  // Restores start from this list (and from the browser it opens).
+  const restorable = mayRestore && (versions?.length ?? 0) > 0;
+  useEffect(() => {
+    if (restorable) warmRestore();
+  }, [restorable]);
 
   const showMissing = async (id: number) => {
     if (missing?.id === id) return setMissing(null);

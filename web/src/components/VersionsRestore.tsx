@@ -11,7 +11,7 @@ import { sanitizeEntryName } from '../restore/sanitize';
 import { FolderTarget, pickFolder, skipPresent } from '../restore/folder';
 import { versionLocations } from '../restore/locations';
 import { abandonSink, chooseSink, SinkError, writeToSink, type Sink } from '../restore/sink';
-import { assembler, restoreWorkers } from '../restore/workers';
+import { restoreWorkers, warmRestore } from '../restore/workers';
 import { bytes, duration } from './format';
 
 export interface RestoreRequest {
@@ -110,8 +110,7 @@ export function useRestore(api: Api | null) {
       };
       // Started now, the workers are ready by the time the plan is (a page's first restore
       // would otherwise start them only then); a failure shows where the restore awaits them.
-      restoreWorkers().catch(() => {});
-      assembler().catch(() => {});
+      warmRestore();
       // The items (a manifest) and the chunk locations are fetched from the click on: a fetch
       // needs no gesture, and the picker or download that does opens before anything here
       // is awaited. A failure is seen where they are awaited.

@@ -109,3 +109,12 @@ export function assembler(): Promise<WorkerPool<AssembleApi>> {
   });
   return assembling;
 }
+
+/**
+ * Starts the restore workers and the assembler now, where a restore is likely to follow, so
+ * that its click does not wait for them. A failure is seen where a restore awaits them.
+ */
+export function warmRestore(): void {
+  restoreWorkers().catch(() => {});
+  assembler().catch(() => {});
+}
