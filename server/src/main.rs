@@ -30,7 +30,8 @@ use tower_http::{
 
 const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO [--scope full|backup|read] | token list REPO | token revoke REPO ID | check REPO [--read-data-subset n/m|P%] | stats REPO | forget REPO (--keep-last N | --keep-hourly N | --keep-daily N | --keep-weekly N | --keep-monthly N | --keep-yearly N | --keep-within DUR)... [--source S] [--dry-run] | forget REPO --version ID... [--dry-run] | prune REPO [--dry-run]]
 environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist),
-HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default 30)";
+HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default 30),
+SEND_TIMEOUT (seconds a chunks/get answer waits for its client to take more of it, default 120)";
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -357,6 +358,15 @@ fn serve() {
                 die("HEADER_TIMEOUT must be a whole number of seconds from 1 to 86400")
             }),
     );
+    let send_timeout = Duration::from_secs(
+        env_or("SEND_TIMEOUT", "120")
+            .parse()
+            .ok()
+            .filter(|&s| (1..=86_400).contains(&s))
+            .unwrap_or_else(|| {
+                die("SEND_TIMEOUT must be a whole number of seconds from 1 to 86400")
+            }),
+    );
     let search_slots = std::env::var("DITTO_SEARCH_SLOTS")
         .ok()
         .filter(|v| !v.is_empty())
@@ -418,6 +428,7 @@ fn serve() {
         let _ = out.flush();
         drop(out);
         let _ = api::BODY_IDLE.set(header_timeout);
+        let _ = api::SEND_STALL.set(send_timeout);
         http::serve(listener, app, header_timeout, stop_requested(), STOP_GRACE).await;
     });
     // Requests still running on blocking threads are not waited for: what they had not

@@ -1277,20 +1277,23 @@ fn one_server_per_database() {
 }
 
 /// A `HEADER_TIMEOUT` past what the HTTP layer can add to an instant is refused at start; it
-/// made every connection's task panic, the server up and answering nothing.
+/// made every connection's task panic, the server up and answering nothing. `SEND_TIMEOUT`
+/// is added to instants too.
 #[test]
-fn an_out_of_range_header_timeout_is_refused_at_start() {
+fn an_out_of_range_header_or_send_timeout_is_refused_at_start() {
     let dir = TempDir::new("header-timeout");
-    for bad in ["0", "86401", "10000000000000000000", "x"] {
-        let out = server_cmd(&dir.0)
-            .arg("serve")
-            .env("PORT", "0")
-            .env("HEADER_TIMEOUT", bad)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{bad}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("HEADER_TIMEOUT"), "{bad}: {err}");
+    for var in ["HEADER_TIMEOUT", "SEND_TIMEOUT"] {
+        for bad in ["0", "86401", "10000000000000000000", "x"] {
+            let out = server_cmd(&dir.0)
+                .arg("serve")
+                .env("PORT", "0")
+                .env(var, bad)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{var}={bad}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(var), "{var}={bad}: {err}");
+        }
     }
 }
 

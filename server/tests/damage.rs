@@ -707,6 +707,58 @@ fn idle_and_slow_header_connections_are_closed() {
     assert_eq!(r.status, 200);
 }
 
+/// A `chunks/get` answer its client stops taking is abandoned after `SEND_TIMEOUT` and its
+/// connection cut: what the client had not taken never ends as if the answer were whole.
+#[test]
+fn an_answer_the_client_stops_taking_is_cut_not_ended() {
+    let dir = TempDir::new("sendstall");
+    let s = Server::start_with(&dir.0, &[("SEND_TIMEOUT", "1"), NO_PASS[0]], None);
+    // 48 MiB that does not compress: more than the answer's first piece, the pieces queued
+    // behind it and the sockets' buffers hold together.
+    let cs: Vec<TestChunk> = (0..48u64)
+        .map(|i| TestChunk::new(rand_bytes(7_000 + i, 1 << 20), false))
+        .collect();
+    for part in cs.chunks(8) {
+        assert_eq!(upload_to(&s, "default", &s.token, part).status, 200);
+    }
+    let fps: Vec<String> = cs.iter().map(|c| c.hex()).collect();
+    let body = json!({ "fingerprints": fps, "decode": true }).to_string();
+    let mut c = std::net::TcpStream::connect(s.base.strip_prefix("http://").unwrap()).unwrap();
+    write!(
+        c,
+        "POST /api/v1/repos/default/chunks/get HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        s.token,
+        body.len()
+    )
+    .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    // The client takes nothing for four times the stall.
+    std::thread::sleep(Duration::from_secs(4));
+    let mut answer = Vec::new();
+    match c.read_to_end(&mut answer) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the connection was neither ended nor cut: {e}"),
+    }
+    assert!(
+        answer.len() < 48 << 20,
+        "the whole answer arrived ({} bytes): the stall did not abandon it",
+        answer.len()
+    );
+    assert!(
+        !answer.ends_with(b"\r\n0\r\n\r\n"),
+        "a cut answer ended as if whole ({} bytes)",
+        answer.len()
+    );
+    // The server goes on answering, this request among others.
+    let got = get_chunks(&s, "default", &s.token, &fps[..3], true);
+    assert_eq!(got[2], cs[2].raw);
+}
+
 #[test]
 fn versions_that_lost_chunks_before_the_damage_count_are_listed_damaged() {
     if !on_sqlite() {

@@ -1,7 +1,7 @@
 //! Chunk endpoints: which chunks are missing, their raw lengths, and reading them back
 //! (one, or many streamed as a bundle).
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use axum::{
     body::Body,
@@ -21,8 +21,8 @@ use wasm_core::{
 
 use super::{
     blocking, is_binary, octets, parse_fp, parse_json, path_param, read_body, Any, Authorized,
-    Deltas, FpList, ReadData, RepoItemPath, St, MAX_GET_BODY, MAX_GET_FPS, MAX_GET_HAVE,
-    MAX_MISSING_BODY, MAX_MISSING_FPS,
+    Deltas, FpList, ReadData, RepoItemPath, St, DEFAULT_SEND_STALL, MAX_GET_BODY, MAX_GET_FPS,
+    MAX_GET_HAVE, MAX_MISSING_BODY, MAX_MISSING_FPS, SEND_STALL,
 };
 use crate::{
     error::{ApiError, ApiResult},
@@ -44,10 +44,6 @@ const VERIFY_AHEAD: usize = 16 << 20;
 /// answered in request order.
 const WINDOW_BYTES: u64 = 8 << 20;
 const WINDOW_CHUNKS: usize = 1024;
-
-/// A `chunks/get` whose client takes none of its answer for this long is abandoned: the
-/// thread that reads and verifies it is not held by a client that stopped reading.
-const SEND_STALL: Duration = Duration::from_secs(120);
 
 /// How many of `locs` (from the first) make the next window; `held` is the bytes a chunk
 /// occupies in it.
@@ -257,11 +253,12 @@ pub(super) async fn chunks_get(
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Piece>(4);
     let runtime = tokio::runtime::Handle::current();
+    let stall = *SEND_STALL.get().unwrap_or(&DEFAULT_SEND_STALL);
     tokio::task::spawn_blocking(move || {
-        // False once the client went away or took nothing for SEND_STALL.
+        // False once the client went away or took nothing for `stall`.
         let send = |piece: Piece| {
             runtime
-                .block_on(tokio::time::timeout(SEND_STALL, tx.send(piece)))
+                .block_on(tokio::time::timeout(stall, tx.send(piece)))
                 .is_ok_and(|sent| sent.is_ok())
         };
         let held = |fp: &Fingerprint, l: &ChunkLoc| {
@@ -319,26 +316,36 @@ pub(super) async fn chunks_get(
                 }
             }
         }
-        if !buf.is_empty() {
-            send(Piece::Data(buf.freeze()));
+        if !buf.is_empty() && !send(Piece::Data(buf.freeze())) {
+            return;
         }
+        send(Piece::End);
     });
     // The status waits for the first piece: everything up to VERIFY_AHEAD is verified.
     let first = match rx.recv().await {
         Some(Piece::Data(b)) => b,
         Some(Piece::Failed(e)) => return Err(e.into()),
-        None => return Err(ApiError::internal("chunks/get: the reader stopped")),
+        Some(Piece::End) | None => {
+            return Err(ApiError::internal("chunks/get: the reader stopped"))
+        }
     };
-    let rest = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|piece| {
-            let item = match piece {
-                Piece::Data(b) => Ok(b),
-                // Too late for a status: the connection is cut, the client sees a truncated
-                // bundle, and its retry gets the explicit error (the chunk is quarantined).
-                Piece::Failed(e) => Err(std::io::Error::other(e.to_string())),
-            };
-            (item, rx)
-        })
+    // Too late for a status: a failure cuts the connection (an error item), so the client
+    // never takes a truncated bundle for a whole one, and its retry gets the explicit error
+    // (a damaged chunk is quarantined). So does a reader that stopped before `End`: it was
+    // abandoned (the client took nothing for the stall time) or it panicked.
+    let rest = futures_util::stream::unfold(Some(rx), |rx| async move {
+        let mut rx = rx?;
+        match rx.recv().await {
+            Some(Piece::Data(b)) => Some((Ok(b), Some(rx))),
+            Some(Piece::End) => None,
+            Some(Piece::Failed(e)) => Some((Err(std::io::Error::other(e.to_string())), None)),
+            None => Some((
+                Err(std::io::Error::other(
+                    "chunks/get: the reader stopped before the end",
+                )),
+                None,
+            )),
+        }
     });
     let stream =
         futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) }).chain(rest);
@@ -353,6 +360,8 @@ pub(super) async fn chunks_get(
 enum Piece {
     Data(Bytes),
     Failed(StoreError),
+    /// The answer is whole: the response ends.
+    End,
 }
 
 #[cfg(test)]
