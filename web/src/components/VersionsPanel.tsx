@@ -250,7 +250,7 @@ export function VersionsPanel({
           Deleting version {id}…
         </p>
       ))}
-      {restore.state && <VersionsRestoreStatus state={restore.state} onCancel={restore.cancel} />}
+      {restore.shown && <VersionsRestoreStatus store={restore.store} onCancel={restore.cancel} />}
       {[...bySource].map(([source, list]) => (
         <div key={source} className="source" data-testid="versions-source" data-source={source}>
           <h3>{source}</h3>

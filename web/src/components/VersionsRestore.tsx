@@ -1,4 +1,4 @@
-import { useCallback, useRef, useState } from 'react';
+import { useCallback, useMemo, useRef, useSyncExternalStore } from 'react';
 import type { Api, ManifestEntry } from '../api/client';
 import {
   startRestore,
@@ -66,6 +66,30 @@ export function fileRequest(version: number, e: ManifestEntry, label = e.path): 
 }
 
 /**
+ * The restore's state, kept outside React's: its progress, reported up to ten times a second,
+ * renders only the status line ([`VersionsRestoreStatus`]), not the page that holds it,
+ * whose thread also passes every verified chunk on to the assembler.
+ */
+export class RestoreStore {
+  private state: RestoreState | null = null;
+  private listeners = new Set<() => void>();
+  get = (): RestoreState | null => this.state;
+  subscribe = (fn: () => void) => {
+    this.listeners.add(fn);
+    return () => void this.listeners.delete(fn);
+  };
+  set = (next: RestoreState | null | ((s: RestoreState | null) => RestoreState | null)) => {
+    this.state = typeof next === 'function' ? next(this.state) : next;
+    for (const fn of this.listeners) fn();
+  };
+}
+
+/** Whether there is a restore to show, and whether it runs: all the page around it needs. */
+function stage(s: RestoreState | null): 'none' | 'running' | 'ended' {
+  return s === null ? 'none' : !s.done && !s.error ? 'running' : 'ended';
+}
+
+/**
  * Runs one restore at a time: sink first (user gesture), then plan, fetch, verify, write.
  * Held by the page (App), not by the Versions tab: a restore goes on while another tab is
  * shown, and its progress and Cancel are there again when the Versions tab is.
@@ -73,7 +97,10 @@ export function fileRequest(version: number, e: ManifestEntry, label = e.path): 
 export type Restore = ReturnType<typeof useRestore>;
 
 export function useRestore(api: Api | null) {
-  const [state, setState] = useState<RestoreState | null>(null);
+  const store = useMemo(() => new RestoreStore(), []);
+  const setState = store.set;
+  // The page renders again when a restore starts, ends or goes away, not on its progress.
+  const shown = useSyncExternalStore(store.subscribe, () => stage(store.get()));
   const job = useRef<RestoreJob | null>(null);
   /**
    * The restore under way, from the click: Cancel aborts it, which stops the check of what a
@@ -190,17 +217,19 @@ export function useRestore(api: Api | null) {
         if (sink?.kind === 'stream') sink.download.end();
       }
     },
-    [api, locate],
+    [api, locate, setState],
   );
 
   const cancel = useCallback(
     () => running.current?.abort(new DOMException('The restore was cancelled.', 'AbortError')),
     [],
   );
-  return { state, run, cancel, busy: state !== null && !state.done && !state.error };
+  return { store, shown: shown !== 'none', run, cancel, busy: shown === 'running' };
 }
 
-export function VersionsRestoreStatus({ state, onCancel }: { state: RestoreState; onCancel: () => void }) {
+export function VersionsRestoreStatus({ store, onCancel }: { store: RestoreStore; onCancel: () => void }) {
+  const state = useSyncExternalStore(store.subscribe, store.get);
+  if (!state) return null;
   const p = state.progress;
   const pct = p && p.bytesTotal ? Math.min(100, (100 * p.bytesDone) / p.bytesTotal) : 0;
   return (
