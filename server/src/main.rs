@@ -37,6 +37,23 @@ fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
 
+/// A timeout in whole seconds from the environment variable `name`. At most a day: the
+/// server adds it to the current instant (hyper for `HEADER_TIMEOUT`, tokio for
+/// `SEND_TIMEOUT`), and a sum past what an instant holds panics there.
+fn timeout_env(name: &str, default: &str) -> Duration {
+    Duration::from_secs(
+        env_or(name, default)
+            .parse()
+            .ok()
+            .filter(|&s| (1..=86_400).contains(&s))
+            .unwrap_or_else(|| {
+                die(format!(
+                    "{name} must be a whole number of seconds from 1 to 86400"
+                ))
+            }),
+    )
+}
+
 fn die(msg: impl std::fmt::Display) -> ! {
     eprintln!("ditto-server: {msg}");
     std::process::exit(1)
@@ -347,26 +364,8 @@ fn serve() {
     let port: u16 = env_or("PORT", "8080")
         .parse()
         .unwrap_or_else(|_| die("PORT must be a number from 0 to 65535"));
-    // At most a day: hyper adds the timeout to the current instant, and a sum past what an
-    // instant holds panics in every connection.
-    let header_timeout = Duration::from_secs(
-        env_or("HEADER_TIMEOUT", "30")
-            .parse()
-            .ok()
-            .filter(|&s| (1..=86_400).contains(&s))
-            .unwrap_or_else(|| {
-                die("HEADER_TIMEOUT must be a whole number of seconds from 1 to 86400")
-            }),
-    );
-    let send_timeout = Duration::from_secs(
-        env_or("SEND_TIMEOUT", "120")
-            .parse()
-            .ok()
-            .filter(|&s| (1..=86_400).contains(&s))
-            .unwrap_or_else(|| {
-                die("SEND_TIMEOUT must be a whole number of seconds from 1 to 86400")
-            }),
-    );
+    let header_timeout = timeout_env("HEADER_TIMEOUT", "30");
+    let send_timeout = timeout_env("SEND_TIMEOUT", "120");
     let search_slots = std::env::var("DITTO_SEARCH_SLOTS")
         .ok()
         .filter(|v| !v.is_empty())
