@@ -265,6 +265,44 @@ fn check(corpus: &Corpus, kws: &[Vec<u8>], max_len: usize, what: &str, totals: &
         assert_eq!(got2, want, "{what} {mode:?}: via the encoding");
         totals.tiny_lookups += tiny2.lookups;
 
+        // The same through the page's binding: the recipes held as `FileRecipes`, every
+        // file walked in one call.
+        #[cfg(target_arch = "wasm32")]
+        {
+            use wasm_core::bindings::search::{FileRecipes, RecipeSearch, SearchKeywords};
+            let ids: Vec<u32> = files.iter().map(|(id, _)| *id as u32).collect();
+            let counts: Vec<u32> = files.iter().map(|(_, r)| r.len() as u32).collect();
+            let fps: Vec<u8> = files
+                .iter()
+                .flat_map(|(_, r)| r.iter().flat_map(|c| c.fp))
+                .collect();
+            let lengths: Vec<u32> = files
+                .iter()
+                .flat_map(|(_, r)| r.iter().map(|c| c.len as u32))
+                .collect();
+            let held = FileRecipes::new(&ids, &counts, &fps, &lengths)
+                .unwrap_or_else(|_| panic!("{what}: recipes refused"));
+            assert_eq!(held.files(), files.len());
+            let keywords = SearchKeywords::from(dict.clone());
+            let mut walk = RecipeSearch::new(&keywords, mode == Mode::FilesOnly);
+            walk.add_results(&db.encode())
+                .unwrap_or_else(|_| panic!("{what}: records refused"));
+            walk.add_tiny(&encoded)
+                .unwrap_or_else(|_| panic!("{what}: tiny records refused"));
+            walk.search_files(&held);
+            let mut got4: Vec<Match> = walk
+                .take_matches()
+                .chunks_exact(3)
+                .map(|m| Match {
+                    file: m[0] as u64,
+                    keyword: m[1] as u32,
+                    offset: m[2] as u64,
+                })
+                .collect();
+            got4.sort();
+            assert_eq!(got4, want, "{what} {mode:?}: through FileRecipes");
+        }
+
         // The same with every chunk's trigram summary, as a repeat search in the page
         // scans its cached chunks: chunks ruled out are read at their ends only.
         let mut phys = PhysicalPhase::new(&dict);
@@ -726,4 +764,17 @@ fn match_limits() {
         .collect();
     assert_eq!(out, want);
     assert!(walk(299, &mut tiny).0, "300 matches, past 299");
+}
+
+/// The page's held recipes refuse counts that do not describe the fingerprints and lengths
+/// given, rather than walking a file with another file's chunks.
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen_test]
+fn file_recipes_refuse_inconsistent_counts() {
+    use wasm_core::bindings::search::FileRecipes;
+    let fps = [7u8; 60];
+    assert!(FileRecipes::new(&[0, 1], &[1, 2], &fps, &[5, 6, 7]).is_ok());
+    assert!(FileRecipes::new(&[0, 1], &[1, 1], &fps, &[5, 6, 7]).is_err());
+    assert!(FileRecipes::new(&[0], &[1, 2], &fps, &[5, 6, 7]).is_err());
+    assert!(FileRecipes::new(&[0, 1], &[1, 2], &fps[..40], &[5, 6, 7]).is_err());
 }

@@ -25,11 +25,13 @@
 //! // When every job is scanned: both go to the logical worker.
 //! const tiny = scan.takeTiny(), db = scan.finish();
 //!
-//! // Logical phase (Algorithm 1) over file recipes.
+//! // Logical phase (Algorithm 1) over file recipes, which the worker keeps between the
+//! // searches of one scope.
+//! const recipes = new FileRecipes(fileIds, chunksPerFile, fps, lengths);
 //! const logical = new RecipeSearch(kw, /* filesOnly */ false);
 //! logical.addResults(db);                       // once per physical worker
 //! logical.addTiny(tiny);                        // likewise
-//! logical.searchFile(fileId, fps, lengths);     // per file
+//! logical.searchFiles(recipes);                 // every file, in order
 //! const hits = logical.takeMatches();           // Float64Array (file, keyword, offset)*
 //!
 //! // Naive baseline: whole files, chunk by chunk, from `chunks/get` bundles.
@@ -90,6 +92,12 @@ fn flatten(matches: &mut Vec<Match>) -> Vec<f64> {
 #[wasm_bindgen]
 pub struct SearchKeywords {
     dict: Dictionary,
+}
+
+impl From<Dictionary> for SearchKeywords {
+    fn from(dict: Dictionary) -> SearchKeywords {
+        SearchKeywords { dict }
+    }
 }
 
 #[wasm_bindgen]
@@ -994,13 +1002,68 @@ impl ScanState {
     }
 }
 
+/// The recipes of a list of files (fingerprints and raw lengths, in file order), built once
+/// and walked by every search of the same scope ([`RecipeSearch::search_files`]): a repeat
+/// search sends the worker only its records, and the walk is one call.
+#[wasm_bindgen]
+pub struct FileRecipes {
+    ids: Vec<u64>,
+    /// File `k`'s chunks are `refs[starts[k]..starts[k + 1]]`.
+    starts: Vec<usize>,
+    refs: Vec<ChunkRef>,
+}
+
+#[wasm_bindgen]
+impl FileRecipes {
+    /// File `k` is `ids[k]` and has `counts[k]` chunks; the files' recipes lie back to back
+    /// in `fps` (20 bytes each) and `lengths`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        ids: &[u32],
+        counts: &[u32],
+        fps: &[u8],
+        lengths: &[u32],
+    ) -> Result<FileRecipes, JsError> {
+        if ids.len() != counts.len() {
+            return Err(err("file ids and chunk counts differ in number"));
+        }
+        if fps.len() != 20 * lengths.len() {
+            return Err(err("fingerprints and lengths differ in count"));
+        }
+        let mut starts = Vec::with_capacity(ids.len() + 1);
+        let mut at = 0usize;
+        starts.push(0);
+        for &n in counts {
+            at += n as usize;
+            starts.push(at);
+        }
+        if at != lengths.len() {
+            return Err(err("the chunk counts do not add up to the recipes' length"));
+        }
+        let refs = fps
+            .chunks_exact(20)
+            .zip(lengths)
+            .map(|(fp, &len)| ChunkRef::new(fp.try_into().unwrap(), len as u64))
+            .collect();
+        Ok(FileRecipes {
+            ids: ids.iter().map(|&id| id as u64).collect(),
+            starts,
+            refs,
+        })
+    }
+
+    /// How many files.
+    pub fn files(&self) -> usize {
+        self.ids.len()
+    }
+}
+
 /// Logical phase (Algorithm 1) over file recipes, with the physical workers' records.
 #[wasm_bindgen]
 pub struct RecipeSearch {
     db: ResultDb,
     phase: LogicalPhase,
     tiny: MemTinyStore,
-    recipe: Vec<ChunkRef>,
     out: Vec<Match>,
 }
 
@@ -1014,7 +1077,6 @@ impl RecipeSearch {
             db: ResultDb::new(),
             phase,
             tiny: MemTinyStore::new(),
-            recipe: Vec::new(),
             out: Vec::new(),
         }
     }
@@ -1032,28 +1094,19 @@ impl RecipeSearch {
         self.tiny.add_encoded(encoded).map_err(err)
     }
 
-    /// Searches one file given its recipe (20-byte fingerprints and raw lengths, in file
-    /// order); its matches are kept for [`RecipeSearch::take_matches`]. Once
-    /// [`RecipeSearch::overflowed`], the caller stops.
-    #[wasm_bindgen(js_name = searchFile)]
-    pub fn search_file(&mut self, file: f64, fps: &[u8], lengths: &[u32]) -> Result<(), JsError> {
-        if fps.len() != 20 * lengths.len() {
-            return Err(err("fingerprints and lengths differ in count"));
+    /// Searches every file of `recipes`, in order; their matches are kept for
+    /// [`RecipeSearch::take_matches`]. Stops at the file where the matches pass the limit
+    /// ([`RecipeSearch::overflowed`]).
+    #[wasm_bindgen(js_name = searchFiles)]
+    pub fn search_files(&mut self, recipes: &FileRecipes) {
+        for (k, &file) in recipes.ids.iter().enumerate() {
+            let recipe = &recipes.refs[recipes.starts[k]..recipes.starts[k + 1]];
+            self.phase
+                .search_file(&self.db, file, recipe, &mut self.tiny, &mut self.out);
+            if self.phase.overflowed {
+                break;
+            }
         }
-        self.recipe.clear();
-        self.recipe.extend(
-            fps.chunks_exact(20)
-                .zip(lengths)
-                .map(|(fp, &len)| ChunkRef::new(fp.try_into().unwrap(), len as u64)),
-        );
-        self.phase.search_file(
-            &self.db,
-            file as u64,
-            &self.recipe,
-            &mut self.tiny,
-            &mut self.out,
-        );
-        Ok(())
     }
 
     /// Whether the files searched hold more matches than the search may answer

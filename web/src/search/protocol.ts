@@ -71,6 +71,9 @@ export interface ContainerJob extends StoredChunks {
   links?: StoredChunks;
 }
 
+/** What a worker's logical phase fails with when it does not hold the recipes it was told to walk. */
+export const RECIPES_NOT_HELD = 'the search worker does not hold the recipes it was asked to walk';
+
 /** Files to search (logical phase) or to reassemble and scan (naive): file k is `ids[k]`. */
 export interface FileBatch {
   ids: Uint32Array;
@@ -186,9 +189,12 @@ export interface SearchApi {
    * Logical phase: merge the databases and the tiny records (one of each per physical
    * worker), then walk the recipes. Matches as (file, keyword, offset) triples, at most
    * `limit` (fails with [`tooManyMatches`] past it); the page checks the parts' sum.
+   * `recipes.files` are the recipes to walk, which the worker keeps under `recipes.key`;
+   * without them, it walks those it kept under that key (fails with [`RECIPES_NOT_HELD`]
+   * if it holds others).
    */
   logical: Method<
-    { dbs: Uint8Array[]; tiny: Uint8Array[]; files: FileBatch },
+    { dbs: Uint8Array[]; tiny: Uint8Array[]; recipes: { key: number; files?: FileBatch } },
     { matches: Float64Array; stats: LogicalStats; db: DbStats; limit: number }
   >;
   /**

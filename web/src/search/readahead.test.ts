@@ -1,6 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { testCore } from '../wasm/testing';
-import { ChunkCache, ContainerScan, FetchedBases, RecipeSearch, SearchKeywords } from '../wasm-pkg/wasm_core.js';
+import {
+  ChunkCache,
+  ContainerScan,
+  FetchedBases,
+  FileRecipes,
+  RecipeSearch,
+  SearchKeywords,
+} from '../wasm-pkg/wasm_core.js';
 import { coldKeywordSets, coldSample, coldStep, type ColdSample } from './warmup';
 
 beforeAll(async () => {
@@ -38,14 +45,16 @@ function searchCached(
   const keywords = new SearchKeywords(words, false, 256);
   const scan = new ContainerScan(keywords, false);
   const search = new RecipeSearch(keywords, false);
+  const recipes = new FileRecipes(Uint32Array.of(0), Uint32Array.of(sample.rawLens.length), sample.fps, sample.rawLens);
   try {
     const missing = scan.scanCached(cache, sample.fps).length;
     const tiny = scan.takeTiny();
     search.addResults(scan.finish());
     search.addTiny(tiny);
-    search.searchFile(0, sample.fps, sample.rawLens);
+    search.searchFiles(recipes);
     return { missing, matches: search.takeMatches() };
   } finally {
+    recipes.free();
     search.free();
     scan.free();
     keywords.free();

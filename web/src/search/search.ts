@@ -21,7 +21,7 @@ import { ApiError, type Api, type Manifest, type ManifestEntry, type VersionInfo
 import { FP_LEN, fpHex, hexToBytes } from '../backup/hex';
 import { withStorage } from '../ui/storage';
 import { deleteDeviceCache } from './deviceCache';
-import { keywordBytes, TooManyMatches, tooManyMatches } from './protocol';
+import { keywordBytes, RECIPES_NOT_HELD, TooManyMatches, tooManyMatches } from './protocol';
 import { SearchKeywords } from '../wasm-pkg/wasm_core.js';
 import { pageCore } from '../wasm/page';
 import type {
@@ -174,8 +174,11 @@ interface Prepared {
   state: string;
   /** Whether prepare fetched nothing but the versions list (all cached). */
   cached: boolean;
-  /** The files' recipes for the logical phase in parts for `workers` workers, built on first use. */
-  batches?: { workers: number; parts: FileBatch[] };
+  /**
+   * The files' recipes for the logical phase in parts for `workers` workers, built on first
+   * use; a worker keeps the part it walked under its `key` ([`recipesHeld`]).
+   */
+  batches?: { workers: number; parts: { key: number; files: FileBatch }[] };
   /** Each chunk in scope once, by container, built on first use. */
   byContainer?: ContainerChunks[];
   /** The physical jobs of the last search of this scope, and the holders and pool size they were cut for. */
@@ -435,6 +438,14 @@ async function prepare(
  * and each of them keeps that table as its locations (a superset of its own).
  */
 const LOCATE_EACH_UP_TO = 2;
+
+/**
+ * Per pool, the key of the recipes each worker keeps from its last logical phase
+ * (`Prepared.batches`): a repeat search of the same scope sends a worker only its records.
+ * Forgotten for a worker the pool replaced ([`forgetWorker`]).
+ */
+const recipesHeld = new WeakMap<SearchWorkers, (number | undefined)[]>();
+let recipeKeys = 0;
 
 /**
  * Above this many bytes of physical records (encoded), the logical phase is split over the
@@ -812,6 +823,8 @@ function holderMap(workers: SearchWorkers, repo: string, p: Prepared): { held: H
  * of all going at once, as held, to the empty replacement, and no snippet is asked of it.
  */
 export function forgetWorker(workers: SearchWorkers, w: number): void {
+  const kept = recipesHeld.get(workers);
+  if (kept) kept[w] = undefined;
   const h = holders.get(workers);
   if (!h) return;
   for (const [fp, at] of h.at) if (at === w) h.at.delete(fp);
@@ -1447,6 +1460,12 @@ function withRetry(engine: Engine): Engine {
             continue;
           }
           if (attempt < ATTEMPTS && e instanceof WorkerError && e.crashed) continue;
+          // The page's account of the recipes a worker keeps is wrong: they go with the
+          // next attempt.
+          if (attempt < ATTEMPTS && e instanceof Error && e.message.includes(RECIPES_NOT_HELD)) {
+            recipesHeld.delete(workers);
+            continue;
+          }
           throw asRefusedQuery(e);
         }
       }
@@ -1693,17 +1712,26 @@ async function searchPrepared(
   const tiny = finished.map((f) => f.tiny);
   const recordBytes = [...dbs, ...tiny].reduce((n, d) => n + d.byteLength, 0);
   const split = recordBytes > LOGICAL_SPLIT_BYTES ? workers.size : 1;
-  if (prepared.batches?.workers !== split) prepared.batches = { workers: split, parts: batches(prepared.files, split) };
+  if (prepared.batches?.workers !== split)
+    prepared.batches = {
+      workers: split,
+      parts: batches(prepared.files, split).map((files) => ({ key: ++recipeKeys, files })),
+    };
   const { parts } = prepared.batches;
+  let kept = recipesHeld.get(workers);
+  if (!kept) recipesHeld.set(workers, (kept = []));
   const answers = await Promise.all(
-    parts.map((files, w) =>
-      workers.call(
+    parts.map(async ({ key, files }, w) => {
+      const recipes = kept[w] === key ? { key } : { key, files };
+      const answer = await workers.call(
         w,
         'logical',
-        { dbs, tiny, files },
+        { dbs, tiny, recipes },
         w === parts.length - 1 ? { transfer: [...dbs, ...tiny].map((d) => d.buffer) } : undefined,
-      ),
-    ),
+      );
+      kept[w] = key;
+      return answer;
+    }),
   );
   refusePast(countMatches(answers.map((a) => a.matches)), answers[0].limit);
   const r = {

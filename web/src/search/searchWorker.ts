@@ -13,6 +13,7 @@ import init, {
   ChunkCache,
   ContainerScan,
   FetchedBases,
+  FileRecipes,
   HeapReserve,
   NaiveScan,
   RecipeSearch,
@@ -21,7 +22,7 @@ import init, {
 } from '../wasm-pkg/wasm_core.js';
 import { Api, ApiError } from '../api/client';
 import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
-import { CODEC_DELTA, keywordBytes, TooManyMatches, type StoredChunks } from './protocol';
+import { CODEC_DELTA, keywordBytes, RECIPES_NOT_HELD, TooManyMatches, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
 import { expose, transfer } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
@@ -505,23 +506,26 @@ async function scanContainer(job: ContainerJob): Promise<{ storedBytes: number; 
   return { storedBytes, cached: chunks.holdsAll(job.fps) };
 }
 
-function logical(dbs: Uint8Array[], tiny: Uint8Array[], files: FileBatch) {
+/**
+ * The recipes this worker's logical phase last walked, kept for the next search of the same
+ * scope: the page sends them again only for another scope or to a replaced worker.
+ */
+let recipes: { key: number; held: FileRecipes } | null = null;
+
+function logical(dbs: Uint8Array[], tiny: Uint8Array[], given: { key: number; files?: FileBatch }) {
   const c = searching();
+  if (given.files) {
+    const { ids, counts, fps, lengths } = given.files;
+    recipes?.held.free();
+    recipes = null;
+    recipes = { key: given.key, held: new FileRecipes(ids, counts, fps, lengths) };
+  } else if (recipes?.key !== given.key) throw new Error(RECIPES_NOT_HELD);
   const search = new RecipeSearch(c.keywords, c.query.filesOnly);
   try {
     for (const db of dbs) search.addResults(db);
     for (const t of tiny) search.addTiny(t);
-    let at = 0;
-    for (let k = 0; k < files.ids.length; k++) {
-      const n = files.counts[k];
-      search.searchFile(
-        files.ids[k],
-        files.fps.subarray(at * FP_LEN, (at + n) * FP_LEN),
-        files.lengths.subarray(at, at + n),
-      );
-      if (search.overflowed()) throw new TooManyMatches(searchMatchLimit());
-      at += n;
-    }
+    search.searchFiles(recipes.held);
+    if (search.overflowed()) throw new TooManyMatches(searchMatchLimit());
     const [nFiles, chunks, chunkHits, locationReads, tinyLookups, matches] = search.stats();
     const [chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists] =
       search.dbStats();
@@ -739,8 +743,8 @@ expose<SearchApi>(
         idleWaiters.push(resolve);
         startIdle();
       }),
-    logical: async ({ dbs, tiny, files }) => {
-      const r = logical(dbs, tiny, files);
+    logical: async ({ dbs, tiny, recipes }) => {
+      const r = logical(dbs, tiny, recipes);
       return transfer(r, [r.matches.buffer]);
     },
     naive: async ({ files, requestBytes }) => {

@@ -7,6 +7,7 @@ import {
   ChunkEngine,
   ContainerScan,
   FetchedBases,
+  FileRecipes,
   NewChunkBatch,
   RecipeSearch,
   SearchKeywords,
@@ -82,15 +83,17 @@ export function coldStep(sample: ColdSample, words: string): Float64Array {
   const cache = new ChunkCache(COLD_WARM_UP_BYTES);
   const fetched = new FetchedBases();
   const search = new RecipeSearch(keywords, false);
+  const { stored, offsets, fps, storedLens, codecs, rawLens } = sample;
+  const recipes = new FileRecipes(Uint32Array.of(0), Uint32Array.of(rawLens.length), fps, rawLens);
   try {
-    const { stored, offsets, fps, storedLens, codecs, rawLens } = sample;
     scan.scan(cache, stored, 0, fps, offsets, storedLens, codecs, rawLens, fetched);
     const tiny = scan.takeTiny();
     search.addResults(scan.finish());
     search.addTiny(tiny);
-    search.searchFile(0, fps, rawLens);
+    search.searchFiles(recipes);
     return search.takeMatches();
   } finally {
+    recipes.free();
     search.free();
     fetched.free();
     cache.free();
