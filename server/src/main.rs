@@ -28,10 +28,16 @@ use tower_http::{
     services::{ServeDir, ServeFile},
 };
 
-const USAGE: &str = "usage: ditto-server [serve | repo create NAME | token create REPO [--scope full|backup|read] | token list REPO | token revoke REPO ID | check REPO [--read-data-subset n/m|P%] | stats REPO | forget REPO (--keep-last N | --keep-hourly N | --keep-daily N | --keep-weekly N | --keep-monthly N | --keep-yearly N | --keep-within DUR)... [--source S] [--dry-run] | forget REPO --version ID... [--dry-run] | prune REPO [--dry-run]]
+fn usage_text() -> String {
+    format!(
+        "usage: ditto-server [serve | repo create NAME | token create REPO [--scope full|backup|read] | token list REPO | token revoke REPO ID | check REPO [--read-data-subset n/m|P%] | stats REPO | forget REPO (--keep-last N | --keep-hourly N | --keep-daily N | --keep-weekly N | --keep-monthly N | --keep-yearly N | --keep-within DUR)... [--source S] [--dry-run] | forget REPO --version ID... [--dry-run] | prune REPO [--dry-run]]
 environment: PORT (default 8080, 0 = any free port), DATA_DIR (default ./data), WEB_DIR (default web/dist),
-HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default 30),
-SEND_TIMEOUT (seconds a chunks/get answer waits for its client to take more of it, default 120)";
+HEADER_TIMEOUT (seconds a connection may idle or take to send a request's headers, default {}),
+SEND_TIMEOUT (seconds a chunks/get answer waits for its client to take more of it, default {})",
+        api::DEFAULT_BODY_IDLE.as_secs(),
+        api::DEFAULT_SEND_STALL.as_secs()
+    )
+}
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -40,9 +46,9 @@ fn env_or(name: &str, default: &str) -> String {
 /// A timeout in whole seconds from the environment variable `name`. At most a day: the
 /// server adds it to the current instant (hyper for `HEADER_TIMEOUT`, tokio for
 /// `SEND_TIMEOUT`), and a sum past what an instant holds panics there.
-fn timeout_env(name: &str, default: &str) -> Duration {
+fn timeout_env(name: &str, default: Duration) -> Duration {
     Duration::from_secs(
-        env_or(name, default)
+        env_or(name, &default.as_secs().to_string())
             .parse()
             .ok()
             .filter(|&s| (1..=86_400).contains(&s))
@@ -148,7 +154,7 @@ fn open_index() -> (Box<dyn Index>, Box<dyn IndexWriter>) {
 }
 
 fn usage() -> ! {
-    eprintln!("{USAGE}");
+    eprintln!("{}", usage_text());
     std::process::exit(2)
 }
 
@@ -321,7 +327,7 @@ fn main() {
             let s = store::repo_stats(&*snap, id, repo).unwrap_or_else(|e| die(e));
             println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         }
-        ["help" | "--help" | "-h"] => println!("{USAGE}"),
+        ["help" | "--help" | "-h"] => println!("{}", usage_text()),
         _ => usage(),
     }
 }
@@ -364,8 +370,8 @@ fn serve() {
     let port: u16 = env_or("PORT", "8080")
         .parse()
         .unwrap_or_else(|_| die("PORT must be a number from 0 to 65535"));
-    let header_timeout = timeout_env("HEADER_TIMEOUT", "30");
-    let send_timeout = timeout_env("SEND_TIMEOUT", "120");
+    let header_timeout = timeout_env("HEADER_TIMEOUT", api::DEFAULT_BODY_IDLE);
+    let send_timeout = timeout_env("SEND_TIMEOUT", api::DEFAULT_SEND_STALL);
     let search_slots = std::env::var("DITTO_SEARCH_SLOTS")
         .ok()
         .filter(|v| !v.is_empty())

@@ -257,13 +257,13 @@ fn forbidden(msg: String) -> ApiError {
 /// How long a request body may pause between two pieces (`HEADER_TIMEOUT`, set once at
 /// start by `main`).
 pub static BODY_IDLE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-const DEFAULT_BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+pub const DEFAULT_BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A `chunks/get` whose client takes none of its answer for this long is abandoned and its
 /// connection cut: the thread that reads and verifies it is not held by a client that
 /// stopped reading (`SEND_TIMEOUT`, set once at start by `main`).
 pub static SEND_STALL: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-const DEFAULT_SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
+pub const DEFAULT_SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Reads a request body of at most `limit` bytes (413 otherwise).
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {

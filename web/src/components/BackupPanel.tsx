@@ -30,10 +30,7 @@ export function BackupPanel({ api, jobs, runner, onCommitted }: Props) {
   const lastPick = useRef<PickedFolder | null>(null);
   /** The source name was typed since the pick: the lookup of the folder's source keeps it. */
   const labelEdited = useRef(false);
-  const run = useSyncExternalStore(
-    (fn) => runner.subscribe(fn),
-    () => runner.state,
-  );
+  const run = useSyncExternalStore(runner.subscribe, () => runner.state);
   /** A new pick hides the last backup's result (a running one stays shown). */
   const [hideLast, setHideLast] = useState(false);
   const job = run.job;

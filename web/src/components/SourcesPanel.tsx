@@ -26,10 +26,7 @@ export function SourcesPanel({ api, runner }: { api: Api; runner: BackupRunner }
   /** Sources whose kept folder the browser will not let the page read without asking again. */
   const [lapsed, setLapsed] = useState<ReadonlySet<string>>(new Set());
   const problems = useSyncExternalStore(scheduleProblems.subscribe, scheduleProblems.get);
-  const run = useSyncExternalStore(
-    (fn) => runner.subscribe(fn),
-    () => runner.state,
-  );
+  const run = useSyncExternalStore(runner.subscribe, () => runner.state);
   /** The source whose folder the file input is picking (browsers without the API). */
   const picking = useRef<string | null>(null);
   const input = useRef<HTMLInputElement>(null);

@@ -13,6 +13,7 @@ import { versionLocations } from '../restore/locations';
 import { abandonSink, chooseSink, SinkError, writeToSink, type Sink } from '../restore/sink';
 import { restoreWorkers, warmRestore } from '../restore/workers';
 import { bytes, duration } from './format';
+import { ExternalStore } from '../ui/externalStore';
 
 export interface RestoreRequest {
   label: string;
@@ -70,19 +71,7 @@ export function fileRequest(version: number, e: ManifestEntry, label = e.path): 
  * renders only the status line ([`VersionsRestoreStatus`]), not the page that holds it,
  * whose thread also passes every verified chunk on to the assembler.
  */
-export class RestoreStore {
-  private state: RestoreState | null = null;
-  private listeners = new Set<() => void>();
-  get = (): RestoreState | null => this.state;
-  subscribe = (fn: () => void) => {
-    this.listeners.add(fn);
-    return () => void this.listeners.delete(fn);
-  };
-  set = (next: RestoreState | null | ((s: RestoreState | null) => RestoreState | null)) => {
-    this.state = typeof next === 'function' ? next(this.state) : next;
-    for (const fn of this.listeners) fn();
-  };
-}
+export type RestoreStore = ExternalStore<RestoreState | null>;
 
 /** Whether there is a restore to show, and whether it runs: all the page around it needs. */
 function stage(s: RestoreState | null): 'none' | 'running' | 'ended' {
@@ -97,7 +86,7 @@ function stage(s: RestoreState | null): 'none' | 'running' | 'ended' {
 export type Restore = ReturnType<typeof useRestore>;
 
 export function useRestore(api: Api | null) {
-  const store = useMemo(() => new RestoreStore(), []);
+  const store: RestoreStore = useMemo(() => new ExternalStore<RestoreState | null>(null), []);
   const setState = store.set;
   // The page renders again when a restore starts, ends or goes away, not on its progress.
   const shown = useSyncExternalStore(store.subscribe, () => stage(store.get()));

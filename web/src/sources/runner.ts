@@ -23,6 +23,7 @@ import type { PickedFolder } from '../input/folder';
 import type { CorePool } from '../worker/pool';
 import { notifyEnded } from './notify';
 import { sourceFolders } from './store';
+import { ExternalStore } from '../ui/externalStore';
 
 export interface RunRequest {
   picked: PickedFolder;
@@ -90,9 +91,8 @@ export function refusedMessage(r: { source: string; running: string }): string {
 }
 
 export class BackupRunner {
-  private listeners = new Set<() => void>();
   private title = '';
-  state: RunnerState = {
+  private store = new ExternalStore<RunnerState>({
     active: null,
     job: null,
     progress: null,
@@ -100,7 +100,9 @@ export class BackupRunner {
     refused: null,
     excluded: null,
     committed: 0,
-  };
+  });
+  /** Calls `fn` on every change of `state`; returns the unsubscribe. */
+  readonly subscribe = this.store.subscribe;
 
   /** `index`: the one the page opened at load, closed before the first backup opens its own. */
   constructor(
@@ -120,15 +122,12 @@ export class BackupRunner {
     return this.state.active !== null;
   }
 
-  /** Calls `fn` on every change of `state`; returns the unsubscribe. */
-  subscribe(fn: () => void): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
+  get state(): RunnerState {
+    return this.store.get();
   }
 
   private set(change: Partial<RunnerState>) {
-    this.state = { ...this.state, ...change };
-    for (const fn of this.listeners) fn();
+    this.store.set((state) => ({ ...state, ...change }));
   }
 
   get lockName(): string {

@@ -7,6 +7,7 @@
  * finds it held skips the tick.
  */
 import { useEffect } from 'react';
+import { ExternalStore } from '../ui/externalStore';
 import { sourceSettings } from '../backup/sourcesettings';
 import { Excludes } from '../input/excludes';
 import { folderAgain } from './again';
@@ -22,22 +23,17 @@ export const TICK_MS = 10_000;
  * tick finds the same problem again).
  */
 export const scheduleProblems = (() => {
-  let problems: ReadonlyMap<string, string> = new Map();
-  const listeners = new Set<() => void>();
-  const set = (source: string, problem: string | null) => {
-    if ((problems.get(source) ?? null) === problem) return;
-    const next = new Map(problems);
-    if (problem === null) next.delete(source);
-    else next.set(source, problem);
-    problems = next;
-    for (const fn of listeners) fn();
-  };
+  const problems = new ExternalStore<ReadonlyMap<string, string>>(new Map());
   return {
-    get: () => problems,
-    set,
-    subscribe(fn: () => void) {
-      listeners.add(fn);
-      return () => void listeners.delete(fn);
+    get: problems.get,
+    subscribe: problems.subscribe,
+    set(source: string, problem: string | null) {
+      const now = problems.get();
+      if ((now.get(source) ?? null) === problem) return;
+      const next = new Map(now);
+      if (problem === null) next.delete(source);
+      else next.set(source, problem);
+      problems.set(next);
     },
   };
 })();
