@@ -881,6 +881,15 @@ test('a repeat search reuses what the previous one fetched: same results, no con
   // of them where no keyword starts were not read, and the results are the same.
   expect(Number(await again.getAttribute('data-ruled-out-bytes'))).toBeGreaterThan(0);
 
+  // A second click while a search runs starts nothing (the form's controls are disabled only
+  // once a search has run long enough to look busy): one search, one result.
+  await page.getByTestId('search-start').dblclick();
+  const once = page.locator(`[data-testid=search-done][data-engine=dedup][data-seq="${++runs}"]`);
+  await expect(once).toBeVisible();
+  await expect(once).toHaveAttribute('data-matches', matches);
+  await page.waitForTimeout(1000);
+  await expect(page.locator(`[data-testid=search-done][data-seq="${runs + 1}"]`)).toHaveCount(0);
+
   // Keywords the workers refuse fail that search only: the workers, and what they hold in
   // memory, stay for the next search (no worker started again).
   const workersBefore = workersStarted.length;

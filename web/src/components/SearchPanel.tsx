@@ -48,10 +48,10 @@ type Shown = SearchOutcome & { seq: number; hex: boolean };
 const FILES_SHOWN = 300;
 const FILES_MORE = 300;
 /**
- * A search looks busy (its progress, the previous results dimmed, a Cancel button) once it
- * has run this long: a repeat search takes tens of milliseconds, and the style, layout and
- * paint that a busy look costs at the click would take the page's thread (and a core) from
- * the search's own messages.
+ * A search looks busy (its progress, the previous results dimmed, the form's controls
+ * disabled, a Cancel button) once it has run this long: a repeat search takes tens of
+ * milliseconds, and the style, layout and paint that a busy look costs at the click would
+ * take the page's thread (and a core) from the search's own messages.
  */
 const PROGRESS_AFTER_MS = 150;
 /** Hits per file with a snippet. */
@@ -175,6 +175,8 @@ export function SearchPanel({
   );
 
   const shown = outcomes.dedup ?? outcomes.naive;
+  /** The search running has run for `PROGRESS_AFTER_MS`: the form shows it (see there). */
+  const looksBusy = busy !== null && slow;
   // The snippets of the results shown. A new search cancels what they still fetch; the
   // results it leaves on the page (the other engine's, when it checks them) fetch theirs
   // afresh once it ends.
@@ -201,7 +203,14 @@ export function SearchPanel({
   const runs = useRef(0);
   /** The run Cancel was last pressed for. */
   const cancelled = useRef(0);
+  /**
+   * A search runs, from its click on: another click starts nothing, though the form's
+   * controls are disabled only once the search looks busy (`PROGRESS_AFTER_MS`).
+   */
+  const running = useRef(false);
   const run = async (engine: 'dedup' | 'naive') => {
+    if (running.current) return;
+    running.current = true;
     const seq = ++runs.current;
     shownProgress.current.since = performance.now();
     snippets.abort();
@@ -209,7 +218,7 @@ export function SearchPanel({
     setBusy(engine);
     setProgress(null);
     setSlow(false);
-    const looksBusy = setTimeout(() => runs.current === seq && setSlow(true), PROGRESS_AFTER_MS);
+    const showBusy = setTimeout(() => runs.current === seq && setSlow(true), PROGRESS_AFTER_MS);
     const query: SearchQuery = { keywords, hex, filesOnly };
     const scope: SearchScope = { versions: chosen.length ? chosen : null, pathFilter, where };
     // The previous results stay on the page (marked stale) until these replace them: taking
@@ -236,7 +245,8 @@ export function SearchPanel({
       // keywords, or too many matches) leaves them as they were, with what they hold.
       if (!(e instanceof QueryRefused)) endWorkers();
     } finally {
-      clearTimeout(looksBusy);
+      clearTimeout(showBusy);
+      running.current = false;
       setBusy(null);
       setSearchesEnded((n) => n + 1);
     }
@@ -244,10 +254,12 @@ export function SearchPanel({
 
   const pool = async () => (workers.current ? await workers.current.catch(() => null) : null);
   const clearDevice = async () => {
+    if (running.current) return;
     await clearDeviceCache(await pool());
     refreshDevice();
   };
   const toggleKeep = async (on: boolean) => {
+    if (running.current) return;
     setKeepOnDevice(on);
     await setDeviceCache(on, await pool());
     refreshDevice();
@@ -359,19 +371,19 @@ export function SearchPanel({
               ))}
             </Select>
           </div>
-          <button type="submit" data-testid="search-start" disabled={!!busy || !keywords.trim()}>
+          <button type="submit" data-testid="search-start" disabled={looksBusy || !keywords.trim()}>
             Search
           </button>{' '}
           <button
             type="button"
             data-testid="search-naive"
-            disabled={!!busy || !keywords.trim()}
+            disabled={looksBusy || !keywords.trim()}
             onClick={() => void run('naive')}
             title="Reassembles every file and scans it from start to end: slower, and the reference the search must equal"
           >
             Check by reading every file
           </button>{' '}
-          {busy && slow && (
+          {looksBusy && (
             <button type="button" data-testid="search-cancel" onClick={cancel}>
               Cancel
             </button>
@@ -388,7 +400,7 @@ export function SearchPanel({
               type="checkbox"
               data-testid="search-device-keep"
               checked={keepOnDevice}
-              disabled={!!busy}
+              disabled={looksBusy}
               onChange={(e) => void toggleKeep(e.target.checked)}
             />{' '}
             Keep the chunks searches decode on this device, for the first search after a reload
@@ -397,7 +409,7 @@ export function SearchPanel({
           <button
             type="button"
             data-testid="search-device-clear"
-            disabled={!!busy || device.bytes === 0}
+            disabled={looksBusy || device.bytes === 0}
             onClick={() => void clearDevice()}
           >
             Clear
@@ -422,7 +434,7 @@ export function SearchPanel({
           ({readAheadStatus(ahead, readingAhead)})
         </p>
       </Card>
-      {busy && slow && progress && (
+      {looksBusy && progress && (
         <div data-testid="search-progress" data-phase={progress.phase}>
           <Progress
             label={`${busy === 'dedup' ? 'Searching' : 'Reading every file'}: ${progress.phase}`}
@@ -437,7 +449,7 @@ export function SearchPanel({
           <p>{error}</p>
         </Notice>
       )}
-      <div className={busy && slow ? 'stale' : undefined} aria-busy={!!busy && slow} data-testid="search-outcome">
+      <div className={looksBusy ? 'stale' : undefined} aria-busy={looksBusy} data-testid="search-outcome">
         {(['dedup', 'naive'] as const).map((k) => {
           const o = outcomes[k];
           return o && <Summary key={k} o={o} />;
