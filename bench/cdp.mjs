@@ -11,14 +11,20 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CHROMIUM_ARGS } from './lib.mjs';
+import { CHROMIUM_ARGS, DISABLED_FEATURES } from './lib.mjs';
 
 /** Launches Chromium; resolves to `{ newPage(url), close() }`. */
 export async function launchCdp() {
   const profile = mkdtempSync(path.join(tmpdir(), 'ditto-cdp-'));
   const child = spawn(
     process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    [...CHROMIUM_ARGS, '--remote-debugging-pipe', `--user-data-dir=${profile}`, 'about:blank'],
+    [
+      ...CHROMIUM_ARGS,
+      `--disable-features=${DISABLED_FEATURES.join(',')}`,
+      '--remote-debugging-pipe',
+      `--user-data-dir=${profile}`,
+      'about:blank',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] },
   );
   let stderr = '';

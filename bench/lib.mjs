@@ -27,6 +27,47 @@ export const CHROMIUM_ARGS = [
 ];
 
 /**
+ * Chromium features the benchmarks turn off (with `--disable-features`, [`launchOptions`]).
+ * Headless Chromium makes each new context a window whose omnibox popup is a WebUI page,
+ * loaded in a renderer of its own as the window opens (~0.4 s of CPU, docs/BENCHMARKS.md);
+ * the benchmarks open a context per round and act at once, so that load would land inside
+ * what they time, which a person's browser, its window open long before, does not pay.
+ */
+export const DISABLED_FEATURES = ['WebUIOmniboxPopup', 'WebUIOmniboxAimPopup', 'WebUIOmniboxFullPopup'];
+
+let launching = null;
+
+/**
+ * Playwright launch options with CHROMIUM_ARGS and DISABLED_FEATURES. Chromium keeps only
+ * the last `--disable-features` of its command line, and Playwright passes its own list
+ * first: so its switch is read once from a browser it launched (`Browser.getBrowserCommandLine`),
+ * left out, and its features are passed with ours in one switch.
+ */
+function launchOptions() {
+  launching ??= (async () => {
+    const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+    // `--enable-automation`: without it Chromium does not tell its command line.
+    const probe = await chromium.launch({ executablePath, args: [...CHROMIUM_ARGS, '--enable-automation'] });
+    let theirs;
+    try {
+      const cdp = await probe.newBrowserCDPSession();
+      const { arguments: argv } = await cdp.send('Browser.getBrowserCommandLine');
+      theirs = argv.filter((a) => a.startsWith('--disable-features='));
+    } finally {
+      await probe.close();
+    }
+    if (theirs.length > 1) throw new Error(`Playwright passes --disable-features ${theirs.length} times`);
+    const features = [...(theirs[0]?.slice('--disable-features='.length).split(',') ?? []), ...DISABLED_FEATURES];
+    return {
+      executablePath,
+      args: [...CHROMIUM_ARGS, `--disable-features=${features.filter(Boolean).join(',')}`],
+      ignoreDefaultArgs: theirs,
+    };
+  })();
+  return launching;
+}
+
+/**
  * Command-line options: `flag('quick')` is true when `--quick` is given, `option('count', 10)`
  * is the value after `--count` (a string) or the default.
  */
@@ -193,9 +234,9 @@ export async function settle(server, { delta = true } = {}) {
   return pruned;
 }
 
-/** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS. */
-export function launchBrowser() {
-  return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+/** Headless Chromium (`$CHROMIUM_PATH`, default /usr/bin/chromium) with CHROMIUM_ARGS and DISABLED_FEATURES. */
+export async function launchBrowser() {
+  return chromium.launch(await launchOptions());
 }
 
 /** Turns the Search tab's read-ahead off in `page` (its setting in local storage): a first search then reads itself. */
@@ -534,11 +575,10 @@ function checkZip(result, zip, folder, version) {
     throw new Error(`the page restored ${result.bytes} bytes, the folder holds ${result.checked.bytes}`);
 }
 
-/** A persistent Chromium profile in `dir` (on disk, as a person's browser), with CHROMIUM_ARGS. */
-export function launchProfile(dir) {
+/** A persistent Chromium profile in `dir` (on disk, as a person's browser), as [`launchBrowser`]. */
+export async function launchProfile(dir) {
   return chromium.launchPersistentContext(dir, {
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    args: CHROMIUM_ARGS,
+    ...(await launchOptions()),
     // The pickers stubbed in it are what it measures, not the download worker.
     serviceWorkers: 'block',
   });

@@ -5,7 +5,7 @@ import { JobStore } from './backup/jobstore';
 import { BackupPanel } from './components/BackupPanel';
 import { Dashboard } from './components/Dashboard';
 import { FileHashes } from './components/FileHashes';
-import { SearchPanel } from './components/SearchPanel';
+import { SearchPanel, searchTabOpens } from './components/SearchPanel';
 import { wantSearchWorkers } from './search/workers';
 import { SourcesPanel } from './components/SourcesPanel';
 import { TokenBadge, TokenProblem, useTokenCheck } from './components/TokenBadge';
@@ -44,6 +44,8 @@ interface Ctx {
 
 interface View extends TabDef<string> {
   render: (c: Ctx) => ReactNode;
+  /** Called by the click (or key) that selects the view, before it renders: reads it will need. */
+  opens?: (api: Api) => void;
   /** Whether a token may use the view (docs/API.md, scopes); absent: every token may. */
   allows?: (can: TokenInfo['can']) => boolean;
 }
@@ -85,6 +87,7 @@ const VIEWS: View[] = [
     render: ({ api, goTo, committed }) => (
       <SearchPanel api={api} committed={committed} onBackUp={() => goTo('backup')} />
     ),
+    opens: searchTabOpens,
     allows: (can) => can.restore,
   },
 ];
@@ -185,7 +188,15 @@ export function App() {
           </Notice>
         )}
         {usable && (
-          <Tabs tabs={views} selected={view.id} onSelect={setTab} label="Views">
+          <Tabs
+            tabs={views}
+            selected={view.id}
+            onSelect={(id) => {
+              if (id !== view.id) views.find((v) => v.id === id)?.opens?.(api);
+              setTab(id);
+            }}
+            label="Views"
+          >
             {engine.state === 'ready' && runner ? (
               view.render({
                 api,

@@ -59,6 +59,15 @@ const SNIPPETS_PER_FILE = 3;
 /** The scope the tab reads ahead and grows the workers' memory for: the default one. */
 const READ_AHEAD_SCOPE: SearchScope = { versions: null, pathFilter: '', where: 'auto' };
 
+/**
+ * Starts reading what a first search of the default scope reads (the repository's state,
+ * the manifests, the chunk locations: [`preloadScope`]). The tab calls it from the click that
+ * opens it, before its first render, and again as it mounts (the same read, not a second).
+ */
+export function searchTabOpens(api: Api): void {
+  void preloadScope(api, READ_AHEAD_SCOPE);
+}
+
 const ms = (v: number) => `${Math.round(v)} ms`;
 const seconds = (v: number) => (v < 1000 ? ms(v) : `${(v / 1000).toFixed(1)} s`);
 const plural = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
@@ -132,6 +141,8 @@ export function SearchPanel({
 
   useEffect(() => {
     let current = true;
+    // Read alongside the list, not after it (a repository with nothing to search reads little).
+    searchTabOpens(api);
     api.versions().then(
       (v) => current && setVersions(v),
       (e: unknown) => current && setError(e instanceof Error ? e.message : String(e)),
@@ -154,7 +165,6 @@ export function SearchPanel({
         setMemoryReady(await reserveWorkerMemory(api, w, READ_AHEAD_SCOPE));
       })
       .catch(() => {});
-    void preloadScope(api, READ_AHEAD_SCOPE);
     refreshDevice();
   }, [api, searchable]);
   /** Ends the workers (a pool that failed to start has nothing to end). */

@@ -354,9 +354,9 @@ async function prepare(
   // costs less than one per version; a few (a search after a backup): their own.
   const table = chosen.filter((v) => !cache.locs.has(v.id)).length > LOCATE_EACH_UP_TO ? chunkLocations(api) : null;
   table?.catch(() => {}); // awaited below
-  const manifests = await mapLimit(chosen, 6, async (v) => {
+  const manifests = await mapLimit(chosen, MANIFESTS_AT_ONCE, async (v) => {
     let m = cache.manifests.get(v.id);
-    let l = cache.locs.get(v.id);
+    const l = cache.locs.get(v.id);
     if (!m || !l) {
       const [manifest, located] = await Promise.all([
         m ?? api.version(v.id),
@@ -365,13 +365,19 @@ async function prepare(
       cache.manifests.set(v.id, (m = manifest));
       if (!l) {
         fresh.add(v.id);
-        cache.locs.set(v.id, (l = located ?? { locations: await table!, notStored: 0 }));
+        // Located by the table: set once it is read, below, so that the next manifest
+        // is not held up by it.
+        if (located) cache.locs.set(v.id, located);
       }
       fetched = true;
     }
     progress({ phase: 'prepare', done: ++loaded, total: chosen.length });
     return m;
   });
+  if (table) {
+    const locations = await table;
+    for (const v of chosen) if (!cache.locs.has(v.id)) cache.locs.set(v.id, { locations, notStored: 0 });
+  }
   // Each chunk once; a location read in this search over one read before (the mover may
   // have moved the chunk since). Versions located by one table share it: it is read once.
   const maps = new Set<Map<string, StoredChunkLoc>>();
@@ -432,6 +438,13 @@ async function prepare(
   cache.last = prepared;
   return prepared;
 }
+
+/**
+ * Manifests requested at once by prepare. The browser sends six at a time to one server
+ * (HTTP/1.1) and queues the rest, so a request waits for a free connection there rather
+ * than for the page's thread to get to the next one.
+ */
+const MANIFESTS_AT_ONCE = 16;
 
 /**
  * Above this many versions to locate, prepare reads the repository's chunk table instead,
