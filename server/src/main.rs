@@ -47,8 +47,11 @@ fn env_or(name: &str, default: &str) -> String {
 /// server adds it to the current instant (hyper for `HEADER_TIMEOUT`, tokio for
 /// `SEND_TIMEOUT`), and a sum past what an instant holds panics there.
 fn timeout_env(name: &str, default: Duration) -> Duration {
+    let Ok(value) = std::env::var(name) else {
+        return default;
+    };
     Duration::from_secs(
-        env_or(name, &default.as_secs().to_string())
+        value
             .parse()
             .ok()
             .filter(|&s| (1..=86_400).contains(&s))
