@@ -154,6 +154,13 @@ export interface SearchProgress {
   total: number;
 }
 
+/** A scope's recipes as bytes ([`scopeRecipes`]): file `k`'s chunks are `starts[k]` to `starts[k + 1]` of `fps` (20 bytes each) and `lengths`. */
+interface ScopeRecipes {
+  starts: Uint32Array;
+  fps: Uint8Array;
+  lengths: Uint32Array;
+}
+
 interface Prepared {
   /** The scope ([`scopeOf`]) and the versions it chose, with the repository state. */
   key: string;
@@ -174,11 +181,13 @@ interface Prepared {
   state: string;
   /** Whether prepare fetched nothing but the versions list (all cached). */
   cached: boolean;
+  /** The files' recipes as bytes ([`scopeRecipes`]), built on first use. */
+  recipes?: ScopeRecipes;
   /**
-   * The files' recipes for the logical phase in parts for `workers` workers, built on first
-   * use; a worker keeps the part it walked under its `key` ([`recipesHeld`]).
+   * The files' recipes for the logical phase in parts (runs of files) for `workers` workers,
+   * cut on first use; a worker keeps the part it walked under its `key` ([`recipesHeld`]).
    */
-  batches?: { workers: number; parts: { key: number; files: FileBatch }[] };
+  batches?: { workers: number; parts: { key: number; from: number; to: number }[] };
   /** Each chunk in scope once, by container, built on first use. */
   byContainer?: ContainerChunks[];
   /** The physical jobs of the last search of this scope, and the holders and pool size they were cut for. */
@@ -244,7 +253,10 @@ export function preloadScope(api: Api, scope: SearchScope): Promise<void> {
   if (cache.preloading?.scope === key) return cache.preloading.done;
   const done: Promise<void> = repoState(api)
     .then(async (repo) => {
-      if (!onServer(scope, repo.uniqueRawBytes)) scopeChunks(await prepare(api, scope, () => {}, repo));
+      if (onServer(scope, repo.uniqueRawBytes)) return;
+      const p = await prepare(api, scope, () => {}, repo);
+      scopeChunks(p);
+      scopeRecipes(p);
     })
     .catch(() => {})
     .finally(() => {
@@ -469,21 +481,21 @@ const LOGICAL_SPLIT_BYTES = 512 << 10;
 
 /**
  * The files' recipes in at most `n` parts of about equal length, in file order: one per
- * worker for the logical phase.
+ * worker for the logical phase. Each part is the files `from` to `to` (exclusive).
  */
-function batches(files: SearchFile[], n: number): FileBatch[] {
+function batches(files: SearchFile[], n: number): { from: number; to: number }[] {
   const total = files.reduce((k, f) => k + f.recipe.length, 0);
-  const out: FileBatch[] = [];
+  const out: { from: number; to: number }[] = [];
   let from = 0;
   let walked = 0;
   files.forEach((f, i) => {
     walked += f.recipe.length;
     if (out.length < n - 1 && walked * n >= total * (out.length + 1)) {
-      out.push(batch(files.slice(from, i + 1)));
+      out.push({ from, to: i + 1 });
       from = i + 1;
     }
   });
-  if (from < files.length || out.length === 0) out.push(batch(files.slice(from)));
+  if (from < files.length || out.length === 0) out.push({ from, to: files.length });
   return out;
 }
 
@@ -495,26 +507,37 @@ function sumOf<T extends Record<keyof T, number>>(counts: T[]): T {
   return out;
 }
 
-/** The files' recipes as typed arrays for a worker. */
-function batch(files: SearchFile[]): FileBatch {
-  const total = files.reduce((n, f) => n + f.recipe.length, 0);
-  const fps = new Uint8Array(total * FP_LEN);
-  const out: FileBatch = {
-    ids: new Uint32Array(files.length),
-    counts: new Uint32Array(files.length),
-    fps,
-    lengths: new Uint32Array(total),
-  };
-  let at = 0;
+/**
+ * The scope's recipes as bytes, file after file (file `k`'s chunks are `starts[k]` to
+ * `starts[k + 1]`), built once per prepared scope: before the first search when the Search
+ * tab reads its scope ([`preloadScope`]), so that a search's logical phase does not begin
+ * by decoding every fingerprint of the scope from hex.
+ */
+function scopeRecipes(p: Prepared): ScopeRecipes {
+  if (p.recipes) return p.recipes;
+  const { files } = p;
+  const starts = new Uint32Array(files.length + 1);
+  files.forEach((f, k) => (starts[k + 1] = starts[k] + f.recipe.length));
+  const fps = new Uint8Array(starts[files.length] * FP_LEN);
+  const lengths = new Uint32Array(starts[files.length]);
   files.forEach((f, k) => {
-    out.ids[k] = f.id;
-    out.counts[k] = f.recipe.length;
-    for (let j = 0; j < f.recipe.length; j++, at++) {
-      hexToBytes(f.recipe[j], fps, at * FP_LEN);
-      out.lengths[at] = f.lengths[j];
-    }
+    for (let j = 0, at = starts[k]; j < f.recipe.length; j++, at++) hexToBytes(f.recipe[j], fps, at * FP_LEN);
+    lengths.set(f.lengths, starts[k]);
   });
-  return out;
+  p.recipes = { starts, fps, lengths };
+  return p.recipes;
+}
+
+/** The recipes of files `from` to `to` (exclusive) of `p` as typed arrays of their own, for a worker. */
+function batch(p: Prepared, from: number, to: number): FileBatch {
+  const { starts, fps, lengths } = scopeRecipes(p);
+  const [a, b] = [starts[from], starts[to]];
+  return {
+    ids: Uint32Array.from({ length: to - from }, (_, k) => p.files[from + k].id),
+    counts: Uint32Array.from({ length: to - from }, (_, k) => starts[from + k + 1] - starts[from + k]),
+    fps: fps.slice(a * FP_LEN, b * FP_LEN),
+    lengths: lengths.slice(a, b),
+  };
 }
 
 /**
@@ -1728,14 +1751,14 @@ async function searchPrepared(
   if (prepared.batches?.workers !== split)
     prepared.batches = {
       workers: split,
-      parts: batches(prepared.files, split).map((files) => ({ key: ++recipeKeys, files })),
+      parts: batches(prepared.files, split).map((run) => ({ key: ++recipeKeys, ...run })),
     };
   const { parts } = prepared.batches;
   let kept = recipesHeld.get(workers);
   if (!kept) recipesHeld.set(workers, (kept = []));
   const answers = await Promise.all(
-    parts.map(async ({ key, files }, w) => {
-      const recipes = kept[w] === key ? { key } : { key, files };
+    parts.map(async ({ key, from, to }, w) => {
+      const recipes = kept[w] === key ? { key } : { key, files: batch(prepared, from, to) };
       const answer = await workers.call(
         w,
         'logical',
@@ -1755,11 +1778,6 @@ async function searchPrepared(
   };
   progress({ phase: 'logical', done: prepared.files.length, total: prepared.files.length });
   const t3 = performance.now();
-  // For the next search, in the time that follows: the workers summarise what they cached
-  // and write it to the device (`settled`), and the page cuts the jobs for the holders as
-  // they now are.
-  const settled = idleWorkers(workers, true);
-  setTimeout(() => containerJobs(prepared, held, workers.size));
 
   const physical = {
     ...sumOf(finished.map((f) => f.stats)),
@@ -1768,6 +1786,12 @@ async function searchPrepared(
   };
   const results = collect(prepared.files, r.matches);
   const t4 = performance.now(); // the results are ready
+  // For the next search, in the time that follows (not before the results are collected,
+  // which would share the two cores with it): the workers summarise what they cached and
+  // write it to the device (`settled`), and the page cuts the jobs for the holders as they
+  // now are.
+  const settled = idleWorkers(workers, true);
+  setTimeout(() => containerJobs(prepared, held, workers.size));
   return {
     engine: 'dedup',
     where: 'page',
@@ -1894,19 +1918,19 @@ async function naiveSearchAs(
   const t1 = performance.now();
 
   const jobBytes = naiveJobBytes(prepared.logicalBytes, workers.size);
-  const jobs: SearchFile[][] = [];
-  let cur: SearchFile[] = [];
+  // Runs of files of about `jobBytes` each.
+  const jobs: { from: number; to: number }[] = [];
+  let from = 0;
   let bytes = 0;
-  for (const f of prepared.files) {
-    cur.push(f);
+  prepared.files.forEach((f, i) => {
     bytes += f.size;
     if (bytes >= jobBytes) {
-      jobs.push(cur);
-      cur = [];
+      jobs.push({ from, to: i + 1 });
+      from = i + 1;
       bytes = 0;
     }
-  }
-  if (cur.length) jobs.push(cur);
+  });
+  if (from < prepared.files.length) jobs.push({ from, to: prepared.files.length });
   const matches: Float64Array[] = [];
   let storedBytesRead = 0;
   let naiveBytes = 0;
@@ -1917,8 +1941,8 @@ async function naiveSearchAs(
     jobs,
     () => undefined,
     () => undefined,
-    async (w, files) => {
-      const b = batch(files);
+    async (w, { from, to }) => {
+      const b = batch(prepared, from, to);
       // Two requests per full job, so a job's files arrive in pieces (one downloads while one
       // is scanned; the e2e's small data exercises the same path as large data).
       const requestBytes = Math.max(64 << 10, jobBytes / 2);

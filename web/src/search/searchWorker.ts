@@ -530,7 +530,7 @@ function logical(dbs: Uint8Array[], tiny: Uint8Array[], given: { key: number; fi
     const [chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists] =
       search.dbStats();
     return {
-      matches: new Float64Array(search.takeMatches()),
+      matches: search.takeMatches(),
       stats: { files: nFiles, chunks, chunkHits, locationReads, tinyLookups, matches },
       db: { chunkResults, chunkResultBytes, locationLists, longLocationLists, locationListBytes, infixLists },
       limit: searchMatchLimit(),
@@ -594,7 +594,7 @@ async function naive(files: FileBatch, requestBytes: number) {
       }
     }
     return {
-      matches: new Float64Array(scan.takeMatches()),
+      matches: scan.takeMatches(),
       bytes: scan.bytes(),
       storedBytes,
       limit: searchMatchLimit(),
