@@ -8,6 +8,7 @@ import { bytes, ratio } from './format';
 import { skipText } from './BackupPanel';
 import { VersionsBrowser } from './VersionsBrowser';
 import { canPickFolder } from '../restore/folder';
+import { holdLocations } from '../restore/locations';
 import { warmRestore } from '../restore/workers';
 import { VersionsRestoreStatus, type Restore } from './VersionsRestore';
 import { DamagedBadge, VerifyButton } from './VerifyButton';
@@ -15,6 +16,12 @@ import { RetentionPanel } from './RetentionPanel';
 import { VersionsDiff } from './VersionsDiff';
 import { Button } from '../ui/Button';
 import { EmptyState } from '../ui/Notice';
+
+/**
+ * The newest version's manifest and chunk locations are read as the list shows it when it
+ * has at most this many chunk references (a manifest of some megabytes).
+ */
+const AHEAD_MAX_REFS = 200_000;
 
 /** What deleting one version frees, as a dry run answered (or could not answer). */
 type Freed = { id: number; bytes?: number; error?: string };
@@ -88,6 +95,35 @@ export function VersionsPanel({
     if (restorable) warmRestore();
   }, [restorable]);
 
+  // The newest version is the likeliest to be restored: its manifest and chunk locations are
+  // read as the list shows it (when it has at most AHEAD_MAX_REFS chunk references), so that
+  // a restore of it plans from the click instead of after reading them.
+  const newest = versions?.reduce<VersionInfo | null>((a, v) => (a && a.id > v.id ? a : v), null);
+  const aheadId = restorable && newest && newest.stats.chunk_refs <= AHEAD_MAX_REFS ? newest.id : null;
+  const ahead = useRef<{ id: number; read: ReturnType<Api['version']> } | null>(null);
+  useEffect(() => {
+    if (aheadId === null) return;
+    const held = { id: aheadId, read: api.version(aheadId) };
+    held.read.catch(() => {}); // a restore that needs it reads it again
+    ahead.current = held;
+    const release = holdLocations(api, aheadId);
+    return () => {
+      release();
+      if (ahead.current === held) ahead.current = null;
+    };
+  }, [api, aheadId]);
+  /** Version `id` with its manifest: the one read ahead, else (or if that read failed) read now. */
+  const readVersion = async (id: number) => {
+    const held = ahead.current;
+    if (held?.id === id)
+      try {
+        return await held.read;
+      } catch {
+        // Read again below.
+      }
+    return api.version(id);
+  };
+
   const showMissing = async (id: number) => {
     if (missing?.id === id) return setMissing(null);
     try {
@@ -139,8 +175,9 @@ export function VersionsPanel({
   };
 
   const zipWhole = (v: VersionInfo) => {
-    // The manifest is fetched when the restore starts, beside the save dialog.
-    const items = async () => selectItems((await api.version(v.id)).manifest);
+    // The manifest is fetched when the restore starts, beside the save dialog (unless it was
+    // read ahead).
+    const items = async () => selectItems((await readVersion(v.id)).manifest);
     const stamp = new Date(v.time).toISOString().slice(0, 19).replace(/[:T]/g, '-');
     const src = sanitizeEntryName(v.source)?.replace(/\//g, '_') ?? 'ditto';
     restore.run({
@@ -154,7 +191,7 @@ export function VersionsPanel({
   };
 
   const folderWhole = (v: VersionInfo) => {
-    const items = async () => selectItems((await api.version(v.id)).manifest);
+    const items = async () => selectItems((await readVersion(v.id)).manifest);
     restore.run({
       label: `Version ${v.id} into a folder`,
       filename: '',

@@ -1,6 +1,7 @@
 import { useCallback, useMemo, useRef, useSyncExternalStore } from 'react';
 import type { Api, ManifestEntry } from '../api/client';
 import {
+  planFor,
   startRestore,
   type RestoreItem,
   type RestoreJob,
@@ -168,20 +169,34 @@ export function useRestore(api: Api | null) {
           return;
         }
         // The sink must come before any other await (a picker or a download needs the click's gesture).
-        sink = await chooseSink(request.filename, request.expectedBytes, request.format === 'zip');
+        const choosing = chooseSink(request.filename, request.expectedBytes, request.format === 'zip');
+        // The plan is made while the download or the picker opens (the page's thread is free
+        // meanwhile), as soon as the items and their locations are here.
+        const planning = listing.then(async (items) => ({
+          items,
+          plan: await planFor({
+            api,
+            items,
+            version: request.version,
+            locations: locating ? (await locating).locations : undefined,
+          }),
+        }));
+        planning.catch(() => {}); // seen where it is awaited, unless the sink is refused first
+        sink = await choosing;
         if (!sink) {
           setState(null);
           return;
         }
         const kind = sink.kind;
         setState((s) => (s ? { ...s, sink: kind } : s));
+        const { items, plan } = await planning;
         const j = adopt(
           await startRestore({
             api,
-            items: await listing,
+            items,
+            plan,
             format: request.format,
             version: request.version,
-            locations: locating ? (await locating).locations : undefined,
             // A streamed download is written by the restore's assembler worker itself.
             output: sink.kind === 'stream' ? sink.download.port : undefined,
             onProgress: (progress) => setState((s) => (s ? { ...s, progress } : s)),

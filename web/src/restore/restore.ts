@@ -473,19 +473,23 @@ export interface RestoreOptions {
   /** Chunk locations known already (tests); otherwise the version's, else the repository's. */
   locations?: Map<string, ChunkLoc>;
   planOptions?: PlanOptions;
+  /**
+   * The plan of these `items` ([`planFor`]), made while something else was awaited (a
+   * download opening); otherwise `startRestore` makes it.
+   */
+  plan?: RestorePlan;
   onProgress?: (p: RestoreProgress) => void;
 }
 
 /**
- * Plans a restore and starts it: the page fetches and has chunks verified, the assembler
- * worker writes the output (assemble.ts), so no byte of it passes through the page's thread
- * unless the page reads `stream`.
+ * The plan of a restore of `items`: where their chunks are (the locations given, else the
+ * version's, else the repository's), in what requests and windows ([`planRestore`]).
  */
-export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
-  const { api, items, format } = opts;
-  const files = items.filter((i) => i.kind === 'file');
-  if (format === 'file' && files.length !== 1) throw new RestoreError('a single-file restore needs exactly one file');
-  if (format === 'folder' && !opts.folder) throw new RestoreError('a restore into a folder needs the folder');
+export async function planFor(
+  opts: Pick<RestoreOptions, 'api' | 'items' | 'version' | 'locations' | 'planOptions'>,
+): Promise<RestorePlan> {
+  const { api } = opts;
+  const files = opts.items.filter((i) => i.kind === 'file');
   const locations =
     opts.locations ??
     (opts.version !== undefined ? (await versionLocations(api, opts.version)).locations : await chunkLocations(api));
@@ -514,6 +518,20 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
       );
     }
   }
+  return plan;
+}
+
+/**
+ * Plans a restore and starts it: the page fetches and has chunks verified, the assembler
+ * worker writes the output (assemble.ts), so no byte of it passes through the page's thread
+ * unless the page reads `stream`.
+ */
+export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
+  const { api, items, format } = opts;
+  const files = items.filter((i) => i.kind === 'file');
+  if (format === 'file' && files.length !== 1) throw new RestoreError('a single-file restore needs exactly one file');
+  if (format === 'folder' && !opts.folder) throw new RestoreError('a restore into a folder needs the folder');
+  const plan = opts.plan ?? (await planFor(opts));
   // The workers stay warm after this restore: the next one starts at once. The page's own
   // instance of the engine reads the answers' bundles for the fetcher's forecasts.
   const [workers, pool] = await Promise.all([restoreWorkers(), assembler(), pageCore()]);
