@@ -19,9 +19,10 @@ import { EmptyState } from '../ui/Notice';
 
 /**
  * The newest version's manifest and chunk locations are read as the list shows it when it
- * has at most this many chunk references (a manifest of some megabytes).
+ * has at most this many chunk references (a manifest of a few megabytes, held while the
+ * list is shown).
  */
-const AHEAD_MAX_REFS = 200_000;
+const AHEAD_MAX_REFS = 50_000;
 
 /** What deleting one version frees, as a dry run answered (or could not answer). */
 type Freed = { id: number; bytes?: number; error?: string };
