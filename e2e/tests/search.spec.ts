@@ -364,6 +364,61 @@ test('a search worker that crashes mid-search is replaced and the search starts 
   expect(errors).toEqual([]);
 });
 
+test('a worker that does not hold the recipes the page counts on is sent them again: same hits as a scan', async ({
+  page,
+}) => {
+  const { errors } = await openSearchTab(page);
+  runs = 0;
+  await page.getByTestId('search-where').selectOption('page');
+  await expect.poll(() => page.workers().filter((w) => w.url().includes('searchWorker')).length).toBeGreaterThan(0);
+  // Each worker keeps the recipes of its first logical phase under another key than the
+  // page's, as a worker whose earlier walk failed would: the page's account is then wrong.
+  for (const w of page.workers().filter((w) => w.url().includes('searchWorker')))
+    await w.evaluate(() => {
+      const scope = self as unknown as {
+        onmessage: ((e: MessageEvent) => unknown) | null;
+        logicalCalls?: string[];
+      };
+      const serve = scope.onmessage!;
+      let rekeyed = false;
+      scope.logicalCalls = [];
+      scope.onmessage = (e: MessageEvent) => {
+        const msg = e.data as {
+          bridge?: string;
+          method?: string;
+          arg?: { recipes?: { key: number; files?: unknown } };
+        };
+        const recipes = msg.bridge === 'call' && msg.method === 'logical' ? msg.arg?.recipes : undefined;
+        if (recipes) {
+          scope.logicalCalls!.push(recipes.files ? 'files' : 'key');
+          if (recipes.files && !rekeyed) {
+            rekeyed = true;
+            recipes.key = -1;
+          }
+        }
+        return serve(e);
+      };
+    });
+  const text = ['createElement', 'options'];
+  await search(page, ['useState']);
+  // The same scope: the page sends only the key, the worker refuses it, and the search
+  // starts over with the recipes.
+  const done = await search(page, text);
+  expectSame(await pageHits(page), scanFolders(text.map((k) => Buffer.from(k))));
+  await expect(done).toHaveAttribute('data-where', 'page');
+  await expect(page.getByTestId('search-error')).toHaveCount(0);
+  const calls = (
+    await Promise.all(
+      page
+        .workers()
+        .filter((w) => w.url().includes('searchWorker'))
+        .map((w) => w.evaluate(() => (self as unknown as { logicalCalls?: string[] }).logicalCalls ?? [])),
+    )
+  ).flat();
+  expect(calls.join(' ')).toContain('files key files');
+  expect(errors).toEqual([]);
+});
+
 test('auto: a page holding nothing of the repository asks the server, then searches in the page from what it cached', async ({
   page,
 }) => {
