@@ -1,4 +1,4 @@
-// Wasm in headless Chromium (system /usr/bin/chromium via playwright-core; nothing is
+// Wasm in headless Chromium (system /usr/bin/chromium, launched as bench/lib.mjs does; nothing is
 // downloaded): serves the web-target build, the bench module, hash-wasm and the data files
 // from a local HTTP server and runs core-bench.mjs in the page. Prints one JSON array.
 // Usage: node chromium.mjs PKG_WEB_DIR TS_BIN RANDOM_BIN REPS [TS_LIMIT_MB]
@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { launchBrowser } from '../../bench/lib.mjs';
 
 const [pkg, tsBin, rndBin, reps, tsLimit] = process.argv.slice(2);
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -33,13 +33,8 @@ const server = http.createServer((req, res) => {
 await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
 const base = `http://127.0.0.1:${server.address().port}`;
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: [
-    '--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
-  ],
-});
+// The benchmarks' browser: their flags and the features they turn off (bench/lib.mjs).
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage();
   page.on('console', (m) => process.stderr.write(m.text() + '\n'));

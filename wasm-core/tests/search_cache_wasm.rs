@@ -20,7 +20,7 @@ fn raws() -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// A file of `raws`, every third chunk without a summary, the first stored whole and named.
+/// A file of `raws`, every third chunk without a summary, the first named as a base.
 fn file(raws: &[Vec<u8>], key: &str) -> Vec<u8> {
     let sums: Vec<Trigrams> = raws.iter().map(|r| Trigrams::of(r)).collect();
     let entries: Vec<Entry> = raws
@@ -31,7 +31,6 @@ fn file(raws: &[Vec<u8>], key: &str) -> Vec<u8> {
             fp: fingerprint(r),
             raw: r,
             named: if i == 0 { 5 } else { 0 },
-            whole: i == 0,
             summary: (i % 3 != 2).then_some(t),
         })
         .collect();

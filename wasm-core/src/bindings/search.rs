@@ -138,8 +138,6 @@ pub struct ChunkCache {
     budget: u64,
     /// How many delta chunks seen so far named each base.
     named: FpMap<u32>,
-    /// The held chunks that were stored whole (codec 0/1): where a base chain ends.
-    whole: FpSet,
     /// Counts the changes of what is held (chunks, summaries): the worker writes the cache
     /// to the device when this moved since it last wrote or read it.
     changes: u32,
@@ -192,7 +190,6 @@ impl ChunkCache {
             bytes: 0,
             budget: budget.max(0.0) as u64,
             named: FpMap::default(),
-            whole: FpSet::default(),
             changes: 0,
             bases_only: FpSet::default(),
             unchecked: FpSet::default(),
@@ -233,7 +230,6 @@ impl ChunkCache {
                 fp: *fp,
                 raw: &self.chunks[fp],
                 named: self.named.get(fp).copied().unwrap_or(0),
-                whole: self.whole.contains(fp),
                 summary: self.trigrams.get(fp),
             })
             .collect();
@@ -317,9 +313,6 @@ impl ChunkCache {
             if c.named > 0 {
                 self.named.insert(c.fp, c.named);
             }
-            if c.whole {
-                self.whole.insert(c.fp);
-            }
         }
         Ok(loaded.dropped)
     }
@@ -351,7 +344,6 @@ impl ChunkCache {
         self.unsummarized = Vec::new();
         self.bytes = 0;
         self.named = FpMap::default();
-        self.whole = FpSet::default();
     }
 
     /// Keeps only the held chunks among `live` (20 bytes each: the chunks the repository
@@ -374,7 +366,6 @@ impl ChunkCache {
             keep
         });
         self.unsummarized.retain(|fp| live.contains(fp));
-        self.whole.retain(|fp| live.contains(fp));
         self.named.retain(|fp, _| live.contains(fp));
         self.bases_only.retain(|fp| live.contains(fp));
         self.unchecked.retain(|fp| live.contains(fp));
@@ -882,11 +873,6 @@ impl ContainerScan {
                         outside.insert(b, raw);
                     }
                 }
-            }
-        }
-        for c in chunks.iter().chain(&fetched) {
-            if c.codec != CODEC_DELTA {
-                cache.whole.insert(c.fp);
             }
         }
         let tiny = &mut self.tiny;

@@ -20,7 +20,7 @@ use crate::search::Trigrams;
 const MAGIC: &[u8; 8] = b"DSCACHE2";
 /// Fingerprint, raw length, named count, flags.
 const ROW: usize = FINGERPRINT_LEN + 4 + 4 + 1;
-const WHOLE: u8 = 1;
+/// The one flag read; bit 0 is unused and ignored (files written earlier may have it set).
 const SUMMARISED: u8 = 2;
 
 /// One chunk to write.
@@ -29,8 +29,6 @@ pub struct Entry<'a> {
     pub raw: &'a [u8],
     /// How many delta chunks seen so far named it as their base.
     pub named: u32,
-    /// Stored whole (codec 0/1): where a base chain ends.
-    pub whole: bool,
     pub summary: Option<&'a Trigrams>,
 }
 
@@ -40,7 +38,6 @@ pub struct LoadedChunk {
     pub offset: usize,
     pub len: usize,
     pub named: u32,
-    pub whole: bool,
     pub summary: Option<Trigrams>,
 }
 
@@ -102,9 +99,7 @@ pub fn encode_meta(key: &str, entries: &[Entry]) -> Vec<u8> {
         out.extend_from_slice(&e.fp);
         out.extend_from_slice(&(e.raw.len() as u32).to_le_bytes());
         out.extend_from_slice(&e.named.to_le_bytes());
-        let flags =
-            if e.whole { WHOLE } else { 0 } | if e.summary.is_some() { SUMMARISED } else { 0 };
-        out.push(flags);
+        out.push(if e.summary.is_some() { SUMMARISED } else { 0 });
     }
     for t in entries.iter().filter_map(|e| e.summary) {
         for w in t.words() {
@@ -201,7 +196,6 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, CacheFileError> {
             offset,
             len,
             named,
-            whole: flags & WHOLE != 0,
             summary,
         });
     }
@@ -247,7 +241,6 @@ mod tests {
                 fp: fingerprint(r),
                 raw: r,
                 named: i as u32 * 3,
-                whole: i % 2 == 0,
                 summary: (i % 3 != 1).then_some(t),
             })
             .collect()
@@ -266,7 +259,7 @@ mod tests {
             assert_eq!(c.fp, e.fp);
             assert_eq!(&file[c.offset..c.offset + c.len], e.raw);
             assert!(is_stored_chunk(&file[c.offset..c.offset + c.len], &c.fp));
-            assert_eq!((c.named, c.whole), (e.named, e.whole));
+            assert_eq!(c.named, e.named);
             assert_eq!(
                 c.summary.as_ref().map(|t| t.words().to_vec()),
                 e.summary.map(|t| t.words().to_vec())
