@@ -14,7 +14,7 @@ import { npmVersions } from '../scripts/npm-versions.mjs';
 /** The repository root (absolute). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Chromium flags of every benchmark (the same as e2e/playwright.config.ts). */
+/** Chromium flags of every benchmark and of the e2e suite (e2e/playwright.config.ts). */
 export const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--headless',
@@ -43,7 +43,7 @@ let launching = null;
  * first: so its switch is read once from a browser it launched (`Browser.getBrowserCommandLine`),
  * left out, and its features are passed with ours in one switch.
  */
-function launchOptions() {
+export function launchOptions() {
   launching ??= (async () => {
     const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
     // `--enable-automation`: without it Chromium does not tell its command line.

@@ -4,4 +4,6 @@ source "$(dirname "$0")/lib.sh"
 cargo fmt --all -- --check
 cargo clippy -q --workspace --all-targets -- -D warnings
 cargo clippy -q -p wasm-core --target wasm32-unknown-unknown --all-targets -- -D warnings
-npx prettier --check web/src e2e bench
+# The benchmarks' exports (`npm run bench:core`) build only with their feature.
+cargo clippy -q -p wasm-core --target wasm32-unknown-unknown --features bench -- -D warnings
+npx prettier --check web/src e2e bench scripts/*.mjs

@@ -1,5 +1,6 @@
 //! Exports for the Wasm benchmarks only (`npm run bench:core`): data resident in Wasm
-//! memory, written by JS through `wasmMemory()`, and the measured loops. Built with the
+//! memory, written by JS through `wasmMemory()` (exported with the bundle bindings), and the
+//! measured loops. Built with the
 //! `bench` feature; the page's Wasm does not carry them.
 
 use wasm_bindgen::prelude::*;
@@ -8,12 +9,6 @@ use super::restore::checked_ranges;
 use super::{build_chunker, js_err};
 use crate::chunk::pipeline::ChunkPipeline;
 use crate::hash;
-
-/// Linear memory, so JS can write straight into a [`ByteBuffer`].
-#[wasm_bindgen(js_name = wasmMemory)]
-pub fn wasm_memory() -> JsValue {
-    wasm_bindgen::memory()
-}
 
 /// Bytes held in Wasm memory (benchmarks: one copy in, then measured calls without any
 /// JS-to-Wasm copying). Write through `new Uint8Array(wasmMemory().buffer, b.ptr(), b.len())`.
