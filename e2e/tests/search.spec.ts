@@ -51,6 +51,9 @@ async function search(page: Page, keywords: string[], opts: { hex?: boolean; fil
   return done;
 }
 
+/** The page's search workers running now. */
+const searchWorkers = (page: Page) => page.workers().filter((w) => w.url().includes('searchWorker'));
+
 async function naiveMatchesToo(page: Page) {
   await page.getByTestId('search-naive').click();
   const done = page.locator(`[data-testid=search-done][data-engine=naive][data-seq="${++runs}"]`);
@@ -351,7 +354,7 @@ test('a search worker that crashes mid-search is replaced and the search starts 
   const text = ['createElement', 'options', 'Element', 'vnode'];
   // A first search starts the workers (and fills their caches).
   await search(page, ['useState']);
-  const workers = page.workers().filter((w) => w.url().includes('searchWorker'));
+  const workers = searchWorkers(page);
   expect(workers.length).toBeGreaterThan(0);
   // One worker crashes on the next container it is sent to scan, leaving that job unanswered.
   await crashOnNext(workers[0], { bridge: 'call', method: 'scan' });
@@ -370,10 +373,10 @@ test('a worker that does not hold the recipes the page counts on is sent them ag
   const { errors } = await openSearchTab(page);
   runs = 0;
   await page.getByTestId('search-where').selectOption('page');
-  await expect.poll(() => page.workers().filter((w) => w.url().includes('searchWorker')).length).toBeGreaterThan(0);
+  await expect.poll(() => searchWorkers(page).length).toBeGreaterThan(0);
   // Each worker keeps the recipes of its first logical phase under another key than the
   // page's, as a worker whose earlier walk failed would: the page's account is then wrong.
-  for (const w of page.workers().filter((w) => w.url().includes('searchWorker')))
+  for (const w of searchWorkers(page))
     await w.evaluate(() => {
       const scope = self as unknown as {
         onmessage: ((e: MessageEvent) => unknown) | null;
@@ -409,10 +412,9 @@ test('a worker that does not hold the recipes the page counts on is sent them ag
   await expect(page.getByTestId('search-error')).toHaveCount(0);
   const calls = (
     await Promise.all(
-      page
-        .workers()
-        .filter((w) => w.url().includes('searchWorker'))
-        .map((w) => w.evaluate(() => (self as unknown as { logicalCalls?: string[] }).logicalCalls ?? [])),
+      searchWorkers(page).map((w) =>
+        w.evaluate(() => (self as unknown as { logicalCalls?: string[] }).logicalCalls ?? []),
+      ),
     )
   ).flat();
   expect(calls.join(' ')).toContain('files key files');

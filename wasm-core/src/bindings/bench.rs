@@ -1,7 +1,6 @@
 //! Exports for the Wasm benchmarks only (`npm run bench:core`): data resident in Wasm
 //! memory, written by JS through `wasmMemory()` (exported with the bundle bindings), and the
-//! measured loops. Built with the
-//! `bench` feature; the page's Wasm does not carry them.
+//! measured loops. Built with the `bench` feature; the page's Wasm does not carry them.
 
 use wasm_bindgen::prelude::*;
 
