@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# npm run test:scale: the scale-out setup. A throwaway PostgreSQL cluster (scripts/pg.sh) and
-# a throwaway S3-compatible object store (scripts/s3.sh) on loopback, then
-#  1. the server suite (every integration test and the index contract) with the index on
-#     PostgreSQL and the containers on S3, each test in a database and key prefix of its own;
-#  2. the replicated e2e spec (e2e/tests/replicas.spec.ts): two server replicas on one
+# npm run test:scale: the server's other backends and the scale-out setup, kept out of
+# `npm test` to hold it near 15 minutes (CI runs both):
+#  1. the server suite with the index on PostgreSQL and the containers in DATA_DIR
+#     (scripts/test-pg.sh, a throwaway cluster of its own);
+#  2. a throwaway PostgreSQL cluster (scripts/pg.sh) and a throwaway S3-compatible object
+#     store (scripts/s3.sh) on loopback, then the server suite (every integration test and
+#     the index contract) with the index on PostgreSQL and the containers on S3, each test
+#     in a database and key prefix of its own;
+#  3. the replicated e2e spec (e2e/tests/replicas.spec.ts): two server replicas on one
 #     database and bucket behind scripts/lb.mjs, backup, restore and search in Chromium, one
 #     replica killed.
-# Both run even when the first fails; the script fails if either did. Both services are
+# Each runs even when one before it fails; the script fails if any did. Both services are
 # stopped and their directories removed on every exit.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pg.sh"
 source "$(dirname "$0")/s3.sh"
+
+status=0
+log "server suite on PostgreSQL (throwaway cluster)"
+bash scripts/test-pg.sh || status=1
 
 base=${TMPDIR:-/tmp}/ditto-test-scale-$$
 trap 's3_stop; pg_stop' EXIT
@@ -18,7 +26,6 @@ pg_start "$base-pg" "${PG_TEST_PORT:-55420}"
 s3_start "$base-s3" "${S3_TEST_PORT:-9400}"
 log "PostgreSQL on $DITTO_TEST_PG, S3 on $DITTO_TEST_S3 (bucket $DITTO_TEST_S3_BUCKET)"
 
-status=0
 log "server suite on PostgreSQL + S3"
 cargo test -p ditto-server --no-fail-fast -- --include-ignored --test-threads=2 || status=1
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test suite, in order; each runner prints its own summary, then a table of all.
+# The test suites, in order (the PostgreSQL and scale-out ones are `npm run test:scale`'s);
+# each runner prints its own summary, then a table of all.
 # Runs every suite even when one fails, and fails at the end if any did.
 source "$(dirname "$0")/lib.sh"
 
@@ -14,7 +15,6 @@ suite() { # name, command...
 
 suite "build: wasm-core (wasm32+simd128) and web bundle" bash scripts/build.sh wasm web
 suite "cargo test (workspace, native)" cargo test --workspace --no-fail-fast
-suite "server suite on PostgreSQL (throwaway cluster)" bash scripts/test-pg.sh
 suite "wasm tests (wasm-bindgen-test in Node)" cargo test -p wasm-core --target wasm32-unknown-unknown --tests --no-fail-fast
 suite "web unit tests (vitest)" npm run --silent test -w web
 suite "typecheck (tsc strict: web, e2e)" bash -c 'npm run --silent typecheck -w web && npx tsc -p e2e --noEmit'
