@@ -20,3 +20,24 @@ stale() {
   [[ ! -e $out ]] && return 0
   [[ -n $(find "$@" -newer "$out" -type f -print -quit 2>/dev/null) ]]
 }
+
+# Suites run in order, each even when one before it failed; `summary` prints a table of all
+# and fails if any did.
+declare -a suite_names=() suite_results=()
+suite() { # name, command...
+  local name=$1; shift
+  log "$name"
+  local t0=$SECONDS status=PASS
+  "$@" || status=FAIL
+  suite_names+=("$name"); suite_results+=("$status $((SECONDS - t0))s")
+}
+summary() {
+  local i failed=0
+  echo
+  echo "Summary"
+  for i in "${!suite_names[@]}"; do
+    printf '  %-50s %s\n' "${suite_names[$i]}" "${suite_results[$i]}"
+    [[ ${suite_results[$i]} == PASS* ]] || failed=1
+  done
+  return $failed
+}
