@@ -19,9 +19,9 @@ trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do grep -q "Open http" "$log_file" && break; sleep 0.1; done
 export DITTO_FUZZ_TOKEN=$(cat "$data/repo/default-repo.token")
 url=http://127.0.0.1:$port
-read -r DITTO_FUZZ_FP DITTO_FUZZ_CONTAINER < <(python3 "$here/seed.py" "$url" "$DITTO_FUZZ_TOKEN")
+read -r DITTO_FUZZ_FP DITTO_FUZZ_CONTAINER < <(python3 "$here/seed.py" "$url" "$DITTO_FUZZ_TOKEN") ||
+  die "fuzz: seeding the repository failed"
 export DITTO_FUZZ_FP DITTO_FUZZ_CONTAINER
-[[ -n $DITTO_FUZZ_CONTAINER ]] || die "fuzz: seeding the repository failed"
 
 run() { # config, seconds, more schemathesis arguments...
   local config=$1 seconds=$2; shift 2
