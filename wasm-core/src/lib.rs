@@ -8,6 +8,7 @@
 pub mod chunk;
 pub mod compress;
 pub mod crc32;
+pub mod deflate;
 pub mod format;
 pub mod hash;
 pub mod resemble;

@@ -9,9 +9,14 @@
 //! [`crate::resemble::range`], as the search's workers do). A [`RestoreSession`] keeps what
 //! its answers carried, as stored, so that the restore can name those chunks in the next
 //! request's `have` and the server does not send them again as another delta's links.
+//!
+//! For a zip, a session also compresses each verified chunk into its deflate fragment
+//! ([`crate::deflate`]), so the page writes compressed entries without compressing anything
+//! and the raw bytes never leave the worker.
 
 use crate::{
     compress, crc32,
+    deflate::{self, Fragmenter},
     format::bundle::{decode_bundle, BundleEntry, Codec, MAX_BUNDLE_RAW},
     hash::{self, Fingerprint, FpMap, FpSet},
     resemble::range::{RangeChunk, RangeDecoder, RangeError},
@@ -23,6 +28,15 @@ pub struct VerifiedBundle {
     pub lengths: Vec<u32>,
     pub crcs: Vec<u32>,
     pub raw: Vec<u8>,
+    /// For a zip ([`RestoreSession::verify`] with `zip`): each chunk's deflate fragment.
+    pub fragments: Option<Fragments>,
+}
+
+/// The verified chunks' deflate fragments ([`crate::deflate`]) back to back, chunk k
+/// `lengths[k]` bytes of `bytes`.
+pub struct Fragments {
+    pub bytes: Vec<u8>,
+    pub lengths: Vec<u32>,
 }
 
 /// Why a bundle was refused: `chunk` (index, fingerprint) is damaged, or the bundle itself is
@@ -138,6 +152,7 @@ fn verify_entries(
         lengths: entries.iter().map(|e| e.raw_len).collect(),
         crcs,
         raw,
+        fragments: None,
     })
 }
 
@@ -227,6 +242,7 @@ fn verify_with_deltas<'b>(
         lengths: answer.iter().map(|e| e.raw_len).collect(),
         crcs,
         raw,
+        fragments: None,
     })
 }
 
@@ -277,6 +293,7 @@ pub struct RestoreSession {
     held: FpMap<Held>,
     held_bytes: usize,
     bases: Bases,
+    fragmenter: Option<Fragmenter>,
 }
 
 impl RestoreSession {
@@ -288,15 +305,22 @@ impl RestoreSession {
         Self::default()
     }
 
-    /// [`verify_bundle`], the chunks held decoding the answer's deltas too; also answers the
-    /// fingerprints this answer added to what the session holds.
+    /// [`verify_bundle`], the chunks held decoding the answer's deltas too, and with `zip`
+    /// each chunk's deflate fragment; also answers the fingerprints this answer added to what
+    /// the session holds.
     pub fn verify(
         &mut self,
         bundle: &[u8],
         requested: usize,
+        zip: bool,
     ) -> Result<(VerifiedBundle, Vec<Fingerprint>), Refused> {
         let entries = answer_entries(bundle, requested)?;
-        let verified = verify_entries(&entries, requested, &self.held, &mut self.bases)?;
+        let mut verified = verify_entries(&entries, requested, &self.held, &mut self.bases)?;
+        if zip {
+            let fragmenter = self.fragmenter.get_or_insert_with(Fragmenter::new);
+            let (bytes, lengths) = deflate::fragments(fragmenter, &verified.raw, &verified.lengths);
+            verified.fragments = Some(Fragments { bytes, lengths });
+        }
         let mut fresh: Vec<&BundleEntry<'_>> = Vec::new();
         let mut seen = FpSet::default();
         for e in &entries {
@@ -517,14 +541,14 @@ mod tests {
         w.push(&fp(&b), Codec::Zstd, b.len() as u32, &z(&b));
         let first = w.finish();
         let mut session = RestoreSession::new();
-        let (v, kept) = session.verify(&first, 1).unwrap();
+        let (v, kept) = session.verify(&first, 1, false).unwrap();
         assert_eq!(v.raw, d1);
         assert_eq!(kept, vec![fp(&d1), fp(&b)]);
         // Second answer: d2 without links (the request's `have` named d1).
         let mut w = BundleWriter::new();
         w.push(&fp(&d2), Codec::Delta, d2.len() as u32, &delta_of(&d2, &d1));
         let second = w.finish();
-        let (v, kept) = session.verify(&second, 1).unwrap();
+        let (v, kept) = session.verify(&second, 1, false).unwrap();
         assert_eq!(v.raw, d2);
         assert_eq!(kept, vec![fp(&d2)]);
         // Without the session, the same answer lacks its base.
@@ -535,8 +559,35 @@ mod tests {
         let n = bad.len();
         bad[n - 2] ^= 0x20;
         let mut fresh = RestoreSession::new();
-        fresh.verify(&first, 1).unwrap();
-        assert!(fresh.verify(&bad, 1).is_err());
+        fresh.verify(&first, 1, false).unwrap();
+        assert!(fresh.verify(&bad, 1, false).is_err());
         assert!(!fresh.held.contains_key(&fp(&d2)));
+    }
+
+    #[test]
+    fn for_a_zip_every_chunk_comes_with_its_deflate_fragment() {
+        let (chunks, bundle) = sample();
+        let (v, _) = RestoreSession::new().verify(&bundle, 5, true).unwrap();
+        assert_eq!(v.raw, chunks.concat());
+        let f = v.fragments.expect("fragments for a zip");
+        assert_eq!(f.lengths.len(), 5);
+        let mut at = 0;
+        for (k, c) in chunks.iter().enumerate() {
+            let frag = &f.bytes[at..][..f.lengths[k] as usize];
+            at += f.lengths[k] as usize;
+            let stream = [frag, &deflate::END[..]].concat();
+            assert_eq!(
+                miniz_oxide::inflate::decompress_to_vec(&stream).unwrap(),
+                *c,
+                "chunk {k}"
+            );
+            // The same fragment whether the chunk came raw (odd k) or compressed.
+            let mut alone = Vec::new();
+            Fragmenter::new().push(c, &mut alone);
+            assert_eq!(frag, &alone[..], "chunk {k}");
+        }
+        assert_eq!(at, f.bytes.len());
+        let (v, _) = RestoreSession::new().verify(&bundle, 5, false).unwrap();
+        assert!(v.fragments.is_none());
     }
 }

@@ -22,12 +22,13 @@ impl RestoreSession {
     }
 
     /// Verifies a bundle whose first `requested` entries are the answer and any after them
-    /// the chain links its deltas need.
-    pub fn verify(&mut self, bundle: &[u8], requested: u32) -> RestoreAnswer {
-        match self.0.verify(bundle, requested as usize) {
+    /// the chain links its deltas need; for a `zip`, the answer's bytes are the chunks'
+    /// deflate fragments instead of their raw bytes.
+    pub fn verify(&mut self, bundle: &[u8], requested: u32, zip: bool) -> RestoreAnswer {
+        match self.0.verify(bundle, requested as usize, zip) {
             Ok((v, kept)) => {
                 let n = v.fps.len();
-                let mut head = Vec::with_capacity(12 + n * 28 + kept.len() * FINGERPRINT_LEN);
+                let mut head = Vec::with_capacity(16 + n * 32 + kept.len() * FINGERPRINT_LEN);
                 head.extend_from_slice(&0u32.to_le_bytes());
                 head.extend_from_slice(&(n as u32).to_le_bytes());
                 for fp in &v.fps {
@@ -43,7 +44,20 @@ impl RestoreSession {
                 for fp in &kept {
                     head.extend_from_slice(fp);
                 }
-                RestoreAnswer { head, raw: v.raw }
+                let raw = match v.fragments {
+                    Some(f) => {
+                        head.extend_from_slice(&1u32.to_le_bytes());
+                        for l in &f.lengths {
+                            head.extend_from_slice(&l.to_le_bytes());
+                        }
+                        f.bytes
+                    }
+                    None => {
+                        head.extend_from_slice(&0u32.to_le_bytes());
+                        v.raw
+                    }
+                };
+                RestoreAnswer { head, raw }
             }
             Err(e) => {
                 let (k, fp) = e.chunk.unwrap_or((u32::MAX as usize, [0; 20]));
@@ -72,14 +86,15 @@ pub struct RestoreAnswer {
 #[wasm_bindgen]
 impl RestoreAnswer {
     /// Little-endian. Verified: `0u32, n, fps (20 n), raw lengths (4 n), CRC-32s (4 n), m,
-    /// fingerprints the session now holds too (20 m)`. Refused: `1u32, chunk index
-    /// (0xffffffff: the bundle itself), fingerprint (20), reason (UTF-8)`.
+    /// fingerprints the session now holds too (20 m), z, then when z is 1 the fragments'
+    /// lengths (4 n)`. Refused: `1u32, chunk index (0xffffffff: the bundle itself),
+    /// fingerprint (20), reason (UTF-8)`.
     pub fn head(&self) -> Vec<u8> {
         self.head.clone()
     }
 
-    /// The verified chunks' raw bytes back to back in answer order (nothing when refused);
-    /// what is taken is no longer held here.
+    /// The verified chunks' raw bytes (for a zip, their deflate fragments) back to back in
+    /// answer order (nothing when refused); what is taken is no longer held here.
     #[wasm_bindgen(js_name = takeRaw)]
     pub fn take_raw(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.raw)

@@ -30,17 +30,20 @@ export function readAnswer(answer: RestoreAnswer): Verified | Damaged {
   const n = dv.getUint32(4, true);
   // Views into the head wasm-core answered (a buffer of its own, every part 4-aligned).
   const fps = head.subarray(8, 8 + n * FP_LEN);
-  const lengths = new Uint32Array(head.buffer, head.byteOffset + 8 + n * FP_LEN, n);
+  const sizes = new Uint32Array(head.buffer, head.byteOffset + 8 + n * FP_LEN, n);
   const crcs = new Uint32Array(head.buffer, head.byteOffset + 8 + n * (FP_LEN + 4), n);
+  const keptAt = 8 + n * (FP_LEN + 8);
+  const m = dv.getUint32(keptAt, true);
+  const kept = head.subarray(keptAt + 4, keptAt + 4 + m * FP_LEN);
+  const fragmentsAt = keptAt + 4 + m * FP_LEN;
+  const lengths =
+    dv.getUint32(fragmentsAt, true) === 1 ? new Uint32Array(head.buffer, head.byteOffset + fragmentsAt + 4, n) : sizes;
   const offsets = new Uint32Array(n);
   let at = 0;
   for (let k = 0; k < n; k++) {
     offsets[k] = at;
     at += lengths[k];
   }
-  if (at !== raw.byteLength) throw new Error(`the chunks could not be read: ${raw.byteLength} raw bytes for ${at}`);
-  const keptAt = 8 + n * (FP_LEN + 8);
-  const m = dv.getUint32(keptAt, true);
-  const kept = head.subarray(keptAt + 4, keptAt + 4 + m * FP_LEN);
-  return { type: 'verified', fps, offsets, lengths, crcs, raw, kept };
+  if (at !== raw.byteLength) throw new Error(`the chunks could not be read: ${raw.byteLength} bytes for ${at}`);
+  return { type: 'verified', fps, offsets, lengths, sizes, crcs, raw, kept };
 }

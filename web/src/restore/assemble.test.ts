@@ -1,3 +1,4 @@
+import { constants, deflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import {
   assembleFile,
@@ -66,26 +67,39 @@ function fixture() {
   return { chunks, items, files, plan };
 }
 
-/** A request's verified answer as a restore worker makes it: raw bytes back to back. */
-function answer(chunks: Map<string, Uint8Array>, window: number, fps: string[]) {
-  const lengths = new Uint32Array(fps.map((fp) => chunks.get(fp)!.length));
+/** A chunk's deflate fragment, as wasm-core's `deflate` makes it (compressed alone, sync-flushed). */
+const fragment = (c: Uint8Array) =>
+  new Uint8Array(deflateRawSync(c, { level: 1, finishFlush: constants.Z_SYNC_FLUSH }));
+
+/**
+ * A request's verified answer as a restore worker makes it: raw bytes back to back, or for a
+ * zip the chunks' deflate fragments.
+ */
+function answer(chunks: Map<string, Uint8Array>, window: number, fps: string[], zip: boolean) {
+  const bytes = fps.map((fp) => (zip ? fragment(chunks.get(fp)!) : chunks.get(fp)!));
+  const lengths = new Uint32Array(bytes.map((b) => b.length));
+  const sizes = new Uint32Array(fps.map((fp) => chunks.get(fp)!.length));
   const offsets = new Uint32Array(fps.length);
   const raw = new Uint8Array(lengths.reduce((n, l) => n + l, 0));
   let at = 0;
-  fps.forEach((fp, k) => {
+  bytes.forEach((b, k) => {
     offsets[k] = at;
-    raw.set(chunks.get(fp)!, at);
+    raw.set(b, at);
     at += lengths[k];
   });
   const crcs = new Uint32Array(fps.map((fp) => crc32(chunks.get(fp)!)));
-  return { window, fps, offsets, lengths, crcs, raw };
+  return { window, fps, offsets, lengths, sizes, crcs, raw };
 }
 
 /**
  * Feeds the windows as the page does: window w + 1's answers only once the assembler moved to
  * w, each window's requests in reverse order (answers come back in any order).
  */
-function feeder(plan: RestorePlan, chunks: Map<string, Uint8Array>, skip?: string) {
+function feeder(
+  plan: RestorePlan,
+  chunks: Map<string, Uint8Array>,
+  { skip, zip = false }: { skip?: string; zip?: boolean } = {},
+) {
   let sent = -1;
   let windows: Windows;
   const moved = (w: number) => {
@@ -98,6 +112,7 @@ function feeder(plan: RestorePlan, chunks: Map<string, Uint8Array>, skip?: strin
               chunks,
               sent,
               r.fps.filter((f) => f !== skip),
+              zip,
             ),
           );
       }
@@ -138,9 +153,10 @@ describe('assembly', () => {
     const out = readAll(portReader(port1));
     const progress: number[] = [];
     const counter = new Counter((bytes) => progress.push(bytes));
-    await assembleZip(items, assemblePlan(plan), feeder(plan, chunks), new PortWriter(port2), counter);
+    await assembleZip(items, assemblePlan(plan), feeder(plan, chunks, { zip: true }), new PortWriter(port2), counter);
     const got = await out;
 
+    // The zip writer over each file's chunks' fragments, in recipe order.
     const entries: ZipEntry[] = items.map((i) =>
       i.kind === 'dir'
         ? { name: i.name + '/', lastModified: new Date(Date.UTC(1980, 0, 2)), dir: true }
@@ -148,9 +164,12 @@ describe('assembly', () => {
             name: i.name,
             lastModified: new Date(i.mtime),
             size: i.size,
+            deflate: { maxBytes: i.size + 5 * (i.recipe.length + Math.ceil(i.size / 0xffff)) + 2 },
             data: (async function* () {
-              const bytes = fileBytes(chunks, i.recipe);
-              yield { bytes, crc: crc32(bytes) };
+              for (const fp of i.recipe) {
+                const c = chunks.get(fp)!;
+                yield { bytes: fragment(c), crc: crc32(c), size: c.length };
+              }
             })(),
           },
     );
@@ -203,7 +222,7 @@ describe('assembly', () => {
     const { chunks, items, plan } = fixture();
     const { port1, port2 } = new MessageChannel();
     readAll(portReader(port1)).catch(() => {});
-    const windows = feeder(plan, chunks, fpOf(7));
+    const windows = feeder(plan, chunks, { skip: fpOf(7) });
     await expect(
       assembleZip(items, assemblePlan(plan), windows, new PortWriter(port2), new Counter(() => {})),
     ).rejects.toThrow(/chunk 0+7 is not in the restore window/);

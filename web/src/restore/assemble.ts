@@ -16,7 +16,7 @@ import { BlockWriter, BLOCK_BYTES, concat } from './blocks';
 import { browserReason, FolderError, type FolderTarget } from './folder';
 import type { PortWriter } from './port';
 import type { RestorePlan } from './plan';
-import { ZipWriter, type ZipPiece } from './zip';
+import { pieceSize, ZipWriter, type ZipPiece } from './zip';
 
 /** An item of the restore as the assembler needs it (names already sanitised and unique). */
 export interface AssembleItem {
@@ -42,12 +42,16 @@ export function assemblePlan(plan: RestorePlan): AssemblePlan {
   };
 }
 
-/** One request's verified chunks, for window `window`: chunk k is `raw[offsets[k], +lengths[k])`. */
+/**
+ * One request's verified chunks, for window `window`: chunk k is `raw[offsets[k], +lengths[k])`,
+ * its raw bytes or, for a zip, its deflate fragment (`sizes[k]` raw bytes).
+ */
 export interface WindowChunks {
   window: number;
   fps: string[];
   offsets: Uint32Array;
   lengths: Uint32Array;
+  sizes: Uint32Array;
   crcs: Uint32Array;
   raw: Uint8Array;
 }
@@ -108,7 +112,11 @@ export class Windows {
       throw new AssemblyError(`chunks for window ${c.window}, which is not being assembled`);
     const l = this.load(c.window);
     for (let k = 0; k < c.fps.length; k++)
-      l.chunks.set(c.fps[k], { bytes: c.raw.subarray(c.offsets[k], c.offsets[k] + c.lengths[k]), crc: c.crcs[k] });
+      l.chunks.set(c.fps[k], {
+        bytes: c.raw.subarray(c.offsets[k], c.offsets[k] + c.lengths[k]),
+        crc: c.crcs[k],
+        size: c.sizes[k],
+      });
     l.left--;
     l.wake();
   }
@@ -144,7 +152,7 @@ export class Windows {
       const have = new Map<string, ZipPiece>();
       for (const [fp, c] of kept) {
         const pinned = 2 * held.get(c.bytes.buffer)! >= c.bytes.buffer.byteLength;
-        have.set(fp, pinned ? c : { bytes: c.bytes.slice(), crc: c.crc });
+        have.set(fp, pinned ? c : { ...c, bytes: c.bytes.slice() });
       }
       this.have = have;
       this.loads.delete(this.window);
@@ -226,8 +234,8 @@ async function eachPiece(
       c = await windows.chunk(i);
     }
     use(c);
-    n += c.bytes.byteLength;
-    counter.bytes += c.bytes.byteLength;
+    n += pieceSize(c);
+    counter.bytes += pieceSize(c);
     if (eager) await drain();
   }
   if (n !== f.size) throw new AssemblyError(`"${f.name}" came out as ${n} bytes, its manifest says ${f.size}.`);
@@ -258,7 +266,10 @@ export async function assembleZip(
       zip.end();
       continue;
     }
-    zip.begin({ name: item.name, lastModified, size: item.size });
+    // Every file deflated, from its chunks' fragments: at most each chunk in stored blocks.
+    const f = plan.files[k];
+    const maxBytes = item.size + 5 * (f.refEnd - f.refStart + Math.ceil(item.size / 0xffff)) + 2;
+    zip.begin({ name: item.name, lastModified, size: item.size, deflate: { maxBytes } });
     await eachPiece(plan, windows, k++, counter, (c) => zip.data(c), drain);
     zip.end();
     counter.files++;

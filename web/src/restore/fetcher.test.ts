@@ -133,6 +133,7 @@ async function run(
         fps: packHex(entries.slice(0, requested).map((e) => e.fp)),
         offsets: new Uint32Array(requested),
         lengths: new Uint32Array(requested),
+        sizes: new Uint32Array(requested),
         crcs: new Uint32Array(requested),
         raw: new Uint8Array(0),
         kept: packHex(kept),

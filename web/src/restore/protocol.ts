@@ -6,14 +6,17 @@ import type { Method } from '../worker/bridge';
 import type { AssembleItem, AssemblePlan, WindowChunks } from './assemble';
 
 /**
- * Every chunk verified: raw bytes back to back, chunk k at offsets[k], fps n*20 in order,
- * crcs[k] the CRC-32 of chunk k (the zip's checksums are combined from them).
+ * Every chunk verified: its bytes back to back in `raw`, chunk k `lengths[k]` bytes at
+ * offsets[k], fps n*20 in order, sizes[k] its raw length and crcs[k] its CRC-32 (the zip's
+ * checksums are combined from them). For a zip the bytes are each chunk's deflate fragment
+ * (wasm-core's `deflate`), else its raw bytes (then `lengths` and `sizes` are the same).
  */
 export interface Verified {
   type: 'verified';
   fps: Uint8Array;
   offsets: Uint32Array;
   lengths: Uint32Array;
+  sizes: Uint32Array;
   crcs: Uint32Array;
   raw: Uint8Array;
   /** Fingerprints (20 bytes each) the worker's restore session kept from this answer. */
@@ -33,9 +36,10 @@ export interface RestoreApi {
    * A `chunks/get` answer (transferred): decode every chunk, recompute its fingerprint and
    * compare; the first `requested` are answered, the rest are the base chains of its deltas.
    * `restore` names the restore: the worker keeps one session per restore, which holds what
-   * its answers carried as stored so that later answers need not carry it again.
+   * its answers carried as stored so that later answers need not carry it again. `zip`:
+   * answer each chunk's deflate fragment instead of its raw bytes.
    */
-  verify: Method<{ bundle: Uint8Array; requested: number; restore: number }, Verified | Damaged>;
+  verify: Method<{ bundle: Uint8Array; requested: number; restore: number; zip: boolean }, Verified | Damaged>;
   /** Restore `restore` is over: its session's chunks are let go. */
   endRestore: Method<number, null>;
   /**

@@ -232,6 +232,8 @@ export class ChunkFetcher {
     private onError: (e: unknown) => void,
     /** The pause before a failed request's first retry (doubled for each next one). */
     private retryMs = FETCH_RETRY_MS,
+    /** The chunks go into a zip: each answered as its deflate fragment. */
+    private zip = false,
   ) {
     this.held = Array.from({ length: workers.size }, () => new Set<string>());
     this.forecast = this.held.map(() => new SessionForecast());
@@ -325,7 +327,7 @@ export class ChunkFetcher {
       fetched += bundle.byteLength;
       return bundle;
     };
-    const verify = (bundle: Uint8Array) => this.workers.verify(bundle, fps.length, worker, this.restoreId);
+    const verify = (bundle: Uint8Array) => this.workers.verify(bundle, fps.length, worker, this.restoreId, this.zip);
     const attempt = async (): Promise<typeof r> => {
       let bundle;
       let foreseen: Set<string> | null = null;
@@ -644,10 +646,10 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
     items,
     controller.signal,
     (window, fps, v) => {
-      // Each buffer once (lengths and crcs are views of one).
+      // Each buffer once (lengths, sizes and crcs are views of one).
       const list = [...new Set([v.raw.buffer, v.offsets.buffer, v.lengths.buffer, v.crcs.buffer])] as Transferable[];
-      const { offsets, lengths, crcs, raw } = v;
-      assembly?.signal({ type: 'chunks', window, fps, offsets, lengths, crcs, raw }, list);
+      const { offsets, lengths, sizes, crcs, raw } = v;
+      assembly?.signal({ type: 'chunks', window, fps, offsets, lengths, sizes, crcs, raw }, list);
     },
     (containers, bytes) => {
       progress.requestsDone++;
@@ -656,6 +658,8 @@ export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
       report();
     },
     (e) => finish(e),
+    FETCH_RETRY_MS,
+    format === 'zip',
   );
   fetcher.pump();
   return {

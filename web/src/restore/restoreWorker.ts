@@ -5,7 +5,8 @@
  * against the base chain the bundle carries after the answer, or against a chunk the
  * restore's session kept from an earlier answer), checked to be the chunk stored under its
  * fingerprint (the multi-buffer plain SHA-1, the collision-detecting fingerprint where that
- * differs: docs/FORMAT.md), and its CRC-32 computed for the zip. Nothing unverified leaves here.
+ * differs: docs/FORMAT.md), and its CRC-32 computed for the zip, for which each chunk is also
+ * deflated once, on its own (wasm-core's `deflate`). Nothing unverified leaves here.
  */
 import init, { ChunkEngine, RestoreSession } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN } from '../backup/hex';
@@ -40,14 +41,16 @@ function verify({
   bundle,
   requested,
   restore,
+  zip,
 }: {
   bundle: Uint8Array;
   requested: number;
   restore: number;
+  zip: boolean;
 }): Reply<Verified | Damaged> {
-  const r = readAnswer(sessionOf(restore).verify(bundle, requested));
+  const r = readAnswer(sessionOf(restore).verify(bundle, requested, zip));
   if (r.type === 'bad') return r;
-  // The head's buffer (fps, lengths, CRCs, kept), the raw bytes and the offsets.
+  // The head's buffer (fps, sizes, CRCs, kept, lengths), the bytes and the offsets.
   return transfer(r, [r.fps.buffer, r.raw.buffer, r.offsets.buffer]);
 }
 

@@ -50,12 +50,13 @@ export class RestoreWorkers {
    * Decodes and verifies a bundle (its buffer is transferred) on worker `worker`, in the
    * session of restore `restore`: its first `requested` chunks are answered, the rest are
    * base chains their deltas need. A restore sends each request to a fixed worker, whose
-   * session holds what that worker's earlier answers carried (`kept`).
+   * session holds what that worker's earlier answers carried (`kept`). `zip`: the answer
+   * carries each chunk's deflate fragment instead of its raw bytes.
    */
-  async verify(bundle: Uint8Array, requested: number, worker: number, restore: number): Promise<Verified> {
+  async verify(bundle: Uint8Array, requested: number, worker: number, restore: number, zip = false): Promise<Verified> {
     let r;
     try {
-      r = await this.pool.call(worker, 'verify', { bundle, requested, restore }, { transfer: [bundle.buffer] });
+      r = await this.pool.call(worker, 'verify', { bundle, requested, restore, zip }, { transfer: [bundle.buffer] });
     } catch (e) {
       if (!(e instanceof WorkerError)) throw e;
       const message = `the chunks could not be read: ${e.message}`;

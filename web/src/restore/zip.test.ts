@@ -1,3 +1,8 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { constants, deflateRawSync, inflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { crc32, crc32Combine } from './crc32';
 import { BlockWriter } from './blocks';
@@ -121,6 +126,80 @@ describe('zipPieces', () => {
         expect(u32(zip, data + e.size + 8)).toBe(e.size);
       }
     }
+  });
+
+  it('writes deflated entries from fragments that Info-ZIP and zlib read back', async () => {
+    // Fragments as wasm-core's `deflate` makes them: each chunk compressed on its own,
+    // ended by a sync flush (byte-aligned, not final), some repeated.
+    const text = new TextEncoder().encode('a line of a restored file\n'.repeat(3000));
+    const noise = Uint8Array.from({ length: 70_000 }, (_, i) => (Math.imul(i, 2654435761) >>> 13) & 0xff);
+    const chunks = [text.subarray(0, 9000), text.subarray(9000), noise, new Uint8Array(0)];
+    const fragment = (c: Uint8Array): ZipPiece => ({
+      bytes: deflateRawSync(c, { level: 1, finishFlush: constants.Z_SYNC_FLUSH }),
+      crc: crc32(c),
+      size: c.length,
+    });
+    const files = {
+      'a.txt': [0, 1, 0, 3, 1],
+      'sub/noise.bin': [2, 0, 2],
+      empty: [],
+    };
+    const when = new Date(2024, 5, 7, 8, 9, 10);
+    const entries: ZipEntry[] = Object.entries(files).map(([name, order]) => {
+      const size = order.reduce((n, k) => n + chunks[k].length, 0);
+      return {
+        name,
+        lastModified: when,
+        size,
+        deflate: { maxBytes: size + 5 * (order.length + Math.ceil(size / 0xffff)) + 2 },
+        data: (async function* () {
+          for (const k of order) yield fragment(chunks[k]);
+        })(),
+      };
+    });
+    const zip = concat(await collect(zipPieces(entries)));
+    const want = (order: number[]) => concat(order.map((k) => chunks[k]));
+    const list = centralDirectory(zip, 0);
+    expect(list.map((e) => [e.name, e.size, e.crc])).toEqual(
+      Object.entries(files).map(([name, order]) => [name, want(order).length, crc32(want(order))]),
+    );
+    expect(zip.length).toBeLessThan(want(files['a.txt']).length + want(files['sub/noise.bin']).length);
+    for (const e of list) {
+      const nameLen = u16(zip, e.offset + 26);
+      expect(u16(zip, e.offset + 8)).toBe(8); // deflated
+      const data = e.offset + 30 + nameLen + u16(zip, e.offset + 28);
+      const cdAt = zip.length - 22;
+      const next = list.find((x) => x.offset > e.offset)?.offset ?? u32(zip, cdAt + 16);
+      // The data descriptor: signature, CRC, compressed size, size.
+      const csize = next - 16 - data;
+      expect(u32(zip, data + csize)).toBe(0x08074b50);
+      expect(u32(zip, data + csize + 8)).toBe(csize);
+      expect(u32(zip, data + csize + 12)).toBe(e.size);
+      expect(inflateRawSync(zip.subarray(data, data + csize))).toEqual(
+        Buffer.from(want(files[e.name as keyof typeof files])),
+      );
+    }
+    // Info-ZIP's unzip (what the e2e suite unpacks restores with) checks every CRC.
+    const dir = mkdtempSync(path.join(tmpdir(), 'zip-'));
+    try {
+      writeFileSync(path.join(dir, 'x.zip'), zip);
+      execFileSync('unzip', ['-tq', path.join(dir, 'x.zip')]);
+      expect(execFileSync('unzip', ['-p', path.join(dir, 'x.zip'), 'sub/noise.bin'])).toEqual(
+        Buffer.from(want(files['sub/noise.bin'])),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses fragments in a stored entry, and a deflated entry past the bound it was begun with', () => {
+    const w = new ZipWriter(() => {});
+    w.begin({ name: 'x', lastModified: new Date(), size: 10 });
+    expect(() => w.data({ bytes: new Uint8Array(4), crc: 0, size: 10 })).toThrow(ZipError);
+    const d = new ZipWriter(() => {});
+    d.begin({ name: 'y', lastModified: new Date(), deflate: { maxBytes: 100 } });
+    d.data({ bytes: new Uint8Array(4), crc: 0, size: 2 ** 32 });
+    expect(() => d.end()).toThrow(/larger than its entry was begun for/);
   });
 
   it('refuses a file whose bytes do not add up to its size', async () => {

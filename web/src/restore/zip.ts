@@ -1,18 +1,31 @@
 /**
- * A streaming zip writer for restores: entries stored (no compression: backed-up data is
- * restored as it was, and most large files compress poorly), each file's CRC-32 combined
- * from the CRCs of its pieces (computed by the restore workers as they verify chunks), so
- * the page only writes headers. Sizes and CRCs follow each file in a data descriptor. ZIP64
- * records are written where a size, an offset or the entry count exceeds the classic
- * fields (files of 4 GiB and more, archives past 4 GiB), as APPNOTE 4.5.3 describes.
+ * A streaming zip writer for restores: each file's CRC-32 combined from the CRCs of its
+ * pieces (computed by the restore workers as they verify chunks), so the writer only writes
+ * headers. An entry is stored (its pieces are the file's bytes) or deflated (method 8, its
+ * pieces the chunks' deflate fragments, wasm-core's `deflate`, each compressed once by the
+ * restore workers however often the version repeats it; the writer ends the stream with the
+ * final empty block). Sizes and CRCs follow each file in a data descriptor. ZIP64 records
+ * are written where a size, an offset or the entry count exceeds the classic fields (files
+ * of 4 GiB and more, archives past 4 GiB), as APPNOTE 4.5.3 describes.
  */
 import { crc32Combine } from './crc32';
 
 export interface ZipPiece {
+  /** The file's bytes, or in a deflated entry a deflate fragment of them. */
   bytes: Uint8Array;
-  /** CRC-32 of `bytes`. */
+  /** CRC-32 of the file's bytes the piece holds. */
   crc: number;
+  /** How many of the file's bytes the piece holds (`bytes.length` when absent). */
+  size?: number;
 }
+
+/** The file bytes `p` holds. */
+export function pieceSize(p: ZipPiece): number {
+  return p.size ?? p.bytes.byteLength;
+}
+
+/** A deflate stream of fragments ends with a final empty block of fixed codes. */
+const DEFLATE_END = new Uint8Array([0x03, 0x00]);
 
 export interface ZipEntry extends ZipEntryHead {
   data?: AsyncIterable<ZipPiece>;
@@ -61,10 +74,13 @@ class Writer {
 interface Central {
   name: Uint8Array;
   dir: boolean;
+  deflate: boolean;
   time: number;
   date: number;
   crc: number;
   size: number;
+  /** Bytes of the entry's data as written (`size` when stored). */
+  csize: number;
   offset: number;
   zip64: boolean;
 }
@@ -78,12 +94,18 @@ export interface ZipEntryHead {
   dir?: boolean;
   /** File size, known before the data: it is checked against the bytes written. */
   size?: number;
+  /**
+   * Deflated (method 8): the pieces are deflate fragments, at most `deflate.maxBytes` of
+   * them in all (decides ZIP64 before the data, as `size` does for a stored file).
+   */
+  deflate?: { maxBytes: number };
 }
 
 interface Open {
   name: Uint8Array;
   zipName: string;
   dir: boolean;
+  deflate: boolean;
   time: number;
   date: number;
   zip64: boolean;
@@ -91,6 +113,7 @@ interface Open {
   expected?: number;
   crc: number;
   size: number;
+  csize: number;
 }
 
 /**
@@ -116,14 +139,15 @@ export class ZipWriter {
     const name = utf8.encode(e.name);
     const { time, date } = dosTime(e.lastModified);
     const dir = !!e.dir;
-    // A file whose size does not fit 32 bits gets ZIP64 sizes in its local header and
-    // data descriptor (the size is known before the data, so the choice is made here).
-    const zip64 = !dir && (e.size ?? 0) >= MAX32;
+    const deflate = !dir && !!e.deflate;
+    // A file whose sizes may not fit 32 bits gets ZIP64 sizes in its local header and
+    // data descriptor (they are bounded before the data, so the choice is made here).
+    const zip64 = !dir && Math.max(e.size ?? 0, e.deflate?.maxBytes ?? 0) >= MAX32;
     const local = new Writer(30 + name.length + (zip64 ? 20 : 0));
     local.u32(0x04034b50);
     local.u16(zip64 ? 45 : 20);
     local.u16(dir ? 0x0800 : 0x0808); // UTF-8 names; data descriptor for files
-    local.u16(0); // stored
+    local.u16(deflate ? 8 : 0);
     local.u16(time);
     local.u16(date);
     local.u32(0);
@@ -142,6 +166,7 @@ export class ZipWriter {
       name,
       zipName: e.name,
       dir,
+      deflate,
       time,
       date,
       zip64,
@@ -149,6 +174,7 @@ export class ZipWriter {
       expected: e.size,
       crc: 0,
       size: 0,
+      csize: 0,
     };
     this.emit(local.bytes);
   }
@@ -156,8 +182,11 @@ export class ZipWriter {
   data(p: ZipPiece) {
     const o = this.open;
     if (!o || o.dir) throw new ZipError('file data outside a file entry');
-    o.crc = crc32Combine(o.crc, p.crc, p.bytes.length);
-    o.size += p.bytes.length;
+    const size = pieceSize(p);
+    if (!o.deflate && size !== p.bytes.length) throw new ZipError(`"${o.zipName}" is stored, not deflated`);
+    o.crc = crc32Combine(o.crc, p.crc, size);
+    o.size += size;
+    o.csize += p.bytes.length;
     this.emit(p.bytes);
   }
 
@@ -165,30 +194,48 @@ export class ZipWriter {
     const o = this.open;
     if (!o) throw new ZipError('no entry to end');
     this.open = null;
-    const { dir, crc, size, zip64 } = o;
+    const { dir, deflate, crc, size, zip64 } = o;
     if (!dir && o.expected !== undefined && size !== o.expected)
       throw new ZipError(`"${o.zipName}" came out as ${size} bytes, not ${o.expected}`);
+    if (deflate) {
+      o.csize += DEFLATE_END.length;
+      this.emit(DEFLATE_END.slice());
+    }
+    const { csize } = o;
+    if (!zip64 && Math.max(size, csize) >= MAX32)
+      throw new ZipError(`"${o.zipName}" came out larger than its entry was begun for`);
     if (!dir) {
       const dd = new Writer(zip64 ? 24 : 16);
       dd.u32(0x08074b50);
       dd.u32(crc);
       if (zip64) {
-        dd.u64(size);
+        dd.u64(csize);
         dd.u64(size);
       } else {
-        dd.u32(size);
+        dd.u32(csize);
         dd.u32(size);
       }
       this.emit(dd.bytes);
     }
-    this.central.push({ name: o.name, dir, time: o.time, date: o.date, crc, size, offset: o.offset, zip64 });
+    this.central.push({
+      name: o.name,
+      dir,
+      deflate,
+      time: o.time,
+      date: o.date,
+      crc,
+      size,
+      csize,
+      offset: o.offset,
+      zip64,
+    });
   }
 
   finish() {
     if (this.open) throw new ZipError(`"${this.open.zipName}" was not ended`);
     const cdStart = this.offset;
     for (const c of this.central) {
-      const bigSize = c.size >= MAX32;
+      const bigSize = Math.max(c.size, c.csize) >= MAX32;
       const bigOffset = c.offset >= MAX32;
       const extra = (bigSize ? 16 : 0) + (bigOffset ? 8 : 0);
       const w = new Writer(46 + c.name.length + (extra ? 4 + extra : 0));
@@ -197,11 +244,11 @@ export class ZipWriter {
       w.u16((3 << 8) | 45); // made by: Unix, 4.5
       w.u16(needs64 ? 45 : 20);
       w.u16(c.dir ? 0x0800 : 0x0808);
-      w.u16(0);
+      w.u16(c.deflate ? 8 : 0);
       w.u16(c.time);
       w.u16(c.date);
       w.u32(c.crc);
-      w.u32(bigSize ? MAX32 : c.size);
+      w.u32(bigSize ? MAX32 : c.csize);
       w.u32(bigSize ? MAX32 : c.size);
       w.u16(c.name.length);
       w.u16(extra ? 4 + extra : 0);
@@ -216,7 +263,7 @@ export class ZipWriter {
         w.u16(extra);
         if (bigSize) {
           w.u64(c.size);
-          w.u64(c.size);
+          w.u64(c.csize);
         }
         if (bigOffset) w.u64(c.offset);
       }
