@@ -13,7 +13,7 @@ import { concat } from './blocks';
 import { crc32 } from './crc32';
 import { planRestore, type ChunkLoc, type RestorePlan } from './plan';
 import { PortWriter, portReader } from './port';
-import { zipPieces, type ZipEntry } from './zip';
+import { deflatedMax, zipPieces, type ZipEntry } from './zip';
 
 /** A deterministic pseudo-random byte source (xorshift32). */
 function bytesOf(seed: number, n: number): Uint8Array {
@@ -164,7 +164,7 @@ describe('assembly', () => {
             name: i.name,
             lastModified: new Date(i.mtime),
             size: i.size,
-            deflate: { maxBytes: i.size + 5 * (i.recipe.length + Math.ceil(i.size / 0xffff)) + 2 },
+            deflate: { maxBytes: deflatedMax(i.size, i.recipe.length) },
             data: (async function* () {
               for (const fp of i.recipe) {
                 const c = chunks.get(fp)!;

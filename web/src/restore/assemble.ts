@@ -16,7 +16,7 @@ import { BlockWriter, BLOCK_BYTES, concat } from './blocks';
 import { browserReason, FolderError, type FolderTarget } from './folder';
 import type { PortWriter } from './port';
 import type { RestorePlan } from './plan';
-import { pieceSize, ZipWriter, type ZipPiece } from './zip';
+import { deflatedMax, pieceSize, ZipWriter, type ZipPiece } from './zip';
 
 /** An item of the restore as the assembler needs it (names already sanitised and unique). */
 export interface AssembleItem {
@@ -266,10 +266,14 @@ export async function assembleZip(
       zip.end();
       continue;
     }
-    // Every file deflated, from its chunks' fragments: at most each chunk in stored blocks.
-    const f = plan.files[k];
-    const maxBytes = item.size + 5 * (f.refEnd - f.refStart + Math.ceil(item.size / 0xffff)) + 2;
-    zip.begin({ name: item.name, lastModified, size: item.size, deflate: { maxBytes } });
+    // Every file deflated, from its chunks' fragments.
+    const { refStart, refEnd } = plan.files[k];
+    zip.begin({
+      name: item.name,
+      lastModified,
+      size: item.size,
+      deflate: { maxBytes: deflatedMax(item.size, refEnd - refStart) },
+    });
     await eachPiece(plan, windows, k++, counter, (c) => zip.data(c), drain);
     zip.end();
     counter.files++;

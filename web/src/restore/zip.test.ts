@@ -6,7 +6,7 @@ import { constants, deflateRawSync, inflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { crc32, crc32Combine } from './crc32';
 import { BlockWriter } from './blocks';
-import { zipPieces, ZipError, ZipWriter, type ZipEntry, type ZipPiece } from './zip';
+import { deflatedMax, zipPieces, ZipError, ZipWriter, type ZipEntry, type ZipPiece } from './zip';
 
 const u16 = (b: Uint8Array, at: number) => b[at] | (b[at + 1] << 8);
 const u32 = (b: Uint8Array, at: number) => (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0;
@@ -151,7 +151,7 @@ describe('zipPieces', () => {
         name,
         lastModified: when,
         size,
-        deflate: { maxBytes: size + 5 * (order.length + Math.ceil(size / 0xffff)) + 2 },
+        deflate: { maxBytes: deflatedMax(size, order.length) },
         data: (async function* () {
           for (const k of order) yield fragment(chunks[k]);
         })(),

@@ -27,6 +27,14 @@ export function pieceSize(p: ZipPiece): number {
 /** A deflate stream of fragments ends with a final empty block of fixed codes. */
 const DEFLATE_END = new Uint8Array([0x03, 0x00]);
 
+/**
+ * The most a deflated entry of `size` bytes in `pieces` fragments can take: each fragment is
+ * at most its bytes in stored blocks (5 bytes a block of up to 65 535), then the end block.
+ */
+export function deflatedMax(size: number, pieces: number): number {
+  return size + 5 * (pieces + Math.ceil(size / 0xffff)) + DEFLATE_END.length;
+}
+
 export interface ZipEntry extends ZipEntryHead {
   data?: AsyncIterable<ZipPiece>;
 }
