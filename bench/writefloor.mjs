@@ -1,9 +1,10 @@
-// What writing a restored zip costs the browser, before any restore work: the page assembles
-// an archive of (b)'s size (the parent folder of the typescript releases, as bench:restore's
-// (b)) from chunks it already holds and hands it to each of the browser's sinks, against
-// `restic restore` of the same folder in interleaved rounds (medians). It bounds what a
-// restore through the page can reach: `speed_vs_restic` of bench:restore cannot beat restic's
-// time over this floor.
+// What writing a stored archive costs the browser, before any restore work: the page
+// assembles an archive of (b)'s size (the parent folder of the typescript releases, as
+// bench:restore's (b)) from chunks it already holds and hands it to each of the browser's
+// sinks, against `restic restore` of the same folder in interleaved rounds (medians). It is
+// the cost per byte the browser's sinks put on a restore's output; a restore's zip is deflated
+// (docs/FORMAT.md, "Restore zips"), so bench:restore writes less than this archive: (b)'s zip
+// is about a third of its size.
 //
 // The archive: `logical` bytes as ~8 KiB pieces (bench:restore's (b) references ~26 000
 // chunks) taken at random from `unique` bytes of distinct buffers (the chunks a restore

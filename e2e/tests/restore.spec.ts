@@ -97,6 +97,9 @@ test('back up three releases, restore version 2 as a zip identical to its folder
     total += a.length;
   }
   expect(total).toBe(v2.stats.logical_bytes);
+  // Deflated (docs/FORMAT.md, "Restore zips"): a release's JavaScript and type definitions
+  // take well under half their size in the zip.
+  expect(statSync(zip).size).toBeLessThan(total / 2);
   expect(errors).toEqual([]);
 });
 

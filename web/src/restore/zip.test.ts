@@ -192,6 +192,31 @@ describe('zipPieces', () => {
     }
   });
 
+  it('gives a deflated entry that may pass 4 GiB its ZIP64 sizes, compressed and not', () => {
+    const parts: Uint8Array[] = [];
+    const w = new ZipWriter((b) => parts.push(b.slice()));
+    const size = 2 ** 32 + 5;
+    w.begin({ name: 'big', lastModified: new Date(2024, 0, 1), size, deflate: { maxBytes: deflatedMax(size, 1) } });
+    w.data({ bytes: new Uint8Array(10), crc: 7, size });
+    w.end();
+    w.finish();
+    const zip = concat(parts);
+    expect(u16(zip, 4)).toBe(45); // version needed: ZIP64
+    expect(u16(zip, 8)).toBe(8);
+    const data = 30 + 3 + 20;
+    // The data descriptor after the 10 bytes and the end block: CRC, then 8-byte sizes.
+    expect(u32(zip, data + 12)).toBe(0x08074b50);
+    expect(u32(zip, data + 16)).toBe(7);
+    expect(u64(zip, data + 20)).toBe(12);
+    expect(u64(zip, data + 28)).toBe(size);
+    const [e] = centralDirectory(zip, 0);
+    expect([e.name, e.size, e.crc, e.offset]).toEqual(['big', size, 7, 0]);
+    // Its central record: both 32-bit sizes saturated, the extra field's size then compressed size.
+    const cd = u32(zip, zip.length - 22 + 16);
+    expect([u32(zip, cd + 20), u32(zip, cd + 24)]).toEqual([0xffffffff, 0xffffffff]);
+    expect([u16(zip, cd + 46 + 3), u64(zip, cd + 46 + 3 + 4), u64(zip, cd + 46 + 3 + 12)]).toEqual([1, size, 12]);
+  });
+
   it('refuses fragments in a stored entry, and a deflated entry past the bound it was begun with', () => {
     const w = new ZipWriter(() => {});
     w.begin({ name: 'x', lastModified: new Date(), size: 10 });
