@@ -11,7 +11,8 @@
 //! chunks' bytes in that order, so the assembler writes a file's entry from its chunks'
 //! fragments exactly as it writes stored data (the same idea as pigz's independent blocks).
 //! What is lost is the history across chunk boundaries (a chunk cannot refer to the one
-//! before it), a few per cent of the ratio at the chunk sizes a backup cuts.
+//! before it): at the chunk sizes a backup cuts, the output is about a sixth larger than
+//! compressing whole files at the same level (docs/BENCHMARKS.md).
 //!
 //! Level 1 is used: a zip is written once and read once, and the time a restore spends
 //! compressing must stay below what the smaller output saves the browser in writing it
