@@ -19,13 +19,17 @@ function chunk(seed: number, n: number) {
 
 describe('readAnswer', () => {
   const chunks = [chunk(1, 5000), chunk(2, 70_000), chunk(3, 1)];
-  const bundle = () => encodeBundle(chunks);
-
-  it('reads raw bytes back to back, each with its length and CRC-32', () => {
+  /** The chunks verified by a fresh session, as raw bytes or (`zip`) as fragments. */
+  const verified = (zip: boolean) => {
     const session = new RestoreSession();
-    const r = readAnswer(session.verify(bundle(), 3, false));
+    const r = readAnswer(session.verify(encodeBundle(chunks), chunks.length, zip));
     session.free();
     if (r.type !== 'verified') throw new Error(r.reason);
+    return r;
+  };
+
+  it('reads raw bytes back to back, each with its length and CRC-32', () => {
+    const r = verified(false);
     expect([...r.sizes]).toEqual([5000, 70_000, 1]);
     expect([...r.lengths]).toEqual([...r.sizes]);
     expect([...r.crcs]).toEqual(chunks.map((c) => crc32(c.stored)));
@@ -33,10 +37,7 @@ describe('readAnswer', () => {
   });
 
   it("reads a zip's deflate fragments, which inflate to the chunks", () => {
-    const session = new RestoreSession();
-    const r = readAnswer(session.verify(bundle(), 3, true));
-    session.free();
-    if (r.type !== 'verified') throw new Error(r.reason);
+    const r = verified(true);
     expect([...r.sizes]).toEqual([5000, 70_000, 1]);
     expect([...r.crcs]).toEqual(chunks.map((c) => crc32(c.stored)));
     expect(r.offsets[2] + r.lengths[2]).toBe(r.raw.length);

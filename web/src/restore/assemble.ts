@@ -234,8 +234,9 @@ async function eachPiece(
       c = await windows.chunk(i);
     }
     use(c);
-    n += pieceSize(c);
-    counter.bytes += pieceSize(c);
+    const size = pieceSize(c);
+    n += size;
+    counter.bytes += size;
     if (eager) await drain();
   }
   if (n !== f.size) throw new AssemblyError(`"${f.name}" came out as ${n} bytes, its manifest says ${f.size}.`);
