@@ -484,8 +484,10 @@ async function clickClock(page) {
  * them), `sink` (the page's, `data-sink`), `cpu` (ms, click to on disk: [`cpuSpent`]),
  * `zipBytes, checked }`.
  * With `link: { mbit, rttMs }` the page's network is throttled to that link ([`emulateLink`]).
+ * With `pause` (seconds) the click comes that long after the version's row shows, as a person
+ * reads the list before clicking; without, at once.
  */
-export async function restoreZip(browser, server, version, folder, scratch, { link, sink = 'stream' } = {}) {
+export async function restoreZip(browser, server, version, folder, scratch, { link, sink = 'stream', pause = 0 } = {}) {
   const page = await openApp(browser, server, {
     noSavePicker: true,
     serviceWorkers: sink === 'blob' ? 'block' : 'allow',
@@ -506,6 +508,7 @@ export async function restoreZip(browser, server, version, folder, scratch, { li
   await page.getByTestId('tab-versions').click();
   const zipButton = page.locator(`[data-testid=version-row][data-version="${version}"] [data-testid=version-zip]`);
   await zipButton.waitFor();
+  if (pause) await page.waitForTimeout(pause * 1000);
 
   const failed = page
     .getByTestId('restore-error')

@@ -14,6 +14,7 @@ pub mod hash;
 pub mod resemble;
 pub mod restore;
 pub mod search;
+pub mod warm_up;
 
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;

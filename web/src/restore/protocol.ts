@@ -42,6 +42,8 @@ export interface RestoreApi {
   verify: Method<{ bundle: Uint8Array; requested: number; restore: number; zip: boolean }, Verified | Damaged>;
   /** Restore `restore` is over: its session's chunks are let go. */
   endRestore: Method<number, null>;
+  /** Runs the restore's code on a synthetic answer, so that the engine optimises it before a restore needs it. */
+  warmUp: Method<null, null>;
   /**
    * A file on disk cut with the backup's chunker and every chunk named by its lookup key
    * (plain SHA-1, 20 bytes each): a restore into a folder compares it with the recipe to skip

@@ -8,7 +8,7 @@
  * differs: docs/FORMAT.md), and its CRC-32 computed for the zip, for which each chunk is also
  * deflated once, on its own (wasm-core's `deflate`). Nothing unverified leaves here.
  */
-import init, { ChunkEngine, RestoreSession } from '../wasm-pkg/wasm_core.js';
+import init, { ChunkEngine, RestoreSession, warmUpRestore } from '../wasm-pkg/wasm_core.js';
 import { FP_LEN } from '../backup/hex';
 import { expose, transfer, type Reply } from '../worker/bridge';
 import { readAnswer } from './answer';
@@ -87,6 +87,15 @@ async function fingerprintFile(file: File): Promise<Reply<Uint8Array>> {
   return transfer(out, [out.buffer]);
 }
 
-expose<RestoreApi>({ verify, endRestore, fingerprintFile }, async (module) => {
+/**
+ * Runs a synthetic zip answer through the restore's code (wasm-core's `warm_up`), so that the
+ * engine has optimised it before the first restore's answers arrive.
+ */
+function warmUp(): null {
+  warmUpRestore();
+  return null;
+}
+
+expose<RestoreApi>({ verify, endRestore, fingerprintFile, warmUp }, async (module) => {
   await init({ module_or_path: module as WebAssembly.Module });
 });

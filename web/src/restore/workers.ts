@@ -28,6 +28,9 @@ export function restoreWorkerCount(): number {
   return Math.max(1, Math.min(2, navigator.hardwareConcurrency || 1));
 }
 
+/** Whether a pool has run the restore's warm-up in this page. */
+let warmedUp = false;
+
 export class RestoreWorkers {
   private constructor(private pool: WorkerPool<RestoreApi>) {}
 
@@ -38,6 +41,12 @@ export class RestoreWorkers {
       size: count,
       init: await coreModule(),
     });
+    // Once per page (the compiled module, and so its optimised code, serves every pool), on
+    // the last worker: a restore's first answer goes to the first.
+    if (!warmedUp) {
+      warmedUp = true;
+      pool.call(pool.size - 1, 'warmUp', null).catch(() => (warmedUp = false));
+    }
     return new RestoreWorkers(pool);
   }
 
