@@ -33,6 +33,7 @@ import { hotFps, previousVersion, rememberCommitted } from './previous';
 import { DEFAULT_SETTINGS, type SourceSettings } from './sourcesettings';
 import { Uploader, type Candidate } from './uploader';
 import { pageCore } from '../wasm/page';
+import { beginHeavyWork } from '../worker/heavyWork';
 
 /**
  * Files at least this large are split into SEGMENT_BYTES segments chunked by several
@@ -360,6 +361,7 @@ export class BackupJob {
 
   async run(): Promise<BackupProgress> {
     const timer = setInterval(() => this.emit(), 250);
+    const endHeavyWork = beginHeavyWork();
     try {
       const version = await this.backup();
       this.progress.version = version;
@@ -385,6 +387,7 @@ export class BackupJob {
         })
         .catch(() => {});
     } finally {
+      endHeavyWork();
       clearInterval(timer);
       this.emit();
     }

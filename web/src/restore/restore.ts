@@ -46,6 +46,7 @@ import {
   type RestoreWorkers,
   type Verified,
 } from './workers';
+import { beginHeavyWork } from '../worker/heavyWork';
 
 export interface RestoreItem {
   /** The name in the archive (sanitised, unique). */
@@ -529,6 +530,18 @@ export async function planFor(
  * unless the page reads `stream`.
  */
 export async function startRestore(opts: RestoreOptions): Promise<RestoreJob> {
+  const endHeavyWork = beginHeavyWork();
+  try {
+    const job = await restoreJob(opts);
+    job.done.then(endHeavyWork, endHeavyWork);
+    return job;
+  } catch (e) {
+    endHeavyWork();
+    throw e;
+  }
+}
+
+async function restoreJob(opts: RestoreOptions): Promise<RestoreJob> {
   const { api, items, format } = opts;
   const files = items.filter((i) => i.kind === 'file');
   if (format === 'file' && files.length !== 1) throw new RestoreError('a single-file restore needs exactly one file');

@@ -214,9 +214,10 @@ export interface SearchApi {
    * Runs a first search's code over synthetic chunks until the browser has optimised it (one
    * worker of the page's first pool does, once the page has settled: the compiled module,
    * and so its optimised code, is shared), a step per task; a search that begins meanwhile
-   * stops it, and after a search it does nothing. Answers the steps run.
+   * stops it, as does the signal `stop` (heavy work began on the page), and after a search it
+   * does nothing. Answers the steps run.
    */
-  warmUpFirstSearch: Method<null, number>;
+  warmUpFirstSearch: Method<null, number, never, 'stop'>;
   /**
    * `requestBytes`: raw bytes of chunks per `chunks/get` request. At most `limit` matches
    * (fails with [`tooManyMatches`] past it); the page checks the jobs' sum.

@@ -24,7 +24,7 @@ import { Api, ApiError } from '../api/client';
 import { fpHex, fpHexes, FP_LEN } from '../backup/hex';
 import { CODEC_DELTA, keywordBytes, RECIPES_NOT_HELD, TooManyMatches, type StoredChunks } from './protocol';
 import { deleteCacheFile, readCacheFile, writeCacheFile } from './deviceCache';
-import { expose, transfer } from '../worker/bridge';
+import { expose, transfer, type Context } from '../worker/bridge';
 import { coldKeywordSets, coldSample, coldStep, COLD_WARM_UP_ROUNDS } from './warmup';
 import { Turns } from './turns';
 import type { ContainerJob, FileBatch, SearchApi, SearchQuery } from './protocol';
@@ -308,15 +308,17 @@ function endReserve() {
   r.done(bytes);
 }
 
-/** Runs the warm-up a step per task until done or a search begins; answers the steps run. */
-function warmUpCold(): Promise<number> {
+/** Runs the warm-up a step per task until done, a search begins or `stop`; answers the steps run. */
+function warmUpCold(ctx: Context<never, 'stop'>): Promise<number> {
+  let stopped = false;
+  ctx.onSignal(() => (stopped = true));
   return new Promise((resolve) => {
     const sample = coldSample();
     const sets = coldKeywordSets(sample);
     const steps = Array.from({ length: COLD_WARM_UP_ROUNDS }, () => sets).flat();
     let ran = 0;
     perTask(() => {
-      if (cur || scanning || ran === steps.length) {
+      if (cur || scanning || stopped || ran === steps.length) {
         resolve(ran);
         return false;
       }
@@ -681,7 +683,7 @@ expose<SearchApi>(
           return false;
         });
       }),
-    warmUpFirstSearch: () => warmUpCold(),
+    warmUpFirstSearch: (_, ctx) => warmUpCold(ctx),
     clearCache: async () => {
       const c = cache;
       if (!c) return;

@@ -1,6 +1,7 @@
 /** The search workers: a small pool on the worker bridge, sharing the page's compiled wasm-core module. */
 import { coreModule } from '../wasm/loader';
 import { WorkerPool } from '../worker/bridge';
+import { runWhenQuiet } from '../worker/heavyWork';
 import type { SearchApi } from './protocol';
 import { forgetWorker } from './search';
 
@@ -11,7 +12,7 @@ let spare: Promise<SearchWorkers> | null = null;
 
 /** Whether a pool has run the first search's warm-up in this page (`warmUpFirstSearch`). */
 let firstSearchWarmedUp = false;
-/** How long after its pool starts the first search's warm-up waits for the page to settle. */
+/** How long the first search's warm-up waits for the page to settle (after its pool starts, after a restore or backup). */
 const FIRST_SEARCH_WARM_UP_DELAY_MS = 2000;
 
 /** Whether the page's token may search: only then are idle workers kept. */
@@ -67,14 +68,26 @@ export async function startSearchWorkers(
   });
   started = pool;
   // One worker runs a first search's code until it is optimised, once per page (the module,
-  // and so its optimised code, is shared by every pool), once the page has settled: the
-  // browser's compiling takes both cores for a while, which a search, a backup or the page's
-  // own start should not share. A search stops it, and one that ran leaves nothing to do.
+  // and so its optimised code, is shared by every pool), once the page has settled and no
+  // restore or backup runs: the browser's compiling takes both cores for a while, which a
+  // search, a restore, a backup or the page's own start should not share. A search stops
+  // it, and one that ran leaves nothing to do; a restore or a backup stops it, and it runs
+  // again after them.
   if (!firstSearchWarmedUp) {
     firstSearchWarmedUp = true;
+    const warmUp = async (stop: AbortSignal) => {
+      const run = pool.request(0, 'warmUpFirstSearch', null);
+      const onStop = () => run.signal('stop');
+      stop.addEventListener('abort', onStop);
+      try {
+        await run.answer;
+      } finally {
+        stop.removeEventListener('abort', onStop);
+      }
+      return !stop.aborted;
+    };
     // A pool ended before (the tab closed) leaves it to the next pool.
-    const run = () => void pool.call(0, 'warmUpFirstSearch', null).catch(() => (firstSearchWarmedUp = false));
-    setTimeout(run, FIRST_SEARCH_WARM_UP_DELAY_MS);
+    runWhenQuiet(warmUp, FIRST_SEARCH_WARM_UP_DELAY_MS).catch(() => (firstSearchWarmedUp = false));
   }
   return pool;
 }
