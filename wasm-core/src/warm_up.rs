@@ -1,18 +1,20 @@
-//! Warm-up: a worker runs a small synthetic job through the code of its real work as soon as
-//! it starts, so that the engine has optimised that code before the user's first job.
+//! Warm-up: a synthetic job run through the restore's code before the user's first restore,
+//! so that the engine has optimised that code by the click.
 //!
 //! Browsers compile a Wasm module quickly and unoptimised (V8's Liftoff, SpiderMonkey's
 //! baseline compiler) and optimise a function on background threads once it has run enough
 //! (V8's dynamic tiering). A restore is the heaviest work a page does, and its hot functions
 //! (zstd decoding, delta and frame decoding, the multi-buffer SHA-1, CRC-32, deflate) would
 //! otherwise first run hot during the user's restore: its first answers on unoptimised code,
-//! with the optimising compiler taking a core from them. Run here while the user is still
-//! choosing what to restore, they are optimised by the click (docs/BENCHMARKS.md, "Warm-up").
+//! with the optimising compiler taking a core from them. One restore worker runs the job when
+//! the page starts its restore workers (the Versions tab), once per page: the compiled module,
+//! and so its optimised code, serves every worker (docs/BENCHMARKS.md, "The restore's code
+//! optimised before the click").
 //!
 //! The job is built here, not fetched: nothing of the repository is read before the user
 //! asks for it. It has the shapes a restore's answers have ([`crate::restore`]): members of
-//! a frame stored as slices of a frame that is a delta on an older frame, a delta on a whole
-//! chunk, a zstd chunk and a raw chunk of random bytes (stored, not deflated).
+//! a frame stored as slices of a frame that is a delta on an older frame, deltas on whole
+//! chunks, zstd chunks and a raw chunk of random bytes (stored, not deflated).
 
 use crate::{
     format::bundle::{BundleWriter, Codec},
@@ -152,7 +154,7 @@ fn restore_job() -> (Vec<u8>, usize, Vec<Vec<u8>>) {
 }
 
 /// Rounds of the restore job: enough that its hot functions count as hot in V8 (a round is
-/// ~330 chunks, ~300 KB).
+/// 305 chunks, ~330 KB).
 const RESTORE_ROUNDS: usize = 4;
 
 /// Runs the restore job through [`RestoreSession::verify`] as a zip's answers are, in a
