@@ -8,6 +8,7 @@ import { fpHex } from '../backup/hex';
 import { permitted } from '../input/permission';
 import type { RestoreItem } from './restore';
 import type { RestoreWorkers } from './workers';
+import { beginHeavyWork } from '../worker/heavyWork';
 
 type DirectoryPicker = (opts?: { mode?: 'read' | 'readwrite'; id?: string }) => Promise<FileSystemDirectoryHandle>;
 
@@ -188,6 +189,22 @@ const LIST_AHEAD = 256;
 
 /** Leaves out the files the folder already holds with the same size and chunks. */
 export async function skipPresent(
+  target: FolderTarget,
+  items: RestoreItem[],
+  workers: RestoreWorkers,
+  signal?: AbortSignal,
+  onChecked?: (files: number, of: number) => void,
+): Promise<PresentCheck> {
+  // Reading and chunking the folder's files is a restore's work too (heavyWork.ts).
+  const endHeavyWork = beginHeavyWork();
+  try {
+    return await checkPresent(target, items, workers, signal, onChecked);
+  } finally {
+    endHeavyWork();
+  }
+}
+
+async function checkPresent(
   target: FolderTarget,
   items: RestoreItem[],
   workers: RestoreWorkers,

@@ -1,6 +1,6 @@
 /**
- * The page's heavy work in progress (a restore, a backup), so that work done only to prepare
- * for later keeps off the cores meanwhile.
+ * The page's heavy work in progress (a restore, with its check of a folder's files, and a
+ * backup), so that work done only to prepare for later keeps off the cores meanwhile.
  *
  * On a machine of two cores a restore or a backup uses both: the search's first-search
  * warm-up (search/workers.ts), run beside one, takes from it what it saves a later search,
