@@ -198,46 +198,36 @@ export async function skipPresent(
   // Reading and chunking the folder's files is a restore's work too (heavyWork.ts).
   const endHeavyWork = beginHeavyWork();
   try {
-    return await checkPresent(target, items, workers, signal, onChecked);
+    const out: RestoreItem[] = [];
+    let skippedFiles = 0;
+    let skippedBytes = 0;
+    // The directories of the next LIST_AHEAD items are listed while this one is checked, not
+    // one after another as the files come (a listing is one round trip, cached per directory);
+    // a failure is seen where `existing` awaits the listing.
+    let listed = 0;
+    const files = items.filter((i) => i.kind === 'file').length;
+    let checked = 0;
+    for (const [k, item] of items.entries()) {
+      signal?.throwIfAborted();
+      for (; listed < Math.min(items.length, k + LIST_AHEAD); listed++) {
+        const next = items[listed];
+        if (next.kind === 'file') target.listing(next.name).catch(() => {});
+      }
+      if (item.kind === 'file') {
+        onChecked?.(++checked, files);
+        const file = await target.existing(item.name);
+        if (file && file.size === item.size && (await sameChunks(file, item.recipe, workers))) {
+          skippedFiles++;
+          skippedBytes += item.size;
+          continue;
+        }
+      }
+      out.push(item);
+    }
+    return { items: out, skippedFiles, skippedBytes };
   } finally {
     endHeavyWork();
   }
-}
-
-async function checkPresent(
-  target: FolderTarget,
-  items: RestoreItem[],
-  workers: RestoreWorkers,
-  signal?: AbortSignal,
-  onChecked?: (files: number, of: number) => void,
-): Promise<PresentCheck> {
-  const out: RestoreItem[] = [];
-  let skippedFiles = 0;
-  let skippedBytes = 0;
-  // The directories of the next LIST_AHEAD items are listed while this one is checked, not
-  // one after another as the files come (a listing is one round trip, cached per directory);
-  // a failure is seen where `existing` awaits the listing.
-  let listed = 0;
-  const files = items.filter((i) => i.kind === 'file').length;
-  let checked = 0;
-  for (const [k, item] of items.entries()) {
-    signal?.throwIfAborted();
-    for (; listed < Math.min(items.length, k + LIST_AHEAD); listed++) {
-      const next = items[listed];
-      if (next.kind === 'file') target.listing(next.name).catch(() => {});
-    }
-    if (item.kind === 'file') {
-      onChecked?.(++checked, files);
-      const file = await target.existing(item.name);
-      if (file && file.size === item.size && (await sameChunks(file, item.recipe, workers))) {
-        skippedFiles++;
-        skippedBytes += item.size;
-        continue;
-      }
-    }
-    out.push(item);
-  }
-  return { items: out, skippedFiles, skippedBytes };
 }
 
 async function sameChunks(file: File, recipe: readonly string[], workers: RestoreWorkers): Promise<boolean> {

@@ -41,36 +41,32 @@ export function heavyWorkRunning(): boolean {
 export function runWhenQuiet(task: (stop: AbortSignal) => Promise<boolean>, delayMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     let timer: ReturnType<typeof setTimeout> | undefined;
+    /** The run in progress, if any. */
+    let run: AbortController | null = null;
     const arm = () => {
       clearTimeout(timer);
-      if (!running) timer = setTimeout(start, delayMs);
+      if (!running && !run) timer = setTimeout(start, delayMs);
     };
-    const begun = () => clearTimeout(timer);
+    const begun = () => {
+      clearTimeout(timer);
+      run?.abort();
+    };
     onQuiet.add(arm);
     onBegin.add(begun);
-    const done = () => {
-      onQuiet.delete(arm);
-      onBegin.delete(begun);
-    };
     const start = () => {
-      onBegin.delete(begun);
-      const stop = new AbortController();
-      const abort = () => stop.abort();
-      onBegin.add(abort);
-      task(stop.signal).then(
+      run = new AbortController();
+      task(run.signal).then(
         (finished) => {
-          onBegin.delete(abort);
-          if (finished) {
-            done();
-            resolve();
-            return;
-          }
-          onBegin.add(begun);
-          arm();
+          run = null;
+          if (!finished) return arm();
+          onQuiet.delete(arm);
+          onBegin.delete(begun);
+          resolve();
         },
         (e: unknown) => {
-          onBegin.delete(abort);
-          done();
+          run = null;
+          onQuiet.delete(arm);
+          onBegin.delete(begun);
           reject(e);
         },
       );
